@@ -1,0 +1,196 @@
+"""Environment recipes: everything needed to rebuild the env an agent was trained on.
+
+An :class:`EnvRecipe` is stored in every rlviz checkpoint (as JSON) and is the one way every
+entry point (library, CLI, rollouts, replays) builds environments, so evaluation sees the same
+preprocessing as training.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import gymnasium as gym
+
+from .errors import EnvError, UsageError
+
+__all__ = [
+    "WrapperSpec",
+    "EnvRecipe",
+    "atari_recipe",
+    "register_envs",
+    "make_env",
+    "make_vec_env",
+    "WRAPPERS",
+]
+
+
+@dataclass(frozen=True)
+class WrapperSpec:
+    """One preprocessing step: ``name`` is a key of :data:`WRAPPERS`; ``training_only`` steps
+    (reward clipping, life loss as terminal) are applied when training, not when evaluating."""
+
+    name: str
+    kwargs: dict = field(default_factory=dict)
+    training_only: bool = False
+
+
+@dataclass(frozen=True)
+class EnvRecipe:
+    """env id + kwargs for ``gym.make`` and the preprocessing wrapper chain, applied in order.
+
+    ``saliency_mode`` tells how observation-space maps go back to frame pixels:
+    "linear" (a resized image, e.g. Atari 84x84 of a 210x160 frame) or "nearest" (a grid world
+    such as MinAtar, one cell per block of pixels); None when observations are not images.
+    """
+
+    env_id: str
+    env_kwargs: dict = field(default_factory=dict)
+    wrappers: tuple = ()
+    saliency_mode: str | None = None
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["wrappers"] = [asdict(w) for w in self.wrappers]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "EnvRecipe":
+        try:
+            wrappers = tuple(WrapperSpec(**w) for w in d.get("wrappers", ()))
+            return cls(d["env_id"], dict(d.get("env_kwargs", {})), wrappers, d.get("saliency_mode"))
+        except (KeyError, TypeError) as exc:
+            raise UsageError(f"Not an env recipe: {d!r} ({exc}); expected keys env_id, env_kwargs, wrappers.") from exc
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "EnvRecipe":
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def for_env_id(cls, env_id: str) -> "EnvRecipe":
+        """A sensible default recipe for a bare env id: Atari preprocessing for ``ALE/*``."""
+        if env_id.startswith("ALE/"):
+            return atari_recipe(env_id)
+        if env_id.startswith("MinAtar/"):
+            return cls(env_id, saliency_mode="nearest")
+        return cls(env_id)
+
+
+def atari_recipe(
+    env_id: str = "ALE/Breakout-v5",
+    frame_skip: int = 4,
+    screen_size: int = 84,
+    stack: int = 4,
+    noop_max: int = 30,
+    clip_reward: bool = True,
+    life_loss_terminal: bool = False,
+    **env_kwargs: Any,
+) -> EnvRecipe:
+    """The usual DQN/PPO Atari stack: grey 84x84, frame skip 4 (max-pooled), no-op starts,
+    frame stack 4; reward clipping (and optionally life loss as terminal) during training only."""
+    kwargs = {"frameskip": 1, "repeat_action_probability": 0.25, **env_kwargs}
+    wrappers = [
+        WrapperSpec("atari", {"frame_skip": frame_skip, "screen_size": screen_size, "noop_max": noop_max}),
+    ]
+    if life_loss_terminal:
+        wrappers.append(WrapperSpec("life_loss_terminal", {}, training_only=True))
+    if clip_reward:
+        wrappers.append(WrapperSpec("clip_reward", {}, training_only=True))
+    wrappers.append(WrapperSpec("frame_stack", {"stack_size": stack}))
+    return EnvRecipe(env_id, kwargs, tuple(wrappers), saliency_mode="linear")
+
+
+class _LifeLossTerminal(gym.Wrapper):
+    """Terminate the episode when ALE reports a lost life (training only)."""
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self._lives = info.get("lives", 0)
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        lives = info.get("lives", self._lives)
+        terminated = terminated or lives < self._lives
+        self._lives = lives
+        return obs, reward, terminated, truncated, info
+
+
+def _clip_reward(env: gym.Env) -> gym.Env:
+    import numpy as np
+
+    return gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
+
+
+WRAPPERS: dict[str, Callable[..., gym.Env]] = {
+    "atari": lambda env, **kw: gym.wrappers.AtariPreprocessing(env, **kw),
+    "frame_stack": lambda env, **kw: gym.wrappers.FrameStackObservation(env, **kw),
+    "clip_reward": lambda env, **kw: _clip_reward(env),
+    "life_loss_terminal": lambda env, **kw: _LifeLossTerminal(env),
+    "time_limit": lambda env, **kw: gym.wrappers.TimeLimit(env, **kw),
+}
+
+
+_REGISTERED = False
+
+
+def register_envs() -> None:
+    """Register ALE and MinAtar envs with gymnasium (idempotent, offline: ROMs ship in ale-py)."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    try:
+        import ale_py
+
+        gym.register_envs(ale_py)
+    except ImportError:  # pragma: no cover - ale-py is a dependency
+        pass
+    try:
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import minatar.gym
+
+            minatar.gym.register_envs()
+    except (ImportError, gym.error.Error):
+        pass
+    _REGISTERED = True
+
+
+def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", training: bool = False) -> gym.Env:
+    """Build one env from a recipe (or a bare id, with :meth:`EnvRecipe.for_env_id`)."""
+    if isinstance(recipe, str):
+        recipe = EnvRecipe.for_env_id(recipe)
+    register_envs()
+    try:
+        env = gym.make(recipe.env_id, render_mode=render_mode, **recipe.env_kwargs)
+    except gym.error.Error as exc:
+        hint = " MinAtar envs need: pip install minatar." if recipe.env_id.startswith("MinAtar/") else ""
+        raise EnvError(f"Cannot make env {recipe.env_id!r}: {exc}.{hint}") from exc
+    for w in recipe.wrappers:
+        if w.training_only and not training:
+            continue
+        if w.name not in WRAPPERS:
+            raise EnvError(f"Unknown wrapper {w.name!r} in the env recipe; known: {sorted(WRAPPERS)}.")
+        env = WRAPPERS[w.name](env, **w.kwargs)
+    return env
+
+
+def make_vec_env(
+    recipe: EnvRecipe | str,
+    num_envs: int,
+    render_mode: str | None = "rgb_array",
+    training: bool = False,
+    vectorization_mode: str = "sync",
+) -> gym.vector.VectorEnv:
+    """``num_envs`` copies of :func:`make_env` in a gymnasium vector env (same-step autoreset)."""
+    if num_envs < 1:
+        raise UsageError(f"num_envs={num_envs}; expected at least 1.")
+    fns = [lambda: make_env(recipe, render_mode=render_mode, training=training) for _ in range(num_envs)]
+    cls = gym.vector.AsyncVectorEnv if vectorization_mode == "async" else gym.vector.SyncVectorEnv
+    return cls(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)

@@ -1,0 +1,69 @@
+"""Errors raised by rlviz.
+
+Every message says what was received, what was expected and what to do about it
+(in the manner of Stable-Baselines3). The CLI prints ``RlvizError`` messages on one
+line without a traceback: exit code 2 for :class:`UsageError`, 1 for the others.
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = [
+    "RlvizError",
+    "UsageError",
+    "CheckpointError",
+    "UnsafeCheckpointError",
+    "EnvError",
+    "VideoError",
+    "MissingDependencyError",
+    "require",
+]
+
+
+class RlvizError(Exception):
+    """Base class of every error rlviz raises on purpose (CLI exit code 1)."""
+
+    exit_code = 1
+
+
+class UsageError(RlvizError, ValueError):
+    """The caller passed an argument that cannot work (CLI exit code 2)."""
+
+    exit_code = 2
+
+
+class CheckpointError(RlvizError):
+    """A checkpoint file is missing, truncated, corrupt or of an unexpected kind."""
+
+
+class UnsafeCheckpointError(CheckpointError):
+    """Loading the file would unpickle arbitrary code and the caller did not opt in."""
+
+
+class EnvError(RlvizError):
+    """The environment cannot be built or does not provide what rlviz needs."""
+
+
+class VideoError(RlvizError):
+    """The video encoder failed."""
+
+
+class MissingDependencyError(RlvizError, ImportError):
+    """An optional integration was used without its extra installed."""
+
+
+def require(module: str, extra: str, what: str | None = None) -> ModuleType:
+    """Import an optional dependency lazily, or explain which extra installs it.
+
+    >>> require("wandb", "wandb")  # doctest: +SKIP
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        purpose = f" for {what}" if what else ""
+        raise MissingDependencyError(
+            f"rlviz needs the package '{module.split('.')[0]}'{purpose}, but it is not installed "
+            f"({exc}). Install it with: pip install \"rlviz[{extra}]\""
+        ) from exc

@@ -1,0 +1,265 @@
+"""Policies: a batch of observations in, logits and a value estimate out.
+
+The one contract every stage relies on is :class:`Policy`:
+
+* ``forward(obs: Tensor[B, *obs_shape]) -> (logits Tensor[B, A], value Tensor[B] | None)``,
+  differentiable (saliency takes gradients through it);
+* ``evaluate(obs: ndarray[B, *obs_shape]) -> PolicyOutput``, no gradients, chunked;
+* ``act(obs, rng, greedy) -> (actions int64[B], PolicyOutput)``.
+
+:class:`TorchPolicy` adapts a ``torch.nn.Module`` returning ``(logits, value)``, logits only,
+or Q-values (``kind="q"``: the panel shows Q-values and the value is ``max_a Q``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Literal, Sequence
+
+import numpy as np
+import torch
+
+from .errors import UsageError
+
+__all__ = ["PolicyOutput", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "KINDS"]
+
+KINDS = ("actor_critic", "logits", "q")
+Kind = Literal["actor_critic", "logits", "q"]
+
+
+def resolve_device(device: str | torch.device = "auto") -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; anything else is passed to ``torch.device``."""
+    if isinstance(device, torch.device):
+        return device
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise UsageError(f"device={device!r} is not a torch device; use 'auto', 'cpu' or 'cuda[:N]'.") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"device={device!r} was asked for but CUDA is not available here; use device='auto' or 'cpu'.")
+    return dev
+
+
+def relative_entropy(probs: np.ndarray) -> np.ndarray:
+    """Policy entropy divided by ``ln |A|``: 0 = deterministic, 1 = uniform. probs: [..., A] -> [...]."""
+    p = np.asarray(probs, dtype=np.float64)
+    n = p.shape[-1]
+    if n < 2:
+        return np.zeros(p.shape[:-1], dtype=np.float32)
+    h = -np.sum(np.where(p > 0, p * np.log(np.clip(p, 1e-30, None)), 0.0), axis=-1)
+    return (h / np.log(n)).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class PolicyOutput:
+    """What a policy says about a batch of B observations (numpy, on the CPU).
+
+    logits: float32 [B, A]  -- action logits; for ``kind="q"`` the Q-values.
+    probs:  float32 [B, A]  -- softmax(logits); for ``kind="q"`` the greedy policy (one-hot argmax).
+    value:  float32 [B] or None -- V(s); for ``kind="q"`` max_a Q(s, a); None when the model has no value head.
+    kind:   "actor_critic" | "logits" | "q"
+    """
+
+    logits: np.ndarray
+    probs: np.ndarray
+    value: np.ndarray | None
+    kind: str
+
+    @property
+    def entropy(self) -> np.ndarray:
+        """Relative entropy H / ln|A|, float32 [B]."""
+        return relative_entropy(self.probs)
+
+
+class Policy:
+    """Base class. Subclasses implement :meth:`forward`; the rest is shared.
+
+    Attributes: ``num_actions`` (A), ``kind`` (one of :data:`KINDS`), ``device``.
+    """
+
+    num_actions: int
+    kind: str = "actor_critic"
+    device: torch.device = torch.device("cpu")
+    #: Observations per forward pass in :meth:`evaluate`.
+    batch_size: int = 1024
+
+    # -- to implement -------------------------------------------------------------------------
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """obs float32 [B, *obs_shape] on ``self.device`` -> (logits [B, A], value [B] or None)."""
+        raise NotImplementedError
+
+    # -- shared -------------------------------------------------------------------------------
+    @property
+    def has_value(self) -> bool:
+        return self.kind in ("actor_critic", "q")
+
+    def to_tensor(self, obs: np.ndarray | torch.Tensor) -> torch.Tensor:
+        """Observations as a float32 tensor on the policy's device (no scaling: the module owns that)."""
+        if isinstance(obs, torch.Tensor):
+            return obs.to(device=self.device, dtype=torch.float32)
+        return torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device)
+
+    def probs_from_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        if self.kind == "q":
+            return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
+        return torch.softmax(logits, dim=-1)
+
+    @torch.no_grad()
+    def evaluate(self, obs: np.ndarray, batch_size: int | None = None) -> PolicyOutput:
+        """Internals for a batch of observations [B, *obs_shape], computed in chunks of ``batch_size``."""
+        obs = np.asarray(obs)
+        if obs.shape[0] == 0:
+            raise UsageError("evaluate() received an empty batch of observations; pass at least one.")
+        bs = int(batch_size or self.batch_size)
+        logits, probs, values = [], [], []
+        for start in range(0, obs.shape[0], bs):
+            lg, v = self.forward(self.to_tensor(obs[start : start + bs]))
+            logits.append(lg.float().cpu())
+            probs.append(self.probs_from_logits(lg.float()).cpu())
+            if v is not None:
+                values.append(v.float().reshape(-1).cpu())
+        value = torch.cat(values).numpy() if values else None
+        return PolicyOutput(torch.cat(logits).numpy(), torch.cat(probs).numpy(), value, self.kind)
+
+    def act(
+        self, obs: np.ndarray, rng: np.random.Generator | None = None, greedy: bool = False
+    ) -> tuple[np.ndarray, PolicyOutput]:
+        """Choose actions for a batch [B, *obs_shape]: sampled from softmax(logits) with ``rng``
+        (Gumbel-max, so a seeded ``rng`` reproduces the episode), or argmax when ``greedy``
+        (always for ``kind="q"``). Returns (actions int64 [B], the PolicyOutput they came from)."""
+        out = self.evaluate(obs)
+        if greedy or self.kind == "q":
+            return out.logits.argmax(-1).astype(np.int64), out
+        rng = rng if rng is not None else np.random.default_rng()
+        u = rng.random(out.logits.shape)
+        gumbel = -np.log(-np.log(np.clip(u, 1e-12, 1.0 - 1e-12)))
+        return (out.logits.astype(np.float64) + gumbel).argmax(-1).astype(np.int64), out
+
+
+def _split_output(out, kind: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Normalise what a module returned into (logits [B, A], value [B] | None)."""
+    if isinstance(out, torch.Tensor):
+        logits, value = out, None
+    elif isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(o, torch.Tensor) for o in out):
+        logits, value = out
+    elif isinstance(out, dict) and "logits" in out:
+        logits, value = out["logits"], out.get("value")
+    else:
+        got = type(out).__name__ if not isinstance(out, (tuple, list)) else f"{type(out).__name__} of {len(out)}"
+        raise UsageError(
+            f"The policy module returned a {got}; rlviz expected logits [B, A], a tuple (logits [B, A], "
+            "value [B]) or a dict with 'logits' (and 'value'). Wrap your module so forward returns one of these."
+        )
+    if logits.ndim != 2:
+        raise UsageError(f"The policy returned logits of shape {tuple(logits.shape)}; expected [B, num_actions].")
+    if kind == "q":
+        return logits, logits.max(dim=-1).values
+    if kind == "logits":
+        return logits, None
+    if value is None:
+        raise UsageError(
+            "kind='actor_critic' but the module returned no value; pass kind='logits' (no value panel) "
+            "or return (logits, value)."
+        )
+    if value.ndim == 2 and value.shape[-1] == 1:
+        value = value[:, 0]
+    if value.ndim != 1 or value.shape[0] != logits.shape[0]:
+        raise UsageError(f"The policy returned a value of shape {tuple(value.shape)}; expected [B] or [B, 1].")
+    return logits, value
+
+
+class TorchPolicy(Policy):
+    """Adapt a ``torch.nn.Module`` (or any callable on tensors) to :class:`Policy`.
+
+    Args:
+        module: maps float32 obs [B, *obs_shape] to logits [B, A], (logits, value) or Q-values.
+        num_actions: A; read from the first forward when omitted.
+        kind: ``"auto"`` (actor_critic when the module returns a value, logits otherwise),
+            ``"actor_critic"``, ``"logits"`` or ``"q"``.
+        device: ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda:0"``...
+        obs_transform: optional callable applied to the obs tensor before the module
+            (e.g. ``lambda x: x / 255``), part of the differentiable path.
+        action_space: a gymnasium space to validate against (Discrete only for now).
+    """
+
+    def __init__(
+        self,
+        module: torch.nn.Module | Callable,
+        num_actions: int | None = None,
+        kind: str = "auto",
+        device: str | torch.device = "auto",
+        obs_transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
+        action_space=None,
+        batch_size: int = 1024,
+    ):
+        if kind not in ("auto",) + KINDS:
+            raise UsageError(f"kind={kind!r} is not known; use one of 'auto', {', '.join(map(repr, KINDS))}.")
+        if action_space is not None:
+            num_actions = check_action_space(action_space, num_actions)
+        self.device = resolve_device(device)
+        if isinstance(module, torch.nn.Module):
+            module = module.to(self.device)
+            module.eval()
+        self.module = module
+        self.obs_transform = obs_transform
+        self._kind = kind
+        self.kind = kind if kind != "auto" else "actor_critic"
+        self.num_actions = int(num_actions) if num_actions is not None else -1
+        self.batch_size = int(batch_size)
+
+    def _raw(self, obs: torch.Tensor):
+        x = self.obs_transform(obs) if self.obs_transform is not None else obs
+        return self.module(x)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        out = self._raw(obs)
+        if self._kind == "auto":
+            has_value = (isinstance(out, (tuple, list)) and len(out) == 2) or (
+                isinstance(out, dict) and out.get("value") is not None
+            )
+            self.kind = "actor_critic" if has_value else "logits"
+            self._kind = self.kind
+        logits, value = _split_output(out, self.kind)
+        if self.num_actions < 0:
+            self.num_actions = int(logits.shape[-1])
+        elif logits.shape[-1] != self.num_actions:
+            raise UsageError(
+                f"The policy returned {logits.shape[-1]} logits but the action space has {self.num_actions} actions."
+            )
+        return logits, value
+
+
+def check_action_space(space, num_actions: int | None = None) -> int:
+    """Return A for a Discrete space; raise a clear error for anything else."""
+    import gymnasium as gym
+
+    if isinstance(space, gym.spaces.Discrete):
+        if int(space.start) != 0:
+            raise UsageError(f"Discrete action space with start={space.start}: rlviz expects actions 0..n-1.")
+        n = int(space.n)
+        if num_actions is not None and int(num_actions) != n:
+            raise UsageError(f"num_actions={num_actions} but the env's action space is Discrete({n}).")
+        return n
+    raise UsageError(
+        f"rlviz supports Discrete action spaces for now; the env's action space is {space}. "
+        "Continuous (Box) actions are planned; for now wrap the env with a discretising ActionWrapper."
+    )
+
+
+def action_names_for(env, num_actions: int) -> Sequence[str]:
+    """``get_action_meanings()`` on ALE (looked up through wrappers), the action indices otherwise."""
+    base = getattr(env, "unwrapped", env)
+    getter = getattr(base, "get_action_meanings", None)
+    if callable(getter):
+        try:
+            names = list(getter())
+            if len(names) == num_actions:
+                return tuple(str(n) for n in names)
+        except Exception:  # pragma: no cover - exotic envs
+            pass
+    return tuple(str(i) for i in range(num_actions))
+
+
+__all__ += ["check_action_space", "action_names_for"]
