@@ -13,8 +13,9 @@ or Q-values (``kind="q"``: the panel shows Q-values and the value is ``max_a Q``
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Literal
 
 import numpy as np
 import torch
@@ -99,7 +100,10 @@ class Policy:
         """Observations as a float32 tensor on the policy's device (no scaling: the module owns that)."""
         if isinstance(obs, torch.Tensor):
             return obs.to(device=self.device, dtype=torch.float32)
-        return torch.as_tensor(np.asarray(obs), dtype=torch.float32, device=self.device)
+        arr = np.asarray(obs)
+        if not arr.flags.writeable:  # e.g. a read-only memmap of a spooled episode
+            arr = np.array(arr)
+        return torch.as_tensor(arr, dtype=torch.float32, device=self.device)
 
     def probs_from_logits(self, logits: torch.Tensor) -> torch.Tensor:
         if self.kind == "q":
@@ -109,13 +113,14 @@ class Policy:
     @torch.no_grad()
     def evaluate(self, obs: np.ndarray, batch_size: int | None = None) -> PolicyOutput:
         """Internals for a batch of observations [B, *obs_shape], computed in chunks of ``batch_size``."""
-        obs = np.asarray(obs)
+        if not (hasattr(obs, "shape") and hasattr(obs, "__getitem__")):
+            obs = np.asarray(obs)  # lists; arrays and disk-backed SpoolArrays are read chunk by chunk
         if obs.shape[0] == 0:
             raise UsageError("evaluate() received an empty batch of observations; pass at least one.")
         bs = int(batch_size or self.batch_size)
         logits, probs, values = [], [], []
         for start in range(0, obs.shape[0], bs):
-            lg, v = self.forward(self.to_tensor(obs[start : start + bs]))
+            lg, v = self.forward(self.to_tensor(np.asarray(obs[start : start + bs])))
             logits.append(lg.float().cpu())
             probs.append(self.probs_from_logits(lg.float()).cpu())
             if v is not None:

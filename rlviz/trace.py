@@ -14,21 +14,84 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 from .errors import UsageError
 
-__all__ = ["Spool", "EpisodeTrace", "EpisodeInternals", "returns_to_go"]
+__all__ = ["Spool", "SpoolArray", "EpisodeTrace", "EpisodeInternals", "returns_to_go"]
+
+
+class SpoolArray:
+    """Read-only array-like ``[N, *shape]`` over a spool file. Items are read with ``pread`` when
+    indexed (an int or a slice gives a fresh, writable ndarray); nothing is memory-mapped, so reading
+    every item of a long episode does not grow the process's resident memory (a memmap would: every
+    page touched counts). ``np.asarray(spool_array)`` reads everything: use chunks instead.
+    """
+
+    def __init__(self, path: str, n: int, shape: tuple, dtype):
+        self.shape = (int(n),) + tuple(shape)
+        self.dtype = np.dtype(dtype)
+        self.ndim = len(self.shape)
+        self._item_shape = tuple(shape)
+        self._itemsize = int(np.prod(self._item_shape, dtype=np.int64)) * self.dtype.itemsize
+        self._fd = os.open(path, os.O_RDONLY)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def _read(self, start: int, count: int) -> np.ndarray:
+        out = np.empty((count,) + self._item_shape, dtype=self.dtype)
+        if count and self._itemsize:
+            view, offset, done = memoryview(out).cast("B"), start * self._itemsize, 0
+            while done < len(view):
+                got = os.preadv(self._fd, [view[done:]], offset + done)
+                if got <= 0:
+                    raise OSError(f"short read from the episode spool at item {start}")
+                done += got
+        return out
+
+    def __getitem__(self, key):
+        n = self.shape[0]
+        if isinstance(key, tuple):
+            head, rest = (key[0], key[1:]) if key else (slice(None), ())
+            item = self[head]
+            return item[rest] if isinstance(head, (int, np.integer)) else item[(slice(None),) + rest]
+        if isinstance(key, (int, np.integer)):
+            i = int(key) + n if key < 0 else int(key)
+            if not 0 <= i < n:
+                raise IndexError(f"index {key} is out of range for {n} items")
+            return self._read(i, 1)[0]
+        if isinstance(key, slice):
+            start, stop, step = key.indices(n)
+            if step == 1:
+                return self._read(start, max(0, stop - start))
+            return np.stack([self._read(i, 1)[0] for i in range(start, stop, step)]) if stop != start else self._read(0, 0)
+        raise UsageError(f"episode spools are indexed by an int, a slice or a tuple; received {type(key).__name__}.")
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self._read(0, self.shape[0])
+        return arr if dtype is None else arr.astype(dtype)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self):  # pragma: no cover - best effort
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 class Spool:
     """Append-only array of items of one shape and dtype, kept in a file, not in RAM.
 
-    ``append(item)`` writes one item; ``view()`` maps everything written so far as
-    ``ndarray [N, *shape]`` (read-only memmap). ``close()`` deletes the file.
+    ``append(item)`` writes one item; ``view()`` gives everything written so far as a read-only
+    :class:`SpoolArray` ``[N, *shape]`` (read on demand, never mapped). ``close()`` deletes the file.
     """
 
     def __init__(self, shape: Sequence[int], dtype, dir: str | os.PathLike | None = None, name: str = "spool"):
@@ -37,6 +100,7 @@ class Spool:
         self._dir = tempfile.mkdtemp(prefix="rlviz-", dir=dir)
         self.path = os.path.join(self._dir, f"{name}.bin")
         self._fh = open(self.path, "wb")
+        self._readers: list[SpoolArray] = []
         self._n = 0
         self._itemsize = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
@@ -53,18 +117,21 @@ class Spool:
     def __len__(self) -> int:
         return self._n
 
-    def view(self) -> np.ndarray:
-        """Everything appended so far, [N, *shape] (read-only; a zero-length array when empty)."""
+    def view(self) -> SpoolArray:
+        """Everything appended so far, a read-only :class:`SpoolArray` [N, *shape]."""
         if self._fh is not None:
             self._fh.flush()
-        if self._n == 0 or self._itemsize == 0:
-            return np.zeros((self._n,) + self.shape, dtype=self.dtype)
-        return np.memmap(self.path, dtype=self.dtype, mode="r", shape=(self._n,) + self.shape)
+        reader = SpoolArray(self.path, self._n, self.shape, self.dtype)
+        self._readers.append(reader)
+        return reader
 
     def close(self) -> None:
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+        for reader in self._readers:
+            reader.close()
+        self._readers = []
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __del__(self):  # pragma: no cover - best effort
@@ -88,8 +155,9 @@ def returns_to_go(rewards: np.ndarray, gamma: float, bootstrap: float = 0.0) -> 
 class EpisodeTrace:
     """One recorded episode of T steps.
 
-    frames:       uint8 [T+1, H, W, 3]  RGB, usually a read-only memmap
-    observations: [T+1, *obs_shape] in the env's dtype, what the policy saw (memmap)
+    frames:       uint8 [T+1, H, W, 3]  RGB: an ndarray or a disk-backed SpoolArray (index or slice it;
+                  read long episodes in chunks)
+    observations: [T+1, *obs_shape] in the env's dtype, what the policy saw (ndarray or SpoolArray)
     actions:      int64 [T]
     rewards:      float32 [T]
     lives:        int32 [T+1] or None (ALE lives before each action; last entry after the last step)

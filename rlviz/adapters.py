@@ -1,0 +1,318 @@
+"""Turn the networks people already have into a :class:`~rlviz.policy.Policy`.
+
+Supported, checked in this order by :func:`to_policy`:
+
+* an rlviz :class:`Policy` (returned as is);
+* a Stable-Baselines3 algorithm or policy (PPO, A2C, DQN; see :mod:`rlviz.adapters_sb3`);
+* a CleanRL-style agent: a module with ``get_action_and_value(x, action)`` (ppo.py, ppo_atari.py
+  ...). See :func:`cleanrl_policy`;
+* a Q-network (``kind="q"``, or ``kind="auto"`` and a class name containing "QNetwork", "QNet"
+  or "DQN", as CleanRL's ``QNetwork``): forward gives Q-values [B, A];
+* any ``nn.Module`` whose forward maps float32 obs [B, *obs_shape] to logits [B, A],
+  ``(logits, value)`` or ``{"logits", "value"}``: :class:`TorchPolicy`.
+
+:func:`build_model` builds the network a state_dict belongs to from ``"pkg.module:Class"``,
+``"path/to/file.py:Class"`` and optional literal keyword arguments ``"...:Class(hidden=256)"``.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from .errors import CheckpointError, UsageError
+from .policy import Policy, TorchPolicy, check_action_space, resolve_device
+
+__all__ = ["to_policy", "cleanrl_policy", "build_model", "find_state_dict", "load_weights", "looks_like_q_network",
+           "SpaceInfo"]
+
+_Q_NAME = re.compile(r"q_?net|dqn", re.IGNORECASE)
+
+
+def looks_like_q_network(module) -> bool:
+    """True for modules named like a Q-network (CleanRL's ``QNetwork``, ``DQN``, ``QNet``...)."""
+    return bool(_Q_NAME.search(type(module).__name__))
+
+
+def to_policy(obj, *, observation_space=None, action_space=None, kind: str = "auto", device="auto",
+              probe_obs: np.ndarray | None = None) -> Policy:
+    """The :class:`Policy` for ``obj`` (see the module docstring for what is supported)."""
+    if isinstance(obj, Policy):
+        return obj
+    if type(obj).__module__.startswith("stable_baselines3") or type(getattr(obj, "policy", None)).__module__.startswith(
+        "stable_baselines3"
+    ):
+        from .adapters_sb3 import sb3_policy
+
+        return sb3_policy(obj, device=device)
+    if not isinstance(obj, nn.Module):
+        raise UsageError(
+            f"rlviz cannot use a {type(obj).__name__} as a policy; expected a torch.nn.Module (forward returning "
+            "logits, (logits, value) or Q-values), a CleanRL agent, a Stable-Baselines3 model or an rlviz Policy."
+        )
+    if callable(getattr(obj, "get_action_and_value", None)) and kind in ("auto", "actor_critic"):
+        return cleanrl_policy(obj, observation_space=observation_space, action_space=action_space, device=device,
+                              probe_obs=probe_obs)
+    if kind == "auto" and looks_like_q_network(obj):
+        kind = "q"
+    return TorchPolicy(obj, kind=kind, device=device, action_space=action_space)
+
+
+# -- CleanRL --------------------------------------------------------------------------------------
+class _CleanRLComposed(nn.Module):
+    """``actor(network(x / d)), critic(network(x / d))``, or without ``network``: CleanRL's layouts."""
+
+    def __init__(self, agent: nn.Module, divisor: float, use_network: bool):
+        super().__init__()
+        self.agent = agent
+        self.divisor = float(divisor)
+        self.use_network = use_network
+
+    def forward(self, x: torch.Tensor):
+        if self.divisor != 1.0:
+            x = x / self.divisor
+        h = self.agent.network(x) if self.use_network else x
+        return self.agent.actor(h), self.agent.critic(h).reshape(x.shape[0])
+
+
+class _CleanRLMethods(nn.Module):
+    """Fallback through the agent's own methods: log pi(a|x) for every a via get_action_and_value(x, a)."""
+
+    def __init__(self, agent: nn.Module, num_actions: int):
+        super().__init__()
+        self.agent = agent
+        self.num_actions = int(num_actions)
+
+    def forward(self, x: torch.Tensor):
+        b, a = x.shape[0], self.num_actions
+        xs = x.repeat_interleave(a, dim=0)
+        actions = torch.arange(a, device=x.device).repeat(b)
+        _, logp, _, value = self.agent.get_action_and_value(xs, actions)
+        return logp.reshape(b, a), value.reshape(b, a)[:, 0]
+
+
+def _probe(observation_space, probe_obs, n: int = 4) -> np.ndarray:
+    if probe_obs is not None:
+        return np.asarray(probe_obs)
+    if observation_space is None:
+        raise UsageError("A CleanRL agent needs observation_space= or probe_obs= to check how it reads observations.")
+    import copy
+
+    space = copy.deepcopy(observation_space)
+    space.seed(0)
+    return np.stack([np.asarray(space.sample()) for _ in range(n)])
+
+
+def cleanrl_policy(agent: nn.Module, *, observation_space=None, action_space=None, device="auto",
+                   probe_obs: np.ndarray | None = None) -> TorchPolicy:
+    """Policy for a CleanRL-style agent (``get_action_and_value(x, action) -> (action, logprob, entropy,
+    value)``, optionally ``get_value(x)``).
+
+    The fast path composes the agent's parts as CleanRL's scripts do: ``actor``/``critic`` on
+    ``network(x)`` (ppo_atari.py) or on ``x`` (ppo.py), with or without ``x / 255``. Which one is
+    *checked*, not guessed: each candidate must reproduce the agent's own log-probabilities of every
+    action and its value on probe observations (sampled from ``observation_space`` with seed 0, or
+    ``probe_obs``). If none does, the policy calls ``get_action_and_value`` for every action instead
+    (exact, A times the work). Logits are log-probabilities up to a per-row constant.
+    """
+    dev = resolve_device(device)
+    agent = agent.to(dev).eval()
+    x = torch.as_tensor(_probe(observation_space, probe_obs), dtype=torch.float32, device=dev)
+    if action_space is not None:
+        num_actions = check_action_space(action_space)
+    else:
+        actor = getattr(agent, "actor", None)
+        last = [m for m in actor.modules() if isinstance(m, nn.Linear)][-1] if isinstance(actor, nn.Module) else None
+        if last is None:
+            raise UsageError("Pass action_space= for this CleanRL agent (its actor has no final nn.Linear).")
+        num_actions = last.out_features
+    methods = _CleanRLMethods(agent, num_actions)
+    try:
+        with torch.no_grad():
+            ref_logp, ref_value = methods(x)
+            if callable(getattr(agent, "get_value", None)):
+                ref_value = agent.get_value(x).reshape(x.shape[0])
+    except Exception as exc:
+        raise UsageError(
+            f"{type(agent).__name__}.get_action_and_value(x, action) failed on observations of shape "
+            f"{tuple(x.shape)} ({type(exc).__name__}: {exc}); rlviz expects CleanRL's signature returning "
+            "(action, log_prob, entropy, value)."
+        ) from exc
+    layouts = [True, False] if isinstance(getattr(agent, "network", None), nn.Module) else [False]
+    if isinstance(getattr(agent, "actor", None), nn.Module) and isinstance(getattr(agent, "critic", None), nn.Module):
+        for use_network in layouts:
+            for divisor in (1.0, 255.0):
+                candidate = _CleanRLComposed(agent, divisor, use_network)
+                try:
+                    with torch.no_grad():
+                        logits, value = candidate(x)
+                except Exception:
+                    continue
+                if logits.shape == ref_logp.shape and torch.allclose(
+                    torch.log_softmax(logits, -1), ref_logp, atol=1e-5
+                ) and torch.allclose(value, ref_value, atol=1e-5):
+                    return TorchPolicy(candidate, num_actions=num_actions, kind="actor_critic", device=dev)
+    return TorchPolicy(methods, num_actions=num_actions, kind="actor_critic", device=dev)
+
+
+# -- building a network for a state_dict ----------------------------------------------------------
+class SpaceInfo:
+    """Stands in for CleanRL's ``envs`` (``single_observation_space``) and a single env
+    (``observation_space``) when a network's constructor only reads spaces."""
+
+    num_envs = 1
+
+    def __init__(self, observation_space, action_space):
+        self.observation_space = self.single_observation_space = observation_space
+        self.action_space = self.single_action_space = action_space
+
+
+_SPEC = re.compile(r"\s*(?P<target>[^()]+?)\s*(?:\((?P<args>.*)\))?\s*", re.DOTALL)
+
+
+def _parse_spec(spec: str) -> tuple[str, str, dict]:
+    m = _SPEC.fullmatch(spec)
+    if not m or ":" not in m.group("target"):
+        raise UsageError(
+            f"model={spec!r}: expected 'pkg.module:Class' or 'path/to/file.py:Class', optionally with keyword "
+            "arguments: 'pkg.module:Class(hidden=256)'."
+        )
+    where, _, name = m.group("target").rpartition(":")
+    kwargs = {}
+    if m.group("args") and m.group("args").strip():
+        try:
+            call = ast.parse(f"f({m.group('args')})", mode="eval").body
+            if call.args:
+                raise ValueError("positional arguments are not supported")
+            kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+        except (SyntaxError, ValueError) as exc:
+            raise UsageError(f"model={spec!r}: arguments must be name=literal pairs ({exc}).") from None
+    return where.strip(), name.strip(), kwargs
+
+
+def _import_attr(where: str, name: str):
+    try:
+        if where.endswith(".py") or "/" in where or "\\" in where:
+            file = Path(where).expanduser().resolve()
+            if not file.is_file():
+                raise UsageError(f"model file {where!r} does not exist.")
+            mod_name = f"rlviz_user_{re.sub(r'[^0-9a-zA-Z_]', '_', file.stem)}_{abs(hash(str(file))) % 10**8}"
+            if mod_name in sys.modules:
+                module = sys.modules[mod_name]
+            else:
+                spec = importlib.util.spec_from_file_location(mod_name, file)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[mod_name] = module
+                spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(where)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"Cannot import {where!r} for model= ({type(exc).__name__}: {exc}).") from exc
+    obj = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            raise UsageError(f"{where!r} has no attribute {name!r} (model=).")
+        obj = getattr(obj, part)
+    return obj
+
+
+def _auto_kwargs(factory, given: dict, observation_space, action_space) -> dict:
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return dict(given)
+    n = check_action_space(action_space) if action_space is not None else None
+    shape = tuple(getattr(observation_space, "shape", ()) or ())
+    fill = {
+        **dict.fromkeys(("envs", "env"), SpaceInfo(observation_space, action_space)),
+        **dict.fromkeys(("observation_space", "obs_space"), observation_space),
+        "action_space": action_space,
+        **dict.fromkeys(("num_actions", "n_actions", "action_dim", "action_size", "num_outputs"), n),
+        **dict.fromkeys(("obs_shape", "input_shape", "observation_shape"), shape),
+    }
+    kwargs, missing = dict(given), []
+    for pname, p in params.items():
+        if pname in kwargs or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        if pname in fill and fill[pname] is not None:
+            kwargs[pname] = fill[pname]
+        elif p.default is p.empty:
+            missing.append(pname)
+    if missing:
+        raise UsageError(
+            f"Cannot build {getattr(factory, '__qualname__', factory)}: no value for {missing}. rlviz fills "
+            f"arguments named {sorted(fill)}; give the others in the spec, e.g. 'pkg.mod:Class({missing[0]}=...)'."
+        )
+    return kwargs
+
+
+def build_model(model: Any, *, observation_space=None, action_space=None) -> nn.Module:
+    """An ``nn.Module`` from an instance (returned as is), a class/factory or a spec string."""
+    if isinstance(model, nn.Module):
+        return model
+    given: dict = {}
+    if isinstance(model, str):
+        where, name, given = _parse_spec(model)
+        model = _import_attr(where, name)
+    if not callable(model):
+        raise UsageError(f"model={model!r} is neither an nn.Module, a class nor a 'pkg.module:Class' string.")
+    try:
+        module = model(**_auto_kwargs(model, given, observation_space, action_space))
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"Building {getattr(model, '__qualname__', model)} failed: {type(exc).__name__}: {exc}") from exc
+    if not isinstance(module, nn.Module):
+        raise UsageError(f"model= built a {type(module).__name__}; expected a torch.nn.Module.")
+    return module
+
+
+_NESTED_KEYS = ("state_dict", "model_state_dict", "model", "agent", "policy", "network", "net", "q_network",
+                "actor_critic")
+
+
+def _is_tensor_dict(d) -> bool:
+    return isinstance(d, dict) and bool(d) and all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                                   for k, v in d.items())
+
+
+def find_state_dict(obj: dict, source: str) -> dict[str, torch.Tensor]:
+    """The state_dict in a torch.save'd dict: the dict itself or under a usual key ("state_dict", "model"...)."""
+    if _is_tensor_dict(obj):
+        return obj
+    for key in _NESTED_KEYS:
+        if _is_tensor_dict(obj.get(key)):
+            return obj[key]
+    keys = ", ".join(map(repr, list(obj)[:8]))
+    raise CheckpointError(
+        f"{source} holds a dict without a state_dict (keys: {keys}); expected name -> tensor, possibly under one of "
+        f"{list(_NESTED_KEYS)}. Re-save it with torch.save(model.state_dict(), path)."
+    )
+
+
+def load_weights(module: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
+    """``module.load_state_dict(state, strict=True)`` with an error that says what does not fit."""
+    own = module.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    shapes = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in own.items()
+              if k in state and tuple(state[k].shape) != tuple(v.shape)]
+    if missing or unexpected or shapes:
+        parts = [f"{label}: {items[:4]}{' ...' if len(items) > 4 else ''}" for label, items in
+                 (("missing", missing), ("unexpected", unexpected), ("shape (file vs model)", shapes)) if items]
+        raise CheckpointError(
+            f"The weights in {source} do not fit {type(module).__name__} ({'; '.join(parts)}). Check model= and env."
+        )
+    module.load_state_dict(state, strict=True)

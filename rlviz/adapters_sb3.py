@@ -1,0 +1,225 @@
+"""Stable-Baselines3 models as rlviz policies (extra ``rlviz[sb3]``; imported lazily).
+
+Supported: PPO and A2C (``ActorCriticPolicy``, ``ActorCriticCnnPolicy``) -> kind "actor_critic";
+DQN (``DQNPolicy``, ``CnnPolicy``) -> kind "q". Discrete actions, Box or Discrete observations.
+
+The wrappers take the raw observations the env gives (float32 tensors) and run SB3's own
+preprocessing (``preprocess_obs``: ``/255`` for image spaces when ``normalize_images``, one-hot
+for Discrete) inside the forward pass, so saliency gradients go back to the raw pixels.
+
+**Loading a .zip safely.** SB3's ``load`` calls ``cloudpickle.loads`` on every ``:serialized:``
+entry of the zip's ``data`` JSON (``save_util.json_to_data``): policy_class, observation_space,
+action_space, policy_kwargs (when it holds classes), lr_schedule, clip_range, buffers... Any of
+them can run code. :func:`load_sb3_zip` by default unpickles nothing: it reads ``data`` with
+``json``, takes the policy class from an allowlist by the name SB3 writes beside the pickle
+(``__module__`` and ``<function ActorCriticPolicy.__init__ ...>``), rebuilds ``policy_kwargs`` from
+their plain-text copies (allowlisted activation and feature-extractor classes, literal net_arch and
+kwargs; the optimizer is dropped, inference does not need it), builds the policy on the spaces of
+the env the caller names (checked against the shapes recorded in the zip) and loads
+``policy.pth`` with ``torch.load(weights_only=True)`` and ``strict=True``. Anything outside the
+allowlist raises :class:`UnsafeCheckpointError`; ``trust=True`` then uses SB3's own
+``load_from_zip_file`` (cloudpickle) and the unpickled policy class.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import json
+import re
+import zipfile
+
+import torch
+from torch import nn
+
+from .errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
+from .policy import TorchPolicy, check_action_space
+
+__all__ = ["SB3ActorCritic", "SB3QNetwork", "sb3_policy", "load_sb3_zip"]
+
+_POLICY_CLASSES = {
+    ("stable_baselines3.common.policies", "ActorCriticPolicy"),
+    ("stable_baselines3.common.policies", "ActorCriticCnnPolicy"),
+    ("stable_baselines3.dqn.policies", "DQNPolicy"),
+    ("stable_baselines3.dqn.policies", "CnnPolicy"),
+}
+_ACTIVATIONS = {"ReLU", "Tanh", "ELU", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "SELU", "Mish", "Softplus",
+                "Hardswish", "Identity"}
+_EXTRACTORS = {"NatureCNN", "FlattenExtractor"}
+_LITERAL_KEYS = {"net_arch", "features_extractor_kwargs", "normalize_images", "share_features_extractor"}
+_IGNORED_KEYS = {"optimizer_class", "optimizer_kwargs", "ortho_init", "log_std_init", "full_std", "use_expln",
+                 "squash_output", "use_sde"}
+_CLASS_REPR = re.compile(r"<class '([\w.]+)\.(\w+)'>")
+
+
+class SB3ActorCritic(nn.Module):
+    """raw obs [B, *obs] -> (log pi [B, A] as ``policy.get_distribution(obs).distribution.logits``,
+    V [B] as ``policy.predict_values(obs)``), in one pass through the features extractor(s)."""
+
+    def __init__(self, policy: nn.Module):
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, obs: torch.Tensor):
+        p = self.policy
+        features = p.extract_features(obs)
+        if p.share_features_extractor:
+            latent_pi, latent_vf = p.mlp_extractor(features)
+        else:
+            latent_pi = p.mlp_extractor.forward_actor(features[0])
+            latent_vf = p.mlp_extractor.forward_critic(features[1])
+        return torch.log_softmax(p.action_net(latent_pi), dim=-1), p.value_net(latent_vf).reshape(obs.shape[0])
+
+
+class SB3QNetwork(nn.Module):
+    """raw obs [B, *obs] -> Q-values [B, A] (``policy.q_net(obs)``, preprocessing included)."""
+
+    def __init__(self, policy: nn.Module):
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, obs: torch.Tensor):
+        return self.policy.q_net(obs)
+
+
+def sb3_policy(model, *, device="auto") -> TorchPolicy:
+    """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``) or its ``.policy``."""
+    require("stable_baselines3", "sb3", "Stable-Baselines3 models")
+    from gymnasium import spaces
+    from stable_baselines3.common.policies import ActorCriticPolicy
+    from stable_baselines3.dqn.policies import DQNPolicy
+
+    policy = getattr(model, "policy", model)
+    if isinstance(policy.observation_space, spaces.Dict):
+        raise UsageError("Stable-Baselines3 policies with Dict observations (MultiInputPolicy) are not supported yet.")
+    n = check_action_space(policy.action_space)
+    policy.set_training_mode(False)
+    if isinstance(policy, ActorCriticPolicy):
+        return TorchPolicy(SB3ActorCritic(policy), num_actions=n, kind="actor_critic", device=device)
+    if isinstance(policy, DQNPolicy):
+        return TorchPolicy(SB3QNetwork(policy), num_actions=n, kind="q", device=device)
+    raise UsageError(
+        f"rlviz supports SB3 PPO/A2C (ActorCriticPolicy) and DQN (DQNPolicy); got {type(policy).__name__}."
+    )
+
+
+# -- .zip files -----------------------------------------------------------------------------------
+def _unsafe(source: str, why: str) -> UnsafeCheckpointError:
+    return UnsafeCheckpointError(
+        f"{source}: {why}. Rebuilding it would mean unpickling it with cloudpickle (as SB3's load does), which "
+        "runs code from the file. If you trust the file: trust=True (CLI: --trust-checkpoint)."
+    )
+
+
+def _policy_class(entry, source: str):
+    if not isinstance(entry, dict):
+        raise CheckpointError(f"{source}: the zip's data has no policy_class entry; is it an SB3 model?")
+    init = str(entry.get("__init__", ""))
+    m = re.match(r"<function (\w+)\.__init__ at", init)
+    key = (entry.get("__module__"), m.group(1) if m else None)
+    if key not in _POLICY_CLASSES:
+        raise _unsafe(source, f"its policy class {key[0]}.{key[1]} is not one rlviz can rebuild without unpickling")
+    import importlib
+
+    return getattr(importlib.import_module(key[0]), key[1])
+
+
+def _class_from_repr(value, allowed: set, module_prefix: str, source: str, key: str):
+    m = _CLASS_REPR.fullmatch(str(value))
+    if not m or m.group(2) not in allowed or not m.group(1).startswith(module_prefix):
+        raise _unsafe(source, f"policy_kwargs[{key!r}] = {str(value)[:80]} is not in rlviz's allowlist")
+    import importlib
+
+    return getattr(importlib.import_module(m.group(1)), m.group(2))
+
+
+def _policy_kwargs(entry, source: str) -> dict:
+    if entry is None:
+        return {}
+    if not isinstance(entry, dict):
+        raise CheckpointError(f"{source}: policy_kwargs is a {type(entry).__name__}, expected a dict.")
+    kwargs = {}
+    for key, value in entry.items():
+        if key in (":type:", ":serialized:") or key in _IGNORED_KEYS:
+            continue
+        if key == "activation_fn":
+            kwargs[key] = _class_from_repr(value, _ACTIVATIONS, "torch.nn.modules", source, key)
+        elif key == "features_extractor_class":
+            kwargs[key] = _class_from_repr(value, _EXTRACTORS, "stable_baselines3.common.torch_layers", source, key)
+        elif key in _LITERAL_KEYS:
+            try:
+                kwargs[key] = ast.literal_eval(value) if isinstance(value, str) else value
+            except (ValueError, SyntaxError):
+                raise _unsafe(source, f"policy_kwargs[{key!r}] = {value[:80]!r} is not a plain literal") from None
+        else:
+            raise _unsafe(source, f"policy_kwargs[{key!r}] is not a setting rlviz can restore from text")
+    return kwargs
+
+
+def _check_spaces(data: dict, observation_space, action_space, source: str) -> None:
+    saved = data.get("observation_space") or {}
+    shape = saved.get("_shape")
+    try:
+        shape = tuple(ast.literal_eval(shape) if isinstance(shape, str) else shape) if shape is not None else None
+    except (ValueError, SyntaxError, TypeError):
+        shape = None
+    if shape is not None and tuple(observation_space.shape or ()) != shape:
+        raise EnvError(
+            f"{source} was trained on observations of shape {shape} ({saved.get('dtype')}), but the env gives "
+            f"{tuple(observation_space.shape or ())} ({observation_space.dtype}); pass the env (and preprocessing) "
+            "it was trained on."
+        )
+    n = (data.get("action_space") or {}).get("n")
+    if n is not None and str(n).strip().isdigit() and int(str(n)) != check_action_space(action_space):
+        raise EnvError(f"{source} was trained with {n} actions; the env has {action_space}.")
+
+
+def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, trust: bool = False,
+                 device="auto") -> tuple[TorchPolicy, float, dict]:
+    """(policy, gamma, metadata) from the bytes of an SB3 ``model.save`` zip; see the module docstring."""
+    require("stable_baselines3", "sb3", "Stable-Baselines3 .zip files")
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        doc = json.loads(archive.read("data").decode("utf-8"))
+        weights_blob = archive.read("policy.pth")
+        version = archive.read("_stable_baselines3_version").decode().strip() if (
+            "_stable_baselines3_version" in archive.namelist()) else None
+    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise CheckpointError(f"{source}: corrupt Stable-Baselines3 zip ({exc}).") from None
+    if not isinstance(doc, dict):
+        raise CheckpointError(f"{source}: the zip's data is not a JSON object.")
+    check_action_space(action_space)
+    if trust:
+        from stable_baselines3.common.save_util import load_from_zip_file
+
+        try:
+            full, params, _ = load_from_zip_file(io.BytesIO(data), device="cpu")
+            cls, kwargs = full["policy_class"], dict(full.get("policy_kwargs") or {})
+            state = params["policy"]
+        except Exception as exc:
+            raise CheckpointError(f"{source}: Stable-Baselines3 could not load it ({type(exc).__name__}: {exc}).") from exc
+    else:
+        cls = _policy_class(doc.get("policy_class"), source)
+        kwargs = _policy_kwargs(doc.get("policy_kwargs"), source)
+        try:
+            state = torch.load(io.BytesIO(weights_blob), map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise CheckpointError(f"{source}: policy.pth does not load as plain weights ({type(exc).__name__}).") from None
+    _check_spaces(doc, observation_space, action_space, source)
+    try:
+        policy = cls(observation_space=observation_space, action_space=action_space, lr_schedule=lambda _: 0.0,
+                     **kwargs)
+    except Exception as exc:
+        raise CheckpointError(f"{source}: cannot rebuild {cls.__name__} with {sorted(kwargs)} ({exc}).") from exc
+    from .adapters import load_weights
+
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{source}: policy.pth holds a {type(state).__name__}, expected a state_dict.")
+    load_weights(policy, state, source)
+    gamma = doc.get("gamma")
+    gamma = float(gamma) if isinstance(gamma, (int, float)) and 0 < gamma <= 1 else 0.99
+    algorithm = "DQN" if "exploration_rate" in doc else "PPO" if "clip_range" in doc else "A2C" if (
+        "gae_lambda" in doc) else None
+    meta = {"sb3_version": version, "policy_class": cls.__name__, "algorithm": algorithm,
+            "num_timesteps": doc.get("num_timesteps") if isinstance(doc.get("num_timesteps"), int) else None}
+    return sb3_policy(policy, device=device), gamma, meta

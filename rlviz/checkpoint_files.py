@@ -1,0 +1,115 @@
+"""Checkpoint files as bytes: reading with clear errors, telling formats apart, writing atomically,
+and ``torch.load`` that refuses pickled code unless asked (``weights_only=True`` first)."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import secrets
+from pathlib import Path
+
+import torch
+
+from .errors import CheckpointError, RlvizError, UnsafeCheckpointError
+
+__all__ = ["read_file", "describe", "detect_format", "atomic_write", "torch_load", "EXPECTED", "META_NAME"]
+
+META_NAME = "rlviz.json"
+_TRUST_HINT = "pass trust=True (CLI: --trust-checkpoint)"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write to a temporary name in the same folder, fsync, then rename: readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+EXPECTED = "an rlviz checkpoint (.pt2), a torch.export program, a torch.save file or a Stable-Baselines3 .zip"
+_MAGIC = [(b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
+          (b"%PDF", "a PDF document"), (b"\x1f\x8b", "a gzip file"), (b"\x93NUMPY", "a NumPy .npy file"),
+          (b"\x89HDF", "an HDF5 file")]
+
+
+def read_file(path) -> bytes:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        raise CheckpointError(f"{p}: no such file; expected {EXPECTED}.") from None
+    except IsADirectoryError:
+        raise CheckpointError(f"{p} is a directory; expected a checkpoint file ({EXPECTED}).") from None
+    except OSError as exc:
+        raise CheckpointError(f"{p}: cannot read it ({exc.strerror or exc}).") from None
+    if not data:
+        raise CheckpointError(f"{p} is empty (0 bytes); expected {EXPECTED}. Was it written completely?")
+    return data
+
+
+def describe(data: bytes) -> str:
+    for magic, what in _MAGIC:
+        if data.startswith(magic):
+            return what
+    try:
+        data[:4096].decode("utf-8")
+        return "a text file"
+    except UnicodeDecodeError:
+        return f"a file starting with bytes {data[:8].hex(' ')}"
+
+
+def detect_format(data: bytes) -> str:
+    """"rlviz" | "torch-export" | "sb3-zip" | "torch-save" | "zip" (unrecognised) | "corrupt-zip" | "unknown"."""
+    if data[:2] == b"PK":
+        import zipfile
+
+        try:
+            infos = zipfile.ZipFile(io.BytesIO(data)).infolist()
+        except Exception:
+            return "corrupt-zip"
+        # A truncated archive can expose the directory of a zip stored inside it (SB3 keeps torch.save zips
+        # uncompressed): a genuine archive's first entry starts at byte 0.
+        if not infos or min(i.header_offset for i in infos) != 0:
+            return "corrupt-zip"
+        names = [i.filename for i in infos]
+        rel = {n.split("/", 1)[1] if "/" in n else n for n in names}
+        if "archive_format" in rel and any(n.startswith("models/") for n in rel):
+            return "rlviz" if f"extra/{META_NAME}" in rel else "torch-export"
+        if "data" in names and "policy.pth" in names:
+            return "sb3-zip"
+        if "data.pkl" in rel:
+            return "torch-save"
+        return "zip"
+    if data[:1] == b"\x80":  # a pickle: torch.save's legacy (non-zip) format
+        return "torch-save"
+    return "unknown"
+
+
+def torch_load(data: bytes, source: str, weights_only: bool):
+    try:
+        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=weights_only)
+    except pickle.UnpicklingError as exc:
+        if weights_only and "Weights only load failed" in str(exc):
+            raise UnsafeCheckpointError(
+                f"{source} is a full pickle (e.g. torch.save(model)), not plain weights: loading it runs whatever "
+                f"code the file names, so a malicious file could take over this machine. If you trust its source, "
+                f"{_TRUST_HINT}; or re-save it as torch.save(model.state_dict()) and load it with model=."
+            ) from None
+        raise CheckpointError(f"{source}: corrupt torch.save file ({str(exc).splitlines()[0][:200]}).") from None
+    except (ModuleNotFoundError, AttributeError) as exc:
+        raise CheckpointError(
+            f"{source} pickles objects from code that is not importable here ({exc}); make that module importable."
+        ) from None
+    except RlvizError:
+        raise
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise CheckpointError(f"{source}: truncated or corrupt torch.save file ({first}).") from None

@@ -1,0 +1,155 @@
+"""Failure heatmaps: per object, how often it was at each pixel on the frame before a failure.
+
+Counts are exact integers, so heatmaps from separate runs (or machines) merge by summing.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .errors import UsageError
+
+__all__ = ["FailureHeatmap"]
+
+
+class FailureHeatmap:
+    """Per-object int64 count grids in frame pixels.
+
+    counts:     {name: int64 [H, W]} -- times the object covered the pixel on a pre-failure frame
+    failures:   failure events added
+    episodes:   episodes rolled out (failing or not)
+    background: uint8 [H, W, 3] or None -- a representative frame to plot under the heat
+    """
+
+    def __init__(self, frame_shape: tuple[int, int], object_names, env_id: str = ""):
+        names = tuple(str(n) for n in object_names)
+        if len(frame_shape) < 2 or min(frame_shape[:2]) < 1:
+            raise UsageError(f"frame_shape={frame_shape}; expected (H, W) of the rendered frame.")
+        if not names or len(set(names)) != len(names) or "all objects" in names:
+            raise UsageError(f"object_names={names}; expected distinct names (not 'all objects').")
+        self.frame_shape = (int(frame_shape[0]), int(frame_shape[1]))
+        self.object_names = names
+        self.env_id = str(env_id)
+        self.counts = {n: np.zeros(self.frame_shape, dtype=np.int64) for n in names}
+        self.failures = 0
+        self.episodes = 0
+        self.background: np.ndarray | None = None
+
+    def add(self, masks: dict) -> None:
+        """One failure event: ``masks`` {name: bool [H, W]} (missing names count as empty)."""
+        unknown = set(masks) - set(self.object_names)
+        if unknown:
+            raise UsageError(f"Masks for unknown objects {sorted(unknown)}; this heatmap has {self.object_names}.")
+        for name, m in masks.items():
+            m = np.asarray(m)
+            if m.shape != self.frame_shape:
+                raise UsageError(f"Mask '{name}' has shape {m.shape}; expected the frame's {self.frame_shape}.")
+            self.counts[name] += m.astype(bool)
+        self.failures += 1
+
+    def _check_compatible(self, other: FailureHeatmap) -> None:
+        if (other.frame_shape, other.object_names, other.env_id) != (self.frame_shape, self.object_names, self.env_id):
+            raise UsageError(
+                f"Cannot merge heatmaps of {other.env_id!r} {other.frame_shape} {other.object_names} into "
+                f"{self.env_id!r} {self.frame_shape} {self.object_names}: env, frame shape and objects must match."
+            )
+
+    def merge(self, other: FailureHeatmap) -> FailureHeatmap:
+        """Add ``other``'s counts into this one (exact); returns self."""
+        self._check_compatible(other)
+        for n in self.object_names:
+            self.counts[n] += other.counts[n]
+        self.failures += other.failures
+        self.episodes += other.episodes
+        if self.background is None and other.background is not None:
+            self.background = other.background.copy()
+        return self
+
+    @classmethod
+    def merged(cls, heatmaps) -> FailureHeatmap:
+        heatmaps = list(heatmaps)
+        if not heatmaps:
+            raise UsageError("FailureHeatmap.merged() received no heatmaps; pass at least one.")
+        first = heatmaps[0]
+        out = cls(first.frame_shape, first.object_names, first.env_id)
+        for h in heatmaps:
+            out.merge(h)
+        return out
+
+    def total(self) -> np.ndarray:
+        """int64 [H, W]: counts summed over objects ("all objects")."""
+        return np.sum([self.counts[n] for n in self.object_names], axis=0, dtype=np.int64)
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, path) -> Path:
+        """Write an .npz (no pickles): counts, names, env id, counters, optional background."""
+        path = Path(path)
+        arrays = {
+            "counts": np.stack([self.counts[n] for n in self.object_names]),
+            "object_names": np.array(self.object_names, dtype=str),
+            "env_id": np.array(self.env_id, dtype=str),
+            "failures": np.array(self.failures, dtype=np.int64),
+            "episodes": np.array(self.episodes, dtype=np.int64),
+        }
+        if self.background is not None:
+            arrays["background"] = self.background
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez_compressed(tmp, **arrays)
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path) -> FailureHeatmap:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                counts, names = z["counts"], [str(n) for n in z["object_names"]]
+                h = cls(counts.shape[1:], names, str(z["env_id"]))
+                for i, n in enumerate(names):
+                    h.counts[n] = counts[i].astype(np.int64)
+                h.failures, h.episodes = int(z["failures"]), int(z["episodes"])
+                h.background = z["background"] if "background" in z.files else None
+        except (OSError, KeyError, ValueError) as exc:
+            raise UsageError(f"{path} is not an rlviz failure heatmap (.npz written by FailureHeatmap.save): {exc}") from exc
+        return h
+
+    # -- plotting -----------------------------------------------------------------------------
+    def plot(self, path, background: np.ndarray | None = None, log: bool = False, dpi: int = 120) -> Path:
+        """PNG: one panel per object plus "all objects", heat over a dimmed background frame,
+        colour bars, title with failures / episodes. ``background`` defaults to the stored frame."""
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+        from matplotlib.colors import LogNorm, Normalize
+
+        path = Path(path)
+        bg = self.background if background is None else np.asarray(background)
+        panels = [(n, self.counts[n]) for n in self.object_names]
+        if len(panels) > 1:
+            panels.append(("all objects", self.total()))
+        h, w = self.frame_shape
+        scale = 3.2 / max(h, w) * 1.6
+        fig, axes = plt.subplots(1, len(panels), figsize=(max(w * scale, 2.4) * len(panels) + 0.8, h * scale + 0.9))
+        axes = np.atleast_1d(axes)
+        for ax, (name, grid) in zip(axes, panels):
+            if bg is not None:
+                from .objects import frame_to_uint8
+
+                ax.imshow(frame_to_uint8(bg), alpha=0.35, interpolation="nearest")
+            vmax = max(int(grid.max()), 1)
+            norm = LogNorm(vmin=1, vmax=max(vmax, 2)) if log else Normalize(vmin=0, vmax=vmax)
+            heat = np.ma.masked_where(grid <= 0, grid)
+            im = ax.imshow(heat, cmap="inferno", norm=norm, alpha=0.85, interpolation="nearest")
+            ax.set_title(name, fontsize=9)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
+        fig.suptitle(f"{self.env_id}: {self.failures} failures / {self.episodes} episodes", fontsize=10)
+        tmp = path.with_name(path.name + ".tmp.png")
+        fig.savefig(tmp, dpi=dpi, format="png")
+        plt.close(fig)
+        os.replace(tmp, path)
+        return path

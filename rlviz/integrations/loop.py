@@ -1,0 +1,120 @@
+"""Training-time logging for hand-written loops (CleanRL style).
+
+Every N steps of your loop::
+
+    from rlviz.integrations import log_episode
+    from rlviz.sinks import TensorBoardSink
+
+    sink = TensorBoardSink(writer=writer)          # the SummaryWriter your loop already has
+    ...
+    if global_step % 50_000 < num_envs:
+        log_episode("ALE/Breakout-v5", TorchPolicy(agent_net), sink, global_step, seed=0)
+
+One evaluation episode is played with the policy on a separate env, recorded with its panels to
+an H.264 MP4, and logged (video + return/length/mean entropy) to every sink at ``step``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+from ..envs import EnvRecipe, make_env
+from ..errors import UsageError
+from ..policy import Policy
+from ..record import EpisodeResult, RecordEpisode, run_episode
+from ..sinks.base import Sink, as_sinks, check_step
+
+__all__ = ["log_episode", "episode_scalars"]
+
+
+def episode_scalars(result: EpisodeResult, recorder: RecordEpisode | None = None) -> dict[str, float]:
+    """``return``, ``length`` and (when the recorder has them) ``entropy_mean`` (relative, 0..1) and
+    ``value_mean`` of one episode."""
+    out = {"return": float(result.episode_return), "length": float(result.length)}
+    internals = recorder.last_internals if recorder is not None else None
+    if internals is not None:
+        out["entropy_mean"] = float(np.mean(internals.entropy))
+        if internals.value is not None:
+            out["value_mean"] = float(np.mean(internals.value))
+    return out
+
+
+def log_episode(
+    env_or_recipe: gym.Env | EnvRecipe | str,
+    policy: Policy,
+    sinks: Sink | list[Sink] | None,
+    step: int,
+    *,
+    seed: int | None = None,
+    greedy: bool = False,
+    video_folder: str | os.PathLike | None = None,
+    name: str = "eval/episode",
+    fps: float | None = None,
+    gamma: float = 0.99,
+    saliency: str | None = None,
+    max_steps: int | None = None,
+    rng: np.random.Generator | int | None = None,
+) -> EpisodeResult:
+    """Record one evaluation episode of ``policy`` and log it to each sink at ``step``.
+
+    Args:
+        env_or_recipe: an env id, an :class:`~rlviz.envs.EnvRecipe` (built and closed here) or an
+            env made with ``render_mode="rgb_array"`` (wrapped for this episode, not closed). Use a
+            separate evaluation env, not the one you train on: the episode resets it.
+        policy: an rlviz :class:`~rlviz.policy.Policy` (e.g. ``TorchPolicy(agent_net)``).
+        sinks: a sink or a list of sinks (None: only keep the MP4 in ``video_folder``).
+        step: the training step to log at (e.g. ``global_step``).
+        seed: reset seed of the episode; ``rng`` (int or Generator) seeds the action sampling.
+        greedy: take argmax actions instead of sampling.
+        video_folder: where the MP4 (``<name>-step<step>-episode-0.mp4``) is kept; None records to a
+            temporary folder deleted once the sinks have it.
+        name: the name the video is logged under; scalars go to ``<name>/return``, ``<name>/length``...
+        fps, gamma, saliency: passed to :class:`~rlviz.record.RecordEpisode`.
+        max_steps: cut the episode after this many steps (logged as truncated).
+
+    Returns the :class:`~rlviz.record.EpisodeResult` (``video_path`` is None when no folder was kept).
+    """
+    step = check_step(step)
+    targets = as_sinks(sinks)
+    if not targets and video_folder is None:
+        raise UsageError("log_episode got no sinks and no video_folder, so the episode would go nowhere; pass either.")
+    if isinstance(env_or_recipe, (str, EnvRecipe)):
+        env, close_env = make_env(env_or_recipe, render_mode="rgb_array"), True
+    elif isinstance(env_or_recipe, gym.Env):
+        env, close_env = env_or_recipe, False
+    else:
+        raise UsageError(
+            f"log_episode needs an env id, an EnvRecipe or a gymnasium env; received {type(env_or_recipe).__name__}."
+        )
+    tmp = None if video_folder is not None else tempfile.mkdtemp(prefix="rlviz-eval-")
+    folder = Path(video_folder) if video_folder is not None else Path(tmp)
+    prefix = re.sub(r"[^A-Za-z0-9._=+-]+", "_", name).strip("_") or "episode"
+    try:
+        recorder = RecordEpisode(
+            env, folder, policy=policy, name_prefix=f"{prefix}-step{step}", fps=fps, gamma=gamma, saliency=saliency
+        )
+        result = run_episode(recorder, seed=seed, greedy=greedy, rng=rng, max_steps=max_steps)
+        if result.video_path is None:
+            raise UsageError("The evaluation episode was not recorded (it ended before its first step?).")
+        stats = episode_scalars(result, recorder)
+        caption = f"step {step}: return {result.episode_return:.6g} in {result.length} steps"
+        for sink in targets:
+            sink.log_video(name, result.video_path, step, fps=recorder.fps, caption=caption)
+            sink.log_scalars(stats, step, prefix=f"{name}/")
+        if tmp is not None:
+            from dataclasses import replace
+
+            result = replace(result, video_path=None)
+        return result
+    finally:
+        if close_env:
+            env.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)

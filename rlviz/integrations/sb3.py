@@ -1,0 +1,144 @@
+"""Stable-Baselines3 callback: every N timesteps, record one evaluation episode with its panels and log it.
+
+::
+
+    from rlviz.integrations.sb3 import RlvizCallback
+
+    model = PPO("MlpPolicy", "CartPole-v1", tensorboard_log="runs")
+    model.learn(100_000, callback=RlvizCallback("CartPole-v1", every_steps=10_000))
+
+With no ``sinks`` the videos go to the TensorBoard run SB3 itself writes (``tensorboard_log``), as
+animated GIFs in the Images dashboard at the same step as SB3's scalars; pass ``video_folder`` to
+keep the MP4s as well. Needs ``pip install "rlviz[sb3]"``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import gymnasium as gym
+import numpy as np
+
+from ..adapters_sb3 import sb3_policy
+from ..envs import EnvRecipe
+from ..errors import UsageError, require
+from ..policy import Policy
+from ..sinks.base import Sink, as_sinks
+from .loop import log_episode
+
+_callbacks = require("stable_baselines3.common.callbacks", "sb3", "the Stable-Baselines3 callback")
+
+__all__ = ["RlvizCallback"]
+
+
+class RlvizCallback(_callbacks.BaseCallback):
+    """Every ``every_steps`` timesteps, play one evaluation episode, record it with panels, log it.
+
+    Args:
+        eval_env: an env id, an :class:`~rlviz.envs.EnvRecipe`, or a gymnasium env made with
+            ``render_mode="rgb_array"`` whose observations match what the model was trained on.
+        every_steps: log when ``model.num_timesteps`` crosses each multiple of this.
+        sinks: a sink or list of sinks. None: a :class:`~rlviz.sinks.TensorBoardSink` on SB3's own
+            TensorBoard writer when the model has ``tensorboard_log``; otherwise ``video_folder`` must be set.
+        video_folder: keep the MP4s (``<name>-step<step>-episode-0.mp4``) here.
+        greedy: argmax actions (SB3's ``deterministic=True``) instead of sampling.
+        seed: reset seed of every evaluation episode (the same start each time, so videos compare);
+            also seeds the action sampling. None: a fresh episode each time.
+        policy: an rlviz Policy to use instead of the model's own network.
+        name, max_steps, saliency: passed to :func:`~rlviz.integrations.loop.log_episode`.
+    """
+
+    def __init__(
+        self,
+        eval_env: gym.Env | EnvRecipe | str,
+        every_steps: int,
+        sinks: Sink | list[Sink] | None = None,
+        *,
+        video_folder: str | os.PathLike | None = None,
+        greedy: bool = False,
+        seed: int | None = 0,
+        policy: Policy | None = None,
+        name: str = "eval/episode",
+        max_steps: int | None = None,
+        saliency: str | None = None,
+        verbose: int = 0,
+    ):
+        super().__init__(verbose)
+        if isinstance(every_steps, bool) or not isinstance(every_steps, (int, np.integer)) or every_steps < 1:
+            raise UsageError(f"every_steps={every_steps!r}; expected a positive number of timesteps.")
+        if not isinstance(eval_env, (gym.Env, EnvRecipe, str)):
+            raise UsageError(
+                f"eval_env={eval_env!r}; expected an env id, an rlviz EnvRecipe or a gymnasium env "
+                "(not a VecEnv: rlviz records one episode on one env)."
+            )
+        self.eval_env = eval_env
+        self.every_steps = int(every_steps)
+        self.sinks = as_sinks(sinks)
+        self.video_folder = video_folder
+        self.greedy, self.seed, self.name = bool(greedy), seed, name
+        self.max_steps, self.saliency = max_steps, saliency
+        self._policy = policy
+        self._owned_sinks: list[Sink] = []
+        self._next_step = self.every_steps
+        #: (step, EpisodeResult) of every logged episode.
+        self.results: list = []
+
+    def _init_callback(self) -> None:
+        if not self.sinks:
+            from stable_baselines3.common.logger import TensorBoardOutputFormat
+
+            writers = [f.writer for f in self.logger.output_formats if isinstance(f, TensorBoardOutputFormat)]
+            if writers:
+                from ..sinks.tensorboard_sink import TensorBoardSink
+
+                self._owned_sinks = [TensorBoardSink(writer=writers[0])]
+            elif self.video_folder is None:
+                raise UsageError(
+                    "RlvizCallback has nowhere to log: pass sinks=[...], video_folder=..., or create the model "
+                    "with tensorboard_log=<folder> so the videos go to SB3's TensorBoard run."
+                )
+        if self._policy is None:
+            was_training = self.model.policy.training
+            # shares the model's weights (no copy); stays on the model's device
+            self._policy = sb3_policy(self.model, device=self.model.device)
+            self.model.policy.set_training_mode(was_training)
+        self._next_step = (self.num_timesteps // self.every_steps + 1) * self.every_steps
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps >= self._next_step:
+            self._next_step = (self.num_timesteps // self.every_steps + 1) * self.every_steps
+            self.log_now()
+        return True
+
+    def log_now(self) -> None:
+        """Record and log one episode at the current ``num_timesteps``."""
+        step = int(self.num_timesteps)
+        sb3_pol = self.model.policy
+        was_training = sb3_pol.training
+        sb3_pol.set_training_mode(False)
+        try:
+            result = log_episode(
+                self.eval_env,
+                self._policy,
+                self.sinks + self._owned_sinks,
+                step,
+                seed=self.seed,
+                greedy=self.greedy,
+                video_folder=self.video_folder,
+                name=self.name,
+                saliency=self.saliency,
+                max_steps=self.max_steps,
+                rng=self.seed,
+            )
+        finally:
+            sb3_pol.set_training_mode(was_training)
+        for sink in self.sinks + self._owned_sinks:
+            sink.flush()
+        self.results.append((step, result))
+        if self.verbose:
+            print(f"rlviz: step {step}: return {result.episode_return:.6g} in {result.length} steps")
+
+    def _on_training_end(self) -> None:
+        for sink in self._owned_sinks:
+            sink.close()
+        self._owned_sinks = []

@@ -1,0 +1,282 @@
+"""Object extractors: where the game's objects are in a rendered frame.
+
+Protocol: ``extractor(frame uint8 [H, W, 3], env) -> {name: bool mask [H, W]}`` in frame pixels,
+where ``env`` is the single (sub-)environment the frame came from (use ``env.unwrapped`` for state).
+
+Rollouts call extractors on every step but only need masks on the rare failure steps, so the
+:class:`Extractor` base splits the call in two: :meth:`Extractor.capture` (every step, cheap: copy
+the state or the frame) and :meth:`Extractor.masks` (only for the frame before a failure).
+``needs_frame = False`` tells the rollout it need not render at all (MinAtar state, ALE screen).
+
+Built in: exact MinAtar extractors (from the game-state channels), colour segmentation for ALE
+Breakout (ball, paddle) and Pong (ball, own paddle), and a generic "moving pixels" fallback.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .errors import UsageError
+
+__all__ = [
+    "Extractor",
+    "FunctionExtractor",
+    "MinAtarExtractor",
+    "ColorExtractor",
+    "MotionExtractor",
+    "breakout_extractor",
+    "pong_extractor",
+    "extractor_for",
+    "load_extractor",
+    "as_extractor",
+    "frame_to_uint8",
+]
+
+
+def frame_to_uint8(frame) -> np.ndarray:
+    """A rendered frame as uint8 [H, W, 3]; float frames in [0, 1] (MinAtar) are scaled by 255."""
+    f = np.asarray(frame)
+    if f.dtype != np.uint8:
+        f = np.clip(np.rint(f.astype(np.float64) * 255.0), 0, 255).astype(np.uint8)
+    if f.ndim == 2:
+        f = np.repeat(f[..., None], 3, axis=-1)
+    if f.ndim != 3 or f.shape[-1] not in (3, 4):
+        raise UsageError(f"A rendered frame has shape {f.shape}; expected [H, W, 3] (render_mode='rgb_array').")
+    return f[..., :3]
+
+
+class Extractor:
+    """Base class. ``names``: the object names, in panel order; ``needs_frame``: render every step."""
+
+    names: tuple[str, ...] = ()
+    needs_frame: bool = True
+
+    def capture(self, frame: np.ndarray | None, env) -> Any:
+        """Called on every step with the frame the next action is chosen on; keep what masks() needs."""
+        return None if frame is None else np.array(frame, copy=True)
+
+    def masks(self, captured: Any) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def begin_episode(self, env) -> None:
+        """Called after each reset (extractors with per-episode state override this)."""
+
+    def __call__(self, frame: np.ndarray | None, env) -> dict[str, np.ndarray]:
+        return self.masks(self.capture(frame, env))
+
+
+class FunctionExtractor(Extractor):
+    """A user function ``(frame, env) -> {name: mask}``, called on every step (it may read env state)."""
+
+    def __init__(self, fn: Callable[[np.ndarray, Any], dict], names: tuple[str, ...] = ()):
+        self.fn = fn
+        self.names = tuple(names)
+
+    def capture(self, frame, env):
+        out = self.fn(frame, env)
+        if not isinstance(out, dict):
+            raise UsageError(f"The object extractor {self.fn!r} returned {type(out).__name__}; expected {{name: mask}}.")
+        return {str(k): np.asarray(v, dtype=bool) for k, v in out.items()}
+
+    def masks(self, captured):
+        return captured
+
+
+class MinAtarExtractor(Extractor):
+    """Exact masks from MinAtar's game-state channels (e.g. Breakout: paddle, ball, trail, brick),
+    mapped to the rendered frame (10x10 for MinAtar's rgb_array; integer upscaling when larger)."""
+
+    needs_frame = False
+
+    def __init__(self, names: tuple[str, ...] | None = None, frame_shape: tuple[int, int] | None = None):
+        self._names = tuple(names) if names else None
+        self.frame_shape = frame_shape
+        self._channels: dict[str, int] | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self._names or tuple(self._channels or ())
+
+    def _game_channels(self, env) -> dict[str, int]:
+        game = getattr(getattr(env, "unwrapped", env), "game", None)
+        channels = getattr(getattr(game, "env", None), "channels", None)
+        if not isinstance(channels, dict):
+            raise UsageError(f"{env!r} is not a MinAtar env (no game.env.channels); use another object extractor.")
+        return channels
+
+    def capture(self, frame, env):
+        if self._channels is None:
+            self._channels = dict(self._game_channels(env))
+            unknown = set(self._names or ()) - set(self._channels)
+            if unknown:
+                raise UsageError(f"MinAtar objects {sorted(unknown)} unknown; this game has {sorted(self._channels)}.")
+        return np.asarray(env.unwrapped.game.state(), dtype=bool).copy()
+
+    def masks(self, state):
+        h, w = state.shape[:2]
+        fh, fw = self.frame_shape or (h, w)
+        if fh % h or fw % w:
+            raise UsageError(f"Frame {fh}x{fw} is not an integer multiple of the MinAtar grid {h}x{w}.")
+        out = {}
+        for name in self.names:
+            m = state[:, :, self._channels[name]]
+            out[name] = np.repeat(np.repeat(m, fh // h, axis=0), fw // w, axis=1)
+        return out
+
+
+class ColorExtractor(Extractor):
+    """Colour segmentation of the ALE screen (read from the emulator: no render call needed).
+
+    ``objects``: name -> (list of RGB colours, list of boxes (row0, row1, col0, col1), half-open);
+    a pixel belongs to the object when it has one of the colours inside one of the boxes.
+    ``split_band``: optional (ball, paddle, min_width): in the paddle mask, horizontal runs
+    narrower than ``min_width`` are the ball, not the paddle (Breakout: both are the same red).
+    """
+
+    needs_frame = False
+
+    def __init__(self, objects: dict, split_band: tuple[str, str, int] | None = None):
+        self.objects = {k: ([tuple(c) for c in cols], [tuple(b) for b in boxes]) for k, (cols, boxes) in objects.items()}
+        self.names = tuple(objects)
+        self.split_band = split_band
+
+    def capture(self, frame, env):
+        if frame is not None:
+            return np.array(frame, copy=True)
+        return env.unwrapped.ale.getScreenRGB()
+
+    def masks(self, frame):
+        out = {}
+        for name, (colours, boxes) in self.objects.items():
+            m = np.zeros(frame.shape[:2], dtype=bool)
+            for r0, r1, c0, c1 in boxes:
+                sub = frame[r0:r1, c0:c1]
+                for c in colours:
+                    m[r0:r1, c0:c1] |= (sub == np.asarray(c, dtype=np.uint8)).all(-1)
+            out[name] = m
+        if self.split_band is not None:
+            ball, paddle, min_w = self.split_band
+            narrow = _narrow_runs(out[paddle].any(axis=0), min_w)
+            out[ball] = out[ball] | (out[paddle] & narrow[None, :])
+            out[paddle] = out[paddle] & ~narrow[None, :]
+        return out
+
+
+def _narrow_runs(cols: np.ndarray, min_w: int) -> np.ndarray:
+    """bool [W]: True on runs of True shorter than ``min_w``."""
+    out = np.zeros_like(cols)
+    x, n = 0, len(cols)
+    while x < n:
+        if cols[x]:
+            e = x
+            while e < n and cols[e]:
+                e += 1
+            if e - x < min_w:
+                out[x:e] = True
+            x = e
+        else:
+            x += 1
+    return out
+
+
+def breakout_extractor() -> ColorExtractor:
+    """ALE Breakout (210x160): ball and paddle share the colour (200, 72, 72). Ball: that colour
+    between the walls (columns 8-151) in rows 32-196 except the red brick band (rows 57-62, where a
+    ball cannot be told from a brick) and narrow runs in the paddle rows; paddle: runs >= 4 px wide
+    in rows 189-192 (the red block at the bottom right, columns 152-159, is wall). Checked against
+    RAM: ball = (row RAM[101] + 9, col RAM[99] - 49), 4x2 px; paddle col = RAM[72] - 47."""
+    red = [(200, 72, 72)]
+    return ColorExtractor(
+        {
+            "ball": (red, [(32, 57, 8, 152), (63, 189, 8, 152), (193, 197, 8, 152)]),
+            "paddle": (red, [(189, 193, 8, 152)]),
+        },
+        split_band=("ball", "paddle", 4),
+    )
+
+
+def pong_extractor() -> ColorExtractor:
+    """ALE Pong (210x160): ball (236, 236, 236) inside the court (rows 34-193), own paddle
+    (92, 186, 92) on the right (columns 136-147); the score digits above row 34 are excluded."""
+    return ColorExtractor(
+        {
+            "ball": ([(236, 236, 236)], [(34, 194, 0, 160)]),
+            "paddle": ([(92, 186, 92)], [(34, 194, 136, 148)]),
+        }
+    )
+
+
+class MotionExtractor(Extractor):
+    """Generic fallback for any rgb env: one object, "moving", = pixels that changed since the
+    previous frame and differ from the frame's dominant (background) colour."""
+
+    names = ("moving",)
+
+    def __init__(self):
+        self._prev: dict[int, np.ndarray] = {}
+
+    def begin_episode(self, env) -> None:
+        self._prev.pop(id(env), None)
+
+    def capture(self, frame, env):
+        prev = self._prev.get(id(env))
+        cur = np.array(frame, copy=True)
+        self._prev[id(env)] = cur
+        return prev, cur
+
+    def masks(self, captured):
+        prev, cur = captured
+        flat = cur.reshape(-1, cur.shape[-1])
+        colours, counts = np.unique(flat, axis=0, return_counts=True)
+        fg = (cur != colours[counts.argmax()]).any(-1)
+        if prev is None:
+            return {"moving": np.zeros(cur.shape[:2], dtype=bool)}
+        return {"moving": fg & (cur != prev).any(-1)}
+
+
+_BY_ID: dict[str, Callable[[], Extractor]] = {
+    "ALE/Breakout-v5": breakout_extractor,
+    "BreakoutNoFrameskip-v4": breakout_extractor,
+    "ALE/Pong-v5": pong_extractor,
+    "PongNoFrameskip-v4": pong_extractor,
+    "MinAtar/Breakout-v0": lambda: MinAtarExtractor(("ball", "paddle")),
+    "MinAtar/Breakout-v1": lambda: MinAtarExtractor(("ball", "paddle")),
+}
+
+
+def extractor_for(env_id: str) -> Extractor:
+    """The default extractor for an env id: exact ones for known games, all state channels for
+    other MinAtar games, else :class:`MotionExtractor`."""
+    if env_id in _BY_ID:
+        return _BY_ID[env_id]()
+    if env_id.startswith("MinAtar/"):
+        return MinAtarExtractor()
+    return MotionExtractor()
+
+
+def load_extractor(spec: str) -> Extractor:
+    """``"package.module:function"`` -> an :class:`Extractor` (a function ``(frame, env) -> masks``
+    is wrapped in :class:`FunctionExtractor`; an Extractor subclass or instance is used as is)."""
+    if not isinstance(spec, str) or spec.count(":") != 1:
+        raise UsageError(f"Object extractor {spec!r}: expected 'module:function', e.g. 'mygame.objects:extract'.")
+    mod_name, attr = spec.split(":")
+    try:
+        obj = getattr(importlib.import_module(mod_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise UsageError(f"Cannot load object extractor {spec!r}: {exc}. Is the module on PYTHONPATH?") from exc
+    return as_extractor(obj)
+
+
+def as_extractor(obj) -> Extractor:
+    """An Extractor instance, an Extractor subclass (instantiated) or a plain callable."""
+    if isinstance(obj, Extractor):
+        return obj
+    if isinstance(obj, type) and issubclass(obj, Extractor):
+        return obj()
+    if callable(obj):
+        return FunctionExtractor(obj)
+    raise UsageError(f"{obj!r} is not an object extractor; expected a callable (frame, env) -> {{name: mask}}.")

@@ -1,0 +1,347 @@
+"""``RecordEpisode``: a gymnasium wrapper that records episodes with the agent's internals.
+
+Per step it captures the rendered frame, the observation the policy saw, the action, reward,
+terminated/truncated and ``lives``; at the end of an episode it computes the policy's internals
+for every frame in batches, composes the panels and streams an H.264 MP4. Frames and
+observations are spooled to disk, so memory does not grow with episode length.
+
+Wrap outermost (after preprocessing wrappers): observations are then what the agent sees and
+frames are the full-colour game from ``render()``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+
+from .errors import EnvError, UsageError
+from .policy import Policy, action_names_for, check_action_space
+from .trace import EpisodeInternals, EpisodeTrace, Spool, returns_to_go
+
+__all__ = ["RecordEpisode", "EpisodeResult", "run_episode", "compute_internals", "SALIENCY_METHODS"]
+
+SALIENCY_METHODS = ("gradient", "smoothgrad", "perturbation")
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """How one episode went. ``video_path`` is None when the episode was not recorded."""
+
+    episode_id: int
+    episode_return: float
+    length: int
+    terminated: bool
+    truncated: bool
+    seed: int | None
+    video_path: Path | None
+
+
+def as_rgb_frame(frame) -> np.ndarray:
+    """A rendered frame as uint8 [H, W, 3]: floats in [0, 1] are scaled, grey is repeated, alpha dropped."""
+    if frame is None:
+        raise EnvError(
+            "env.render() returned None. Initialize your environment with render_mode='rgb_array', "
+            "e.g. gym.make(env_id, render_mode='rgb_array')."
+        )
+    f = np.asarray(frame)
+    if f.dtype != np.uint8:
+        if np.issubdtype(f.dtype, np.floating) and f.size and float(np.nanmax(f)) <= 1.0:
+            f = f * 255.0
+        f = np.clip(np.nan_to_num(f), 0, 255).astype(np.uint8)
+    if f.ndim == 2:
+        f = np.repeat(f[..., None], 3, axis=-1)
+    if f.ndim != 3 or f.shape[-1] not in (3, 4):
+        raise EnvError(f"env.render() returned an array of shape {f.shape}; expected an RGB image [H, W, 3].")
+    return np.ascontiguousarray(f[..., :3])
+
+
+def compute_internals(
+    trace: EpisodeTrace,
+    policy: Policy,
+    gamma: float = 0.99,
+    saliency: str | None = None,
+    saliency_target: str | int = "action",
+) -> EpisodeInternals:
+    """What ``policy`` says on each of the T+1 frames of ``trace``, computed in batches.
+
+    The return-to-go after a time-limit truncation is bootstrapped with the value of the last frame
+    (when the policy has a value head); after termination it is 0.
+    """
+    out = policy.evaluate(trace.observations)
+    bootstrap = 0.0
+    if trace.truncated and out.value is not None:
+        bootstrap = float(out.value[-1])
+    rtg = returns_to_go(trace.rewards, gamma, bootstrap)
+    maps, label = None, ""
+    if saliency is not None:
+        from .saliency import episode_saliency
+
+        chosen = np.concatenate([trace.actions, out.logits[-1:].argmax(-1)]).astype(np.int64)
+        # maps live in an unlinked temporary file (np.memmap), freed with the array
+        maps, label = episode_saliency(policy, trace.observations, chosen, method=saliency, target=saliency_target)
+    return EpisodeInternals(
+        logits=out.logits,
+        probs=out.probs,
+        value=out.value,
+        entropy=out.entropy,
+        returns_to_go=rtg,
+        gamma=float(gamma),
+        kind=out.kind,
+        saliency=maps,
+        saliency_label=label,
+    )
+
+
+class RecordEpisode(gym.Wrapper):
+    """Record episodes to MP4 with the agent's action probabilities, value trace, entropy and saliency.
+
+    Args:
+        env: an env made with ``render_mode="rgb_array"``; wrap outermost, after preprocessing.
+        video_folder: where ``{name_prefix}-episode-{k}.mp4`` (and ``.npz`` per-step data) go.
+        policy: the agent (:class:`~rlviz.policy.Policy`, e.g. ``TorchPolicy(module)``). It computes the
+            panels; the actions may come from it (:func:`run_episode`) or from your own loop.
+        episode_trigger: ``f(episode_id) -> bool``; default: every episode.
+        fps: playback rate; default the env's ``metadata["render_fps"]``, else 30.
+        gamma: discount of the return-to-go drawn beside the value trace.
+        saliency: None, "gradient", "smoothgrad" or "perturbation" (computed for the whole episode in batches).
+        saliency_target: "action" (chosen action's logit), "logprob", "value" or an action index.
+        compose_options: a :class:`rlviz.compose.ComposeOptions`.
+        save_data: also write the per-step numbers (actions, rewards, probabilities, values...) as ``.npz``.
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        video_folder: str | os.PathLike,
+        policy: Policy | None = None,
+        *,
+        episode_trigger: Callable[[int], bool] | None = None,
+        name_prefix: str = "rl-video",
+        fps: float | None = None,
+        gamma: float = 0.99,
+        saliency: str | None = None,
+        saliency_target: str | int = "action",
+        compose_options=None,
+        preset: str = "veryfast",
+        crf: int = 23,
+        save_data: bool = True,
+        spool_dir: str | os.PathLike | None = None,
+    ):
+        super().__init__(env)
+        if env.render_mode != "rgb_array":
+            raise EnvError(
+                f"RecordEpisode needs frames, but the env's render_mode is {env.render_mode!r}. "
+                "Initialize your environment with render_mode='rgb_array', "
+                "e.g. gym.make(env_id, render_mode='rgb_array')."
+            )
+        if policy is None or not isinstance(policy, Policy):
+            raise UsageError(
+                f"RecordEpisode needs policy=<rlviz Policy> to draw the agent's internals; received {policy!r}. "
+                "Wrap a torch module with rlviz.TorchPolicy(module) or load one with rlviz.load_agent(path)."
+            )
+        if saliency is not None and saliency not in SALIENCY_METHODS:
+            raise UsageError(f"saliency={saliency!r} is not known; use None or one of {SALIENCY_METHODS}.")
+        if not 0.0 <= float(gamma) <= 1.0:
+            raise UsageError(f"gamma={gamma} is outside [0, 1].")
+        if re.search(r"[\\/]", name_prefix):
+            raise UsageError(f"name_prefix={name_prefix!r} must be a file name prefix, not a path.")
+        num_actions = check_action_space(env.action_space, None)
+        if policy.num_actions not in (-1, num_actions):
+            raise UsageError(
+                f"The policy has {policy.num_actions} actions but the env's action space is Discrete({num_actions})."
+            )
+        self.policy = policy
+        self.video_folder = Path(video_folder)
+        self.video_folder.mkdir(parents=True, exist_ok=True)
+        self.episode_trigger = episode_trigger or (lambda episode_id: True)
+        self.name_prefix = name_prefix
+        self.fps = float(fps or env.metadata.get("render_fps") or 30)
+        if self.fps <= 0:
+            raise UsageError(f"fps={fps}; expected a positive number.")
+        self.gamma = float(gamma)
+        self.saliency = saliency
+        self.saliency_target = saliency_target
+        self.compose_options = compose_options
+        self.preset, self.crf, self.save_data = preset, int(crf), bool(save_data)
+        self.spool_dir = None if spool_dir is None else str(spool_dir)
+        self.action_names = tuple(action_names_for(env, num_actions))
+        env_spec = getattr(env, "spec", None)
+        self.env_id = env_spec.id if env_spec is not None else type(env.unwrapped).__name__
+        self.episode_id = -1
+        self.last_video_path: Path | None = None
+        self.last_internals: EpisodeInternals | None = None  # without saliency maps (they live on disk)
+        self.last_result: EpisodeResult | None = None
+        self._rec = None  # the episode being recorded: dict of spools and arrays
+
+    # -- gymnasium API ----------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if self._rec is not None:  # the previous episode was cut short by this reset
+            self._finish(terminated=False, truncated=False)
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.episode_id += 1
+        self._episode_return, self._episode_len, self._seed = 0.0, 0, seed
+        self.last_result = None
+        if self.episode_trigger(self.episode_id):
+            self._start(obs, info)
+        return obs, info
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._episode_return += float(reward)
+        self._episode_len += 1
+        if self._rec is not None:
+            rec = self._rec
+            rec["actions"].append(int(np.asarray(action).reshape(-1)[0]))
+            rec["rewards"].append(float(reward))
+            rec["lives"].append(int(info.get("lives", -1)))
+            rec["frames"].append(as_rgb_frame(self.env.render()))
+            rec["obs"].append(obs)
+        if terminated or truncated:
+            if self._rec is not None:
+                self._finish(bool(terminated), bool(truncated))
+            else:
+                self.last_result = self._result(bool(terminated), bool(truncated), None)
+        return obs, reward, terminated, truncated, info
+
+    def close(self):
+        try:
+            if self._rec is not None:
+                self._finish(terminated=False, truncated=False)
+        finally:
+            super().close()
+
+    # -- recording --------------------------------------------------------------------------------
+    def _start(self, obs, info) -> None:
+        frame = as_rgb_frame(self.env.render())
+        obs_arr = np.asarray(obs)
+        self._rec = {
+            "frames": Spool(frame.shape, np.uint8, dir=self.spool_dir, name="frames"),
+            "obs": Spool(obs_arr.shape, obs_arr.dtype, dir=self.spool_dir, name="obs"),
+            "actions": array("q"),
+            "rewards": array("d"),
+            "lives": array("l", [int(info.get("lives", -1))]),
+        }
+        self._rec["frames"].append(frame)
+        self._rec["obs"].append(obs_arr)
+
+    def _result(self, terminated: bool, truncated: bool, path: Path | None) -> EpisodeResult:
+        return EpisodeResult(
+            self.episode_id, self._episode_return, self._episode_len, terminated, truncated, self._seed, path
+        )
+
+    def _finish(self, terminated: bool, truncated: bool) -> None:
+        rec, self._rec = self._rec, None
+        try:
+            lives = np.asarray(rec["lives"], dtype=np.int32)
+            trace = EpisodeTrace(
+                frames=rec["frames"].view(),
+                observations=rec["obs"].view(),
+                actions=np.asarray(rec["actions"], dtype=np.int64),
+                rewards=np.asarray(rec["rewards"], dtype=np.float32),
+                lives=None if (lives < 0).all() else lives,
+                terminated=terminated,
+                truncated=truncated,
+                action_names=self.action_names,
+                episode_id=self.episode_id,
+                seed=self._seed,
+                fps=self.fps,
+                env_id=self.env_id,
+            )
+            internals = compute_internals(trace, self.policy, self.gamma, self.saliency, self.saliency_target)
+            path = self.video_folder / f"{self.name_prefix}-episode-{self.episode_id}.mp4"
+            self._write(trace, internals, path)
+            self.last_video_path = path
+            self.last_internals = replace(internals, saliency=None)
+            self.last_result = self._result(terminated, truncated, path)
+        finally:
+            for key in ("frames", "obs"):
+                rec[key].close()
+
+    def _write(self, trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> None:
+        from .compose import ComposeOptions, write_episode_video
+
+        options = self.compose_options or ComposeOptions()
+        write_episode_video(trace, internals, path, options=options, fps=self.fps, preset=self.preset, crf=self.crf)
+        if self.save_data:
+            save_episode_data(trace, internals, path.with_suffix(".npz"))
+
+
+def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> Path:
+    """Per-step numbers of an episode (no frames) as ``.npz``, written under a temporary name first."""
+    data = {
+        "actions": trace.actions,
+        "rewards": trace.rewards,
+        "logits": internals.logits,
+        "probs": internals.probs,
+        "entropy": internals.entropy,
+        "returns_to_go": internals.returns_to_go,
+        "gamma": np.float32(internals.gamma),
+        "terminated": np.bool_(trace.terminated),
+        "truncated": np.bool_(trace.truncated),
+        "action_names": np.asarray(trace.action_names, dtype=str),
+        "kind": np.asarray(internals.kind),
+    }
+    if internals.value is not None:
+        data["value"] = internals.value
+    if trace.lives is not None:
+        data["lives"] = trace.lives
+    tmp = path.with_name(f".{path.stem}.partial.npz")
+    try:
+        np.savez_compressed(tmp, **data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def _find_recorder(env: gym.Env) -> RecordEpisode | None:
+    e = env
+    while isinstance(e, gym.Wrapper):
+        if isinstance(e, RecordEpisode):
+            return e
+        e = e.env
+    return None
+
+
+def run_episode(
+    env: gym.Env,
+    policy: Policy | None = None,
+    *,
+    seed: int | None = None,
+    greedy: bool = False,
+    rng: np.random.Generator | int | None = None,
+    max_steps: int | None = None,
+) -> EpisodeResult:
+    """Play one episode with ``policy`` (default: the RecordEpisode wrapper's) and return how it went.
+
+    Actions are sampled from the policy with ``rng`` (an int seeds a new generator; the same seed and
+    env seed replay the same episode), or taken greedily. ``max_steps`` cuts the episode short.
+    """
+    recorder = _find_recorder(env)
+    policy = policy or (recorder.policy if recorder is not None else None)
+    if policy is None:
+        raise UsageError("run_episode needs a policy: pass policy=..., or wrap env in RecordEpisode(..., policy=...).")
+    if not isinstance(rng, np.random.Generator):
+        rng = np.random.default_rng(rng)
+    obs, _ = env.reset(seed=seed)
+    total, steps, terminated, truncated = 0.0, 0, False, False
+    while not (terminated or truncated):
+        if max_steps is not None and steps >= max_steps:
+            break
+        action, _ = policy.act(np.asarray(obs)[None], rng=rng, greedy=greedy)
+        obs, reward, terminated, truncated, _ = env.step(int(action[0]))
+        total += float(reward)
+        steps += 1
+    if recorder is not None and recorder._rec is not None:  # cut short by max_steps
+        recorder._finish(terminated=False, truncated=True)
+    if recorder is not None and recorder.last_result is not None:
+        return recorder.last_result
+    return EpisodeResult(-1, total, steps, bool(terminated), bool(truncated), seed, None)

@@ -1,0 +1,263 @@
+"""``rlviz.render``: the whole job the CLI runs, as one library call.
+
+load the agent -> roll out N episodes (statistics, failure heatmap) -> replay chosen episodes through
+:class:`~rlviz.record.RecordEpisode` (videos with panels and saliency) -> write outputs -> sinks.
+
+Output layout (``out``)::
+
+    summary.json       statistics over all episodes
+    episodes.csv       one row per episode (seed, return, length, failures...)
+    heatmap.png/.npz   failure heatmap (with --heatmap)
+    videos/<label>-episode-<k>.mp4 (+ .npz per-step numbers)
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import UsageError
+
+__all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes"]
+
+VIDEO_KINDS = ("first", "worst", "best", "median", "random")
+
+
+@dataclass(frozen=True)
+class RenderConfig:
+    """Everything ``rlviz render`` can be asked; field names follow the CLI flags."""
+
+    checkpoint: str | os.PathLike
+    env: str | None = None
+    model: str | None = None
+    trust_checkpoint: bool = False
+    episodes: int = 10
+    heatmap: bool = False
+    videos: str = "first:1"
+    out: str | os.PathLike = "rlviz-out"
+    seed: int = 0
+    device: str = "auto"
+    saliency: str | None = None
+    saliency_target: str | int = "action"
+    greedy: bool = False
+    num_envs: int = 16
+    fail_on: str = "auto"
+    objects: str | None = None
+    log_scale: bool = False
+    gamma: float | None = None
+    wandb_project: str | None = None
+    wandb_run: str | None = None
+    tensorboard: str | os.PathLike | None = None
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class RenderOutputs:
+    """What :func:`render` wrote. ``summary`` is the dict in summary.json; ``table`` the terminal table."""
+
+    out_dir: Path
+    summary: dict
+    table: str
+    summary_json: Path
+    episodes_csv: Path
+    heatmap_png: Path | None = None
+    heatmap_npz: Path | None = None
+    videos: tuple = field(default_factory=tuple)
+
+
+def parse_video_spec(spec: str | None) -> list[tuple[str, int]]:
+    """``"first:1,worst:2"`` -> ``[("first", 1), ("worst", 2)]``; ``"none"``/empty -> ``[]``."""
+    if spec is None or spec.strip().lower() in ("", "none"):
+        return []
+    items = []
+    for part in spec.split(","):
+        kind, _, count = part.strip().partition(":")
+        kind = kind.strip().lower()
+        if kind not in VIDEO_KINDS:
+            raise UsageError(
+                f"--videos item {part!r}: {kind!r} is not a selection; use {', '.join(VIDEO_KINDS)} "
+                "as KIND:COUNT, e.g. 'first:1,worst:1'."
+            )
+        try:
+            k = int(count) if count else 1
+        except ValueError:
+            raise UsageError(f"--videos item {part!r}: the count must be a whole number, e.g. 'worst:2'.") from None
+        if k < 0:
+            raise UsageError(f"--videos item {part!r}: the count must not be negative.")
+        items.append((kind, k))
+    return items
+
+
+def select_episodes(returns: np.ndarray, spec: list[tuple[str, int]], seed: int = 0) -> list[tuple[str, int]]:
+    """Pick episode indices for each (kind, k) of ``spec``; an episode is listed once, first label wins."""
+    returns = np.asarray(returns, dtype=np.float64)
+    n = returns.shape[0]
+    order = np.argsort(returns, kind="stable")  # ascending return; ties by episode index
+    rng = np.random.default_rng(seed)
+    chosen: list[tuple[str, int]] = []
+    seen: set[int] = set()
+    for kind, k in spec:
+        k = min(k, n)
+        if kind == "first":
+            idx = list(range(k))
+        elif kind == "worst":
+            idx = list(order[:k])
+        elif kind == "best":
+            idx = list(order[::-1][:k])
+        elif kind == "median":
+            start = max(0, (n - k) // 2)
+            idx = list(order[start : start + k])
+        else:
+            idx = list(rng.choice(n, size=k, replace=False))
+        for i in idx:
+            if int(i) not in seen:
+                seen.add(int(i))
+                chosen.append((kind, int(i)))
+    return chosen
+
+
+def _open_sinks(config: RenderConfig) -> list:
+    sinks = []
+    if config.wandb_project:
+        from .sinks import WandbSink
+
+        sinks.append(WandbSink(project=config.wandb_project, name=config.wandb_run, config=_config_dict(config)))
+    if config.tensorboard:
+        from .sinks import TensorBoardSink
+
+        sinks.append(TensorBoardSink(config.tensorboard))
+    return sinks
+
+
+def _config_dict(config: RenderConfig) -> dict:
+    return {k: (str(v) if isinstance(v, os.PathLike) else v) for k, v in config.__dict__.items()}
+
+
+def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
+    """Run the whole ``rlviz render`` job; ``render(checkpoint=..., episodes=...)`` works too."""
+    if config is None:
+        config = RenderConfig(**kwargs)
+    elif kwargs:
+        raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
+    from .checkpoint import load_agent
+    from .envs import make_env
+    from .record import RecordEpisode
+    from .rollout import replay_episode, rollout
+    from .stats import format_table, summarize, write_episodes_csv, write_summary_json
+
+    if config.saliency not in (None, "gradient", "smoothgrad", "perturbation"):
+        raise UsageError(f"saliency={config.saliency!r}; use None, 'gradient', 'smoothgrad' or 'perturbation'.")
+    video_spec = parse_video_spec(config.videos)
+    out = Path(config.out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    agent = load_agent(
+        config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint, device=config.device
+    )
+    recipe = agent.recipe
+    gamma = float(config.gamma if config.gamma is not None else agent.gamma)
+
+    sinks = _open_sinks(config)  # fail early (a missing extra) before the long rollout
+    try:
+        result = rollout(
+            recipe,
+            agent.policy,
+            config.episodes,
+            num_envs=min(config.num_envs, config.episodes),
+            seed=config.seed,
+            greedy=config.greedy,
+            fail_on=config.fail_on,
+            objects=config.objects if config.heatmap else None,
+            heatmap=bool(config.heatmap),
+            progress=config.progress,
+            gamma=gamma,
+        )
+        heatmap = result.heatmap
+        summary = summarize(result)
+        summary_json = write_summary_json(summary, out / "summary.json")
+        episodes_csv = write_episodes_csv(result, out / "episodes.csv")
+        heatmap_png = heatmap_npz = None
+        if heatmap is not None:
+            if heatmap.background is None:
+                heatmap.background = _background_frame(make_env, recipe, config.seed)
+            heatmap_npz = heatmap.save(out / "heatmap.npz")
+            heatmap_png = heatmap.plot(out / "heatmap.png", log=config.log_scale)
+
+        videos, video_fps = [], 30.0
+        for label, idx in select_episodes(result.returns, video_spec, seed=config.seed):
+            record = result.episodes[idx]
+            env = RecordEpisode(
+                make_env(recipe),
+                out / "videos",
+                agent.policy,
+                name_prefix=f"{label}-{idx}",
+                gamma=gamma,
+                saliency=config.saliency,
+                saliency_target=config.saliency_target,
+            )
+            try:
+                replayed = replay_episode(
+                    recipe, agent.policy, record, env=env, fail_on=config.fail_on, gamma=gamma
+                )
+            finally:
+                env.close()
+            if not np.isclose(replayed.ret, record.ret):
+                warnings.warn(
+                    f"Replaying episode {idx} (seed {record.seed}) gave return {replayed.ret:g}; the rollout gave "
+                    f"{record.ret:g}. The env is not deterministic under its seed, so this video may differ "
+                    "from the statistics.",
+                    stacklevel=2,
+                )
+            videos.append(env.last_video_path)
+            video_fps = env.fps
+
+        for sink in sinks:
+            sink.log_scalars(_flat_numbers(summary.to_dict()), step=0, prefix="rlviz/")
+            rows = [ep.to_row() for ep in result.episodes]
+            if rows:
+                sink.log_table("rlviz/episodes", list(rows[0]), [list(r.values()) for r in rows], step=0)
+            for v in videos:
+                sink.log_video(f"rlviz/{v.stem}", v, step=0, fps=video_fps)
+            if heatmap_png is not None:
+                sink.log_image("rlviz/failure_heatmap", heatmap_png, step=0)
+    finally:
+        for sink in sinks:
+            sink.close()
+    return RenderOutputs(
+        out_dir=out,
+        summary=summary.to_dict(),
+        table=format_table(summary),
+        summary_json=summary_json,
+        episodes_csv=episodes_csv,
+        heatmap_png=heatmap_png,
+        heatmap_npz=heatmap_npz,
+        videos=tuple(videos),
+    )
+
+
+def _flat_numbers(d: dict, prefix: str = "") -> dict:
+    """Nested summary dict -> {"returns/mean": 1.0, ...} with numbers only (for scalar sinks)."""
+    flat = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            flat.update(_flat_numbers(v, key + "/"))
+        elif isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and v == v:
+            flat[key] = float(v)
+    return flat
+
+
+def _background_frame(make_env, recipe, seed: int) -> np.ndarray | None:
+    """A first frame of the game to draw the heatmap over."""
+    from .record import as_rgb_frame
+
+    env = make_env(recipe)
+    try:
+        env.reset(seed=seed)
+        return as_rgb_frame(env.render())
+    finally:
+        env.close()

@@ -1,0 +1,387 @@
+"""Many-episode rollouts: returns, lengths, failure events, value-vs-return statistics and the
+failure heatmap, with every episode replayable on its own.
+
+Reproducibility: episode ``k`` of ``rollout(seed=S)`` starts from ``env.reset(seed=episode_seed)``
+and samples its actions with its own ``np.random.default_rng(episode_seed)``, where
+``episode_seed = episode_seed_for(S, k)``. So :func:`replay_episode` re-runs it alone, on a fresh
+env or on one the caller wraps (a video recorder). ALE seeded resets normally reload the ROM
+(~15x an unseeded reset); :mod:`rlviz._ale_seed` makes them exact and cheap.
+
+The envs are managed here rather than in a ``SyncVectorEnv``: each sub-env gets a seeded reset
+per episode (gymnasium's same-step autoreset would first do an unseeded one), idle sub-envs are
+not stepped once the last episodes run, and extractors see each sub-env directly.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._ale_seed import seeded_reset
+from .envs import EnvRecipe, make_env
+from .errors import EnvError, UsageError
+from .heatmap import FailureHeatmap
+from .objects import Extractor, as_extractor, extractor_for, frame_to_uint8
+from .policy import Policy, check_action_space
+
+__all__ = ["EpisodeRecord", "RolloutResult", "rollout", "replay_episode", "episode_seed_for", "FAIL_ON"]
+
+FAIL_ON = ("auto", "termination", "life-loss", "negative-reward")
+
+
+def episode_seed_for(seed: int, index: int) -> int:
+    """The env-reset and action-sampling seed of episode ``index`` of a rollout seeded ``seed``."""
+    return int(np.random.SeedSequence([int(seed), int(index)]).generate_state(1)[0])
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One episode, reduced to scalars (no per-step arrays are kept).
+
+    value_sums: None without a value head, else float64 [6] = (n, sum v, sum g, sum v^2, sum g^2,
+    sum v*g) over the episode's steps, v = value estimate, g = discounted return actually obtained
+    from that step (with the rewards the value was trained on: sign(r) when the recipe clips).
+    """
+
+    index: int
+    seed: int
+    ret: float
+    length: int
+    failures: int
+    terminated: bool
+    truncated: bool
+    is_success: bool | None
+    mean_entropy: float
+    greedy: bool = False
+    value_sums: tuple | None = None
+
+    def to_row(self) -> dict:
+        return {
+            "episode": self.index,
+            "seed": self.seed,
+            "return": self.ret,
+            "length": self.length,
+            "failures": self.failures,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "is_success": "" if self.is_success is None else self.is_success,
+            "mean_entropy": self.mean_entropy,
+        }
+
+
+@dataclass(frozen=True)
+class RolloutResult:
+    """episodes: EpisodeRecord per episode, by index; heatmap: FailureHeatmap or None;
+    steps: env steps taken; wall_s: seconds; gamma: discount of value_sums."""
+
+    env_id: str
+    episodes: tuple
+    heatmap: FailureHeatmap | None
+    steps: int
+    wall_s: float
+    gamma: float
+    seed: int
+    fail_on: str
+    recipe_json: str = field(default="", repr=False)
+
+    @property
+    def returns(self) -> np.ndarray:
+        return np.array([e.ret for e in self.episodes], dtype=np.float64)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.array([e.length for e in self.episodes], dtype=np.int64)
+
+
+class _Progress:
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.n, self.bar, self.enabled, self.last = total, 0, None, enabled, 0.0
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+
+                self.bar = tqdm(total=total, unit="ep", desc="rollout", leave=False)
+            except ImportError:
+                pass
+
+    def update(self, ret: float) -> None:
+        self.n += 1
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(ret=f"{ret:.1f}", refresh=False)
+        elif self.enabled and (time.monotonic() - self.last > 1.0 or self.n == self.total):
+            self.last = time.monotonic()
+            print(f"\rrollout: {self.n}/{self.total} episodes", end="", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        elif self.enabled:
+            print(file=sys.stderr)
+
+
+class _Episode:
+    """Per-sub-env state of the running episode."""
+
+    def __init__(self, index: int, seed: int, lives: int | None):
+        self.index, self.seed, self.lives = index, seed, lives
+        self.rng = np.random.default_rng(seed)
+        self.ret, self.length, self.failures, self.ent_sum = 0.0, 0, 0, 0.0
+        self.rewards: list[float] = []
+        self.values: list[float] = []
+        self.captured = None
+        self.is_success: bool | None = None
+
+
+def _sample(out, rngs, greedy: bool) -> np.ndarray:
+    """Actions for the batch: argmax when greedy (or Q-values), else Gumbel-max with each row's
+    own rng -- the same draws ``Policy.act(obs[None], rng)`` makes for that row alone."""
+    logits = out.logits
+    if greedy or out.kind == "q":
+        return logits.argmax(-1).astype(np.int64)
+    acts = np.empty(len(logits), dtype=np.int64)
+    for i, (lg, rng) in enumerate(zip(logits, rngs)):
+        u = rng.random((1, lg.shape[-1]))
+        g = -np.log(-np.log(np.clip(u, 1e-12, 1.0 - 1e-12)))
+        acts[i] = (lg.astype(np.float64)[None] + g).argmax(-1)[0]
+    return acts
+
+
+def _value_sums(rewards, values, gamma: float) -> tuple:
+    r = np.asarray(rewards, dtype=np.float64)
+    g = np.empty_like(r)
+    acc = 0.0
+    for t in range(len(r) - 1, -1, -1):
+        acc = r[t] + gamma * acc
+        g[t] = acc
+    v = np.asarray(values, dtype=np.float64)
+    return (float(len(r)), float(v.sum()), float(g.sum()), float(v @ v), float(g @ g), float(v @ g))
+
+
+def _resolve_fail_on(fail_on: str, lives: int | None) -> str:
+    if fail_on not in FAIL_ON:
+        raise UsageError(f"fail_on={fail_on!r}; expected one of {', '.join(map(repr, FAIL_ON))}.")
+    if fail_on == "auto":
+        return "life-loss" if lives else "termination"
+    if fail_on == "life-loss" and lives is None:
+        raise UsageError("fail_on='life-loss' but the env reports no info['lives']; use 'termination'.")
+    return fail_on
+
+
+def _lives(info) -> int | None:
+    v = info.get("lives") if isinstance(info, dict) else None
+    return None if v is None else int(np.asarray(v))
+
+
+class _Runner:
+    """Steps one env per slot, shared by rollout() and replay_episode()."""
+
+    def __init__(self, policy, greedy, fail_on, extractor, heatmap, gamma, clip_values, max_steps):
+        self.policy, self.greedy, self.fail_on_arg = policy, greedy, fail_on
+        self.extractor, self.heatmap, self.gamma = extractor, heatmap, gamma
+        self.clip_values, self.max_steps = clip_values, max_steps
+        self.fail_on = None
+
+    def start(self, env, index: int, seed: int):
+        obs, info = seeded_reset(env, seed)
+        ep = _Episode(index, seed, _lives(info))
+        if self.fail_on is None:
+            self.fail_on = _resolve_fail_on(self.fail_on_arg, ep.lives)
+        if self.extractor is not None:
+            self.extractor.begin_episode(env)
+            ep.captured = self._capture(env)
+        return obs, ep
+
+    def _capture(self, env):
+        frame = frame_to_uint8(env.render()) if self.extractor.needs_frame else None
+        return self.extractor.capture(frame, env)
+
+    def step(self, env, ep: _Episode, action: int, value, entropy: float):
+        obs, reward, terminated, truncated, info = env.step(int(action))
+        reward = float(reward)
+        ep.ret += reward
+        ep.length += 1
+        ep.ent_sum += float(entropy)
+        if value is not None:
+            ep.values.append(float(value))
+            ep.rewards.append(float(np.sign(reward)) if self.clip_values else reward)
+        lives = _lives(info)
+        if self.fail_on == "life-loss":
+            failed = lives is not None and ep.lives is not None and lives < ep.lives
+        elif self.fail_on == "negative-reward":
+            failed = reward < 0
+        else:
+            failed = bool(terminated)
+        ep.lives = lives if lives is not None else ep.lives
+        if failed:
+            ep.failures += 1
+            if self.heatmap is not None:
+                self.heatmap.add(self.extractor.masks(ep.captured))
+        if "is_success" in info:
+            ep.is_success = bool(np.asarray(info["is_success"]))
+        if self.max_steps is not None and ep.length >= self.max_steps and not terminated:
+            truncated = True
+        done = bool(terminated or truncated)
+        if not done and self.extractor is not None:
+            ep.captured = self._capture(env)
+        return obs, done, bool(terminated), bool(truncated)
+
+    def finish(self, ep: _Episode, terminated: bool, truncated: bool) -> EpisodeRecord:
+        vs = _value_sums(ep.rewards, ep.values, self.gamma) if ep.values else None
+        return EpisodeRecord(
+            ep.index, ep.seed, ep.ret, ep.length, ep.failures, terminated, truncated, ep.is_success,
+            ep.ent_sum / max(ep.length, 1), self.greedy, vs,
+        )
+
+
+def _recipe(recipe) -> EnvRecipe:
+    if isinstance(recipe, str):
+        return EnvRecipe.for_env_id(recipe)
+    if isinstance(recipe, EnvRecipe):
+        return recipe
+    raise UsageError(f"recipe={recipe!r}; expected an EnvRecipe or an env id string such as 'ALE/Breakout-v5'.")
+
+
+def _clips(recipe: EnvRecipe) -> bool:
+    return any(w.name == "clip_reward" for w in recipe.wrappers)
+
+
+def rollout(
+    recipe: EnvRecipe | str,
+    policy: Policy,
+    episodes: int,
+    *,
+    num_envs: int = 8,
+    seed: int = 0,
+    greedy: bool = False,
+    fail_on: str = "auto",
+    objects: Extractor | str | None = None,
+    heatmap: FailureHeatmap | bool | None = None,
+    gamma: float = 0.99,
+    progress: bool = True,
+    max_steps: int | None = None,
+    first_episode: int = 0,
+) -> RolloutResult:
+    """Run ``episodes`` episodes with ``num_envs`` envs stepped in lockstep, one batched forward per step.
+
+    fail_on: "auto" (life loss when the env reports lives, else termination), "termination",
+        "life-loss" or "negative-reward" (e.g. Pong: a conceded point). Truncation is never a failure.
+    objects: an Extractor, "module:function", or None; heatmap: a FailureHeatmap to add to, True
+        for a new one, or None. Either one given turns the heatmap on (the other gets its default).
+    max_steps: truncate episodes longer than this (counted as truncated).
+    first_episode: index of the first episode: rollouts of indices [0, 500) and [500, 1000) with the
+        same seed are together the same 1000 episodes as one run (merge their heatmaps).
+    """
+    recipe = _recipe(recipe)
+    if not isinstance(policy, Policy):
+        raise UsageError(f"policy is a {type(policy).__name__}; expected an rlviz Policy (e.g. TorchPolicy(module)).")
+    if int(episodes) < 1 or int(num_envs) < 1:
+        raise UsageError(f"episodes={episodes}, num_envs={num_envs}; both must be at least 1.")
+    if max_steps is not None and int(max_steps) < 1:
+        raise UsageError(f"max_steps={max_steps}; expected a positive number of steps or None.")
+    episodes, num_envs = int(episodes), min(int(num_envs), int(episodes))
+    extractor = None
+    if objects is not None or heatmap not in (None, False):
+        if isinstance(objects, str):
+            from .objects import load_extractor
+
+            extractor = load_extractor(objects)
+        else:
+            extractor = as_extractor(objects) if objects is not None else extractor_for(recipe.env_id)
+    envs = [make_env(recipe, render_mode="rgb_array") for _ in range(num_envs)]
+    try:
+        check_action_space(envs[0].action_space, policy.num_actions if policy.num_actions > 0 else None)
+        hm = None
+        if extractor is not None:
+            seeded_reset(envs[0], episode_seed_for(seed, int(first_episode)))
+            background = frame_to_uint8(envs[0].render())
+            if hasattr(extractor, "frame_shape") and extractor.frame_shape is None:
+                extractor.frame_shape = background.shape[:2]
+            names = extractor.names or tuple(extractor(background, envs[0]))
+            hm = heatmap if isinstance(heatmap, FailureHeatmap) else FailureHeatmap(background.shape[:2], names, recipe.env_id)
+            if hm.background is None:
+                hm.background = background
+        runner = _Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps)
+        bar = _Progress(episodes, progress)
+        t0 = time.perf_counter()
+        slots: list = [None] * num_envs
+        obs: list = [None] * num_envs
+        next_index, records, steps = int(first_episode), [], 0
+        end = int(first_episode) + episodes
+        for i in range(num_envs):
+            obs[i], slots[i] = runner.start(envs[i], next_index, episode_seed_for(seed, next_index))
+            next_index += 1
+        while any(s is not None for s in slots):
+            active = [i for i, s in enumerate(slots) if s is not None]
+            out = policy.evaluate(np.stack([obs[i] for i in active]))
+            acts = _sample(out, [slots[i].rng for i in active], greedy)
+            ent = out.entropy
+            for j, i in enumerate(active):
+                v = None if out.value is None else out.value[j]
+                obs[i], done, term, trunc = runner.step(envs[i], slots[i], acts[j], v, ent[j])
+                steps += 1
+                if done:
+                    records.append(runner.finish(slots[i], term, trunc))
+                    bar.update(records[-1].ret)
+                    slots[i] = None
+                    if next_index < end:
+                        obs[i], slots[i] = runner.start(envs[i], next_index, episode_seed_for(seed, next_index))
+                        next_index += 1
+        bar.close()
+        wall = time.perf_counter() - t0
+        if hm is not None:
+            hm.episodes += episodes
+    finally:
+        for e in envs:
+            e.close()
+    records.sort(key=lambda r: r.index)
+    return RolloutResult(
+        recipe.env_id, tuple(records), hm, steps, wall, float(gamma), int(seed), runner.fail_on, recipe.to_json()
+    )
+
+
+def replay_episode(
+    recipe: EnvRecipe | str,
+    policy: Policy,
+    record: EpisodeRecord | int,
+    *,
+    env=None,
+    greedy: bool | None = None,
+    fail_on: str = "auto",
+    gamma: float = 0.99,
+    max_steps: int | None = None,
+) -> EpisodeRecord:
+    """Re-run one episode alone: same reset seed, same action rng -> the same episode.
+
+    record: an EpisodeRecord from :func:`rollout` (or a bare episode seed, with ``greedy``).
+    env: run on this env (e.g. wrapped in a recorder; it is reset here and not closed), else a
+    fresh ``make_env(recipe)``. Returns the replayed EpisodeRecord (compare ``.ret``).
+    Exact up to float differences between batched and single forwards (argmax ties).
+    """
+    recipe = _recipe(recipe)
+    if isinstance(record, EpisodeRecord):
+        index, seed, greedy = record.index, record.seed, record.greedy if greedy is None else greedy
+    else:
+        index, seed, greedy = -1, int(record), bool(greedy)
+    own = env is None
+    env = make_env(recipe, render_mode="rgb_array") if own else env
+    try:
+        runner = _Runner(policy, greedy, fail_on, None, None, float(gamma), _clips(recipe), max_steps)
+        obs, ep = runner.start(env, index, seed)
+        while True:
+            out = policy.evaluate(np.asarray(obs)[None])
+            act = _sample(out, [ep.rng], greedy)[0]
+            v = None if out.value is None else out.value[0]
+            obs, done, term, trunc = runner.step(env, ep, act, v, out.entropy[0])
+            if done:
+                return runner.finish(ep, term, trunc)
+    except (ValueError, TypeError) as exc:
+        if isinstance(exc, UsageError):
+            raise
+        raise EnvError(f"Replaying episode seed {seed} on {recipe.env_id!r} failed: {exc}") from exc
+    finally:
+        if own:
+            env.close()

@@ -1,0 +1,22 @@
+"""Where logged episodes go: a folder, Weights & Biases, TensorBoard.
+
+``FolderSink`` needs nothing extra; ``WandbSink`` needs ``rlviz[wandb]`` and ``TensorBoardSink``
+``rlviz[tensorboard]`` (imported only when used).
+"""
+
+from __future__ import annotations
+
+from .base import Sink, VideoFrames, as_sinks, read_video_frames
+from .files import FolderSink
+
+__all__ = ["Sink", "FolderSink", "WandbSink", "TensorBoardSink", "as_sinks", "read_video_frames", "VideoFrames"]
+
+_LAZY = {"WandbSink": ".wandb_sink", "TensorBoardSink": ".tensorboard_sink"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,66 @@
+"""Regenerate the outputs shipped in samples/ with the README's main command (library form).
+
+    python scripts/make_samples.py                 # all three agents (ALE: --ale-episodes, default 100)
+    python scripts/make_samples.py --only minatar  # one of: minatar, noent, ale
+
+Writes samples/out/<name>/ (summary.json, episodes.csv, heatmap.png/.npz, videos/*.mp4) and the README
+stills samples/still.png (ALE Breakout with the perturbation overlay) and samples/still_minatar.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from rlviz import RenderConfig, read_video, render
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = ROOT / "samples"
+
+
+def still(video: Path, dest: Path, at: float = 0.6) -> None:
+    """Save the frame at fraction ``at`` of ``video`` as a PNG."""
+    frames = list(read_video(video)) if video.stat().st_size < 50_000_000 else []
+    if frames:
+        Image.fromarray(frames[int(at * (len(frames) - 1))]).save(dest)
+
+
+def run(name: str, checkpoint: str, episodes: int, saliency: str, videos: str) -> Path:
+    out = SAMPLES / "out" / name
+    if out.exists():
+        shutil.rmtree(out)
+    t = time.time()
+    result = render(RenderConfig(checkpoint=SAMPLES / checkpoint, episodes=episodes, heatmap=True, videos=videos,
+                                 saliency=saliency, out=out, seed=0, progress=False))
+    for p in out.glob("videos/*.npz"):  # per-step numbers: useful locally, not needed in git
+        p.unlink()
+    print(f"== {name}: {episodes} episodes in {time.time() - t:.0f} s -> {out}")
+    print(result.table)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--only", choices=["minatar", "noent", "ale"], action="append")
+    ap.add_argument("--episodes", type=int, default=1000)
+    ap.add_argument("--ale-episodes", type=int, default=100)
+    args = ap.parse_args()
+    which = args.only or ["minatar", "noent", "ale"]
+    if "minatar" in which:
+        out = run("minatar", "minatar_breakout_ppo.pt2", args.episodes, "gradient", "first:1,worst:1")
+        still(sorted(out.glob("videos/first-*.mp4"))[0], SAMPLES / "still_minatar.png")
+    if "noent" in which:
+        run("minatar_noent", "minatar_breakout_ppo_noent.pt2", args.episodes, "gradient", "first:1")
+    if "ale" in which:
+        out = run("ale", "ale_breakout_ppo.pt2", args.ale_episodes, "perturbation", "best:1")
+        still(sorted(out.glob("videos/best-*.mp4"))[0], SAMPLES / "still.png", at=0.3)
+    np.set_printoptions()
+
+
+if __name__ == "__main__":
+    main()

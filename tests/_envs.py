@@ -1,0 +1,77 @@
+"""Tiny deterministic probe envs for tests (importable as ``_envs`` from tests/).
+
+``rlviz-probe/Probe-v0``: obs float32 [3] = (t, L, fate); actions Discrete(2); reward = action.
+On reset(seed) the env draws an episode length L in 3..6 and a fate: "lose" (terminated on step L)
+or "timeout" (runs on until the TimeLimit of 8 steps truncates it). The rgb_array frame is
+16x16 black with one red pixel, the object: at (t, 0) normally, at PROBE_PIXEL on the frame
+before the losing step (t = L - 1 of a "lose" episode).
+``rlviz-probe/Lives-v0``: same, plus info["lives"] starting at 3, one life lost at step 2 and
+at step 4 and the last at step 5, when it terminates (each preceded by the object at PROBE_PIXEL).
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+
+PROBE_PIXEL = (5, 7)
+TIME_LIMIT = 8
+
+
+class ProbeEnv(gym.Env):
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(self, render_mode=None, lives: bool = False):
+        self.render_mode = render_mode
+        self.lives_mode = lives
+        self.observation_space = gym.spaces.Box(-1.0, 100.0, (3,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t, self.L, self.lose = 0, 3, True
+
+    def _obs(self):
+        return np.array([self.t, self.L, float(self.lose)], dtype=np.float32)
+
+    def _lives(self):
+        return 3 - (self.t >= 2) - (self.t >= 4) - (self.t >= 5)
+
+    def _info(self):
+        return {"lives": self._lives()} if self.lives_mode else {}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        self.L = int(self.np_random.integers(3, 7))
+        self.lose = bool(self.np_random.random() < 0.5)
+        if self.lives_mode:
+            self.L, self.lose = 5, True
+        return self._obs(), self._info()
+
+    def step(self, action):
+        self.t += 1
+        terminated = self.lose and self.t >= self.L
+        return self._obs(), float(action), terminated, False, self._info()
+
+    def object_pixel(self):
+        about_to_fail = self.lose and self.t == self.L - 1
+        if self.lives_mode:
+            about_to_fail = self.t in (1, 3, 4)
+        return PROBE_PIXEL if about_to_fail else (self.t % 16, 0)
+
+    def render(self):
+        f = np.zeros((16, 16, 3), dtype=np.uint8)
+        f[self.object_pixel()] = (255, 0, 0)
+        return f
+
+
+def probe_objects(frame, env):
+    """The probe's extractor: the red pixel is the object."""
+    return {"obj": (frame[..., 0] == 255) & (frame[..., 1] == 0)}
+
+
+def register() -> None:
+    if "rlviz-probe/Probe-v0" not in gym.registry:
+        gym.register("rlviz-probe/Probe-v0", entry_point=ProbeEnv, max_episode_steps=TIME_LIMIT)
+        gym.register("rlviz-probe/Lives-v0", entry_point=ProbeEnv, max_episode_steps=TIME_LIMIT, kwargs={"lives": True})
+
+
+register()

@@ -1,0 +1,165 @@
+"""Shared test fixtures and read-back helpers: no moviepy, no network, W&B offline, TensorBoard events."""
+
+from __future__ import annotations
+
+import http.server
+import importlib
+import json
+import socket
+import struct
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+
+class _BlockMoviepy:
+    """A meta-path finder that refuses moviepy (installed or not) and records who asked."""
+
+    def __init__(self):
+        self.attempts: list[str] = []
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "moviepy" or name.startswith("moviepy."):
+            self.attempts.append(name)
+            raise ImportError(f"test: moviepy is blocked ({name})")
+        return None
+
+
+@pytest.fixture
+def no_moviepy(monkeypatch):
+    """moviepy cannot be imported during the test (whether or not it is installed); yields the attempts."""
+    for mod in [m for m in sys.modules if m == "moviepy" or m.startswith("moviepy.")]:
+        monkeypatch.delitem(sys.modules, mod)
+    blocker = _BlockMoviepy()
+    monkeypatch.setattr(sys, "meta_path", [blocker, *sys.meta_path])
+    with pytest.raises(ImportError):
+        importlib.import_module("moviepy")
+    blocker.attempts.clear()
+    yield blocker.attempts
+
+
+def tb_accumulator(log_dir: Path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(log_dir), size_guidance={"images": 0, "scalars": 0, "tensors": 0})
+    acc.Reload()
+    return acc
+
+
+_BLOCK = 32 * 1024
+
+
+def wandb_records(path: Path):
+    """The records of a .wandb transaction log (LevelDB log format: 32 KiB blocks of
+    crc32/length/type-framed chunks; FULL=1, FIRST=2, MIDDLE=3, LAST=4)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B" and struct.unpack("<H", data[4:6])[0] == 0xBEE1
+    pos, buf = 7, b""
+    while pos + 7 <= len(data):
+        left = _BLOCK - pos % _BLOCK
+        if left < 7:
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        pos += 7
+        buf += data[pos : pos + length]
+        pos += length
+        if kind in (1, 4):
+            rec = pb.Record()
+            rec.ParseFromString(buf)
+            buf = b""
+            yield rec
+
+
+def wandb_flushed() -> None:
+    """run.finish() can return before wandb's service has written the .wandb log to disk
+    (seen with wandb 0.31 offline); shutting the service down waits for it."""
+    import wandb
+
+    wandb.teardown()
+
+
+def wandb_items(items) -> dict:
+    return {tuple(i.nested_key) or (i.key,): json.loads(i.value_json) for i in items}
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Fail (and record) any connection from this process to a non-loopback address, and point W&B at a
+    loopback HTTP server that counts requests (W&B's service runs in another process)."""
+    attempts: list = []
+    hits: list = []
+
+    def loopback(address) -> bool:
+        host = address[0] if isinstance(address, tuple) else address
+        return not isinstance(host, str) or host in ("localhost", "::1") or host.startswith("127.")
+
+    real_connect, real_create = socket.socket.connect, socket.create_connection
+
+    def connect(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6) and not loopback(address):
+            attempts.append(address)
+            raise OSError(f"test: network access to {address} blocked")
+        return real_connect(self, address)
+
+    def create_connection(address, *a, **kw):
+        if not loopback(address):
+            attempts.append(address)
+            raise OSError(f"test: network access to {address} blocked")
+        return real_create(address, *a, **kw)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802
+            hits.append(self.path)
+            self.send_error(503)
+
+        do_POST = do_PUT = do_GET  # noqa: N815
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    monkeypatch.setenv("WANDB_BASE_URL", f"http://127.0.0.1:{server.server_port}")
+    yield attempts, hits
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture
+def wandb_offline(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    for key, value in {
+        "WANDB_MODE": "offline",
+        "WANDB_DIR": str(tmp_path / "wandb_dir"),
+        "WANDB_SILENT": "true",
+        "WANDB_CONSOLE": "off",
+        "WANDB_DISABLE_GIT": "true",
+        "WANDB_DISABLE_CODE": "true",
+        "WANDB_ERROR_REPORTING": "false",
+        "WANDB_X_DISABLE_STATS": "true",
+        "WANDB_X_DISABLE_META": "true",
+        "WANDB_API_KEY": "",
+    }.items():
+        monkeypatch.setenv(key, value)
+    return tmp_path / "wandb_dir"
+
+
+@pytest.fixture(scope="session")
+def minatar_ckpt(tmp_path_factory):
+    """A random-weight MinAtar Breakout agent saved as an rlviz checkpoint (gamma 0.9)."""
+    import torch
+
+    from rlviz.checkpoint import save_checkpoint
+    from rlviz.models import MinAtarAgent
+
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("ckpt") / "agent.pt2"
+    save_checkpoint(path, MinAtarAgent(3), env="MinAtar/Breakout-v1", gamma=0.9)
+    return path

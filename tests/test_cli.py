@@ -1,0 +1,100 @@
+"""`rlviz render`: the whole job end to end, its outputs read back, and its errors."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from rlviz.cli import main
+from rlviz.render import parse_video_spec, select_episodes
+from rlviz.video import probe_video
+
+
+def test_render_minatar_writes_every_output(minatar_ckpt, tmp_path, capsys):
+    out = tmp_path / "out"
+    code = main([
+        "render", str(minatar_ckpt), "--episodes", "12", "--num-envs", "4", "--heatmap",
+        "--videos", "first:1,worst:1", "--out", str(out), "--no-progress", "--saliency", "gradient",
+    ])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "return" in printed.lower() and str(out) in printed
+
+    summary = json.loads((out / "summary.json").read_text())
+    rows = list(csv.DictReader((out / "episodes.csv").open()))
+    assert len(rows) == 12
+    returns = np.array([float(r["return"]) for r in rows])
+    assert summary["returns"]["mean"] == pytest.approx(returns.mean())
+    assert summary["returns"]["min"] == pytest.approx(returns.min())
+
+    # MinAtar Breakout ends at the first missed ball: one failure per terminated episode, each a ball position
+    heat = np.load(out / "heatmap.npz")
+    failures = sum(int(r["failures"]) for r in rows)
+    assert failures == sum(r["terminated"] == "True" for r in rows) > 0
+    assert int(heat["failures"]) == failures and int(heat["episodes"]) == 12
+    assert (out / "heatmap.png").stat().st_size > 1000
+
+    videos = sorted((out / "videos").glob("*.mp4"))
+    worst = int(np.argmin(returns))
+    expected = {"first-0-episode-0.mp4"} | ({f"worst-{worst}-episode-0.mp4"} if worst != 0 else set())
+    assert {v.name for v in videos} == expected
+    for v in videos:
+        idx = int(v.name.split("-")[1])
+        info = probe_video(v)
+        assert (info.codec, info.pix_fmt) == ("h264", "yuv420p")
+        assert info.num_frames == int(rows[idx]["length"]) + 1  # the replay is the rolled-out episode
+    assert not [p for p in out.rglob("*") if ".partial" in p.name]
+
+
+def test_video_spec_parsing_and_selection():
+    assert parse_video_spec("first:1, worst:2,best") == [("first", 1), ("worst", 2), ("best", 1)]
+    assert parse_video_spec("none") == []
+    returns = np.array([3.0, 1.0, 5.0, 2.0, 4.0])
+    chosen = select_episodes(returns, [("worst", 2), ("best", 1), ("median", 1), ("first", 2)])
+    # median is index 0 (return 3); first:2 adds nothing new: episodes 0 and 1 are already listed
+    assert chosen == [("worst", 1), ("worst", 3), ("best", 2), ("median", 0)]
+
+
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["render"], 2, "checkpoint"),
+        (["render", "x.pt2", "--episodes", "0"], 2, "positive whole number"),
+        (["render", "x.pt2", "--videos", "loudest:1"], 2, "not a selection"),
+        (["render", "MISSING.pt2"], 1, "MISSING.pt2"),
+    ],
+)
+def test_usage_and_failure_exit_codes(tmp_path, args, code, message):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlviz", *args], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == code, proc.stderr
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("content", [b"", b"not a checkpoint at all", b"\x89PNG\r\n\x1a\n" + b"\0" * 64])
+def test_bad_checkpoint_files_exit_1_with_one_line(tmp_path, content):
+    bad = tmp_path / "bad.pt2"
+    bad.write_bytes(content)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rlviz", "render", str(bad), "--out", str(tmp_path / "o")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "bad.pt2" in lines[0] and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o" / "summary.json").exists()
+
+
+def test_truncated_checkpoint_exits_1(minatar_ckpt, tmp_path):
+    cut = tmp_path / "cut.pt2"
+    cut.write_bytes(minatar_ckpt.read_bytes()[: minatar_ckpt.stat().st_size // 2])
+    assert main(["render", str(cut), "--out", str(tmp_path / "o")]) == 1
