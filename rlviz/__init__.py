@@ -25,6 +25,7 @@ from .policy import Policy, PolicyOutput, TorchPolicy
 from .record import EpisodeResult, RecordEpisode, run_episode
 from .render import RenderConfig, RenderOutputs, render
 from .rollout import EpisodeRecord, RolloutResult, replay_episode, rollout
+from .saliency import attribute, episode_saliency, normalise_episode
 from .stats import Summary, format_table, summarize
 from .trace import EpisodeInternals, EpisodeTrace
 from .video import VideoWriter, probe_video, read_video
@@ -38,5 +39,5 @@ __all__ = [
     "Summary", "TorchPolicy", "UnsafeCheckpointError", "UsageError", "VideoError", "VideoWriter", "atari_recipe",
     "format_table", "load_agent", "load_checkpoint", "make_env", "make_vec_env", "probe_video", "read_video",
     "render", "replay_episode", "rollout", "run_episode", "save_checkpoint", "summarize", "write_episode_video",
-    "__version__",
+    "attribute", "episode_saliency", "normalise_episode", "__version__",
 ]

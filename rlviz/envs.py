@@ -88,37 +88,19 @@ def atari_recipe(
     stack: int = 4,
     noop_max: int = 30,
     clip_reward: bool = True,
-    life_loss_terminal: bool = False,
     **env_kwargs: Any,
 ) -> EnvRecipe:
     """The usual DQN/PPO Atari stack: grey 84x84, frame skip 4 (max-pooled), no-op starts,
-    frame stack 4; reward clipping (and optionally life loss as terminal) during training only."""
+    frame stack 4; reward clipping during training only. (Life loss as a training signal belongs in the
+    training loop: a terminating wrapper would make a vector env reset the whole game on every life.)"""
     kwargs = {"frameskip": 1, "repeat_action_probability": 0.25, **env_kwargs}
     wrappers = [
         WrapperSpec("atari", {"frame_skip": frame_skip, "screen_size": screen_size, "noop_max": noop_max}),
     ]
-    if life_loss_terminal:
-        wrappers.append(WrapperSpec("life_loss_terminal", {}, training_only=True))
     if clip_reward:
         wrappers.append(WrapperSpec("clip_reward", {}, training_only=True))
     wrappers.append(WrapperSpec("frame_stack", {"stack_size": stack}))
     return EnvRecipe(env_id, kwargs, tuple(wrappers), saliency_mode="linear")
-
-
-class _LifeLossTerminal(gym.Wrapper):
-    """Terminate the episode when ALE reports a lost life (training only)."""
-
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
-        self._lives = info.get("lives", 0)
-        return obs, info
-
-    def step(self, action):
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        lives = info.get("lives", self._lives)
-        terminated = terminated or lives < self._lives
-        self._lives = lives
-        return obs, reward, terminated, truncated, info
 
 
 def _clip_reward(env: gym.Env) -> gym.Env:
@@ -131,7 +113,6 @@ WRAPPERS: dict[str, Callable[..., gym.Env]] = {
     "atari": lambda env, **kw: gym.wrappers.AtariPreprocessing(env, **kw),
     "frame_stack": lambda env, **kw: gym.wrappers.FrameStackObservation(env, **kw),
     "clip_reward": lambda env, **kw: _clip_reward(env),
-    "life_loss_terminal": lambda env, **kw: _LifeLossTerminal(env),
     "time_limit": lambda env, **kw: gym.wrappers.TimeLimit(env, **kw),
 }
 

@@ -264,7 +264,14 @@ def action_names_for(env, num_actions: int) -> Sequence[str]:
                 return tuple(str(n) for n in names)
         except Exception:  # pragma: no cover - exotic envs
             pass
+    action_set = getattr(base, "action_set", None)  # MinAtar: indices into n, l, u, r, d, f
+    if type(base).__module__.startswith("minatar") and action_set is not None and len(action_set) == num_actions:
+        return tuple(MINATAR_ACTIONS[int(a)] for a in action_set)
     return tuple(str(i) for i in range(num_actions))
+
+
+#: MinAtar's full action list, in the order its ``action_set`` indexes it.
+MINATAR_ACTIONS = ("NOOP", "LEFT", "UP", "RIGHT", "DOWN", "FIRE")
 
 
 __all__ += ["check_action_space", "action_names_for"]

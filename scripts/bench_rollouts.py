@@ -22,9 +22,8 @@ from rlviz.policy import TorchPolicy
 from rlviz.rollout import rollout
 
 
-def bare_loop(env_id, policy, episodes, num_envs, seed):
-    """What a user writes: step a vector env, policy.act; count finished episodes."""
-    vec = make_vec_env(env_id, num_envs, render_mode=None)
+def _drive(vec, policy, episodes, num_envs, seed):
+    """Step ``vec`` with batched policy.act until ``episodes`` have finished; (steps, episodes, seconds)."""
     obs, _ = vec.reset(seed=seed)
     rng = np.random.default_rng(seed)
     done_eps = steps = 0
@@ -37,6 +36,11 @@ def bare_loop(env_id, policy, episodes, num_envs, seed):
     wall = time.perf_counter() - t0
     vec.close()
     return steps, done_eps, wall
+
+
+def bare_loop(env_id, policy, episodes, num_envs, seed):
+    """What a user writes: step a vector env, policy.act; count finished episodes."""
+    return _drive(make_vec_env(env_id, num_envs, render_mode=None), policy, episodes, num_envs, seed)
 
 
 def native_loop(env_id, policy, episodes, num_envs, seed):
@@ -45,18 +49,7 @@ def native_loop(env_id, policy, episodes, num_envs, seed):
 
     vec = AtariVectorEnv(game=env_id.split("/")[1].split("-")[0].lower(), num_envs=num_envs,
                          repeat_action_probability=0.25, reward_clipping=False, episodic_life=False)
-    obs, _ = vec.reset(seed=seed)
-    rng = np.random.default_rng(seed)
-    done_eps = steps = 0
-    t0 = time.perf_counter()
-    while done_eps < episodes:
-        acts, _ = policy.act(obs, rng)
-        obs, _, term, trunc, _ = vec.step(acts)
-        steps += num_envs
-        done_eps += int(np.sum(term | trunc))
-    wall = time.perf_counter() - t0
-    vec.close()
-    return steps, done_eps, wall
+    return _drive(vec, policy, episodes, num_envs, seed)
 
 
 def reset_costs(env_id, n=10):

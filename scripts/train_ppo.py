@@ -49,7 +49,6 @@ PRESETS = {
 }
 
 
-MINATAR_ACTIONS = ("NOOP", "LEFT", "UP", "RIGHT", "DOWN", "FIRE")
 
 
 def family(env_id: str) -> str:
@@ -95,15 +94,10 @@ def save_rlviz(path: str, agent: nn.Module, recipe: EnvRecipe, example_obs, gamm
         print(f"note: rlviz.checkpoint not importable ({exc}); only the state file was written", flush=True)
         return False
     from rlviz.envs import make_env
+    from rlviz.policy import action_names_for
 
     env = make_env(recipe, render_mode=None)
-    names = None
-    try:
-        names = list(env.unwrapped.get_action_meanings())
-    except AttributeError:  # MinAtar: indices into its full action list n, l, u, r, d, f
-        action_set = getattr(env.unwrapped, "action_set", None)
-        if action_set is not None:
-            names = [MINATAR_ACTIONS[int(a)] for a in action_set]
+    names = action_names_for(env, env.action_space.n)
     env.close()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     agent = agent.to("cpu").eval()
@@ -115,6 +109,20 @@ def save_rlviz(path: str, agent: nn.Module, recipe: EnvRecipe, example_obs, gamm
 
 
 # ---------------------------------------------------------------------------------------------- training
+def _rlviz_sinks(args: argparse.Namespace) -> list:
+    """Sinks for --rlviz-every: TensorBoard and/or a folder of MP4s (none when the flag is off)."""
+    if not args.rlviz_every:
+        return []
+    from rlviz.sinks import FolderSink, TensorBoardSink
+
+    sinks = []
+    if args.rlviz_tensorboard:
+        sinks.append(TensorBoardSink(args.rlviz_tensorboard))
+    if args.rlviz_dir or not sinks:
+        sinks.append(FolderSink(args.rlviz_dir or "runs/rlviz-videos"))
+    return sinks
+
+
 def train(args: argparse.Namespace) -> None:
     preset = PRESETS[family(args.env)]
     for k, v in preset.items():
@@ -157,6 +165,7 @@ def train(args: argparse.Namespace) -> None:
     t0 = time.time()
     step = 0
     stats = {}
+    sinks, next_video = _rlviz_sinks(args), args.rlviz_every
 
     def save(final: bool) -> None:
         meta = {
@@ -261,12 +270,22 @@ def train(args: argparse.Namespace) -> None:
                 f"v_loss {stats['v']:.3f}  clipfrac {stats['clipfrac']:.3f}",
                 flush=True,
             )
+        if sinks and step >= next_video:  # an evaluation episode with panels, logged at this global step
+            from rlviz import TorchPolicy
+            from rlviz.integrations import log_episode
+
+            res = log_episode(recipe, TorchPolicy(agent, device=device), sinks, step, seed=args.seed, name="eval/episode")
+            print(f"rlviz: logged an evaluation episode at step {step} (return {res.episode_return:g})", flush=True)
+            next_video += args.rlviz_every
+            agent.train()
         if update % args.save_every == 0:
             save(final=False)
         if args.time_limit and time.time() - t0 > args.time_limit * 60:
             print(f"time limit of {args.time_limit} min reached at step {step}; stopping", flush=True)
             break
     save(final=True)
+    for sink in sinks:
+        sink.close()
     envs.close()
     print(f"done: {step} steps in {(time.time() - t0) / 60:.1f} min; state {args.state_out}; out {args.out}", flush=True)
 
@@ -363,6 +382,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--log-every", type=int, default=10, help="updates between progress lines")
     p.add_argument("--save-every", type=int, default=50, help="updates between state-file saves")
     p.add_argument("--time-limit", type=float, default=0.0, help="stop training after this many minutes (0: none)")
+    p.add_argument("--rlviz-every", type=int, default=0, metavar="STEPS",
+                   help="every STEPS env steps, record an evaluation episode with rlviz panels and log it")
+    p.add_argument("--rlviz-tensorboard", metavar="LOGDIR", help="with --rlviz-every: log to TensorBoard here")
+    p.add_argument("--rlviz-dir", metavar="DIR", help="with --rlviz-every: keep the MP4s here (default runs/rlviz-videos)")
     p.add_argument("--eval", metavar="CHECKPOINT", help="evaluate a checkpoint instead of training")
     p.add_argument("--episodes", type=int, default=1000)
     p.add_argument("--eval-envs", type=int, default=32)

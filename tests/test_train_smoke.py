@@ -73,3 +73,16 @@ def test_eval_counts_exactly_the_requested_episodes(train_ppo, tmp_path):
     returns = train_ppo.evaluate(str(state), episodes=7, num_envs=3, seed=0, threads=1)
     assert returns.shape == (7,)
     assert (returns >= 0).all() and np.all(returns == np.round(returns))
+
+
+def test_rlviz_every_logs_evaluation_videos_at_the_global_steps(train_ppo, tmp_path, capsys):
+    from conftest import tb_accumulator
+
+    tb, videos = tmp_path / "tb", tmp_path / "videos"
+    _run(train_ppo, tmp_path, "logged", "--total-steps", "768", "--rlviz-every", "256",
+         "--rlviz-tensorboard", str(tb), "--rlviz-dir", str(videos))
+    assert capsys.readouterr().out.count("rlviz: logged an evaluation episode") == 3
+    acc = tb_accumulator(tb)
+    (tag,) = [t for t in acc.Tags()["images"] if t.startswith("eval/episode")]
+    assert [e.step for e in acc.Images(tag)] == [256, 512, 768]
+    assert sorted(p.name for p in videos.rglob("*.mp4")) == [f"episode-step{s}.mp4" for s in (256, 512, 768)]
