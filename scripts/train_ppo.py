@@ -137,6 +137,8 @@ def train(args: argparse.Namespace) -> None:
     obs_shape = envs.single_observation_space.shape
     n_act = int(envs.single_action_space.n)
     agent = build_agent(args.env, obs_shape, n_act).to(device)
+    if args.init_state:  # continue training an earlier run (its weights; a fresh optimizer and LR schedule)
+        agent.load_state_dict(load_state(args.init_state)[0].state_dict())
     opt = torch.optim.Adam(agent.parameters(), lr=args.lr, eps=1e-5)
     life_done = args.life_loss_done and family(args.env) == "atari"
     command = " ".join(shlex.quote(a) for a in ["scripts/train_ppo.py"] + list(args.argv))
@@ -382,6 +384,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--log-every", type=int, default=10, help="updates between progress lines")
     p.add_argument("--save-every", type=int, default=50, help="updates between state-file saves")
     p.add_argument("--time-limit", type=float, default=0.0, help="stop training after this many minutes (0: none)")
+    p.add_argument("--init-state", metavar="STATE", help="start from the weights of an earlier run's .state.pt")
     p.add_argument("--rlviz-every", type=int, default=0, metavar="STEPS",
                    help="every STEPS env steps, record an evaluation episode with rlviz panels and log it")
     p.add_argument("--rlviz-tensorboard", metavar="LOGDIR", help="with --rlviz-every: log to TensorBoard here")

@@ -163,3 +163,17 @@ def minatar_ckpt(tmp_path_factory):
     path = tmp_path_factory.mktemp("ckpt") / "agent.pt2"
     save_checkpoint(path, MinAtarAgent(3), env="MinAtar/Breakout-v1", gamma=0.9)
     return path
+
+
+@pytest.fixture(scope="session")
+def ppo_zip(tmp_path_factory):
+    """A Stable-Baselines3 PPO trained 2048 steps on CartPole, saved as .zip: (model, path)."""
+    sb3 = pytest.importorskip("stable_baselines3")
+    from torch import nn
+
+    model = sb3.PPO("MlpPolicy", "CartPole-v1", n_steps=256, batch_size=64, n_epochs=2, seed=0, device="cpu",
+                    policy_kwargs={"net_arch": [32, 32], "activation_fn": nn.ReLU})
+    model.learn(2048)
+    path = tmp_path_factory.mktemp("sb3") / "ppo.zip"
+    model.save(path)
+    return model, path

@@ -118,16 +118,6 @@ def _cartpole_obs(n=16, seed=0):
 
 
 # -- Stable-Baselines3 ----------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def ppo_zip(tmp_path_factory):
-    model = sb3.PPO("MlpPolicy", "CartPole-v1", n_steps=256, batch_size=64, n_epochs=2, seed=0, device="cpu",
-                    policy_kwargs={"net_arch": [32, 32], "activation_fn": nn.ReLU})
-    model.learn(2048)
-    path = tmp_path_factory.mktemp("sb3") / "ppo.zip"
-    model.save(path)
-    return model, path
-
-
 def _sb3_reference(policy, obs):
     x = torch.as_tensor(obs)
     with torch.no_grad():

@@ -98,3 +98,30 @@ def test_truncated_checkpoint_exits_1(minatar_ckpt, tmp_path):
     cut = tmp_path / "cut.pt2"
     cut.write_bytes(minatar_ckpt.read_bytes()[: minatar_ckpt.stat().st_size // 2])
     assert main(["render", str(cut), "--out", str(tmp_path / "o")]) == 1
+
+
+def test_render_an_sb3_zip_records_its_probabilities_and_values(ppo_zip, tmp_path):
+    model, path = ppo_zip
+    out = tmp_path / "out"
+    assert main(["render", str(path), "--env", "CartPole-v1", "--episodes", "3", "--num-envs", "3",
+                 "--videos", "first:1", "--out", str(out), "--no-progress"]) == 0
+    (video,) = (out / "videos").glob("*.mp4")
+    data = np.load(video.with_suffix(".npz"))
+    info = probe_video(video)
+    assert (info.codec, info.num_frames) == ("h264", len(data["actions"]) + 1)
+    # the recorded panel numbers are SB3's own: replay the observations through model.policy
+    import gymnasium as gym
+    import torch
+
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=int(list(csv.DictReader((out / "episodes.csv").open()))[0]["seed"]))
+    observations = [obs]
+    for a in data["actions"]:
+        obs, *_ = env.step(int(a))
+        observations.append(obs)
+    x = torch.as_tensor(np.stack(observations))
+    with torch.no_grad():
+        probs = model.policy.get_distribution(x).distribution.probs.numpy()
+        values = model.policy.predict_values(x)[:, 0].numpy()
+    np.testing.assert_allclose(data["probs"], probs, atol=1e-5)
+    np.testing.assert_allclose(data["value"], values, atol=1e-5)

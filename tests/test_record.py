@@ -172,3 +172,32 @@ def test_odd_frame_sizes_give_browser_playable_video(tmp_path):
     run_episode(env, rng=1)
     info = probe_video(env.last_video_path)
     assert info.pix_fmt == "yuv420p" and info.width % 16 == 0 and info.height % 16 == 0
+
+
+def test_decoded_video_shows_the_chosen_actions_probability_at_its_frame(tmp_path):
+    """End to end: in the decoded MP4, frame t's highlighted bar is action t's, as long as p(action t | obs t)."""
+    from rlviz.compose import COLORS, Compositor
+    from rlviz.trace import EpisodeTrace
+
+    env = make(tmp_path)
+    env.reset()
+    actions = [(t * 2) % 3 for t in range(N_STEPS)]
+    for a in actions:
+        env.step(a)
+    internals = env.last_internals
+    shape_only = EpisodeTrace(np.zeros((N_STEPS + 1, 32, 48, 3), np.uint8), np.zeros((N_STEPS + 1, 2), np.float32),
+                              np.array(actions), np.zeros(N_STEPS, np.float32), None, True, False,
+                              env.action_names, 0, None, 10.0, "counter")
+    L = Compositor(shape_only, internals).layout
+    chosen = np.array(COLORS["chosen"], np.int16)
+    for t, frame in enumerate(read_video(env.last_video_path)):
+        if t == N_STEPS:
+            break
+        for a in range(3):
+            row = frame[L.bar_rows[a] + L.bar_h // 2, L.bar_x0 : L.bar_x0 + L.bar_len].astype(np.int16)
+            lit = np.abs(row - chosen).max(-1) < 48  # the highlight colour, through lossy H.264
+            if a == actions[t]:
+                expected = expected_probs(t)[a] * L.bar_len
+                assert abs(int(lit.sum()) - expected) <= 3, (t, a, int(lit.sum()), expected)
+            else:
+                assert lit.sum() <= 2, (t, a)
