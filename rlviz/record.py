@@ -114,6 +114,9 @@ class RecordEpisode(gym.Wrapper):
         saliency_target: "action" (chosen action's logit), "logprob", "value" or an action index.
         compose_options: a :class:`rlviz.compose.ComposeOptions`.
         save_data: also write the per-step numbers (actions, rewards, probabilities, values...) as ``.npz``.
+        spool_dir: where episode frames and observations are spooled (default: the system temp folder).
+        action_names: labels of the action bars (default: ``get_action_meanings()`` on ALE, MinAtar's
+            names, else the indices); a loaded checkpoint's ``action_names`` fit here.
     """
 
     def __init__(
@@ -133,6 +136,7 @@ class RecordEpisode(gym.Wrapper):
         crf: int = 23,
         save_data: bool = True,
         spool_dir: str | os.PathLike | None = None,
+        action_names=None,
     ):
         super().__init__(env)
         if env.render_mode != "rgb_array":
@@ -171,7 +175,9 @@ class RecordEpisode(gym.Wrapper):
         self.compose_options = compose_options
         self.preset, self.crf, self.save_data = preset, int(crf), bool(save_data)
         self.spool_dir = None if spool_dir is None else str(spool_dir)
-        self.action_names = tuple(action_names_for(env, num_actions))
+        if action_names is not None and len(action_names) != num_actions:
+            raise UsageError(f"action_names has {len(action_names)} names for Discrete({num_actions}) actions.")
+        self.action_names = tuple(str(n) for n in (action_names or action_names_for(env, num_actions)))
         env_spec = getattr(env, "spec", None)
         self.env_id = env_spec.id if env_spec is not None else type(env.unwrapped).__name__
         self.episode_id = -1

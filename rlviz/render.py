@@ -198,6 +198,7 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
                 gamma=gamma,
                 saliency=config.saliency,
                 saliency_target=config.saliency_target,
+                action_names=agent.action_names,
             )
             try:
                 replayed = replay_episode(

@@ -344,3 +344,22 @@ def test_bare_torch_export_program_needs_env(tmp_path):
     assert agent.format == "torch-export" and agent.kind == "q"
     x = torch.randn(5, 4)
     torch.testing.assert_close(agent.policy.forward(x)[0], model(x), rtol=0, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_a_checkpoint_saved_from_a_cuda_module_loads_on_the_cpu(tmp_path):
+    torch.manual_seed(0)
+    module = NatureCNNAgent(4).cuda()
+    path = save_checkpoint(tmp_path / "gpu.pt2", module, env=atari_recipe("ALE/Breakout-v5"))
+    obs = torch.randint(0, 255, (3, 4, 84, 84), dtype=torch.uint8)
+    cpu = load_checkpoint(path, device="cpu").policy
+    assert cpu.device.type == "cpu"
+    with torch.no_grad():
+        ref_logits, ref_value = module(obs.cuda())
+        logits, value = cpu.forward(cpu.to_tensor(obs))
+    torch.testing.assert_close(logits, ref_logits.cpu(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(value, ref_value.cpu(), rtol=1e-4, atol=1e-5)
+    gpu = load_checkpoint(path, device="cuda").policy  # and back onto the GPU
+    with torch.no_grad():
+        torch.testing.assert_close(gpu.forward(gpu.to_tensor(obs))[0].cpu(), ref_logits.cpu(), rtol=1e-4, atol=1e-5)

@@ -49,6 +49,7 @@ def test_render_minatar_writes_every_output(minatar_ckpt, tmp_path, capsys):
         info = probe_video(v)
         assert (info.codec, info.pix_fmt) == ("h264", "yuv420p")
         assert info.num_frames == int(rows[idx]["length"]) + 1  # the replay is the rolled-out episode
+        assert list(np.load(v.with_suffix(".npz"))["action_names"]) == ["NOOP", "LEFT", "RIGHT"]
     assert not [p for p in out.rglob("*") if ".partial" in p.name]
 
 
