@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -132,7 +133,7 @@ class _Episode:
         self.ret, self.length, self.failures, self.ent_sum = 0.0, 0, 0, 0.0
         self.rewards: list[float] = []
         self.values: list[float] = []
-        self.captured = None
+        self.recent: deque = deque()  # the last few captures, newest last
         self.is_success: bool | None = None
 
 
@@ -179,8 +180,9 @@ def _lives(info) -> int | None:
 class _Runner:
     """Steps one env per slot, shared by rollout() and replay_episode()."""
 
-    def __init__(self, policy, greedy, fail_on, extractor, heatmap, gamma, clip_values, max_steps):
+    def __init__(self, policy, greedy, fail_on, extractor, heatmap, gamma, clip_values, max_steps, lookback=8):
         self.policy, self.greedy, self.fail_on_arg = policy, greedy, fail_on
+        self.lookback = max(1, int(lookback))
         self.extractor, self.heatmap, self.gamma = extractor, heatmap, gamma
         self.clip_values, self.max_steps = clip_values, max_steps
         self.fail_on = None
@@ -192,8 +194,21 @@ class _Runner:
             self.fail_on = _resolve_fail_on(self.fail_on_arg, ep.lives)
         if self.extractor is not None:
             self.extractor.begin_episode(env)
-            ep.captured = self._capture(env)
+            ep.recent = deque([self._capture(env)], maxlen=self.lookback)
         return obs, ep
+
+    def _last_seen(self, ep: _Episode) -> dict:
+        """Each object's mask on the step before the failure or, when it is not visible there, on the
+        latest of the ``lookback`` steps before where it is (an ALE Breakout ball leaves the screen
+        several frames before the life is taken). Computed only on failures."""
+        out: dict = {}
+        for captured in reversed(ep.recent):
+            for name, mask in self.extractor.masks(captured).items():
+                if name not in out or (not out[name].any() and mask.any()):
+                    out[name] = mask
+            if all(m.any() for m in out.values()):
+                break
+        return out
 
     def _capture(self, env):
         frame = frame_to_uint8(env.render()) if self.extractor.needs_frame else None
@@ -219,14 +234,14 @@ class _Runner:
         if failed:
             ep.failures += 1
             if self.heatmap is not None:
-                self.heatmap.add(self.extractor.masks(ep.captured))
+                self.heatmap.add(self._last_seen(ep))
         if "is_success" in info:
             ep.is_success = bool(np.asarray(info["is_success"]))
         if self.max_steps is not None and ep.length >= self.max_steps and not terminated:
             truncated = True
         done = bool(terminated or truncated)
         if not done and self.extractor is not None:
-            ep.captured = self._capture(env)
+            ep.recent.append(self._capture(env))
         return obs, done, bool(terminated), bool(truncated)
 
     def finish(self, ep: _Episode, terminated: bool, truncated: bool) -> EpisodeRecord:
@@ -264,6 +279,7 @@ def rollout(
     progress: bool = True,
     max_steps: int | None = None,
     first_episode: int = 0,
+    lookback: int = 8,
 ) -> RolloutResult:
     """Run ``episodes`` episodes with ``num_envs`` envs stepped in lockstep, one batched forward per step.
 
@@ -272,6 +288,8 @@ def rollout(
     objects: an Extractor, "module:function", or None; heatmap: a FailureHeatmap to add to, True
         for a new one, or None. Either one given turns the heatmap on (the other gets its default).
     max_steps: truncate episodes longer than this (counted as truncated).
+    lookback: for the heatmap, an object not visible on the step before a failure is taken from the
+        latest of this many steps before where it is (1: the step before only).
     first_episode: index of the first episode: rollouts of indices [0, 500) and [500, 1000) with the
         same seed are together the same 1000 episodes as one run (merge their heatmaps).
     """
@@ -304,7 +322,7 @@ def rollout(
             hm = heatmap if isinstance(heatmap, FailureHeatmap) else FailureHeatmap(background.shape[:2], names, recipe.env_id)
             if hm.background is None:
                 hm.background = background
-        runner = _Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps)
+        runner = _Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps, lookback)
         bar = _Progress(episodes, progress)
         t0 = time.perf_counter()
         slots: list = [None] * num_envs

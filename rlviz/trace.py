@@ -31,7 +31,8 @@ class SpoolArray:
     page touched counts). ``np.asarray(spool_array)`` reads everything: use chunks instead.
     """
 
-    def __init__(self, path: str, n: int, shape: tuple, dtype):
+    def __init__(self, path: str, n: int, shape: tuple, dtype, owner=None):
+        self._owner = owner  # the Spool stays alive (its file kept) while a reader of it exists
         self.shape = (int(n),) + tuple(shape)
         self.dtype = np.dtype(dtype)
         self.ndim = len(self.shape)
@@ -79,6 +80,7 @@ class SpoolArray:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        self._owner = None
 
     def __del__(self):  # pragma: no cover - best effort
         try:
@@ -121,7 +123,7 @@ class Spool:
         """Everything appended so far, a read-only :class:`SpoolArray` [N, *shape]."""
         if self._fh is not None:
             self._fh.flush()
-        reader = SpoolArray(self.path, self._n, self.shape, self.dtype)
+        reader = SpoolArray(self.path, self._n, self.shape, self.dtype, owner=self)
         self._readers.append(reader)
         return reader
 
@@ -131,7 +133,7 @@ class Spool:
             self._fh = None
         for reader in self._readers:
             reader.close()
-        self._readers = []
+        self._readers = []  # (readers hold their spool; the spool holds its readers until closed)
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def __del__(self):  # pragma: no cover - best effort

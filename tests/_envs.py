@@ -7,6 +7,8 @@ or "timeout" (runs on until the TimeLimit of 8 steps truncates it). The rgb_arra
 before the losing step (t = L - 1 of a "lose" episode).
 ``rlviz-probe/Lives-v0``: same, plus info["lives"] starting at 3, one life lost at step 2 and
 at step 4 and the last at step 5, when it terminates (each preceded by the object at PROBE_PIXEL).
+``rlviz-probe/Vanish-v0``: like Probe-v0 but the object is at PROBE_PIXEL two frames before the losing
+step and invisible on the frame just before it (as an ALE Breakout ball that has left the screen).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ TIME_LIMIT = 8
 class ProbeEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
 
-    def __init__(self, render_mode=None, lives: bool = False):
+    def __init__(self, render_mode=None, lives: bool = False, vanish: bool = False):
         self.render_mode = render_mode
+        self.vanish = vanish
         self.lives_mode = lives
         self.observation_space = gym.spaces.Box(-1.0, 100.0, (3,), np.float32)
         self.action_space = gym.spaces.Discrete(2)
@@ -59,6 +62,10 @@ class ProbeEnv(gym.Env):
 
     def render(self):
         f = np.zeros((16, 16, 3), dtype=np.uint8)
+        if self.vanish and self.lose and self.t >= self.L - 2:
+            if self.t == self.L - 2:
+                f[PROBE_PIXEL] = (255, 0, 0)
+            return f  # gone on the frame before the loss
         f[self.object_pixel()] = (255, 0, 0)
         return f
 
@@ -72,6 +79,8 @@ def register() -> None:
     if "rlviz-probe/Probe-v0" not in gym.registry:
         gym.register("rlviz-probe/Probe-v0", entry_point=ProbeEnv, max_episode_steps=TIME_LIMIT)
         gym.register("rlviz-probe/Lives-v0", entry_point=ProbeEnv, max_episode_steps=TIME_LIMIT, kwargs={"lives": True})
+        gym.register("rlviz-probe/Vanish-v0", entry_point=ProbeEnv, max_episode_steps=TIME_LIMIT,
+                     kwargs={"vanish": True})
 
 
 register()

@@ -49,6 +49,17 @@ def test_probe_heatmap_counts_exactly_the_pre_failure_pixel():
     assert {e.length for e in res.episodes if e.truncated} == {8}
 
 
+def test_object_gone_on_the_step_before_a_loss_counts_where_last_seen():
+    """As an ALE Breakout ball, which leaves the screen frames before the life is taken."""
+    kw = dict(num_envs=3, seed=11, objects=FunctionExtractor(probe_objects), heatmap=True, progress=False)
+    res = rollout("rlviz-probe/Vanish-v0", probe_policy(), 24, **kw)
+    lost = sum(e.terminated for e in res.episodes)
+    grid = res.heatmap.counts["obj"]
+    assert 0 < lost == grid[PROBE_PIXEL] == grid.sum() == res.heatmap.failures
+    blind = rollout("rlviz-probe/Vanish-v0", probe_policy(), 24, lookback=1, **kw)
+    assert blind.heatmap.counts["obj"].sum() == 0 and blind.heatmap.failures == lost
+
+
 def test_two_half_runs_merge_to_the_full_run(tmp_path):
     full = probe_rollout(20)
     a, b = probe_rollout(10), probe_rollout(10, first=10, num_envs=2)

@@ -37,6 +37,19 @@ def test_spool_reads_back_items_slices_and_tuples(tmp_path):
     assert not os.path.exists(folder)
 
 
+def test_a_reader_keeps_its_spool_alive(tmp_path):
+    def make():
+        spool = Spool((2,), np.float32, dir=tmp_path)
+        spool.append([1.0, 2.0])
+        return spool.view()  # the Spool object itself goes out of scope here
+
+    import gc
+
+    view = make()
+    gc.collect()
+    np.testing.assert_array_equal(view[0], [1.0, 2.0])
+
+
 def test_returns_to_go_discounts_and_bootstraps():
     np.testing.assert_allclose(returns_to_go(np.array([1.0, 0.0, 2.0]), 0.5), [1.5, 1.0, 2.0, 0.0])
     np.testing.assert_allclose(returns_to_go(np.array([1.0]), 0.9, bootstrap=10.0), [10.0, 10.0])
