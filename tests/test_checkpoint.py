@@ -102,7 +102,7 @@ def test_minatar_round_trip_derives_example_and_action_names_from_env(tmp_path):
     path = save_checkpoint(tmp_path / "minatar.pt2", model, env="MinAtar/Breakout-v1")
     agent = load_agent(path)
     assert agent.recipe == EnvRecipe("MinAtar/Breakout-v1", saliency_mode="nearest")
-    assert agent.action_names == ("0", "1", "2") and agent.gamma == 0.99
+    assert agent.action_names == ("NOOP", "LEFT", "RIGHT") and agent.gamma == 0.99
     x = (torch.rand(7, 10, 10, 4, generator=torch.Generator().manual_seed(0)) > 0.7).float()
     ref_l, ref_v, ref_g = _grads(model, x)
     got_l, got_v, got_g = _grads(agent.policy.forward, x)
