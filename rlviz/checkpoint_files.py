@@ -6,11 +6,11 @@ from __future__ import annotations
 import io
 import os
 import pickle
-import secrets
 from pathlib import Path
 
 import torch
 
+from ._atomic import atomic_path
 from .errors import CheckpointError, RlvizError, UnsafeCheckpointError
 
 __all__ = ["read_file", "describe", "detect_format", "atomic_write", "torch_load", "EXPECTED", "META_NAME"]
@@ -21,17 +21,10 @@ _TRUST_HINT = "pass trust=True (CLI: --trust-checkpoint)"
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write to a temporary name in the same folder, fsync, then rename: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 EXPECTED = "an rlviz checkpoint (.pt2), a torch.export program, a torch.save file or a Stable-Baselines3 .zip"

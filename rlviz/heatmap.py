@@ -5,11 +5,11 @@ Counts are exact integers, so heatmaps from separate runs (or machines) merge by
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 
+from ._atomic import atomic_path
 from .errors import UsageError
 
 __all__ = ["FailureHeatmap"]
@@ -96,9 +96,8 @@ class FailureHeatmap:
         }
         if self.background is not None:
             arrays["background"] = self.background
-        tmp = path.with_name(path.name + ".tmp.npz")
-        np.savez_compressed(tmp, **arrays)
-        os.replace(tmp, path)
+        with atomic_path(path) as tmp:
+            np.savez_compressed(tmp, **arrays)
         return path
 
     @classmethod
@@ -148,8 +147,9 @@ class FailureHeatmap:
             ax.set_yticks([])
             fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
         fig.suptitle(f"{self.env_id}: {self.failures} failures / {self.episodes} episodes", fontsize=10)
-        tmp = path.with_name(path.name + ".tmp.png")
-        fig.savefig(tmp, dpi=dpi, format="png")
-        plt.close(fig)
-        os.replace(tmp, path)
+        try:
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, dpi=dpi, format="png")
+        finally:
+            plt.close(fig)
         return path

@@ -135,12 +135,23 @@ class Policy:
         (Gumbel-max, so a seeded ``rng`` reproduces the episode), or argmax when ``greedy``
         (always for ``kind="q"``). Returns (actions int64 [B], the PolicyOutput they came from)."""
         out = self.evaluate(obs)
-        if greedy or self.kind == "q":
-            return out.logits.argmax(-1).astype(np.int64), out
-        rng = rng if rng is not None else np.random.default_rng()
-        u = rng.random(out.logits.shape)
-        gumbel = -np.log(-np.log(np.clip(u, 1e-12, 1.0 - 1e-12)))
-        return (out.logits.astype(np.float64) + gumbel).argmax(-1).astype(np.int64), out
+        return sample_actions(out, rng if rng is not None else np.random.default_rng(), greedy), out
+
+
+def sample_actions(out: PolicyOutput, rng, greedy: bool = False) -> np.ndarray:
+    """Actions int64 [B] from ``out``: argmax when ``greedy`` (always for Q-values), else Gumbel-max
+    sampling from softmax(logits). ``rng``: one Generator for the batch, or a sequence of B Generators,
+    one per row (row i then draws what ``act(obs[i:i+1], rngs[i])`` draws: episodes replay alone).
+    """
+    logits = out.logits
+    if greedy or out.kind == "q":
+        return logits.argmax(-1).astype(np.int64)
+    if isinstance(rng, np.random.Generator):
+        u = rng.random(logits.shape)
+    else:
+        u = np.concatenate([r.random((1, logits.shape[-1])) for r in rng])
+    gumbel = -np.log(-np.log(np.clip(u, 1e-12, 1.0 - 1e-12)))
+    return (logits.astype(np.float64) + gumbel).argmax(-1).astype(np.int64)
 
 
 def _split_output(out, kind: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -274,4 +285,4 @@ def action_names_for(env, num_actions: int) -> Sequence[str]:
 MINATAR_ACTIONS = ("NOOP", "LEFT", "UP", "RIGHT", "DOWN", "FIRE")
 
 
-__all__ += ["check_action_space", "action_names_for"]
+__all__ += ["check_action_space", "action_names_for", "sample_actions"]

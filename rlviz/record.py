@@ -21,6 +21,7 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
+from ._atomic import atomic_path
 from .errors import EnvError, UsageError
 from .policy import Policy, action_names_for, check_action_space
 from .trace import EpisodeInternals, EpisodeTrace, Spool, returns_to_go
@@ -298,13 +299,8 @@ def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Pa
         data["value"] = internals.value
     if trace.lives is not None:
         data["lives"] = trace.lives
-    tmp = path.with_name(f".{path.stem}.partial.npz")
-    try:
+    with atomic_path(path) as tmp:
         np.savez_compressed(tmp, **data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
     return path
 
 

@@ -26,7 +26,7 @@ from .envs import EnvRecipe, make_env
 from .errors import EnvError, UsageError
 from .heatmap import FailureHeatmap
 from .objects import Extractor, as_extractor, extractor_for, frame_to_uint8
-from .policy import Policy, check_action_space
+from .policy import Policy, check_action_space, sample_actions
 
 __all__ = ["EpisodeRecord", "RolloutResult", "rollout", "replay_episode", "episode_seed_for", "FAIL_ON"]
 
@@ -135,20 +135,6 @@ class _Episode:
         self.values: list[float] = []
         self.recent: deque = deque()  # the last few captures, newest last
         self.is_success: bool | None = None
-
-
-def _sample(out, rngs, greedy: bool) -> np.ndarray:
-    """Actions for the batch: argmax when greedy (or Q-values), else Gumbel-max with each row's
-    own rng -- the same draws ``Policy.act(obs[None], rng)`` makes for that row alone."""
-    logits = out.logits
-    if greedy or out.kind == "q":
-        return logits.argmax(-1).astype(np.int64)
-    acts = np.empty(len(logits), dtype=np.int64)
-    for i, (lg, rng) in enumerate(zip(logits, rngs)):
-        u = rng.random((1, lg.shape[-1]))
-        g = -np.log(-np.log(np.clip(u, 1e-12, 1.0 - 1e-12)))
-        acts[i] = (lg.astype(np.float64)[None] + g).argmax(-1)[0]
-    return acts
 
 
 def _value_sums(rewards, values, gamma: float) -> tuple:
@@ -335,7 +321,7 @@ def rollout(
         while any(s is not None for s in slots):
             active = [i for i, s in enumerate(slots) if s is not None]
             out = policy.evaluate(np.stack([obs[i] for i in active]))
-            acts = _sample(out, [slots[i].rng for i in active], greedy)
+            acts = sample_actions(out, [slots[i].rng for i in active], greedy)
             ent = out.entropy
             for j, i in enumerate(active):
                 v = None if out.value is None else out.value[j]
@@ -391,7 +377,7 @@ def replay_episode(
         obs, ep = runner.start(env, index, seed)
         while True:
             out = policy.evaluate(np.asarray(obs)[None])
-            act = _sample(out, [ep.rng], greedy)[0]
+            act = sample_actions(out, [ep.rng], greedy)[0]
             v = None if out.value is None else out.value[0]
             obs, done, term, trunc = runner.step(env, ep, act, v, out.entropy[0])
             if done:

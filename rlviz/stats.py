@@ -5,12 +5,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ._atomic import atomic_path
 from .errors import UsageError
 
 __all__ = ["Distribution", "Summary", "summarize", "iqm", "explained_variance", "format_table",
@@ -167,11 +167,9 @@ def format_table(s: Summary) -> str:
 
 
 def _atomic_text(path, text: str) -> Path:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return Path(path)
 
 
 def write_summary_json(summary: Summary, path) -> Path:

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from .._atomic import atomic_path
 from ..errors import UsageError
 from .base import Sink, check_step, check_video_path, load_image, scalar_items
 
@@ -38,9 +39,8 @@ def _json_number(v: float):
 
 
 def _write_json_atomic(path: Path, data) -> None:
-    tmp = path.with_name(f".{path.name}.partial")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 class FolderSink(Sink):
@@ -80,12 +80,11 @@ class FolderSink(Sink):
     def _transfer(self, src: Path, dst: Path) -> None:
         if src.resolve() == dst.resolve():
             return
-        tmp = dst.with_name(f".{dst.name}.partial")
-        if self.move:
-            shutil.move(str(src), str(tmp))
-        else:
-            shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
+        with atomic_path(dst) as tmp:
+            if self.move:
+                shutil.move(str(src), str(tmp))
+            else:
+                shutil.copyfile(src, tmp)
 
     def log_video(self, name: str, path, step: int, *, fps: float, caption: str | None = None) -> Path:
         """Copy (or move) the MP4 into the folder; returns where it went."""
