@@ -50,3 +50,15 @@ def test_save_load_roundtrip_and_plot(tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"nope")
     with pytest.raises(UsageError, match="heatmap"):
         FailureHeatmap.load(tmp_path / "bad.npz")
+
+
+def test_the_plot_draws_the_counts_where_they_are(tmp_path):
+    """Same colour scale and title, one count in a different cell: only the heat can make the PNGs differ."""
+    a = np.asarray(Image.open(_hm([(1, 1)]).plot(tmp_path / "a.png")).convert("RGB")).astype(int)
+    b = np.asarray(Image.open(_hm([(4, 3)]).plot(tmp_path / "b.png")).convert("RGB")).astype(int)
+    again = np.asarray(Image.open(_hm([(1, 1)]).plot(tmp_path / "a2.png")).convert("RGB")).astype(int)
+    assert a.shape == b.shape and np.array_equal(a, again)  # deterministic
+    changed = np.abs(a - b).max(-1) > 30
+    assert changed.sum() > 100  # whole heat cells moved (in each of the three panels)
+    cols = np.flatnonzero(changed.any(0))
+    assert cols.max() - cols.min() > a.shape[1] // 2  # in more than one panel, not just one spot
