@@ -1,16 +1,20 @@
 """rlviz: see what your reinforcement-learning agent does and why.
 
-Library map (one way through)::
+The pipeline, one subpackage per stage (see ARCHITECTURE.md)::
 
-    env + agent -> RecordEpisode (EpisodeTrace) -> internals (policy, saliency; batched)
-        -> compose (panels, overlay) -> video (H.264 MP4) / sinks (W&B, TensorBoard, folder)
-    rollout (many episodes) -> FailureHeatmap + summarize -> sinks
-    render(): everything `rlviz render` does, as one call
+    agent (checkpoint, adapters, policy) --> envs (recipe, wrappers)
+    record (RecordEpisode) --> explain (saliency) --> draw (panels) --> media (H.264) --> sinks
+    evaluate (rollouts) --> heatmap + stats --> sinks
+    render(): everything ``rlviz render`` does, as one call
 """
 
-from .checkpoint import LoadedAgent, load_agent, load_checkpoint, save_checkpoint
-from .compose import ComposeOptions, Compositor, write_episode_video
+from . import _deprecated
+from ._version import __version__
+from .agent import LoadedAgent, Policy, PolicyOutput, TorchPolicy, load_agent, load_checkpoint, save_checkpoint
+from .config import RenderConfig
+from .draw import ComposeOptions, Compositor, write_episode_video
 from .envs import EnvRecipe, atari_recipe, make_env, make_vec_env
+from .episode import EpisodeInternals, EpisodeTrace
 from .errors import (
     CheckpointError,
     EnvError,
@@ -20,17 +24,22 @@ from .errors import (
     UsageError,
     VideoError,
 )
-from .heatmap import FailureHeatmap
-from .policy import Policy, PolicyOutput, TorchPolicy
+from .evaluate import (
+    EpisodeRecord,
+    FailureHeatmap,
+    RolloutResult,
+    Summary,
+    format_table,
+    replay_episode,
+    rollout,
+    summarize,
+)
+from .explain import attribute, episode_saliency, normalise_episode
+from .media import VideoWriter, probe_video, read_video
 from .record import EpisodeResult, RecordEpisode, run_episode
-from .render import RenderConfig, RenderOutputs, render
-from .rollout import EpisodeRecord, RolloutResult, replay_episode, rollout
-from .saliency import attribute, episode_saliency, normalise_episode
-from .stats import Summary, format_table, summarize
-from .trace import EpisodeInternals, EpisodeTrace
-from .video import VideoWriter, probe_video, read_video
+from .render import RenderOutputs, render
 
-__version__ = "0.1.0"
+_deprecated.install()
 
 __all__ = [
     "CheckpointError", "ComposeOptions", "Compositor", "EnvError", "EnvRecipe", "EpisodeInternals",

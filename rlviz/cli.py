@@ -1,17 +1,18 @@
-"""``rlviz`` command line: flags -> :class:`rlviz.render.RenderConfig` -> one library call.
+"""``rlviz`` command line: flags -> a config dataclass -> one library call.
 
-Exit codes: 0 success, 1 failure (bad checkpoint, env error...), 2 usage error, 130 interrupted.
-User errors print one line, no traceback (``--debug`` shows it).
+The flags are generated from the config dataclasses' fields (:mod:`rlviz.config`), so each option is written
+once. Exit codes: 0 success, 1 failure (bad checkpoint, env error...), 2 usage error, 130 interrupted.
+Errors print one line, no traceback (``--debug`` shows it).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from . import __version__
-from .errors import RlvizError
+from ._version import __version__
+from .config import RenderConfig, cli_options
+from .errors import RlvizError, did_you_mean
 
 __all__ = ["main", "build_parser"]
 
@@ -25,18 +26,45 @@ examples:
 """
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, received {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive whole number, received {text!r}")
-    return value
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (with "did you mean" for a mistyped flag), exit code 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        if message.startswith("unrecognized arguments:"):
+            flags = [a for a in message.split(":", 1)[1].split() if a.startswith("-")]
+            known = [s for a in self._actions for s in a.option_strings]
+            for sub in self._subparsers._group_actions if self._subparsers else ():
+                for p in getattr(sub, "choices", {}).values():
+                    known += [s for a in p._actions for s in a.option_strings]
+            if flags:
+                message += "." + did_you_mean(flags[0].split("=")[0], known)
+        elif "invalid choice:" in message:
+            import re
+
+            m = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)", message)
+            if m:
+                choices = [c.strip(" '") for c in m.group(2).split(",")]
+                message += "." + did_you_mean(m.group(1), choices)
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, config_cls) -> None:
+    """One argument per field of ``config_cls`` that carries CLI metadata (see :func:`rlviz.config.option`)."""
+    for opt in cli_options(config_cls):
+        if opt.positional:
+            parser.add_argument(opt.name, help=opt.help)
+        elif opt.kind == "switch":
+            parser.add_argument(opt.flag, dest=opt.name, action="store_true", help=opt.help)
+        elif opt.kind == "negated":
+            parser.add_argument(opt.flag, dest=opt.name, action="store_false", help=opt.help)
+        else:
+            parser.add_argument(opt.flag, dest=opt.name, choices=opt.choices, metavar=opt.metavar, help=opt.help,
+                                default=argparse.SUPPRESS)
+    parser.set_defaults(**{o.name: o.default for o in cli_options(config_cls) if not o.positional})
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="rlviz",
         description="See what your RL agent does and why: episode videos with the agent's internals, "
         "saliency, failure heatmaps and statistics over many rollouts.",
@@ -44,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
     )
     parser.add_argument("--version", action="version", version=f"rlviz {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     r = sub.add_parser(
         "render",
@@ -54,81 +82,33 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EXAMPLES,
     )
-    r.add_argument("checkpoint", type=Path, help="rlviz checkpoint (.pt2), SB3 .zip, or torch file (see --model)")
-    r.add_argument("--env", help="env id (needed for SB3 zips and state_dicts; overrides the checkpoint's)")
-    r.add_argument("--model", help="'module:Class' building the network of a state_dict checkpoint")
-    r.add_argument(
-        "--trust-checkpoint",
-        action="store_true",
-        help="allow unpickling a full-module torch file (runs code from the file: only for files you trust)",
-    )
-    r.add_argument("--episodes", type=_positive_int, default=10, help="episodes to roll out (default 10)")
-    r.add_argument("--heatmap", action="store_true", help="count object positions on the step before each failure")
-    r.add_argument(
-        "--videos",
-        default="first:1",
-        help="episodes to render: comma list of first:K, worst:K, best:K, median:K, random:K, or 'none' "
-        "(default first:1)",
-    )
-    r.add_argument("--out", type=Path, default=Path("rlviz-out"), help="output folder (default ./rlviz-out)")
-    r.add_argument("--seed", type=int, default=0, help="base seed; episode k uses a seed derived from it")
-    r.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, cuda, cuda:N")
-    r.add_argument(
-        "--saliency", choices=["none", "gradient", "smoothgrad", "perturbation"], default="none",
-        help="saliency overlay in the videos (default none)",
-    )
-    r.add_argument(
-        "--saliency-target", default="action",
-        help="what the saliency explains: action (chosen logit), logprob, value, or an action index",
-    )
-    r.add_argument("--greedy", action="store_true", help="take the most likely action instead of sampling")
-    r.add_argument("--num-envs", type=_positive_int, default=16, help="parallel envs for rollouts (default 16)")
-    r.add_argument(
-        "--fail-on", choices=["auto", "termination", "life-loss"], default="auto",
-        help="what counts as a failure (auto: life loss when the env has lives)",
-    )
-    r.add_argument("--objects", help="'module:function' object extractor for the heatmap (default by env)")
-    r.add_argument("--log-scale", action="store_true", help="log colour scale for the heatmap")
-    r.add_argument("--gamma", type=float, default=None, help="discount for return-to-go (default: checkpoint's)")
-    r.add_argument("--wandb", metavar="PROJECT", help="log videos, heatmap and statistics to this W&B project")
-    r.add_argument("--wandb-run", metavar="NAME", help="W&B run name")
-    r.add_argument("--tensorboard", metavar="LOGDIR", type=Path, help="log to TensorBoard event files here")
-    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_config_arguments(r, RenderConfig)
     r.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
+
+
+def _config(config_cls, args: argparse.Namespace):
+    values = {o.name: getattr(args, o.name) for o in cli_options(config_cls)}
+    return config_cls(**values)
+
+
+def _run_render(args) -> int:
+    from .render import render
+
+    outputs = render(_config(RenderConfig, args))
+    print(outputs.table)
+    print(f"outputs in {outputs.out_dir}")
+    return 0
+
+
+COMMANDS = {"render": _run_render}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        from .render import RenderConfig, render
-
-        config = RenderConfig(
-            checkpoint=args.checkpoint,
-            env=args.env,
-            model=args.model,
-            trust_checkpoint=args.trust_checkpoint,
-            episodes=args.episodes,
-            heatmap=args.heatmap,
-            videos=args.videos,
-            out=args.out,
-            seed=args.seed,
-            device=args.device,
-            saliency=None if args.saliency == "none" else args.saliency,
-            saliency_target=args.saliency_target,
-            greedy=args.greedy,
-            num_envs=args.num_envs,
-            fail_on=args.fail_on,
-            objects=args.objects,
-            log_scale=args.log_scale,
-            gamma=args.gamma,
-            wandb_project=args.wandb,
-            wandb_run=args.wandb_run,
-            tensorboard=args.tensorboard,
-            progress=not args.no_progress,
-        )
-        outputs = render(config)
+        return COMMANDS[args.command](args)
     except RlvizError as exc:
         if args.debug:
             raise
@@ -142,9 +122,6 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"rlviz: error: {type(exc).__name__}: {exc} (run again with --debug for the traceback)", file=sys.stderr)
         return 1
-    print(outputs.table)
-    print(f"outputs in {outputs.out_dir}")
-    return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

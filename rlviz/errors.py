@@ -7,6 +7,7 @@ line without a traceback: exit code 2 for :class:`UsageError`, 1 for the others.
 
 from __future__ import annotations
 
+import difflib
 import importlib
 from types import ModuleType
 
@@ -19,6 +20,7 @@ __all__ = [
     "VideoError",
     "MissingDependencyError",
     "require",
+    "did_you_mean",
 ]
 
 
@@ -67,3 +69,11 @@ def require(module: str, extra: str, what: str | None = None) -> ModuleType:
             f"rlviz needs the package '{module.split('.')[0]}'{purpose}, but it is not installed "
             f"({exc}). Install it with: pip install \"rlviz[{extra}]\""
         ) from exc
+
+
+def did_you_mean(received, choices, n: int = 3) -> str:
+    """``" Did you mean 'x'?"`` for the closest of ``choices`` to ``received``, or ``""`` when none is close."""
+    close = difflib.get_close_matches(str(received), [str(c) for c in choices], n=n, cutoff=0.6)
+    if not close:
+        return ""
+    return " Did you mean " + " or ".join(repr(c) for c in close) + "?"

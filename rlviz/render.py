@@ -13,47 +13,16 @@ Output layout (``out``)::
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from .config import RenderConfig, config_dict, parse_video_spec
 from .errors import UsageError
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes"]
-
-VIDEO_KINDS = ("first", "worst", "best", "median", "random")
-
-
-@dataclass(frozen=True)
-class RenderConfig:
-    """Everything ``rlviz render`` can be asked; field names follow the CLI flags."""
-
-    checkpoint: str | os.PathLike
-    env: str | None = None
-    model: str | None = None
-    trust_checkpoint: bool = False
-    episodes: int = 10
-    heatmap: bool = False
-    videos: str = "first:1"
-    out: str | os.PathLike = "rlviz-out"
-    seed: int = 0
-    device: str = "auto"
-    saliency: str | None = None
-    saliency_target: str | int = "action"
-    greedy: bool = False
-    num_envs: int = 16
-    fail_on: str = "auto"
-    objects: str | None = None
-    log_scale: bool = False
-    gamma: float | None = None
-    wandb_project: str | None = None
-    wandb_run: str | None = None
-    tensorboard: str | os.PathLike | None = None
-    progress: bool = True
-
 
 @dataclass(frozen=True)
 class RenderOutputs:
@@ -67,29 +36,6 @@ class RenderOutputs:
     heatmap_png: Path | None = None
     heatmap_npz: Path | None = None
     videos: tuple = field(default_factory=tuple)
-
-
-def parse_video_spec(spec: str | None) -> list[tuple[str, int]]:
-    """``"first:1,worst:2"`` -> ``[("first", 1), ("worst", 2)]``; ``"none"``/empty -> ``[]``."""
-    if spec is None or spec.strip().lower() in ("", "none"):
-        return []
-    items = []
-    for part in spec.split(","):
-        kind, _, count = part.strip().partition(":")
-        kind = kind.strip().lower()
-        if kind not in VIDEO_KINDS:
-            raise UsageError(
-                f"--videos item {part!r}: {kind!r} is not a selection; use {', '.join(VIDEO_KINDS)} "
-                "as KIND:COUNT, e.g. 'first:1,worst:1'."
-            )
-        try:
-            k = int(count) if count else 1
-        except ValueError:
-            raise UsageError(f"--videos item {part!r}: the count must be a whole number, e.g. 'worst:2'.") from None
-        if k < 0:
-            raise UsageError(f"--videos item {part!r}: the count must not be negative.")
-        items.append((kind, k))
-    return items
 
 
 def select_episodes(returns: np.ndarray, spec: list[tuple[str, int]], seed: int = 0) -> list[tuple[str, int]]:
@@ -125,16 +71,12 @@ def _open_sinks(config: RenderConfig) -> list:
     if config.wandb_project:
         from .sinks import WandbSink
 
-        sinks.append(WandbSink(project=config.wandb_project, name=config.wandb_run, config=_config_dict(config)))
+        sinks.append(WandbSink(project=config.wandb_project, name=config.wandb_run, config=config_dict(config)))
     if config.tensorboard:
         from .sinks import TensorBoardSink
 
         sinks.append(TensorBoardSink(config.tensorboard))
     return sinks
-
-
-def _config_dict(config: RenderConfig) -> dict:
-    return {k: (str(v) if isinstance(v, os.PathLike) else v) for k, v in config.__dict__.items()}
 
 
 def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
@@ -143,14 +85,12 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
         config = RenderConfig(**kwargs)
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
-    from .checkpoint import load_agent
-    from .envs import make_env
-    from .record import RecordEpisode
-    from .rollout import replay_episode, rollout
-    from .stats import format_table, summarize, write_episodes_csv, write_summary_json
+    from .agent.checkpoint import load_agent
+    from .envs.recipe import make_env
+    from .evaluate.rollout import replay_episode, rollout
+    from .evaluate.stats import format_table, summarize, write_episodes_csv, write_summary_json
+    from .record.wrapper import RecordEpisode
 
-    if config.saliency not in (None, "gradient", "smoothgrad", "perturbation"):
-        raise UsageError(f"saliency={config.saliency!r}; use None, 'gradient', 'smoothgrad' or 'perturbation'.")
     video_spec = parse_video_spec(config.videos)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -254,11 +194,11 @@ def _flat_numbers(d: dict, prefix: str = "") -> dict:
 
 def _background_frame(make_env, recipe, seed: int) -> np.ndarray | None:
     """A first frame of the game to draw the heatmap over."""
-    from .record import as_rgb_frame
+    from .envs.frames import to_rgb_frame
 
     env = make_env(recipe)
     try:
         env.reset(seed=seed)
-        return as_rgb_frame(env.render())
+        return to_rgb_frame(env.render())
     finally:
         env.close()

@@ -15,11 +15,11 @@ import time
 import numpy as np
 import torch
 
-from rlviz._ale_seed import seeded_reset
+from rlviz.agent.models import MinAtarAgent, NatureCNNAgent
+from rlviz.agent.policy import TorchPolicy
 from rlviz.envs import make_env, make_vec_env
-from rlviz.models import MinAtarAgent, NatureCNNAgent
-from rlviz.policy import TorchPolicy
-from rlviz.rollout import rollout
+from rlviz.envs.ale_seed import seeded_reset
+from rlviz.evaluate.rollout import rollout
 
 
 def _drive(vec, policy, episodes, num_envs, seed):

@@ -29,11 +29,11 @@ import time
 import numpy as np
 import torch
 
-from rlviz.models import MinAtarAgent, NatureCNNAgent
-from rlviz.obs_layout import detect_layout
-from rlviz.perturbation import default_options
-from rlviz.policy import TorchPolicy
-from rlviz.saliency import attribute
+from rlviz.agent.models import MinAtarAgent, NatureCNNAgent
+from rlviz.agent.policy import TorchPolicy
+from rlviz.explain.layout import detect_layout
+from rlviz.explain.perturbation import default_options
+from rlviz.explain.saliency import attribute
 
 TARGETS = {"gradient": 5.0, "perturbation": 4.0}  # CPU targets (Nature CNN) for batched vs naive
 

@@ -38,9 +38,9 @@ from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+from rlviz.agent.models import MinAtarAgent, NatureCNNAgent  # noqa: E402
+from rlviz.agent.policy import TorchPolicy, resolve_device  # noqa: E402
 from rlviz.envs import EnvRecipe, atari_recipe, make_vec_env  # noqa: E402
-from rlviz.models import MinAtarAgent, NatureCNNAgent  # noqa: E402
-from rlviz.policy import TorchPolicy, resolve_device  # noqa: E402
 
 #: Per-family defaults; any flag given on the command line wins.
 PRESETS = {
@@ -87,14 +87,14 @@ def load_state(path: str) -> tuple[nn.Module, EnvRecipe, dict]:
 
 
 def save_rlviz(path: str, agent: nn.Module, recipe: EnvRecipe, example_obs, gamma: float, metadata: dict) -> bool:
-    """Write the rlviz checkpoint; False (with a note) when rlviz.checkpoint is not available yet."""
+    """Write the rlviz checkpoint; False (with a note) when rlviz.agent.checkpoint is not available yet."""
     try:
-        from rlviz.checkpoint import save_checkpoint
+        from rlviz.agent.checkpoint import save_checkpoint
     except ImportError as exc:
-        print(f"note: rlviz.checkpoint not importable ({exc}); only the state file was written", flush=True)
+        print(f"note: rlviz.agent.checkpoint not importable ({exc}); only the state file was written", flush=True)
         return False
+    from rlviz.agent.policy import action_names_for
     from rlviz.envs import make_env
-    from rlviz.policy import action_names_for
 
     env = make_env(recipe, render_mode=None)
     names = action_names_for(env, env.action_space.n)
@@ -298,7 +298,7 @@ def load_policy(path: str, device: str = "cpu"):
     if path.endswith(".state.pt"):
         agent, recipe, _ = load_state(path)
         return TorchPolicy(agent, kind="actor_critic", device=device), recipe
-    from rlviz.checkpoint import load_checkpoint
+    from rlviz.agent.checkpoint import load_checkpoint
 
     ck = load_checkpoint(path)
     policy = getattr(ck, "policy", None) or ck[0]

@@ -15,10 +15,10 @@ import torch
 from torch import nn
 from torch.distributions.categorical import Categorical
 
-from rlviz.adapters import _CleanRLComposed, _CleanRLMethods, build_model, cleanrl_policy, to_policy
-from rlviz.checkpoint import load_agent, load_checkpoint, save_checkpoint
+from rlviz.agent.adapters import _CleanRLComposed, _CleanRLMethods, build_model, cleanrl_policy, to_policy
+from rlviz.agent.checkpoint import load_agent, load_checkpoint, save_checkpoint
+from rlviz.agent.policy import TorchPolicy
 from rlviz.errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError
-from rlviz.policy import TorchPolicy
 
 torch.set_num_threads(1)
 sb3 = pytest.importorskip("stable_baselines3")
@@ -333,7 +333,7 @@ def test_plain_module_kinds():
 
 
 def test_build_model_specs():
-    m = build_model("rlviz.models:MinAtarAgent(hidden=32)", observation_space=None, action_space=gym.spaces.Discrete(5))
+    m = build_model("rlviz.agent.models:MinAtarAgent(hidden=32)", observation_space=None, action_space=gym.spaces.Discrete(5))
     assert m.actor.out_features == 5 and m.actor.in_features == 32
     with pytest.raises(UsageError, match=r"no value for \['width'\].*Class\(width=\.\.\.\)"):
         build_model(lambda width: nn.Linear(width, 2))
@@ -342,14 +342,14 @@ def test_build_model_specs():
     with pytest.raises(UsageError, match="Cannot import 'no_such_pkg'"):
         build_model("no_such_pkg:Net")
     with pytest.raises(UsageError, match="name=literal"):
-        build_model("rlviz.models:MinAtarAgent(hidden=__import__('os'))")
+        build_model("rlviz.agent.models:MinAtarAgent(hidden=__import__('os'))")
 
 
 def test_checkpoint_error_when_weights_are_not_weights(tmp_path):
     path = tmp_path / "junk.pt"
     torch.save({"config": {"lr": 0.1}, "notes": "hello"}, path)
     with pytest.raises(CheckpointError, match="without a state_dict \\(keys: 'config', 'notes'\\)"):
-        load_agent(path, env="CartPole-v1", model="rlviz.models:NatureCNNAgent")
+        load_agent(path, env="CartPole-v1", model="rlviz.agent.models:NatureCNNAgent")
     buf = io.BytesIO()
     torch.save([1, 2, 3], buf)
     (tmp_path / "list.pt").write_bytes(buf.getvalue())

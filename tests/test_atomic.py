@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlviz._atomic import atomic_path
+from rlviz.media.atomic import atomic_path
 
 
 def test_completed_block_renames_and_keeps_the_suffix(tmp_path):

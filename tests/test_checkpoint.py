@@ -14,10 +14,17 @@ import pytest
 import torch
 from torch import nn
 
-from rlviz.checkpoint import FORMAT_VERSION, LoadedAgent, detect_format, load_agent, load_checkpoint, save_checkpoint
+from rlviz.agent.checkpoint import (
+    FORMAT_VERSION,
+    LoadedAgent,
+    detect_format,
+    load_agent,
+    load_checkpoint,
+    save_checkpoint,
+)
+from rlviz.agent.models import MinAtarAgent, NatureCNNAgent
 from rlviz.envs import EnvRecipe, atari_recipe
 from rlviz.errors import CheckpointError, UnsafeCheckpointError, UsageError
-from rlviz.models import MinAtarAgent, NatureCNNAgent
 
 torch.set_num_threads(1)
 ATARI_NAMES = ("NOOP", "FIRE", "RIGHT", "LEFT")
@@ -309,14 +316,14 @@ def test_state_dict_with_model_spec(tmp_path):
     with pytest.raises(UsageError, match="model="):
         load_agent(path, env="ALE/Breakout-v5")
     with pytest.raises(UsageError, match="does not record its environment"):
-        load_agent(path, model="rlviz.models:NatureCNNAgent")
-    agent = load_agent(path, env="ALE/Breakout-v5", model="rlviz.models:NatureCNNAgent", device="cpu")
+        load_agent(path, model="rlviz.agent.models:NatureCNNAgent")
+    agent = load_agent(path, env="ALE/Breakout-v5", model="rlviz.agent.models:NatureCNNAgent", device="cpu")
     assert agent.format == "torch-state-dict" and agent.kind == "actor_critic" and agent.action_names == ATARI_NAMES
     x = torch.rand(3, 4, 84, 84, generator=torch.Generator().manual_seed(0)) * 255
     torch.testing.assert_close(agent.policy.forward(x)[0], model(x)[0], rtol=0, atol=0)
     with pytest.raises(CheckpointError, match=r"do not fit MinAtarAgent \(missing: \['torso.3.weight', 'torso.3.bias'\]; unexpected: .*"
                        r"torso.0.weight \(32, 4, 8, 8\) vs \(16, 4, 3, 3\)"):
-        load_agent(path, env="ALE/Breakout-v5", model="rlviz.models:MinAtarAgent(in_channels=4)")
+        load_agent(path, env="ALE/Breakout-v5", model="rlviz.agent.models:MinAtarAgent(in_channels=4)")
 
 
 def test_pickled_module_needs_trust(tmp_path):

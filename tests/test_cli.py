@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from rlviz.cli import main
+from rlviz.media.video import probe_video
 from rlviz.render import parse_video_spec, select_episodes
-from rlviz.video import probe_video
 
 
 def test_render_minatar_writes_every_output(minatar_ckpt, tmp_path, capsys):
@@ -71,27 +71,39 @@ def test_video_spec_parsing_and_selection():
         (["render", "MISSING.pt2"], 1, "MISSING.pt2"),
     ],
 )
-def test_usage_and_failure_exit_codes(tmp_path, args, code, message):
+def test_usage_and_failure_exit_codes(tmp_path, monkeypatch, capsys, args, code, message):
+    monkeypatch.chdir(tmp_path)
+    try:
+        got = main(args)
+    except SystemExit as exc:  # argparse's own usage errors
+        got = exc.code
+    err = capsys.readouterr().err
+    assert got == code, err
+    assert message in err
+    assert "Traceback" not in err
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1
+
+
+def test_python_dash_m_runs_the_cli(tmp_path):
+    """The one subprocess test: ``python -m rlviz`` is wired to the same main()."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     proc = subprocess.run(
-        [sys.executable, "-m", "rlviz", *args], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-m", "rlviz", "render", "MISSING.pt2"], cwd=tmp_path, capture_output=True, text=True,
+        env=env, timeout=120,
     )
-    assert proc.returncode == code, proc.stderr
-    assert message in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert proc.returncode == 1 and "MISSING.pt2" in proc.stderr and "Traceback" not in proc.stderr
+    version = subprocess.run([sys.executable, "-m", "rlviz", "--version"], capture_output=True, text=True, timeout=120)
+    assert version.returncode == 0 and version.stdout.startswith("rlviz ")
 
 
 @pytest.mark.parametrize("content", [b"", b"not a checkpoint at all", b"\x89PNG\r\n\x1a\n" + b"\0" * 64])
-def test_bad_checkpoint_files_exit_1_with_one_line(tmp_path, content):
+def test_bad_checkpoint_files_exit_1_with_one_line(tmp_path, capsys, content):
     bad = tmp_path / "bad.pt2"
     bad.write_bytes(content)
-    proc = subprocess.run(
-        [sys.executable, "-m", "rlviz", "render", str(bad), "--out", str(tmp_path / "o")],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert proc.returncode == 1
-    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1 and "bad.pt2" in lines[0] and "Traceback" not in proc.stderr
+    assert main(["render", str(bad), "--out", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "bad.pt2" in lines[0] and "Traceback" not in err
     assert not (tmp_path / "o" / "summary.json").exists()
 
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rlviz.compose import COLORS, ComposeOptions, Compositor, fast_blend, write_episode_video
+from rlviz.agent.policy import relative_entropy
+from rlviz.draw.compose import COLORS, ComposeOptions, Compositor, fast_blend, write_episode_video
+from rlviz.draw.overlay import ACTOR_COLOR, blend, saliency_to_frame
+from rlviz.episode import EpisodeInternals, EpisodeTrace, returns_to_go
 from rlviz.errors import UsageError
-from rlviz.overlay import ACTOR_COLOR, blend, saliency_to_frame
-from rlviz.policy import relative_entropy
-from rlviz.trace import EpisodeInternals, EpisodeTrace, returns_to_go
-from rlviz.video import probe_video, read_video
+from rlviz.media.video import probe_video, read_video
 
 NAMES = ("NOOP", "FIRE", "RIGHT", "LEFT")
 

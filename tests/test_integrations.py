@@ -17,8 +17,8 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 from rlviz import TorchPolicy
 from rlviz.errors import MissingDependencyError, UsageError
 from rlviz.integrations import log_episode
+from rlviz.media.video import probe_video
 from rlviz.sinks import FolderSink
-from rlviz.video import probe_video
 
 ENV_ID = "rlviz-test/DrawnCartPole-v1"
 STEP = 300

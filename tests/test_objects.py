@@ -1,15 +1,14 @@
 import numpy as np
 import pytest
 
-from rlviz.envs import make_env
+from rlviz.envs import make_env, to_rgb_frame
 from rlviz.errors import UsageError
-from rlviz.objects import (
+from rlviz.evaluate.objects import (
     FunctionExtractor,
     MinAtarExtractor,
     MotionExtractor,
     breakout_extractor,
     extractor_for,
-    frame_to_uint8,
     load_extractor,
     pong_extractor,
 )
@@ -25,7 +24,7 @@ def test_minatar_breakout_masks_match_state_channels():
     rng = np.random.default_rng(0)
     for _ in range(40):
         state = env.unwrapped.game.state()
-        frame = frame_to_uint8(env.render())
+        frame = to_rgb_frame(env.render())
         m = ex(frame, env)
         assert set(m) == {"ball", "paddle"} and m["ball"].shape == frame.shape[:2] == (10, 10)
         ch = env.unwrapped.game.env.channels
@@ -120,8 +119,3 @@ def test_load_extractor_and_errors():
     with pytest.raises(UsageError, match="Cannot load"):
         load_extractor("_envs:nope")
     assert isinstance(extractor_for("CartPole-v1"), MotionExtractor)
-
-
-def test_frame_to_uint8_scales_float_frames():
-    f = frame_to_uint8(np.array([[[0.0, 0.5, 1.0]]]))
-    assert f.dtype == np.uint8 and f.tolist() == [[[0, 128, 255]]]

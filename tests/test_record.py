@@ -9,8 +9,8 @@ import torch
 
 from rlviz import TorchPolicy
 from rlviz.errors import EnvError, UsageError
+from rlviz.media.video import probe_video, read_video
 from rlviz.record import RecordEpisode, run_episode
-from rlviz.video import probe_video, read_video
 
 N_STEPS = 12
 INTENSITY = 16  # frame t is a flat image of value INTENSITY * t (capped)
@@ -176,8 +176,8 @@ def test_odd_frame_sizes_give_browser_playable_video(tmp_path):
 
 def test_decoded_video_shows_the_chosen_actions_probability_at_its_frame(tmp_path):
     """End to end: in the decoded MP4, frame t's highlighted bar is action t's, as long as p(action t | obs t)."""
-    from rlviz.compose import COLORS, Compositor
-    from rlviz.trace import EpisodeTrace
+    from rlviz.draw.compose import COLORS, Compositor
+    from rlviz.episode import EpisodeTrace
 
     env = make(tmp_path)
     env.reset()

@@ -6,10 +6,10 @@ import numpy as np
 import torch
 
 from rlviz import TorchPolicy
+from rlviz.agent.models import NatureCNNAgent
 from rlviz.envs import atari_recipe, make_env
-from rlviz.models import NatureCNNAgent
+from rlviz.media.video import probe_video
 from rlviz.record import RecordEpisode, run_episode
-from rlviz.video import probe_video
 
 
 def test_cartpole_logits_only_policy(tmp_path):

@@ -3,14 +3,14 @@ import pytest
 import torch
 from _envs import PROBE_PIXEL, probe_objects
 
-from rlviz._ale_seed import seeded_reset
+from rlviz.agent.models import NatureCNNAgent
+from rlviz.agent.policy import TorchPolicy
 from rlviz.envs import make_env
+from rlviz.envs.ale_seed import seeded_reset
 from rlviz.errors import UsageError
-from rlviz.heatmap import FailureHeatmap
-from rlviz.models import NatureCNNAgent
-from rlviz.objects import FunctionExtractor
-from rlviz.policy import TorchPolicy
-from rlviz.rollout import episode_seed_for, replay_episode, rollout
+from rlviz.evaluate.heatmap import FailureHeatmap
+from rlviz.evaluate.objects import FunctionExtractor
+from rlviz.evaluate.rollout import episode_seed_for, replay_episode, rollout
 
 PROBE = "rlviz-probe/Probe-v0"
 

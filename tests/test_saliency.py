@@ -9,12 +9,12 @@ import pytest
 import torch
 from torch import nn
 
+from rlviz.agent.models import MinAtarAgent
+from rlviz.agent.policy import TorchPolicy
+from rlviz.episode import Spool
 from rlviz.errors import UsageError
-from rlviz.models import MinAtarAgent
-from rlviz.perturbation import gaussian_blur, mask_grid
-from rlviz.policy import TorchPolicy
-from rlviz.saliency import attribute, detect_layout, episode_saliency, episode_scale, normalise_episode
-from rlviz.trace import Spool
+from rlviz.explain.perturbation import gaussian_blur, mask_grid
+from rlviz.explain.saliency import attribute, detect_layout, episode_saliency, episode_scale, normalise_episode
 
 METHODS = ("gradient", "smoothgrad", "perturbation")
 
@@ -336,7 +336,7 @@ def test_episode_saliency_on_a_minatar_episode(tmp_path, method):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("method", METHODS)
 def test_cpu_and_cuda_agree(method):
-    from rlviz.models import NatureCNNAgent
+    from rlviz.agent.models import NatureCNNAgent
 
     torch.manual_seed(0)
     module = NatureCNNAgent(4)

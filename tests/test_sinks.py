@@ -16,8 +16,8 @@ import pytest
 from conftest import tb_accumulator, wandb_flushed, wandb_items, wandb_records
 
 from rlviz.errors import MissingDependencyError, UsageError
+from rlviz.media.video import VideoWriter
 from rlviz.sinks import FolderSink, read_video_frames
-from rlviz.video import VideoWriter
 
 N_FRAMES, FPS, W, H = 45, 30.0, 480, 320
 BAR = 10  # frame i has a white vertical bar at x = BAR * i .. BAR * i + BAR - 1

@@ -4,8 +4,15 @@ import json
 import numpy as np
 import pytest
 
-from rlviz.rollout import EpisodeRecord, RolloutResult
-from rlviz.stats import explained_variance, format_table, iqm, summarize, write_episodes_csv, write_summary_json
+from rlviz.evaluate.rollout import EpisodeRecord, RolloutResult
+from rlviz.evaluate.stats import (
+    explained_variance,
+    format_table,
+    iqm,
+    summarize,
+    write_episodes_csv,
+    write_summary_json,
+)
 
 
 def test_iqm_and_explained_variance_exact():

@@ -7,8 +7,8 @@ import os
 import numpy as np
 import pytest
 
+from rlviz.episode import Spool, returns_to_go
 from rlviz.errors import UsageError
-from rlviz.trace import Spool, returns_to_go
 
 
 def test_spool_reads_back_items_slices_and_tuples(tmp_path):

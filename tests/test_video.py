@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rlviz.errors import UsageError, VideoError
-from rlviz.video import VideoWriter, partial_path, probe_video, read_video
+from rlviz.media.video import VideoWriter, partial_path, probe_video, read_video
 
 W, H = 64, 48
 

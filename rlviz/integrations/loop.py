@@ -25,10 +25,10 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from ..envs import EnvRecipe, make_env
+from ..agent.policy import Policy
+from ..envs.recipe import EnvRecipe, make_env
 from ..errors import UsageError
-from ..policy import Policy
-from ..record import EpisodeResult, RecordEpisode, run_episode
+from ..record.wrapper import EpisodeResult, RecordEpisode, run_episode
 from ..sinks.base import Sink, as_sinks, check_step
 
 __all__ = ["log_episode", "episode_scalars"]

@@ -19,10 +19,10 @@ import os
 import gymnasium as gym
 import numpy as np
 
-from ..adapters_sb3 import sb3_policy
-from ..envs import EnvRecipe
+from ..agent.policy import Policy
+from ..agent.sb3 import sb3_policy
+from ..envs.recipe import EnvRecipe
 from ..errors import UsageError, require
-from ..policy import Policy
 from ..sinks.base import Sink, as_sinks
 from .loop import log_episode
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from .._atomic import atomic_path
 from ..errors import UsageError
+from ..media.atomic import atomic_path
 from .base import Sink, check_step, check_video_path, load_image, scalar_items
 
 __all__ = ["FolderSink"]

@@ -16,10 +16,10 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from .errors import UsageError
+from ..episode.trace import EpisodeInternals, EpisodeTrace
+from ..errors import UsageError
+from ..media.video import VideoWriter
 from .overlay import ACTOR_COLOR, saliency_to_frame
-from .trace import EpisodeInternals, EpisodeTrace
-from .video import VideoWriter
 
 __all__ = ["ComposeOptions", "PanelData", "PanelLayout", "Compositor", "write_episode_video", "COLORS"]
 

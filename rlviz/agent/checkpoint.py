@@ -27,11 +27,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from .checkpoint_files import EXPECTED, META_NAME, atomic_write, describe, detect_format, read_file, torch_load
-from .checkpoint_safety import read_export_archive, verify_export_archive
-from .envs import EnvRecipe, make_env
-from .errors import CheckpointError, RlvizError, UnsafeCheckpointError, UsageError
+from .._version import __version__
+from ..envs.recipe import EnvRecipe, make_env
+from ..errors import CheckpointError, RlvizError, UnsafeCheckpointError, UsageError
+from .adapters import build_model, to_policy
+from .files import EXPECTED, META_NAME, atomic_write, describe, detect_format, read_file, torch_load
 from .policy import KINDS, Policy, TorchPolicy, action_names_for, check_action_space, resolve_device
+from .safety import read_export_archive, verify_export_archive
+from .sb3 import load_sb3_zip
+from .weights import find_state_dict, load_weights
 
 __all__ = ["LoadedAgent", "save_checkpoint", "load_checkpoint", "load_agent", "detect_format", "settle_kind",
            "FORMAT_NAME", "FORMAT_VERSION"]
@@ -210,7 +214,6 @@ def save_checkpoint(
     action_names = tuple(str(a) for a in action_names)
     if len(action_names) != num_actions:
         raise UsageError(f"{len(action_names)} action names for a network with {num_actions} outputs.")
-    from . import __version__
 
     meta = {
         "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "rlviz_version": __version__,
@@ -367,8 +370,6 @@ def load_agent(
     if fmt in ("rlviz", "torch-export"):
         return _load_export(data, source, env=env, trust=trust, device=device, kind=kind)
     if fmt == "sb3-zip":
-        from .adapters_sb3 import load_sb3_zip
-
         recipe = _need_env(env, source, "a Stable-Baselines3 zip")
         obs_space, act_space, names = _env_facts(recipe)
         policy, gamma, meta = load_sb3_zip(data, source, observation_space=obs_space, action_space=act_space,
@@ -389,7 +390,6 @@ def _need_env(env, source: str, what: str) -> EnvRecipe:
 
 
 def _load_torch_file(data: bytes, source: str, *, env, model, trust: bool, device, kind: str) -> LoadedAgent:
-    from .adapters import build_model, find_state_dict, load_weights, to_policy
 
     recipe = _need_env(env, source, "a torch.save file")
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import UsageError, VideoError
+from ..errors import UsageError, VideoError
 
 __all__ = ["VideoWriter", "VideoInfo", "probe_video", "read_video", "partial_path", "PRESETS"]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["ObsLayout", "detect_layout"]
 

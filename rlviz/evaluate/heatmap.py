@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._atomic import atomic_path
-from .errors import UsageError
+from ..errors import UsageError
+from ..media.atomic import atomic_path
 
 __all__ = ["FailureHeatmap"]
 
@@ -135,9 +135,9 @@ class FailureHeatmap:
         axes = np.atleast_1d(axes)
         for ax, (name, grid) in zip(axes, panels):
             if bg is not None:
-                from .objects import frame_to_uint8
+                from ..envs.frames import to_rgb_frame
 
-                ax.imshow(frame_to_uint8(bg), alpha=0.35, interpolation="nearest")
+                ax.imshow(to_rgb_frame(bg), alpha=0.35, interpolation="nearest")
             vmax = max(int(grid.max()), 1)
             norm = LogNorm(vmin=1, vmax=max(vmax, 2)) if log else Normalize(vmin=0, vmax=vmax)
             heat = np.ma.masked_where(grid <= 0, grid)

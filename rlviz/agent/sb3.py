@@ -32,8 +32,9 @@ import zipfile
 import torch
 from torch import nn
 
-from .errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
+from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
 from .policy import TorchPolicy, check_action_space
+from .weights import load_weights
 
 __all__ = ["SB3ActorCritic", "SB3QNetwork", "sb3_policy", "load_sb3_zip"]
 
@@ -211,8 +212,6 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
                      **kwargs)
     except Exception as exc:
         raise CheckpointError(f"{source}: cannot rebuild {cls.__name__} with {sorted(kwargs)} ({exc}).") from exc
-    from .adapters import load_weights
-
     if not isinstance(state, dict):
         raise CheckpointError(f"{source}: policy.pth holds a {type(state).__name__}, expected a state_dict.")
     load_weights(policy, state, source)

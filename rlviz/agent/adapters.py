@@ -3,7 +3,7 @@
 Supported, checked in this order by :func:`to_policy`:
 
 * an rlviz :class:`Policy` (returned as is);
-* a Stable-Baselines3 algorithm or policy (PPO, A2C, DQN; see :mod:`rlviz.adapters_sb3`);
+* a Stable-Baselines3 algorithm or policy (PPO, A2C, DQN; see :mod:`rlviz.agent.sb3`);
 * a CleanRL-style agent: a module with ``get_action_and_value(x, action)`` (ppo.py, ppo_atari.py
   ...). See :func:`cleanrl_policy`;
 * a Q-network (``kind="q"``, or ``kind="auto"`` and a class name containing "QNetwork", "QNet"
@@ -30,11 +30,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from .errors import CheckpointError, UsageError
+from ..errors import UsageError
 from .policy import Policy, TorchPolicy, check_action_space, resolve_device
+from .sb3 import sb3_policy
 
-__all__ = ["to_policy", "cleanrl_policy", "build_model", "find_state_dict", "load_weights", "looks_like_q_network",
-           "SpaceInfo"]
+__all__ = ["to_policy", "cleanrl_policy", "build_model", "looks_like_q_network", "SpaceInfo"]
 
 _Q_NAME = re.compile(r"q_?net|dqn", re.IGNORECASE)
 
@@ -52,8 +52,6 @@ def to_policy(obj, *, observation_space=None, action_space=None, kind: str = "au
     if type(obj).__module__.startswith("stable_baselines3") or type(getattr(obj, "policy", None)).__module__.startswith(
         "stable_baselines3"
     ):
-        from .adapters_sb3 import sb3_policy
-
         return sb3_policy(obj, device=device)
     if not isinstance(obj, nn.Module):
         raise UsageError(
@@ -277,42 +275,3 @@ def build_model(model: Any, *, observation_space=None, action_space=None) -> nn.
     if not isinstance(module, nn.Module):
         raise UsageError(f"model= built a {type(module).__name__}; expected a torch.nn.Module.")
     return module
-
-
-_NESTED_KEYS = ("state_dict", "model_state_dict", "model", "agent", "policy", "network", "net", "q_network",
-                "actor_critic")
-
-
-def _is_tensor_dict(d) -> bool:
-    return isinstance(d, dict) and bool(d) and all(isinstance(k, str) and isinstance(v, torch.Tensor)
-                                                   for k, v in d.items())
-
-
-def find_state_dict(obj: dict, source: str) -> dict[str, torch.Tensor]:
-    """The state_dict in a torch.save'd dict: the dict itself or under a usual key ("state_dict", "model"...)."""
-    if _is_tensor_dict(obj):
-        return obj
-    for key in _NESTED_KEYS:
-        if _is_tensor_dict(obj.get(key)):
-            return obj[key]
-    keys = ", ".join(map(repr, list(obj)[:8]))
-    raise CheckpointError(
-        f"{source} holds a dict without a state_dict (keys: {keys}); expected name -> tensor, possibly under one of "
-        f"{list(_NESTED_KEYS)}. Re-save it with torch.save(model.state_dict(), path)."
-    )
-
-
-def load_weights(module: nn.Module, state: dict[str, torch.Tensor], source: str) -> None:
-    """``module.load_state_dict(state, strict=True)`` with an error that says what does not fit."""
-    own = module.state_dict()
-    missing = [k for k in own if k not in state]
-    unexpected = [k for k in state if k not in own]
-    shapes = [f"{k} {tuple(state[k].shape)} vs {tuple(v.shape)}" for k, v in own.items()
-              if k in state and tuple(state[k].shape) != tuple(v.shape)]
-    if missing or unexpected or shapes:
-        parts = [f"{label}: {items[:4]}{' ...' if len(items) > 4 else ''}" for label, items in
-                 (("missing", missing), ("unexpected", unexpected), ("shape (file vs model)", shapes)) if items]
-        raise CheckpointError(
-            f"The weights in {source} do not fit {type(module).__name__} ({'; '.join(parts)}). Check model= and env."
-        )
-    module.load_state_dict(state, strict=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["Spool", "SpoolArray", "EpisodeTrace", "EpisodeInternals", "returns_to_go"]
 

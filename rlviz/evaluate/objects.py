@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = [
     "Extractor",
@@ -33,20 +33,7 @@ __all__ = [
     "extractor_for",
     "load_extractor",
     "as_extractor",
-    "frame_to_uint8",
 ]
-
-
-def frame_to_uint8(frame) -> np.ndarray:
-    """A rendered frame as uint8 [H, W, 3]; float frames in [0, 1] (MinAtar) are scaled by 255."""
-    f = np.asarray(frame)
-    if f.dtype != np.uint8:
-        f = np.clip(np.rint(f.astype(np.float64) * 255.0), 0, 255).astype(np.uint8)
-    if f.ndim == 2:
-        f = np.repeat(f[..., None], 3, axis=-1)
-    if f.ndim != 3 or f.shape[-1] not in (3, 4):
-        raise UsageError(f"A rendered frame has shape {f.shape}; expected [H, W, 3] (render_mode='rgb_array').")
-    return f[..., :3]
 
 
 class Extractor:

@@ -21,14 +21,14 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from ._atomic import atomic_path
-from .errors import EnvError, UsageError
-from .policy import Policy, action_names_for, check_action_space
-from .trace import EpisodeInternals, EpisodeTrace, Spool, returns_to_go
+from ..agent.policy import Policy, action_names_for, check_action_space
+from ..choices import SALIENCY_METHODS
+from ..envs.frames import to_rgb_frame
+from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, returns_to_go
+from ..errors import EnvError, UsageError
+from ..media.atomic import atomic_path
 
-__all__ = ["RecordEpisode", "EpisodeResult", "run_episode", "compute_internals", "SALIENCY_METHODS"]
-
-SALIENCY_METHODS = ("gradient", "smoothgrad", "perturbation")
+__all__ = ["RecordEpisode", "EpisodeResult", "run_episode", "compute_internals"]
 
 
 @dataclass(frozen=True)
@@ -42,25 +42,6 @@ class EpisodeResult:
     truncated: bool
     seed: int | None
     video_path: Path | None
-
-
-def as_rgb_frame(frame) -> np.ndarray:
-    """A rendered frame as uint8 [H, W, 3]: floats in [0, 1] are scaled, grey is repeated, alpha dropped."""
-    if frame is None:
-        raise EnvError(
-            "env.render() returned None. Initialize your environment with render_mode='rgb_array', "
-            "e.g. gym.make(env_id, render_mode='rgb_array')."
-        )
-    f = np.asarray(frame)
-    if f.dtype != np.uint8:
-        if np.issubdtype(f.dtype, np.floating) and f.size and float(np.nanmax(f)) <= 1.0:
-            f = f * 255.0
-        f = np.clip(np.nan_to_num(f), 0, 255).astype(np.uint8)
-    if f.ndim == 2:
-        f = np.repeat(f[..., None], 3, axis=-1)
-    if f.ndim != 3 or f.shape[-1] not in (3, 4):
-        raise EnvError(f"env.render() returned an array of shape {f.shape}; expected an RGB image [H, W, 3].")
-    return np.ascontiguousarray(f[..., :3])
 
 
 def compute_internals(
@@ -82,7 +63,7 @@ def compute_internals(
     rtg = returns_to_go(trace.rewards, gamma, bootstrap)
     maps, label = None, ""
     if saliency is not None:
-        from .saliency import episode_saliency
+        from ..explain.saliency import episode_saliency
 
         chosen = np.concatenate([trace.actions, out.logits[-1:].argmax(-1)]).astype(np.int64)
         # maps live in an unlinked temporary file (np.memmap), freed with the array
@@ -208,7 +189,7 @@ class RecordEpisode(gym.Wrapper):
             rec["actions"].append(int(np.asarray(action).reshape(-1)[0]))
             rec["rewards"].append(float(reward))
             rec["lives"].append(int(info.get("lives", -1)))
-            rec["frames"].append(as_rgb_frame(self.env.render()))
+            rec["frames"].append(to_rgb_frame(self.env.render()))
             rec["obs"].append(obs)
         if terminated or truncated:
             if self._rec is not None:
@@ -226,7 +207,7 @@ class RecordEpisode(gym.Wrapper):
 
     # -- recording --------------------------------------------------------------------------------
     def _start(self, obs, info) -> None:
-        frame = as_rgb_frame(self.env.render())
+        frame = to_rgb_frame(self.env.render())
         obs_arr = np.asarray(obs)
         self._rec = {
             "frames": Spool(frame.shape, np.uint8, dir=self.spool_dir, name="frames"),
@@ -272,7 +253,7 @@ class RecordEpisode(gym.Wrapper):
                 rec[key].close()
 
     def _write(self, trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> None:
-        from .compose import ComposeOptions, write_episode_video
+        from ..draw.compose import ComposeOptions, write_episode_video
 
         options = self.compose_options or ComposeOptions()
         write_episode_video(trace, internals, path, options=options, fps=self.fps, preset=self.preset, crf=self.crf)

@@ -21,16 +21,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._ale_seed import seeded_reset
-from .envs import EnvRecipe, make_env
-from .errors import EnvError, UsageError
+from ..agent.policy import Policy, check_action_space, sample_actions
+from ..choices import DEFAULT_NUM_ENVS, FAIL_ON
+from ..envs.ale_seed import seeded_reset
+from ..envs.frames import to_rgb_frame
+from ..envs.recipe import EnvRecipe, make_env
+from ..errors import EnvError, UsageError
 from .heatmap import FailureHeatmap
-from .objects import Extractor, as_extractor, extractor_for, frame_to_uint8
-from .policy import Policy, check_action_space, sample_actions
+from .objects import Extractor, as_extractor, extractor_for
 
 __all__ = ["EpisodeRecord", "RolloutResult", "rollout", "replay_episode", "episode_seed_for", "FAIL_ON"]
 
-FAIL_ON = ("auto", "termination", "life-loss", "negative-reward")
 
 
 def episode_seed_for(seed: int, index: int) -> int:
@@ -197,7 +198,7 @@ class _Runner:
         return out
 
     def _capture(self, env):
-        frame = frame_to_uint8(env.render()) if self.extractor.needs_frame else None
+        frame = to_rgb_frame(env.render()) if self.extractor.needs_frame else None
         return self.extractor.capture(frame, env)
 
     def step(self, env, ep: _Episode, action: int, value, entropy: float):
@@ -255,7 +256,7 @@ def rollout(
     policy: Policy,
     episodes: int,
     *,
-    num_envs: int = 8,
+    num_envs: int = DEFAULT_NUM_ENVS,
     seed: int = 0,
     greedy: bool = False,
     fail_on: str = "auto",
@@ -301,7 +302,7 @@ def rollout(
         hm = None
         if extractor is not None:
             seeded_reset(envs[0], episode_seed_for(seed, int(first_episode)))
-            background = frame_to_uint8(envs[0].render())
+            background = to_rgb_frame(envs[0].render())
             if hasattr(extractor, "frame_shape") and extractor.frame_shape is None:
                 extractor.frame_shape = background.shape[:2]
             names = extractor.names or tuple(extractor(background, envs[0]))

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._atomic import atomic_path
-from .errors import UsageError
+from ..errors import UsageError
+from ..media.atomic import atomic_path
 
 __all__ = ["Distribution", "Summary", "summarize", "iqm", "explained_variance", "format_table",
            "write_summary_json", "write_episodes_csv"]

@@ -35,7 +35,7 @@ import tokenize
 
 import torch
 
-from .errors import CheckpointError, UnsafeCheckpointError
+from ..errors import CheckpointError, UnsafeCheckpointError
 
 __all__ = ["verify_export_archive", "read_export_archive"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from .errors import EnvError, UsageError
+from ..errors import EnvError, UsageError
 
 __all__ = [
     "WrapperSpec",

@@ -20,7 +20,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["PolicyOutput", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "KINDS"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["saliency_to_frame", "blend", "ACTOR_COLOR", "CRITIC_COLOR"]
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import torch
 
-from ._atomic import atomic_path
-from .errors import CheckpointError, RlvizError, UnsafeCheckpointError
+from ..errors import CheckpointError, RlvizError, UnsafeCheckpointError
+from ..media.atomic import atomic_path
 
 __all__ = ["read_file", "describe", "detect_format", "atomic_write", "torch_load", "EXPECTED", "META_NAME"]
 

@@ -35,16 +35,17 @@ import tempfile
 import numpy as np
 import torch
 
+from ..agent.policy import Policy
+from ..choices import SALIENCY_METHODS
+from ..errors import UsageError
 from . import perturbation as _pert
-from .errors import UsageError
-from .obs_layout import ObsLayout, detect_layout
-from .policy import Policy
-from .saliency_scale import episode_scale, normalise_episode
+from .layout import ObsLayout, detect_layout
+from .scale import episode_scale, normalise_episode
 
 __all__ = ["attribute", "normalise_episode", "episode_scale", "episode_saliency", "saliency_label", "METHODS",
            "ObsLayout", "detect_layout"]
 
-METHODS = ("gradient", "smoothgrad", "perturbation")
+METHODS = SALIENCY_METHODS
 _OPTIONS = {
     "gradient": {"reduce": "max"},
     "smoothgrad": {"reduce": "max", "n_samples": 16, "noise_level": 0.15, "seed": 0},

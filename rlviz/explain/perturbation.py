@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["MaskGrid", "mask_grid", "gaussian_blur", "default_options", "perturbation_saliency", "mask_count",
            "GRID_MAX_SIDE"]

@@ -1,0 +1,17 @@
+"""The names a user chooses from, each list written once: the library validates against these and the CLI
+offers them as choices. (A leaf module: importing it loads nothing heavy.)"""
+
+from __future__ import annotations
+
+__all__ = ["SALIENCY_METHODS", "SALIENCY_TARGETS", "FAIL_ON", "VIDEO_KINDS", "DEFAULT_NUM_ENVS"]
+
+#: Saliency methods (implemented in :mod:`rlviz.explain.saliency`).
+SALIENCY_METHODS = ("gradient", "smoothgrad", "perturbation")
+#: Named saliency targets; an action index is accepted too.
+SALIENCY_TARGETS = ("action", "logprob", "value")
+#: What counts as a failure (:mod:`rlviz.evaluate.rollout`): "auto" = life loss when the env reports lives.
+FAIL_ON = ("auto", "termination", "life-loss", "negative-reward")
+#: Episode selections for videos (``--videos first:1,worst:2``).
+VIDEO_KINDS = ("first", "worst", "best", "median", "random")
+#: Envs stepped in lockstep by rollouts, in the library and the CLI alike.
+DEFAULT_NUM_ENVS = 16

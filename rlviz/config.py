@@ -1,0 +1,185 @@
+"""What a run can be asked, written once: each option is a dataclass field with its default, its help
+and how the command line spells it. The CLI (:mod:`rlviz.cli`) is generated from these fields, and the
+library validates the same values the same way (``RenderConfig(...)`` raises :class:`UsageError`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from .choices import DEFAULT_NUM_ENVS, FAIL_ON, SALIENCY_METHODS, SALIENCY_TARGETS, VIDEO_KINDS
+from .errors import UsageError
+
+__all__ = ["RenderConfig", "option", "cli_options", "CliOption", "config_dict", "parse_video_spec"]
+
+
+@dataclass(frozen=True)
+class CliOption:
+    """How a config field appears on the command line (read by :mod:`rlviz.cli`).
+
+    flag: ``--name`` (default: the field name with dashes); ``None`` for the positional argument.
+    kind: "value" (takes a value), "switch" (``store_true``) or "negated" (``--no-x`` sets False).
+    choices: allowed values (shown in --help, "did you mean" on a typo); metavar: the value's name in --help.
+    """
+
+    name: str
+    flag: str | None
+    help: str
+    kind: str = "value"
+    choices: tuple | None = None
+    metavar: str | None = None
+    positional: bool = False
+    default: Any = None
+
+
+def option(default: Any = MISSING, help: str = "", *, flag: str | None = None, kind: str | None = None,
+           choices: tuple | None = None, metavar: str | None = None, positional: bool = False):
+    """A config field carrying its CLI spelling and help in ``metadata["cli"]``."""
+    meta = {"help": help, "flag": flag, "kind": kind, "choices": choices, "metavar": metavar,
+            "positional": positional}
+    if default is MISSING:
+        return field(metadata={"cli": meta})
+    return field(default=default, metadata={"cli": meta})
+
+
+def cli_options(cls) -> list[CliOption]:
+    """The CLI options of a config dataclass, in field order."""
+    out = []
+    for f in fields(cls):
+        meta = f.metadata.get("cli")
+        if meta is None:
+            continue
+        default = None if f.default is MISSING else f.default
+        kind = meta["kind"] or ("switch" if isinstance(default, bool) else "value")
+        flag = None if meta["positional"] else (meta["flag"] or "--" + f.name.replace("_", "-"))
+        out.append(CliOption(f.name, flag, meta["help"], kind, meta["choices"], meta["metavar"], meta["positional"],
+                             default))
+    return out
+
+
+def _whole(name: str, value, minimum: int) -> int:
+    what = "a positive whole number" if minimum == 1 else f"a whole number >= {minimum}"
+    flag = "--" + name.replace("_", "-")
+    message = f"{flag} {value!r}: expected {what}, received {value!r}."
+    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        raise UsageError(message)
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(message) from None
+    if v < minimum:
+        raise UsageError(message)
+    return v
+
+
+def _choice(name: str, value, choices: tuple) -> str:
+    if value not in choices:
+        from .errors import did_you_mean
+
+        raise UsageError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}.{did_you_mean(value, choices)}")
+    return value
+
+
+def parse_video_spec(spec: str | None) -> list[tuple[str, int]]:
+    """``"first:1,worst:2"`` -> ``[("first", 1), ("worst", 2)]``; ``"none"``/empty -> ``[]``."""
+    if spec is None or str(spec).strip().lower() in ("", "none"):
+        return []
+    items = []
+    for part in str(spec).split(","):
+        kind, _, count = part.strip().partition(":")
+        kind = kind.strip().lower()
+        if kind not in VIDEO_KINDS:
+            from .errors import did_you_mean
+
+            raise UsageError(
+                f"--videos item {part!r}: {kind!r} is not a selection; use {', '.join(VIDEO_KINDS)} "
+                f"as KIND:COUNT, e.g. 'first:1,worst:1'.{did_you_mean(kind, VIDEO_KINDS)}"
+            )
+        try:
+            k = int(count) if count else 1
+        except ValueError:
+            raise UsageError(f"--videos item {part!r}: the count must be a whole number, e.g. 'worst:2'.") from None
+        if k < 0:
+            raise UsageError(f"--videos item {part!r}: the count must not be negative.")
+        items.append((kind, k))
+    return items
+
+
+@dataclass(frozen=True)
+class RenderConfig:
+    """Everything ``rlviz render`` can be asked. Each field is one CLI flag (``--num-envs`` for ``num_envs``);
+    invalid values raise :class:`~rlviz.errors.UsageError` here, for the library and the CLI alike."""
+
+    checkpoint: str | os.PathLike = option(
+        help="rlviz checkpoint (.pt2), SB3 .zip, or torch file (see --model)", positional=True)
+    env: str | None = option(None, "env id (needed for SB3 zips and state_dicts; overrides the checkpoint's)",
+                             metavar="ID")
+    model: str | None = option(None, "'module:Class' building the network of a state_dict checkpoint",
+                               metavar="MODULE:CLASS")
+    trust_checkpoint: bool = option(
+        False, "allow what the file alone cannot prove safe: unpickling a full-module torch file, env ids that "
+        "import a module (runs code from the file: only for files you trust)")
+    episodes: int = option(10, "episodes to roll out (default 10)", metavar="N")
+    heatmap: bool = option(False, "count object positions on the step before each failure")
+    videos: str = option("first:1", "episodes to render: comma list of first:K, worst:K, best:K, median:K, "
+                         "random:K, or 'none' (default first:1)", metavar="SPEC")
+    out: str | os.PathLike = option("rlviz-out", "output folder (default ./rlviz-out)", metavar="DIR")
+    seed: int = option(0, "base seed (>= 0); episode k uses a seed derived from it", metavar="S")
+    device: str = option("auto", "auto (CUDA when present), cpu, cuda, cuda:N", metavar="DEVICE")
+    saliency: str | None = option(None, "saliency overlay in the videos (default none)",
+                                  choices=("none",) + SALIENCY_METHODS)
+    saliency_target: str | int = option(
+        "action", "what the saliency explains: action (chosen logit), logprob, value, or an action index",
+        metavar="TARGET")
+    greedy: bool = option(False, "take the most likely action instead of sampling")
+    num_envs: int = option(DEFAULT_NUM_ENVS, f"parallel envs for rollouts (default {DEFAULT_NUM_ENVS})", metavar="N")
+    fail_on: str = option("auto", "what counts as a failure (auto: life loss when the env has lives)",
+                          choices=FAIL_ON)
+    objects: str | None = option(None, "'module:function' object extractor for the heatmap (default by env)",
+                                 metavar="MODULE:FUNCTION")
+    log_scale: bool = option(False, "log colour scale for the heatmap")
+    gamma: float | None = option(None, "discount for return-to-go (default: checkpoint's)", metavar="G")
+    wandb_project: str | None = option(None, "log videos, heatmap and statistics to this W&B project",
+                                       flag="--wandb", metavar="PROJECT")
+    wandb_run: str | None = option(None, "W&B run name", metavar="NAME")
+    tensorboard: str | os.PathLike | None = option(None, "log to TensorBoard event files here", metavar="LOGDIR")
+    progress: bool = option(True, "no progress bars", flag="--no-progress", kind="negated")
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        if self.checkpoint is None or str(self.checkpoint) == "":
+            raise UsageError("checkpoint is empty; pass the path of an rlviz .pt2, an SB3 .zip or a torch file.")
+        set_(self, "episodes", _whole("episodes", self.episodes, 1))
+        set_(self, "num_envs", _whole("num_envs", self.num_envs, 1))
+        set_(self, "seed", _whole("seed", self.seed, 0))
+        saliency = None if self.saliency in (None, "none") else self.saliency
+        if saliency is not None:
+            _choice("saliency", saliency, SALIENCY_METHODS)
+        set_(self, "saliency", saliency)
+        _choice("fail_on", self.fail_on, FAIL_ON)
+        target = self.saliency_target
+        if isinstance(target, str) and target.strip().lstrip("-").isdigit():
+            target = int(target)
+        if not isinstance(target, int) or isinstance(target, bool):
+            _choice("saliency_target", target, SALIENCY_TARGETS)
+        elif target < 0:
+            raise UsageError(f"saliency_target={target}; an action index is 0..num_actions-1.")
+        set_(self, "saliency_target", target)
+        if self.gamma is not None:
+            try:
+                g = float(self.gamma)
+            except (TypeError, ValueError):
+                raise UsageError(f"gamma={self.gamma!r}; expected a number in [0, 1].") from None
+            if not (math.isfinite(g) and 0.0 <= g <= 1.0):
+                raise UsageError(f"gamma={self.gamma!r}; expected a number in [0, 1].")
+            set_(self, "gamma", g)
+        parse_video_spec(self.videos)  # fail now, not after the rollouts
+
+
+def config_dict(config) -> dict:
+    """A config as plain JSON-able values (paths as strings), e.g. for a W&B run's config."""
+    return {f.name: (str(v) if isinstance(v, os.PathLike) else v)
+            for f in fields(config) for v in [getattr(config, f.name)]}

@@ -1,0 +1,8 @@
+"""Drawing: the episode frame (game, saliency overlay, panels). numpy in, numpy out."""
+
+from __future__ import annotations
+
+from .compose import COLORS, ComposeOptions, Compositor, write_episode_video
+from .overlay import ACTOR_COLOR, CRITIC_COLOR, blend, saliency_to_frame
+
+__all__ = ["ACTOR_COLOR", "COLORS", "CRITIC_COLOR", "ComposeOptions", "Compositor", "blend", "saliency_to_frame", "write_episode_video"]

@@ -1,0 +1,9 @@
+"""Environments: recipes that rebuild the env an agent was trained on, cheap seeded ALE resets, and the one
+converter from whatever ``env.render()`` returns to an RGB uint8 frame."""
+
+from __future__ import annotations
+
+from .frames import to_rgb_frame
+from .recipe import WRAPPERS, EnvRecipe, WrapperSpec, atari_recipe, make_env, make_vec_env, register_envs
+
+__all__ = ["EnvRecipe", "WRAPPERS", "WrapperSpec", "atari_recipe", "make_env", "make_vec_env", "register_envs", "to_rgb_frame"]
