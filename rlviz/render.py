@@ -14,15 +14,22 @@ Output layout (``out``)::
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from .agent import LoadedAgent, load_agent
 from .config import RenderConfig, config_dict, parse_video_spec
+from .envs import make_env, to_rgb_frame
+from .episode import EpisodeResult
 from .errors import UsageError
+from .evaluate import RolloutResult, format_table, rollout, summarize
+from .evaluate.stats import write_episodes_csv, write_summary_json
+from .record import RecordEpisode, run_episode
 
-__all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes"]
+__all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
+           "write_heatmap", "record_videos", "log_to_sinks", "open_sinks"]
 
 @dataclass(frozen=True)
 class RenderOutputs:
@@ -66,7 +73,8 @@ def select_episodes(returns: np.ndarray, spec: list[tuple[str, int]], seed: int 
     return chosen
 
 
-def _open_sinks(config: RenderConfig) -> list:
+def open_sinks(config: RenderConfig) -> list:
+    """The W&B / TensorBoard sinks the config asks for (their extras are imported here, before any long work)."""
     sinks = []
     if config.wandb_project:
         from .sinks import WandbSink
@@ -85,86 +93,21 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
         config = RenderConfig(**kwargs)
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
-    from .agent.checkpoint import load_agent
-    from .envs.recipe import make_env
-    from .evaluate.rollout import replay_episode, rollout
-    from .evaluate.stats import format_table, summarize, write_episodes_csv, write_summary_json
-    from .record.wrapper import RecordEpisode
-
-    video_spec = parse_video_spec(config.videos)
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
-
     agent = load_agent(
         config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint, device=config.device
     )
-    recipe = agent.recipe
     gamma = float(config.gamma if config.gamma is not None else agent.gamma)
-
-    sinks = _open_sinks(config)  # fail early (a missing extra) before the long rollout
+    sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
     try:
-        result = rollout(
-            recipe,
-            agent.policy,
-            config.episodes,
-            num_envs=min(config.num_envs, config.episodes),
-            seed=config.seed,
-            greedy=config.greedy,
-            fail_on=config.fail_on,
-            objects=config.objects if config.heatmap else None,
-            heatmap=bool(config.heatmap),
-            progress=config.progress,
-            gamma=gamma,
-        )
-        heatmap = result.heatmap
+        result = run_rollouts(agent, config, gamma)
         summary = summarize(result)
         summary_json = write_summary_json(summary, out / "summary.json")
         episodes_csv = write_episodes_csv(result, out / "episodes.csv")
-        heatmap_png = heatmap_npz = None
-        if heatmap is not None:
-            if heatmap.background is None:
-                heatmap.background = _background_frame(make_env, recipe, config.seed)
-            heatmap_npz = heatmap.save(out / "heatmap.npz")
-            heatmap_png = heatmap.plot(out / "heatmap.png", log=config.log_scale)
-
-        videos, video_fps = [], 30.0
-        for label, idx in select_episodes(result.returns, video_spec, seed=config.seed):
-            record = result.episodes[idx]
-            env = RecordEpisode(
-                make_env(recipe),
-                out / "videos",
-                agent.policy,
-                name_prefix=f"{label}-{idx}",
-                gamma=gamma,
-                saliency=config.saliency,
-                saliency_target=config.saliency_target,
-                action_names=agent.action_names,
-            )
-            try:
-                replayed = replay_episode(
-                    recipe, agent.policy, record, env=env, fail_on=config.fail_on, gamma=gamma
-                )
-            finally:
-                env.close()
-            if not np.isclose(replayed.ret, record.ret):
-                warnings.warn(
-                    f"Replaying episode {idx} (seed {record.seed}) gave return {replayed.ret:g}; the rollout gave "
-                    f"{record.ret:g}. The env is not deterministic under its seed, so this video may differ "
-                    "from the statistics.",
-                    stacklevel=2,
-                )
-            videos.append(env.last_video_path)
-            video_fps = env.fps
-
-        for sink in sinks:
-            sink.log_scalars(_flat_numbers(summary.to_dict()), step=0, prefix="rlviz/")
-            rows = [ep.to_row() for ep in result.episodes]
-            if rows:
-                sink.log_table("rlviz/episodes", list(rows[0]), [list(r.values()) for r in rows], step=0)
-            for v in videos:
-                sink.log_video(f"rlviz/{v.stem}", v, step=0, fps=video_fps)
-            if heatmap_png is not None:
-                sink.log_image("rlviz/failure_heatmap", heatmap_png, step=0)
+        heatmap_npz, heatmap_png = write_heatmap(result, agent.recipe, out, config)
+        videos, fps = record_videos(agent, result, out / "videos", config, gamma)
+        log_to_sinks(sinks, summary, result, videos, heatmap_png, fps)
     finally:
         for sink in sinks:
             sink.close()
@@ -176,8 +119,82 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
         episodes_csv=episodes_csv,
         heatmap_png=heatmap_png,
         heatmap_npz=heatmap_npz,
-        videos=tuple(videos),
+        videos=tuple(v.video_path for v in videos),
     )
+
+
+def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float) -> RolloutResult:
+    """The config's episodes of ``agent``: statistics and (with ``config.heatmap``) the failure heatmap."""
+    return rollout(
+        agent.recipe,
+        agent.policy,
+        config.episodes,
+        num_envs=min(config.num_envs, config.episodes),
+        seed=config.seed,
+        greedy=config.greedy,
+        fail_on=config.fail_on,
+        objects=config.objects if config.heatmap else None,
+        heatmap=bool(config.heatmap),
+        progress=config.progress,
+        gamma=gamma,
+    )
+
+
+def write_heatmap(result: RolloutResult, recipe, out: Path, config: RenderConfig) -> tuple[Path | None, Path | None]:
+    """heatmap.npz and heatmap.png in ``out`` when the rollout made a heatmap; (None, None) otherwise."""
+    heatmap = result.heatmap
+    if heatmap is None:
+        return None, None
+    if heatmap.background is None:
+        heatmap.background = _background_frame(recipe, config.seed)
+    return heatmap.save(out / "heatmap.npz"), heatmap.plot(out / "heatmap.png", log=config.log_scale)
+
+
+def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, config: RenderConfig,
+                  gamma: float) -> tuple[list[EpisodeResult], float]:
+    """Replay the episodes ``config.videos`` selects through :class:`RecordEpisode`: their results (with
+    ``video_path``) and the videos' frame rate. A replay whose return differs from the rollout's gets a warning."""
+    videos, fps = [], 30.0
+    for label, idx in select_episodes(result.returns, parse_video_spec(config.videos), seed=config.seed):
+        record = result.episodes[idx]
+        env = RecordEpisode(
+            make_env(agent.recipe),
+            folder,
+            agent.policy,
+            name_prefix=f"{label}-{idx}",
+            gamma=gamma,
+            saliency=config.saliency,
+            saliency_target=config.saliency_target,
+            action_names=agent.action_names,
+        )
+        try:
+            replayed = run_episode(env, seed=record.seed, greedy=record.greedy)
+        finally:
+            env.close()
+        if not np.isclose(replayed.ret, record.ret):
+            warnings.warn(
+                f"Replaying episode {idx} (seed {record.seed}) gave return {replayed.ret:g}; the rollout gave "
+                f"{record.ret:g}. The env is not deterministic under its seed, so this video may differ "
+                "from the statistics.",
+                stacklevel=2,
+            )
+        videos.append(replace(replayed, index=idx))
+        fps = env.fps
+    return videos, fps
+
+
+def log_to_sinks(sinks: list, summary, result: RolloutResult, videos: list[EpisodeResult], heatmap_png,
+                 fps: float) -> None:
+    """Statistics, the episode table, the videos and the heatmap to each sink (W&B, TensorBoard)."""
+    for sink in sinks:
+        sink.log_scalars(_flat_numbers(summary.to_dict()), step=0, prefix="rlviz/")
+        rows = [ep.to_row() for ep in result.episodes]
+        if rows:
+            sink.log_table("rlviz/episodes", list(rows[0]), [list(r.values()) for r in rows], step=0)
+        for v in videos:
+            sink.log_video(f"rlviz/{v.video_path.stem}", v.video_path, step=0, fps=fps)
+        if heatmap_png is not None:
+            sink.log_image("rlviz/failure_heatmap", heatmap_png, step=0)
 
 
 def _flat_numbers(d: dict, prefix: str = "") -> dict:
@@ -192,10 +209,8 @@ def _flat_numbers(d: dict, prefix: str = "") -> dict:
     return flat
 
 
-def _background_frame(make_env, recipe, seed: int) -> np.ndarray | None:
+def _background_frame(recipe, seed: int) -> np.ndarray | None:
     """A first frame of the game to draw the heatmap over."""
-    from .envs.frames import to_rgb_frame
-
     env = make_env(recipe)
     try:
         env.reset(seed=seed)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from .result import EpisodeResult
 from .trace import EpisodeInternals, EpisodeTrace, Spool, SpoolArray, returns_to_go
 
-__all__ = ["EpisodeInternals", "EpisodeTrace", "Spool", "SpoolArray", "returns_to_go"]
+__all__ = ["EpisodeResult", "EpisodeInternals", "EpisodeTrace", "Spool", "SpoolArray", "returns_to_go"]

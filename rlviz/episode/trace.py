@@ -143,14 +143,15 @@ class Spool:
             pass
 
 
-def returns_to_go(rewards: np.ndarray, gamma: float, bootstrap: float = 0.0) -> np.ndarray:
-    """Discounted return from each frame on: float32 [T+1] for rewards [T]; entry T is ``bootstrap``."""
+def returns_to_go(rewards: np.ndarray, gamma: float, bootstrap: float = 0.0, dtype=np.float32) -> np.ndarray:
+    """Discounted return from each frame on: ``[T+1]`` for rewards ``[T]`` (entry T is ``bootstrap``), computed in
+    float64 and returned as ``dtype``. The one return-to-go of rlviz (panels, statistics, diagnostics)."""
     r = np.asarray(rewards, dtype=np.float64)
     out = np.empty(r.shape[0] + 1, dtype=np.float64)
     out[-1] = bootstrap
     for t in range(r.shape[0] - 1, -1, -1):
         out[t] = r[t] + gamma * out[t + 1]
-    return out.astype(np.float32)
+    return out.astype(dtype, copy=False)
 
 
 @dataclass(frozen=True)

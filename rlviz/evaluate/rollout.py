@@ -26,6 +26,8 @@ from ..choices import DEFAULT_NUM_ENVS, FAIL_ON
 from ..envs.ale_seed import seeded_reset
 from ..envs.frames import to_rgb_frame
 from ..envs.recipe import EnvRecipe, make_env
+from ..episode.result import EpisodeResult
+from ..episode.trace import returns_to_go
 from ..errors import EnvError, UsageError
 from .heatmap import FailureHeatmap
 from .objects import Extractor, as_extractor, extractor_for
@@ -39,39 +41,8 @@ def episode_seed_for(seed: int, index: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(index)]).generate_state(1)[0])
 
 
-@dataclass(frozen=True)
-class EpisodeRecord:
-    """One episode, reduced to scalars (no per-step arrays are kept).
-
-    value_sums: None without a value head, else float64 [6] = (n, sum v, sum g, sum v^2, sum g^2,
-    sum v*g) over the episode's steps, v = value estimate, g = discounted return actually obtained
-    from that step (with the rewards the value was trained on: sign(r) when the recipe clips).
-    """
-
-    index: int
-    seed: int
-    ret: float
-    length: int
-    failures: int
-    terminated: bool
-    truncated: bool
-    is_success: bool | None
-    mean_entropy: float
-    greedy: bool = False
-    value_sums: tuple | None = None
-
-    def to_row(self) -> dict:
-        return {
-            "episode": self.index,
-            "seed": self.seed,
-            "return": self.ret,
-            "length": self.length,
-            "failures": self.failures,
-            "terminated": self.terminated,
-            "truncated": self.truncated,
-            "is_success": "" if self.is_success is None else self.is_success,
-            "mean_entropy": self.mean_entropy,
-        }
+#: The rollout's name for :class:`rlviz.episode.EpisodeResult` (one result type for every episode).
+EpisodeRecord = EpisodeResult
 
 
 @dataclass(frozen=True)
@@ -140,11 +111,7 @@ class _Episode:
 
 def _value_sums(rewards, values, gamma: float) -> tuple:
     r = np.asarray(rewards, dtype=np.float64)
-    g = np.empty_like(r)
-    acc = 0.0
-    for t in range(len(r) - 1, -1, -1):
-        acc = r[t] + gamma * acc
-        g[t] = acc
+    g = returns_to_go(r, gamma, dtype=np.float64)[:-1]
     v = np.asarray(values, dtype=np.float64)
     return (float(len(r)), float(v.sum()), float(g.sum()), float(v @ v), float(g @ g), float(v @ g))
 
@@ -174,8 +141,8 @@ class _Runner:
         self.clip_values, self.max_steps = clip_values, max_steps
         self.fail_on = None
 
-    def start(self, env, index: int, seed: int):
-        obs, info = seeded_reset(env, seed)
+    def start(self, env, index: int, seed: int | None):
+        obs, info = seeded_reset(env, seed) if seed is not None else env.reset()
         ep = _Episode(index, seed, _lives(info))
         if self.fail_on is None:
             self.fail_on = _resolve_fail_on(self.fail_on_arg, ep.lives)
@@ -231,9 +198,9 @@ class _Runner:
             ep.recent.append(self._capture(env))
         return obs, done, bool(terminated), bool(truncated)
 
-    def finish(self, ep: _Episode, terminated: bool, truncated: bool) -> EpisodeRecord:
+    def finish(self, ep: _Episode, terminated: bool, truncated: bool) -> EpisodeResult:
         vs = _value_sums(ep.rewards, ep.values, self.gamma) if ep.values else None
-        return EpisodeRecord(
+        return EpisodeResult(
             ep.index, ep.seed, ep.ret, ep.length, ep.failures, terminated, truncated, ep.is_success,
             ep.ent_sum / max(ep.length, 1), self.greedy, vs,
         )
@@ -281,101 +248,133 @@ def rollout(
         same seed are together the same 1000 episodes as one run (merge their heatmaps).
     """
     recipe = _recipe(recipe)
-    if not isinstance(policy, Policy):
-        raise UsageError(f"policy is a {type(policy).__name__}; expected an rlviz Policy (e.g. TorchPolicy(module)).")
-    if int(episodes) < 1 or int(num_envs) < 1:
-        raise UsageError(f"episodes={episodes}, num_envs={num_envs}; both must be at least 1.")
-    if max_steps is not None and int(max_steps) < 1:
-        raise UsageError(f"max_steps={max_steps}; expected a positive number of steps or None.")
+    _check_rollout_args(policy, episodes, num_envs, max_steps)
     episodes, num_envs = int(episodes), min(int(num_envs), int(episodes))
-    extractor = None
-    if objects is not None or heatmap not in (None, False):
-        if isinstance(objects, str):
-            from .objects import load_extractor
-
-            extractor = load_extractor(objects)
-        else:
-            extractor = as_extractor(objects) if objects is not None else extractor_for(recipe.env_id)
+    extractor = _extractor(recipe, objects, heatmap)
     envs = [make_env(recipe, render_mode="rgb_array") for _ in range(num_envs)]
     try:
         check_action_space(envs[0].action_space, policy.num_actions if policy.num_actions > 0 else None)
         hm = None
         if extractor is not None:
-            seeded_reset(envs[0], episode_seed_for(seed, int(first_episode)))
-            background = to_rgb_frame(envs[0].render())
-            if hasattr(extractor, "frame_shape") and extractor.frame_shape is None:
-                extractor.frame_shape = background.shape[:2]
-            names = extractor.names or tuple(extractor(background, envs[0]))
-            hm = heatmap if isinstance(heatmap, FailureHeatmap) else FailureHeatmap(background.shape[:2], names, recipe.env_id)
-            if hm.background is None:
-                hm.background = background
+            hm = _start_heatmap(envs[0], extractor, heatmap, recipe.env_id, episode_seed_for(seed, int(first_episode)))
         runner = _Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps, lookback)
-        bar = _Progress(episodes, progress)
         t0 = time.perf_counter()
-        slots: list = [None] * num_envs
-        obs: list = [None] * num_envs
-        next_index, records, steps = int(first_episode), [], 0
-        end = int(first_episode) + episodes
-        for i in range(num_envs):
-            obs[i], slots[i] = runner.start(envs[i], next_index, episode_seed_for(seed, next_index))
-            next_index += 1
-        while any(s is not None for s in slots):
-            active = [i for i, s in enumerate(slots) if s is not None]
-            out = policy.evaluate(np.stack([obs[i] for i in active]))
-            acts = sample_actions(out, [slots[i].rng for i in active], greedy)
-            ent = out.entropy
-            for j, i in enumerate(active):
-                v = None if out.value is None else out.value[j]
-                obs[i], done, term, trunc = runner.step(envs[i], slots[i], acts[j], v, ent[j])
-                steps += 1
-                if done:
-                    records.append(runner.finish(slots[i], term, trunc))
-                    bar.update(records[-1].ret)
-                    slots[i] = None
-                    if next_index < end:
-                        obs[i], slots[i] = runner.start(envs[i], next_index, episode_seed_for(seed, next_index))
-                        next_index += 1
-        bar.close()
+        records, steps = _run_lockstep(runner, envs, range(int(first_episode), int(first_episode) + episodes), seed,
+                                       _Progress(episodes, progress))
         wall = time.perf_counter() - t0
         if hm is not None:
             hm.episodes += episodes
     finally:
         for e in envs:
             e.close()
-    records.sort(key=lambda r: r.index)
     return RolloutResult(
         recipe.env_id, tuple(records), hm, steps, wall, float(gamma), int(seed), runner.fail_on, recipe.to_json()
     )
 
 
+def _check_rollout_args(policy, episodes, num_envs, max_steps) -> None:
+    if not isinstance(policy, Policy):
+        raise UsageError(f"policy is a {type(policy).__name__}; expected an rlviz Policy (e.g. TorchPolicy(module)).")
+    if int(episodes) < 1 or int(num_envs) < 1:
+        raise UsageError(f"episodes={episodes}, num_envs={num_envs}; both must be at least 1.")
+    if max_steps is not None and int(max_steps) < 1:
+        raise UsageError(f"max_steps={max_steps}; expected a positive number of steps or None.")
+
+
+def _extractor(recipe: EnvRecipe, objects, heatmap) -> Extractor | None:
+    """The object extractor the heatmap uses, or None when no heatmap was asked for."""
+    if objects is None and heatmap in (None, False):
+        return None
+    if isinstance(objects, str):
+        from .objects import load_extractor
+
+        return load_extractor(objects)
+    return as_extractor(objects) if objects is not None else extractor_for(recipe.env_id)
+
+
+def _start_heatmap(env, extractor: Extractor, heatmap, env_id: str, seed: int) -> FailureHeatmap:
+    """The heatmap to add failures to (``heatmap`` itself when it is one), sized by a first frame of the game."""
+    seeded_reset(env, seed)
+    background = to_rgb_frame(env.render())
+    if hasattr(extractor, "frame_shape") and extractor.frame_shape is None:
+        extractor.frame_shape = background.shape[:2]
+    names = extractor.names or tuple(extractor(background, env))
+    hm = heatmap if isinstance(heatmap, FailureHeatmap) else FailureHeatmap(background.shape[:2], names, env_id)
+    if hm.background is None:
+        hm.background = background
+    return hm
+
+
+def _run_lockstep(runner: _Runner, envs: list, indices: range, seed: int, bar: _Progress) -> tuple[list, int]:
+    """Play the episodes ``indices`` on ``envs`` in lockstep, one batched forward per step; episode k starts
+    from ``episode_seed_for(seed, k)`` on whichever env is free. Returns (results sorted by index, steps)."""
+    pending = iter(indices)
+    slots: list = [None] * len(envs)
+    obs: list = [None] * len(envs)
+    records, steps = [], 0
+
+    def start(i: int) -> None:
+        k = next(pending, None)
+        if k is not None:
+            obs[i], slots[i] = runner.start(envs[i], k, episode_seed_for(seed, k))
+
+    for i in range(len(envs)):
+        start(i)
+    while any(s is not None for s in slots):
+        active = [i for i, s in enumerate(slots) if s is not None]
+        out = runner.policy.evaluate(np.stack([obs[i] for i in active]))
+        acts = sample_actions(out, [slots[i].rng for i in active], runner.greedy)
+        ent = out.entropy
+        for j, i in enumerate(active):
+            v = None if out.value is None else out.value[j]
+            obs[i], done, term, trunc = runner.step(envs[i], slots[i], acts[j], v, ent[j])
+            steps += 1
+            if done:
+                records.append(runner.finish(slots[i], term, trunc))
+                bar.update(records[-1].ret)
+                slots[i] = None
+                start(i)
+    bar.close()
+    records.sort(key=lambda r: r.index)
+    return records, steps
+
+
 def replay_episode(
-    recipe: EnvRecipe | str,
+    recipe: EnvRecipe | str | None,
     policy: Policy,
-    record: EpisodeRecord | int,
+    record: EpisodeResult | int | None,
     *,
     env=None,
     greedy: bool | None = None,
     fail_on: str = "auto",
     gamma: float = 0.99,
     max_steps: int | None = None,
-) -> EpisodeRecord:
-    """Re-run one episode alone: same reset seed, same action rng -> the same episode.
+    rng: np.random.Generator | None = None,
+) -> EpisodeResult:
+    """Play one episode alone: the one single-episode loop of rlviz (replays, :func:`rlviz.run_episode`).
 
-    record: an EpisodeRecord from :func:`rollout` (or a bare episode seed, with ``greedy``).
-    env: run on this env (e.g. wrapped in a recorder; it is reset here and not closed), else a
-    fresh ``make_env(recipe)``. Returns the replayed EpisodeRecord (compare ``.ret``).
-    Exact up to float differences between batched and single forwards (argmax ties).
+    Seeding is the rollouts' scheme: the env is reset with the episode's seed and actions are sampled
+    with ``np.random.default_rng(seed)``, so the same seed replays the same episode.
+    record: an :class:`EpisodeResult` from :func:`rollout`, a bare episode seed (with ``greedy``), or None
+        for an unseeded episode. rng: sample actions with this generator instead.
+    env: run on this env (e.g. wrapped in a recorder; it is reset here and not closed), else a fresh
+        ``make_env(recipe)``. Exact up to float differences between batched and single forwards.
     """
-    recipe = _recipe(recipe)
-    if isinstance(record, EpisodeRecord):
+    if isinstance(record, EpisodeResult):
         index, seed, greedy = record.index, record.seed, record.greedy if greedy is None else greedy
     else:
-        index, seed, greedy = -1, int(record), bool(greedy)
+        index, seed, greedy = -1, None if record is None else int(record), bool(greedy)
+    if env is None and recipe is None:
+        raise UsageError("replay_episode needs a recipe (an EnvRecipe or env id) or env=...; received neither.")
+    recipe = _recipe(recipe) if recipe is not None else None
     own = env is None
     env = make_env(recipe, render_mode="rgb_array") if own else env
     try:
-        runner = _Runner(policy, greedy, fail_on, None, None, float(gamma), _clips(recipe), max_steps)
+        clips = _clips(recipe) if recipe is not None else False
+        runner = _Runner(policy, greedy, fail_on, None, None, float(gamma), clips, max_steps)
         obs, ep = runner.start(env, index, seed)
+        if rng is not None:
+            ep.rng = rng
         while True:
             out = policy.evaluate(np.asarray(obs)[None])
             act = sample_actions(out, [ep.rng], greedy)[0]
@@ -386,7 +385,8 @@ def replay_episode(
     except (ValueError, TypeError) as exc:
         if isinstance(exc, UsageError):
             raise
-        raise EnvError(f"Replaying episode seed {seed} on {recipe.env_id!r} failed: {exc}") from exc
+        where = recipe.env_id if recipe is not None else type(getattr(env, "unwrapped", env)).__name__
+        raise EnvError(f"Playing episode seed {seed} on {where!r} failed: {exc}") from exc
     finally:
         if own:
             env.close()

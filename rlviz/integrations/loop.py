@@ -28,7 +28,7 @@ import numpy as np
 from ..agent.policy import Policy
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import UsageError
-from ..record.wrapper import EpisodeResult, RecordEpisode, run_episode
+from ..record import EpisodeResult, RecordEpisode, run_episode
 from ..sinks.base import Sink, as_sinks, check_step
 
 __all__ = ["log_episode", "episode_scalars"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
-from .wrapper import EpisodeResult, RecordEpisode, compute_internals, run_episode
+from ..episode.result import EpisodeResult
+from .episode import find_recorder, run_episode
+from .wrapper import RecordEpisode, compute_internals, save_episode_data
 
-__all__ = ["EpisodeResult", "RecordEpisode", "compute_internals", "run_episode"]
+__all__ = ["find_recorder", "save_episode_data", "EpisodeResult", "RecordEpisode", "compute_internals", "run_episode"]

@@ -15,7 +15,7 @@ import os
 import re
 from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import gymnasium as gym
@@ -24,24 +24,12 @@ import numpy as np
 from ..agent.policy import Policy, action_names_for, check_action_space
 from ..choices import SALIENCY_METHODS
 from ..envs.frames import to_rgb_frame
+from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, returns_to_go
 from ..errors import EnvError, UsageError
 from ..media.atomic import atomic_path
 
-__all__ = ["RecordEpisode", "EpisodeResult", "run_episode", "compute_internals"]
-
-
-@dataclass(frozen=True)
-class EpisodeResult:
-    """How one episode went. ``video_path`` is None when the episode was not recorded."""
-
-    episode_id: int
-    episode_return: float
-    length: int
-    terminated: bool
-    truncated: bool
-    seed: int | None
-    video_path: Path | None
+__all__ = ["RecordEpisode", "compute_internals", "save_episode_data"]
 
 
 def compute_internals(
@@ -205,6 +193,22 @@ class RecordEpisode(gym.Wrapper):
         finally:
             super().close()
 
+    # -- public helpers ---------------------------------------------------------------------------
+    @property
+    def recording(self) -> bool:
+        """True while an episode is being recorded."""
+        return self._rec is not None
+
+    def finish_episode(self, truncated: bool = True) -> EpisodeResult | None:
+        """The current episode's result, its video written. An episode still running is cut here (marked
+        ``truncated`` unless told otherwise) and its video finished; after an episode ended by itself this
+        returns that episode's result. None before the first reset."""
+        if self._rec is not None:
+            self._finish(terminated=False, truncated=bool(truncated))
+        elif self.last_result is None and self.episode_id >= 0:
+            self.last_result = self._result(False, bool(truncated), None)
+        return self.last_result
+
     # -- recording --------------------------------------------------------------------------------
     def _start(self, obs, info) -> None:
         frame = to_rgb_frame(self.env.render())
@@ -220,9 +224,8 @@ class RecordEpisode(gym.Wrapper):
         self._rec["obs"].append(obs_arr)
 
     def _result(self, terminated: bool, truncated: bool, path: Path | None) -> EpisodeResult:
-        return EpisodeResult(
-            self.episode_id, self._episode_return, self._episode_len, terminated, truncated, self._seed, path
-        )
+        return EpisodeResult(index=self.episode_id, seed=self._seed, ret=self._episode_return,
+                             length=self._episode_len, terminated=terminated, truncated=truncated, video_path=path)
 
     def _finish(self, terminated: bool, truncated: bool) -> None:
         rec, self._rec = self._rec, None
@@ -283,48 +286,3 @@ def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Pa
     with atomic_path(path) as tmp:
         np.savez_compressed(tmp, **data)
     return path
-
-
-def _find_recorder(env: gym.Env) -> RecordEpisode | None:
-    e = env
-    while isinstance(e, gym.Wrapper):
-        if isinstance(e, RecordEpisode):
-            return e
-        e = e.env
-    return None
-
-
-def run_episode(
-    env: gym.Env,
-    policy: Policy | None = None,
-    *,
-    seed: int | None = None,
-    greedy: bool = False,
-    rng: np.random.Generator | int | None = None,
-    max_steps: int | None = None,
-) -> EpisodeResult:
-    """Play one episode with ``policy`` (default: the RecordEpisode wrapper's) and return how it went.
-
-    Actions are sampled from the policy with ``rng`` (an int seeds a new generator; the same seed and
-    env seed replay the same episode), or taken greedily. ``max_steps`` cuts the episode short.
-    """
-    recorder = _find_recorder(env)
-    policy = policy or (recorder.policy if recorder is not None else None)
-    if policy is None:
-        raise UsageError("run_episode needs a policy: pass policy=..., or wrap env in RecordEpisode(..., policy=...).")
-    if not isinstance(rng, np.random.Generator):
-        rng = np.random.default_rng(rng)
-    obs, _ = env.reset(seed=seed)
-    total, steps, terminated, truncated = 0.0, 0, False, False
-    while not (terminated or truncated):
-        if max_steps is not None and steps >= max_steps:
-            break
-        action, _ = policy.act(np.asarray(obs)[None], rng=rng, greedy=greedy)
-        obs, reward, terminated, truncated, _ = env.step(int(action[0]))
-        total += float(reward)
-        steps += 1
-    if recorder is not None and recorder._rec is not None:  # cut short by max_steps
-        recorder._finish(terminated=False, truncated=True)
-    if recorder is not None and recorder.last_result is not None:
-        return recorder.last_result
-    return EpisodeResult(-1, total, steps, bool(terminated), bool(truncated), seed, None)

@@ -1,0 +1,63 @@
+"""How one episode went: the one result type of rollouts, replays and recorded episodes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["EpisodeResult"]
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """One episode, reduced to scalars (no per-step arrays are kept).
+
+    index:        the episode's index in its rollout (or in the recorder's lifetime); -1 when unknown
+    seed:         the reset seed (also the action-sampling seed), or None for an unseeded episode
+    ret:          sum of rewards (``episode_return``);  length: steps taken
+    failures:     failure events (lost lives, terminations... see ``fail_on``)
+    terminated, truncated: how it ended (both False when it was cut short)
+    is_success:   the env's ``info["is_success"]`` at the end, when it reports one
+    mean_entropy: mean relative policy entropy over the steps (NaN when not computed)
+    greedy:       the actions were argmax, not sampled
+    value_sums:   None without a value head, else float64 [6] = (n, sum v, sum g, sum v^2, sum g^2, sum v*g)
+                  over the steps, v = value estimate, g = discounted return that came (with the rewards the
+                  value was trained on: sign(r) when the recipe clips)
+    video_path:   the MP4 when the episode was recorded, else None
+    """
+
+    index: int
+    seed: int | None
+    ret: float
+    length: int
+    failures: int = 0
+    terminated: bool = False
+    truncated: bool = False
+    is_success: bool | None = None
+    mean_entropy: float = math.nan
+    greedy: bool = False
+    value_sums: tuple | None = None
+    video_path: Path | None = None
+
+    @property
+    def episode_return(self) -> float:
+        return self.ret
+
+    @property
+    def episode_id(self) -> int:
+        return self.index
+
+    def to_row(self) -> dict:
+        """The episode as a row of ``episodes.csv``."""
+        return {
+            "episode": self.index,
+            "seed": self.seed,
+            "return": self.ret,
+            "length": self.length,
+            "failures": self.failures,
+            "terminated": self.terminated,
+            "truncated": self.truncated,
+            "is_success": "" if self.is_success is None else self.is_success,
+            "mean_entropy": self.mean_entropy,
+        }
