@@ -6,47 +6,89 @@ The pipeline, one subpackage per stage (see ARCHITECTURE.md)::
     record (RecordEpisode) --> explain (saliency) --> draw (panels) --> media (H.264) --> sinks
     evaluate (rollouts) --> heatmap + stats --> sinks
     render(): everything ``rlviz render`` does, as one call
+
+The names below are imported on first use, so ``import rlviz`` (and the CLI's argument checks) stay fast and
+``import rlviz.media`` loads only what that stage needs.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 from . import _deprecated
 from ._version import __version__
-from .agent import LoadedAgent, Policy, PolicyOutput, TorchPolicy, load_agent, load_checkpoint, save_checkpoint
-from .config import RenderConfig
-from .draw import ComposeOptions, Compositor, write_episode_video
-from .envs import EnvRecipe, atari_recipe, make_env, make_vec_env
-from .episode import EpisodeInternals, EpisodeTrace
-from .errors import (
-    CheckpointError,
-    EnvError,
-    MissingDependencyError,
-    RlvizError,
-    UnsafeCheckpointError,
-    UsageError,
-    VideoError,
-)
-from .evaluate import (
-    EpisodeRecord,
-    FailureHeatmap,
-    RolloutResult,
-    Summary,
-    format_table,
-    replay_episode,
-    rollout,
-    summarize,
-)
-from .explain import attribute, episode_saliency, normalise_episode
-from .media import VideoWriter, probe_video, read_video
-from .record import EpisodeResult, RecordEpisode, run_episode
-from .render import RenderOutputs, render
 
 _deprecated.install()
 
+#: public name -> the module that defines it
+_EXPORTS = {
+    "LoadedAgent": "agent", "Policy": "agent", "PolicyOutput": "agent", "TorchPolicy": "agent",
+    "load_agent": "agent", "load_checkpoint": "agent", "save_checkpoint": "agent",
+    "RenderConfig": "config",
+    "ComposeOptions": "draw", "Compositor": "draw", "write_episode_video": "draw",
+    "EnvRecipe": "envs", "atari_recipe": "envs", "make_env": "envs", "make_vec_env": "envs",
+    "EpisodeInternals": "episode", "EpisodeResult": "episode", "EpisodeTrace": "episode",
+    "CheckpointError": "errors", "EnvError": "errors", "MissingDependencyError": "errors", "RlvizError": "errors",
+    "UnsafeCheckpointError": "errors", "UsageError": "errors", "VideoError": "errors",
+    "EpisodeRecord": "evaluate", "FailureHeatmap": "evaluate", "RolloutResult": "evaluate", "Summary": "evaluate",
+    "format_table": "evaluate", "replay_episode": "evaluate", "rollout": "evaluate", "summarize": "evaluate",
+    "attribute": "explain", "episode_saliency": "explain", "normalise_episode": "explain",
+    "VideoWriter": "media", "probe_video": "media", "read_video": "media",
+    "RecordEpisode": "record", "run_episode": "record",
+    "RenderOutputs": "jobs", "render": "jobs",
+}
+
 __all__ = [
-    "CheckpointError", "ComposeOptions", "Compositor", "EnvError", "EnvRecipe", "EpisodeInternals",
-    "EpisodeRecord", "EpisodeResult", "EpisodeTrace", "FailureHeatmap", "LoadedAgent", "MissingDependencyError",
-    "Policy", "PolicyOutput", "RecordEpisode", "RenderConfig", "RenderOutputs", "RlvizError", "RolloutResult",
-    "Summary", "TorchPolicy", "UnsafeCheckpointError", "UsageError", "VideoError", "VideoWriter", "atari_recipe",
-    "format_table", "load_agent", "load_checkpoint", "make_env", "make_vec_env", "probe_video", "read_video",
-    "render", "replay_episode", "rollout", "run_episode", "save_checkpoint", "summarize", "write_episode_video",
-    "attribute", "episode_saliency", "normalise_episode", "__version__",
+    "CheckpointError", "ComposeOptions", "Compositor", "EnvError", "EnvRecipe", "EpisodeInternals", "EpisodeRecord",
+    "EpisodeResult", "EpisodeTrace", "FailureHeatmap", "LoadedAgent", "MissingDependencyError", "Policy",
+    "PolicyOutput", "RecordEpisode", "RenderConfig", "RenderOutputs", "RlvizError", "RolloutResult", "Summary",
+    "TorchPolicy", "UnsafeCheckpointError", "UsageError", "VideoError", "VideoWriter", "atari_recipe", "attribute",
+    "episode_saliency", "format_table", "load_agent", "load_checkpoint", "make_env", "make_vec_env",
+    "normalise_episode", "probe_video", "read_video", "render", "replay_episode", "rollout", "run_episode",
+    "save_checkpoint", "summarize", "write_episode_video", "__version__",
 ]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlviz' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # later lookups skip __getattr__
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from .agent import LoadedAgent, Policy, PolicyOutput, TorchPolicy, load_agent, load_checkpoint, save_checkpoint
+    from .config import RenderConfig
+    from .draw import ComposeOptions, Compositor, write_episode_video
+    from .envs import EnvRecipe, atari_recipe, make_env, make_vec_env
+    from .episode import EpisodeInternals, EpisodeResult, EpisodeTrace
+    from .errors import (
+        CheckpointError,
+        EnvError,
+        MissingDependencyError,
+        RlvizError,
+        UnsafeCheckpointError,
+        UsageError,
+        VideoError,
+    )
+    from .evaluate import (
+        EpisodeRecord,
+        FailureHeatmap,
+        RolloutResult,
+        Summary,
+        format_table,
+        replay_episode,
+        rollout,
+        summarize,
+    )
+    from .explain import attribute, episode_saliency, normalise_episode
+    from .jobs import RenderOutputs, render
+    from .media import VideoWriter, probe_video, read_video
+    from .record import RecordEpisode, run_episode

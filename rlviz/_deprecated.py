@@ -10,6 +10,7 @@ import importlib
 import importlib.abc
 import importlib.util
 import sys
+import types
 import warnings
 
 __all__ = ["MOVED", "install"]
@@ -37,7 +38,16 @@ MOVED = {
     "rlviz.heatmap": "rlviz.evaluate.heatmap",
     "rlviz.objects": "rlviz.evaluate.objects",
     "rlviz.stats": "rlviz.evaluate.stats",
+    "rlviz.render": "rlviz.jobs.render",
 }
+
+
+class _CallableModule(types.ModuleType):
+    """The old ``rlviz.render`` module: importing it makes it the package's ``render`` attribute, so it must stay
+    callable as the function of that name."""
+
+    def __call__(self, *args, **kwargs):
+        return self.render(*args, **kwargs)
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -45,7 +55,7 @@ class _AliasLoader(importlib.abc.Loader):
         self.target = target
 
     def create_module(self, spec):
-        return None  # a plain module; exec_module fills it from the new one
+        return _CallableModule(spec.name)  # filled from the new module by exec_module
 
     def exec_module(self, module) -> None:
         new = importlib.import_module(self.target)

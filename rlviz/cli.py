@@ -93,9 +93,10 @@ def _config(config_cls, args: argparse.Namespace):
 
 
 def _run_render(args) -> int:
-    from .render import render
+    config = _config(RenderConfig, args)  # validated before the heavy imports: bad input fails fast
+    from .jobs.render import render
 
-    outputs = render(_config(RenderConfig, args))
+    outputs = render(config)
     print(outputs.table)
     print(f"outputs in {outputs.out_dir}")
     return 0

@@ -63,7 +63,7 @@ def cli_options(cls) -> list[CliOption]:
 def _whole(name: str, value, minimum: int) -> int:
     what = "a positive whole number" if minimum == 1 else f"a whole number >= {minimum}"
     flag = "--" + name.replace("_", "-")
-    message = f"{flag} {value!r}: expected {what}, received {value!r}."
+    message = f"{flag}: expected {what}, received {value!r}."
     if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
         raise UsageError(message)
     try:

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 
 from rlviz.cli import main
+from rlviz.config import parse_video_spec
+from rlviz.jobs.render import select_episodes
 from rlviz.media.video import probe_video
-from rlviz.render import parse_video_spec, select_episodes
 
 
 def test_render_minatar_writes_every_output(minatar_ckpt, tmp_path, capsys):

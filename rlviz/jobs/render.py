@@ -19,14 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .agent import LoadedAgent, load_agent
-from .config import RenderConfig, config_dict, parse_video_spec
-from .envs import make_env, to_rgb_frame
-from .episode import EpisodeResult
-from .errors import UsageError
-from .evaluate import RolloutResult, format_table, rollout, summarize
-from .evaluate.stats import write_episodes_csv, write_summary_json
-from .record import RecordEpisode, run_episode
+from ..agent import LoadedAgent, load_agent
+from ..config import RenderConfig, config_dict, parse_video_spec
+from ..envs import make_env, to_rgb_frame
+from ..episode import EpisodeResult
+from ..errors import UsageError
+from ..evaluate import RolloutResult, format_table, rollout, summarize
+from ..evaluate.stats import write_episodes_csv, write_summary_json
+from ..record import RecordEpisode, run_episode
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
            "write_heatmap", "record_videos", "log_to_sinks", "open_sinks"]
@@ -77,11 +77,11 @@ def open_sinks(config: RenderConfig) -> list:
     """The W&B / TensorBoard sinks the config asks for (their extras are imported here, before any long work)."""
     sinks = []
     if config.wandb_project:
-        from .sinks import WandbSink
+        from ..sinks import WandbSink
 
         sinks.append(WandbSink(project=config.wandb_project, name=config.wandb_run, config=config_dict(config)))
     if config.tensorboard:
-        from .sinks import TensorBoardSink
+        from ..sinks import TensorBoardSink
 
         sinks.append(TensorBoardSink(config.tensorboard))
     return sinks

@@ -1,0 +1,150 @@
+"""The tree reads like the pipeline: stage subpackages with no import cycles, no upward imports, each importable
+alone, and the 0.1 module paths still working (with a DeprecationWarning) for one release."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+import rlviz
+from rlviz._deprecated import MOVED
+
+PKG = Path(rlviz.__file__).parent
+STAGES = sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").exists())
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """Every rlviz module ``path`` imports, at module level or inside functions."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    modules = {_module_name(p) for p in PKG.rglob("*.py")}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("rlviz"):
+                subs = {f"{target}.{a.name}" for a in node.names}  # "from . import x" imports module x
+                found.update(subs if node.module is None and subs <= modules else {target} | subs)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("rlviz"))
+    return {t for t in found if t in modules and t != name}
+
+
+def _graph() -> dict[str, set[str]]:
+    return {_module_name(p): _imports(p) for p in PKG.rglob("*.py") if p.name != "__main__.py"}
+
+
+def _stage(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "rlviz"
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a list of nodes, or None (iterative DFS)."""
+    state: dict[str, int] = {}
+    for root in graph:
+        if state.get(root):
+            continue
+        stack = [(root, iter(sorted(graph.get(root, ()))))]
+        path = [root]
+        state[root] = 1
+        while stack:
+            node, children = stack[-1]
+            child = next(children, None)
+            if child is None:
+                state[node] = 2
+                stack.pop()
+                path.pop()
+            elif state.get(child) == 1:
+                return path[path.index(child):] + [child]
+            elif not state.get(child):
+                state[child] = 1
+                path.append(child)
+                stack.append((child, iter(sorted(graph.get(child, ())))))
+    return None
+
+
+def test_no_module_imports_the_package_root_or_forms_a_cycle():
+    graph = _graph()
+    upward = sorted(m for m, deps in graph.items() if "rlviz" in deps and m != "rlviz._deprecated")
+    assert upward == [], f"modules importing the package root (import the defining module instead): {upward}"
+    graph = {m: deps - {"rlviz"} for m, deps in graph.items() if m != "rlviz"}
+    # a package's __init__ re-exports its own modules: that is not a cycle between stages
+    assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph))}"
+
+
+def test_stages_form_a_pipeline_without_cycles():
+    stage_graph: dict[str, set[str]] = {}
+    for module, deps in _graph().items():
+        if module == "rlviz":
+            continue
+        stage_graph.setdefault(_stage(module), set()).update(_stage(d) for d in deps if _stage(d) != _stage(module))
+    assert _cycle(stage_graph) is None, f"stage cycle: {' -> '.join(_cycle(stage_graph))}"
+    leaves = {"errors": set(), "choices": set(), "_version": set(), "media": {"errors"}, "episode": {"errors"}}
+    for stage, allowed in leaves.items():
+        assert stage_graph.get(stage, set()) <= allowed, f"{stage} imports {stage_graph[stage] - allowed}"
+
+
+def test_each_stage_imports_alone_in_a_fresh_interpreter():
+    code = "import importlib, sys; importlib.import_module(sys.argv[1]); print('torch' in sys.modules)"
+    procs = {s: subprocess.Popen([sys.executable, "-c", code, f"rlviz.{s}"], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for s in STAGES}
+    results = {s: p.communicate(timeout=120) + (p.returncode,) for s, p in procs.items()}
+    failed = {s: err.strip().splitlines()[-1:] for s, (out, err, rc) in results.items() if rc != 0}
+    assert failed == {}
+    # the media and episode stages (and the CLI's argument checks) do not pay for torch
+    for light in ("media", "episode"):
+        assert results[light][0].strip() == "False", f"rlviz.{light} imported torch"
+
+
+def test_the_cli_parses_and_validates_without_importing_torch():
+    code = ("import sys; from rlviz.cli import main\n"
+            "try:\n    main(['render', 'x.pt2', '--episodes', '0'])\nexcept SystemExit:\n    pass\n"
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_release_0_1_module_paths_still_import_with_a_deprecation_warning(old):
+    sys.modules.pop(old, None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = importlib.import_module(old)
+    assert any(issubclass(w.category, DeprecationWarning) and MOVED[old] in str(w.message) for w in caught)
+    new = importlib.import_module(MOVED[old])
+    for name in getattr(new, "__all__", []):
+        assert getattr(module, name) is getattr(new, name)
+    sys.modules.pop(old, None)
+
+
+def test_the_old_render_module_path_leaves_rlviz_render_callable():
+    sys.modules.pop("rlviz.render", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from rlviz.render import RenderConfig  # noqa: F401  (0.1 code did this)
+    assert callable(rlviz.render)
+    sys.modules.pop("rlviz.render", None)
+
+
+def test_public_names_resolve():
+    for name in rlviz.__all__:
+        assert getattr(rlviz, name) is not None
+    with pytest.raises(AttributeError):
+        rlviz.no_such_name  # noqa: B018
