@@ -21,7 +21,12 @@ from rlviz.agent.policy import TorchPolicy
 from rlviz.errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError
 
 torch.set_num_threads(1)
-sb3 = pytest.importorskip("stable_baselines3")
+
+
+@pytest.fixture
+def sb3():
+    """Stable-Baselines3, for the tests that need it (the CleanRL tests in this file run without it)."""
+    return pytest.importorskip("stable_baselines3")
 
 
 def layer_init(layer, std=np.sqrt(2), bias_const=0.0):
@@ -211,7 +216,7 @@ def test_sb3_zip_with_unknown_policy_class_needs_trust(ppo_zip, tmp_path):
     assert load_agent(odd, env="CartPole-v1", trust=True).kind == "actor_critic"
 
 
-def test_sb3_dqn_and_a2c(tmp_path):
+def test_sb3_dqn_and_a2c(sb3, tmp_path):
     dqn = sb3.DQN("MlpPolicy", "CartPole-v1", learning_starts=50, buffer_size=500, train_freq=4, seed=0,
                   device="cpu", policy_kwargs={"net_arch": [32]})
     dqn.learn(300)
@@ -236,7 +241,7 @@ def test_sb3_dqn_and_a2c(tmp_path):
     torch.testing.assert_close(values, ref_values, rtol=0, atol=1e-6)
 
 
-def test_sb3_continuous_actions_are_refused():
+def test_sb3_continuous_actions_are_refused(sb3):
     model = sb3.PPO("MlpPolicy", "Pendulum-v1", n_steps=64, device="cpu")
     with pytest.raises(UsageError, match="Discrete action spaces.*Box"):
         to_policy(model)
