@@ -126,7 +126,8 @@ class RenderConfig:
     heatmap: bool = option(False, "count object positions on the step before each failure")
     videos: str = option("first:1", "episodes to render: comma list of first:K, worst:K, best:K, median:K, "
                          "random:K, or 'none' (default first:1)", metavar="SPEC")
-    out: str | os.PathLike = option("rlviz-out", "output folder (default ./rlviz-out)", metavar="DIR")
+    out: str | os.PathLike = option("rlviz-out", "output folder, the run's own (default ./rlviz-out)", metavar="DIR")
+    overwrite: bool = option(False, "replace the earlier rlviz run in --out (it stays until the new one is complete)")
     seed: int = option(0, "base seed (>= 0); episode k uses a seed derived from it", metavar="S")
     device: str = option("auto", "auto (CUDA when present), cpu, cuda, cuda:N", metavar="DEVICE")
     saliency: str | None = option(None, "saliency overlay in the videos (default none)",

@@ -3,8 +3,9 @@
 load the agent -> roll out N episodes (statistics, failure heatmap) -> replay chosen episodes through
 :class:`~rlviz.record.RecordEpisode` (videos with panels and saliency) -> write outputs -> sinks.
 
-Output layout (``out``)::
+Output layout (``out``: a folder of the run's own, written complete or not at all; see :mod:`rlviz.jobs.outdir`)::
 
+    rlviz-run.json     what wrote the run, with which options
     summary.json       statistics over all episodes
     episodes.csv       one row per episode (seed, return, length, failures...)
     heatmap.png/.npz   failure heatmap (with --heatmap)
@@ -27,6 +28,7 @@ from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout, summarize
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..record import RecordEpisode, run_episode
+from .outdir import check_out_dir, run_folder
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
            "write_heatmap", "record_videos", "log_to_sinks", "open_sinks"]
@@ -93,33 +95,38 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
         config = RenderConfig(**kwargs)
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_dir(config.out, config.overwrite)  # refuse a bad --out before the long work
     agent = load_agent(
         config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint, device=config.device
     )
     gamma = float(config.gamma if config.gamma is not None else agent.gamma)
     sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
     try:
-        result = run_rollouts(agent, config, gamma)
-        summary = summarize(result)
-        summary_json = write_summary_json(summary, out / "summary.json")
-        episodes_csv = write_episodes_csv(result, out / "episodes.csv")
-        heatmap_npz, heatmap_png = write_heatmap(result, agent.recipe, out, config)
-        videos, fps = record_videos(agent, result, out / "videos", config, gamma)
-        log_to_sinks(sinks, summary, result, videos, heatmap_png, fps)
+        with run_folder(config.out, overwrite=config.overwrite, job="render", options=config_dict(config)) as tmp:
+            result = run_rollouts(agent, config, gamma)
+            summary = summarize(result)
+            write_summary_json(summary, tmp / "summary.json")
+            write_episodes_csv(result, tmp / "episodes.csv")
+            heatmap_npz, heatmap_png = write_heatmap(result, agent.recipe, tmp, config)
+            videos, fps = record_videos(agent, result, tmp / "videos", config, gamma)
+            log_to_sinks(sinks, summary, result, videos, heatmap_png, fps)
     finally:
         for sink in sinks:
             sink.close()
+    out = Path(config.out)
+
+    def final(path: Path | None) -> Path | None:  # where a file written in the staging folder now is
+        return None if path is None else out / Path(path).relative_to(tmp)
+
     return RenderOutputs(
         out_dir=out,
         summary=summary.to_dict(),
         table=format_table(summary),
-        summary_json=summary_json,
-        episodes_csv=episodes_csv,
-        heatmap_png=heatmap_png,
-        heatmap_npz=heatmap_npz,
-        videos=tuple(v.video_path for v in videos),
+        summary_json=out / "summary.json",
+        episodes_csv=out / "episodes.csv",
+        heatmap_png=final(heatmap_png),
+        heatmap_npz=final(heatmap_npz),
+        videos=tuple(final(v.video_path) for v in videos),
     )
 
 
