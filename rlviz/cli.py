@@ -60,7 +60,13 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_cls) -> None:
         else:
             parser.add_argument(opt.flag, dest=opt.name, choices=opt.choices, metavar=opt.metavar, help=opt.help,
                                 default=argparse.SUPPRESS)
-    parser.set_defaults(**{o.name: o.default for o in cli_options(config_cls) if not o.positional})
+    parser.set_defaults(**{o.name: _cli_default(o) for o in cli_options(config_cls) if not o.positional})
+
+
+def _cli_default(opt):
+    if opt.cli_default == "tty":
+        return sys.stderr.isatty()
+    return opt.default if opt.cli_default is None else opt.cli_default
 
 
 def build_parser() -> argparse.ArgumentParser:

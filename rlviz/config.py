@@ -33,13 +33,16 @@ class CliOption:
     metavar: str | None = None
     positional: bool = False
     default: Any = None
+    cli_default: Any = None
 
 
 def option(default: Any = MISSING, help: str = "", *, flag: str | None = None, kind: str | None = None,
-           choices: tuple | None = None, metavar: str | None = None, positional: bool = False):
-    """A config field carrying its CLI spelling and help in ``metadata["cli"]``."""
+           choices: tuple | None = None, metavar: str | None = None, positional: bool = False,
+           cli_default: Any = None):
+    """A config field carrying its CLI spelling and help in ``metadata["cli"]``. ``cli_default``: the value the
+    CLI uses when the flag is absent, if it differs from the library's default ("tty": stderr is a terminal)."""
     meta = {"help": help, "flag": flag, "kind": kind, "choices": choices, "metavar": metavar,
-            "positional": positional}
+            "positional": positional, "cli_default": cli_default}
     if default is MISSING:
         return field(metadata={"cli": meta})
     return field(default=default, metadata={"cli": meta})
@@ -56,7 +59,7 @@ def cli_options(cls) -> list[CliOption]:
         kind = meta["kind"] or ("switch" if isinstance(default, bool) else "value")
         flag = None if meta["positional"] else (meta["flag"] or "--" + f.name.replace("_", "-"))
         out.append(CliOption(f.name, flag, meta["help"], kind, meta["choices"], meta["metavar"], meta["positional"],
-                             default))
+                             default, meta["cli_default"]))
     return out
 
 
@@ -147,7 +150,8 @@ class RenderConfig:
                                        flag="--wandb", metavar="PROJECT")
     wandb_run: str | None = option(None, "W&B run name", metavar="NAME")
     tensorboard: str | os.PathLike | None = option(None, "log to TensorBoard event files here", metavar="LOGDIR")
-    progress: bool = option(True, "no progress bars", flag="--no-progress", kind="negated")
+    progress: bool = option(False, "no progress bars (the CLI shows them when stderr is a terminal; the library "
+                            "only when progress=True)", flag="--no-progress", kind="negated", cli_default="tty")
 
     def __post_init__(self):
         set_ = object.__setattr__

@@ -19,6 +19,7 @@ import numpy as np
 from ..episode.trace import EpisodeInternals, EpisodeTrace
 from ..errors import UsageError
 from ..media.video import VideoWriter
+from ..progress import bar
 from .overlay import ACTOR_COLOR, saliency_to_frame
 
 __all__ = ["ComposeOptions", "PanelData", "PanelLayout", "Compositor", "write_episode_video", "COLORS"]
@@ -429,7 +430,9 @@ def write_episode_video(
     comp = Compositor(trace, internals, options)
     rate = float(fps or trace.fps or 30.0)
     buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
-    with VideoWriter(path, rate, comp.size, preset=preset, crf=crf) as writer:
+    with VideoWriter(path, rate, comp.size, preset=preset, crf=crf) as writer, \
+            bar(comp.T + 1, "encode", unit="frame") as progress:
         for t in range(comp.T + 1):
             writer.write(comp.render(t, out=buf))
+            progress.update(1)
     return Path(path)

@@ -14,7 +14,6 @@ not stepped once the last episodes run, and extractors see each sub-env directly
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from ..envs.recipe import EnvRecipe, make_env
 from ..episode.result import EpisodeResult
 from ..episode.trace import returns_to_go
 from ..errors import EnvError, UsageError
+from ..progress import Bar, bar
 from .heatmap import FailureHeatmap
 from .objects import Extractor, as_extractor, extractor_for
 
@@ -67,33 +67,6 @@ class RolloutResult:
     @property
     def lengths(self) -> np.ndarray:
         return np.array([e.length for e in self.episodes], dtype=np.int64)
-
-
-class _Progress:
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.n, self.bar, self.enabled, self.last = total, 0, None, enabled, 0.0
-        if enabled:
-            try:
-                from tqdm.auto import tqdm
-
-                self.bar = tqdm(total=total, unit="ep", desc="rollout", leave=False)
-            except ImportError:
-                pass
-
-    def update(self, ret: float) -> None:
-        self.n += 1
-        if self.bar is not None:
-            self.bar.update(1)
-            self.bar.set_postfix(ret=f"{ret:.1f}", refresh=False)
-        elif self.enabled and (time.monotonic() - self.last > 1.0 or self.n == self.total):
-            self.last = time.monotonic()
-            print(f"\rrollout: {self.n}/{self.total} episodes", end="", file=sys.stderr, flush=True)
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-        elif self.enabled:
-            print(file=sys.stderr)
 
 
 class _Episode:
@@ -230,7 +203,7 @@ def rollout(
     objects: Extractor | str | None = None,
     heatmap: FailureHeatmap | bool | None = None,
     gamma: float = 0.99,
-    progress: bool = True,
+    progress: bool | None = None,
     max_steps: int | None = None,
     first_episode: int = 0,
     lookback: int = 8,
@@ -244,6 +217,8 @@ def rollout(
     max_steps: truncate episodes longer than this (counted as truncated).
     lookback: for the heatmap, an object not visible on the step before a failure is taken from the
         latest of this many steps before where it is (1: the step before only).
+    progress: show a progress bar (None: when :func:`rlviz.progress.enabled` is on; the library is silent
+        by default).
     first_episode: index of the first episode: rollouts of indices [0, 500) and [500, 1000) with the
         same seed are together the same 1000 episodes as one run (merge their heatmaps).
     """
@@ -251,6 +226,7 @@ def rollout(
     _check_rollout_args(policy, episodes, num_envs, max_steps)
     episodes, num_envs = int(episodes), min(int(num_envs), int(episodes))
     extractor = _extractor(recipe, objects, heatmap)
+    progress_bar = bar(episodes, "rollouts", unit="ep", show=progress)  # shown while the envs are built, too
     envs = [make_env(recipe, render_mode="rgb_array") for _ in range(num_envs)]
     try:
         check_action_space(envs[0].action_space, policy.num_actions if policy.num_actions > 0 else None)
@@ -260,11 +236,12 @@ def rollout(
         runner = _Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps, lookback)
         t0 = time.perf_counter()
         records, steps = _run_lockstep(runner, envs, range(int(first_episode), int(first_episode) + episodes), seed,
-                                       _Progress(episodes, progress))
+                                       progress_bar)
         wall = time.perf_counter() - t0
         if hm is not None:
             hm.episodes += episodes
     finally:
+        progress_bar.close()
         for e in envs:
             e.close()
     return RolloutResult(
@@ -305,7 +282,7 @@ def _start_heatmap(env, extractor: Extractor, heatmap, env_id: str, seed: int) -
     return hm
 
 
-def _run_lockstep(runner: _Runner, envs: list, indices: range, seed: int, bar: _Progress) -> tuple[list, int]:
+def _run_lockstep(runner: _Runner, envs: list, indices: range, seed: int, progress: Bar) -> tuple[list, int]:
     """Play the episodes ``indices`` on ``envs`` in lockstep, one batched forward per step; episode k starts
     from ``episode_seed_for(seed, k)`` on whichever env is free. Returns (results sorted by index, steps)."""
     pending = iter(indices)
@@ -331,10 +308,10 @@ def _run_lockstep(runner: _Runner, envs: list, indices: range, seed: int, bar: _
             steps += 1
             if done:
                 records.append(runner.finish(slots[i], term, trunc))
-                bar.update(records[-1].ret)
+                progress.update(1, ret=f"{records[-1].ret:.1f}")
                 slots[i] = None
                 start(i)
-    bar.close()
+    progress.close()
     records.sort(key=lambda r: r.index)
     return records, steps
 

@@ -38,6 +38,7 @@ import torch
 from ..agent.policy import Policy
 from ..choices import SALIENCY_METHODS
 from ..errors import UsageError
+from ..progress import bar
 from . import perturbation as _pert
 from .layout import ObsLayout, detect_layout
 from .scale import episode_scale, normalise_episode
@@ -339,14 +340,23 @@ def episode_saliency(
         last = policy.evaluate(np.asarray(observations[n - 1 : n])).logits.argmax(-1).astype(np.int64)
         acts = np.concatenate([acts.astype(np.int64), last])
     chunk = max(1, int(chunk))
+    with bar(n, f"saliency ({method})", unit="frame") as progress:
+        out = _episode_maps(policy, observations, acts, method, target, chunk, out, progress, layout=layout,
+                            batch_size=batch_size, memory_budget_mb=memory_budget_mb, **options)
+    return normalise_episode(out, percentile, out=out), saliency_label(method, target)
+
+
+def _episode_maps(policy, observations, acts, method, target, chunk, out, progress, **kwargs) -> np.ndarray:
+    """The raw maps of every frame, ``chunk`` frames at a time, into ``out`` (a disk-backed memmap by default)."""
+    n = acts.shape[0]
     for s in range(0, n, chunk):
         obs = np.asarray(observations[s : s + chunk])
-        maps = attribute(policy, obs, method, target, acts[s : s + chunk], layout=layout, batch_size=batch_size,
-                         memory_budget_mb=memory_budget_mb, **options)
+        maps = attribute(policy, obs, method, target, acts[s : s + chunk], **kwargs)
         if out is None:
             out = np.memmap(tempfile.TemporaryFile(prefix="rlviz-saliency-"), dtype=np.float32, mode="w+",
                             shape=(n,) + maps.shape[1:])
         elif tuple(out.shape) != (n,) + maps.shape[1:]:
             raise UsageError(f"out has shape {tuple(out.shape)}; expected {(n,) + maps.shape[1:]}.")
         out[s : s + maps.shape[0]] = maps
-    return normalise_episode(out, percentile, out=out), saliency_label(method, target)
+        progress.update(maps.shape[0])
+    return out

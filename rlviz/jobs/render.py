@@ -15,11 +15,13 @@ Output layout (``out``: a folder of the run's own, written complete or not at al
 from __future__ import annotations
 
 import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from .. import progress
 from ..agent import LoadedAgent, load_agent
 from ..config import RenderConfig, config_dict, parse_video_spec
 from ..envs import make_env, to_rgb_frame
@@ -90,30 +92,27 @@ def open_sinks(config: RenderConfig) -> list:
 
 
 def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
-    """Run the whole ``rlviz render`` job; ``render(checkpoint=..., episodes=...)`` works too."""
+    """Run the whole ``rlviz render`` job; ``render(checkpoint=..., episodes=...)`` works too. Progress bars show
+    only with ``progress=True`` (the CLI sets it when stderr is a terminal)."""
     if config is None:
         config = RenderConfig(**kwargs)
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
     check_out_dir(config.out, config.overwrite)  # refuse a bad --out before the long work
-    agent = load_agent(
-        config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint, device=config.device
-    )
-    gamma = float(config.gamma if config.gamma is not None else agent.gamma)
-    sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
-    try:
-        with run_folder(config.out, overwrite=config.overwrite, job="render", options=config_dict(config)) as tmp:
-            result = run_rollouts(agent, config, gamma)
-            summary = summarize(result)
-            write_summary_json(summary, tmp / "summary.json")
-            write_episodes_csv(result, tmp / "episodes.csv")
-            heatmap_npz, heatmap_png = write_heatmap(result, agent.recipe, tmp, config)
-            videos, fps = record_videos(agent, result, tmp / "videos", config, gamma)
-            log_to_sinks(sinks, summary, result, videos, heatmap_png, fps)
-    finally:
-        for sink in sinks:
-            sink.close()
+    with progress.enabled(config.progress):
+        with progress.phase(f"loading {Path(config.checkpoint).name}"):
+            agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,
+                               device=config.device)
+        gamma = float(config.gamma if config.gamma is not None else agent.gamma)
+        sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
+        try:
+            with run_folder(config.out, overwrite=config.overwrite, job="render", options=config_dict(config)) as tmp:
+                written = _render_into(tmp, agent, config, gamma, sinks)
+        finally:
+            for sink in sinks:
+                sink.close()
     out = Path(config.out)
+    summary, heatmap_npz, heatmap_png, videos = written
 
     def final(path: Path | None) -> Path | None:  # where a file written in the staging folder now is
         return None if path is None else out / Path(path).relative_to(tmp)
@@ -128,6 +127,21 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
         heatmap_npz=final(heatmap_npz),
         videos=tuple(final(v.video_path) for v in videos),
     )
+
+
+def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list) -> tuple:
+    """The run's outputs, written into ``folder``: (summary, heatmap npz, heatmap png, video results)."""
+    result = run_rollouts(agent, config, gamma)
+    summary = summarize(result)
+    write_summary_json(summary, folder / "summary.json")
+    write_episodes_csv(result, folder / "episodes.csv")
+    with progress.phase("heatmap") if result.heatmap is not None else nullcontext():
+        heatmap_npz, heatmap_png = write_heatmap(result, agent.recipe, folder, config)
+    videos, fps = record_videos(agent, result, folder / "videos", config, gamma)
+    if sinks:
+        with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
+            log_to_sinks(sinks, summary, result, videos, heatmap_png, fps)
+    return summary, heatmap_npz, heatmap_png, videos
 
 
 def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float) -> RolloutResult:
@@ -175,7 +189,8 @@ def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, confi
             action_names=agent.action_names,
         )
         try:
-            replayed = run_episode(env, seed=record.seed, greedy=record.greedy)
+            with progress.phase(f"video {label}:{idx} ({record.length} steps)"):
+                replayed = run_episode(env, seed=record.seed, greedy=record.greedy)
         finally:
             env.close()
         if not np.isclose(replayed.ret, record.ret):
