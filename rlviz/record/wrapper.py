@@ -24,7 +24,6 @@ import numpy as np
 from ..agent.policy import Policy, action_names_for, check_action_space
 from ..choices import SALIENCY_METHODS
 from ..envs.frames import to_rgb_frame
-from ..envs.frames import to_rgb_frame
 from ..envs.recipe import check_render_mode
 from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, returns_to_go
