@@ -327,7 +327,7 @@ def test_observation_shape_mismatch_is_one_line(frame_ckpt, tmp_path, capsys):
 
 def test_seed_minus_one_is_a_usage_error(frame_ckpt, capsys):
     code, line = _cli(["render", str(frame_ckpt), "--seed", "-1"], capsys)
-    assert (code, line) == (2, "rlviz: error: --seed '-1': expected a whole number >= 0, received '-1'.")
+    assert (code, line) == (2, "rlviz: error: --seed: expected a whole number >= 0, received '-1'.")
 
 
 def test_save_checkpoint_of_a_nan_model_says_nan(tmp_path):
