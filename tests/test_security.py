@@ -67,7 +67,13 @@ class FrameEnv(gym.Env):
 
 
 class NoFramesEnv(FrameEnv):
+    """No render modes, and (as gymnasium's env template does) an assert on render_mode in __init__."""
+
     metadata = {"render_modes": [], "render_fps": 10}
+
+    def __init__(self, render_mode=None):
+        assert render_mode is None or render_mode in self.metadata["render_modes"]
+        super().__init__(render_mode)
 
 
 for _id, _entry, _kw in [("rlviz-sec/Frame-v0", FrameEnv, {}), ("rlviz-sec/NoFrames-v0", NoFramesEnv, {}),
@@ -301,8 +307,10 @@ def test_env_without_rgb_array_render_mode(frame_ckpt, tmp_path, capsys):
         "videos and heatmaps from render_mode='rgb_array' frames. Use an env that supports render_mode='rgb_array'."
     )
     assert not (tmp_path / "o" / "summary.json").exists()
-    with pytest.raises(EnvError, match="render_mode='rgb_array'"):
-        rlviz.RecordEpisode(NoFramesEnv(render_mode="rgb_array"), tmp_path / "v", rlviz.load_agent(frame_ckpt).policy)
+    env = NoFramesEnv()
+    env.render_mode = "rgb_array"  # an env made around its own check: RecordEpisode reads the metadata
+    with pytest.raises(EnvError, match=r"Env 'NoFramesEnv' cannot render frames: its render modes are \[\]"):
+        rlviz.RecordEpisode(env, tmp_path / "v", rlviz.load_agent(frame_ckpt).policy)
 
 
 def test_observation_shape_mismatch_is_one_line(frame_ckpt, tmp_path, capsys):
