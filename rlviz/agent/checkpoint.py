@@ -54,8 +54,9 @@ def load_agent(
 ) -> LoadedAgent:
     """Load any supported checkpoint as a :class:`LoadedAgent`; never unpickles code unless ``trust``.
 
-    env: needed for files that do not record it (SB3, torch.save, bare torch.export); overrides the
-      recipe of an rlviz checkpoint. model: for a state_dict file, the network to load it into: an
+    env: needed for files that do not record it (SB3, torch.save, bare torch.export); for an rlviz
+      checkpoint, another env id replaces its recipe, and its own env id is consent to make that env
+      with the file's recipe (:mod:`rlviz.envs.trust`). model: for a state_dict file, the network to load it into: an
       ``nn.Module`` instance, a class, or ``"pkg.module:Class"`` / ``"path/to/file.py:Class(k=v)"``
       (constructor arguments named env/envs, observation_space, action_space, num_actions, obs_shape
       are filled from ``env``). kind: "auto" | "actor_critic" | "logits" | "q" for plain torch files.
