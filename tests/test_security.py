@@ -152,7 +152,7 @@ def test_a_checkpoint_naming_a_module_imports_nothing(frame_ckpt, tmp_path):
     rlviz_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("rlviz")]
     assert rlviz_lines == [_refusal("evilmod:Evil-v0", "evilmod")] and "Traceback" not in proc.stderr
     assert not (tmp_path / "IMPORTED").exists()
-    assert not (tmp_path / "rlviz-out" / "summary.json").exists()
+    assert not list(tmp_path.rglob("summary.json"))  # nothing rolled out, not even in a staging folder
 
 
 def test_a_checkpoint_naming_the_zen_of_python_prints_nothing(frame_ckpt, tmp_path, capsys, monkeypatch):
@@ -306,7 +306,7 @@ def test_env_without_rgb_array_render_mode(frame_ckpt, tmp_path, capsys):
         "rlviz: error: Env 'rlviz-sec/NoFrames-v0' cannot render frames: its render modes are [], and rlviz draws "
         "videos and heatmaps from render_mode='rgb_array' frames. Use an env that supports render_mode='rgb_array'."
     )
-    assert not (tmp_path / "o" / "summary.json").exists()
+    assert not list(tmp_path.rglob("summary.json"))
     env = NoFramesEnv()
     env.render_mode = "rgb_array"  # an env made around its own check: RecordEpisode reads the metadata
     with pytest.raises(EnvError, match=r"Env 'NoFramesEnv' cannot render frames: its render modes are \[\]"):
@@ -324,7 +324,7 @@ def test_observation_shape_mismatch_is_one_line(frame_ckpt, tmp_path, capsys):
         f"rlviz: error: {frame_ckpt} was saved for observations of shape (4,) but env 'rlviz-probe/Probe-v0' gives "
         "(3,); pass the env (and preprocessing) it was trained on, or leave --env out to use the checkpoint's own."
     )
-    assert not (tmp_path / "o" / "summary.json").exists()
+    assert not list(tmp_path.rglob("summary.json"))
     # a bare torch.export program (no recorded shape): the network's refusal, checked right after loading
     program = tmp_path / "bare.pt2"
     torch.export.save(torch.export.export(ActorCritic().eval(), (torch.zeros(2, 4),),
@@ -386,7 +386,7 @@ def test_gradient_saliency_the_agent_cannot_take_is_refused_before_the_rollout(t
         "have shape (4,) (e.g. CartPole's 4 numbers), which has no pixels to highlight. Record without saliency, or "
         "attribute over the vector yourself with torch.autograd.grad."
     ))
-    assert not (tmp_path / "o" / "summary.json").exists()
+    assert not list(tmp_path.rglob("summary.json"))
 
 
 def _full_message(folder) -> str:
@@ -432,4 +432,4 @@ def test_a_full_temporary_folder_during_render_is_one_line(tmp_path, tiny_tmpfs,
     code, line = _cli(["render", str(ckpt), "--episodes", "1", "--out", str(out), "--no-progress"], capsys)
     assert (code, line) == (1, "rlviz: error: " + _full_message(tiny_tmpfs))
     assert list(tiny_tmpfs.iterdir()) == []  # the spools were removed
-    assert not (out / "videos").exists() or list((out / "videos").iterdir()) == []
+    assert not list(tmp_path.rglob("*.mp4")) and not list(tmp_path.rglob("*.npz"))  # no video, final or partial
