@@ -18,6 +18,7 @@ __all__ = [
     "UnsafeCheckpointError",
     "EnvError",
     "VideoError",
+    "StorageError",
     "MissingDependencyError",
     "require",
     "did_you_mean",
@@ -50,6 +51,10 @@ class EnvError(RlvizError):
 
 class VideoError(RlvizError):
     """The video encoder failed."""
+
+
+class StorageError(RlvizError):
+    """A folder rlviz writes to (the temporary folder, the output folder) is full or not writable."""
 
 
 class MissingDependencyError(RlvizError, ImportError):

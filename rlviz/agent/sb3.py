@@ -11,7 +11,8 @@ for Discrete) inside the forward pass, so saliency gradients go back to the raw 
 entry of the zip's ``data`` JSON (``save_util.json_to_data``): policy_class, observation_space,
 action_space, policy_kwargs (when it holds classes), lr_schedule, clip_range, buffers... Any of
 them can run code. :func:`load_sb3_zip` by default unpickles nothing: it reads ``data`` with
-``json``, takes the policy class from an allowlist by the name SB3 writes beside the pickle
+``json``, takes the policy class from an allowlist (:mod:`rlviz.envs.trust`, the rule for every name a file
+carries) by the name SB3 writes beside the pickle
 (``__module__`` and ``<function ActorCriticPolicy.__init__ ...>``), rebuilds ``policy_kwargs`` from
 their plain-text copies (allowlisted activation and feature-extractor classes, literal net_arch and
 kwargs; the optimizer is dropped, inference does not need it), builds the policy on the spaces of
@@ -32,25 +33,17 @@ import zipfile
 import torch
 from torch import nn
 
+from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, allowed_class
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
 from .policy import TorchPolicy, check_action_space
 from .weights import load_weights
 
 __all__ = ["SB3ActorCritic", "SB3QNetwork", "sb3_policy", "load_sb3_zip"]
 
-_POLICY_CLASSES = {
-    ("stable_baselines3.common.policies", "ActorCriticPolicy"),
-    ("stable_baselines3.common.policies", "ActorCriticCnnPolicy"),
-    ("stable_baselines3.dqn.policies", "DQNPolicy"),
-    ("stable_baselines3.dqn.policies", "CnnPolicy"),
-}
-_ACTIVATIONS = {"ReLU", "Tanh", "ELU", "LeakyReLU", "GELU", "SiLU", "Sigmoid", "SELU", "Mish", "Softplus",
-                "Hardswish", "Identity"}
-_EXTRACTORS = {"NatureCNN", "FlattenExtractor"}
 _LITERAL_KEYS = {"net_arch", "features_extractor_kwargs", "normalize_images", "share_features_extractor"}
 _IGNORED_KEYS = {"optimizer_class", "optimizer_kwargs", "ortho_init", "log_std_init", "full_std", "use_expln",
                  "squash_output", "use_sde"}
-_CLASS_REPR = re.compile(r"<class '([\w.]+)\.(\w+)'>")
+_CLASS_REPR = re.compile(r"<class '([\w.]+)'>")
 
 
 class SB3ActorCritic(nn.Module):
@@ -117,21 +110,13 @@ def _policy_class(entry, source: str):
         raise CheckpointError(f"{source}: the zip's data has no policy_class entry; is it an SB3 model?")
     init = str(entry.get("__init__", ""))
     m = re.match(r"<function (\w+)\.__init__ at", init)
-    key = (entry.get("__module__"), m.group(1) if m else None)
-    if key not in _POLICY_CLASSES:
-        raise _unsafe(source, f"its policy class {key[0]}.{key[1]} is not one rlviz can rebuild without unpickling")
-    import importlib
-
-    return getattr(importlib.import_module(key[0]), key[1])
+    name = f"{entry.get('__module__')}.{m.group(1) if m else None}"
+    return allowed_class(name, source, POLICY_CLASSES, what="the policy class")
 
 
-def _class_from_repr(value, allowed: set, module_prefix: str, source: str, key: str):
+def _class_from_repr(value, allowed, source: str, key: str):
     m = _CLASS_REPR.fullmatch(str(value))
-    if not m or m.group(2) not in allowed or not m.group(1).startswith(module_prefix):
-        raise _unsafe(source, f"policy_kwargs[{key!r}] = {str(value)[:80]} is not in rlviz's allowlist")
-    import importlib
-
-    return getattr(importlib.import_module(m.group(1)), m.group(2))
+    return allowed_class(m.group(1) if m else str(value), source, allowed, what=f"policy_kwargs[{key!r}] class")
 
 
 def _policy_kwargs(entry, source: str) -> dict:
@@ -144,9 +129,9 @@ def _policy_kwargs(entry, source: str) -> dict:
         if key in (":type:", ":serialized:") or key in _IGNORED_KEYS:
             continue
         if key == "activation_fn":
-            kwargs[key] = _class_from_repr(value, _ACTIVATIONS, "torch.nn.modules", source, key)
+            kwargs[key] = _class_from_repr(value, ACTIVATION_CLASSES, source, key)
         elif key == "features_extractor_class":
-            kwargs[key] = _class_from_repr(value, _EXTRACTORS, "stable_baselines3.common.torch_layers", source, key)
+            kwargs[key] = _class_from_repr(value, EXTRACTOR_CLASSES, source, key)
         elif key in _LITERAL_KEYS:
             try:
                 kwargs[key] = ast.literal_eval(value) if isinstance(value, str) else value

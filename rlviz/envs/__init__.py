@@ -1,5 +1,6 @@
-"""Environments: recipes that rebuild the env an agent was trained on, cheap seeded ALE resets, and the one
-converter from whatever ``env.render()`` returns to an RGB uint8 frame."""
+"""Environments: recipes that rebuild the env an agent was trained on (:mod:`.trust`: the rule for names read
+from a file), rlviz's wrappers by name, cheap seeded ALE resets, and the one converter from whatever
+``env.render()`` returns to an RGB uint8 frame."""
 
 from __future__ import annotations
 

@@ -8,13 +8,14 @@ preprocessing as training.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import gymnasium as gym
 
 from ..errors import EnvError, UsageError
+from .trust import check_recipe_names
+from .wrappers import WRAPPERS
 
 __all__ = [
     "WrapperSpec",
@@ -24,6 +25,7 @@ __all__ = [
     "make_env",
     "make_vec_env",
     "WRAPPERS",
+    "check_render_mode",
 ]
 
 
@@ -57,19 +59,29 @@ class EnvRecipe:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> EnvRecipe:
+    def from_dict(cls, d: dict, source: str | None = None, *, trusted: bool = False,
+                  consented_env: str | None = None) -> EnvRecipe:
+        """A recipe from :meth:`to_dict`'s output. ``source``: the file it was read from; then every name in it
+        must pass :mod:`rlviz.envs.trust` (the env id, unless it is ``consented_env``, the id the user passed
+        themselves; kwargs; wrapper names) unless ``trusted``, else :class:`UnsafeCheckpointError`. A dict
+        from the caller's own code (``source=None``) is the caller's consent."""
         try:
             wrappers = tuple(WrapperSpec(**w) for w in d.get("wrappers", ()))
-            return cls(d["env_id"], dict(d.get("env_kwargs", {})), wrappers, d.get("saliency_mode"))
-        except (KeyError, TypeError) as exc:
+            recipe = cls(d["env_id"], dict(d.get("env_kwargs", {})), wrappers, d.get("saliency_mode"))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise UsageError(f"Not an env recipe: {d!r} ({exc}); expected keys env_id, env_kwargs, wrappers.") from exc
+        if source is not None and not trusted:
+            register_envs()  # the rule knows registered ids only
+            check_recipe_names(recipe.env_id, recipe.env_kwargs, recipe.wrappers, source, consented=consented_env)
+        return recipe
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> EnvRecipe:
-        return cls.from_dict(json.loads(text))
+    def from_json(cls, text: str, source: str | None = None, *, trusted: bool = False,
+                  consented_env: str | None = None) -> EnvRecipe:
+        return cls.from_dict(json.loads(text), source, trusted=trusted, consented_env=consented_env)
 
     @classmethod
     def for_env_id(cls, env_id: str) -> EnvRecipe:
@@ -101,20 +113,6 @@ def atari_recipe(
         wrappers.append(WrapperSpec("clip_reward", {}, training_only=True))
     wrappers.append(WrapperSpec("frame_stack", {"stack_size": stack}))
     return EnvRecipe(env_id, kwargs, tuple(wrappers), saliency_mode="linear")
-
-
-def _clip_reward(env: gym.Env) -> gym.Env:
-    import numpy as np
-
-    return gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
-
-
-WRAPPERS: dict[str, Callable[..., gym.Env]] = {
-    "atari": lambda env, **kw: gym.wrappers.AtariPreprocessing(env, **kw),
-    "frame_stack": lambda env, **kw: gym.wrappers.FrameStackObservation(env, **kw),
-    "clip_reward": lambda env, **kw: _clip_reward(env),
-    "time_limit": lambda env, **kw: gym.wrappers.TimeLimit(env, **kw),
-}
 
 
 _REGISTERED = False
@@ -149,6 +147,7 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
     if isinstance(recipe, str):
         recipe = EnvRecipe.for_env_id(recipe)
     register_envs()
+    check_render_mode(recipe.env_id, render_mode)  # before make: some envs assert it in __init__
     try:
         kwargs = dict(recipe.env_kwargs)
         if recipe.env_id.startswith("MinAtar/"):
@@ -159,6 +158,11 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
     except gym.error.Error as exc:
         hint = " MinAtar envs need: pip install minatar." if recipe.env_id.startswith("MinAtar/") else ""
         raise EnvError(f"Cannot make env {recipe.env_id!r}: {exc}.{hint}") from exc
+    try:
+        check_render_mode(env, render_mode)
+    except EnvError:
+        env.close()
+        raise
     for w in recipe.wrappers:
         if w.training_only and not training:
             continue
@@ -166,6 +170,35 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
             raise EnvError(f"Unknown wrapper {w.name!r} in the env recipe; known: {sorted(WRAPPERS)}.")
         env = WRAPPERS[w.name](env, **w.kwargs)
     return env
+
+
+def _render_modes(env_or_id) -> list | None:
+    """The render modes an env (or, before making it, a registered id's env class) declares; None if unknown."""
+    if isinstance(env_or_id, str):
+        try:
+            entry = gym.spec(env_or_id).entry_point
+            creator = gym.envs.registration.load_env_creator(entry) if isinstance(entry, str) else entry
+        except (gym.error.Error, ImportError, AttributeError, ValueError):
+            return None  # gym.make says what is wrong
+        metadata = getattr(creator, "metadata", None)
+    else:
+        metadata = getattr(env_or_id, "metadata", None)
+    return list(metadata.get("render_modes") or []) if isinstance(metadata, dict) else None
+
+
+def check_render_mode(env_or_id, render_mode: str | None = "rgb_array") -> None:
+    """Refuse an env (or a registered env id, before making it) that does not list ``render_mode`` in its
+    ``metadata["render_modes"]``: gymnasium's ``make`` only warns, then the env fails in ``__init__`` or on its
+    first ``render()`` with an AssertionError."""
+    modes = None if render_mode is None else _render_modes(env_or_id)
+    if modes is not None and render_mode not in modes:
+        spec = None if isinstance(env_or_id, str) else getattr(env_or_id, "spec", None)
+        name = env_or_id if isinstance(env_or_id, str) else (
+            spec.id if spec is not None else type(getattr(env_or_id, "unwrapped", env_or_id)).__name__)
+        raise EnvError(
+            f"Env {name!r} cannot render frames: its render modes are {modes}, and rlviz draws videos and heatmaps "
+            f"from render_mode={render_mode!r} frames. Use an env that supports render_mode={render_mode!r}."
+        )
 
 
 def make_vec_env(

@@ -11,6 +11,7 @@ after the last step and has no action.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import tempfile
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import StorageError, UsageError
 
 __all__ = ["Spool", "SpoolArray", "EpisodeTrace", "EpisodeInternals", "returns_to_go"]
 
@@ -89,6 +90,17 @@ class SpoolArray:
             pass
 
 
+def _full(exc: OSError, folder: str | None) -> BaseException:
+    """A one-line :class:`StorageError` for a full disk (or quota); other OS errors as they are."""
+    if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
+        return exc
+    where = folder or tempfile.gettempdir()
+    return StorageError(
+        f"The temporary folder {where} is full (no space left on device) while spooling episode frames; free space "
+        "there or point rlviz at a larger folder: set TMPDIR, or pass spool_dir= to RecordEpisode."
+    )
+
+
 class Spool:
     """Append-only array of items of one shape and dtype, kept in a file, not in RAM.
 
@@ -99,10 +111,14 @@ class Spool:
     def __init__(self, shape: Sequence[int], dtype, dir: str | os.PathLike | None = None, name: str = "spool"):
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
-        self._dir = tempfile.mkdtemp(prefix="rlviz-", dir=dir)
-        self.path = os.path.join(self._dir, f"{name}.bin")
-        self._fh = open(self.path, "wb")
-        self._readers: list[SpoolArray] = []
+        self._dir, self._fh, self._readers = None, None, []
+        try:
+            self._dir = tempfile.mkdtemp(prefix="rlviz-", dir=dir)
+            self.path = os.path.join(self._dir, f"{name}.bin")
+            self._fh = open(self.path, "wb")
+        except OSError as exc:
+            self.close()
+            raise _full(exc, dir) from None
         self._n = 0
         self._itemsize = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 
@@ -113,7 +129,10 @@ class Spool:
                 f"Spool of items shaped {self.shape} received an item shaped {arr.shape}; "
                 "observations and frames must keep one shape for the whole episode."
             )
-        self._fh.write(arr.tobytes())
+        try:
+            self._fh.write(arr.tobytes())
+        except OSError as exc:
+            raise _full(exc, os.path.dirname(self._dir)) from None
         self._n += 1
 
     def __len__(self) -> int:
@@ -122,19 +141,26 @@ class Spool:
     def view(self) -> SpoolArray:
         """Everything appended so far, a read-only :class:`SpoolArray` [N, *shape]."""
         if self._fh is not None:
-            self._fh.flush()
+            try:
+                self._fh.flush()
+            except OSError as exc:
+                raise _full(exc, os.path.dirname(self._dir)) from None
         reader = SpoolArray(self.path, self._n, self.shape, self.dtype, owner=self)
         self._readers.append(reader)
         return reader
 
     def close(self) -> None:
-        if self._fh is not None:
-            self._fh.close()
-            self._fh = None
+        fh, self._fh = self._fh, None
+        try:
+            if fh is not None:
+                fh.close()  # (a full disk here is moot: the file is deleted below)
+        except OSError:
+            pass
         for reader in self._readers:
             reader.close()
         self._readers = []  # (readers hold their spool; the spool holds its readers until closed)
-        shutil.rmtree(self._dir, ignore_errors=True)
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
 
     def __del__(self):  # pragma: no cover - best effort
         try:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from .. import progress
 from ..agent import LoadedAgent, load_agent
@@ -29,11 +30,12 @@ from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout, summarize
 from ..evaluate.stats import write_episodes_csv, write_summary_json
+from ..explain.saliency import attribute
 from ..record import RecordEpisode, run_episode
 from .outdir import check_out_dir, run_folder
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
-           "write_heatmap", "record_videos", "log_to_sinks", "open_sinks"]
+           "write_heatmap", "record_videos", "log_to_sinks", "open_sinks", "check_saliency"]
 
 @dataclass(frozen=True)
 class RenderOutputs:
@@ -104,6 +106,7 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
             agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,
                                device=config.device)
         gamma = float(config.gamma if config.gamma is not None else agent.gamma)
+        check_saliency(agent, config)  # now, not after the long rollout
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
         try:
             with run_folder(config.out, overwrite=config.overwrite, job="render", options=config_dict(config)) as tmp:
@@ -142,6 +145,30 @@ def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: 
         with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
             log_to_sinks(sinks, summary, result, videos, heatmap_png, fps)
     return summary, heatmap_npz, heatmap_png, videos
+
+
+def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
+    """Refuse a saliency the videos could not draw, before the rollout: the checks the recorder would run
+    (image observations, target) on one reset observation, and, for gradient methods, gradients reaching the
+    input (a network that detaches it would give blank maps)."""
+    if config.saliency is None or not parse_video_spec(config.videos):
+        return
+    env = make_env(agent.recipe, render_mode=None)
+    try:
+        obs = np.asarray(env.reset(seed=config.seed)[0])[None]
+    finally:
+        env.close()
+    attribute(agent.policy, obs, method=config.saliency, target=config.saliency_target)
+    if config.saliency in ("gradient", "smoothgrad"):
+        x = agent.policy.to_tensor(obs).requires_grad_(True)
+        with torch.enable_grad():
+            logits, _ = agent.policy.forward(x)
+        if not logits.requires_grad:
+            raise UsageError(
+                f"--saliency {config.saliency} needs gradients of the policy's outputs with respect to the "
+                f"observation, but {config.checkpoint}'s outputs carry none (its network detaches the input or "
+                "computes outside torch autograd); use --saliency perturbation, which needs forward passes only."
+            )
 
 
 def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float) -> RolloutResult:

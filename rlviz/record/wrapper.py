@@ -24,6 +24,7 @@ import numpy as np
 from ..agent.policy import Policy, action_names_for, check_action_space
 from ..choices import SALIENCY_METHODS
 from ..envs.frames import to_rgb_frame
+from ..envs.recipe import check_render_mode
 from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, returns_to_go
 from ..errors import EnvError, UsageError
@@ -115,6 +116,7 @@ class RecordEpisode(gym.Wrapper):
                 "Initialize your environment with render_mode='rgb_array', "
                 "e.g. gym.make(env_id, render_mode='rgb_array')."
             )
+        check_render_mode(env, "rgb_array")
         if policy is None or not isinstance(policy, Policy):
             raise UsageError(
                 f"RecordEpisode needs policy=<rlviz Policy> to draw the agent's internals; received {policy!r}. "

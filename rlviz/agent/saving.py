@@ -1,0 +1,201 @@
+"""Writing rlviz checkpoints: :func:`save_checkpoint`.
+
+**Format** (``FORMAT_NAME`` version ``FORMAT_VERSION``): a ``torch.export`` archive (``.pt2``) of the network
+with a dynamic batch dimension, weights on the CPU, plus ``extra/rlviz.json``: format name and version, the
+env recipe (:meth:`EnvRecipe.to_dict`), obs shape/dtype, action names, gamma, kind, rlviz and torch versions
+and free-form user metadata. The program returns ``(logits [B, A], value [B])`` for ``kind="actor_critic"``
+and logits / Q-values ``[B, A]`` otherwise; gradients w.r.t. the input flow through it (saliency).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from .._version import __version__
+from ..envs.recipe import EnvRecipe, make_env
+from ..errors import CheckpointError, RlvizError, UsageError
+from .exported import FORMAT_NAME, FORMAT_VERSION, coerce_recipe, load_export
+from .files import META_NAME, atomic_write
+from .policy import KINDS, Policy, TorchPolicy, action_names_for, check_action_space
+
+__all__ = ["save_checkpoint"]
+
+
+class _Normalised(nn.Module):
+    """Wrap what the user has so the exported program returns (logits, value) or logits only."""
+
+    def __init__(self, inner, kind: str, transform=None):
+        super().__init__()
+        self.inner = inner
+        self.kind = kind
+        self.transform = transform
+
+    def forward(self, obs: torch.Tensor):
+        x = self.transform(obs) if self.transform is not None else obs
+        if isinstance(self.inner, Policy):
+            logits, value = self.inner.forward(x)
+            return (logits, value) if self.kind == "actor_critic" else logits
+        out = self.inner(x)
+        if isinstance(out, dict):
+            out = (out["logits"], out.get("value"))
+        if isinstance(out, (tuple, list)):
+            if self.kind != "actor_critic":
+                return out[0]
+            logits, value = out[0], out[1]
+            if value.ndim == 2 and value.shape[-1] == 1:
+                value = value[:, 0]
+            return logits, value
+        if self.kind == "actor_critic":
+            raise UsageError("kind='actor_critic' but the module returned logits only; pass kind='logits' or 'q'.")
+        return out
+
+
+def _json_default(obj):
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, Path):
+        return str(obj)
+    raise TypeError(type(obj).__name__)
+
+
+def _device_of(module) -> torch.device:
+    if isinstance(module, Policy):
+        return module.device
+    for t in list(module.parameters()) + list(module.buffers()):
+        return t.device
+    return torch.device("cpu")
+
+
+def _check_arguments(module, kind, gamma, metadata) -> dict:
+    """Validate the plain arguments; returns the user metadata as JSON values."""
+    if kind not in KINDS:
+        raise UsageError(f"kind={kind!r}; expected one of {KINDS}.")
+    if not 0.0 < float(gamma) <= 1.0:
+        raise UsageError(f"gamma={gamma}; expected a discount in (0, 1].")
+    if not isinstance(module, (nn.Module, Policy)):
+        raise UsageError(f"save_checkpoint needs a torch.nn.Module or an rlviz Policy; got {type(module).__name__}.")
+    try:
+        return json.loads(json.dumps(metadata or {}, default=_json_default))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"metadata must hold JSON values (str, numbers, lists, dicts); {exc}.") from exc
+
+
+def _example_and_names(recipe: EnvRecipe, example_obs, action_names):
+    if example_obs is None or action_names is None:
+        e = make_env(recipe, render_mode=None)
+        try:
+            n_env_actions = check_action_space(e.action_space)
+            if example_obs is None:
+                example_obs = np.asarray(e.reset(seed=0)[0])[None]
+            if action_names is None:
+                action_names = action_names_for(e, n_env_actions)
+        finally:
+            e.close()
+    example = np.asarray(example_obs)
+    if example.ndim < 2:
+        raise UsageError(f"example_obs has shape {example.shape}; expected a batch [1, *obs_shape].")
+    return example, action_names
+
+
+def _export(wrapper: _Normalised, inner, x: torch.Tensor):
+    """(exported program on the CPU, the module's own outputs for ``x``)."""
+    was_training = inner.training if isinstance(inner, nn.Module) else None
+    if isinstance(inner, nn.Module):
+        inner.eval()
+    try:
+        with torch.no_grad():
+            reference = wrapper(x)
+        try:
+            ep = torch.export.export(wrapper, (x,), dynamic_shapes=({0: torch.export.Dim("batch", min=1)},))
+        except RlvizError:
+            raise
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise UsageError(
+                f"torch.export could not trace {type(inner).__name__} ({first}). rlviz checkpoints need a forward "
+                "without data-dependent Python control flow; alternatively torch.save(module.state_dict()) and load "
+                "it with load_agent(path, model='pkg.mod:Class', env=...)."
+            ) from exc
+    finally:
+        if was_training:
+            inner.train()
+    if x.device.type != "cpu":
+        ep = torch.export.passes.move_to_device_pass(ep, "cpu")
+    return ep, (reference if isinstance(reference, tuple) else (reference, None))
+
+
+def _check_finite(path: Path, reference, kind: str) -> None:
+    outputs = reference if kind == "actor_critic" else reference[:1]
+    for name, t in zip(("logits", "value"), outputs):
+        if t is not None and not bool(torch.isfinite(t).all()):
+            what = "NaN" if bool(torch.isnan(t).any()) else "infinity"
+            raise CheckpointError(
+                f"{path}: the module outputs {what} ({name}) for the example observation; not written. Check the "
+                "network's weights (a diverged training run?) and example_obs."
+            )
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    module: nn.Module | Policy,
+    *,
+    env: EnvRecipe | str,
+    example_obs: np.ndarray | None = None,
+    kind: str | None = None,
+    action_names=None,
+    gamma: float = 0.99,
+    metadata: dict | None = None,
+) -> Path:
+    """Export ``module`` (an ``nn.Module`` taking float32 obs [B, *obs_shape], a :class:`TorchPolicy`
+    (its ``obs_transform`` is kept) or any :class:`Policy` whose forward torch.export can trace) to one
+    self-describing file at ``path``. ``example_obs``: [1, *obs_shape] (default: a reset observation of
+    ``env``). ``kind``: "actor_critic" | "logits" | "q" (default: the policy's kind, else
+    "actor_critic"). Written to a temporary name, checked by loading it back, then renamed. Returns the path.
+    """
+    path = Path(path)
+    recipe = coerce_recipe(env)
+    if kind is None:
+        kind = module.kind if isinstance(module, Policy) else "actor_critic"
+    meta_user = _check_arguments(module, kind, gamma, metadata)
+    example, action_names = _example_and_names(recipe, example_obs, action_names)
+
+    inner = module.module if isinstance(module, TorchPolicy) else module
+    transform = module.obs_transform if isinstance(module, TorchPolicy) else None
+    x = torch.as_tensor(np.repeat(example[:1], 2, axis=0), dtype=torch.float32, device=_device_of(module))
+    ep, ref = _export(_Normalised(inner, kind, transform), inner, x)
+    _check_finite(path, ref, kind)
+    num_actions = int(ref[0].shape[-1])
+    action_names = tuple(str(a) for a in action_names)
+    if len(action_names) != num_actions:
+        raise UsageError(f"{len(action_names)} action names for a network with {num_actions} outputs.")
+
+    meta = {
+        "format": FORMAT_NAME, "format_version": FORMAT_VERSION, "rlviz_version": __version__,
+        "torch_version": torch.__version__, "kind": kind, "recipe": recipe.to_dict(),
+        "obs_shape": list(example.shape[1:]), "obs_dtype": str(example.dtype), "num_actions": num_actions,
+        "action_names": list(action_names), "gamma": float(gamma), "metadata": meta_user,
+    }
+    buffer = io.BytesIO()
+    torch.export.save(ep, buffer, extra_files={META_NAME: json.dumps(meta, sort_keys=True)})
+    data = buffer.getvalue()
+    # Check what we wrote: the safe loader accepts it and it computes what the module computed. (The recipe is
+    # the caller's own, from their code, not from a file: their consent.)
+    loaded = load_export(data, str(path), env=None, trust=False, trust_recipe=True, device="cpu", kind="auto")
+    with torch.no_grad():
+        got = loaded.policy.forward(x.cpu())
+    same = torch.allclose(got[0], ref[0].cpu(), rtol=1e-4, atol=1e-5)
+    if kind == "actor_critic":
+        same = same and torch.allclose(got[1], ref[1].cpu(), rtol=1e-4, atol=1e-5)
+    if not same:
+        raise CheckpointError(f"{path}: the exported program's outputs differ from the module's; not written.")
+    atomic_write(path, data)
+    return path

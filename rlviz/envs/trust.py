@@ -1,0 +1,167 @@
+"""The one rule for names read from a file: nothing a file says may load code without the user's consent.
+
+A checkpoint's JSON recipe, an SB3 zip's ``data`` and an rl-zoo3 ``config.yml`` all carry *names*: env ids,
+env keyword arguments, wrapper names, class names. Acting on a name can import code: gymnasium's ``make``
+imports whatever module stands before the colon of ``"module:Env-v0"``, a class path is imported to be
+built. A file is not vetted the way a program is, so from a file rlviz acts only on names it knows:
+
+* env ids registered with gymnasium (after :func:`rlviz.envs.recipe.register_envs`) and needing no import:
+  no ``module:`` prefix;
+* env and wrapper keyword arguments that are plain JSON values (no import paths, no ``entry_point``-like keys);
+* wrapper names of :data:`rlviz.envs.wrappers.WRAPPERS` (or a caller's own translation table);
+* classes on an allow-list (:data:`POLICY_CLASSES`, :data:`ACTIVATION_CLASSES`, :data:`EXTRACTOR_CLASSES`).
+
+Anything else raises :class:`~rlviz.errors.UnsafeCheckpointError` naming the name, the reason, and how to
+consent: pass the env id yourself (``--env`` / ``env=``: your command line is your consent for that id) or
+trust the whole file (``--trust-checkpoint`` / ``trust=True``). Names in the caller's own code need no check.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Collection, Iterable, Mapping
+
+import gymnasium as gym
+
+from ..errors import CheckpointError, UnsafeCheckpointError
+from .wrappers import WRAPPERS
+
+__all__ = [
+    "POLICY_CLASSES",
+    "ACTIVATION_CLASSES",
+    "EXTRACTOR_CLASSES",
+    "check_env_id",
+    "check_env_kwargs",
+    "check_wrapper_name",
+    "check_recipe_names",
+    "check_class_name",
+    "allowed_class",
+]
+
+#: Stable-Baselines3 policy classes rlviz rebuilds from an SB3 zip without unpickling (module.Class).
+#: (sb3-contrib policies are not rebuilt yet: they need trust=True.)
+POLICY_CLASSES = frozenset({
+    "stable_baselines3.common.policies.ActorCriticPolicy",
+    "stable_baselines3.common.policies.ActorCriticCnnPolicy",
+    "stable_baselines3.dqn.policies.DQNPolicy",
+    "stable_baselines3.dqn.policies.CnnPolicy",
+})
+#: torch activations an SB3 ``policy_kwargs["activation_fn"]`` may name.
+ACTIVATION_CLASSES = frozenset(
+    {f"torch.nn.modules.activation.{n}" for n in ("ReLU", "Tanh", "ELU", "LeakyReLU", "GELU", "SiLU", "Sigmoid",
+                                                   "SELU", "Mish", "Softplus", "Hardswish")}
+    | {"torch.nn.modules.linear.Identity"}
+)
+#: SB3 features extractors an SB3 ``policy_kwargs["features_extractor_class"]`` may name.
+EXTRACTOR_CLASSES = frozenset({
+    "stable_baselines3.common.torch_layers.NatureCNN",
+    "stable_baselines3.common.torch_layers.FlattenExtractor",
+})
+
+_TRUST = "--trust-checkpoint (trust=True)"
+_IMPORT_PATH = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
+_CODE_KEYS = frozenset({"entry_point", "vector_entry_point", "env_creator", "wrappers", "additional_wrappers",
+                        "callback", "callbacks", "module", "class", "class_name", "import"})
+
+
+def _refuse(source: str, what: str, name, why: str, env_consent: bool = False) -> UnsafeCheckpointError:
+    if env_consent:
+        ways = f"pass --env {name} yourself (env={name!r} in load_agent) or {_TRUST}"
+    else:
+        ways = f"pass {_TRUST}"
+    return UnsafeCheckpointError(
+        f"{source} names {what} {str(name)[:120]!r}, which rlviz does not act on from a file: {why}. "
+        f"If you trust the file, {ways}."
+    )
+
+
+def check_env_id(env_id, source: str, trusted: bool = False, consented: str | None = None) -> str:
+    """``env_id`` read from ``source``, if rlviz may make it: a gymnasium-registered id without a ``module:``
+    prefix (call ``register_envs()`` first), or the id the caller passed (``consented``), or ``trusted``."""
+    if not isinstance(env_id, str) or not env_id:
+        raise CheckpointError(f"{source}: the env id {env_id!r} is not a non-empty string; the file is malformed.")
+    if trusted or env_id == consented:
+        return env_id
+    if ":" in env_id:
+        module = env_id.split(":", 1)[0]
+        raise _refuse(source, "the env", env_id,
+                      f"gymnasium would import the module {module!r} to make it, running that module's code", True)
+    if env_id not in gym.registry:
+        raise _refuse(source, "the env", env_id,
+                      "it is not a registered gymnasium env here (ALE and MinAtar envs are; others are registered "
+                      "by importing their package)", True)
+    return env_id
+
+
+def _plain(value, depth: int = 0) -> bool:
+    if depth > 8:
+        return False
+    if value is None or isinstance(value, (bool, int, float)):
+        return True
+    if isinstance(value, str):
+        return _IMPORT_PATH.fullmatch(value) is None
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v, depth + 1) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and k not in _CODE_KEYS and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def check_env_kwargs(kwargs, source: str, trusted: bool = False, owner: str = "env") -> dict:
+    """``kwargs`` read from ``source`` as a dict, if every key and value is plain data: JSON scalars, lists and
+    dicts, no string shaped like an import path (``pkg.mod:attr``), no key such as ``entry_point``."""
+    if not isinstance(kwargs, Mapping):
+        raise CheckpointError(f"{source}: the {owner} keyword arguments are a {type(kwargs).__name__}, expected a "
+                              "JSON object; the file is malformed.")
+    if trusted:
+        return dict(kwargs)
+    for key, value in kwargs.items():
+        if not _plain({key: value}):
+            raise _refuse(source, f"the {owner} keyword argument", f"{key}={value!r}",
+                          "only plain values are accepted (no import paths, callables or entry points)")
+    return dict(kwargs)
+
+
+def check_wrapper_name(name, source: str, trusted: bool = False, known: Collection[str] = ()) -> str:
+    """``name`` read from ``source``, if it is one of rlviz's wrappers (:data:`WRAPPERS`) or in ``known`` (a
+    caller's translation table, e.g. rl-zoo3 class paths rlviz rebuilds itself). Nothing is ever imported here:
+    with ``trusted`` the name is returned for the caller to resolve."""
+    if not isinstance(name, str) or not name:
+        raise CheckpointError(f"{source}: the wrapper name {name!r} is not a non-empty string; the file is malformed.")
+    if trusted or name in WRAPPERS or name in known:
+        return name
+    listed = sorted(set(WRAPPERS) | set(known))
+    raise _refuse(source, "the wrapper", name,
+                  f"it is not one of rlviz's wrappers ({', '.join(listed)}), and building it would import code "
+                  "the file chose")
+
+
+def check_recipe_names(env_id, env_kwargs, wrappers: Iterable, source: str, trusted: bool = False,
+                       consented: str | None = None) -> None:
+    """Every name of a recipe read from ``source``: the env id, its kwargs, each wrapper (``.name``, ``.kwargs``)."""
+    check_env_id(env_id, source, trusted, consented)
+    check_env_kwargs(env_kwargs, source, trusted)
+    for w in wrappers:
+        check_wrapper_name(w.name, source, trusted)
+        check_env_kwargs(w.kwargs, source, trusted, owner=f"wrapper {w.name!r}")
+
+
+def check_class_name(qualified, source: str, allowed: Collection[str], trusted: bool = False,
+                     what: str = "the class") -> str:
+    """``qualified`` (``"package.module.Class"``) read from ``source``, if it is in ``allowed`` or ``trusted``."""
+    if not isinstance(qualified, str) or "." not in qualified:
+        raise CheckpointError(f"{source}: {what} {qualified!r} is not a 'module.Class' name; the file is malformed.")
+    if trusted or qualified in allowed:
+        return qualified
+    raise _refuse(source, what, qualified,
+                  "it is not on rlviz's allow-list of classes it rebuilds without running code from the file")
+
+
+def allowed_class(qualified, source: str, allowed: Collection[str], trusted: bool = False, what: str = "the class"):
+    """The class ``qualified`` names, imported only after :func:`check_class_name` accepted it."""
+    module, _, name = check_class_name(qualified, source, allowed, trusted, what).rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise CheckpointError(f"{source} names {what} {qualified!r}, which is not importable here ({exc}).") from None

@@ -1,0 +1,26 @@
+"""rlviz's preprocessing wrappers by name: the only wrapper names an env recipe can hold.
+
+A recipe stores wrapper *names* (keys of :data:`WRAPPERS`), never import paths, so a recipe read from a file
+can only build these wrappers, with plain keyword arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import gymnasium as gym
+import numpy as np
+
+__all__ = ["WRAPPERS"]
+
+
+def _clip_reward(env: gym.Env) -> gym.Env:
+    return gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
+
+
+WRAPPERS: dict[str, Callable[..., gym.Env]] = {
+    "atari": lambda env, **kw: gym.wrappers.AtariPreprocessing(env, **kw),
+    "frame_stack": lambda env, **kw: gym.wrappers.FrameStackObservation(env, **kw),
+    "clip_reward": lambda env, **kw: _clip_reward(env),
+    "time_limit": lambda env, **kw: gym.wrappers.TimeLimit(env, **kw),
+}
