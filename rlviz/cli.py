@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from ._version import __version__
 from .config import RenderConfig, cli_options
@@ -100,12 +101,26 @@ def _config(config_cls, args: argparse.Namespace):
 
 def _run_render(args) -> int:
     config = _config(RenderConfig, args)  # validated before the heavy imports: bad input fails fast
+    _check_inputs(config)
     from .jobs.render import render
 
     outputs = render(config)
     print(outputs.table)
     print(f"outputs in {outputs.out_dir}")
     return 0
+
+
+def _check_inputs(config) -> None:
+    """Checks that need the filesystem or gymnasium but not torch: a missing checkpoint, an unknown --env."""
+    if not Path(config.checkpoint).exists():
+        from .errors import CheckpointError
+
+        raise CheckpointError(f"No checkpoint at {config.checkpoint}; check the path (an rlviz .pt2, an SB3 .zip, "
+                              "a torch file, or an rl-zoo3 run folder).")
+    if config.env:
+        from .envs.recipe import require_registered
+
+        require_registered(config.env)
 
 
 COMMANDS = {"render": _run_render}

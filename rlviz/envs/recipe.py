@@ -13,7 +13,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from ..errors import EnvError, UsageError
+from ..errors import EnvError, UsageError, did_you_mean
 from .trust import check_recipe_names
 from .wrappers import WRAPPERS
 
@@ -22,6 +22,7 @@ __all__ = [
     "EnvRecipe",
     "atari_recipe",
     "register_envs",
+    "require_registered",
     "make_env",
     "make_vec_env",
     "WRAPPERS",
@@ -71,7 +72,7 @@ class EnvRecipe:
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise UsageError(f"Not an env recipe: {d!r} ({exc}); expected keys env_id, env_kwargs, wrappers.") from exc
         if source is not None and not trusted:
-            register_envs()  # the rule knows registered ids only
+            register_envs(recipe.env_id)  # the rule knows registered ids only
             check_recipe_names(recipe.env_id, recipe.env_kwargs, recipe.wrappers, source, consented=consented_env)
         return recipe
 
@@ -115,38 +116,62 @@ def atari_recipe(
     return EnvRecipe(env_id, kwargs, tuple(wrappers), saliency_mode="linear")
 
 
-_REGISTERED = False
+_REGISTERED: set = set()
 
 
-def register_envs() -> None:
-    """Register ALE and MinAtar envs with gymnasium (idempotent, offline: ROMs ship in ale-py)."""
-    global _REGISTERED
-    if _REGISTERED:
-        return
+def _register_ale() -> None:
     try:
         import ale_py
 
         gym.register_envs(ale_py)
     except ImportError:  # pragma: no cover - ale-py is a dependency
         pass
+
+
+def _register_minatar() -> None:
     try:
         import warnings
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            import minatar.gym
+            import minatar.gym  # imports seaborn: seconds, so only when a MinAtar id is asked for
 
             minatar.gym.register_envs()
     except (ImportError, gym.error.Error):
         pass
-    _REGISTERED = True
+
+
+_NAMESPACES = {"ALE": _register_ale, "MinAtar": _register_minatar}
+
+
+def register_envs(env_id: str | None = None) -> None:
+    """Register the ALE and MinAtar envs with gymnasium (idempotent, offline: ROMs ship in ale-py). With
+    ``env_id``, only what that id needs (ALE's ids are always registered: 0.1 s; MinAtar's import takes seconds)."""
+    wanted = set(_NAMESPACES) if env_id is None else {"ALE"} | {n for n in _NAMESPACES if env_id.startswith(n + "/")}
+    for namespace in sorted(wanted - _REGISTERED):
+        _NAMESPACES[namespace]()
+        _REGISTERED.add(namespace)
+
+
+def require_registered(env_id: str) -> None:
+    """Fail fast, before torch or the env is loaded, when ``env_id`` is not a gymnasium env: one line, with the
+    closest registered ids. A ``module:Env-v0`` id is left to gymnasium (it imports the module: the caller's choice)."""
+    register_envs(env_id)
+    if ":" in env_id or env_id in gym.registry:
+        return
+    hint = did_you_mean(env_id, list(gym.registry))
+    namespace = env_id.split("/")[0] if "/" in env_id else None
+    if namespace == "MinAtar" and "MinAtar" not in {k.split("/")[0] for k in gym.registry}:
+        hint += " MinAtar envs need: pip install \"rlviz[minatar]\"."
+    raise EnvError(f"Unknown env id {env_id!r}: gymnasium has no env registered under that name.{hint or ''} "
+                   "For an env of your own package, register it or pass 'your_module:EnvName-v0'.")
 
 
 def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", training: bool = False) -> gym.Env:
     """Build one env from a recipe (or a bare id, with :meth:`EnvRecipe.for_env_id`)."""
     if isinstance(recipe, str):
         recipe = EnvRecipe.for_env_id(recipe)
-    register_envs()
+    require_registered(recipe.env_id)
     check_render_mode(recipe.env_id, render_mode)  # before make: some envs assert it in __init__
     try:
         kwargs = dict(recipe.env_kwargs)

@@ -225,6 +225,23 @@ def _maps(policy, x, layout, method, kind, index, actions, opts, bs) -> torch.Te
     )
 
 
+def _check_forward(policy: Policy, obs) -> None:
+    """One forward of the first observation: a shape the policy cannot take is a one-line UsageError (a single
+    observation passed without its batch axis is the usual cause), not torch's matrix-shape text."""
+    try:
+        with torch.no_grad():
+            policy.forward(policy.to_tensor(np.asarray(obs[:1])))
+    except (RuntimeError, ValueError, IndexError) as exc:
+        if isinstance(exc, UsageError):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(
+            f"attribute() passed the policy observations of shape {tuple(obs.shape[1:])} (a batch of "
+            f"{obs.shape[0]}), and it failed: {first}. attribute() takes a batch [B, *obs_shape]: for one "
+            "observation pass obs[None]."
+        ) from exc
+
+
 def _iter_chunks(policy, obs, method, target, actions, layout, batch_size, memory_budget_mb, options):
     """Validate everything once, then yield (start, maps float32 ndarray [F, H, W]) chunk by chunk."""
     if not isinstance(policy, Policy):
@@ -249,6 +266,7 @@ def _iter_chunks(policy, obs, method, target, actions, layout, batch_size, memor
             raise UsageError(f"actions must be integers shaped [{b}] (one per frame); received {tuple(actions.shape)} "
                              f"{actions.dtype}.")
         actions = actions.to(device=policy.device, dtype=torch.long)
+    _check_forward(policy, obs)
     bs = _batch_size(policy, policy.to_tensor(obs[:1]), method, batch_size, memory_budget_mb)
     num_actions = int(getattr(policy, "num_actions", -1))
     if num_actions > 0 and index is not None and index >= num_actions:
