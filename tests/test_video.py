@@ -41,7 +41,7 @@ def test_roundtrip_h264_yuv420p_exact_count_and_pixels(tmp_path):
         with open(f"/proc/{w.pid}/cmdline", "rb") as fh:
             args = fh.read().split(b"\0")
         assert str(partial_path(path)).encode() in args and str(path).encode() not in args
-        assert partial_path(path).name == ".ep.partial.mp4" and not path.exists()
+        assert partial_path(path).name == f".ep.{os.getpid()}.partial.mp4" and not path.exists()
     assert path.is_file() and not partial_path(path).exists()
     info = probe_video(path)
     assert (info.codec, info.pix_fmt, info.width, info.height, info.num_frames) == ("h264", "yuv420p", W, H, 12)

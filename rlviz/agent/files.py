@@ -4,27 +4,18 @@ and ``torch.load`` that refuses pickled code unless asked (``weights_only=True``
 from __future__ import annotations
 
 import io
-import os
 import pickle
 from pathlib import Path
 
 import torch
 
 from ..errors import CheckpointError, RlvizError, UnsafeCheckpointError
-from ..media.atomic import atomic_path
+from ..media.atomic import atomic_write
 
 __all__ = ["read_file", "describe", "detect_format", "atomic_write", "torch_load", "EXPECTED", "META_NAME"]
 
 META_NAME = "rlviz.json"
 _TRUST_HINT = "pass trust=True (CLI: --trust-checkpoint)"
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write to a temporary name in the same folder, fsync, then rename: readers never see half a file."""
-    with atomic_path(path) as tmp, open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 EXPECTED = "an rlviz checkpoint (.pt2), a torch.export program, a torch.save file or a Stable-Baselines3 .zip"

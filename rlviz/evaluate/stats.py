@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
-from ..media.atomic import atomic_path
+from ..media.atomic import atomic_write
 
 __all__ = ["Distribution", "Summary", "summarize", "iqm", "explained_variance", "format_table",
            "write_summary_json", "write_episodes_csv"]
@@ -166,14 +166,8 @@ def format_table(s: Summary) -> str:
     return "\n".join(lines)
 
 
-def _atomic_text(path, text: str) -> Path:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-    return Path(path)
-
-
 def write_summary_json(summary: Summary, path) -> Path:
-    return _atomic_text(path, json.dumps(summary.to_dict(), indent=2, sort_keys=False) + "\n")
+    return atomic_write(path, json.dumps(summary.to_dict(), indent=2, sort_keys=False) + "\n")
 
 
 def write_episodes_csv(result, path) -> Path:
@@ -187,4 +181,4 @@ def write_episodes_csv(result, path) -> Path:
     w.writeheader()
     for r in recs:
         w.writerow(r.to_row())
-    return _atomic_text(path, buf.getvalue())
+    return atomic_write(path, buf.getvalue())

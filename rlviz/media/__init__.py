@@ -1,8 +1,12 @@
-"""Media files: the H.264 writer and decoder (our own ffmpeg process), and the one atomic-write helper."""
+"""Media files: the H.264 writer and decoder (our own ffmpeg processes), and the one atomic-write helper."""
 
 from __future__ import annotations
 
-from .atomic import atomic_path
-from .video import VideoInfo, VideoWriter, probe_video, read_video
+from .atomic import AtomicFile, atomic_path, atomic_write, temp_name
+from .decode import VideoFrames, VideoInfo, probe_video, read_video, read_video_frames
+from .video import VideoWriter
 
-__all__ = ["VideoInfo", "VideoWriter", "atomic_path", "probe_video", "read_video"]
+__all__ = [
+    "AtomicFile", "VideoFrames", "VideoInfo", "VideoWriter", "atomic_path", "atomic_write", "probe_video",
+    "read_video", "read_video_frames", "temp_name",
+]  # fmt: skip

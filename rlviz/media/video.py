@@ -1,24 +1,26 @@
-"""Streaming H.264 MP4 writer and a small decoder (both through imageio-ffmpeg's bundled ffmpeg).
+"""Streaming H.264 MP4 writer: our own ffmpeg process, fed raw RGB frames through a pipe.
 
 :class:`VideoWriter` pipes each frame straight to ffmpeg (libx264, yuv420p, ``+faststart``), so memory
-does not grow with episode length. It writes to a temporary name in the destination folder
-(``.<stem>.partial.mp4``) and renames it to the final name only when the encoder finished cleanly:
-the final name never holds a truncated video. :func:`probe_video` and :func:`read_video` decode an
-MP4 back (used by the tests to check what was written).
+does not grow with episode length. ffmpeg writes to the temporary name of :mod:`.atomic`
+(``.<stem>.<pid>.partial.mp4``), which is renamed to the final name only when ffmpeg exited cleanly:
+the final name never holds a truncated video. On any exception, KeyboardInterrupt included, ffmpeg is
+killed and reaped and the temporary file removed. The decoder lives in :mod:`.decode`
+(:func:`probe_video` and :func:`read_video` are importable from here too).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import subprocess
-from collections.abc import Iterator
-from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import UsageError, VideoError
+from .atomic import AtomicFile, temp_name
+from .decode import VideoInfo, probe_video, read_video
+from .ffmpeg import ErrorLog, ffmpeg_exe, stop
 
 __all__ = ["VideoWriter", "VideoInfo", "probe_video", "read_video", "partial_path", "PRESETS"]
 
@@ -26,22 +28,32 @@ __all__ = ["VideoWriter", "VideoInfo", "probe_video", "read_video", "partial_pat
 PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
 
 
-class _Abort(BaseException):
-    """Thrown into imageio-ffmpeg's writer generator: a BaseException makes it kill ffmpeg at once."""
-
-
 def partial_path(path: str | os.PathLike) -> Path:
-    """The temporary name a video is written under until it is complete: ``<dir>/.<stem>.partial.mp4``."""
-    p = Path(path)
-    return p.with_name(f".{p.stem}.partial.mp4")
+    """The temporary name a video is written under until complete (this process): ``.<stem>.<pid>.partial.mp4``."""
+    return temp_name(path)
 
 
-def _ffmpeg():
+def _check_size(size) -> tuple[int, int]:
     try:
-        import imageio_ffmpeg
-    except ImportError as exc:  # pragma: no cover - a core dependency
-        raise VideoError(f"imageio-ffmpeg is not installed ({exc}); pip install imageio-ffmpeg.") from exc
-    return imageio_ffmpeg
+        width, height = (int(s) for s in size)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"VideoWriter size={size!r}; expected (width, height) as two integers.") from exc
+    if width <= 0 or height <= 0 or width % 2 or height % 2:
+        raise UsageError(
+            f"VideoWriter size=(width={width}, height={height}): H.264 in yuv420p needs positive even sizes "
+            "(odd sizes give yuv444p, which browsers do not play). Pad the frames to multiples of 16."
+        )
+    return width, height
+
+
+def _check_fps(fps) -> float:
+    try:
+        fps = float(fps)
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"VideoWriter fps={fps!r}; expected a positive number.") from exc
+    if not np.isfinite(fps) or fps <= 0:
+        raise UsageError(f"VideoWriter fps={fps}; expected a positive number of frames per second.")
+    return fps
 
 
 class VideoWriter:
@@ -56,76 +68,61 @@ class VideoWriter:
 
     Use as a context manager; :meth:`write` takes ``uint8 [height, width, 3]`` RGB. On leaving the
     ``with`` normally the video is finished and renamed to ``path``; on an exception (also
-    KeyboardInterrupt) ffmpeg is killed and the temporary file removed.
+    KeyboardInterrupt) ffmpeg is killed and the temporary file removed. If ffmpeg fails, the
+    :class:`~rlviz.errors.VideoError` quotes ffmpeg's own error text.
     """
 
     def __init__(self, path: str | os.PathLike, fps: float, size: tuple[int, int], preset: str = "veryfast",
                  crf: int = 23):
         self.path = Path(path)
-        try:
-            width, height = (int(s) for s in size)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"VideoWriter size={size!r}; expected (width, height) as two integers.") from exc
-        if width <= 0 or height <= 0 or width % 2 or height % 2:
-            raise UsageError(
-                f"VideoWriter size=(width={width}, height={height}): H.264 in yuv420p needs positive even sizes "
-                "(odd sizes give yuv444p, which browsers do not play). Pad the frames to multiples of 16."
-            )
-        try:
-            fps = float(fps)
-        except (TypeError, ValueError) as exc:
-            raise UsageError(f"VideoWriter fps={fps!r}; expected a positive number.") from exc
-        if not np.isfinite(fps) or fps <= 0:
-            raise UsageError(f"VideoWriter fps={fps}; expected a positive number of frames per second.")
+        self.size = _check_size(size)
+        self.fps = _check_fps(fps)
         if preset not in PRESETS:
             raise UsageError(f"VideoWriter preset={preset!r} is not a libx264 preset; use one of {', '.join(PRESETS)}.")
-        if not (isinstance(crf, (int, np.integer)) and 0 <= int(crf) <= 51):
+        if isinstance(crf, bool) or not (isinstance(crf, (int, np.integer)) and 0 <= int(crf) <= 51):
             raise UsageError(f"VideoWriter crf={crf!r}; expected an integer 0..51 (23 is libx264's default).")
-        self.fps = fps
-        self.size = (width, height)
         self.preset = preset
         self.crf = int(crf)
-        self.partial = partial_path(self.path)
+        self._out = AtomicFile(self.path)
+        self.partial = self._out.tmp
         self.frames_written = 0
-        self._gen = None
         self._proc: subprocess.Popen | None = None
+        self._log: ErrorLog | None = None
         self._closed = False
+
+    def ffmpeg_args(self) -> list[str]:
+        """ffmpeg's command line after the binary: raw rgb24 frames on stdin -> H.264 MP4 at :attr:`partial`."""
+        w, h = self.size
+        rate = Fraction(self.fps).limit_denominator(100_000)
+        return [
+            "-hide_banner", "-loglevel", "error", "-y",
+            "-f", "rawvideo", "-pix_fmt", "rgb24", "-s", f"{w}x{h}", "-r", str(rate), "-i", "-",
+            "-an", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset", self.preset, "-crf", str(self.crf),
+            "-movflags", "+faststart", "-f", "mp4", str(self.partial),
+        ]  # fmt: skip
 
     # -- lifecycle --------------------------------------------------------------------------
     def open(self) -> VideoWriter:
         """Start ffmpeg (done by ``with`` or the first :meth:`write`)."""
-        if self._gen is not None:
+        if self._proc is not None and not self._closed:
             return self
         if self._closed:
             raise UsageError(f"VideoWriter for {self.path} is already closed; make a new one to write another video.")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        ff = _ffmpeg()
-        gen = ff.write_frames(
-            str(self.partial),
-            self.size,
-            pix_fmt_in="rgb24",
-            pix_fmt_out="yuv420p",
-            fps=self.fps,
-            quality=None,  # rate control through -crf below
-            codec="libx264",
-            macro_block_size=1,  # never let imageio-ffmpeg rescale; sizes are checked to be even above
-            ffmpeg_log_level="error",
-            output_params=["-preset", self.preset, "-crf", str(self.crf), "-movflags", "+faststart", "-f", "mp4"],
-        )
+        self._out.start()
+        self._log = ErrorLog()
         try:
-            gen.send(None)  # starts ffmpeg
-        except Exception as exc:
+            self._proc = subprocess.Popen(
+                [ffmpeg_exe(), *self.ffmpeg_args()],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=self._log.file,
+            )  # fmt: skip
+        except OSError as exc:
+            self.abort()
             raise VideoError(f"Could not start ffmpeg to write {self.path}: {exc}") from exc
-        self._gen = gen
-        # Best effort: the Popen lets us reap a killed ffmpeg and read its exit status.
-        frame = getattr(gen, "gi_frame", None)
-        proc = frame.f_locals.get("p") if frame is not None else None
-        self._proc = proc if isinstance(proc, subprocess.Popen) else None
         return self
 
     @property
     def pid(self) -> int | None:
-        """ffmpeg's process id while it runs (None when unknown or not started)."""
+        """ffmpeg's process id once started (None before)."""
         return self._proc.pid if self._proc is not None else None
 
     def write(self, frame: np.ndarray) -> None:
@@ -137,63 +134,48 @@ class VideoWriter:
                 f"VideoWriter(size=({w}, {h})) expects frames uint8 [{h}, {w}, 3] RGB; received {got}. "
                 "Convert with np.asarray(frame, dtype=np.uint8) and pad or resize to the writer's size."
             )
-        if self._gen is None:
-            self.open()
+        self.open()
         try:
-            self._gen.send(np.ascontiguousarray(frame))
-        except Exception as exc:
-            self.abort()
-            raise VideoError(f"ffmpeg stopped while writing frame {self.frames_written} of {self.path}: {exc}") from exc
+            self._proc.stdin.write(np.ascontiguousarray(frame).data)
+        except (OSError, ValueError) as exc:  # BrokenPipeError: ffmpeg exited
+            self._fail(f"ffmpeg stopped while writing frame {self.frames_written} of {self.path}", exc)
         self.frames_written += 1
 
     def close(self) -> Path:
         """Finish the video and move it to its final name. Returns the final path."""
         if self._closed:
             return self.path
-        if self._gen is None or self.frames_written == 0:
+        if self._proc is None or self.frames_written == 0:
             self.abort()
             raise VideoError(f"No frames were written to {self.path}; an MP4 needs at least one frame.")
-        gen, self._gen = self._gen, None
         try:
-            gen.close()  # closes ffmpeg's stdin and waits for it to finish the file
-        except BaseException:
-            self._kill(gen)
-            self._cleanup()
+            self._proc.stdin.close()  # end of input: ffmpeg finishes the file and exits
+            rc = self._proc.wait()
+        except OSError as exc:
+            self._fail(f"ffmpeg stopped before finishing {self.path}", exc)
+        except BaseException:  # KeyboardInterrupt while ffmpeg finishes: nothing is left behind
+            self.abort()
             raise
+        if rc != 0 or not self.partial.is_file() or self.partial.stat().st_size == 0:
+            self._fail(f"ffmpeg failed to write {self.path} (exit status {rc})")
         self._closed = True
-        rc = self._proc.returncode if self._proc is not None else 0
-        if rc not in (0, None) or not self.partial.exists() or self.partial.stat().st_size == 0:
-            self._cleanup()
-            raise VideoError(f"ffmpeg failed to write {self.path} (exit status {rc}); no video was produced.")
-        os.replace(self.partial, self.path)
-        return self.path
+        self._log.close()
+        return self._out.commit()
 
     def abort(self) -> None:
         """Kill ffmpeg (if running) and delete the temporary file; the final name is left untouched."""
-        gen, self._gen = self._gen, None
-        if gen is not None:
-            self._kill(gen)
         self._closed = True
-        self._cleanup()
+        stop(self._proc)
+        self._out.discard()
+        if self._log is not None:
+            self._log.close()
 
-    def _kill(self, gen) -> None:
-        try:
-            gen.throw(_Abort())
-        except (_Abort, StopIteration, ValueError, RuntimeError):
-            pass
-        if self._proc is not None:
-            if self._proc.poll() is None:
-                self._proc.kill()
-            try:
-                self._proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                pass
-
-    def _cleanup(self) -> None:
-        try:
-            self.partial.unlink()
-        except FileNotFoundError:
-            pass
+    def _fail(self, what: str, exc: BaseException | None = None):
+        """Stop ffmpeg, clean up and raise a VideoError quoting ffmpeg's own error text."""
+        stop(self._proc)
+        detail = self._log.tail() if self._log is not None else "no error output"
+        self.abort()
+        raise VideoError(f"{what}: ffmpeg said: {detail}. No video was written; check the disk and the path.") from exc
 
     def __enter__(self) -> VideoWriter:
         return self.open()
@@ -207,61 +189,7 @@ class VideoWriter:
 
     def __del__(self):  # pragma: no cover - best effort when a writer is dropped unfinished
         try:
-            if self._gen is not None:
+            if not self._closed and self._proc is not None:
                 self.abort()
         except Exception:
             pass
-
-
-@dataclass(frozen=True)
-class VideoInfo:
-    """What a video file holds.
-
-    codec:  e.g. "h264";  pix_fmt: e.g. "yuv420p";  width, height: pixels;
-    num_frames: decoded frame count;  fps: frames per second (0.0 when unknown).
-    """
-
-    codec: str
-    pix_fmt: str
-    width: int
-    height: int
-    num_frames: int
-    fps: float
-
-
-def _open_reader(path: str | os.PathLike):
-    p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"No video file at {p}; check the path.")
-    gen = _ffmpeg().read_frames(str(p))
-    try:
-        meta = next(gen)
-    except Exception as exc:
-        gen.close()
-        raise VideoError(f"Cannot read {p} as a video: {exc}") from exc
-    return gen, meta
-
-
-def probe_video(path: str | os.PathLike) -> VideoInfo:
-    """Codec, pixel format, size, exact frame count (decodes the stream) and fps of a video file."""
-    gen, meta = _open_reader(path)
-    gen.close()
-    try:
-        nframes, _ = _ffmpeg().count_frames_and_secs(str(path))
-    except RuntimeError as exc:
-        raise VideoError(f"Cannot count the frames of {path}: {exc}") from exc
-    pix_fmt = re.split(r"[(,\s]", str(meta.get("pix_fmt", "")), maxsplit=1)[0]
-    width, height = meta["size"]
-    return VideoInfo(str(meta.get("codec", "")), pix_fmt, int(width), int(height), int(nframes or 0),
-                     float(meta.get("fps") or 0.0))
-
-
-def read_video(path: str | os.PathLike) -> Iterator[np.ndarray]:
-    """Decode a video: yields ``uint8 [height, width, 3]`` RGB frames, one at a time."""
-    gen, meta = _open_reader(path)
-    width, height = meta["size"]
-    try:
-        for buf in gen:
-            yield np.frombuffer(buf, dtype=np.uint8).reshape(height, width, 3)
-    finally:
-        gen.close()

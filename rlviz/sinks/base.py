@@ -2,25 +2,24 @@
 
 A sink receives what rlviz produced for one evaluation: the episode video (always an H.264 MP4
 file that rlviz already encoded), images (heatmaps), scalar statistics and small tables, each
-at a training ``step``. Sinks that need pixels read them back from the MP4
-(:func:`read_video_frames`: downscaled and subsampled in time by ffmpeg, memory bounded).
+at a training ``step``. Sinks that need pixels read them back from the MP4 with
+:func:`rlviz.media.read_video_frames` (downscaled and subsampled in time by ffmpeg, memory bounded;
+re-exported here).
 """
 
 from __future__ import annotations
 
 import abc
-import logging
-import math
 import numbers
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError, VideoError
+from ..errors import UsageError
+from ..media.decode import VideoFrames, read_video_frames
 
 __all__ = [
     "Sink",
@@ -140,101 +139,3 @@ def scalar_items(scalars: Mapping[str, float], prefix: str = "") -> dict[str, fl
             raise UsageError(f"Scalar {key!r} is {value!r} ({type(value).__name__}); expected a real number.")
         out[f"{prefix}{key}"] = float(v)
     return out
-
-
-@dataclass(frozen=True)
-class VideoFrames:
-    """Frames read back from an MP4, subsampled in time and downscaled.
-
-    frames:     uint8 [N, h, w, 3] RGB, N <= max_frames
-    stride:     every ``stride``-th source frame was kept (frame k is source frame k * stride)
-    source_fps: the MP4's frame rate (0.0 when ffmpeg could not tell)
-    source_size: (width, height) of the MP4
-    fps:        playback rate of the kept frames, ``source_fps / stride``
-    """
-
-    frames: np.ndarray
-    stride: int
-    source_fps: float
-    source_size: tuple[int, int]
-    fps: float
-
-
-class _SizeWarningFilter(logging.Filter):
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "different from the source frame size" not in record.getMessage()
-
-
-def _fit(size: tuple[int, int], max_size: int | None) -> tuple[int, int]:
-    w, h = size
-    if not max_size or max(w, h) <= max_size:
-        return w, h
-    scale = max_size / max(w, h)
-    return max(1, round(w * scale)), max(1, round(h * scale))
-
-
-def read_video_frames(
-    path: str | os.PathLike,
-    *,
-    max_size: int | None = 320,
-    max_frames: int = 200,
-    max_fps: float | None = 15.0,
-    fps: float | None = None,
-) -> VideoFrames:
-    """Decode ``path`` keeping every ``stride``-th frame, downscaled so the longest side is ``max_size``.
-
-    The stride is chosen so the kept frames play at most ``max_fps`` and number at most
-    ``max_frames`` (from the container's duration; if that estimate is short, kept frames are
-    halved on the fly, so memory stays bounded whatever the episode length). ffmpeg does the
-    selection and scaling, so long full-size videos are never piped whole. ``fps`` overrides a
-    frame rate the container does not state.
-    """
-    import imageio_ffmpeg
-
-    p = check_video_path(path)
-    if max_frames < 1:
-        raise UsageError(f"max_frames={max_frames}; expected at least 1.")
-    try:
-        probe = imageio_ffmpeg.read_frames(str(p))
-        meta = next(probe)
-        probe.close()
-    except (RuntimeError, OSError, StopIteration) as exc:
-        raise VideoError(f"Cannot read {p} as a video: {exc}") from exc
-    src_fps = float(meta.get("fps") or fps or 0.0)
-    src_size = tuple(int(s) for s in meta["size"])
-    est_frames = float(meta.get("duration") or 0.0) * src_fps
-    stride = 1
-    if max_fps and src_fps > max_fps:
-        stride = math.ceil(src_fps / max_fps - 1e-9)
-    if est_frames > 0:
-        stride = max(stride, math.ceil(est_frames / max_frames - 1e-9))
-    w, h = _fit(src_size, max_size)
-    filters = [rf"select=not(mod(n\,{stride}))"] if stride > 1 else []
-    if (w, h) != src_size:
-        filters.append(f"scale={w}:{h}:flags=area")
-    out_params = ["-vf", ",".join(filters), "-fps_mode", "passthrough"] if filters else None
-    kept: list[np.ndarray] = []
-    keep_every = 1  # further decimation of what ffmpeg selected, when the duration estimate was short
-    gen = imageio_ffmpeg.read_frames(str(p), output_params=out_params)
-    quiet = _SizeWarningFilter()
-    logging.getLogger("imageio_ffmpeg").addFilter(quiet)  # it warns that we asked for a smaller size
-    try:
-        rmeta = next(gen)
-        rw, rh = (int(s) for s in rmeta["size"])
-        for i, buf in enumerate(gen):
-            if i % keep_every:
-                continue
-            kept.append(np.frombuffer(buf, dtype=np.uint8).reshape(rh, rw, 3))
-            if len(kept) > max_frames:
-                kept = kept[::2]
-                keep_every *= 2
-    except RuntimeError as exc:
-        raise VideoError(f"ffmpeg failed while decoding {p}: {exc}") from exc
-    finally:
-        gen.close()
-        logging.getLogger("imageio_ffmpeg").removeFilter(quiet)
-    if not kept:
-        raise VideoError(f"{p} holds no video frames.")
-    stride *= keep_every
-    frames = np.stack(kept)
-    return VideoFrames(frames, stride, src_fps, src_size, src_fps / stride if src_fps else 0.0)
