@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -131,3 +135,168 @@ def test_writer_cannot_be_reused_after_close(tmp_path):
     with pytest.raises(UsageError, match="already closed"):
         w.write(smooth_frame(1))
     assert probe_video(tmp_path / "once.mp4").num_frames == 1
+
+
+# -- our own ffmpeg process: its error text, a broken pipe, interrupts while finishing -----------------------------
+class WarpPreset(VideoWriter):
+    """A writer whose ffmpeg command line asks libx264 for a preset it does not have."""
+
+    def ffmpeg_args(self):
+        args = super().ffmpeg_args()
+        args[args.index("-preset") + 1] = "warp"
+        return args
+
+
+def test_ffmpeg_error_text_surfaces_and_nothing_is_left(tmp_path):
+    path = tmp_path / "warp.mp4"
+    with pytest.raises(VideoError, match=r"ffmpeg said: .*invalid preset 'warp'") as info:
+        with WarpPreset(path, 30, (W, H)) as w:
+            for i in range(200):  # ffmpeg dies at the first frame; the pipe breaks soon after
+                w.write(smooth_frame(i % 8))
+    assert "\n" not in str(info.value) and " @ 0x" not in str(info.value)
+    assert os.listdir(tmp_path) == [] and not _alive(w.pid)
+
+
+def test_ffmpeg_error_at_close_is_reported(tmp_path):
+    with pytest.raises(VideoError, match=r"\(exit status [1-9]\d*\): ffmpeg said: .*invalid preset 'warp'"):
+        with WarpPreset(tmp_path / "warp.mp4", 30, (W, H)) as w:
+            w.write(smooth_frame(0))  # one frame fits in the pipe: the failure shows when closing
+    assert os.listdir(tmp_path) == []
+
+
+def test_ffmpeg_cannot_open_its_output(tmp_path):
+    path = tmp_path / "v.mp4"
+    w = VideoWriter(path, 30, (W, H))
+    w.partial.mkdir()  # something ffmpeg cannot write over
+    with pytest.raises(VideoError, match=r"ffmpeg said: .*(Is a directory|directory)"):
+        with w:
+            for i in range(200):
+                w.write(smooth_frame(i % 8))
+    assert not path.exists() and w.partial.is_dir() and not _alive(w.pid)
+
+
+def test_output_folder_that_cannot_be_made(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(VideoError, match=r"Cannot create the folder .*file"):
+        with VideoWriter(tmp_path / "file" / "v.mp4", 30, (W, H)) as w:
+            w.write(smooth_frame(0))
+
+
+def test_ffmpeg_killed_mid_episode_gives_a_video_error(tmp_path):
+    path = tmp_path / "killed.mp4"
+    with pytest.raises(VideoError, match=r"ffmpeg stopped while writing frame \d+"):
+        with VideoWriter(path, 30, (W, H)) as w:
+            w.write(smooth_frame(0))
+            os.kill(w.pid, signal.SIGKILL)
+            for i in range(200):
+                w.write(smooth_frame(i % 8))
+    assert os.listdir(tmp_path) == [] and not _alive(w.pid)
+
+
+def test_interrupt_while_ffmpeg_finishes_leaves_nothing(tmp_path):
+    path = tmp_path / "late.mp4"
+    with pytest.raises(KeyboardInterrupt):
+        with VideoWriter(path, 30, (W, H)) as w:
+            for i in range(5):
+                w.write(smooth_frame(i))
+            real_wait = w._proc.wait
+
+            def interrupted_wait(timeout=None):
+                if timeout is None:  # close() waiting for the encoder: Ctrl-C arrives
+                    raise KeyboardInterrupt
+                return real_wait(timeout)
+
+            w._proc.wait = interrupted_wait
+    assert os.listdir(tmp_path) == [] and not _alive(w.pid)
+
+
+# -- two processes writing the same video ------------------------------------------------------------------------
+WRITER = """
+import sys
+import numpy as np
+from rlviz.media import VideoWriter
+value = int(sys.argv[2])
+with VideoWriter(sys.argv[1], 30, (64, 48), preset="ultrafast") as w:
+    for _ in range(10):
+        w.write(np.full((48, 64, 3), value, np.uint8))
+    print(w.partial, flush=True)
+    sys.stdin.readline()  # both writers are mid-video now; finish when told
+"""
+
+
+def test_two_processes_writing_the_same_video_use_different_temporary_files(tmp_path):
+    path = tmp_path / "same.mp4"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")]))}
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(v)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True, env=env) for v in (40, 200)]
+    try:
+        partials = [p.stdout.readline().strip() for p in procs]
+        deadline = time.monotonic() + 20
+        while not all(os.path.isfile(q) for q in partials) and time.monotonic() < deadline:
+            time.sleep(0.05)  # ffmpeg creates its output once the encoder is up
+        assert len(set(partials)) == 2 and all(os.path.isfile(q) for q in partials)
+        assert all(os.path.basename(q).endswith(".partial.mp4") for q in partials)  # .gitignore: *.partial.mp4
+        for p in procs:
+            p.stdin.write("\n")
+            p.stdin.flush()
+            assert p.wait(timeout=60) == 0
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert os.listdir(tmp_path) == ["same.mp4"]
+    frames = list(read_video(path))  # the last one to finish wins, whole
+    assert len(frames) == 10
+    assert {abs(int(np.median(f)) - 40) <= 4 for f in frames} == {True} or {abs(int(np.median(f)) - 200) <= 4 for f in frames} == {True}
+
+
+# -- decoding --------------------------------------------------------------------------------------------------
+def test_decoder_round_trip_exact_frames_and_early_stop(tmp_path):
+    path = tmp_path / "bars.mp4"
+    frames = []
+    for i in range(30):
+        f = np.zeros((H, W, 3), np.uint8)
+        f[:, 2 * i : 2 * i + 2] = (255, 128, 0)  # one orange bar that moves 2 px a frame
+        frames.append(f)
+    with VideoWriter(path, 20, (W, H), crf=0, preset="ultrafast") as w:
+        for f in frames:
+            w.write(f)
+    info = probe_video(path)
+    assert (info.num_frames, info.width, info.height, info.fps) == (30, W, H, 20.0)
+    assert info.duration == pytest.approx(1.5, abs=0.06)
+    decoded = list(read_video(path))
+    assert len(decoded) == 30
+    for i, d in enumerate(decoded):
+        cols = d[..., 0].astype(int).mean(axis=0)
+        assert set(np.flatnonzero(cols > 128)) == {2 * i, 2 * i + 1}  # the bar, where it was written
+        assert np.abs(d[H // 2, 2 * i].astype(int) - (255, 128, 0)).max() <= 12  # its colour (yuv420p rounding)
+    gen = read_video(path)
+    next(gen)
+    gen.close()  # stopping early kills the decoder
+    assert _ffmpeg_children() == []
+
+
+def test_decoder_errors_name_the_file(tmp_path):
+    bad = tmp_path / "not-a-video.mp4"
+    bad.write_bytes(b"hello, not a video")
+    with pytest.raises(VideoError, match=r"not-a-video\.mp4.*Invalid data"):
+        probe_video(bad)
+    with pytest.raises(VideoError, match=r"not-a-video\.mp4"):
+        list(read_video(bad))
+    assert _ffmpeg_children() == []
+
+
+def _ffmpeg_children() -> list[int]:
+    """ffmpeg processes whose parent is this process (reaped ones are gone from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                name, rest = fh.read().rsplit(")", 1)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if "ffmpeg" in name and int(rest.split()[1]) == os.getpid():
+            out.append(int(d))
+    return out

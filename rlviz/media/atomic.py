@@ -43,8 +43,11 @@ class AtomicFile:
         return self.path
 
     def discard(self) -> None:
-        """Delete the temporary file if it is there; the final name is left untouched."""
-        self.tmp.unlink(missing_ok=True)
+        """Delete the temporary file if it is there (never a folder); the final name is left untouched."""
+        try:
+            self.tmp.unlink()
+        except (FileNotFoundError, IsADirectoryError):
+            pass
 
 
 @contextmanager

@@ -118,7 +118,7 @@ def _decode(p: Path, size: tuple[int, int], filters: list[str]) -> Iterator[np.n
             yield np.frombuffer(buf, dtype=np.uint8).reshape(h, w, 3)
         rc = proc.wait()
         if rc != 0 or buf:
-            raise VideoError(f"ffmpeg failed while decoding {p} (exit status {rc}): {log.tail()}")
+            raise VideoError(f"ffmpeg failed while decoding {p} (exit status {rc}): {log.summary()}")
     finally:  # also when the caller stops early (generator closed) or is interrupted
         stop(proc)
         log.close()

@@ -7,6 +7,7 @@ reaches it too, and the owner kills and reaps it on any exception (:func:`stop`)
 
 from __future__ import annotations
 
+import re
 import subprocess
 import tempfile
 from typing import IO
@@ -15,8 +16,8 @@ from ..errors import VideoError
 
 __all__ = ["ffmpeg_exe", "ErrorLog", "stop"]
 
-#: how much of ffmpeg's error output an error message quotes (its last lines)
-TAIL_BYTES = 1500
+#: how much of ffmpeg's error output is read for an error message
+HEAD_BYTES = 4096
 
 
 def ffmpeg_exe() -> str:
@@ -33,23 +34,24 @@ def ffmpeg_exe() -> str:
 
 class ErrorLog:
     """ffmpeg's stderr, kept in an anonymous temporary file (never a pipe that could fill up and block
-    ffmpeg); :meth:`tail` gives its last lines for an error message."""
+    ffmpeg); :meth:`summary` gives its first lines (the cause comes first) for an error message."""
 
     def __init__(self):
         self.file: IO[bytes] = tempfile.TemporaryFile(prefix="rlviz-ffmpeg-")
 
-    def tail(self) -> str:
-        """The last lines ffmpeg wrote, on one line ('no error output' when it wrote nothing)."""
+    def summary(self, max_lines: int = 3) -> str:
+        """ffmpeg's first distinct error lines on one line, without object addresses."""
         if self.file.closed:
             return "no error output"
         self.file.flush()
-        size = self.file.seek(0, 2)
-        self.file.seek(max(0, size - TAIL_BYTES))
-        text = self.file.read().decode("utf-8", "replace")
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        if size > TAIL_BYTES and lines:
-            lines = lines[1:]  # the first one may be cut
-        return " | ".join(lines) or "no error output"
+        self.file.seek(0)
+        text = self.file.read(HEAD_BYTES).decode("utf-8", "replace")
+        lines: list[str] = []
+        for line in text.splitlines():
+            line = re.sub(r" @ 0x[0-9a-f]+", "", line).strip()
+            if line and line not in lines:
+                lines.append(line)
+        return " | ".join(lines[:max_lines]) or "no error output"
 
     def close(self) -> None:
         self.file.close()

@@ -108,7 +108,14 @@ class VideoWriter:
             return self
         if self._closed:
             raise UsageError(f"VideoWriter for {self.path} is already closed; make a new one to write another video.")
-        self._out.start()
+        try:
+            self._out.start()
+        except OSError as exc:
+            self._closed = True
+            raise VideoError(
+                f"Cannot create the folder {self.path.parent} for the video {self.path.name} ({exc}); "
+                "choose an output folder that can be written."
+            ) from exc
         self._log = ErrorLog()
         try:
             self._proc = subprocess.Popen(
@@ -173,9 +180,11 @@ class VideoWriter:
     def _fail(self, what: str, exc: BaseException | None = None):
         """Stop ffmpeg, clean up and raise a VideoError quoting ffmpeg's own error text."""
         stop(self._proc)
-        detail = self._log.tail() if self._log is not None else "no error output"
+        detail = self._log.summary() if self._log is not None else "no error output"
         self.abort()
-        raise VideoError(f"{what}: ffmpeg said: {detail}. No video was written; check the disk and the path.") from exc
+        raise VideoError(
+            f"{what}: ffmpeg said: {detail.rstrip('.')}. No video was written; check the disk, the path and the options."
+        ) from exc
 
     def __enter__(self) -> VideoWriter:
         return self.open()
