@@ -17,35 +17,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from _procs import alive, ffmpeg_pids
 
 from rlviz import TorchPolicy
 from rlviz.draw.compose import Compositor
 from rlviz.media.video import VideoWriter
 from rlviz.record import RecordEpisode
-
-
-def _alive(pid: int) -> bool:
-    """True while process pid exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def _ffmpegs_mentioning(text: str) -> list[int]:
-    """Live ffmpeg processes whose command line contains ``text`` (e.g. one writing into a folder)."""
-    found = []
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/cmdline", "rb") as fh:
-                    argv = fh.read().split(b"\0")
-                if b"ffmpeg" in os.path.basename(argv[0]) and text.encode() in b" ".join(argv) and _alive(int(d)):
-                    found.append(int(d))
-            except (FileNotFoundError, ProcessLookupError, PermissionError):
-                continue
-    return found
 
 
 class StepEnv(gym.Env):
@@ -104,7 +81,7 @@ def test_keyboard_interrupt_while_recording_an_episode(tmp_path, monkeypatch):
     assert w.frames_written == 14 and w.pid is not None
     assert not (tmp_path / "videos" / "rl-video-episode-0.mp4").exists()
     assert os.listdir(tmp_path / "videos") == []  # no temporary video, no episode data
-    assert not _alive(w.pid) and _ffmpegs_mentioning(str(tmp_path)) == []
+    assert not alive(w.pid) and ffmpeg_pids(mentioning=str(tmp_path)) == []
     assert env.last_video_path is None
 
 
@@ -142,14 +119,14 @@ def test_sigint_to_an_encoding_python_process(tmp_path, target):
         while not os.path.isfile(partial) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)  # mid-encode: frames keep flowing into ffmpeg
-        assert os.path.isfile(partial) and _alive(ffmpeg_pid) and proc.poll() is None
+        assert os.path.isfile(partial) and alive(ffmpeg_pid) and proc.poll() is None
         if target == "process":
             os.kill(proc.pid, signal.SIGINT)
         else:  # a terminal's Ctrl-C: python and ffmpeg both get SIGINT
             os.killpg(proc.pid, signal.SIGINT)
         assert proc.stdout.readline().strip() == "interrupted"
         # checked while the interrupted python still runs (an ffmpeg it failed to stop would still be there)
-        assert not _alive(ffmpeg_pid) and _ffmpegs_mentioning(str(tmp_path)) == []
+        assert not alive(ffmpeg_pid) and ffmpeg_pids(mentioning=str(tmp_path)) == []
         assert not path.exists() and os.listdir(tmp_path) == []
         proc.stdin.write("\n")
         proc.stdin.flush()
@@ -161,4 +138,4 @@ def test_sigint_to_an_encoding_python_process(tmp_path, target):
             proc.wait()
     assert rc == -signal.SIGINT and "KeyboardInterrupt" in stderr  # python died of the Ctrl-C
     assert not path.exists() and os.listdir(tmp_path) == []
-    assert not _alive(ffmpeg_pid) and _ffmpegs_mentioning(str(tmp_path)) == []
+    assert not alive(ffmpeg_pid) and ffmpeg_pids(mentioning=str(tmp_path)) == []

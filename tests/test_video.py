@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 import pytest
+from _procs import alive, ffmpeg_pids
 
 from rlviz.errors import UsageError, VideoError
 from rlviz.media.video import VideoWriter, partial_path, probe_video, read_video
@@ -24,15 +25,6 @@ def smooth_frame(i: int) -> np.ndarray:
     g = 20 + y * 200 // (H - 1)
     b = np.full_like(x, 40 + 15 * i)
     return np.stack([r, g, b], axis=-1).astype(np.uint8)
-
-
-def _alive(pid: int) -> bool:
-    """True while process pid exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_roundtrip_h264_yuv420p_exact_count_and_pixels(tmp_path):
@@ -76,11 +68,11 @@ def test_exception_inside_with_leaves_no_file_and_kills_ffmpeg(tmp_path, exc):
             for i in range(4):
                 w.write(smooth_frame(i))
             pid = w.pid
-            assert pid is not None and _alive(pid)
+            assert pid is not None and alive(pid)
             raise exc
     assert not path.exists()
     assert os.listdir(tmp_path) == []
-    assert not _alive(pid)
+    assert not alive(pid)
 
 
 def test_failed_write_keeps_an_existing_video(tmp_path):
@@ -154,7 +146,7 @@ def test_ffmpeg_error_text_surfaces_and_nothing_is_left(tmp_path):
             for i in range(200):  # ffmpeg dies at the first frame; the pipe breaks soon after
                 w.write(smooth_frame(i % 8))
     assert "\n" not in str(info.value) and " @ 0x" not in str(info.value)
-    assert os.listdir(tmp_path) == [] and not _alive(w.pid)
+    assert os.listdir(tmp_path) == [] and not alive(w.pid)
 
 
 def test_ffmpeg_error_at_close_is_reported(tmp_path):
@@ -172,7 +164,7 @@ def test_ffmpeg_cannot_open_its_output(tmp_path):
         with w:
             for i in range(200):
                 w.write(smooth_frame(i % 8))
-    assert not path.exists() and w.partial.is_dir() and not _alive(w.pid)
+    assert not path.exists() and w.partial.is_dir() and not alive(w.pid)
 
 
 def test_output_folder_that_cannot_be_made(tmp_path):
@@ -190,7 +182,7 @@ def test_ffmpeg_killed_mid_episode_gives_a_video_error(tmp_path):
             os.kill(w.pid, signal.SIGKILL)
             for i in range(200):
                 w.write(smooth_frame(i % 8))
-    assert os.listdir(tmp_path) == [] and not _alive(w.pid)
+    assert os.listdir(tmp_path) == [] and not alive(w.pid)
 
 
 def test_interrupt_while_ffmpeg_finishes_leaves_nothing(tmp_path):
@@ -207,7 +199,7 @@ def test_interrupt_while_ffmpeg_finishes_leaves_nothing(tmp_path):
                 return real_wait(timeout)
 
             w._proc.wait = interrupted_wait
-    assert os.listdir(tmp_path) == [] and not _alive(w.pid)
+    assert os.listdir(tmp_path) == [] and not alive(w.pid)
 
 
 # -- two processes writing the same video ------------------------------------------------------------------------
@@ -273,7 +265,7 @@ def test_decoder_round_trip_exact_frames_and_early_stop(tmp_path):
     gen = read_video(path)
     next(gen)
     gen.close()  # stopping early kills the decoder
-    assert _ffmpeg_children() == []
+    assert ffmpeg_pids(parent=os.getpid()) == []
 
 
 def test_decoder_errors_name_the_file(tmp_path):
@@ -283,20 +275,5 @@ def test_decoder_errors_name_the_file(tmp_path):
         probe_video(bad)
     with pytest.raises(VideoError, match=r"not-a-video\.mp4"):
         list(read_video(bad))
-    assert _ffmpeg_children() == []
+    assert ffmpeg_pids(parent=os.getpid()) == []
 
-
-def _ffmpeg_children() -> list[int]:
-    """ffmpeg processes whose parent is this process (reaped ones are gone from /proc)."""
-    out = []
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                name, rest = fh.read().rsplit(")", 1)
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        if "ffmpeg" in name and int(rest.split()[1]) == os.getpid():
-            out.append(int(d))
-    return out
