@@ -1,6 +1,6 @@
 """A job's output folder: a run writes only into a folder of its own, and appears there complete or not at all.
 
-The run is written into a staging folder beside ``--out`` (``.<name>.partial-<pid>``) and renamed to ``--out`` when
+The run is written into a staging folder beside ``--out`` (``.<name>.<pid>.partial``, :func:`rlviz.media.atomic.temp_name`) and renamed to ``--out`` when
 it is complete. An existing ``--out`` is used only when it is empty, or when it holds an earlier rlviz run (it has
 ``rlviz-run.json``) and ``--overwrite`` was given: the old run then stays until the new one is complete, and is
 removed after the rename. A folder holding anything else is never written into or removed.
@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .._version import __version__
 from ..errors import UsageError
+from ..media.atomic import temp_name
 
 __all__ = ["MARKER", "check_out_dir", "run_folder", "is_run_folder"]
 
@@ -53,7 +54,7 @@ def run_folder(out: str | os.PathLike, *, overwrite: bool, job: str, options: di
     out = check_out_dir(out, overwrite)
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
-    staging = parent / f".{out.name}.partial-{os.getpid()}"
+    staging = temp_name(parent / out.name)  # the one temp-name scheme (media.atomic): pid inside
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
