@@ -33,14 +33,18 @@ __all__ = [
     "extractor_for",
     "load_extractor",
     "as_extractor",
+    "last_seen",
 ]
 
 
 class Extractor:
-    """Base class. ``names``: the object names, in panel order; ``needs_frame``: render every step."""
+    """Base class. ``names``: the object names, in panel order; ``needs_frame``: masks come from rendered
+    frames (rollouts then replay failing episodes to render only the frames before each failure);
+    ``history``: how many earlier frames :meth:`capture` remembers (1 for :class:`MotionExtractor`)."""
 
     names: tuple[str, ...] = ()
     needs_frame: bool = True
+    history: int = 0
 
     def capture(self, frame: np.ndarray | None, env) -> Any:
         """Called on every step with the frame the next action is chosen on; keep what masks() needs."""
@@ -202,6 +206,7 @@ class MotionExtractor(Extractor):
     previous frame and differ from the frame's dominant (background) colour."""
 
     names = ("moving",)
+    history = 1
 
     def __init__(self):
         self._prev: dict[int, np.ndarray] = {}
@@ -217,12 +222,36 @@ class MotionExtractor(Extractor):
 
     def masks(self, captured):
         prev, cur = captured
-        flat = cur.reshape(-1, cur.shape[-1])
-        colours, counts = np.unique(flat, axis=0, return_counts=True)
-        fg = (cur != colours[counts.argmax()]).any(-1)
+        fg = _packed(cur) != _dominant(cur)
         if prev is None:
             return {"moving": np.zeros(cur.shape[:2], dtype=bool)}
         return {"moving": fg & (cur != prev).any(-1)}
+
+
+def last_seen(extractor: Extractor, captures) -> dict:
+    """Each object's mask on the newest of ``captures`` (newest first: the step before a failure first) or,
+    when it is not visible there, on the newest capture where it is (an ALE Breakout ball leaves the screen
+    several frames before the life is taken). ``captures`` may be lazy: it is read only as far as needed."""
+    out: dict = {}
+    for captured in captures:
+        for name, mask in extractor.masks(captured).items():
+            if name not in out or (not out[name].any() and mask.any()):
+                out[name] = mask
+        if all(m.any() for m in out.values()):
+            break
+    return out
+
+
+def _packed(frame: np.ndarray) -> np.ndarray:
+    """uint8 [H, W, 3] -> uint32 [H, W] = R << 16 | G << 8 | B (ordered as the RGB triples are)."""
+    f = frame.astype(np.uint32)
+    return (f[..., 0] << 16) | (f[..., 1] << 8) | f[..., 2]
+
+
+def _dominant(frame: np.ndarray) -> np.uint32:
+    """The most frequent colour of ``frame``, packed (ties: the smallest); sorts integers, not rows."""
+    colours, counts = np.unique(_packed(frame), return_counts=True)
+    return colours[counts.argmax()]
 
 
 _BY_ID: dict[str, Callable[[], Extractor]] = {

@@ -30,7 +30,8 @@ from ..episode.trace import returns_to_go
 from ..errors import EnvError, UsageError
 from ..progress import Bar, bar
 from .heatmap import FailureHeatmap
-from .objects import Extractor, as_extractor, extractor_for
+from .objects import Extractor, as_extractor, extractor_for, last_seen
+from .pixel_heatmap import FailureReplay
 
 __all__ = ["EpisodeRecord", "RolloutResult", "rollout", "replay_episode", "episode_seed_for", "FAIL_ON"]
 
@@ -40,6 +41,10 @@ def episode_seed_for(seed: int, index: int) -> int:
     """The env-reset and action-sampling seed of episode ``index`` of a rollout seeded ``seed``."""
     return int(np.random.SeedSequence([int(seed), int(index)]).generate_state(1)[0])
 
+
+#: With an extractor that reads rendered frames, render only the frames before failures, by replaying
+#: failing episodes (:mod:`rlviz.evaluate.pixel_heatmap`); False renders every step (the reference).
+REPLAY_PIXEL_FAILURES = True
 
 #: The rollout's name for :class:`rlviz.episode.EpisodeResult` (one result type for every episode).
 EpisodeRecord = EpisodeResult
@@ -79,6 +84,8 @@ class _Episode:
         self.rewards: list[float] = []
         self.values: list[float] = []
         self.recent: deque = deque()  # the last few captures, newest last
+        self.actions = None  # with a FailureReplay: the episode's actions, and the frames before failures
+        self.fail_frames: list[int] = []
         self.is_success: bool | None = None
 
 
@@ -107,11 +114,13 @@ def _lives(info) -> int | None:
 class _Runner:
     """Steps one env per slot, shared by rollout() and replay_episode()."""
 
-    def __init__(self, policy, greedy, fail_on, extractor, heatmap, gamma, clip_values, max_steps, lookback=8):
+    def __init__(self, policy, greedy, fail_on, extractor, heatmap, gamma, clip_values, max_steps, lookback=8,
+                 replay: FailureReplay | None = None):
         self.policy, self.greedy, self.fail_on_arg = policy, greedy, fail_on
         self.lookback = max(1, int(lookback))
         self.extractor, self.heatmap, self.gamma = extractor, heatmap, gamma
         self.clip_values, self.max_steps = clip_values, max_steps
+        self.replay = replay  # frames rendered only for failures, by replaying the episode afterwards
         self.fail_on = None
 
     def start(self, env, index: int, seed: int | None):
@@ -119,23 +128,12 @@ class _Runner:
         ep = _Episode(index, seed, _lives(info))
         if self.fail_on is None:
             self.fail_on = _resolve_fail_on(self.fail_on_arg, ep.lives)
-        if self.extractor is not None:
+        if self.replay is not None:
+            ep.actions = self.replay.action_log()
+        elif self.extractor is not None:
             self.extractor.begin_episode(env)
             ep.recent = deque([self._capture(env)], maxlen=self.lookback)
         return obs, ep
-
-    def _last_seen(self, ep: _Episode) -> dict:
-        """Each object's mask on the step before the failure or, when it is not visible there, on the
-        latest of the ``lookback`` steps before where it is (an ALE Breakout ball leaves the screen
-        several frames before the life is taken). Computed only on failures."""
-        out: dict = {}
-        for captured in reversed(ep.recent):
-            for name, mask in self.extractor.masks(captured).items():
-                if name not in out or (not out[name].any() and mask.any()):
-                    out[name] = mask
-            if all(m.any() for m in out.values()):
-                break
-        return out
 
     def _capture(self, env):
         frame = to_rgb_frame(env.render()) if self.extractor.needs_frame else None
@@ -143,6 +141,8 @@ class _Runner:
 
     def step(self, env, ep: _Episode, action: int, value, entropy: float):
         obs, reward, terminated, truncated, info = env.step(int(action))
+        if ep.actions is not None:
+            ep.actions.append(int(action))
         reward = float(reward)
         ep.ret += reward
         ep.length += 1
@@ -160,18 +160,22 @@ class _Runner:
         ep.lives = lives if lives is not None else ep.lives
         if failed:
             ep.failures += 1
-            if self.heatmap is not None:
-                self.heatmap.add(self._last_seen(ep))
+            if ep.actions is not None:
+                ep.fail_frames.append(ep.length - 1)
+            elif self.heatmap is not None:
+                self.heatmap.add(last_seen(self.extractor, reversed(ep.recent)))
         if "is_success" in info:
             ep.is_success = bool(np.asarray(info["is_success"]))
         if self.max_steps is not None and ep.length >= self.max_steps and not terminated:
             truncated = True
         done = bool(terminated or truncated)
-        if not done and self.extractor is not None:
+        if not done and self.extractor is not None and ep.actions is None:
             ep.recent.append(self._capture(env))
         return obs, done, bool(terminated), bool(truncated)
 
     def finish(self, ep: _Episode, terminated: bool, truncated: bool) -> EpisodeResult:
+        if ep.fail_frames:
+            self.replay.add(ep.seed, ep.actions, ep.fail_frames)
         vs = _value_sums(ep.rewards, ep.values, self.gamma) if ep.values else None
         return EpisodeResult(
             ep.index, ep.seed, ep.ret, ep.length, ep.failures, terminated, truncated, ep.is_success,
@@ -228,12 +232,17 @@ def rollout(
     extractor = _extractor(recipe, objects, heatmap)
     progress_bar = bar(episodes, "rollouts", unit="ep", show=progress)  # shown while the envs are built, too
     envs = [make_env(recipe, render_mode="rgb_array") for _ in range(num_envs)]
+    replay = None
     try:
-        check_action_space(envs[0].action_space, policy.num_actions if policy.num_actions > 0 else None)
+        n_actions = check_action_space(envs[0].action_space, policy.num_actions if policy.num_actions > 0 else None)
         hm = None
         if extractor is not None:
             hm = _start_heatmap(envs[0], extractor, heatmap, recipe.env_id, episode_seed_for(seed, int(first_episode)))
-        runner = _Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps, lookback)
+            if extractor.needs_frame and REPLAY_PIXEL_FAILURES:
+                replay = FailureReplay(lambda: make_env(recipe, render_mode="rgb_array"), extractor, hm, lookback,
+                                       n_actions)
+        runner = _Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps, lookback,
+                         replay)
         t0 = time.perf_counter()
         records, steps = _run_lockstep(runner, envs, range(int(first_episode), int(first_episode) + episodes), seed,
                                        progress_bar)
@@ -244,6 +253,8 @@ def rollout(
         progress_bar.close()
         for e in envs:
             e.close()
+        if replay is not None:
+            replay.close()
     return RolloutResult(
         recipe.env_id, tuple(records), hm, steps, wall, float(gamma), int(seed), runner.fail_on, recipe.to_json()
     )
