@@ -3,6 +3,10 @@ batched-policy loop over a gymnasium SyncVectorEnv (same-step autoreset) with th
 
     python scripts/bench_rollouts.py                 # ALE Breakout, random NatureCNNAgent, 32 episodes
     python scripts/bench_rollouts.py --episodes 1000 --native
+    python scripts/bench_rollouts.py --heatmap-cost   # CartPole, Acrobot, LunarLander: heatmap on vs off
+
+``--heatmap-cost`` times rollout() with and without the (pixel, motion) failure heatmap, interleaved and
+repeated, and prints the min and median of the per-pair wall-time ratios.
 
 Prints steps/s and episodes/s of each variant and the ratio to the baseline measured in the same run.
 """
@@ -68,6 +72,55 @@ def reset_costs(env_id, n=10):
     return out
 
 
+class _Mlp(torch.nn.Module):
+    """A random-init actor-critic MLP: the worst case for the heatmap (short episodes, each one failing)."""
+
+    def __init__(self, n_in, n_act):
+        super().__init__()
+        self.pi, self.v = torch.nn.Linear(n_in, n_act), torch.nn.Linear(n_in, 1)
+
+    def forward(self, x):
+        return self.pi(x), self.v(x)[:, 0]
+
+
+class _Balancer(torch.nn.Module):
+    """CartPole: push toward the pole's fall, sampled softly (episodes of a few hundred steps, most failing)."""
+
+    def forward(self, x):
+        s = 4.0 * (x[:, 2] + 0.3 * x[:, 3] + 0.02 * x[:, 1])
+        return torch.stack([-s, s], 1), x[:, 0] * 0
+
+
+def heatmap_cost(episodes: int, repeats: int, num_envs: int) -> None:
+    import gymnasium as gym
+
+    cases = [("CartPole-v1", "random-init MLP"), ("CartPole-v1", "balancer"), ("Acrobot-v1", "random-init MLP")]
+    try:
+        gym.make("LunarLander-v3").close()
+        cases.append(("LunarLander-v3", "random-init MLP"))
+    except Exception as exc:  # gymnasium[box2d] missing
+        print(f"LunarLander-v3 skipped ({type(exc).__name__}: {exc})")
+    print(f"{'env':<16}{'policy':<17}{'eps':>5}{'steps':>8}{'fails':>6}{'off st/s':>10}{'on st/s':>9}"
+          f"{'on/off min':>11}{'median':>8}")
+    for env_id, kind in cases:
+        probe = make_env(env_id, render_mode=None)
+        torch.manual_seed(0)
+        module = _Balancer() if kind == "balancer" else _Mlp(probe.observation_space.shape[0], probe.action_space.n)
+        probe.close()
+        policy = TorchPolicy(module, device="cpu")
+        kw = dict(num_envs=num_envs, seed=0, progress=False)
+        rollout(env_id, policy, 2, **kw)  # warm up (imports, pygame)
+        ratios, off_rate, on_rate = [], [], []
+        for _ in range(repeats):  # interleaved pairs
+            off = rollout(env_id, policy, episodes, **kw)
+            on = rollout(env_id, policy, episodes, heatmap=True, **kw)
+            ratios.append(on.wall_s / off.wall_s)
+            off_rate.append(off.steps / off.wall_s)
+            on_rate.append(on.steps / on.wall_s)
+        print(f"{env_id:<16}{kind:<17}{episodes:>5}{on.steps:>8}{on.heatmap.failures:>6}{np.median(off_rate):>10.0f}"
+              f"{np.median(on_rate):>9.0f}{min(ratios):>10.2f}x{np.median(ratios):>7.2f}x")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--env", default="ALE/Breakout-v5")
@@ -76,8 +129,12 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--native", action="store_true", help="also time ale-py's native AtariVectorEnv")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (shared machine: 1)")
+    ap.add_argument("--heatmap-cost", action="store_true", help="heatmap on vs off on classic-control envs")
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    if args.heatmap_cost:
+        return heatmap_cost(args.episodes, args.repeats, args.num_envs)
     torch.manual_seed(0)
     probe = make_env(args.env)
     n_act = int(probe.action_space.n)

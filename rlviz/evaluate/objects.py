@@ -216,16 +216,16 @@ class MotionExtractor(Extractor):
 
     def capture(self, frame, env):
         prev = self._prev.get(id(env))
-        cur = np.array(frame, copy=True)
+        cur = _packed(frame)  # one int per pixel: compared and counted without per-channel passes
         self._prev[id(env)] = cur
         return prev, cur
 
     def masks(self, captured):
         prev, cur = captured
-        fg = _packed(cur) != _dominant(cur)
         if prev is None:
-            return {"moving": np.zeros(cur.shape[:2], dtype=bool)}
-        return {"moving": fg & (cur != prev).any(-1)}
+            return {"moving": np.zeros(cur.shape, dtype=bool)}
+        colours, counts = np.unique(cur, return_counts=True)
+        return {"moving": (cur != colours[counts.argmax()]) & (cur != prev)}
 
 
 def last_seen(extractor: Extractor, captures) -> dict:
@@ -243,15 +243,12 @@ def last_seen(extractor: Extractor, captures) -> dict:
 
 
 def _packed(frame: np.ndarray) -> np.ndarray:
-    """uint8 [H, W, 3] -> uint32 [H, W] = R << 16 | G << 8 | B (ordered as the RGB triples are)."""
-    f = frame.astype(np.uint32)
-    return (f[..., 0] << 16) | (f[..., 1] << 8) | f[..., 2]
-
-
-def _dominant(frame: np.ndarray) -> np.uint32:
-    """The most frequent colour of ``frame``, packed (ties: the smallest); sorts integers, not rows."""
-    colours, counts = np.unique(_packed(frame), return_counts=True)
-    return colours[counts.argmax()]
+    """uint8 [H, W, 3] -> uint32 [H, W] = R << 16 | G << 8 | B (ordered as the RGB triples are; so the
+    dominant colour's ties go to the smallest triple, as with np.unique over rows)."""
+    h, w = frame.shape[:2]
+    buf = np.zeros((h, w, 4), dtype=np.uint8)
+    buf[..., 1:] = frame[..., :3]
+    return buf.view(">u4")[..., 0].astype(np.uint32)
 
 
 _BY_ID: dict[str, Callable[[], Extractor]] = {
