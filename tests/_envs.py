@@ -84,3 +84,40 @@ def register() -> None:
 
 
 register()
+
+
+class DictProbeEnv(gym.Env):
+    """``rlviz-probe/Dict-v0``: a goal-conditioned toy with Dict observations {"pos": Box [2], "goal": Discrete(3)}
+    (gymnasium orders the keys: goal, pos). Actions Discrete(2): 1 steps right; the episode terminates (a
+    failure) when pos[0] passes 4 and truncates after 8 steps. Frames: 16x16, the agent a red pixel at (0, pos)."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+        self.observation_space = gym.spaces.Dict(
+            {"pos": gym.spaces.Box(0.0, 16.0, (2,), np.float32), "goal": gym.spaces.Discrete(3)}
+        )
+        self.action_space = gym.spaces.Discrete(2)
+        self.pos, self.goal = 0, 0
+
+    def _obs(self):
+        return {"pos": np.array([self.pos, 1.0], dtype=np.float32), "goal": self.goal}
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos, self.goal = 0, int(self.np_random.integers(3))
+        return self._obs(), {}
+
+    def step(self, action):
+        self.pos += int(action)
+        return self._obs(), float(action), self.pos > 4, False, {}
+
+    def render(self):
+        f = np.zeros((16, 16, 3), dtype=np.uint8)
+        f[0, min(self.pos, 15)] = (255, 0, 0)
+        return f
+
+
+if "rlviz-probe/Dict-v0" not in gym.registry:
+    gym.register("rlviz-probe/Dict-v0", entry_point=DictProbeEnv, max_episode_steps=TIME_LIMIT)

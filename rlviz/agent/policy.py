@@ -85,6 +85,10 @@ class Policy:
     device: torch.device = torch.device("cpu")
     #: Observations per forward pass in :meth:`evaluate`.
     batch_size: int = 1024
+    #: How observations of spaces other than a Box of rank >= 1 (Discrete, Tuple, Dict...) reach forward:
+    #: "flat" (one-hot / concatenated as SB3 feeds an MLP, :mod:`rlviz.agent.obs`) or "raw" (stacked as
+    #: they come: the policy preprocesses them itself, as SB3's policies do).
+    obs_format: str = "flat"
 
     # -- to implement -------------------------------------------------------------------------
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -23,6 +23,7 @@ from ..envs.recipe import EnvRecipe, make_env
 from ..errors import CheckpointError, RlvizError, UsageError
 from .exported import FORMAT_NAME, FORMAT_VERSION, coerce_recipe, load_export
 from .files import META_NAME, atomic_write
+from .obs import ObsAdapter
 from .policy import KINDS, Policy, TorchPolicy, action_names_for, check_action_space
 
 __all__ = ["save_checkpoint"]
@@ -94,8 +95,8 @@ def _example_and_names(recipe: EnvRecipe, example_obs, action_names):
         e = make_env(recipe, render_mode=None)
         try:
             n_env_actions = check_action_space(e.action_space)
-            if example_obs is None:
-                example_obs = np.asarray(e.reset(seed=0)[0])[None]
+            if example_obs is None:  # what the policy sees: Discrete/Tuple/Dict flattened (rlviz.agent.obs)
+                example_obs = ObsAdapter(e.observation_space).batch([e.reset(seed=0)[0]])
             if action_names is None:
                 action_names = action_names_for(e, n_env_actions)
         finally:

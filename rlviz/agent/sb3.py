@@ -88,10 +88,12 @@ def sb3_policy(model, *, device="auto") -> TorchPolicy:
         raise UsageError("Stable-Baselines3 policies with Dict observations (MultiInputPolicy) are not supported yet.")
     n = check_action_space(policy.action_space)
     policy.set_training_mode(False)
-    if isinstance(policy, ActorCriticPolicy):
-        return TorchPolicy(SB3ActorCritic(policy), num_actions=n, kind="actor_critic", device=device)
-    if isinstance(policy, DQNPolicy):
-        return TorchPolicy(SB3QNetwork(policy), num_actions=n, kind="q", device=device)
+    if isinstance(policy, (ActorCriticPolicy, DQNPolicy)):
+        ac = isinstance(policy, ActorCriticPolicy)
+        out = TorchPolicy((SB3ActorCritic if ac else SB3QNetwork)(policy), num_actions=n,
+                          kind="actor_critic" if ac else "q", device=device)
+        out.obs_format = "raw"  # SB3 one-hots Discrete observations itself (preprocess_obs)
+        return out
     raise UsageError(
         f"rlviz supports SB3 PPO/A2C (ActorCriticPolicy) and DQN (DQNPolicy); got {type(policy).__name__}."
     )

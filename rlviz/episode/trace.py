@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import StorageError, UsageError
 
-__all__ = ["Spool", "SpoolArray", "EpisodeTrace", "EpisodeInternals", "returns_to_go"]
+__all__ = ["Spool", "SpoolArray", "SpoolTree", "make_spool", "EpisodeTrace", "EpisodeInternals", "returns_to_go"]
 
 
 class SpoolArray:
@@ -124,6 +124,8 @@ class Spool:
 
     def append(self, item) -> None:
         arr = np.ascontiguousarray(item, dtype=self.dtype)
+        if arr.shape != self.shape and arr.size == 1 == int(np.prod(self.shape)):
+            arr = arr.reshape(self.shape)  # a scalar observation given once as 3, once as [3]
         if arr.shape != self.shape:
             raise UsageError(
                 f"Spool of items shaped {self.shape} received an item shaped {arr.shape}; "
@@ -167,6 +169,45 @@ class Spool:
             self.close()
         except Exception:
             pass
+
+
+class SpoolTree:
+    """Spools for a structured observation (gymnasium ``Dict`` / ``Tuple``), one per leaf: ``append`` takes the
+    whole observation, ``view()`` gives the same dict/tuple structure of :class:`SpoolArray` [N, *leaf shape]."""
+
+    def __init__(self, example, dir=None, name: str = "obs"):
+        if isinstance(example, dict):
+            self.children = {k: make_spool(v, dir, f"{name}.{k}") for k, v in example.items()}
+        else:
+            self.children = {i: make_spool(v, dir, f"{name}.{i}") for i, v in enumerate(example)}
+        self.is_dict = isinstance(example, dict)
+
+    def append(self, item) -> None:
+        if self.is_dict != isinstance(item, dict) or len(item) != len(self.children):
+            raise UsageError(f"An observation of another structure than the episode's first: {type(item).__name__} "
+                             f"of {len(item)} parts; expected {len(self.children)}.")
+        for k, child in self.children.items():
+            child.append(item[k])
+
+    def __len__(self) -> int:
+        return len(next(iter(self.children.values()))) if self.children else 0
+
+    def view(self):
+        views = {k: c.view() for k, c in self.children.items()}
+        return views if self.is_dict else tuple(views.values())
+
+    def close(self) -> None:
+        for c in self.children.values():
+            c.close()
+
+
+def make_spool(example, dir: str | os.PathLike | None = None, name: str = "obs") -> Spool | SpoolTree:
+    """A spool for items like ``example``: a :class:`Spool` for an array or a scalar, a :class:`SpoolTree`
+    for a dict or tuple (a gymnasium ``Dict`` / ``Tuple`` observation, kept whole)."""
+    if isinstance(example, (dict, tuple)):
+        return SpoolTree(example, dir, name)
+    arr = np.asarray(example)
+    return Spool(arr.shape, arr.dtype, dir=dir, name=name)
 
 
 def returns_to_go(rewards: np.ndarray, gamma: float, bootstrap: float = 0.0, dtype=np.float32) -> np.ndarray:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..agent.obs import ObsAdapter
 from ..agent.policy import Policy, check_action_space, sample_actions
 from ..choices import DEFAULT_NUM_ENVS, FAIL_ON
 from ..envs.ale_seed import seeded_reset
@@ -122,9 +123,13 @@ class _Runner:
         self.clip_values, self.max_steps = clip_values, max_steps
         self.replay = replay  # frames rendered only for failures, by replaying the episode afterwards
         self.fail_on = None
+        self.obs = None  # ObsAdapter: env observations -> the policy's input
 
     def start(self, env, index: int, seed: int | None):
         obs, info = seeded_reset(env, seed) if seed is not None else env.reset()
+        if self.obs is None:
+            self.obs = ObsAdapter(env.observation_space, getattr(self.policy, "obs_format", "flat"))
+        obs = self.obs.single(obs)
         ep = _Episode(index, seed, _lives(info))
         if self.fail_on is None:
             self.fail_on = _resolve_fail_on(self.fail_on_arg, ep.lives)
@@ -171,7 +176,7 @@ class _Runner:
         done = bool(terminated or truncated)
         if not done and self.extractor is not None and ep.actions is None:
             ep.recent.append(self._capture(env))
-        return obs, done, bool(terminated), bool(truncated)
+        return self.obs.single(obs), done, bool(terminated), bool(truncated)
 
     def finish(self, ep: _Episode, terminated: bool, truncated: bool) -> EpisodeResult:
         if ep.fail_frames:

@@ -21,12 +21,13 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
+from ..agent.obs import FlatView, ObsAdapter, is_plain
 from ..agent.policy import Policy, action_names_for, check_action_space
 from ..choices import SALIENCY_METHODS
 from ..envs.frames import to_rgb_frame
 from ..envs.recipe import check_render_mode
 from ..episode.result import EpisodeResult
-from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, returns_to_go
+from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool, returns_to_go
 from ..errors import EnvError, UsageError
 from ..media.atomic import atomic_path
 
@@ -39,13 +40,18 @@ def compute_internals(
     gamma: float = 0.99,
     saliency: str | None = None,
     saliency_target: str | int = "action",
+    observation_space=None,
 ) -> EpisodeInternals:
     """What ``policy`` says on each of the T+1 frames of ``trace``, computed in batches.
 
     The return-to-go after a time-limit truncation is bootstrapped with the value of the last frame
-    (when the policy has a value head); after termination it is 0.
+    (when the policy has a value head); after termination it is 0. ``observation_space``: the env's, for
+    observations the policy sees flattened (Discrete, Tuple, Dict: :mod:`rlviz.agent.obs`).
     """
-    out = policy.evaluate(trace.observations)
+    obs = trace.observations
+    if observation_space is not None and not is_plain(observation_space):
+        obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
+    out = policy.evaluate(obs)
     bootstrap = 0.0
     if trace.truncated and out.value is not None:
         bootstrap = float(out.value[-1])
@@ -56,7 +62,7 @@ def compute_internals(
 
         chosen = np.concatenate([trace.actions, out.logits[-1:].argmax(-1)]).astype(np.int64)
         # maps live in an unlinked temporary file (np.memmap), freed with the array
-        maps, label = episode_saliency(policy, trace.observations, chosen, method=saliency, target=saliency_target)
+        maps, label = episode_saliency(policy, obs, chosen, method=saliency, target=saliency_target)
     return EpisodeInternals(
         logits=out.logits,
         probs=out.probs,
@@ -124,6 +130,9 @@ class RecordEpisode(gym.Wrapper):
             )
         if saliency is not None and saliency not in SALIENCY_METHODS:
             raise UsageError(f"saliency={saliency!r} is not known; use None or one of {SALIENCY_METHODS}.")
+        if saliency is not None and not is_plain(env.observation_space):
+            raise UsageError(f"saliency={saliency!r} maps array observations, but this env's are {env.observation_space}; "
+                             "use saliency=None (CLI: --saliency none) for it.")
         if not 0.0 <= float(gamma) <= 1.0:
             raise UsageError(f"gamma={gamma} is outside [0, 1].")
         if re.search(r"[\\/]", name_prefix):
@@ -214,16 +223,15 @@ class RecordEpisode(gym.Wrapper):
     # -- recording --------------------------------------------------------------------------------
     def _start(self, obs, info) -> None:
         frame = to_rgb_frame(self.env.render())
-        obs_arr = np.asarray(obs)
         self._rec = {
             "frames": Spool(frame.shape, np.uint8, dir=self.spool_dir, name="frames"),
-            "obs": Spool(obs_arr.shape, obs_arr.dtype, dir=self.spool_dir, name="obs"),
+            "obs": make_spool(obs, dir=self.spool_dir, name="obs"),  # a Dict/Tuple observation kept whole
             "actions": array("q"),
             "rewards": array("d"),
             "lives": array("l", [int(info.get("lives", -1))]),
         }
         self._rec["frames"].append(frame)
-        self._rec["obs"].append(obs_arr)
+        self._rec["obs"].append(obs)
 
     def _result(self, terminated: bool, truncated: bool, path: Path | None) -> EpisodeResult:
         return EpisodeResult(index=self.episode_id, seed=self._seed, ret=self._episode_return,
@@ -247,7 +255,8 @@ class RecordEpisode(gym.Wrapper):
                 fps=self.fps,
                 env_id=self.env_id,
             )
-            internals = compute_internals(trace, self.policy, self.gamma, self.saliency, self.saliency_target)
+            internals = compute_internals(trace, self.policy, self.gamma, self.saliency, self.saliency_target,
+                                          self.observation_space)
             path = self.video_folder / f"{self.name_prefix}-episode-{self.episode_id}.mp4"
             self._write(trace, internals, path)
             self.last_video_path = path
