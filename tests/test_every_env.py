@@ -140,3 +140,70 @@ def test_dict_observations_spool_whole_and_read_flat_in_chunks():
     assert flat.shape == (5, 5)
     np.testing.assert_array_equal(flat[3:5], [[1, 0, 0, 3, 1], [0, 1, 0, 4, 1]])
     spool.close()
+
+
+# -- one adapter path for CleanRL agents; saliency of a policy without input gradients -------------------------
+class CleanAgent(torch.nn.Module):
+    """CleanRL ppo.py's layout: actor and critic on the raw observation, no forward."""
+
+    def __init__(self, envs):
+        super().__init__()
+        n_in = int(np.prod(envs.single_observation_space.shape))
+        self.critic = torch.nn.Sequential(torch.nn.Linear(n_in, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+        self.actor = torch.nn.Sequential(torch.nn.Linear(n_in, 16), torch.nn.Tanh(),
+                                         torch.nn.Linear(16, envs.single_action_space.n))
+
+    def get_value(self, x):
+        return self.critic(x)
+
+    def get_action_and_value(self, x, action=None):
+        dist = torch.distributions.Categorical(logits=self.actor(x))
+        action = dist.sample() if action is None else action
+        return action, dist.log_prob(action), dist.entropy(), self.critic(x)
+
+
+def test_torch_policy_of_a_cleanrl_agent_is_the_cli_path(tmp_path):
+    from rlviz.agent.adapters import SpaceInfo, _CleanRLComposed
+
+    env = gym.make("CartPole-v1")
+    torch.manual_seed(0)
+    agent = CleanAgent(SpaceInfo(env.observation_space, env.action_space))
+    torch.save(agent.state_dict(), tmp_path / "ppo.cleanrl_model")
+    cli = load_agent(tmp_path / "ppo.cleanrl_model", env="CartPole-v1", model=f"{__file__}:CleanAgent").policy
+    lib = TorchPolicy(agent, device="cpu")
+    env.observation_space.seed(3)
+    obs = np.stack([env.observation_space.sample() for _ in range(7)])
+    ours, theirs = lib.evaluate(obs), cli.evaluate(obs)
+    assert isinstance(lib.module, _CleanRLComposed) and type(cli.module) is type(lib.module)
+    np.testing.assert_allclose(ours.probs, theirs.probs, rtol=1e-6)
+    np.testing.assert_allclose(ours.value, theirs.value, rtol=1e-6)
+    with torch.no_grad():  # and both are the agent's own distribution
+        _, logp, _, value = agent.get_action_and_value(torch.as_tensor(obs), torch.zeros(7, dtype=torch.long))
+    np.testing.assert_allclose(ours.probs[:, 0], logp.exp().numpy(), rtol=1e-5)
+
+
+class Rounded(torch.nn.Module):
+    """A policy whose forward goes through round(): its input gradient is exactly 0 everywhere."""
+
+    def forward(self, x):
+        h = x.round().flatten(1).sum(-1)
+        return h[:, None] * torch.tensor([0.1, -0.1, 0.0]), h
+
+
+def test_gradient_saliency_of_a_non_differentiable_policy_warns_and_still_writes_the_video(tmp_path):
+    import warnings
+
+    pytest.importorskip("minatar")
+    from rlviz.envs import make_env
+    from rlviz.explain.saliency import ZeroSaliencyWarning
+
+    env = RecordEpisode(make_env("MinAtar/Breakout-v1"), tmp_path, TorchPolicy(Rounded()), saliency="gradient")
+    with pytest.warns(ZeroSaliencyWarning, match="not differentiable w.r.t. its input.*--saliency perturbation"):
+        result = run_episode(env, seed=0, max_steps=12)
+    env.close()
+    assert probe_video(result.video_path).num_frames == result.length + 1
+    env = RecordEpisode(make_env("MinAtar/Breakout-v1"), tmp_path / "p", TorchPolicy(Rounded()), saliency="perturbation")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ZeroSaliencyWarning)
+        run_episode(env, seed=0, max_steps=12)
+    env.close()

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from torch import nn
 
 from ..errors import UsageError
-from .policy import Policy, TorchPolicy, check_action_space, resolve_device
+from .cleanrl import _CleanRLComposed, _CleanRLMethods, is_cleanrl_agent  # noqa: F401 (0.1 import path)
+from .policy import Policy, TorchPolicy, check_action_space
 from .sb3 import sb3_policy
 
 __all__ = ["to_policy", "cleanrl_policy", "build_model", "looks_like_q_network", "SpaceInfo"]
@@ -58,7 +58,7 @@ def to_policy(obj, *, observation_space=None, action_space=None, kind: str = "au
             f"rlviz cannot use a {type(obj).__name__} as a policy; expected a torch.nn.Module (forward returning "
             "logits, (logits, value) or Q-values), a CleanRL agent, a Stable-Baselines3 model or an rlviz Policy."
         )
-    if callable(getattr(obj, "get_action_and_value", None)) and kind in ("auto", "actor_critic"):
+    if is_cleanrl_agent(obj) and kind in ("auto", "actor_critic"):
         return cleanrl_policy(obj, observation_space=observation_space, action_space=action_space, device=device,
                               probe_obs=probe_obs)
     if kind == "auto" and looks_like_q_network(obj):
@@ -67,38 +67,6 @@ def to_policy(obj, *, observation_space=None, action_space=None, kind: str = "au
 
 
 # -- CleanRL --------------------------------------------------------------------------------------
-class _CleanRLComposed(nn.Module):
-    """``actor(network(x / d)), critic(network(x / d))``, or without ``network``: CleanRL's layouts."""
-
-    def __init__(self, agent: nn.Module, divisor: float, use_network: bool):
-        super().__init__()
-        self.agent = agent
-        self.divisor = float(divisor)
-        self.use_network = use_network
-
-    def forward(self, x: torch.Tensor):
-        if self.divisor != 1.0:
-            x = x / self.divisor
-        h = self.agent.network(x) if self.use_network else x
-        return self.agent.actor(h), self.agent.critic(h).reshape(x.shape[0])
-
-
-class _CleanRLMethods(nn.Module):
-    """Fallback through the agent's own methods: log pi(a|x) for every a via get_action_and_value(x, a)."""
-
-    def __init__(self, agent: nn.Module, num_actions: int):
-        super().__init__()
-        self.agent = agent
-        self.num_actions = int(num_actions)
-
-    def forward(self, x: torch.Tensor):
-        b, a = x.shape[0], self.num_actions
-        xs = x.repeat_interleave(a, dim=0)
-        actions = torch.arange(a, device=x.device).repeat(b)
-        _, logp, _, value = self.agent.get_action_and_value(xs, actions)
-        return logp.reshape(b, a), value.reshape(b, a)[:, 0]
-
-
 def _probe(observation_space, probe_obs, n: int = 4) -> np.ndarray:
     if probe_obs is not None:
         return np.asarray(probe_obs)
@@ -114,53 +82,12 @@ def _probe(observation_space, probe_obs, n: int = 4) -> np.ndarray:
 def cleanrl_policy(agent: nn.Module, *, observation_space=None, action_space=None, device="auto",
                    probe_obs: np.ndarray | None = None) -> TorchPolicy:
     """Policy for a CleanRL-style agent (``get_action_and_value(x, action) -> (action, logprob, entropy,
-    value)``, optionally ``get_value(x)``).
-
-    The fast path composes the agent's parts as CleanRL's scripts do: ``actor``/``critic`` on
-    ``network(x)`` (ppo_atari.py) or on ``x`` (ppo.py), with or without ``x / 255``. Which one is
-    *checked*, not guessed: each candidate must reproduce the agent's own log-probabilities of every
-    action and its value on probe observations (sampled from ``observation_space`` with seed 0, or
-    ``probe_obs``). If none does, the policy calls ``get_action_and_value`` for every action instead
-    (exact, A times the work). Logits are log-probabilities up to a per-row constant.
+    value)``, optionally ``get_value(x)``): ``TorchPolicy(agent)`` with the agent's parts composed as checked
+    by :func:`rlviz.agent.cleanrl.cleanrl_module` on probe observations (sampled from ``observation_space``
+    with seed 0, or ``probe_obs``) right away instead of on the first forward.
     """
-    dev = resolve_device(device)
-    agent = agent.to(dev).eval()
-    x = torch.as_tensor(_probe(observation_space, probe_obs), dtype=torch.float32, device=dev)
-    if action_space is not None:
-        num_actions = check_action_space(action_space)
-    else:
-        actor = getattr(agent, "actor", None)
-        last = [m for m in actor.modules() if isinstance(m, nn.Linear)][-1] if isinstance(actor, nn.Module) else None
-        if last is None:
-            raise UsageError("Pass action_space= for this CleanRL agent (its actor has no final nn.Linear).")
-        num_actions = last.out_features
-    methods = _CleanRLMethods(agent, num_actions)
-    try:
-        with torch.no_grad():
-            ref_logp, ref_value = methods(x)
-            if callable(getattr(agent, "get_value", None)):
-                ref_value = agent.get_value(x).reshape(x.shape[0])
-    except Exception as exc:
-        raise UsageError(
-            f"{type(agent).__name__}.get_action_and_value(x, action) failed on observations of shape "
-            f"{tuple(x.shape)} ({type(exc).__name__}: {exc}); rlviz expects CleanRL's signature returning "
-            "(action, log_prob, entropy, value)."
-        ) from exc
-    layouts = [True, False] if isinstance(getattr(agent, "network", None), nn.Module) else [False]
-    if isinstance(getattr(agent, "actor", None), nn.Module) and isinstance(getattr(agent, "critic", None), nn.Module):
-        for use_network in layouts:
-            for divisor in (1.0, 255.0):
-                candidate = _CleanRLComposed(agent, divisor, use_network)
-                try:
-                    with torch.no_grad():
-                        logits, value = candidate(x)
-                except Exception:
-                    continue
-                if logits.shape == ref_logp.shape and torch.allclose(
-                    torch.log_softmax(logits, -1), ref_logp, atol=1e-5
-                ) and torch.allclose(value, ref_value, atol=1e-5):
-                    return TorchPolicy(candidate, num_actions=num_actions, kind="actor_critic", device=dev)
-    return TorchPolicy(methods, num_actions=num_actions, kind="actor_critic", device=dev)
+    return TorchPolicy(agent, action_space=action_space, device=device,
+                       probe_obs=_probe(observation_space, probe_obs))
 
 
 # -- building a network for a state_dict ----------------------------------------------------------

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..errors import UsageError
+from .cleanrl import cleanrl_module, cleanrl_num_actions, is_cleanrl_agent
 
 __all__ = ["PolicyOutput", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "KINDS"]
 
@@ -202,6 +203,9 @@ class TorchPolicy(Policy):
         obs_transform: optional callable applied to the obs tensor before the module
             (e.g. ``lambda x: x / 255``), part of the differentiable path.
         action_space: a gymnasium space to validate against (Discrete only for now).
+        probe_obs: for a CleanRL-style agent (``get_action_and_value``, no ``forward``), observations
+            [B, *obs_shape] to check how its parts compose (:mod:`rlviz.agent.cleanrl`); without them the
+            check runs on the first batch the policy sees.
     """
 
     def __init__(
@@ -213,6 +217,7 @@ class TorchPolicy(Policy):
         obs_transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
         action_space=None,
         batch_size: int = 1024,
+        probe_obs=None,
     ):
         if kind not in ("auto",) + KINDS:
             raise UsageError(f"kind={kind!r} is not known; use one of 'auto', {', '.join(map(repr, KINDS))}.")
@@ -228,9 +233,22 @@ class TorchPolicy(Policy):
         self.kind = kind if kind != "auto" else "actor_critic"
         self.num_actions = int(num_actions) if num_actions is not None else -1
         self.batch_size = int(batch_size)
+        self._cleanrl = is_cleanrl_agent(module) and kind in ("auto", "actor_critic")
+        if self._cleanrl:  # the same adapter as the CLI's (rlviz.agent.cleanrl)
+            self.kind = self._kind = "actor_critic"
+            if self.num_actions < 0:
+                self.num_actions = cleanrl_num_actions(module)
+            if probe_obs is not None:
+                self._settle_cleanrl(self.to_tensor(probe_obs))
+
+    def _settle_cleanrl(self, x: torch.Tensor) -> None:
+        self.module = cleanrl_module(self.module, x, self.num_actions)
+        self._cleanrl = False
 
     def _raw(self, obs: torch.Tensor):
         x = self.obs_transform(obs) if self.obs_transform is not None else obs
+        if self._cleanrl:
+            self._settle_cleanrl(x.detach())
         return self.module(x)
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -31,6 +31,7 @@ and the module's train/eval mode is left alone.
 from __future__ import annotations
 
 import tempfile
+import warnings
 
 import numpy as np
 import torch
@@ -43,7 +44,7 @@ from . import perturbation as _pert
 from .layout import ObsLayout, detect_layout
 from .scale import episode_scale, normalise_episode
 
-__all__ = ["attribute", "normalise_episode", "episode_scale", "episode_saliency", "saliency_label", "METHODS",
+__all__ = ["ZeroSaliencyWarning", "attribute", "normalise_episode", "episode_scale", "episode_saliency", "saliency_label", "METHODS",
            "ObsLayout", "detect_layout"]
 
 METHODS = SALIENCY_METHODS
@@ -64,6 +65,10 @@ def _resolve_target(target) -> tuple[str, int | None]:
     if target in ("action", "logprob", "value"):
         return str(target), None
     raise UsageError(f"target={target!r} is not known; use 'action', 'logprob', 'value' or an action index (int).")
+
+
+class ZeroSaliencyWarning(UserWarning):
+    """Gradient saliency came out exactly zero on every frame of an episode."""
 
 
 def saliency_label(method: str, target="action") -> str:
@@ -361,6 +366,14 @@ def episode_saliency(
     with bar(n, f"saliency ({method})", unit="frame") as progress:
         out = _episode_maps(policy, observations, acts, method, target, chunk, out, progress, layout=layout,
                             batch_size=batch_size, memory_budget_mb=memory_budget_mb, **options)
+    if method in ("gradient", "smoothgrad") and not any(np.any(out[s : s + chunk]) for s in range(0, n, chunk)):
+        warnings.warn(
+            f"{method} saliency is exactly 0 on all {n} frames of this episode: the policy is not differentiable "
+            "w.r.t. its input (an argmax, rounding, integer cast or detached tensor in its forward); use "
+            "saliency='perturbation' (CLI: --saliency perturbation), which needs no gradients.",
+            ZeroSaliencyWarning,
+            stacklevel=2,
+        )
     return normalise_episode(out, percentile, out=out), saliency_label(method, target)
 
 
