@@ -108,6 +108,9 @@ def test_non_deterministic_env_warns_and_keeps_going(monkeypatch):
             Flaky.made += 1
             self.first = Flaky.made == 1  # the rollout's env; the replay's env ends episodes on their first step
 
+        def __deepcopy__(self, memo):  # no snapshots: failing episodes are replayed from their seeds
+            raise TypeError("cannot copy")
+
         def reset(self, **kw):
             obs, info = self.env.reset(**kw)
             self.cut = 10**9 if self.first else 1

@@ -3,78 +3,170 @@
 An object extractor that reads rendered frames (``needs_frame``: :class:`~rlviz.evaluate.objects.MotionExtractor`,
 user functions) would make a rollout render every step, although the heatmap reads only the few frames
 before each failure (CartPole: 3 ms a frame in pygame against 29 us a step). So the rollout renders
-nothing: it keeps each running episode's actions (one small int a step, no frames) and the frame indices
-before its failures, and when an episode ends with failures :class:`FailureReplay` plays it again on its
-own env, from the same seed with the same actions (no policy call, so batched-forward float noise cannot
-change it), rendering only
+nothing. Per running episode it keeps an :class:`EpisodeLog`: a copy of the env (``copy.deepcopy``) every
+``snapshot_every`` steps, the last two kept, and the actions since the older one (one small int a step);
+at a failure, :class:`FailureReplay` copies the snapshot before the failure's window and steps it with
+the logged actions (no policy call), rendering only
 
-1. the frame before each failure, plus the ``history`` frames the extractor remembers (the previous frame
+1. the frame before the failure, plus the ``history`` frames the extractor remembers (the previous frame
    for motion); when every object is visible there, that is the answer (the common case);
-2. otherwise the whole ``lookback`` window before that failure (an object that left the screen is taken
-   from the newest frame where it is), in a second replay.
+2. otherwise the whole ``lookback`` window before the failure (an object that left the screen is taken
+   from the newest frame where it is), from the snapshot again.
 
-The counts are those of capturing every step (tests compare both on CartPole and ALE Breakout).
+The replayed observation on the failing step is checked against the rollout's. Envs that cannot be copied
+(ALE's emulator) keep every action instead and are replayed from their seed when the episode ends. The
+counts are those of capturing every step (tests compare both on CartPole and ALE Breakout).
 """
 
 from __future__ import annotations
 
+import copy
 import warnings
 from array import array
 from collections.abc import Callable
+
+import numpy as np
 
 from ..envs.ale_seed import seeded_reset
 from ..envs.frames import to_rgb_frame
 from .heatmap import FailureHeatmap
 from .objects import Extractor, last_seen
 
-__all__ = ["FailureReplay"]
+__all__ = ["FailureReplay", "EpisodeLog", "copies_faithfully"]
+
+
+def copies_faithfully(env, seed: int | None, num_actions: int, steps: int = 24) -> bool:
+    """Whether ``copy.deepcopy(env)`` gives an env that plays on exactly as ``env`` does (ALE's emulator handle,
+    for one, does not copy: its copies share or lose the game). Checked on ``steps`` steps after a seeded reset;
+    call it before ``env`` renders (a pygame clock cannot be copied either)."""
+    seeded_reset(env, seed) if seed is not None else env.reset()
+    try:
+        twin = copy.deepcopy(env)
+    except Exception:
+        return False
+    for i in range(steps):
+        a = (i * 7 + 3) % max(1, num_actions)
+        got = [o[:3] for o in (env.step(a), twin.step(a))]
+        if not (_same(got[0][0], got[1][0]) and got[0][1:] == got[1][1:]):
+            return False
+        if got[0][2]:
+            break
+    return True
+
+
+class EpisodeLog:
+    """What a rollout keeps of one running episode for the heatmap (no frames)."""
+
+    def __init__(self, seed: int | None, typecode: str, copyable: bool):
+        self.seed = seed
+        self.snaps: list[tuple[int, object]] = []  # (step, env copy), oldest first, at most two
+        self.base = 0  # the step of actions[0]
+        self.actions = array(typecode)
+        self.copyable = copyable
+        self.pending: list[int] = []  # failures of an env that cannot be copied: replayed at the episode's end
 
 
 class FailureReplay:
-    """Adds the masks of an ended episode's failures to ``heatmap`` by replaying it on an env of its own.
+    """Adds the masks of failures to ``heatmap`` by replaying from snapshots, or from the seed.
 
-    make_env: () -> a fresh env (``render_mode="rgb_array"``) built like the rollout's; made on first use.
+    env: an env of its own (``render_mode="rgb_array"``) built like the rollout's, for replays from seeds
+    (never copied, so it may have rendered); closed by :meth:`close`.
     """
 
-    def __init__(self, make_env: Callable, extractor: Extractor, heatmap: FailureHeatmap, lookback: int,
-                 num_actions: int):
-        self._make_env, self.env, self.num_actions = make_env, None, int(num_actions)
+    def __init__(self, env, extractor: Extractor, heatmap: FailureHeatmap, lookback: int, num_actions: int,
+                 copyable: bool = True):
+        self.env, self.num_actions = env, int(num_actions)
         self.extractor, self.heatmap = extractor, heatmap
         self.lookback, self.history = max(1, int(lookback)), max(0, int(getattr(extractor, "history", 0)))
+        self.snapshot_every = max(32, 2 * (self.lookback + self.history))
+        self.copyable = copyable  # False: snapshots off (see copies_faithfully), episodes replayed from seeds
         self.frames_rendered = 0
 
-    def action_log(self) -> array:
-        """An empty, compact log for one episode's actions (1 byte a step for up to 256 actions)."""
-        return array("B" if self.num_actions <= 256 else "q")
+    # -- during the rollout ------------------------------------------------------------------------
+    def begin(self, seed: int | None) -> EpisodeLog:
+        return EpisodeLog(seed, "B" if self.num_actions <= 256 else "q", self.copyable)
 
+    def before_step(self, log: EpisodeLog, env, step: int) -> None:
+        """Called before the action chosen on frame ``step`` is taken: snapshot the env when one is due."""
+        if not log.copyable or step % self.snapshot_every:
+            return
+        try:
+            snap = copy.deepcopy(env)
+        except Exception:  # e.g. an emulator handle: keep every action, replay from the seed
+            log.copyable = self.copyable = False
+            log.snaps = []
+            return
+        log.snaps.append((step, snap))
+        if len(log.snaps) > 2:
+            log.snaps.pop(0)
+            keep_from = log.snaps[0][0]
+            del log.actions[: keep_from - log.base]
+            log.base = keep_from
+
+    def failure(self, log: EpisodeLog, t: int, obs_t, flatten: Callable) -> None:
+        """The action chosen on frame ``t`` (already logged) failed; ``obs_t``: the observation it was chosen on,
+        as ``flatten`` gives it."""
+        if not log.copyable:
+            log.pending.append(t)
+            return
+        found = self._from_snapshot(log, {t: t}, obs_t, flatten)
+        if found is not None and not all(m.any() for m in found[t].values()):
+            found = self._from_snapshot(log, {t: max(0, t - self.lookback + 1)}, obs_t, flatten)
+        if found is not None:
+            self.heatmap.add(found[t])
+
+    def end(self, log: EpisodeLog) -> None:
+        """The episode ended: replay it from its seed for the failures no snapshot could serve."""
+        if log.pending:
+            self.add(log.seed, log.actions, log.pending)
+
+    def _from_snapshot(self, log: EpisodeLog, windows: dict, obs_t, flatten: Callable) -> dict | None:
+        first = max(0, min(windows[t] for t in windows) - self.history)
+        step, snap = next((s for s in reversed(log.snaps) if s[0] <= first), (None, None))
+        t = max(windows)
+        env = copy.deepcopy(snap)  # (not closed: a classic-control close() would quit pygame for everyone)
+        found, obs = self._play(env, step, lambda s: log.actions[s - log.base], windows)
+        if t not in found or (t > step and not _same(flatten(obs), obs_t)):
+            warnings.warn(
+                f"A copy of the env (copy.deepcopy) did not reproduce episode seed {log.seed}; the heatmap stops "
+                "copying envs and replays later episodes from their seeds (this failure is left out).",
+                stacklevel=4,
+            )
+            self.copyable = False
+            return None
+        return found
+
+    # -- replays from the seed ---------------------------------------------------------------------
     def add(self, seed: int | None, actions, fail_frames: list[int]) -> None:
         """Episode reset with ``seed`` and stepped with ``actions``; ``fail_frames``: the frame index (steps
         taken) on which each failing action was chosen."""
         if not fail_frames:
             return
-        found = self._play(seed, actions, {t: t for t in fail_frames})
+        found = self._from_seed(seed, actions, {t: t for t in fail_frames})
         incomplete = {t: max(0, t - self.lookback + 1) for t, m in found.items() if not all(v.any() for v in m.values())}
         if incomplete:
-            found.update(self._play(seed, actions, incomplete))
+            found.update(self._from_seed(seed, actions, incomplete))
         for t in fail_frames:
             if t in found:
                 self.heatmap.add(found[t])
 
-    def _play(self, seed, actions, windows: dict[int, int]) -> dict[int, dict]:
-        """Replay up to the last failure; ``windows`` {failure frame t: first frame of its window}.
-        Returns {t: last_seen masks over frames t, t-1, ... down to its window's first frame}."""
-        if self.env is None:
-            self.env = self._make_env()
-        env, ex = self.env, self.extractor
-        render = set()
-        for t, start in windows.items():
-            render.update(range(max(0, start - self.history), t + 1))
-        seeded_reset(env, seed) if seed is not None else env.reset()
+    def _from_seed(self, seed, actions, windows: dict[int, int]) -> dict[int, dict]:
+        seeded_reset(self.env, seed) if seed is not None else self.env.reset()
+        return self._play(self.env, 0, lambda s: actions[s], windows)[0]
+
+    def _play(self, env, start: int, action_at: Callable, windows: dict[int, int]) -> tuple[dict, object]:
+        """Step ``env`` (at frame ``start``) to the last failure; ``windows`` {failure frame t: first frame of its
+        window}. Returns ({t: last_seen masks over frames t, t-1, ... down to its window's first frame}, the
+        observation of the last frame, or None when no step was taken)."""
+        ex = self.extractor
         ex.begin_episode(env)
+        render = set()
+        for t, first in windows.items():
+            render.update(range(max(start, first - self.history), t + 1))
         captures: dict[int, object] = {}
         out: dict[int, dict] = {}
-        last = max(windows)
-        for s in range(last + 1):
+        last, obs = max(windows), None
+        for s in range(start, last + 1):
             if s in render:
                 captures[s] = ex.capture(to_rgb_frame(env.render()), env)
                 self.frames_rendered += 1
@@ -85,18 +177,21 @@ class FailureReplay:
                 del captures[u]  # (what a capture remembers lives in the extractor)
             if s == last:
                 break
-            _, _, terminated, truncated, _ = env.step(int(actions[s]))
+            obs, _, terminated, truncated, _ = env.step(int(action_at(s)))
             if terminated or truncated:
                 warnings.warn(
-                    f"Replaying episode seed {seed} for the heatmap, the env ended at step {s + 1} but the rollout "
-                    f"went on to step {last + 1}: the env is not deterministic under its seed; "
-                    "this episode's later failures are left out of the heatmap.",
-                    stacklevel=3,
+                    f"Replaying an episode for the heatmap, the env ended at step {s + 1} but the rollout went on "
+                    f"to step {last + 1}: the env is not deterministic under its seed; this episode's later "
+                    "failures are left out of the heatmap.",
+                    stacklevel=4,
                 )
                 break
-        return out
+        return out, obs
 
     def close(self) -> None:
-        if self.env is not None:
-            self.env.close()
-            self.env = None
+        self.env.close()
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(np.array_equal(a, b, equal_nan=a.dtype.kind == "f"))

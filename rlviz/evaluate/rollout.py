@@ -32,7 +32,7 @@ from ..errors import EnvError, UsageError
 from ..progress import Bar, bar
 from .heatmap import FailureHeatmap
 from .objects import Extractor, as_extractor, extractor_for, last_seen
-from .pixel_heatmap import FailureReplay
+from .pixel_heatmap import FailureReplay, copies_faithfully
 
 __all__ = ["EpisodeRecord", "RolloutResult", "rollout", "replay_episode", "episode_seed_for", "FAIL_ON"]
 
@@ -85,8 +85,8 @@ class _Episode:
         self.rewards: list[float] = []
         self.values: list[float] = []
         self.recent: deque = deque()  # the last few captures, newest last
-        self.actions = None  # with a FailureReplay: the episode's actions, and the frames before failures
-        self.fail_frames: list[int] = []
+        self.log = None  # with a FailureReplay: env snapshots and actions for the heatmap (EpisodeLog)
+        self.obs = None  # the observation the next action is chosen on (as the policy sees it)
         self.is_success: bool | None = None
 
 
@@ -134,7 +134,7 @@ class _Runner:
         if self.fail_on is None:
             self.fail_on = _resolve_fail_on(self.fail_on_arg, ep.lives)
         if self.replay is not None:
-            ep.actions = self.replay.action_log()
+            ep.log, ep.obs = self.replay.begin(seed), obs
         elif self.extractor is not None:
             self.extractor.begin_episode(env)
             ep.recent = deque([self._capture(env)], maxlen=self.lookback)
@@ -145,9 +145,10 @@ class _Runner:
         return self.extractor.capture(frame, env)
 
     def step(self, env, ep: _Episode, action: int, value, entropy: float):
+        if ep.log is not None:
+            self.replay.before_step(ep.log, env, ep.length)
+            ep.log.actions.append(int(action))
         obs, reward, terminated, truncated, info = env.step(int(action))
-        if ep.actions is not None:
-            ep.actions.append(int(action))
         reward = float(reward)
         ep.ret += reward
         ep.length += 1
@@ -165,8 +166,8 @@ class _Runner:
         ep.lives = lives if lives is not None else ep.lives
         if failed:
             ep.failures += 1
-            if ep.actions is not None:
-                ep.fail_frames.append(ep.length - 1)
+            if ep.log is not None:
+                self.replay.failure(ep.log, ep.length - 1, ep.obs, self.obs.single)
             elif self.heatmap is not None:
                 self.heatmap.add(last_seen(self.extractor, reversed(ep.recent)))
         if "is_success" in info:
@@ -174,13 +175,16 @@ class _Runner:
         if self.max_steps is not None and ep.length >= self.max_steps and not terminated:
             truncated = True
         done = bool(terminated or truncated)
-        if not done and self.extractor is not None and ep.actions is None:
+        if not done and self.extractor is not None and ep.log is None:
             ep.recent.append(self._capture(env))
-        return self.obs.single(obs), done, bool(terminated), bool(truncated)
+        obs = self.obs.single(obs)
+        if ep.log is not None:
+            ep.obs = obs
+        return obs, done, bool(terminated), bool(truncated)
 
     def finish(self, ep: _Episode, terminated: bool, truncated: bool) -> EpisodeResult:
-        if ep.fail_frames:
-            self.replay.add(ep.seed, ep.actions, ep.fail_frames)
+        if ep.log is not None:
+            self.replay.end(ep.log)
         vs = _value_sums(ep.rewards, ep.values, self.gamma) if ep.values else None
         return EpisodeResult(
             ep.index, ep.seed, ep.ret, ep.length, ep.failures, terminated, truncated, ep.is_success,
@@ -242,10 +246,12 @@ def rollout(
         n_actions = check_action_space(envs[0].action_space, policy.num_actions if policy.num_actions > 0 else None)
         hm = None
         if extractor is not None:
-            hm = _start_heatmap(envs[0], extractor, heatmap, recipe.env_id, episode_seed_for(seed, int(first_episode)))
-            if extractor.needs_frame and REPLAY_PIXEL_FAILURES:
-                replay = FailureReplay(lambda: make_env(recipe, render_mode="rgb_array"), extractor, hm, lookback,
-                                       n_actions)
+            own = make_env(recipe, render_mode="rgb_array") if extractor.needs_frame and REPLAY_PIXEL_FAILURES else None
+            first_seed = episode_seed_for(seed, int(first_episode))  # (rendered rollout envs could not be copied)
+            hm = _start_heatmap(own if own is not None else envs[0], extractor, heatmap, recipe.env_id, first_seed)
+            if own is not None:
+                copyable = copies_faithfully(make_env(recipe, render_mode="rgb_array"), first_seed, n_actions)
+                replay = FailureReplay(own, extractor, hm, lookback, n_actions, copyable)
         runner = _Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps, lookback,
                          replay)
         t0 = time.perf_counter()
