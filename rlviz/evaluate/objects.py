@@ -224,8 +224,7 @@ class MotionExtractor(Extractor):
         prev, cur = captured
         if prev is None:
             return {"moving": np.zeros(cur.shape, dtype=bool)}
-        colours, counts = np.unique(cur, return_counts=True)
-        return {"moving": (cur != colours[counts.argmax()]) & (cur != prev)}
+        return {"moving": (cur != _dominant(cur)) & (cur != prev)}
 
 
 def last_seen(extractor: Extractor, captures) -> dict:
@@ -249,6 +248,16 @@ def _packed(frame: np.ndarray) -> np.ndarray:
     buf = np.zeros((h, w, 4), dtype=np.uint8)
     buf[..., 1:] = frame[..., :3]
     return buf.view(">u4")[..., 0].astype(np.uint32)
+
+
+def _dominant(packed: np.ndarray):
+    """The most frequent value (ties: the smallest). A background covering most of the frame is found
+    without sorting: a value held by more than half the pixels is the mode."""
+    corner = packed.flat[0]
+    if 2 * int(np.count_nonzero(packed == corner)) > packed.size:
+        return corner
+    colours, counts = np.unique(packed, return_counts=True)
+    return colours[counts.argmax()]
 
 
 _BY_ID: dict[str, Callable[[], Extractor]] = {

@@ -39,19 +39,21 @@ def copies_faithfully(env, seed: int | None, num_actions: int, steps: int = 24) 
     """Whether ``copy.deepcopy(env)`` gives an env that plays on exactly as ``env`` does (ALE's emulator handle,
     for one, does not copy: its copies share or lose the game). Checked on ``steps`` steps after a seeded reset;
     call it before ``env`` renders (a pygame clock cannot be copied either)."""
-    seeded_reset(env, seed) if seed is not None else env.reset()
     try:
+        seeded_reset(env, seed) if seed is not None else env.reset()
         twin = copy.deepcopy(env)
-    except Exception:
+        for i in range(steps):
+            a = (i * 7 + 3) % max(1, num_actions)
+            got = [o[:3] for o in (env.step(a), twin.step(a))]
+            if not (_same(got[0][0], got[1][0]) and got[0][1:] == got[1][1:]):
+                return False
+            if got[0][2]:
+                break
+        return True
+    except Exception:  # a copy that cannot be made or stepped (Box2D bodies, emulator handles)
         return False
-    for i in range(steps):
-        a = (i * 7 + 3) % max(1, num_actions)
-        got = [o[:3] for o in (env.step(a), twin.step(a))]
-        if not (_same(got[0][0], got[1][0]) and got[0][1:] == got[1][1:]):
-            return False
-        if got[0][2]:
-            break
-    return True
+    finally:
+        env.close()
 
 
 class EpisodeLog:
@@ -78,7 +80,9 @@ class FailureReplay:
         self.env, self.num_actions = env, int(num_actions)
         self.extractor, self.heatmap = extractor, heatmap
         self.lookback, self.history = max(1, int(lookback)), max(0, int(getattr(extractor, "history", 0)))
-        self.snapshot_every = max(32, 2 * (self.lookback + self.history))
+        # a copy costs ~100 steps of a classic-control env (copy.deepcopy of the wrapper stack): one every 128
+        # steps, and a failure replays at most 256 steps
+        self.snapshot_every = max(128, 2 * (self.lookback + self.history))
         self.copyable = copyable  # False: snapshots off (see copies_faithfully), episodes replayed from seeds
         self.frames_rendered = 0
 
