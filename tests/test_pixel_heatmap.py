@@ -129,3 +129,29 @@ def test_non_deterministic_env_warns_and_keeps_going(monkeypatch):
         res = rollout("rlviz-test/Flaky-v0", policy, 1, num_envs=1, seed=0, objects=FunctionExtractor(probe_objects),
                       heatmap=True, progress=False)
     assert res.episodes[0].failures == 3 and res.heatmap.failures < 3
+
+
+class _Balancer(torch.nn.Module):
+    """CartPole: push toward the pole's fall, sampled softly: episodes of a few hundred steps."""
+
+    def forward(self, x):
+        s = 4.0 * (x[:, 2] + 0.3 * x[:, 3] + 0.02 * x[:, 1])
+        return torch.stack([-s, s], 1), x[:, 0] * 0
+
+
+def test_long_episodes_replay_from_snapshots_not_from_the_start(monkeypatch):
+    from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+
+    policy = TorchPolicy(_Balancer(), device="cpu")
+    kw = dict(num_envs=2, seed=1, objects=MotionExtractor(), heatmap=True, progress=False)
+    steps = []
+    real = CartPoleEnv.step
+    monkeypatch.setattr(CartPoleEnv, "step", lambda self, a: steps.append(1) or real(self, a))
+    lazy = rollout("CartPole-v1", policy, 2, **kw)
+    replayed = len(steps) - lazy.steps - 2 * 24  # less the rollout's own steps and the copy check
+    monkeypatch.setattr(rollout_mod, "REPLAY_PIXEL_FAILURES", False)
+    _same(rollout("CartPole-v1", policy, 2, **kw), lazy)  # the reference renders every step
+    failed = [e for e in lazy.episodes if e.terminated]
+    assert any(e.length > 256 for e in failed) and lazy.heatmap.failures == len(failed)
+    # at most two snapshot intervals a failure, fewer steps than replaying the failed episodes whole
+    assert 0 < replayed <= 256 * len(failed) and replayed < sum(e.length for e in failed)
