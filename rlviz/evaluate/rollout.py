@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..agent.policy import Policy, check_action_space, sample_actions
+from ..agent.actions import check_policy_actions, sample_actions, to_env_action
+from ..agent.policy import Policy
 from ..choices import DEFAULT_NUM_ENVS, FAIL_ON
 from ..envs.ale_seed import seeded_reset
 from ..envs.frames import to_rgb_frame
@@ -113,8 +114,11 @@ class _Runner:
         self.extractor, self.heatmap, self.gamma = extractor, heatmap, gamma
         self.clip_values, self.max_steps = clip_values, max_steps
         self.fail_on = None
+        self.spec = None  # the env's ActionSpec, read on the first start()
 
     def start(self, env, index: int, seed: int | None):
+        if self.spec is None:
+            self.spec = check_policy_actions(self.policy, env.action_space)
         obs, info = seeded_reset(env, seed) if seed is not None else env.reset()
         ep = _Episode(index, seed, _lives(info))
         if self.fail_on is None:
@@ -141,8 +145,8 @@ class _Runner:
         frame = to_rgb_frame(env.render()) if self.extractor.needs_frame else None
         return self.extractor.capture(frame, env)
 
-    def step(self, env, ep: _Episode, action: int, value, entropy: float):
-        obs, reward, terminated, truncated, info = env.step(int(action))
+    def step(self, env, ep: _Episode, action, value, entropy: float):
+        obs, reward, terminated, truncated, info = env.step(to_env_action(action, self.spec))
         reward = float(reward)
         ep.ret += reward
         ep.length += 1
@@ -229,7 +233,7 @@ def rollout(
     progress_bar = bar(episodes, "rollouts", unit="ep", show=progress)  # shown while the envs are built, too
     envs = [make_env(recipe, render_mode="rgb_array") for _ in range(num_envs)]
     try:
-        check_action_space(envs[0].action_space, policy.num_actions if policy.num_actions > 0 else None)
+        check_policy_actions(policy, envs[0].action_space)
         hm = None
         if extractor is not None:
             hm = _start_heatmap(envs[0], extractor, heatmap, recipe.env_id, episode_seed_for(seed, int(first_episode)))
