@@ -23,7 +23,7 @@ _deprecated.install()
 
 #: public name -> the module that defines it
 _EXPORTS = {
-    "LoadedAgent": "agent", "Policy": "agent", "PolicyOutput": "agent", "TorchPolicy": "agent",
+    "CallablePolicy": "agent", "LoadedAgent": "agent", "Policy": "agent", "PolicyOutput": "agent", "TorchPolicy": "agent",
     "load_agent": "agent", "load_checkpoint": "agent", "save_checkpoint": "agent",
     "RenderConfig": "config",
     "ComposeOptions": "draw", "Compositor": "draw", "write_episode_video": "draw",
@@ -40,7 +40,7 @@ _EXPORTS = {
 }
 
 __all__ = [
-    "CheckpointError", "ComposeOptions", "Compositor", "EnvError", "EnvRecipe", "EpisodeInternals", "EpisodeRecord",
+    "CallablePolicy", "CheckpointError", "ComposeOptions", "Compositor", "EnvError", "EnvRecipe", "EpisodeInternals", "EpisodeRecord",
     "EpisodeResult", "EpisodeTrace", "FailureHeatmap", "LoadedAgent", "MissingDependencyError", "Policy",
     "PolicyOutput", "RecordEpisode", "RenderConfig", "RenderOutputs", "RlvizError", "RolloutResult", "Summary",
     "TorchPolicy", "UnsafeCheckpointError", "UsageError", "VideoError", "VideoWriter", "atari_recipe", "attribute",
@@ -64,7 +64,16 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from .agent import LoadedAgent, Policy, PolicyOutput, TorchPolicy, load_agent, load_checkpoint, save_checkpoint
+    from .agent import (
+        CallablePolicy,
+        LoadedAgent,
+        Policy,
+        PolicyOutput,
+        TorchPolicy,
+        load_agent,
+        load_checkpoint,
+        save_checkpoint,
+    )
     from .config import RenderConfig
     from .draw import ComposeOptions, Compositor, write_episode_video
     from .envs import EnvRecipe, atari_recipe, make_env, make_vec_env

@@ -7,6 +7,7 @@ the episode started.
 
     python scripts/bench_memory.py                       # 10,000 and 100,000 steps
     python scripts/bench_memory.py --steps 1000 10000 --recordvideo   # + RecordVideo (needs moviepy)
+    python scripts/bench_memory.py --frames-only                      # RecordEpisode without a policy
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ env = LongEnv()
 if which == "rlviz":
     from rlviz import RecordEpisode, TorchPolicy
     env = RecordEpisode(env, folder, TorchPolicy(Net(), device="cpu"), preset="ultrafast")
+elif which == "rlviz-frames":
+    from rlviz import RecordEpisode
+    env = RecordEpisode(env, folder, episode_trigger=lambda k: True, preset="ultrafast")
 else:
     env = gym.wrappers.RecordVideo(env, folder, episode_trigger=lambda k: True, disable_logger=True)
 rng = np.random.default_rng(0)
@@ -89,17 +93,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, nargs="+", default=[10_000, 100_000])
     ap.add_argument("--recordvideo", action="store_true", help="also measure gymnasium RecordVideo (needs moviepy)")
+    ap.add_argument("--frames-only", action="store_true", help="RecordEpisode without a policy (frames streamed)")
     args = ap.parse_args()
     rows = []
+    ours_kind = "rlviz-frames" if args.frames_only else "rlviz"
     for steps in args.steps:
-        for which in ["rlviz"] + (["recordvideo"] if args.recordvideo else []):
+        for which in [ours_kind] + (["recordvideo"] if args.recordvideo else []):
             t = time.time()
             r = measure(steps, which)
             rows.append(r)
             print(f"{which:12s} {steps:>8,d} steps  peak RSS {r['peak_mb']:7.0f} MB  "
                   f"(before the episode {r['rss_before_mb']:5.0f} MB, growth {r['peak_mb'] - r['rss_before_mb']:6.0f} MB)"
                   f"  {time.time() - t:6.1f} s", flush=True)
-    ours = [r for r in rows if r["which"] == "rlviz"]
+    ours = [r for r in rows if r["which"] == ours_kind]
     if len(ours) >= 2:
         lo, hi = ours[0], ours[-1]
         print(f"\nrlviz peak RSS, {hi['steps']:,} vs {lo['steps']:,} steps: {hi['peak_mb'] - lo['peak_mb']:+.0f} MB "

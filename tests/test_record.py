@@ -155,14 +155,19 @@ def test_close_mid_episode_writes_what_was_recorded(tmp_path):
 def test_errors_say_how_to_fix(tmp_path):
     with pytest.raises(EnvError, match="render_mode='rgb_array'"):
         RecordEpisode(CounterEnv(render_mode=None), tmp_path, TorchPolicy(Linear()))
-    with pytest.raises(UsageError, match="TorchPolicy"):
-        RecordEpisode(CounterEnv(), tmp_path, policy=None)
+    with pytest.raises(UsageError, match="torch.nn.Module or a callable"):
+        RecordEpisode(CounterEnv(), tmp_path, policy=42)
     with pytest.raises(UsageError, match="saliency"):
         make(tmp_path, saliency="gradcam")
     box_env = CounterEnv()
     box_env.action_space = gym.spaces.Box(-1, 1, (2,))
-    with pytest.raises(UsageError, match="Discrete"):
+    with pytest.raises(UsageError, match="action_space=env.action_space"):
         RecordEpisode(box_env, tmp_path, TorchPolicy(Linear()))
+    with pytest.raises(UsageError, match="episode_trigger=") as info:  # RecordVideo's third positional argument
+        RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path, lambda k: k % 10 == 0)
+    assert "2 actions" in str(info.value)
+    with pytest.raises(UsageError, match="one episode"):
+        RecordEpisode(CounterEnv(), tmp_path, TorchPolicy(Linear()), video_length=10)
     with pytest.raises(UsageError, match="3 actions|Discrete\\(3\\)"):
         RecordEpisode(CounterEnv(), tmp_path, TorchPolicy(Linear(), num_actions=4))
 
@@ -201,3 +206,39 @@ def test_decoded_video_shows_the_chosen_actions_probability_at_its_frame(tmp_pat
                 assert abs(int(lit.sum()) - expected) <= 3, (t, a, int(lit.sum()), expected)
             else:
                 assert lit.sum() <= 2, (t, a)
+
+
+def test_no_policy_records_every_frame_as_rendered(tmp_path, no_moviepy):
+    """The RecordVideo drop-in on CartPole: steps + 1 frames (the reset frame, then one per step), each the
+    env's render (padded 600x400 -> 608x400), decoded back; no per-step data without internals."""
+    env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path)
+    env.reset(seed=5)
+    rendered = [env.unwrapped.render()]
+    steps = 0
+    for _ in range(15):
+        _, _, term, trunc, _ = env.step(steps % 2)
+        rendered.append(env.unwrapped.render())
+        steps += 1
+        if term or trunc:
+            break
+    assert env.recording
+    env.close()
+    path = tmp_path / "rl-video-episode-0.mp4"
+    info = probe_video(path)
+    assert (info.codec, info.pix_fmt, info.width, info.height) == ("h264", "yuv420p", 608, 400)
+    assert info.num_frames == steps + 1 and env.last_video_path == path
+    for got, want in zip(read_video(path), rendered):
+        assert np.abs(got[:, :600].astype(np.int16) - want).mean() < 2.0  # lossy H.264, same picture
+        assert got[:, 600:].max() < 24  # black padding
+    assert not list(tmp_path.glob("*.npz")) and not list(tmp_path.glob(".*"))
+
+
+def test_no_policy_strip_prints_under_the_game(tmp_path):
+    env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path, strip=True)
+    env.reset(seed=0)
+    for _ in range(3):
+        env.step(0)
+    env.close()
+    (frame, *_) = read_video(tmp_path / "rl-video-episode-0.mp4")
+    assert frame.shape == (432, 608, 3)  # 400 + a 20-pixel strip, padded to 16
+    assert frame[400:420, :200].max() > 150  # text on the strip

@@ -19,8 +19,9 @@ from torch import nn
 
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import CheckpointError, EnvError, RlvizError, UsageError
+from .actions import action_spec, space_from_json
 from .files import META_NAME
-from .policy import KINDS, Policy, TorchPolicy, action_names_for, check_action_space, resolve_device
+from .policy import KINDS, Policy, TorchPolicy, action_names_for, resolve_device
 from .safety import read_export_archive, verify_export_archive
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "LoadedAgent", "ExportedNetwork", "coerce_recipe", "env_facts",
@@ -78,8 +79,9 @@ def env_facts(recipe: EnvRecipe):
     """(observation_space, action_space, action names) of one env built from ``recipe``."""
     e = make_env(recipe, render_mode=None)
     try:
-        n = check_action_space(e.action_space)
-        return e.observation_space, e.action_space, action_names_for(e, n)
+        spec = action_spec(e.action_space)
+        names = action_names_for(e, spec.size) if spec.kind == "discrete" else spec.names()
+        return e.observation_space, e.action_space, names
     finally:
         e.close()
 
@@ -172,8 +174,9 @@ def _rlviz_meta(meta: dict, source: str, env, trust: bool) -> tuple[EnvRecipe, s
         raise CheckpointError(f"{source}: malformed extra/{META_NAME} ({exc}).") from None
     if env is not None:
         obs_space, space, _ = env_facts(recipe)
-        if check_action_space(space) != len(names):
-            raise UsageError(f"{source} has {len(names)} actions but env {recipe.env_id!r} has {space.n}.")
+        if action_spec(space).size != len(names):
+            raise UsageError(f"{source} has {len(names)} actions but env {recipe.env_id!r} has "
+                             f"{action_spec(space).size}.")
         saved, got = meta.get("obs_shape"), tuple(getattr(obs_space, "shape", None) or ())
         if isinstance(saved, list) and tuple(saved) != got:
             raise UsageError(
@@ -195,7 +198,13 @@ def load_export(data: bytes, source: str, *, env, trust: bool, device, kind: str
     module = _network(data, source, device)
     if meta is not None:
         recipe, kind, names, gamma = _rlviz_meta(meta, source, env, trust_recipe)
-        policy = TorchPolicy(module, num_actions=len(names), kind=kind, device=device)
+        space_json = meta.get("action_space")  # absent for Discrete
+        try:
+            space = space_from_json(space_json)
+        except UsageError as exc:
+            raise CheckpointError(f"{source}: malformed extra/{META_NAME}: {exc}") from None
+        policy = TorchPolicy(module, num_actions=len(names) if space is None else None, kind=kind, device=device,
+                             action_space=space, squash=bool(isinstance(space_json, dict) and space_json.get("squash")))
         return LoadedAgent(policy, recipe, names, gamma, policy.kind, dict(meta.get("metadata") or {}),
                            Path(source), "rlviz")
     if env is None:

@@ -20,10 +20,12 @@ from typing import Literal
 import numpy as np
 import torch
 
+from ..episode.trace import distribution_of
 from ..errors import UsageError
+from .actions import ActionSpec, action_spec, policy_entropy, relative_entropy, sample_actions
 from .cleanrl import cleanrl_module, cleanrl_num_actions, is_cleanrl_agent
 
-__all__ = ["PolicyOutput", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "KINDS"]
+__all__ = ["PolicyOutput", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "policy_entropy", "KINDS"]
 
 KINDS = ("actor_critic", "logits", "q")
 Kind = Literal["actor_critic", "logits", "q"]
@@ -44,22 +46,23 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     return dev
 
 
-def relative_entropy(probs: np.ndarray) -> np.ndarray:
-    """Policy entropy divided by ``ln |A|``: 0 = deterministic, 1 = uniform. probs: [..., A] -> [...]."""
-    p = np.asarray(probs, dtype=np.float64)
-    n = p.shape[-1]
-    if n < 2:
-        return np.zeros(p.shape[:-1], dtype=np.float32)
-    h = -np.sum(np.where(p > 0, p * np.log(np.clip(p, 1e-30, None)), 0.0), axis=-1)
-    return (h / np.log(n)).astype(np.float32)
-
-
 @dataclass(frozen=True)
 class PolicyOutput:
     """What a policy says about a batch of B observations (numpy, on the CPU).
 
+    Discrete actions (``Discrete(A)``; ``nvec`` None):
     logits: float32 [B, A]  -- action logits; for ``kind="q"`` the Q-values.
     probs:  float32 [B, A]  -- softmax(logits); for ``kind="q"`` the greedy policy (one-hot argmax).
+
+    MultiDiscrete / MultiBinary (``nvec``: the parts' sizes, MultiBinary (2,)*n):
+    logits, probs: float32 [B, sum(nvec)], the softmax taken per part (a Bernoulli logit l is the pair (0, l)).
+
+    Box actions [D] (``mean`` not None; ``logits`` is ``mean`` and ``probs`` is [B, 0]):
+    mean:   float32 [B, D]  -- Gaussian mean (before tanh when ``squash``); a deterministic actor's action.
+    std:    float32 [B, D] or None -- Gaussian standard deviation; None for a deterministic actor.
+    squash: True for a tanh-squashed Gaussian (SAC): actions are ``low + (tanh(u) + 1) / 2 * (high - low)``.
+    low, high: float32 [D] action bounds (may be infinite) or None.
+
     value:  float32 [B] or None -- V(s); for ``kind="q"`` max_a Q(s, a); None when the model has no value head.
     kind:   "actor_critic" | "logits" | "q"
     """
@@ -68,11 +71,24 @@ class PolicyOutput:
     probs: np.ndarray
     value: np.ndarray | None
     kind: str
+    nvec: tuple | None = None
+    mean: np.ndarray | None = None
+    std: np.ndarray | None = None
+    squash: bool = False
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+
+    @property
+    def dist(self) -> str:
+        """"categorical" | "multi_categorical" | "gaussian" | "deterministic" (see rlviz.episode.trace.DISTRIBUTIONS)."""
+        return distribution_of(self.mean, self.std, self.nvec)
 
     @property
     def entropy(self) -> np.ndarray:
-        """Relative entropy H / ln|A|, float32 [B]."""
-        return relative_entropy(self.probs)
+        """float32 [B]: relative entropy H / ln|A| (discrete; the mean over parts for MultiDiscrete), the Gaussian
+        differential entropy in nats summed over dimensions (of the pre-tanh Gaussian when squashed), NaN for a
+        deterministic actor."""
+        return policy_entropy(self.probs, self.nvec, self.mean, self.std)
 
 
 class Policy:
@@ -90,11 +106,23 @@ class Policy:
     #: "flat" (one-hot / concatenated as SB3 feeds an MLP, :mod:`rlviz.agent.obs`) or "raw" (stacked as
     #: they come: the policy preprocesses them itself, as SB3's policies do).
     obs_format: str = "flat"
+    #: The env's actions (:func:`rlviz.agent.actions.action_spec`); None means Discrete(num_actions).
+    action_spec: ActionSpec | None = None
+    #: Box actions: the Gaussian is tanh-squashed into the bounds (SAC).
+    squash: bool = False
+    #: False for forward-only policies (numpy callables): gradient saliency is refused, perturbation works.
+    differentiable: bool = True
 
     # -- to implement -------------------------------------------------------------------------
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """obs float32 [B, *obs_shape] on ``self.device`` -> (logits [B, A], value [B] or None)."""
         raise NotImplementedError
+
+    def heads(self, obs: torch.Tensor) -> dict:
+        """Every output for obs: ``logits`` [B, n] and ``value`` [B] or None; for Box actions ``mean`` [B, D]
+        and ``std`` [B, D] or None instead of logits. Default: :meth:`forward`'s (logits, value)."""
+        logits, value = self.forward(obs)
+        return {"logits": logits, "value": value}
 
     # -- shared -------------------------------------------------------------------------------
     @property
@@ -111,6 +139,9 @@ class Policy:
         return torch.as_tensor(arr, dtype=torch.float32, device=self.device)
 
     def probs_from_logits(self, logits: torch.Tensor) -> torch.Tensor:
+        spec = self.action_spec
+        if spec is not None and spec.kind in ("multi_discrete", "multi_binary"):
+            return torch.cat([torch.softmax(p, dim=-1) for p in torch.split(logits, list(spec.nvec), dim=-1)], -1)
         if self.kind == "q":
             return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
         return torch.softmax(logits, dim=-1)
@@ -123,40 +154,32 @@ class Policy:
         if obs.shape[0] == 0:
             raise UsageError("evaluate() received an empty batch of observations; pass at least one.")
         bs = int(batch_size or self.batch_size)
-        logits, probs, values = [], [], []
+        parts: dict[str, list] = {}
         for start in range(0, obs.shape[0], bs):
-            lg, v = self.forward(self.to_tensor(np.asarray(obs[start : start + bs])))
-            logits.append(lg.float().cpu())
-            probs.append(self.probs_from_logits(lg.float()).cpu())
-            if v is not None:
-                values.append(v.float().reshape(-1).cpu())
-        value = torch.cat(values).numpy() if values else None
-        return PolicyOutput(torch.cat(logits).numpy(), torch.cat(probs).numpy(), value, self.kind)
+            h = self.heads(self.to_tensor(np.asarray(obs[start : start + bs])))
+            if "logits" in h and "mean" not in h:
+                h["probs"] = self.probs_from_logits(h["logits"].float())
+            for key, v in h.items():
+                if v is not None:
+                    v = v.float()
+                    parts.setdefault(key, []).append((v.reshape(-1) if key == "value" else v).cpu())
+        out = {k: torch.cat(v).numpy() for k, v in parts.items()}
+        spec = self.action_spec
+        if "mean" in out:
+            mean = out["mean"]
+            low, high = (spec.low, spec.high) if spec is not None else (None, None)
+            return PolicyOutput(mean, np.zeros((mean.shape[0], 0), np.float32), out.get("value"), self.kind,
+                                mean=mean, std=out.get("std"), squash=bool(self.squash), low=low, high=high)
+        nvec = spec.nvec if spec is not None and spec.kind in ("multi_discrete", "multi_binary") else None
+        return PolicyOutput(out["logits"], out["probs"], out.get("value"), self.kind, nvec=nvec)
 
     def act(
         self, obs: np.ndarray, rng: np.random.Generator | None = None, greedy: bool = False
     ) -> tuple[np.ndarray, PolicyOutput]:
-        """Choose actions for a batch [B, *obs_shape]: sampled from softmax(logits) with ``rng``
-        (Gumbel-max, so a seeded ``rng`` reproduces the episode), or argmax when ``greedy``
-        (always for ``kind="q"``). Returns (actions int64 [B], the PolicyOutput they came from)."""
+        """Choose actions for a batch [B, *obs_shape] with :func:`sample_actions` (a seeded ``rng`` reproduces
+        the episode; ``greedy``: argmax / the Gaussian mean). Returns (actions [B, ...], the PolicyOutput)."""
         out = self.evaluate(obs)
         return sample_actions(out, rng if rng is not None else np.random.default_rng(), greedy), out
-
-
-def sample_actions(out: PolicyOutput, rng, greedy: bool = False) -> np.ndarray:
-    """Actions int64 [B] from ``out``: argmax when ``greedy`` (always for Q-values), else Gumbel-max
-    sampling from softmax(logits). ``rng``: one Generator for the batch, or a sequence of B Generators,
-    one per row (row i then draws what ``act(obs[i:i+1], rngs[i])`` draws: episodes replay alone).
-    """
-    logits = out.logits
-    if greedy or out.kind == "q":
-        return logits.argmax(-1).astype(np.int64)
-    if isinstance(rng, np.random.Generator):
-        u = rng.random(logits.shape)
-    else:
-        u = np.concatenate([r.random((1, logits.shape[-1])) for r in rng])
-    gumbel = -np.log(-np.log(np.clip(u, 1e-12, 1.0 - 1e-12)))
-    return (logits.astype(np.float64) + gumbel).argmax(-1).astype(np.int64)
 
 
 def _split_output(out, kind: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -195,14 +218,19 @@ class TorchPolicy(Policy):
     """Adapt a ``torch.nn.Module`` (or any callable on tensors) to :class:`Policy`.
 
     Args:
-        module: maps float32 obs [B, *obs_shape] to logits [B, A], (logits, value) or Q-values.
+        module: maps float32 obs [B, *obs_shape] to what the action space needs:
+            Discrete: logits [B, A], (logits, value), {"logits", "value"} or Q-values (``kind="q"``);
+            MultiDiscrete: logits [B, sum(nvec)]; MultiBinary(n): Bernoulli logits [B, n] (same tuple/dict forms);
+            Box [D]: a dict {"mean", "log_std" or "std", "value"}, a tensor [B, 2D] = (mean, log_std), a tensor
+            [B, D] (a deterministic actor's action, TD3), or a tuple (one of those tensors, value).
         num_actions: A; read from the first forward when omitted.
         kind: ``"auto"`` (actor_critic when the module returns a value, logits otherwise),
             ``"actor_critic"``, ``"logits"`` or ``"q"``.
         device: ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda:0"``...
         obs_transform: optional callable applied to the obs tensor before the module
             (e.g. ``lambda x: x / 255``), part of the differentiable path.
-        action_space: a gymnasium space to validate against (Discrete only for now).
+        action_space: the env's gymnasium action space (needed for anything but Discrete).
+        squash: Box only: the Gaussian is tanh-squashed into the bounds (SAC); panels draw it in action units.
         probe_obs: for a CleanRL-style agent (``get_action_and_value``, no ``forward``), observations
             [B, *obs_shape] to check how its parts compose (:mod:`rlviz.agent.cleanrl`); without them the
             check runs on the first batch the policy sees.
@@ -218,11 +246,21 @@ class TorchPolicy(Policy):
         action_space=None,
         batch_size: int = 1024,
         probe_obs=None,
+        squash: bool = False,
     ):
         if kind not in ("auto",) + KINDS:
             raise UsageError(f"kind={kind!r} is not known; use one of 'auto', {', '.join(map(repr, KINDS))}.")
-        if action_space is not None:
+        spec = action_spec(action_space) if action_space is not None else None
+        if spec is not None and spec.kind == "discrete":
             num_actions = check_action_space(action_space, num_actions)
+            spec = None
+        elif spec is not None:
+            if kind == "q" and spec.continuous:
+                raise UsageError("kind='q' needs discrete actions; the action space is a Box.")
+            num_actions = spec.size
+        if squash and (spec is None or not spec.continuous):
+            raise UsageError("squash=True is for Box action spaces (tanh Gaussian policies); pass action_space=<Box>.")
+        self.action_spec, self.squash = spec, bool(squash)
         self.device = resolve_device(device)
         if isinstance(module, torch.nn.Module):
             module = module.to(self.device)
@@ -251,22 +289,71 @@ class TorchPolicy(Policy):
             self._settle_cleanrl(x.detach())
         return self.module(x)
 
-    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        out = self._raw(obs)
+    def _settle_kind(self, out) -> None:
         if self._kind == "auto":
             has_value = (isinstance(out, (tuple, list)) and len(out) == 2) or (
                 isinstance(out, dict) and out.get("value") is not None
             )
             self.kind = "actor_critic" if has_value else "logits"
             self._kind = self.kind
+
+    def heads(self, obs: torch.Tensor) -> dict:
+        out = self._raw(obs)
+        self._settle_kind(out)
+        spec = self.action_spec
+        if spec is not None and spec.continuous:
+            return split_box_output(out, spec.size, self.kind)
         logits, value = _split_output(out, self.kind)
+        if spec is not None and spec.kind == "multi_binary" and logits.shape[-1] == len(spec.nvec):
+            logits = torch.stack([torch.zeros_like(logits), logits], dim=-1).reshape(logits.shape[0], -1)
         if self.num_actions < 0:
             self.num_actions = int(logits.shape[-1])
         elif logits.shape[-1] != self.num_actions:
             raise UsageError(
                 f"The policy returned {logits.shape[-1]} logits but the action space has {self.num_actions} actions."
             )
-        return logits, value
+        return {"logits": logits, "value": value}
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """(logits [B, A], value) for discrete actions; (mean [B, D], value) for Box actions."""
+        h = self.heads(obs)
+        return (h["mean"] if "mean" in h else h["logits"]), h.get("value")
+
+
+def split_box_output(out, dim: int, kind: str) -> dict:
+    """What a Box-action module returned, as {"mean" [B, D], "std" [B, D] or None, "value" [B] or None}."""
+    value = None
+    if isinstance(out, dict):
+        if "mean" not in out:
+            raise UsageError(f"A Box-action policy returned a dict with keys {sorted(out)}; expected 'mean' and "
+                             "'log_std' or 'std' (and 'value').")
+        mean, value = out["mean"], out.get("value")
+        std = out["std"] if out.get("std") is not None else (
+            torch.exp(out["log_std"]) if out.get("log_std") is not None else None)
+    else:
+        head = out
+        if isinstance(out, (tuple, list)) and len(out) == 2:
+            head, value = out
+        if not isinstance(head, torch.Tensor) or head.ndim != 2 or head.shape[-1] not in (dim, 2 * dim):
+            got = tuple(head.shape) if isinstance(head, torch.Tensor) else type(head).__name__
+            raise UsageError(
+                f"A Box({dim})-action policy returned {got}; expected [B, {dim}] (a deterministic action), [B, "
+                f"{2 * dim}] (mean, log_std), a dict {{'mean', 'log_std' or 'std', 'value'}} or a tuple (one of "
+                "those, value)."
+            )
+        mean, std = (head, None) if head.shape[-1] == dim else (head[:, :dim], torch.exp(head[:, dim:]))
+    if mean.ndim != 2 or mean.shape[-1] != dim:
+        raise UsageError(f"The policy's mean has shape {tuple(mean.shape)}; expected [B, {dim}] for the Box action.")
+    if std is not None:
+        std = std.expand_as(mean)
+    if value is not None:
+        value = value.reshape(-1)
+        if value.shape[0] != mean.shape[0]:
+            raise UsageError(f"The policy returned a value of {value.shape[0]} entries for {mean.shape[0]} observations;"
+                             " expected [B] or [B, 1].")
+    if kind == "actor_critic" and value is None:
+        raise UsageError("kind='actor_critic' but the module returned no value; pass kind='logits' (no value panel).")
+    return {"mean": mean, "std": std, "value": value if kind == "actor_critic" else None}
 
 
 def check_action_space(space, num_actions: int | None = None) -> int:
@@ -307,4 +394,4 @@ def action_names_for(env, num_actions: int) -> Sequence[str]:
 MINATAR_ACTIONS = ("NOOP", "LEFT", "UP", "RIGHT", "DOWN", "FIRE")
 
 
-__all__ += ["check_action_space", "action_names_for", "sample_actions"]
+__all__ += ["check_action_space", "action_names_for", "sample_actions", "split_box_output", "ActionSpec"]

@@ -21,10 +21,11 @@ from torch import nn
 from .._version import __version__
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import CheckpointError, RlvizError, UsageError
+from .actions import action_spec, space_to_json
 from .exported import FORMAT_NAME, FORMAT_VERSION, coerce_recipe, load_export
 from .files import META_NAME, atomic_write
 from .obs import ObsAdapter
-from .policy import KINDS, Policy, TorchPolicy, action_names_for, check_action_space
+from .policy import KINDS, Policy, TorchPolicy, action_names_for
 
 __all__ = ["save_checkpoint"]
 
@@ -91,20 +92,21 @@ def _check_arguments(module, kind, gamma, metadata) -> dict:
 
 
 def _example_and_names(recipe: EnvRecipe, example_obs, action_names):
-    if example_obs is None or action_names is None:
-        e = make_env(recipe, render_mode=None)
-        try:
-            n_env_actions = check_action_space(e.action_space)
-            if example_obs is None:  # what the policy sees: Discrete/Tuple/Dict flattened (rlviz.agent.obs)
-                example_obs = ObsAdapter(e.observation_space).batch([e.reset(seed=0)[0]])
-            if action_names is None:
-                action_names = action_names_for(e, n_env_actions)
-        finally:
-            e.close()
+    """(example batch, action names, the action space as JSON or None for Discrete) from one env of ``recipe``."""
+    e = make_env(recipe, render_mode=None)
+    try:
+        spec = action_spec(e.action_space)
+        space_json = space_to_json(e.action_space)
+        if example_obs is None:  # what the policy sees: Discrete/Tuple/Dict flattened (rlviz.agent.obs)
+            example_obs = ObsAdapter(e.observation_space).batch([e.reset(seed=0)[0]])
+        if action_names is None:
+            action_names = action_names_for(e, spec.size) if spec.kind == "discrete" else spec.names()
+    finally:
+        e.close()
     example = np.asarray(example_obs)
     if example.ndim < 2:
         raise UsageError(f"example_obs has shape {example.shape}; expected a batch [1, *obs_shape].")
-    return example, action_names
+    return example, action_names, space_json
 
 
 def _export(wrapper: _Normalised, inner, x: torch.Tensor):
@@ -167,14 +169,14 @@ def save_checkpoint(
     if kind is None:
         kind = module.kind if isinstance(module, Policy) else "actor_critic"
     meta_user = _check_arguments(module, kind, gamma, metadata)
-    example, action_names = _example_and_names(recipe, example_obs, action_names)
+    example, action_names, space_json = _example_and_names(recipe, example_obs, action_names)
 
     inner = module.module if isinstance(module, TorchPolicy) else module
     transform = module.obs_transform if isinstance(module, TorchPolicy) else None
     x = torch.as_tensor(np.repeat(example[:1], 2, axis=0), dtype=torch.float32, device=_device_of(module))
     ep, ref = _export(_Normalised(inner, kind, transform), inner, x)
     _check_finite(path, ref, kind)
-    num_actions = int(ref[0].shape[-1])
+    num_actions = int(ref[0].shape[-1]) if space_json is None else len(action_names)
     action_names = tuple(str(a) for a in action_names)
     if len(action_names) != num_actions:
         raise UsageError(f"{len(action_names)} action names for a network with {num_actions} outputs.")
@@ -185,6 +187,8 @@ def save_checkpoint(
         "obs_shape": list(example.shape[1:]), "obs_dtype": str(example.dtype), "num_actions": num_actions,
         "action_names": list(action_names), "gamma": float(gamma), "metadata": meta_user,
     }
+    if space_json is not None:  # not Discrete; a tanh-squashed Box policy (SAC) keeps its squash
+        meta["action_space"] = {**space_json, "squash": bool(getattr(module, "squash", False))}
     buffer = io.BytesIO()
     torch.export.save(ep, buffer, extra_files={META_NAME: json.dumps(meta, sort_keys=True)})
     data = buffer.getvalue()
@@ -192,7 +196,8 @@ def save_checkpoint(
     # the caller's own, from their code, not from a file: their consent.)
     loaded = load_export(data, str(path), env=None, trust=False, trust_recipe=True, device="cpu", kind="auto")
     with torch.no_grad():
-        got = loaded.policy.forward(x.cpu())
+        got = loaded.policy.forward(x.cpu()) if space_json is None else loaded.policy.module(x.cpu())
+    got = got if isinstance(got, tuple) else (got, None)
     same = torch.allclose(got[0], ref[0].cpu(), rtol=1e-4, atol=1e-5)
     if kind == "actor_critic":
         same = same and torch.allclose(got[1], ref[1].cpu(), rtol=1e-4, atol=1e-5)

@@ -4,5 +4,8 @@ from __future__ import annotations
 
 from .compose import COLORS, ComposeOptions, Compositor, write_episode_video
 from .overlay import ACTOR_COLOR, CRITIC_COLOR, blend, saliency_to_frame
+from .panels_continuous import GaussianPanel
+from .panels_discrete import BarsPanel
 
-__all__ = ["ACTOR_COLOR", "COLORS", "CRITIC_COLOR", "ComposeOptions", "Compositor", "blend", "saliency_to_frame", "write_episode_video"]
+__all__ = ["ACTOR_COLOR", "BarsPanel", "COLORS", "CRITIC_COLOR", "ComposeOptions", "Compositor", "GaussianPanel",
+           "blend", "saliency_to_frame", "write_episode_video"]

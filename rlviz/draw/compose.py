@@ -1,15 +1,15 @@
 """The episode video frame: the game (with a saliency overlay) beside a panel of the agent's internals.
 
-numpy in, numpy out, drawn with OpenCV. Everything that does not change within an episode (labels,
-axes, bar tracks, the full value/return-to-go traces) is drawn once when the :class:`Compositor` is
-built; :meth:`Compositor.render` copies that background, pastes the upscaled game frame, reveals the
-pre-drawn traces up to ``t`` and draws the few things that move (bars, cursor, numbers).
+numpy in, numpy out, drawn with OpenCV. The :class:`Compositor` lays the canvas out and picks the action
+panel by the action space (:mod:`.panels_discrete` bars, :mod:`.panels_continuous` Gaussian tracks); the
+value and extra-scalar plots are :mod:`.plot`'s. Everything that does not change within an episode (labels,
+axes, tracks, the full traces) is drawn once; :meth:`Compositor.render` copies that background, pastes the
+upscaled game frame, reveals the traces up to ``t`` and draws the few things that move.
 """
 
 from __future__ import annotations
 
 import os
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,31 +21,12 @@ from ..errors import UsageError
 from ..media.video import VideoWriter
 from ..progress import bar
 from .overlay import ACTOR_COLOR, saliency_to_frame
+from .panels_continuous import GaussianPanel
+from .panels_discrete import BarsPanel
+from .plot import TimePlot, extras_series, value_plot_series
+from .style import COLORS, FONT, ceil16, put_text, short, text_width
 
 __all__ = ["ComposeOptions", "PanelData", "PanelLayout", "Compositor", "write_episode_video", "COLORS"]
-
-#: Panel colours (RGB).
-COLORS = {
-    "background": (22, 24, 30),
-    "plot": (34, 37, 46),
-    "grid": (70, 74, 86),
-    "text": (225, 228, 235),
-    "dim": (140, 146, 160),
-    "bar": (92, 132, 200),
-    "chosen": (255, 176, 40),
-    "track": (48, 52, 64),
-    "value": (90, 200, 255),
-    "return": (255, 120, 200),
-    "reward": (120, 230, 120),
-    "cursor": (200, 200, 200),
-    "entropy": (180, 140, 255),
-}
-_FONT = cv2.FONT_HERSHEY_SIMPLEX
-_ASCII = str.maketrans({"\u00b7": "-", "\u2022": "-", "\u03b3": "gamma", "\u2013": "-", "\u2014": "-"})
-
-
-def _ceil16(n: int) -> int:
-    return -(-int(n) // 16) * 16
 
 
 @dataclass(frozen=True)
@@ -61,6 +42,7 @@ class ComposeOptions:
         MinAtar) or "auto" ("nearest" when the frame size is a multiple of the map size, else "linear").
     font_scale: OpenCV Hershey font scale of the panel text.
     plot_height: height of the value / return-to-go plot in pixels.
+    extras_height: height of the plot of the user's extra scalars (``annotate(**extra)``), when there are any.
     """
 
     display_height: int = 480
@@ -71,20 +53,23 @@ class ComposeOptions:
     saliency_mode: str = "auto"
     font_scale: float = 0.45
     plot_height: int = 150
+    extras_height: int = 70
 
 
 @dataclass(frozen=True)
 class PanelData:
     """What the panel shows at frame t (of T steps; frame T has no action).
 
-    probs, logits: float32 [A] (logits are Q-values when kind == "q");  value: V(s) / max Q or None;
+    action: an int (Discrete), int64 [parts] (MultiDiscrete/MultiBinary) or float32 [D] (Box); None at frame T.
+    probs, logits: float32 [A] (logits are Q-values when kind == "q"; Box: logits = mean, probs empty);
+    mean, std: Box: float32 [D] (std None when deterministic), else None;  value: V(s) / max Q or None;
     return_to_go: discounted return from t;  return_so_far: sum of rewards[:t];
     entropy: H / ln|A| in [0, 1];  lives: ALE lives or None.
     """
 
     t: int
     num_steps: int
-    action: int | None
+    action: int | np.ndarray | None
     action_name: str | None
     probs: np.ndarray
     logits: np.ndarray
@@ -94,6 +79,9 @@ class PanelData:
     return_so_far: float
     entropy: float
     lives: int | None
+    mean: np.ndarray | None = None
+    std: np.ndarray | None = None
+    extras: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -101,8 +89,9 @@ class PanelLayout:
     """Pixel geometry of the canvas (x, y of top-left corners; all ints).
 
     game: (x, y, w, h) of the upscaled frame, ``scale`` its integer factor.
-    bar_x0, bar_len: where the action bars start and their full length; bar_rows: y of each bar's top,
-    bar_h its height; plot: (x, y, w, h) of the value plot; entropy_bar: (x, y, len, h).
+    bar_x0, bar_len: where the action bars (Box: the action tracks) start and their full length; bar_rows: y of
+    each row's top, bar_h its height; plot: (x, y, w, h) of the value plot; entropy_bar: (x, y, len, h);
+    extras_plot: (x, y, w, h) of the extra scalars' plot, or None.
     """
 
     width: int
@@ -116,6 +105,8 @@ class PanelLayout:
     bar_h: int
     plot: tuple
     entropy_bar: tuple
+    extras_plot: tuple | None = None
+
 
 
 def fast_blend(frame: np.ndarray, heat: np.ndarray, color_img: np.ndarray, alpha: float) -> np.ndarray:
@@ -132,20 +123,20 @@ def _check_inputs(trace: EpisodeTrace, internals: EpisodeInternals) -> None:
     if frames.ndim != 4 or frames.shape[-1] != 3 or frames.dtype != np.uint8:
         raise UsageError(f"trace.frames must be uint8 [T+1, H, W, 3] RGB; received {frames.dtype} {list(frames.shape)}.")
     n = trace.num_steps + 1
-    checks = {"trace.frames": frames.shape[0], "internals.probs": internals.probs.shape[0],
-              "internals.logits": internals.logits.shape[0], "internals.entropy": internals.entropy.shape[0],
-              "internals.returns_to_go": internals.returns_to_go.shape[0]}
-    if internals.value is not None:
-        checks["internals.value"] = internals.value.shape[0]
-    if internals.saliency is not None:
-        checks["internals.saliency"] = internals.saliency.shape[0]
-    bad = {k: v for k, v in checks.items() if v != n}
+    arrays = {"trace.frames": frames, "internals.probs": internals.probs, "internals.logits": internals.logits,
+              "internals.entropy": internals.entropy, "internals.returns_to_go": internals.returns_to_go,
+              "internals.value": internals.value, "internals.saliency": internals.saliency,
+              "internals.mean": internals.mean, "internals.std": internals.std}
+    arrays.update({f"internals.extras[{k!r}]": v for k, v in (internals.extras or {}).items()})
+    bad = {k: v.shape[0] for k, v in arrays.items() if v is not None and v.shape[0] != n}
     if bad:
         raise UsageError(f"The trace has {trace.num_steps} steps, so every per-frame array needs {n} entries; "
                          f"received {bad}. Build internals from the same trace.")
-    if internals.probs.ndim != 2 or internals.probs.shape[1] != len(trace.action_names):
-        raise UsageError(f"internals.probs must be [T+1, A] with A = {len(trace.action_names)} action names; "
-                         f"received {list(internals.probs.shape)}.")
+    per_bar = internals.mean if internals.mean is not None else internals.probs
+    if per_bar.ndim != 2 or per_bar.shape[1] != len(trace.action_names):
+        what = "mean must be [T+1, D]" if internals.mean is not None else "probs must be [T+1, A]"
+        raise UsageError(f"internals.{what} with one entry per action name ({len(trace.action_names)}); "
+                         f"received {list(per_bar.shape)}.")
 
 
 class Compositor:
@@ -162,13 +153,23 @@ class Compositor:
         _, fh, fw, _ = trace.frames.shape
         self.frame_hw = (fh, fw)
         fs = float(opt.font_scale)
-        (_, th), base = cv2.getTextSize("Ag", _FONT, fs, 1)
+        (_, th), base = cv2.getTextSize("Ag", FONT, fs, 1)
         self._lh = th + base + 6
         self._fs = fs
         self._cum = np.concatenate([[0.0], np.cumsum(np.asarray(trace.rewards, dtype=np.float64))])
         self._layout()
+        if internals.mean is not None:
+            self.action_panel = GaussianPanel(internals, trace.actions, self.layout, fs)
+        else:
+            self.action_panel = BarsPanel(internals, self.layout, fs)
+        rewarded = np.flatnonzero(np.asarray(trace.rewards) != 0) + 1  # a reward arrives with the next frame
+        self.value_plot = TimePlot(self.layout.plot, self.T, value_plot_series(internals), fs, ticks=rewarded)
+        extras = extras_series(internals)
+        self.extras_plot = TimePlot(self.layout.extras_plot, self.T, extras, fs) if extras else None
         self._background = self._draw_background()
-        self._trace_img = self._draw_traces()
+        self.value_plot.draw_traces(self._background)
+        if self.extras_plot is not None:
+            self.extras_plot.draw_traces(self._background)
         self._sal_mode = opt.saliency_mode
         self._color_img = np.empty((fh, fw, 3), np.uint8)
         self._color_img[:] = opt.saliency_color
@@ -185,43 +186,30 @@ class Compositor:
         px, pw, m = gw, int(opt.panel_width), 12
         if pw < 200:
             raise UsageError(f"panel_width={pw}; the panel needs at least 200 pixels.")
-        names = [self._short(n) for n in self.trace.action_names]
-        label_w = max(cv2.getTextSize(n, _FONT, self._fs, 1)[0][0] for n in names + ["entropy"]) + 8
-        num_w = cv2.getTextSize("-00.00", _FONT, self._fs, 1)[0][0] + 6
+        names = [short(n) for n in self.trace.action_names]
+        label_w = max(text_width(n, self._fs) for n in names + ["entropy"]) + 8
+        num_w = text_width("-00.00", self._fs) + 6
         bar_x0 = px + m + label_w
         bar_len = pw - 2 * m - label_w - num_w
         y = m + 3 * lh + 6 + lh  # header (3 lines), gap, bars title
         row_h = max(lh, 18) if self.A <= 9 else max(12, lh - 2)
         rows = tuple(y + i * row_h for i in range(self.A))
-        y += self.A * row_h + 8 + lh  # gap, plot title / legend
+        y += self.A * row_h + 8 + lh + (lh if self.internals.mean is not None else 0)  # gap, (range), plot legend
         plot = (px + m, y, pw - 2 * m, int(opt.plot_height))
         y += plot[3] + 8 + lh + 6  # tick band + axis labels
         ebar = (bar_x0, y, bar_len, row_h - 4)
-        y += row_h + 4 + lh + m  # entropy row, saliency line
-        height = _ceil16(max(gh, int(opt.min_height), y))
-        width = _ceil16(gw + pw)
+        y += row_h + 4
+        extras = None
+        if self.internals.extras:
+            y += lh + 6
+            extras = (px + m, y, pw - 2 * m, int(opt.extras_height))
+            y += extras[3] + 4
+        y += lh + m  # saliency line
+        height = ceil16(max(gh, int(opt.min_height), y))
+        width = ceil16(gw + pw)
         self._names = names
         self.layout = PanelLayout(width, height, k, (0, (height - gh) // 2, gw, gh), px, bar_x0, bar_len, rows,
-                                  row_h - 4, plot, ebar)
-        self._rtg = np.asarray(self.internals.returns_to_go, dtype=np.float64)
-        value = self.internals.value
-        series = [self._rtg] + ([np.asarray(value, dtype=np.float64)] if value is not None else [])
-        allv = np.concatenate(series)
-        allv = allv[np.isfinite(allv)]
-        lo, hi = (float(allv.min()), float(allv.max())) if allv.size else (0.0, 1.0)
-        pad = 0.05 * (hi - lo) if hi > lo else 1.0
-        self._ylo, self._yhi = lo - pad, hi + pad
-        if self.internals.kind == "q":
-            q = np.asarray(self.internals.logits, dtype=np.float64)
-            q = q[np.isfinite(q)]
-            self._qlo = min(0.0, float(q.min())) if q.size else 0.0
-            self._qhi = max(0.0, float(q.max())) if q.size else 1.0
-            if self._qhi <= self._qlo:
-                self._qhi = self._qlo + 1.0
-
-    @staticmethod
-    def _short(name: str, n: int = 12) -> str:
-        return str(name) if len(str(name)) <= n else str(name)[: n - 1] + "."
+                                  row_h - 4, plot, ebar, extras)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -230,19 +218,14 @@ class Compositor:
 
     def x_of(self, t: int) -> int:
         """Pixel column of time step t in the value plot."""
-        x, _, w, _ = self.layout.plot
-        return x + int(round(t * (w - 1) / max(self.T, 1)))
+        return self.value_plot.x_of(t)
 
     def y_of(self, v: np.ndarray | float) -> np.ndarray:
         """Pixel row of value v in the value plot (fixed scale for the whole episode)."""
-        _, y, _, h = self.layout.plot
-        frac = (np.asarray(v, dtype=np.float64) - self._ylo) / (self._yhi - self._ylo)
-        return np.round(y + (h - 1) * (1.0 - np.clip(frac, 0.0, 1.0))).astype(np.int32)
+        return self.value_plot.y_of(v)
 
     def _text(self, img, s, x, y, color="text", scale=None) -> None:
-        if not s.isascii():  # Hershey fonts draw ASCII only
-            s = unicodedata.normalize("NFKD", s.translate(_ASCII)).encode("ascii", "ignore").decode()
-        cv2.putText(img, s, (int(x), int(y)), _FONT, scale or self._fs, COLORS[color], 1, cv2.LINE_AA)
+        put_text(img, s, x, y, color, scale or self._fs)
 
     # -- static parts -----------------------------------------------------------------------------
     def _draw_background(self) -> np.ndarray:
@@ -250,61 +233,27 @@ class Compositor:
         img = np.empty((L.height, L.width, 3), np.uint8)
         img[:] = COLORS["background"]
         x0 = L.panel_x + 12
-        title = {"q": "Q-values", "logits": "action probabilities"}.get(it.kind, "action probabilities")
-        self._text(img, title, x0, L.bar_rows[0] - 6, "dim")
-        for name, y in zip(self._names, L.bar_rows):
-            self._text(img, name, x0, y + L.bar_h - 2)
-            cv2.rectangle(img, (L.bar_x0, y), (L.bar_x0 + L.bar_len - 1, y + L.bar_h - 1), COLORS["track"], -1)
-        px, py, pw, ph = L.plot
-        cv2.rectangle(img, (px, py), (px + pw - 1, py + ph - 1), COLORS["plot"], -1)
-        # legend above the plot
-        ly = py - 6
-        if it.value is not None:
-            vname = "max Q" if it.kind == "q" else "value"
-            cv2.line(img, (x0, ly - 4), (x0 + 14, ly - 4), COLORS["value"], 2)
-            self._text(img, vname, x0 + 18, ly, "dim")
-            x1 = x0 + 26 + cv2.getTextSize(vname, _FONT, self._fs, 1)[0][0]
-        else:
-            x1 = x0
-        cv2.line(img, (x1, ly - 4), (x1 + 14, ly - 4), COLORS["return"], 2)
-        self._text(img, f"return-to-go (gamma={it.gamma:g})", x1 + 18, ly, "dim")
+        self._text(img, self.action_panel.title, x0, L.bar_rows[0] - 6, "dim")
+        self.action_panel.draw_static(img, self._names, x0)
+        self.value_plot.draw_static(img, [(label, color) for label, _, color in self.value_plot.series])
         if it.value is None:  # static note where the value number would be
             self._text(img, "no value head", L.panel_x + 12, 12 + 3 * lh - 6, "dim")
-        if self._ylo < 0 < self._yhi:
-            yz = int(self.y_of(0.0))
-            cv2.line(img, (px, yz), (px + pw - 1, yz), COLORS["grid"], 1)
+        px, py, pw, ph = L.plot
         small = self._fs * 0.85
-        self._text(img, f"{self._yhi:.3g}", px + 3, py + 12, "dim", small)
-        self._text(img, f"{self._ylo:.3g}", px + 3, py + ph - 4, "dim", small)
         ay = py + ph + 8 + lh - 2
         self._text(img, "0", px, ay, "dim", small)
         s = f"T={self.T}"
-        self._text(img, s, px + pw - cv2.getTextSize(s, _FONT, small, 1)[0][0], ay, "dim", small)
+        self._text(img, s, px + pw - text_width(s, small), ay, "dim", small)
         rx = px + pw // 2 - 30
         cv2.line(img, (rx, ay - 9), (rx, ay - 1), COLORS["reward"], 1)
         self._text(img, "reward", rx + 5, ay, "dim", small)
         ex, ey, elen, eh = L.entropy_bar
         self._text(img, "entropy", x0, ey + eh - 2)
         cv2.rectangle(img, (ex, ey), (ex + elen - 1, ey + eh - 1), COLORS["track"], -1)
+        if self.extras_plot is not None:
+            self.extras_plot.draw_static(img, [(name, color) for name, _, color in self.extras_plot.series])
         sal = f"saliency: {it.saliency_label or 'on'}" if it.saliency is not None else "saliency: off"
-        self._text(img, sal + f"   |   {self.trace.env_id}", x0, ey + eh + lh + 4, "dim")
-        return img
-
-    def _draw_traces(self) -> np.ndarray:
-        """The plot region (plus its reward tick band) with both full traces, revealed column by column."""
-        L = self.layout
-        px, py, pw, ph = L.plot
-        img = self._background[py : py + ph + 8, px : px + pw].copy()
-        t = np.arange(self.T + 1)
-        xs = np.array([self.x_of(i) - px for i in t], dtype=np.int32)
-        if self.internals.value is not None:
-            pts = np.stack([xs, self.y_of(self.internals.value) - py], axis=1)
-            cv2.polylines(img, [pts.reshape(-1, 1, 2)], False, COLORS["value"], 1, cv2.LINE_AA)
-        pts = np.stack([xs, self.y_of(self._rtg) - py], axis=1)
-        cv2.polylines(img, [pts.reshape(-1, 1, 2)], False, COLORS["return"], 1, cv2.LINE_AA)
-        for i in np.flatnonzero(np.asarray(self.trace.rewards) != 0):
-            x = self.x_of(int(i) + 1) - px  # the reward arrives with frame i + 1
-            cv2.line(img, (x, ph + 1), (x, ph + 7), COLORS["reward"], 1)
+        self._text(img, sal + f"   |   {self.trace.env_id}", x0, L.height - 12, "dim")
         return img
 
     # -- per frame ----------------------------------------------------------------------------------
@@ -312,14 +261,24 @@ class Compositor:
         """The numbers the panel shows at frame t (0..T)."""
         t = self._check_t(t)
         tr, it = self.trace, self.internals
-        action = int(tr.actions[t]) if t < self.T else None
+        action, name = None, None
+        if t < self.T:
+            a = np.asarray(tr.actions[t])
+            if a.ndim == 0 and it.mean is None:
+                action = int(a)
+                name = str(tr.action_names[action])
+            else:
+                action = a.copy()
+                name = "[" + ", ".join(f"{v:+.2f}" if it.mean is not None else str(int(v)) for v in a.reshape(-1)) + "]"
         return PanelData(
-            t=t, num_steps=self.T, action=action,
-            action_name=str(tr.action_names[action]) if action is not None else None,
+            t=t, num_steps=self.T, action=action, action_name=name,
             probs=np.asarray(it.probs[t], dtype=np.float32), logits=np.asarray(it.logits[t], dtype=np.float32),
             kind=it.kind, value=float(it.value[t]) if it.value is not None else None,
             return_to_go=float(it.returns_to_go[t]), return_so_far=float(self._cum[t]),
             entropy=float(it.entropy[t]), lives=int(tr.lives[t]) if tr.lives is not None else None,
+            mean=None if it.mean is None else np.asarray(it.mean[t], dtype=np.float32),
+            std=None if it.std is None else np.asarray(it.std[t], dtype=np.float32),
+            extras={k: float(v[t]) for k, v in it.extras.items()} if it.extras else None,
         )
 
     def _check_t(self, t) -> int:
@@ -355,14 +314,29 @@ class Compositor:
         out[gy : gy + gh, gx : gx + gw].reshape(fh, L.scale, gw, 3)[...] = wide[:, None]
         d = self.panel_data(t)
         self._draw_header(out, d)
-        self._draw_bars(out, d)
-        self._draw_plot(out, d)
-        ex, ey, elen, eh = L.entropy_bar
-        n = int(round(min(max(d.entropy, 0.0), 1.0) * elen))
-        if n > 0:
-            cv2.rectangle(out, (ex, ey), (ex + n - 1, ey + eh - 1), COLORS["entropy"], -1)
-        self._text(out, f"{d.entropy:.2f}", ex + elen + 6, ey + eh - 2)
+        self.action_panel.draw(out, t, d.action)
+        self.value_plot.draw(out, t)
+        if self.extras_plot is not None:
+            self.extras_plot.draw(out, t)
+            self._draw_extras_numbers(out, d)
+        self._draw_entropy(out, d)
         return out
+
+    def _draw_entropy(self, img, d: PanelData) -> None:
+        ex, ey, elen, eh = self.layout.entropy_bar
+        if not np.isfinite(d.entropy):
+            self._text(img, "n/a", ex + 4, ey + eh - 2, "dim")
+            return
+        frac = self.action_panel.entropy_fraction(d.entropy)
+        n = int(round(min(max(frac, 0.0), 1.0) * elen))
+        if n > 0:
+            cv2.rectangle(img, (ex, ey), (ex + n - 1, ey + eh - 1), COLORS["entropy"], -1)
+        self._text(img, f"{d.entropy:.2f}", ex + elen + 6, ey + eh - 2)
+
+    def _draw_extras_numbers(self, img, d: PanelData) -> None:
+        x, y, w, _ = self.layout.extras_plot
+        s = "   ".join(f"{name} {d.extras[name]:.4g}" for name, _, _ in self.extras_plot.series)
+        self._text(img, s, x + w - text_width(s, self._fs * 0.85) - 2, y + 12, "text", self._fs * 0.85)
 
     def _draw_header(self, img, d: PanelData) -> None:
         x, y, lh = self.layout.panel_x + 12, 12 + self._lh - 6, self._lh
@@ -379,40 +353,6 @@ class Compositor:
         if d.value is not None:
             self._text(img, ("max Q " if d.kind == "q" else "value ") + f"{d.value:.3f}", x, y + 2 * lh, "value")
         self._text(img, f"to go {d.return_to_go:.3f}", x + 170, y + 2 * lh, "return")
-
-    def _draw_bars(self, img, d: PanelData) -> None:
-        L = self.layout
-        x0, n, h = L.bar_x0, L.bar_len, L.bar_h
-        q = d.kind == "q"
-        vals = d.logits if q else d.probs
-        if q:
-            span = self._qhi - self._qlo
-            xz = x0 + int(round((0.0 - self._qlo) / span * n))
-        for a, (v, y) in enumerate(zip(vals, L.bar_rows)):
-            color = COLORS["chosen"] if a == d.action else COLORS["bar"]
-            v = float(v)
-            if q:
-                xv = x0 + int(round((min(max(v, self._qlo), self._qhi) - self._qlo) / span * n))
-                xa, xb = min(xz, xv), max(xz, xv)
-            else:
-                xa, xb = x0, x0 + int(round(min(max(v, 0.0), 1.0) * n))
-            if xb > xa:
-                cv2.rectangle(img, (xa, y), (xb - 1, y + h - 1), color, -1)
-            self._text(img, f"{v:.2f}", x0 + n + 4, y + h - 2, "chosen" if a == d.action else "text")
-
-    def _draw_plot(self, img, d: PanelData) -> None:
-        px, py, pw, ph = self.layout.plot
-        xt = self.x_of(d.t)
-        img[py : py + ph + 8, px : xt + 1] = self._trace_img[:, : xt + 1 - px]
-        cv2.line(img, (xt, py), (xt, py + ph - 1), COLORS["cursor"], 1)
-        lo, span = self._ylo, self._yhi - self._ylo
-
-        def y1(v: float) -> int:  # y_of for one number, without numpy's per-call overhead
-            return int(round(py + (ph - 1) * (1.0 - min(max((v - lo) / span, 0.0), 1.0))))
-
-        if d.value is not None:
-            cv2.circle(img, (xt, y1(d.value)), 3, COLORS["value"], -1)
-        cv2.circle(img, (xt, y1(d.return_to_go)), 3, COLORS["return"], -1)
 
 
 def write_episode_video(

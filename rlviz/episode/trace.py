@@ -22,7 +22,8 @@ import numpy as np
 
 from ..errors import StorageError, UsageError
 
-__all__ = ["Spool", "SpoolArray", "SpoolTree", "make_spool", "EpisodeTrace", "EpisodeInternals", "returns_to_go"]
+__all__ = ["Spool", "SpoolArray", "SpoolTree", "make_spool", "EpisodeTrace", "EpisodeInternals", "returns_to_go",
+           "DISTRIBUTIONS", "distribution_of"]
 
 
 class SpoolArray:
@@ -208,6 +209,15 @@ def make_spool(example, dir: str | os.PathLike | None = None, name: str = "obs")
         return SpoolTree(example, dir, name)
     arr = np.asarray(example)
     return Spool(arr.shape, arr.dtype, dir=dir, name=name)
+#: What a policy's actions are drawn from (``PolicyOutput.dist``, ``EpisodeInternals.dist``).
+DISTRIBUTIONS = ("categorical", "multi_categorical", "gaussian", "deterministic")
+
+
+def distribution_of(mean, std, nvec) -> str:
+    """The :data:`DISTRIBUTIONS` name of outputs with these fields (Box: ``mean``; MultiDiscrete: ``nvec``)."""
+    if mean is not None:
+        return "gaussian" if std is not None else "deterministic"
+    return "categorical" if nvec is None else "multi_categorical"
 
 
 def returns_to_go(rewards: np.ndarray, gamma: float, bootstrap: float = 0.0, dtype=np.float32) -> np.ndarray:
@@ -228,7 +238,8 @@ class EpisodeTrace:
     frames:       uint8 [T+1, H, W, 3]  RGB: an ndarray or a disk-backed SpoolArray (index or slice it;
                   read long episodes in chunks)
     observations: [T+1, *obs_shape] in the env's dtype, what the policy saw (ndarray or SpoolArray)
-    actions:      int64 [T]
+    actions:      [T, *action_shape]: int64 [T] (Discrete), int64 [T, parts] (MultiDiscrete/MultiBinary),
+                  float32 [T, D] (Box)
     rewards:      float32 [T]
     lives:        int32 [T+1] or None (ALE lives before each action; last entry after the last step)
     terminated, truncated: how the episode ended (both False when it was cut short by close())
@@ -274,6 +285,11 @@ class EpisodeInternals:
     kind:     "actor_critic" | "logits" | "q"
     saliency: float32 [T+1, h, w] in [0, 1] in observation space, normalised over the whole episode, or None
     saliency_label: e.g. "gradient (actor)"; "" when saliency is None
+    nvec:     MultiDiscrete/MultiBinary parts (logits/probs are [T+1, sum(nvec)], softmax per part), else None
+    mean, std: Box actions: float32 [T+1, D] (std None for a deterministic actor); logits is mean, probs [T+1, 0],
+              entropy the Gaussian differential entropy in nats (NaN when deterministic)
+    squash, low, high: tanh-squashed Gaussian and the action bounds float32 [D] (Box)
+    extras:   {name: float32 [T+1]}: the user's own per-step scalars (``RecordEpisode.annotate(**extra)``)
     """
 
     logits: np.ndarray
@@ -285,3 +301,15 @@ class EpisodeInternals:
     kind: str
     saliency: np.ndarray | None = None
     saliency_label: str = ""
+    nvec: tuple | None = None
+    mean: np.ndarray | None = None
+    std: np.ndarray | None = None
+    squash: bool = False
+    low: np.ndarray | None = None
+    high: np.ndarray | None = None
+    extras: dict | None = None
+
+    @property
+    def dist(self) -> str:
+        """"categorical" | "multi_categorical" | "gaussian" | "deterministic" (see DISTRIBUTIONS)."""
+        return distribution_of(self.mean, self.std, self.nvec)

@@ -59,11 +59,11 @@ def copies_faithfully(env, seed: int | None, num_actions: int, steps: int = 24) 
 class EpisodeLog:
     """What a rollout keeps of one running episode for the heatmap (no frames)."""
 
-    def __init__(self, seed: int | None, typecode: str, copyable: bool):
+    def __init__(self, seed: int | None, typecode: str | None, copyable: bool):
         self.seed = seed
         self.snaps: list[tuple[int, object]] = []  # (step, env copy), oldest first, at most two
         self.base = 0  # the step of actions[0]
-        self.actions = array(typecode)
+        self.actions = array(typecode) if typecode else []  # Box/MultiDiscrete actions: a list of arrays
         self.copyable = copyable
         self.pending: list[int] = []  # failures of an env that cannot be copied: replayed at the episode's end
 
@@ -88,7 +88,8 @@ class FailureReplay:
 
     # -- during the rollout ------------------------------------------------------------------------
     def begin(self, seed: int | None) -> EpisodeLog:
-        return EpisodeLog(seed, "B" if self.num_actions <= 256 else "q", self.copyable)
+        typecode = None if self.num_actions <= 0 else "B" if self.num_actions <= 256 else "q"  # None: any action
+        return EpisodeLog(seed, typecode, self.copyable)
 
     def before_step(self, log: EpisodeLog, env, step: int) -> None:
         """Called before the action chosen on frame ``step`` is taken: snapshot the env when one is due."""

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..agent.actions import check_policy_actions, sample_actions, to_env_action
 from ..agent.obs import ObsAdapter
-from ..agent.policy import Policy, check_action_space, sample_actions
+from ..agent.policy import Policy
 from ..choices import DEFAULT_NUM_ENVS, FAIL_ON
 from ..envs.ale_seed import seeded_reset
 from ..envs.frames import to_rgb_frame
@@ -124,8 +125,11 @@ class _Runner:
         self.replay = replay  # frames rendered only for failures, by replaying the episode afterwards
         self.fail_on = None
         self.obs = None  # ObsAdapter: env observations -> the policy's input
+        self.spec = None  # the env's ActionSpec, read on the first start()
 
     def start(self, env, index: int, seed: int | None):
+        if self.spec is None:
+            self.spec = check_policy_actions(self.policy, env.action_space)
         obs, info = seeded_reset(env, seed) if seed is not None else env.reset()
         if self.obs is None:
             self.obs = ObsAdapter(env.observation_space, getattr(self.policy, "obs_format", "flat"))
@@ -144,11 +148,11 @@ class _Runner:
         frame = to_rgb_frame(env.render()) if self.extractor.needs_frame else None
         return self.extractor.capture(frame, env)
 
-    def step(self, env, ep: _Episode, action: int, value, entropy: float):
+    def step(self, env, ep: _Episode, action, value, entropy: float):
         if ep.log is not None:
             self.replay.before_step(ep.log, env, ep.length)
-            ep.log.actions.append(int(action))
-        obs, reward, terminated, truncated, info = env.step(int(action))
+            ep.log.actions.append(action)
+        obs, reward, terminated, truncated, info = env.step(to_env_action(action, self.spec))
         reward = float(reward)
         ep.ret += reward
         ep.length += 1
@@ -243,7 +247,9 @@ def rollout(
     envs = [make_env(recipe, render_mode="rgb_array") for _ in range(num_envs)]
     replay = None
     try:
-        n_actions = check_action_space(envs[0].action_space, policy.num_actions if policy.num_actions > 0 else None)
+        check_policy_actions(policy, envs[0].action_space)
+        space = envs[0].action_space
+        n_actions = int(space.n) if isinstance(getattr(space, "n", None), (int, np.integer)) else 0  # 0: not Discrete
         hm = None
         if extractor is not None:
             own = make_env(recipe, render_mode="rgb_array") if extractor.needs_frame and REPLAY_PIXEL_FAILURES else None

@@ -259,6 +259,11 @@ def _iter_chunks(policy, obs, method, target, actions, layout, batch_size, memor
             f"attribute() needs a batch of observations [B, *obs_shape]; received {type(obs).__name__} of shape "
             f"{getattr(obs, 'shape', None)}. Add a batch axis (obs[None]) for a single observation."
         )
+    if method != "perturbation" and not getattr(policy, "differentiable", True):
+        raise UsageError(
+            f"saliency method={method!r} takes gradients, but this policy is forward-only ({type(policy).__name__}: "
+            "a numpy callable); use method='perturbation', which needs forward passes only."
+        )
     is_bool = obs.dtype in (np.bool_, torch.bool)
     lay = detect_layout(obs.shape[1:], np.bool_ if is_bool else None, layout)
     kind, index = _resolve_target(target)

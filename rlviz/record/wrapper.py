@@ -1,9 +1,11 @@
-"""``RecordEpisode``: a gymnasium wrapper that records episodes with the agent's internals.
+"""``RecordEpisode``: gymnasium's ``RecordVideo``, plus the agent's internals when it has them.
 
-Per step it captures the rendered frame, the observation the policy saw, the action, reward,
-terminated/truncated and ``lives``; at the end of an episode it computes the policy's internals
-for every frame in batches, composes the panels and streams an H.264 MP4. Frames and
-observations are spooled to disk, so memory does not grow with episode length.
+Without a policy it is a drop-in for ``gymnasium.wrappers.RecordVideo`` (same arguments, defaults, file
+names, ``recording`` / ``episode_id`` / ``step_id``, start/stop recording, ``RenderCollection`` on either
+side): frames go straight to the H.264 encoder, nothing is kept in memory. With internals (a ``policy=``,
+or ``annotate()`` calls from the user's loop before each step) a video is one episode: frames and
+observations are spooled to disk, the policy's internals are computed in batches when the episode ends
+and drawn in panels beside the game.
 
 Wrap outermost (after preprocessing wrappers): observations are then what the agent sees and
 frames are the full-colour game from ``render()``.
@@ -11,8 +13,11 @@ frames are the full-colour game from ``render()``.
 
 from __future__ import annotations
 
+import gc
+import math
 import os
 import re
+import warnings
 from array import array
 from collections.abc import Callable
 from dataclasses import replace
@@ -21,90 +26,65 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from ..agent.obs import FlatView, ObsAdapter, is_plain
-from ..agent.policy import Policy, action_names_for, check_action_space
+from ..agent.actions import action_spec, check_policy_actions
+from ..agent.callable_policy import CallablePolicy, as_policy
+from ..agent.obs import is_plain
 from ..choices import SALIENCY_METHODS
 from ..envs.frames import to_rgb_frame
 from ..envs.recipe import check_render_mode
 from ..episode.result import EpisodeResult
-from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool, returns_to_go
-from ..errors import EnvError, UsageError
-from ..media.atomic import atomic_path
+from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool
+from ..errors import UsageError
+from .internals import Annotations, compute_internals, save_episode_data
+from .setup import RenderModeError, action_labels, capped_cubic_video_schedule, probe_callable
+from .stream import FrameStream
 
-__all__ = ["RecordEpisode", "compute_internals", "save_episode_data"]
-
-
-def compute_internals(
-    trace: EpisodeTrace,
-    policy: Policy,
-    gamma: float = 0.99,
-    saliency: str | None = None,
-    saliency_target: str | int = "action",
-    observation_space=None,
-) -> EpisodeInternals:
-    """What ``policy`` says on each of the T+1 frames of ``trace``, computed in batches.
-
-    The return-to-go after a time-limit truncation is bootstrapped with the value of the last frame
-    (when the policy has a value head); after termination it is 0. ``observation_space``: the env's, for
-    observations the policy sees flattened (Discrete, Tuple, Dict: :mod:`rlviz.agent.obs`).
-    """
-    obs = trace.observations
-    if observation_space is not None and not is_plain(observation_space):
-        obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
-    out = policy.evaluate(obs)
-    bootstrap = 0.0
-    if trace.truncated and out.value is not None:
-        bootstrap = float(out.value[-1])
-    rtg = returns_to_go(trace.rewards, gamma, bootstrap)
-    maps, label = None, ""
-    if saliency is not None:
-        from ..explain.saliency import episode_saliency
-
-        chosen = np.concatenate([trace.actions, out.logits[-1:].argmax(-1)]).astype(np.int64)
-        # maps live in an unlinked temporary file (np.memmap), freed with the array
-        maps, label = episode_saliency(policy, obs, chosen, method=saliency, target=saliency_target)
-    return EpisodeInternals(
-        logits=out.logits,
-        probs=out.probs,
-        value=out.value,
-        entropy=out.entropy,
-        returns_to_go=rtg,
-        gamma=float(gamma),
-        kind=out.kind,
-        saliency=maps,
-        saliency_label=label,
-    )
+__all__ = ["RecordEpisode", "RenderModeError", "capped_cubic_video_schedule", "compute_internals",
+           "save_episode_data"]
 
 
 class RecordEpisode(gym.Wrapper):
-    """Record episodes to MP4 with the agent's action probabilities, value trace, entropy and saliency.
+    """Record episodes to MP4: the frames (a ``RecordVideo`` drop-in) and, given internals, the agent's panels.
 
     Args:
-        env: an env made with ``render_mode="rgb_array"``; wrap outermost, after preprocessing.
-        video_folder: where ``{name_prefix}-episode-{k}.mp4`` (and ``.npz`` per-step data) go.
-        policy: the agent (:class:`~rlviz.policy.Policy`, e.g. ``TorchPolicy(module)``). It computes the
-            panels; the actions may come from it (:func:`run_episode`) or from your own loop.
-        episode_trigger: ``f(episode_id) -> bool``; default: every episode.
-        fps: playback rate; default the env's ``metadata["render_fps"]``, else 30.
+        env: an env whose render mode returns images (``rgb_array`` or ``rgb_array_list``).
+        video_folder: where ``{name_prefix}-episode-{k}.mp4`` / ``{name_prefix}-step-{k}.mp4`` (and, with
+            internals, ``.npz`` per-step data) go.
+        policy: None (frames only), an rlviz :class:`~rlviz.agent.Policy`, a ``torch.nn.Module`` or a callable
+            from a batch of observations (numpy) to logits, ``(logits, value)`` or a dict (see
+            :class:`~rlviz.agent.CallablePolicy`). It computes the panels; actions come from your loop or
+            :func:`run_episode`. With a policy every episode is one video.
+        episode_trigger: ``f(episode_id) -> bool``; default: gymnasium's capped cubic schedule without a
+            policy (and no ``step_trigger``), every episode with one.
+        step_trigger: ``f(step_id) -> bool`` starts a video at a global step (frames only).
+        video_length: frames per video, 0 = until the episode ends (frames only; as ``RecordVideo``).
+        name_prefix, fps, disable_logger, gc_trigger: as ``RecordVideo`` (``fps`` default: the env's
+            ``metadata["render_fps"]``, else 30; ``disable_logger`` has nothing to silence here).
+        strip: frames only: a thin strip under the game with the step, reward and return so far.
         gamma: discount of the return-to-go drawn beside the value trace.
         saliency: None, "gradient", "smoothgrad" or "perturbation" (computed for the whole episode in batches).
         saliency_target: "action" (chosen action's logit), "logprob", "value" or an action index.
-        compose_options: a :class:`rlviz.compose.ComposeOptions`.
-        save_data: also write the per-step numbers (actions, rewards, probabilities, values...) as ``.npz``.
+        compose_options: a :class:`rlviz.draw.ComposeOptions`.
+        save_data: with internals, also write the per-step numbers as ``.npz``.
         spool_dir: where episode frames and observations are spooled (default: the system temp folder).
-        action_names: labels of the action bars (default: ``get_action_meanings()`` on ALE, MinAtar's
-            names, else the indices); a loaded checkpoint's ``action_names`` fit here.
+        action_names: labels of Discrete action bars (default: ALE's / MinAtar's names, else the indices).
+        squash: Box actions: the policy is a tanh-squashed Gaussian (SAC), drawn in action units.
     """
 
-    def __init__(
+    def __init__(  # noqa: C901 - one check per argument
         self,
         env: gym.Env,
         video_folder: str | os.PathLike,
-        policy: Policy | None = None,
+        policy=None,
         *,
         episode_trigger: Callable[[int], bool] | None = None,
+        step_trigger: Callable[[int], bool] | None = None,
+        video_length: int = 0,
         name_prefix: str = "rl-video",
         fps: float | None = None,
+        disable_logger: bool = True,
+        gc_trigger: Callable[[int], bool] | None = None,
+        strip: bool = False,
         gamma: float = 0.99,
         saliency: str | None = None,
         saliency_target: str | int = "action",
@@ -114,22 +94,32 @@ class RecordEpisode(gym.Wrapper):
         save_data: bool = True,
         spool_dir: str | os.PathLike | None = None,
         action_names=None,
+        squash: bool = False,
     ):
         super().__init__(env)
-        if env.render_mode != "rgb_array":
-            raise EnvError(
-                f"RecordEpisode needs frames, but the env's render_mode is {env.render_mode!r}. "
-                "Initialize your environment with render_mode='rgb_array', "
-                "e.g. gym.make(env_id, render_mode='rgb_array')."
+        if env.render_mode in (None, "human", "ansi"):
+            raise RenderModeError(
+                f"RecordEpisode needs frames, but the env's render_mode is {env.render_mode!r}. Initialize your "
+                "environment with a render_mode that returns an image, such as rgb_array: "
+                "gym.make(env_id, render_mode='rgb_array')."
             )
-        check_render_mode(env, "rgb_array")
-        if policy is None or not isinstance(policy, Policy):
-            raise UsageError(
-                f"RecordEpisode needs policy=<rlviz Policy> to draw the agent's internals; received {policy!r}. "
-                "Wrap a torch module with rlviz.TorchPolicy(module) or load one with rlviz.load_agent(path)."
-            )
+        check_render_mode(env, env.render_mode)  # an env that only claims the mode fails here, not on render()
+        self.spec_actions = spec = action_spec(env.action_space)
+        self.policy = None if policy is None else as_policy(policy, env.action_space, squash)
+        if self.policy is not None:
+            check_policy_actions(self.policy, env.action_space)
+            if isinstance(self.policy, CallablePolicy) and self.policy.fn is policy:
+                probe_callable(self.policy, policy, env.observation_space)
+            if step_trigger is not None or video_length:
+                raise UsageError("step_trigger and video_length cut videos anywhere; with a policy a video is one "
+                                 "episode. Choose episodes with episode_trigger, or record frames only (no policy).")
         if saliency is not None and saliency not in SALIENCY_METHODS:
             raise UsageError(f"saliency={saliency!r} is not known; use None or one of {SALIENCY_METHODS}.")
+        if saliency is not None and self.policy is None:
+            raise UsageError(f"saliency={saliency!r} needs policy=...: saliency takes the network apart.")
+        if saliency in ("gradient", "smoothgrad") and not self.policy.differentiable:
+            raise UsageError(f"saliency={saliency!r} takes gradients, but this policy is forward-only (a numpy "
+                             "callable); use saliency='perturbation', which needs forward passes only.")
         if saliency is not None and not is_plain(env.observation_space):
             raise UsageError(f"saliency={saliency!r} maps array observations, but this env's are {env.observation_space}; "
                              "use saliency=None (CLI: --saliency none) for it.")
@@ -137,101 +127,224 @@ class RecordEpisode(gym.Wrapper):
             raise UsageError(f"gamma={gamma} is outside [0, 1].")
         if re.search(r"[\\/]", name_prefix):
             raise UsageError(f"name_prefix={name_prefix!r} must be a file name prefix, not a path.")
-        num_actions = check_action_space(env.action_space, None)
-        if policy.num_actions not in (-1, num_actions):
-            raise UsageError(
-                f"The policy has {policy.num_actions} actions but the env's action space is Discrete({num_actions})."
-            )
-        self.policy = policy
+        if int(video_length) < 0:
+            raise UsageError(f"video_length={video_length}; expected 0 (whole episodes) or a number of frames.")
+        if episode_trigger is None and step_trigger is None:
+            episode_trigger = capped_cubic_video_schedule if self.policy is None else (lambda episode_id: True)
+        self.episode_trigger, self.step_trigger = episode_trigger, step_trigger
+        self.video_length = int(video_length) if video_length else math.inf
+        self.disable_logger, self.gc_trigger, self.strip = disable_logger, gc_trigger, bool(strip)
         self.video_folder = Path(video_folder)
         self.video_folder.mkdir(parents=True, exist_ok=True)
-        self.episode_trigger = episode_trigger or (lambda episode_id: True)
         self.name_prefix = name_prefix
-        self.fps = float(fps or env.metadata.get("render_fps") or 30)
+        self.fps = self.frames_per_sec = float(fps or env.metadata.get("render_fps") or 30)
         if self.fps <= 0:
             raise UsageError(f"fps={fps}; expected a positive number.")
-        self.gamma = float(gamma)
-        self.saliency = saliency
-        self.saliency_target = saliency_target
+        self.gamma, self.saliency, self.saliency_target = float(gamma), saliency, saliency_target
         self.compose_options = compose_options
         self.preset, self.crf, self.save_data = preset, int(crf), bool(save_data)
         self.spool_dir = None if spool_dir is None else str(spool_dir)
-        if action_names is not None and len(action_names) != num_actions:
-            raise UsageError(f"action_names has {len(action_names)} names for Discrete({num_actions}) actions.")
-        self.action_names = tuple(str(n) for n in (action_names or action_names_for(env, num_actions)))
+        self.action_names = action_labels(env, spec, action_names)
         env_spec = getattr(env, "spec", None)
         self.env_id = env_spec.id if env_spec is not None else type(env.unwrapped).__name__
-        self.episode_id = -1
+        self.episode_id = self.step_id = -1
+        self.render_history: list = []
         self.last_video_path: Path | None = None
         self.last_internals: EpisodeInternals | None = None  # without saliency maps (they live on disk)
         self.last_result: EpisodeResult | None = None
-        self._rec = None  # the episode being recorded: dict of spools and arrays
+        self._mode: str | None = None  # None | "pending" | "stream" | "spool" (see the module docstring)
+        self._video_name: str | None = None
+        self._stream: FrameStream | None = None
+        self._rec: dict | None = None
+        self._pending = None
+        self._annotations = Annotations(self.spec_actions)
+        self._episode_return, self._episode_len, self._seed = 0.0, 0, None
+        self._warned_stream_annotate = False
 
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        if self._rec is not None:  # the previous episode was cut short by this reset
+        if self._mode == "spool":  # the previous episode was cut short by this reset
             self._finish(terminated=False, truncated=False)
         obs, info = self.env.reset(seed=seed, options=options)
         self.episode_id += 1
+        if self._mode is not None and self.video_length == math.inf:
+            self.stop_recording()
         self._episode_return, self._episode_len, self._seed = 0.0, 0, seed
+        self._annotations = Annotations(self.spec_actions)
         self.last_result = None
-        if self.episode_trigger(self.episode_id):
-            self._start(obs, info)
+        if self.episode_trigger is not None and self.episode_trigger(self.episode_id):
+            self.start_recording(f"{self.name_prefix}-episode-{self.episode_id}")
+            frame = self._grab()
+            if frame is not None and self.policy is not None:
+                self._start_spool(frame, obs, info)
+            elif frame is not None:
+                self._pending = (frame, obs, info)
+        elif self._mode == "stream":
+            self._stream_frame(self._grab(), 0.0)
         return obs, info
 
     def step(self, action):
         obs, reward, terminated, truncated, info = self.env.step(action)
+        self.step_id += 1
         self._episode_return += float(reward)
         self._episode_len += 1
-        if self._rec is not None:
-            rec = self._rec
-            rec["actions"].append(int(np.asarray(action).reshape(-1)[0]))
-            rec["rewards"].append(float(reward))
-            rec["lives"].append(int(info.get("lives", -1)))
-            rec["frames"].append(to_rgb_frame(self.env.render()))
-            rec["obs"].append(obs)
+        if self.step_trigger is not None and self.step_trigger(self.step_id):
+            self.start_recording(f"{self.name_prefix}-step-{self.step_id}")
+            self._mode = "stream"
+        if self._mode == "pending":
+            self._decide()
+        if self._mode == "stream":
+            self._stream_frame(self._grab(), float(reward))
+        elif self._mode == "spool":
+            self._spool_step(action, reward, obs, info)
         if terminated or truncated:
-            if self._rec is not None:
+            if self._mode == "spool":
                 self._finish(bool(terminated), bool(truncated))
             else:
                 self.last_result = self._result(bool(terminated), bool(truncated), None)
         return obs, reward, terminated, truncated, info
 
+    def render(self):
+        out = self.env.render()
+        if self._mode == "stream" and isinstance(out, list):
+            for frame in out:  # frames the user collected between steps belong to the video too (as RecordVideo)
+                self._stream_frame(to_rgb_frame(frame), 0.0, count=False)
+        if self.render_history:
+            history, self.render_history = self.render_history, []
+            return history + out
+        return out
+
     def close(self):
         try:
-            if self._rec is not None:
-                self._finish(terminated=False, truncated=False)
+            if self._mode is not None:
+                self.stop_recording()
         finally:
             super().close()
+
+    def __del__(self):
+        stream = getattr(self, "_stream", None)  # __init__ may have raised before any attribute was set
+        if stream is not None:
+            stream.abort()
+            warnings.warn("RecordEpisode: the last video was not finished; call close().", stacklevel=1)
 
     # -- public helpers ---------------------------------------------------------------------------
     @property
     def recording(self) -> bool:
-        """True while an episode is being recorded."""
-        return self._rec is not None
+        """True while a video is being recorded."""
+        return self._mode is not None
+
+    def annotate(self, logits=None, value=None, **extra) -> None:
+        """Attach the agent's internals for the coming step (call before ``env.step(action)``): ``logits`` [A]
+        (Box actions: ``mean=``, ``std=`` or ``log_std=`` [D]), ``value``, and any scalars of your own
+        (``q_taken=...``), each drawn as a curve. The video shows exactly these numbers; the frame after the
+        last step repeats the last step's. A no-op when this episode is not recorded."""
+        fields = {"logits": logits, "value": value, **extra}
+        if self._mode in ("pending", "spool"):
+            self._annotations.add(self._episode_len, fields)
+        elif self._mode == "stream" and not self._warned_stream_annotate:
+            self._warned_stream_annotate = True
+            warnings.warn("RecordEpisode.annotate(): this video was started by step_trigger or before the first "
+                          "annotation of its episode, so it records frames only; annotate from the first step of "
+                          "episodes chosen by episode_trigger.", stacklevel=2)
+
+    def start_recording(self, video_name: str) -> None:
+        """Start a video named ``video_name`` (finishing the current one first)."""
+        if self._mode is not None:
+            self.stop_recording()
+        self._video_name = video_name
+        self._mode = "pending"
+
+    def stop_recording(self) -> None:
+        """Finish the current video and write it (nothing is written for a video of zero frames)."""
+        if self._mode is None:
+            raise UsageError("stop_recording() was called, but no video is being recorded; check env.recording.")
+        if self._mode == "spool":
+            self._finish(terminated=False, truncated=False)
+        else:
+            if self._mode == "pending" and self._pending is not None:
+                self._mode = "stream"
+                self._stream_frame(self._pending[0], 0.0)
+            path = self._stream.close() if self._stream is not None else None
+            if path is None:
+                warnings.warn("RecordEpisode: ignored saving a video with zero frames.", stacklevel=2)
+            self.last_video_path = path or self.last_video_path
+        self._mode, self._stream, self._pending, self._video_name = None, None, None, None
+        if self.gc_trigger is not None and self.gc_trigger(self.episode_id):
+            gc.collect()
 
     def finish_episode(self, truncated: bool = True) -> EpisodeResult | None:
         """The current episode's result, its video written. An episode still running is cut here (marked
         ``truncated`` unless told otherwise) and its video finished; after an episode ended by itself this
         returns that episode's result. None before the first reset."""
-        if self._rec is not None:
+        if self._mode == "spool":
             self._finish(terminated=False, truncated=bool(truncated))
+        elif self._mode is not None:
+            self.stop_recording()
+            if self.last_result is None:
+                self.last_result = self._result(False, bool(truncated), self.last_video_path)
+            else:
+                self.last_result = replace(self.last_result, video_path=self.last_video_path)
         elif self.last_result is None and self.episode_id >= 0:
             self.last_result = self._result(False, bool(truncated), None)
         return self.last_result
 
-    # -- recording --------------------------------------------------------------------------------
-    def _start(self, obs, info) -> None:
-        frame = to_rgb_frame(self.env.render())
+    # -- frames only ------------------------------------------------------------------------------
+    def _grab(self):
+        """The env's current frame (uint8 RGB), or None when a RenderCollection has just been emptied."""
+        frame = self.env.render()
+        if isinstance(frame, list):
+            if not frame:
+                warnings.warn("RecordEpisode: env.render() was just called, so this step's frame cannot be "
+                              "captured.", stacklevel=3)
+                return None
+            self.render_history += frame
+            frame = frame[-1]
+        return to_rgb_frame(frame)
+
+    def _stream_frame(self, frame, reward: float, count: bool = True) -> None:
+        if frame is None:
+            return
+        if self._stream is None:
+            path = self.video_folder / f"{self._video_name}.mp4"
+            self._stream = FrameStream(path, self.fps, self.preset, self.crf, self.strip)
+        self._stream.write(frame, self._episode_len, reward, self._episode_return)
+        if count and self._stream.frames > self.video_length:
+            self.stop_recording()
+
+    def _decide(self) -> None:
+        """First step of an episode-triggered video without a policy: annotated -> panels, else frames only."""
+        if self._pending is None:  # the reset frame could not be captured
+            self._mode = "stream"
+            return
+        frame, obs, info = self._pending
+        self._pending = None
+        if self._annotations:
+            self._start_spool(frame, obs, info)
+            return
+        self._mode = "stream"
+        self._stream_frame(frame, 0.0)
+
+    # -- with internals ---------------------------------------------------------------------------
+    def _start_spool(self, frame, obs, info) -> None:
+        self._mode = "spool"
         self._rec = {
             "frames": Spool(frame.shape, np.uint8, dir=self.spool_dir, name="frames"),
             "obs": make_spool(obs, dir=self.spool_dir, name="obs"),  # a Dict/Tuple observation kept whole
-            "actions": array("q"),
+            "actions": array("d"),
             "rewards": array("d"),
             "lives": array("l", [int(info.get("lives", -1))]),
         }
         self._rec["frames"].append(frame)
         self._rec["obs"].append(obs)
+
+    def _spool_step(self, action, reward, obs, info) -> None:
+        rec = self._rec
+        rec["actions"].extend(np.asarray(action, dtype=np.float64).reshape(-1).tolist())
+        rec["rewards"].append(float(reward))
+        rec["lives"].append(int(info.get("lives", -1)))
+        frame = self._grab()
+        rec["frames"].append(frame if frame is not None else rec["frames"].view()[-1])
+        rec["obs"].append(obs)
 
     def _result(self, terminated: bool, truncated: bool, path: Path | None) -> EpisodeResult:
         return EpisodeResult(index=self.episode_id, seed=self._seed, ret=self._episode_return,
@@ -239,25 +352,14 @@ class RecordEpisode(gym.Wrapper):
 
     def _finish(self, terminated: bool, truncated: bool) -> None:
         rec, self._rec = self._rec, None
+        name = self._video_name or f"{self.name_prefix}-episode-{self.episode_id}"
+        self._mode, self._video_name = None, None
         try:
-            lives = np.asarray(rec["lives"], dtype=np.int32)
-            trace = EpisodeTrace(
-                frames=rec["frames"].view(),
-                observations=rec["obs"].view(),
-                actions=np.asarray(rec["actions"], dtype=np.int64),
-                rewards=np.asarray(rec["rewards"], dtype=np.float32),
-                lives=None if (lives < 0).all() else lives,
-                terminated=terminated,
-                truncated=truncated,
-                action_names=self.action_names,
-                episode_id=self.episode_id,
-                seed=self._seed,
-                fps=self.fps,
-                env_id=self.env_id,
-            )
+            trace = self._trace(rec, terminated, truncated)
             internals = compute_internals(trace, self.policy, self.gamma, self.saliency, self.saliency_target,
-                                          self.observation_space)
-            path = self.video_folder / f"{self.name_prefix}-episode-{self.episode_id}.mp4"
+                                          self._annotations, self.spec_actions,
+                                          observation_space=self.observation_space)
+            path = self.video_folder / f"{name}.mp4"
             self._write(trace, internals, path)
             self.last_video_path = path
             self.last_internals = replace(internals, saliency=None)
@@ -266,6 +368,19 @@ class RecordEpisode(gym.Wrapper):
             for key in ("frames", "obs"):
                 rec[key].close()
 
+    def _trace(self, rec: dict, terminated: bool, truncated: bool) -> EpisodeTrace:
+        spec = self.spec_actions
+        steps = len(rec["rewards"])
+        dtype = np.float32 if spec.continuous else np.int64
+        lives = np.asarray(rec["lives"], dtype=np.int32)
+        return EpisodeTrace(
+            frames=rec["frames"].view(), observations=rec["obs"].view(),
+            actions=np.asarray(rec["actions"]).reshape((steps,) + spec.shape).astype(dtype),
+            rewards=np.asarray(rec["rewards"], dtype=np.float32), lives=None if (lives < 0).all() else lives,
+            terminated=terminated, truncated=truncated, action_names=self.action_names, episode_id=self.episode_id,
+            seed=self._seed, fps=self.fps, env_id=self.env_id,
+        )
+
     def _write(self, trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> None:
         from ..draw.compose import ComposeOptions, write_episode_video
 
@@ -273,27 +388,3 @@ class RecordEpisode(gym.Wrapper):
         write_episode_video(trace, internals, path, options=options, fps=self.fps, preset=self.preset, crf=self.crf)
         if self.save_data:
             save_episode_data(trace, internals, path.with_suffix(".npz"))
-
-
-def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> Path:
-    """Per-step numbers of an episode (no frames) as ``.npz``, written under a temporary name first."""
-    data = {
-        "actions": trace.actions,
-        "rewards": trace.rewards,
-        "logits": internals.logits,
-        "probs": internals.probs,
-        "entropy": internals.entropy,
-        "returns_to_go": internals.returns_to_go,
-        "gamma": np.float32(internals.gamma),
-        "terminated": np.bool_(trace.terminated),
-        "truncated": np.bool_(trace.truncated),
-        "action_names": np.asarray(trace.action_names, dtype=str),
-        "kind": np.asarray(internals.kind),
-    }
-    if internals.value is not None:
-        data["value"] = internals.value
-    if trace.lives is not None:
-        data["lives"] = trace.lives
-    with atomic_path(path) as tmp:
-        np.savez_compressed(tmp, **data)
-    return path

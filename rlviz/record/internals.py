@@ -1,0 +1,217 @@
+"""An episode's internals: from a policy (batched, after the episode), from ``annotate()`` calls made by the
+user's loop (one per step), or both (annotated numbers win); and the per-step ``.npz`` written beside a video."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..agent.actions import ActionSpec
+from ..agent.obs import FlatView, ObsAdapter, is_plain
+from ..agent.policy import Policy, PolicyOutput
+from ..episode.trace import EpisodeInternals, EpisodeTrace, returns_to_go
+from ..errors import UsageError
+from ..media.atomic import atomic_path
+
+__all__ = ["Annotations", "compute_internals", "save_episode_data"]
+
+_NAMED = ("logits", "value", "mean", "std", "log_std")
+
+
+class Annotations:
+    """What a loop told the recorder about each step (``RecordEpisode.annotate``): one row per step.
+    ``spec``: the env's actions, to check the sizes of logits / mean / std when they are given."""
+
+    def __init__(self, spec: ActionSpec | None = None):
+        self.rows: dict[str, list] = {}
+        self.spec = spec
+
+    def __bool__(self) -> bool:
+        return bool(self.rows)
+
+    def _sizes(self) -> dict:
+        spec = self.spec
+        if spec is None:
+            return {}
+        if spec.continuous:
+            return {"mean": (spec.size,), "std": (spec.size,), "log_std": (spec.size,), "logits": ()}
+        sizes = (spec.size, len(spec.nvec)) if spec.kind == "multi_binary" else (spec.size,)
+        return {"logits": sizes, "mean": (), "std": (), "log_std": ()}
+
+    def add(self, step: int, fields: dict) -> None:
+        """Validate every field, then store them as the annotations of ``step``."""
+        checked, sizes = {}, self._sizes()
+        for key, v in fields.items():
+            if v is None:
+                continue
+            if hasattr(v, "detach"):  # a torch tensor, without importing torch here
+                v = v.detach().cpu().numpy()
+            arr = np.asarray(v, dtype=np.float32).reshape(-1)
+            want = sizes.get(key, (1,))
+            if arr.size not in want:
+                what = "one number per step, e.g. annotate(q_taken=float(q[a]))" if key not in _NAMED else (
+                    f"{' or '.join(map(str, want))} numbers (one per action)" if want else "nothing for this space")
+                raise UsageError(f"annotate({key}=...) received {arr.size} numbers; expected {what}"
+                                 f"{'' if key in _NAMED else ': extra annotations are scalars'}.")
+            col = self.rows.get(key)
+            if col and col[-1][1].size != arr.size:
+                raise UsageError(f"annotate({key}=...) received {arr.size} numbers at step {step} and "
+                                 f"{col[-1][1].size} before; pass the same shape every step.")
+            checked[key] = arr
+        for key, arr in checked.items():
+            col = self.rows.setdefault(key, [])
+            if col and col[-1][0] == step:
+                col[-1] = (step, arr)
+            else:
+                col.append((step, arr))
+
+    def array(self, key: str, num_steps: int) -> np.ndarray | None:
+        """float32 [T+1, n]: row t is the annotation of step t (NaN where none was given); the frame after the last
+        step shows the last step's."""
+        col = self.rows.get(key)
+        if not col:
+            return None
+        out = np.full((num_steps + 1, col[0][1].size), np.nan, dtype=np.float32)
+        for t, arr in col:
+            if 0 <= t < num_steps:
+                out[t] = arr
+        out[num_steps] = out[num_steps - 1] if num_steps > 0 else col[-1][1]
+        return out
+
+
+def _softmax_parts(logits: np.ndarray, nvec: tuple | None) -> np.ndarray:
+    def sm(x):
+        z = np.exp(x - np.nanmax(x, axis=-1, keepdims=True))
+        return z / z.sum(-1, keepdims=True)
+
+    if nvec is None:
+        return sm(logits.astype(np.float64)).astype(np.float32)
+    parts = np.split(logits.astype(np.float64), np.cumsum(nvec)[:-1], axis=-1)
+    return np.concatenate([sm(p) for p in parts], axis=-1).astype(np.float32)
+
+
+def _annotated_output(ann: Annotations, n: int, spec: ActionSpec, squash: bool) -> PolicyOutput:
+    """The annotated steps as a PolicyOutput over the T+1 frames."""
+    value = ann.array("value", n - 1)
+    value = None if value is None else value[:, 0]
+    kind = "actor_critic" if value is not None else "logits"
+    if spec.continuous:
+        mean = ann.array("mean", n - 1)
+        if mean is None:
+            raise UsageError("annotate() on a Box action space takes mean=... (and std= or log_std=); got none.")
+        std = ann.array("std", n - 1)
+        log_std = ann.array("log_std", n - 1)
+        std = np.exp(log_std) if std is None and log_std is not None else std
+        return PolicyOutput(mean, np.zeros((n, 0), np.float32), value, kind, mean=mean, std=std, squash=squash,
+                            low=spec.low, high=spec.high)
+    logits = ann.array("logits", n - 1)
+    if logits is None:
+        raise UsageError("annotate() needs logits=... for a discrete action space (value=... and extras are optional).")
+    nvec = spec.nvec if spec.kind != "discrete" else None
+    if spec.kind == "multi_binary" and logits.shape[1] == len(spec.nvec):
+        logits = np.stack([np.zeros_like(logits), logits], -1).reshape(n, -1)
+    if logits.shape[1] != spec.size:
+        raise UsageError(f"annotate(logits=...) received {logits.shape[1]} numbers; the action space has "
+                         f"{spec.size} (one per action).")
+    return PolicyOutput(logits, _softmax_parts(logits, nvec), value, kind, nvec=nvec)
+
+
+def _merge(out: PolicyOutput | None, ann: PolicyOutput | None) -> PolicyOutput | None:
+    """The policy's output with the annotated numbers in its place (annotations win)."""
+    if out is None or ann is None:
+        return out if ann is None else ann
+    value = ann.value if ann.value is not None else out.value
+    kind = "actor_critic" if ann.value is not None else out.kind
+    return PolicyOutput(ann.logits, ann.probs, value, kind, ann.nvec, ann.mean, ann.std, ann.squash, ann.low, ann.high)
+
+
+def compute_internals(
+    trace: EpisodeTrace,
+    policy: Policy | None,
+    gamma: float = 0.99,
+    saliency: str | None = None,
+    saliency_target: str | int = "action",
+    annotations: Annotations | None = None,
+    spec: ActionSpec | None = None,
+    observation_space=None,
+) -> EpisodeInternals:
+    """What ``policy`` (and the loop's ``annotations``) say on each of the T+1 frames of ``trace``, in batches.
+
+    The return-to-go after a time-limit truncation is bootstrapped with the value of the last frame
+    (when there is a value); after termination it is 0. ``spec``: the env's actions (for annotations).
+    ``observation_space``: the env's, for observations the policy sees flattened (Discrete, Tuple, Dict:
+    :mod:`rlviz.agent.obs`).
+    """
+    n = trace.num_steps + 1
+    obs = trace.observations
+    if policy is not None and observation_space is not None and not is_plain(observation_space):
+        obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
+    out = policy.evaluate(obs) if policy is not None else None
+    ann = None
+    if annotations and any(k in annotations.rows for k in ("logits", "mean")):
+        if spec is None:
+            raise UsageError("compute_internals needs spec=<ActionSpec> to read annotations.")
+        ann = _annotated_output(annotations, n, spec, bool(getattr(policy, "squash", False)))
+    out = _merge(out, ann)
+    if out is None:
+        raise UsageError("compute_internals needs a policy or annotations; received neither.")
+    bootstrap = float(out.value[-1]) if trace.truncated and out.value is not None else 0.0
+    rtg = returns_to_go(trace.rewards, gamma, bootstrap)
+    maps, label = None, ""
+    if saliency is not None:
+        maps, label = _saliency(trace, policy, out, saliency, saliency_target)
+    extras = {k: annotations.array(k, n - 1)[:, 0] for k in annotations.rows if k not in _NAMED} if annotations else {}
+    return EpisodeInternals(
+        logits=out.logits, probs=out.probs, value=out.value, entropy=out.entropy, returns_to_go=rtg,
+        gamma=float(gamma), kind=out.kind, saliency=maps, saliency_label=label, nvec=out.nvec, mean=out.mean,
+        std=out.std, squash=out.squash, low=out.low, high=out.high, extras=extras or None,
+    )
+
+
+def _saliency(trace, policy, out, method, target):
+    from ..explain.saliency import episode_saliency
+
+    if policy is None:
+        raise UsageError(f"saliency={method!r} needs a policy to take apart; annotations alone have no network.")
+    if out.dist == "categorical":
+        chosen = np.concatenate([trace.actions, out.logits[-1:].argmax(-1)]).astype(np.int64)
+    elif target == "value" or (method == "perturbation" and target == "action"):
+        chosen = None
+    else:
+        raise UsageError(f"saliency target={target!r} picks one discrete action; for {out.dist} actions use "
+                         "saliency_target='value', or method='perturbation' with target='action' (the whole policy).")
+    if chosen is None:  # the value and the whole-policy perturbation score ignore the actions
+        chosen = np.zeros(trace.num_steps + 1, np.int64)
+    # maps live in an unlinked temporary file (np.memmap), freed with the array
+    return episode_saliency(policy, trace.observations, chosen, method=method, target=target)
+
+
+def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> Path:
+    """Per-step numbers of an episode (no frames) as ``.npz``, written under a temporary name first."""
+    data = {
+        "actions": trace.actions,
+        "rewards": trace.rewards,
+        "logits": internals.logits,
+        "probs": internals.probs,
+        "entropy": internals.entropy,
+        "returns_to_go": internals.returns_to_go,
+        "gamma": np.float32(internals.gamma),
+        "terminated": np.bool_(trace.terminated),
+        "truncated": np.bool_(trace.truncated),
+        "action_names": np.asarray(trace.action_names, dtype=str),
+        "kind": np.asarray(internals.kind),
+        "dist": np.asarray(internals.dist),
+    }
+    optional = {"value": internals.value, "lives": trace.lives, "mean": internals.mean, "std": internals.std,
+                "low": internals.low, "high": internals.high,
+                "nvec": None if internals.nvec is None else np.asarray(internals.nvec)}
+    data.update({k: v for k, v in optional.items() if v is not None})
+    if internals.mean is not None:
+        data["squash"] = np.bool_(internals.squash)
+    for name, v in (internals.extras or {}).items():
+        data[f"extra_{name}"] = v
+    with atomic_path(path) as tmp:
+        np.savez_compressed(tmp, **data)
+    return path
+
