@@ -285,6 +285,7 @@ def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Pa
         "entropy": internals.entropy,
         "returns_to_go": internals.returns_to_go,
         "gamma": np.float32(internals.gamma),
+        "fps": np.float32(trace.fps or 30.0),
         "terminated": np.bool_(trace.terminated),
         "truncated": np.bool_(trace.truncated),
         "action_names": np.asarray(trace.action_names, dtype=str),

@@ -1,0 +1,183 @@
+"""The report page (report.html) in a real headless Chromium: loads offline with no console errors, videos play,
+the timeline seeks the video and follows it, the episode table sorts, the heatmap shows. Plus its data, size and
+the notebook views, without a browser."""
+
+from __future__ import annotations
+
+import csv
+import functools
+import http.server
+import io
+import json
+import math
+import re
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rlviz.jobs import render
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, minatar_ckpt):
+    """A small MinAtar render with heatmap and two videos (worst, best)."""
+    out = tmp_path_factory.mktemp("report") / "run"
+    render(checkpoint=str(minatar_ckpt), episodes=6, out=str(out), heatmap=True, videos="worst:1,best:1", seed=3)
+    return out
+
+
+def _browser(profile: Path):
+    """A headless Chromium driven by Selenium through the system driver, or a loud skip saying what is missing."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("the selenium package (pip install -e '.[dev]')")
+    if missing:
+        pytest.skip("BROWSER TEST SKIPPED: missing " + ", ".join(missing) +
+                    "; install with `apt-get install -y chromium chromium-driver` (.ci/run does where it can)")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = str(CHROMIUM)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--autoplay-policy=no-user-gesture-required", "--window-size=1400,1000", "--hide-scrollbars",
+                 f"--user-data-dir={profile}"):
+        opts.add_argument(flag)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=opts)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    driver = _browser(tmp_path_factory.mktemp("chromium-profile"))
+    yield driver
+    driver.quit()
+
+
+class _LoggingHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the folder, logs each request, and answers byte ranges (browsers seek videos with them)."""
+
+    requests: list[str] = []
+
+    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+        type(self).requests.append(self.path)
+
+    def send_head(self):
+        m = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        path = Path(self.translate_path(self.path))
+        if m is None or not path.is_file():
+            return super().send_head()
+        data = path.read_bytes()
+        start, end = int(m.group(1)), int(m.group(2) or len(data) - 1)
+        end = min(end, len(data) - 1)
+        self.send_response(206)
+        self.send_header("Content-Type", self.guess_type(str(path)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Range", f"bytes {start}-{end}/{len(data)}")
+        self.send_header("Content-Length", str(end - start + 1))
+        self.end_headers()
+        return io.BytesIO(data[start : end + 1])
+
+
+@pytest.fixture()
+def served(run_dir, tmp_path):
+    """The run folder copied elsewhere (the page must not depend on where it was written), served on 127.0.0.1."""
+    moved = tmp_path / "moved" / "copy-of-run"
+    shutil.copytree(run_dir, moved)
+    _LoggingHandler.requests = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_LoggingHandler, directory=moved))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", moved
+    server.shutdown()
+    server.server_close()
+
+
+def _wait(driver, script: str, timeout: float = 20.0, *args):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        value = driver.execute_script(script, *args)
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for: {script}")
+
+
+def _click_step(driver, canvas, t: int, T: int) -> None:
+    """Click the timeline canvas where step t is drawn (x0 = 36 px pad, 8 px right margin, as page.js)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", canvas)
+    width = driver.execute_script("return arguments[0].getBoundingClientRect().width", canvas)
+    x = 36 + (width - 44) * t / T
+    ActionChains(driver).move_to_element_with_offset(canvas, int(round(x - width / 2)), 0).click().perform()
+
+
+def test_report_page_in_a_real_browser(browser, served):
+    base, folder = served
+    browser.get(f"{base}/report.html")
+    _wait(browser, "return window.rlvizReady === true")
+    # the heatmap image is shown
+    assert browser.execute_script("const i = document.querySelector('.heatmap img'); "
+                                  "return i.complete && i.naturalWidth > 0")
+    # videos load and play
+    video = browser.find_element("css selector", "#video-0-1 video")
+    _wait(browser, "return arguments[0].readyState >= 2", 20, video)
+    browser.execute_script("arguments[0].play()", video)
+    _wait(browser, "return arguments[0].currentTime > 0.2", 20, video)
+    # playing moves the timeline's playhead
+    canvas = browser.find_element("css selector", "#video-0-1 canvas")
+    assert int(canvas.get_attribute("data-step")) > 0
+    browser.execute_script("arguments[0].pause()", video)
+    # clicking the timeline at step t seeks the video to frame t (within one frame)
+    tl = json.loads(browser.execute_script("return JSON.stringify(DATA.runs[0].videos[1].timeline)"))
+    T, fps = tl["T"], tl["fps"]
+    assert T >= 4
+    for t in (T // 4, (3 * T) // 4, 1):
+        _click_step(browser, canvas, t, T)
+        _wait(browser, "return !arguments[0].seeking", 10, video)
+        frame = math.floor(browser.execute_script("return arguments[0].currentTime", video) * fps)
+        assert abs(frame - t) <= 1, (frame, t)
+        assert abs(int(canvas.get_attribute("data-step")) - t) <= 1
+    # sorting the episode table by return orders it, both ways
+    header = browser.find_element("xpath", "//div[@id='episodes-0']//th[text()='return']")
+    col = browser.execute_script("return arguments[0].cellIndex", header)
+    read = f"return [...document.querySelectorAll('#episodes-0 tbody tr')].map(r => Number(r.cells[{col}].textContent))"
+    header.click()
+    up = browser.execute_script(read)
+    header.click()
+    down = browser.execute_script(read)
+    with open(folder / "episodes.csv") as f:
+        returns = sorted(float(r["return"]) for r in csv.DictReader(f))
+    assert up == returns and down == returns[::-1]
+    # a row with a video opens it
+    row = browser.find_element("css selector", "#episodes-0 tr.has-video")
+    row.click()
+    assert browser.execute_script("return document.querySelectorAll('.video.focus').length") == 1
+    # no console errors; nothing requested beyond the page's folder
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == []
+    names = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert all(n.startswith(base + "/") or n.startswith("data:") for n in names), names
+    assert all(not p.startswith("//") and ".." not in p for p in _LoggingHandler.requests)
+    assert any(p.endswith(".mp4") for p in _LoggingHandler.requests)
+    if (SAMPLES / "report.png").parent.is_dir() and __import__("os").environ.get("RLVIZ_SCREENSHOT"):
+        browser.execute_script("window.scrollTo(0, 0)")
+        browser.save_screenshot(str(SAMPLES / "report.png"))
+
+
+def test_report_opens_from_a_file_url(browser, run_dir, tmp_path):
+    moved = tmp_path / "elsewhere"
+    shutil.copytree(run_dir, moved)
+    browser.get((moved / "report.html").as_uri())
+    _wait(browser, "return window.rlvizReady === true")
+    video = browser.find_element("css selector", "#video-0-0 video")
+    _wait(browser, "return arguments[0].readyState >= 2", 20, video)
+    assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
