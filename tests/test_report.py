@@ -16,9 +16,11 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rlviz.jobs import render
+from rlviz.report import load_run, timeline
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -181,3 +183,44 @@ def test_report_opens_from_a_file_url(browser, run_dir, tmp_path):
     video = browser.find_element("css selector", "#video-0-0 video")
     _wait(browser, "return arguments[0].readyState >= 2", 20, video)
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
+
+
+def _npz(path: Path, T: int, A: int = 3, fps: float = 15.0) -> Path:
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(A), size=T + 1).astype(np.float32)
+    np.savez(path.with_suffix(".npz"), actions=np.arange(T) % A, rewards=(np.arange(T) % 4 == 0).astype(np.float32),
+             logits=np.log(probs), probs=probs, entropy=np.linspace(1, 0, T + 1, dtype=np.float32),
+             returns_to_go=np.arange(T + 1, 0, -1, dtype=np.float32), value=np.full(T + 1, 0.5, np.float32),
+             gamma=np.float32(0.9), fps=np.float32(fps), action_names=np.array(["NOOP", "LEFT", "RIGHT"][:A]),
+             kind=np.array("pg"), terminated=np.bool_(True), truncated=np.bool_(False))
+    return path
+
+
+def test_timeline_keeps_short_episodes_whole_and_downsamples_long_ones(tmp_path):
+    tl = timeline(_npz(tmp_path / "a.mp4", T=5))
+    assert (tl["T"], tl["fps"], tl["stride"]) == (5, 15.0, 1)
+    assert tl["return_to_go"] == [6, 5, 4, 3, 2, 1] and tl["value"] == [0.5] * 6
+    assert tl["rewards"] == [1, 0, 0, 0, 1] and tl["actions"] == [0, 1, 2, 0, 1]
+    assert tl["action_names"] == ["NOOP", "LEFT", "RIGHT"] and len(tl["probs"]) == 3
+    long = timeline(_npz(tmp_path / "b.mp4", T=2500), max_points=1000)
+    assert long["stride"] == 3 and len(long["entropy"]) == 834 and long["T"] == 2500
+    assert long["return_to_go"][:2] == [2501, 2498]
+    assert sum(long["rewards"]) == 625 and long["rewards"][:3] == [1, 1, 1]  # summed per 3-step bucket
+
+
+def test_report_of_1000_episodes_and_a_10000_step_video_is_under_2_mb(tmp_path):
+    run = tmp_path / "run"
+    (run / "videos").mkdir(parents=True)
+    shutil.copy(SAMPLES / "out" / "minatar" / "summary.json", run)
+    shutil.copy(SAMPLES / "out" / "minatar" / "episodes.csv", run)  # the 1000-episode MinAtar render's table
+    shutil.copy(SAMPLES / "out" / "minatar" / "heatmap.png", run)
+    for k in range(3):
+        _npz(run / "videos" / f"worst-{k}-episode-0.mp4", T=10_000).with_suffix(".mp4").write_bytes(b"")
+    from rlviz.report import write_report
+
+    page = write_report(run / "report.html", [load_run(run)])
+    assert len(load_run(run).episodes) == 1000
+    assert page.stat().st_size < 2_000_000, page.stat().st_size
+    text = page.read_text()
+    assert "src='videos/worst-0-episode-0.mp4'" in text and "src='heatmap.png'" in text
+    assert not re.search(r"(src|href)=['\"](https?:)?//", text)  # nothing from elsewhere
