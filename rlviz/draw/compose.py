@@ -197,7 +197,7 @@ class Compositor:
         plot = (px + m, y, pw - 2 * m, int(opt.plot_height))
         y += plot[3] + 8 + lh + 6  # tick band + axis labels
         ebar = (bar_x0, y, bar_len, row_h - 4)
-        y += row_h + 4 + lh + m  # entropy row, saliency line
+        y += row_h + 4 + 2 * lh + m  # entropy row, saliency line, its colour scale and the env id
         height = _ceil16(max(gh, int(opt.min_height), y))
         width = _ceil16(gw + pw)
         self._names = names
@@ -274,8 +274,8 @@ class Compositor:
             yz = int(self.y_of(0.0))
             cv2.line(img, (px, yz), (px + pw - 1, yz), COLORS["grid"], 1)
         small = self._fs * 0.85
-        self._text(img, f"{self._yhi:.3g}", px + 3, py + 12, "dim", small)
-        self._text(img, f"{self._ylo:.3g}", px + 3, py + ph - 4, "dim", small)
+        self._axis_label(img, f"{self._yhi:.3g}", px + 3, py + 12, small)
+        self._axis_label(img, f"{self._ylo:.3g}", px + 3, py + ph - 4, small)
         ay = py + ph + 8 + lh - 2
         self._text(img, "0", px, ay, "dim", small)
         s = f"T={self.T}"
@@ -287,8 +287,27 @@ class Compositor:
         self._text(img, "entropy", x0, ey + eh - 2)
         cv2.rectangle(img, (ex, ey), (ex + elen - 1, ey + eh - 1), COLORS["track"], -1)
         sal = f"saliency: {it.saliency_label or 'on'}" if it.saliency is not None else "saliency: off"
-        self._text(img, sal + f"   |   {self.trace.env_id}", x0, ey + eh + lh + 4, "dim")
+        self._text(img, sal, x0, ey + eh + lh + 4, "dim")
+        x = x0
+        if it.saliency is not None:  # colour scale: the tint at 0 .. the episode's maximum
+            x = self._saliency_scale(img, x0, ey + eh + 2 * lh + 4, small)
+        self._text(img, self.trace.env_id, x, ey + eh + 2 * lh + 4, "dim")
         return img
+
+    def _axis_label(self, img, s: str, x: int, y: int, scale: float) -> None:
+        """A value-axis number on a plot-coloured box, so grid lines never run through it."""
+        (w, h), base = cv2.getTextSize(s, _FONT, scale, 1)
+        cv2.rectangle(img, (x - 2, y - h - 2), (x + w + 2, y + base), COLORS["plot"], -1)
+        self._text(img, s, x, y, "dim", scale)
+
+    def _saliency_scale(self, img, x: int, y: int, scale: float) -> int:
+        """Draw "0 [gradient] max" (the overlay tint over black at 0..1); returns the x after it."""
+        self._text(img, "0", x, y, "dim", scale)
+        x0, w, h = x + 12, 80, 10
+        a = np.linspace(0.0, float(self.options.saliency_alpha), w, dtype=np.float32)[:, None]
+        img[y - h : y, x0 : x0 + w] = (a * np.asarray(self.options.saliency_color, np.float32) + 0.5).astype(np.uint8)
+        self._text(img, "episode max", x0 + w + 4, y, "dim", scale)
+        return x0 + w + 12 + cv2.getTextSize("episode max", _FONT, scale, 1)[0][0]
 
     def _draw_traces(self) -> np.ndarray:
         """The plot region (plus its reward tick band) with both full traces, revealed column by column."""
