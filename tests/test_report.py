@@ -10,6 +10,7 @@ import http.server
 import io
 import json
 import math
+import os
 import re
 import shutil
 import threading
@@ -27,10 +28,11 @@ SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, minatar_ckpt):
-    """A small MinAtar render with heatmap and two videos (worst, best)."""
+def run_dir(tmp_path_factory):
+    """A small render of the shipped MinAtar agent: heatmap, two videos (worst, best) with saliency."""
     out = tmp_path_factory.mktemp("report") / "run"
-    render(checkpoint=str(minatar_ckpt), episodes=6, out=str(out), heatmap=True, videos="worst:1,best:1", seed=3)
+    render(checkpoint=str(SAMPLES / "minatar_breakout_ppo.pt2"), episodes=6, out=str(out), heatmap=True,
+           videos="worst:1,best:1", seed=3, saliency="gradient")
     return out
 
 
@@ -170,9 +172,20 @@ def test_report_page_in_a_real_browser(browser, served):
     assert all(n.startswith(base + "/") or n.startswith("data:") for n in names), names
     assert all(not p.startswith("//") and ".." not in p for p in _LoggingHandler.requests)
     assert any(p.endswith(".mp4") for p in _LoggingHandler.requests)
-    if (SAMPLES / "report.png").parent.is_dir() and __import__("os").environ.get("RLVIZ_SCREENSHOT"):
-        browser.execute_script("window.scrollTo(0, 0)")
-        browser.save_screenshot(str(SAMPLES / "report.png"))
+    if os.environ.get("RLVIZ_SCREENSHOT"):  # README's picture: RLVIZ_SCREENSHOT=samples/report.png
+        _screenshot(browser, Path(os.environ["RLVIZ_SCREENSHOT"]))
+
+
+def _screenshot(browser, dest: Path) -> None:
+    """The first video with its timeline mid-episode, below the summary and heatmap: a 1200x1300 PNG."""
+    from PIL import Image
+
+    browser.set_window_size(1200, 1300)
+    browser.execute_script("const v = document.querySelector('#video-0-1 video'); v.pause(); "
+                           "v.currentTime = v.duration * 0.6; window.scrollTo(0, 0)")
+    time.sleep(1.0)
+    browser.save_screenshot(str(dest))
+    Image.open(dest).convert("RGB").quantize(64).save(dest, optimize=True)
 
 
 def test_report_opens_from_a_file_url(browser, run_dir, tmp_path):

@@ -45,7 +45,7 @@ def build_html(runs: Sequence[RunData], page_dir: str | os.PathLike, title: str 
     title = title or " vs ".join(r.title for r in runs) or "rlviz report"
     data = {"runs": [_run_json(r, page_dir) for r in runs]}
     blob = json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
-    body = "".join(_run_html(r, i, page_dir) for i, r in enumerate(runs))
+    body = "".join(_run_html(r, i, page_dir, len(runs) > 1) for i, r in enumerate(runs))
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; img-src 'self' data:; "
@@ -92,14 +92,16 @@ def _get(summary: dict, dotted: str):
     return v
 
 
-def _run_html(run: RunData, r: int, page_dir: Path) -> str:
+def _run_html(run: RunData, r: int, page_dir: Path, several: bool) -> str:
     rows = "".join(f"<tr><th>{name}</th><td>{html.escape(_num(_get(run.summary, key)))}</td></tr>"
                    for name, key in _SUMMARY_ROWS if _get(run.summary, key) is not None)
-    parts = [f"<section class='run'><h2>{html.escape(run.title)}</h2>",
-             f"<h3>Summary</h3><table class='summary'>{rows}</table>", _findings_html(run.summary)]
+    heading = f"<h2>{html.escape(run.title)}</h2>" if several else ""
+    parts = [f"<section class='run'>{heading}<div class='top'><div><h3>Summary</h3>"
+             f"<table class='summary'>{rows}</table>{_findings_html(run.summary)}</div>"]
     if run.heatmap is not None:
-        parts.append(f"<h3>Failure heatmap</h3><div class='heatmap'><img alt='failure heatmap' "
+        parts.append(f"<div class='heatmap'><h3>Failure heatmap</h3><img alt='failure heatmap' "
                      f"src='{_rel(run.heatmap, page_dir)}'></div>")
+    parts.append("</div>")
     if run.episodes:
         parts.append(f"<h3>Episodes ({len(run.episodes)})</h3><p class='readout'>Click a column to sort; "
                      f"highlighted rows have a video.</p><div class='episodes' id='episodes-{r}'></div>")
