@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import UsageError
-from ..media.video import probe_video
+from ..media import probe_video
 
 __all__ = ["RunData", "VideoData", "load_run", "timeline", "MAX_POINTS"]
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 
-from ..media.atomic import atomic_path
+from ..media import atomic_write
 from .data import RunData
 
 __all__ = ["build_html", "write_report", "REPORT_NAME"]
@@ -33,10 +33,7 @@ _PALETTE = ["#5c84c8", "#ffb028", "#78e678", "#ff78c8", "#b48cff", "#5ac8ff", "#
 def write_report(path: str | os.PathLike, runs: Sequence[RunData], title: str | None = None) -> Path:
     """Write the page for ``runs`` (one run, or several side by side) to ``path``, atomically."""
     path = Path(path)
-    page = build_html(runs, path.parent, title)
-    with atomic_path(path) as tmp:
-        tmp.write_text(page, encoding="utf-8")
-    return path
+    return atomic_write(path, build_html(runs, path.parent, title))
 
 
 def build_html(runs: Sequence[RunData], page_dir: str | os.PathLike, title: str | None = None) -> str:
