@@ -8,6 +8,7 @@ pre-drawn traces up to ``t`` and draws the few things that move (bars, cursor, n
 
 from __future__ import annotations
 
+import math
 import os
 import unicodedata
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from ..media.video import VideoWriter
 from ..progress import bar
 from .overlay import ACTOR_COLOR, saliency_to_frame
 
-__all__ = ["ComposeOptions", "PanelData", "PanelLayout", "Compositor", "write_episode_video", "COLORS"]
+__all__ = ["ComposeOptions", "PanelData", "PanelLayout", "Compositor", "write_episode_video", "video_timing", "COLORS"]
 
 #: Panel colours (RGB).
 COLORS = {
@@ -61,6 +62,8 @@ class ComposeOptions:
         MinAtar) or "auto" ("nearest" when the frame size is a multiple of the map size, else "linear").
     font_scale: OpenCV Hershey font scale of the panel text.
     plot_height: height of the value / return-to-go plot in pixels.
+    min_seconds: a video lasts at least this long (see :func:`video_timing`); 0 keeps one frame per step at
+        the env's rate, as gymnasium's RecordVideo. ``rlviz render`` uses 2 s.
     """
 
     display_height: int = 480
@@ -71,6 +74,7 @@ class ComposeOptions:
     saliency_mode: str = "auto"
     font_scale: float = 0.45
     plot_height: int = 150
+    min_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -434,6 +438,19 @@ class Compositor:
         cv2.circle(img, (xt, y1(d.return_to_go)), 3, COLORS["return"], -1)
 
 
+def video_timing(num_frames: int, fps: float, min_seconds: float = 0.0) -> tuple[float, int]:
+    """(frame rate, extra frames) of a video of ``num_frames`` frames (one per step) meant to last ``min_seconds``.
+
+    A video long enough plays at ``fps``. A shorter one plays slower, at ``num_frames / min_seconds`` but no
+    slower than ``fps / 4``, and holds its last frame for the rest: frame t is still step t, at the returned rate.
+    """
+    fps = float(fps)
+    if min_seconds <= 0 or num_frames / fps >= min_seconds:
+        return fps, 0
+    rate = max(num_frames / float(min_seconds), fps / 4.0)
+    return rate, max(0, math.ceil(min_seconds * rate - 1e-6) - int(num_frames))
+
+
 def write_episode_video(
     trace: EpisodeTrace,
     internals: EpisodeInternals,
@@ -445,13 +462,16 @@ def write_episode_video(
 ) -> Path:
     """Render frames 0..T of the episode and stream them to an H.264 MP4 at ``path``. Returns the path.
 
-    fps defaults to ``trace.fps`` (30 when unset); preset and crf go to libx264 (see VideoWriter)."""
+    fps defaults to ``trace.fps`` (30 when unset); preset and crf go to libx264 (see VideoWriter). With
+    ``options.min_seconds`` a short episode plays slower and holds its last frame (:func:`video_timing`)."""
     comp = Compositor(trace, internals, options)
-    rate = float(fps or trace.fps or 30.0)
+    rate, held = video_timing(comp.T + 1, float(fps or trace.fps or 30.0), comp.options.min_seconds)
     buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
     with VideoWriter(path, rate, comp.size, preset=preset, crf=crf) as writer, \
             bar(comp.T + 1, "encode", unit="frame") as progress:
         for t in range(comp.T + 1):
             writer.write(comp.render(t, out=buf))
             progress.update(1)
+        for _ in range(held):
+            writer.write(buf)
     return Path(path)

@@ -26,6 +26,7 @@ import torch
 from .. import progress
 from ..agent import LoadedAgent, load_agent
 from ..config import RenderConfig, config_dict, parse_video_spec
+from ..draw.compose import ComposeOptions
 from ..envs import make_env, to_rgb_frame
 from ..episode import EpisodeResult
 from ..errors import UsageError
@@ -57,6 +58,10 @@ class RenderOutputs:
     def _repr_html_(self) -> str:
         """Notebooks: the statistics, the heatmap and the videos, inline."""
         return outputs_html(self.summary, self.heatmap_png, self.videos, self.report_html)
+
+
+#: render's videos last at least this long: short episodes play slower and hold their last frame.
+MIN_VIDEO_SECONDS = 2.0
 
 
 def select_episodes(returns: np.ndarray, spec: list[tuple[str, int]], seed: int = 0) -> list[tuple[str, int]]:
@@ -224,6 +229,7 @@ def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, confi
             saliency=config.saliency,
             saliency_target=config.saliency_target,
             action_names=agent.action_names,
+            compose_options=ComposeOptions(min_seconds=MIN_VIDEO_SECONDS),
         )
         try:
             with progress.phase(f"video {label}:{idx} ({record.length} steps)"):

@@ -267,16 +267,18 @@ class RecordEpisode(gym.Wrapper):
                 rec[key].close()
 
     def _write(self, trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> None:
-        from ..draw.compose import ComposeOptions, write_episode_video
+        from ..draw.compose import ComposeOptions, video_timing, write_episode_video
 
         options = self.compose_options or ComposeOptions()
         write_episode_video(trace, internals, path, options=options, fps=self.fps, preset=self.preset, crf=self.crf)
         if self.save_data:
-            save_episode_data(trace, internals, path.with_suffix(".npz"))
+            rate, _ = video_timing(trace.num_steps + 1, self.fps, options.min_seconds)
+            save_episode_data(trace, internals, path.with_suffix(".npz"), fps=rate)
 
 
-def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> Path:
-    """Per-step numbers of an episode (no frames) as ``.npz``, written under a temporary name first."""
+def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Path, fps: float | None = None) -> Path:
+    """Per-step numbers of an episode (no frames) as ``.npz``, written under a temporary name first; ``fps`` is
+    the rate its video plays at (frame t = step t), default the trace's."""
     data = {
         "actions": trace.actions,
         "rewards": trace.rewards,
@@ -285,7 +287,7 @@ def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Pa
         "entropy": internals.entropy,
         "returns_to_go": internals.returns_to_go,
         "gamma": np.float32(internals.gamma),
-        "fps": np.float32(trace.fps or 30.0),
+        "fps": np.float32(fps or trace.fps or 30.0),
         "terminated": np.bool_(trace.terminated),
         "truncated": np.bool_(trace.truncated),
         "action_names": np.asarray(trace.action_names, dtype=str),
