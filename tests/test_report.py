@@ -237,3 +237,18 @@ def test_report_of_1000_episodes_and_a_10000_step_video_is_under_2_mb(tmp_path):
     text = page.read_text()
     assert "src='videos/worst-0-episode-0.mp4'" in text and "src='heatmap.png'" in text
     assert not re.search(r"(src|href)=['\"](https?:)?//", text)  # nothing from elsewhere
+
+
+def test_findings_and_two_runs_side_by_side(tmp_path):
+    from rlviz.report import RunData, build_html
+
+    finding = {"id": "value-lag", "severity": "warning", "message": "value <lags> the return", "evidence": {}}
+    a = RunData(title="agent A", folder=tmp_path / "a", summary={"episodes": 3, "diagnostics": [finding]},
+                episodes=[{"episode": "0", "return": "1.5"}])
+    b = RunData(title="agent B", folder=tmp_path / "b", summary={"episodes": 4})
+    page = build_html([a, b], tmp_path)
+    assert "<title>agent A vs agent B</title>" in page
+    assert page.count("<section class='run'>") == 2 and "<h2>agent A</h2>" in page and "<h2>agent B</h2>" in page
+    assert "<div class='finding warning'><b>value-lag</b>: value &lt;lags&gt; the return</div>" in page
+    data = json.loads(re.search(r"id='rlviz-data'>(.*?)</script>", page).group(1))
+    assert data["runs"][0]["rows"] == [[0, 1.5]] and data["runs"][1]["rows"] == []
