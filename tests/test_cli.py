@@ -13,7 +13,8 @@ import pytest
 
 from rlviz.cli import main
 from rlviz.config import parse_video_spec
-from rlviz.jobs.render import select_episodes
+from rlviz.draw.compose import video_timing
+from rlviz.jobs.render import MIN_VIDEO_SECONDS, select_episodes
 from rlviz.media.video import probe_video
 
 
@@ -49,7 +50,10 @@ def test_render_minatar_writes_every_output(minatar_ckpt, tmp_path, capsys):
         idx = int(v.name.split("-")[1])
         info = probe_video(v)
         assert (info.codec, info.pix_fmt) == ("h264", "yuv420p")
-        assert info.num_frames == int(rows[idx]["length"]) + 1  # the replay is the rolled-out episode
+        T = int(rows[idx]["length"])  # the replay is the rolled-out episode; short ones last 2 s (MinAtar: 30 fps)
+        rate, held = video_timing(T + 1, 30.0, MIN_VIDEO_SECONDS)
+        assert info.num_frames == T + 1 + held and info.fps == pytest.approx(rate, rel=1e-3)
+        assert float(np.load(v.with_suffix(".npz"))["fps"]) == pytest.approx(rate)
         assert list(np.load(v.with_suffix(".npz"))["action_names"]) == ["NOOP", "LEFT", "RIGHT"]
     assert not [p for p in out.rglob("*") if ".partial" in p.name]
 
@@ -122,7 +126,8 @@ def test_render_an_sb3_zip_records_its_probabilities_and_values(ppo_zip, tmp_pat
     (video,) = (out / "videos").glob("*.mp4")
     data = np.load(video.with_suffix(".npz"))
     info = probe_video(video)
-    assert (info.codec, info.num_frames) == ("h264", len(data["actions"]) + 1)
+    held = video_timing(len(data["actions"]) + 1, 50.0, MIN_VIDEO_SECONDS)[1]  # CartPole: 50 fps
+    assert (info.codec, info.num_frames) == ("h264", len(data["actions"]) + 1 + held)
     # the recorded panel numbers are SB3's own: replay the observations through model.policy
     import gymnasium as gym
     import torch

@@ -15,6 +15,8 @@ from conftest import tb_accumulator, wandb_flushed, wandb_items, wandb_records
 from PIL import Image
 
 from rlviz.cli import main
+from rlviz.draw.compose import video_timing
+from rlviz.jobs.render import MIN_VIDEO_SECONDS
 
 
 def _run(ckpt, out, *extra):
@@ -35,7 +37,8 @@ def test_render_logs_to_wandb_offline_without_network(minatar_ckpt, tmp_path, wa
     reader = imageio_ffmpeg.read_frames(str(video))
     meta = next(reader)
     assert "h264" in meta["codec"]
-    assert sum(1 for _ in reader) == int(rows[0]["length"]) + 1  # the first episode, uploaded as is
+    T = int(rows[0]["length"])  # the first episode, uploaded as is (short ones last 2 s: MinAtar at 30 fps)
+    assert sum(1 for _ in reader) == T + 1 + video_timing(T + 1, 30.0, MIN_VIDEO_SECONDS)[1]
     assert list((run_dir / "files" / "media" / "images").rglob("*.png"))  # the heatmap
 
     records = list(wandb_records(next(run_dir.glob("run-*.wandb"))))

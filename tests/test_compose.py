@@ -245,3 +245,23 @@ def test_write_episode_video_streams_every_frame(tmp_path):
         if t in (0, 4, T):
             assert np.abs(frame.astype(int) - comp.render(t)).mean() < 4.0
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ep.mp4"]
+
+
+def test_short_episodes_play_slower_and_hold_their_last_frame(tmp_path):
+    from rlviz.draw.compose import ComposeOptions, video_timing
+
+    assert video_timing(8, 30.0, 2.0) == (7.5, 7)  # 7 steps: down to a quarter of the rate, last frame held to 2 s
+    assert video_timing(16, 30.0, 2.0) == (8.0, 0)  # 15 steps: 8 fps is enough
+    assert video_timing(61, 30.0, 2.0) == (30.0, 0) and video_timing(8, 30.0) == (30.0, 0)
+    T = 7
+    trace, internals = episode(T=T)
+    out = write_episode_video(trace, internals, tmp_path / "ep.mp4", options=ComposeOptions(min_seconds=2.0),
+                              fps=30.0)
+    info = probe_video(out)
+    assert info.num_frames == 15 and info.fps == pytest.approx(7.5)
+    frames = list(read_video(out))
+    comp = Compositor(trace, internals)
+    for t in (0, T):  # frame t is still step t
+        assert np.abs(frames[t].astype(int) - comp.render(t)).mean() < 4.0
+    for held in frames[T + 1 :]:
+        assert np.abs(held.astype(int) - frames[T]).mean() < 1.0

@@ -316,14 +316,14 @@ def test_episode_saliency_on_a_minatar_episode(tmp_path, method):
     maps, label = episode_saliency(policy, observations, actions, method, "action", chunk=5, **opts)
     t1 = observations.shape[0]
     assert maps.shape == (t1, 10, 10) and maps.dtype == np.float32 and isinstance(maps, np.memmap)
-    assert label == f"{method} · actor" and 0 <= maps.min() and maps.max() == 1.0
+    assert label == f"{method} · chosen action's logit" and 0 <= maps.min() and maps.max() == 1.0
     last = policy.evaluate(np.asarray(observations[-1:])).logits.argmax(-1)
     raw = attribute(policy, np.asarray(observations), method, actions=np.concatenate([actions, last]), **opts)
     np.testing.assert_allclose(maps, normalise_episode(raw), rtol=1e-5, atol=1e-6)
     same, _ = episode_saliency(policy, observations, actions, method, chunk=1000, **opts)
     np.testing.assert_allclose(same, maps, rtol=1e-5, atol=1e-6)
     _, critic = episode_saliency(policy, observations, actions, method, "value", **opts)
-    assert critic == f"{method} · critic"
+    assert critic == f"{method} · value"
     with pytest.raises(UsageError, match="actions"):
         episode_saliency(policy, observations, actions[:-1], method)
     spool.close()

@@ -9,8 +9,9 @@ from ..errors import UsageError
 
 __all__ = ["saliency_to_frame", "blend", "ACTOR_COLOR", "CRITIC_COLOR"]
 
-#: Default overlay colours (RGB): actor blue, critic red.
-ACTOR_COLOR = (40, 110, 255)
+#: Default overlay colours (RGB): policy maps amber (it stands out on MinAtar's blues and teals and on Atari's
+#: dark backgrounds), value maps red.
+ACTOR_COLOR = (255, 190, 20)
 CRITIC_COLOR = (255, 60, 40)
 
 

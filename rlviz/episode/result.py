@@ -6,6 +6,8 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from .display import table_html, video_html
+
 __all__ = ["EpisodeResult"]
 
 
@@ -61,3 +63,12 @@ class EpisodeResult:
             "is_success": "" if self.is_success is None else self.is_success,
             "mean_entropy": self.mean_entropy,
         }
+
+    def _repr_html_(self) -> str:
+        """Notebooks: the episode's numbers and, when it was recorded, its video playing in the cell."""
+        rows = [("episode", self.index), ("seed", self.seed), ("return", self.ret), ("length", self.length),
+                ("failures", self.failures), ("terminated", self.terminated), ("truncated", self.truncated)]
+        if not math.isnan(self.mean_entropy):
+            rows.append(("mean relative entropy", self.mean_entropy))
+        video = "" if self.video_path is None else video_html(self.video_path)
+        return f"<div class='rlviz-episode'>{video}{table_html(rows)}</div>"

@@ -130,8 +130,9 @@ class FailureHeatmap:
         if len(panels) > 1:
             panels.append(("all objects", self.total()))
         h, w = self.frame_shape
-        scale = 3.2 / max(h, w) * 1.6
-        fig, axes = plt.subplots(1, len(panels), figsize=(max(w * scale, 2.4) * len(panels) + 0.8, h * scale + 0.9))
+        side = 3.0  # inches of the longer side of each panel's image
+        fig, axes = plt.subplots(1, len(panels), figsize=(side * w / max(h, w) * len(panels) + 0.9 * len(panels),
+                                                          side * h / max(h, w) + 0.7), layout="constrained")
         axes = np.atleast_1d(axes)
         for ax, (name, grid) in zip(axes, panels):
             if bg is not None:
@@ -149,7 +150,7 @@ class FailureHeatmap:
         fig.suptitle(f"{self.env_id}: {self.failures} failures / {self.episodes} episodes", fontsize=10)
         try:
             with atomic_path(path) as tmp:
-                fig.savefig(tmp, dpi=dpi, format="png")
+                fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight", pad_inches=0.05)
         finally:
             plt.close(fig)
         return path

@@ -72,9 +72,11 @@ class ZeroSaliencyWarning(UserWarning):
 
 
 def saliency_label(method: str, target="action") -> str:
-    """Short overlay caption, e.g. ``"gradient · actor"`` or ``"perturbation · critic"``."""
+    """Short overlay caption naming what the map explains, e.g. ``"gradient · chosen action's logit"``,
+    ``"perturbation · value"``, ``"gradient · logit of action 2"``."""
     kind, index = _resolve_target(target)
-    who = {"value": "critic", "index": f"actor (action {index})", "logprob": "actor log-prob"}.get(kind, "actor")
+    who = {"value": "value", "index": f"logit of action {index}",
+           "logprob": "chosen action's log-prob"}.get(kind, "chosen action's logit")
     return f"{method} · {who}"
 
 
@@ -353,7 +355,7 @@ def episode_saliency(
     observations: [T+1, *obs_shape], any array-like sliceable along axis 0 (a np.memmap or a
     :class:`rlviz.trace.SpoolArray`: read ``chunk`` frames at a time, never whole); actions: int [T]
     (the last frame has none: its argmax is used) or [T+1]. Returns (maps float32 [T+1, h, w] in
-    [0, 1], normalised over the episode by :func:`normalise_episode`, label e.g. "gradient · actor").
+    [0, 1], normalised over the episode by :func:`normalise_episode`, label e.g. "gradient · chosen action's logit").
     The maps go to ``out`` if given, else to a disk-backed np.memmap in the temp folder (its file is
     unlinked at once and freed with the array), so RAM does not grow with episode length.
     """

@@ -10,6 +10,7 @@ Output layout (``out``: a folder of the run's own, written complete or not at al
     episodes.csv       one row per episode (seed, return, length, failures...)
     heatmap.png/.npz   failure heatmap (with --heatmap)
     videos/<label>-episode-<k>.mp4 (+ .npz per-step numbers)
+    report.html        the page to look at: all of the above, each video beside its timeline (rlviz.report)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import torch
 from .. import progress
 from ..agent import LoadedAgent, load_agent
 from ..config import RenderConfig, config_dict, parse_video_spec
+from ..draw.compose import ComposeOptions
 from ..envs import make_env, to_rgb_frame
 from ..episode import EpisodeResult
 from ..errors import UsageError
@@ -32,6 +34,8 @@ from ..evaluate import RolloutResult, format_table, rollout, summarize
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..explain.saliency import attribute
 from ..record import RecordEpisode, run_episode
+from ..report import REPORT_NAME, load_run, write_report
+from ..report.notebook import outputs_html
 from .outdir import check_out_dir, run_folder
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
@@ -49,6 +53,15 @@ class RenderOutputs:
     heatmap_png: Path | None = None
     heatmap_npz: Path | None = None
     videos: tuple = field(default_factory=tuple)
+    report_html: Path | None = None
+
+    def _repr_html_(self) -> str:
+        """Notebooks: the statistics, the heatmap and the videos, inline."""
+        return outputs_html(self.summary, self.heatmap_png, self.videos, self.report_html)
+
+
+#: render's videos last at least this long: short episodes play slower and hold their last frame.
+MIN_VIDEO_SECONDS = 2.0
 
 
 def select_episodes(returns: np.ndarray, spec: list[tuple[str, int]], seed: int = 0) -> list[tuple[str, int]]:
@@ -129,6 +142,7 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
         heatmap_png=final(heatmap_png),
         heatmap_npz=final(heatmap_npz),
         videos=tuple(final(v.video_path) for v in videos),
+        report_html=out / REPORT_NAME,
     )
 
 
@@ -144,6 +158,7 @@ def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: 
     if sinks:
         with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
             log_to_sinks(sinks, summary, result, videos, heatmap_png, fps)
+    write_report(folder / REPORT_NAME, [load_run(folder)])
     return summary, heatmap_npz, heatmap_png, videos
 
 
@@ -214,6 +229,7 @@ def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, confi
             saliency=config.saliency,
             saliency_target=config.saliency_target,
             action_names=agent.action_names,
+            compose_options=ComposeOptions(min_seconds=MIN_VIDEO_SECONDS),
         )
         try:
             with progress.phase(f"video {label}:{idx} ({record.length} steps)"):

@@ -187,8 +187,9 @@ def _saliency(trace, policy, out, method, target):
     return episode_saliency(policy, trace.observations, chosen, method=method, target=target)
 
 
-def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> Path:
-    """Per-step numbers of an episode (no frames) as ``.npz``, written under a temporary name first."""
+def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Path, fps: float | None = None) -> Path:
+    """Per-step numbers of an episode (no frames) as ``.npz``, written under a temporary name first; ``fps`` is
+    the rate its video plays at (frame t = step t), default the trace's."""
     data = {
         "actions": trace.actions,
         "rewards": trace.rewards,
@@ -197,6 +198,7 @@ def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Pa
         "entropy": internals.entropy,
         "returns_to_go": internals.returns_to_go,
         "gamma": np.float32(internals.gamma),
+        "fps": np.float32(fps or trace.fps or 30.0),
         "terminated": np.bool_(trace.terminated),
         "truncated": np.bool_(trace.truncated),
         "action_names": np.asarray(trace.action_names, dtype=str),

@@ -382,9 +382,10 @@ class RecordEpisode(gym.Wrapper):
         )
 
     def _write(self, trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> None:
-        from ..draw.compose import ComposeOptions, write_episode_video
+        from ..draw.compose import ComposeOptions, video_timing, write_episode_video
 
         options = self.compose_options or ComposeOptions()
         write_episode_video(trace, internals, path, options=options, fps=self.fps, preset=self.preset, crf=self.crf)
         if self.save_data:
-            save_episode_data(trace, internals, path.with_suffix(".npz"))
+            rate, _ = video_timing(trace.num_steps + 1, self.fps, options.min_seconds)
+            save_episode_data(trace, internals, path.with_suffix(".npz"), fps=rate)

@@ -1,0 +1,9 @@
+"""The report page: one self-contained ``report.html`` per run (summary, findings, heatmap, a sortable episode
+table, each video beside a timeline synchronised with it), and the notebook views of the jobs' outputs."""
+
+from __future__ import annotations
+
+from .data import RunData, VideoData, load_run, timeline
+from .page import REPORT_NAME, build_html, write_report
+
+__all__ = ["REPORT_NAME", "RunData", "VideoData", "build_html", "load_run", "timeline", "write_report"]
