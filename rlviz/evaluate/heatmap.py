@@ -5,6 +5,7 @@ Counts are exact integers, so heatmaps from separate runs (or machines) merge by
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import numpy as np
 from ..errors import UsageError
 from ..media.atomic import atomic_path
 
-__all__ = ["FailureHeatmap"]
+__all__ = ["FailureHeatmap", "HeatmapDiff"]
 
 
 class FailureHeatmap:
@@ -147,6 +148,82 @@ class FailureHeatmap:
             ax.set_yticks([])
             fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
         fig.suptitle(f"{self.env_id}: {self.failures} failures / {self.episodes} episodes", fontsize=10)
+        try:
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, dpi=dpi, format="png")
+        finally:
+            plt.close(fig)
+        return path
+
+
+def _per_failure(h: FailureHeatmap) -> np.ndarray:
+    counts = np.stack([h.counts[n] for n in h.object_names]).astype(np.float64)
+    return counts / h.failures if h.failures else np.zeros_like(counts)
+
+
+@dataclass
+class HeatmapDiff:
+    """Where B fails differently from A (``rlviz compare --heatmap``): each agent's counts per failure and
+    ``diff = counts_b / failures_b - counts_a / failures_a`` (float64 ``[objects, H, W]``; > 0 where B's
+    failures find the object more often)."""
+
+    a: FailureHeatmap
+    b: FailureHeatmap
+
+    def __post_init__(self):
+        self.a._check_compatible(self.b)
+
+    @property
+    def diff(self) -> np.ndarray:
+        return _per_failure(self.b) - _per_failure(self.a)
+
+    def save(self, path) -> Path:
+        """.npz: counts_a, counts_b (int64 [objects, H, W]), object_names, failures_a/b, episodes_a/b, diff."""
+        path = Path(path)
+        arrays = {
+            "counts_a": np.stack([self.a.counts[n] for n in self.a.object_names]),
+            "counts_b": np.stack([self.b.counts[n] for n in self.b.object_names]),
+            "object_names": np.array(self.a.object_names, dtype=str),
+            "env_id": np.array(self.a.env_id, dtype=str),
+            "failures_a": np.array(self.a.failures, dtype=np.int64),
+            "failures_b": np.array(self.b.failures, dtype=np.int64),
+            "episodes_a": np.array(self.a.episodes, dtype=np.int64),
+            "episodes_b": np.array(self.b.episodes, dtype=np.int64),
+            "diff": self.diff,
+        }
+        with atomic_path(path) as tmp:
+            np.savez_compressed(tmp, **arrays)
+        return path
+
+    def plot(self, path, labels: tuple[str, str] = ("A", "B"), dpi: int = 120) -> Path:
+        """PNG: one panel per object, the difference per failure on a diverging colour map centred on 0
+        (red: more often there in B's failures, blue: in A's), a colour bar each, over a dimmed frame."""
+        import matplotlib
+
+        matplotlib.use("Agg", force=False)
+        import matplotlib.pyplot as plt
+        from matplotlib.colors import TwoSlopeNorm
+
+        from ..envs.frames import to_rgb_frame
+
+        path, diff = Path(path), self.diff
+        bg = self.a.background if self.a.background is not None else self.b.background
+        h, w = self.a.frame_shape
+        scale = 3.2 / max(h, w) * 1.6
+        names = self.a.object_names
+        fig, axes = plt.subplots(1, len(names), figsize=(max(w * scale, 2.4) * len(names) + 0.8, h * scale + 1.1))
+        for ax, name, grid in zip(np.atleast_1d(axes), names, diff):
+            if bg is not None:
+                ax.imshow(to_rgb_frame(bg), alpha=0.35, interpolation="nearest")
+            lim = max(float(np.abs(grid).max()), 1e-12)
+            heat = np.ma.masked_where(grid == 0, grid)
+            im = ax.imshow(heat, cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -lim, lim), alpha=0.9, interpolation="nearest")
+            ax.set_title(name, fontsize=9)
+            ax.set_xticks([])
+            ax.set_yticks([])
+            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03, label="per failure")
+        fig.suptitle(f"{self.a.env_id}: {labels[1]} - {labels[0]}, object positions per failure "
+                     f"({labels[0]}: {self.a.failures} failures, {labels[1]}: {self.b.failures})", fontsize=9)
         try:
             with atomic_path(path) as tmp:
                 fig.savefig(tmp, dpi=dpi, format="png")
