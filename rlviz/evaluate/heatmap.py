@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from ..media.atomic import atomic_path
 
@@ -119,41 +120,55 @@ class FailureHeatmap:
     def plot(self, path, background: np.ndarray | None = None, log: bool = False, dpi: int = 120) -> Path:
         """PNG: one panel per object plus "all objects", heat over a dimmed background frame,
         colour bars, title with failures / episodes. ``background`` defaults to the stored frame."""
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
         from matplotlib.colors import LogNorm, Normalize
 
-        path = Path(path)
         bg = self.background if background is None else np.asarray(background)
         panels = [(n, self.counts[n]) for n in self.object_names]
         if len(panels) > 1:
             panels.append(("all objects", self.total()))
-        h, w = self.frame_shape
-        scale = 3.2 / max(h, w) * 1.6
-        fig, axes = plt.subplots(1, len(panels), figsize=(max(w * scale, 2.4) * len(panels) + 0.8, h * scale + 0.9))
-        axes = np.atleast_1d(axes)
+        fig, axes = _figure(self.frame_shape, len(panels))
         for ax, (name, grid) in zip(axes, panels):
-            if bg is not None:
-                from ..envs.frames import to_rgb_frame
-
-                ax.imshow(to_rgb_frame(bg), alpha=0.35, interpolation="nearest")
             vmax = max(int(grid.max()), 1)
             norm = LogNorm(vmin=1, vmax=max(vmax, 2)) if log else Normalize(vmin=0, vmax=vmax)
-            heat = np.ma.masked_where(grid <= 0, grid)
-            im = ax.imshow(heat, cmap="inferno", norm=norm, alpha=0.85, interpolation="nearest")
-            ax.set_title(name, fontsize=9)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
+            _panel(fig, ax, name, bg, np.ma.masked_where(grid <= 0, grid), cmap="inferno", norm=norm, alpha=0.85)
         fig.suptitle(f"{self.env_id}: {self.failures} failures / {self.episodes} episodes", fontsize=10)
-        try:
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, dpi=dpi, format="png")
-        finally:
-            plt.close(fig)
-        return path
+        return _save(fig, path, dpi)
+
+
+def _figure(frame_shape: tuple[int, int], panels: int, extra_h: float = 0.0):
+    """A matplotlib figure with one axis per panel, sized for frames of ``frame_shape``."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    h, w = frame_shape
+    scale = 3.2 / max(h, w) * 1.6
+    fig, axes = plt.subplots(1, panels, figsize=(max(w * scale, 2.4) * panels + 0.8, h * scale + 0.9 + extra_h))
+    return fig, np.atleast_1d(axes)
+
+
+def _panel(fig, ax, name: str, background, heat, *, cmap: str, norm, alpha: float, label: str | None = None) -> None:
+    """One heat panel over the dimmed background frame, titled, with its colour bar."""
+    if background is not None:
+        ax.imshow(to_rgb_frame(background), alpha=0.35, interpolation="nearest")
+    im = ax.imshow(heat, cmap=cmap, norm=norm, alpha=alpha, interpolation="nearest")
+    ax.set_title(name, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03, label=label)
+
+
+def _save(fig, path, dpi: int) -> Path:
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=dpi, format="png")
+    finally:
+        plt.close(fig)
+    return path
 
 
 def _per_failure(h: FailureHeatmap) -> np.ndarray:
@@ -198,35 +213,15 @@ class HeatmapDiff:
     def plot(self, path, labels: tuple[str, str] = ("A", "B"), dpi: int = 120) -> Path:
         """PNG: one panel per object, the difference per failure on a diverging colour map centred on 0
         (red: more often there in B's failures, blue: in A's), a colour bar each, over a dimmed frame."""
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
         from matplotlib.colors import TwoSlopeNorm
 
-        from ..envs.frames import to_rgb_frame
-
-        path, diff = Path(path), self.diff
+        diff = self.diff
         bg = self.a.background if self.a.background is not None else self.b.background
-        h, w = self.a.frame_shape
-        scale = 3.2 / max(h, w) * 1.6
-        names = self.a.object_names
-        fig, axes = plt.subplots(1, len(names), figsize=(max(w * scale, 2.4) * len(names) + 0.8, h * scale + 1.1))
-        for ax, name, grid in zip(np.atleast_1d(axes), names, diff):
-            if bg is not None:
-                ax.imshow(to_rgb_frame(bg), alpha=0.35, interpolation="nearest")
+        fig, axes = _figure(self.a.frame_shape, len(self.a.object_names), extra_h=0.2)
+        for ax, name, grid in zip(axes, self.a.object_names, diff):
             lim = max(float(np.abs(grid).max()), 1e-12)
-            heat = np.ma.masked_where(grid == 0, grid)
-            im = ax.imshow(heat, cmap="RdBu_r", norm=TwoSlopeNorm(0.0, -lim, lim), alpha=0.9, interpolation="nearest")
-            ax.set_title(name, fontsize=9)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03, label="per failure")
+            _panel(fig, ax, name, bg, np.ma.masked_where(grid == 0, grid), cmap="RdBu_r",
+                   norm=TwoSlopeNorm(0.0, -lim, lim), alpha=0.9, label="per failure")
         fig.suptitle(f"{self.a.env_id}: {labels[1]} - {labels[0]}, object positions per failure "
                      f"({labels[0]}: {self.a.failures} failures, {labels[1]}: {self.b.failures})", fontsize=9)
-        try:
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, dpi=dpi, format="png")
-        finally:
-            plt.close(fig)
-        return path
+        return _save(fig, path, dpi)

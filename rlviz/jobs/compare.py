@@ -27,7 +27,7 @@ from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import _f
 from ..media.atomic import atomic_path
-from .render import _flat_numbers, open_sinks, record_episode, run_rollouts, select_episodes
+from .render import _flat_numbers, job_config, open_sinks, record_episode, run_rollouts, select_episodes
 
 __all__ = ["CompareConfig", "CompareOutputs", "compare", "comparison_dict", "check_same_env", "format_comparison",
            "paired_csv"]
@@ -52,12 +52,7 @@ class CompareOutputs:
 
 def compare(config: CompareConfig | None = None, **kwargs) -> CompareOutputs:
     """Run the whole ``rlviz compare A B`` job; ``compare(a=..., b=..., episodes=...)`` works too."""
-    if config is None:
-        config = CompareConfig(**kwargs)
-    elif kwargs:
-        raise UsageError("compare() takes either a CompareConfig or keyword arguments, not both.")
-    out = Path(config.out)
-    out.mkdir(parents=True, exist_ok=True)
+    config, out = job_config(CompareConfig, config, kwargs, "compare")
     agents = [load_agent(path, env=config.env, model=config.model, trust=config.trust_checkpoint,
                          device=config.device) for path in (config.a, config.b)]
     check_same_env(agents, (config.a, config.b))
