@@ -185,12 +185,12 @@ class RenderConfig:
 
 
 #: The options of ``rlviz render`` that ``rlviz compare`` takes too (declared once, in RenderConfig).
-COMPARE_SHARED = ("env", "model", "trust_checkpoint", "episodes", "heatmap", "videos", "out", "seed", "device",
-                  "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale", "gamma",
-                  "wandb_project", "wandb_run", "tensorboard", "progress")
+COMPARE_SHARED = ("env", "model", "trust_checkpoint", "episodes", "heatmap", "videos", "out", "overwrite", "seed",
+                  "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale",
+                  "gamma", "wandb_project", "wandb_run", "tensorboard", "progress")
 #: What compare says differently (help, default) about a shared option.
 _COMPARE_OVERRIDES = {
-    "out": {"default": "rlviz-compare", "help": "output folder (default ./rlviz-compare)"},
+    "out": {"default": "rlviz-compare", "help": "output folder, the run's own (default ./rlviz-compare)"},
     "videos": {"help": "side-by-side videos of A and B on the same seed: comma list of first:K, worst:K (lowest "
                        "return B - A), best:K, median:K, random:K, or 'none' (default first:1)"},
     "heatmap": {"help": "failure heatmaps of A and B and their difference per failure (heatmap_diff.png/.npz)"},

@@ -1,8 +1,10 @@
 """``rlviz.compare``: agent A against agent B on the same episode seeds (``rlviz compare A B``).
 
 Both agents play the same N episodes (episode ``k`` starts from the same seed for both, with the same number of
-envs in lockstep, so ``compare(A, A)`` gives identical episodes). Output layout (``out``)::
+envs in lockstep, so ``compare(A, A)`` gives identical episodes). Output layout (``out``: a folder of the run's
+own, written complete or not at all; see :mod:`rlviz.jobs.outdir`)::
 
+    rlviz-run.json       what wrote the run, with which options
     comparison.json      "a", "b" (each render's summary), paired statistics of the return B - A with bootstrap
                          CIs (:mod:`rlviz.evaluate.paired`), the difference of every diagnostic number
     episodes.csv         per seed: A's and B's episode rows side by side, and the return difference
@@ -15,11 +17,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import progress
 from ..agent import LoadedAgent, load_agent
-from ..config import CompareConfig, parse_video_spec
+from ..config import CompareConfig, config_dict, parse_video_spec
 from ..draw.side_by_side import side_by_side
 from ..errors import UsageError
 from ..evaluate import RolloutResult, summarize
@@ -27,7 +31,8 @@ from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import _f
 from ..media.atomic import atomic_path
-from .render import _flat_numbers, job_config, open_sinks, record_episode, run_rollouts, select_episodes
+from .outdir import check_out_dir, run_folder
+from .render import _flat_numbers, open_sinks, record_episode, run_rollouts, select_episodes
 
 __all__ = ["CompareConfig", "CompareOutputs", "compare", "comparison_dict", "check_same_env", "format_comparison",
            "paired_csv"]
@@ -51,29 +56,52 @@ class CompareOutputs:
 
 
 def compare(config: CompareConfig | None = None, **kwargs) -> CompareOutputs:
-    """Run the whole ``rlviz compare A B`` job; ``compare(a=..., b=..., episodes=...)`` works too."""
-    config, out = job_config(CompareConfig, config, kwargs, "compare")
-    agents = [load_agent(path, env=config.env, model=config.model, trust=config.trust_checkpoint,
-                         device=config.device) for path in (config.a, config.b)]
-    check_same_env(agents, (config.a, config.b))
+    """Run the whole ``rlviz compare A B`` job; ``compare(a=..., b=..., episodes=...)`` works too. Progress bars
+    show only with ``progress=True`` (the CLI sets it when stderr is a terminal)."""
+    if config is None:
+        config = CompareConfig(**kwargs)
+    elif kwargs:
+        raise UsageError("compare() takes either a CompareConfig or keyword arguments, not both.")
+    check_out_dir(config.out, config.overwrite)  # refuse a bad --out before the long work
+    with progress.enabled(config.progress):
+        agents = []
+        for path in (config.a, config.b):
+            with progress.phase(f"loading {Path(path).name}"):
+                agents.append(load_agent(path, env=config.env, model=config.model, trust=config.trust_checkpoint,
+                                         device=config.device))
+        check_same_env(agents, (config.a, config.b))
+        sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts
+        try:
+            with run_folder(config.out, overwrite=config.overwrite, job="compare", options=config_dict(config)) as tmp:
+                comparison, table, heatmap_npz, heatmap_png, videos = _compare_into(tmp, agents, config, sinks)
+        finally:
+            for sink in sinks:
+                sink.close()
+    out = Path(config.out)
+
+    def final(path: Path | None) -> Path | None:  # where a file written in the staging folder now is
+        return None if path is None else out / Path(path).relative_to(tmp)
+
+    return CompareOutputs(out, comparison, table, out / "comparison.json", out / "episodes.csv", final(heatmap_png),
+                          final(heatmap_npz), tuple(final(v) for v in videos))
+
+
+def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list) -> tuple:
+    """The run's outputs, written into ``folder``: (comparison, table, heatmap npz, heatmap png, videos)."""
     gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
     labels = (f"A: {Path(config.a).name}", f"B: {Path(config.b).name}")
-    sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts
-    try:
-        results = [run_rollouts(agent, config.render_config(side), gamma)
-                   for agent, side, gamma in zip(agents, "ab", gammas)]
-        comparison = comparison_dict(results, config)
-        table = format_comparison(comparison, labels)
-        comparison_json = _write_text(out / "comparison.json", json.dumps(comparison, indent=2) + "\n")
-        episodes_csv = _write_text(out / "episodes.csv", paired_csv(results))
-        heatmap_npz, heatmap_png = _write_heatmap_diff(results, out, labels)
-        videos, fps = _record_side_by_side(agents, results, out / "videos", config, gammas, labels)
-        _log(sinks, comparison, videos, heatmap_png, fps)
-    finally:
-        for sink in sinks:
-            sink.close()
-    return CompareOutputs(out, comparison, table, comparison_json, episodes_csv, heatmap_png, heatmap_npz,
-                          tuple(videos))
+    results = [run_rollouts(agent, config.render_config(side), gamma)
+               for agent, side, gamma in zip(agents, "ab", gammas)]
+    comparison = comparison_dict(results, config)
+    _write_text(folder / "comparison.json", json.dumps(comparison, indent=2) + "\n")
+    _write_text(folder / "episodes.csv", paired_csv(results))
+    with progress.phase("heatmap difference") if results[0].heatmap is not None else nullcontext():
+        heatmap_npz, heatmap_png = _write_heatmap_diff(results, folder)
+    videos, fps = _record_side_by_side(agents, results, folder / "videos", config, gammas, labels)
+    if sinks:
+        with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
+            _log(sinks, comparison, videos, heatmap_png, fps)
+    return comparison, format_comparison(comparison, labels), heatmap_npz, heatmap_png, videos
 
 
 def check_same_env(agents: list[LoadedAgent], paths) -> None:
@@ -133,7 +161,7 @@ def _write_text(path: Path, text: str) -> Path:
     return path
 
 
-def _write_heatmap_diff(results: list[RolloutResult], out: Path, labels) -> tuple[Path | None, Path | None]:
+def _write_heatmap_diff(results: list[RolloutResult], out: Path) -> tuple[Path | None, Path | None]:
     ha, hb = (r.heatmap for r in results)
     if ha is None or hb is None:
         return None, None
@@ -152,7 +180,8 @@ def _record_side_by_side(agents, results, folder: Path, config: CompareConfig, g
             replayed, fps = record_episode(agent, result.episodes[idx], folder / side, f"{label}-{idx}",
                                            config.render_config(side), gamma)
             singles.append(replayed.video_path)
-        path, _ = side_by_side(*singles, folder / f"{label}-{idx}.mp4", fps=fps, labels=labels)
+        with progress.phase(f"side by side {label}:{idx}"):
+            path, _ = side_by_side(*singles, folder / f"{label}-{idx}.mp4", fps=fps, labels=labels)
         videos.append(path)
     return videos, fps
 
