@@ -47,7 +47,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     work = Path(tempfile.mkdtemp(prefix="bench_compare_"))
-    flags = dict(episodes=args.episodes, videos=args.videos, heatmap=args.heatmap, seed=0, progress=False)
+    flags = dict(episodes=args.episodes, videos=args.videos, heatmap=args.heatmap, seed=0, progress=False, overwrite=True)
     jobs = {
         "render": (render, RenderConfig(checkpoint=A, out=work / "render", **flags)),
         "compare": (compare, CompareConfig(a=A, b=B, out=work / "compare", **flags)),
