@@ -7,7 +7,7 @@
 The shipped MinAtar agents (healthy as A and as the render's agent, no-entropy twin as B), the same flags for
 both jobs, run interleaved (render, compare, compare, render, ...) in one process so that load drifts hit both;
 wall clock of the whole library call (loading, rollouts, outputs, videos). Prints min and median seconds of each
-and their ratios. Target: compare within 2.1x render (it plays twice the episodes, so 2x is the floor).
+and their ratios, after one untimed 2-episode warm-up run of each. Target: compare within 2.1x render (it plays twice the episodes, so 2x is the floor).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -54,6 +55,8 @@ def main() -> None:
     }
     times: dict[str, list[float]] = {name: [] for name in jobs}
     try:
+        for job, config in jobs.values():  # warm-up, not timed: imports, torch init, first-call costs
+            job(replace(config, episodes=2, out=work / "warmup"))
         for r in range(args.repeats):
             for name in (("render", "compare") if r % 2 == 0 else ("compare", "render")):
                 job, config = jobs[name]
