@@ -32,7 +32,7 @@ from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import _f
 from ..media.atomic import atomic_path
 from .outdir import check_out_dir, run_folder
-from .render import _flat_numbers, open_sinks, record_episode, run_rollouts, select_episodes
+from .render import _flat_numbers, check_saliency, open_sinks, record_episode, run_rollouts, select_episodes
 
 __all__ = ["CompareConfig", "CompareOutputs", "compare", "comparison_dict", "check_same_env", "format_comparison",
            "paired_csv"]
@@ -70,6 +70,8 @@ def compare(config: CompareConfig | None = None, **kwargs) -> CompareOutputs:
                 agents.append(load_agent(path, env=config.env, model=config.model, trust=config.trust_checkpoint,
                                          device=config.device))
         check_same_env(agents, (config.a, config.b))
+        for agent, side in zip(agents, "ab"):
+            check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts
         try:
             with run_folder(config.out, overwrite=config.overwrite, job="compare", options=config_dict(config)) as tmp:
