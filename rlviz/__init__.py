@@ -5,7 +5,7 @@ The pipeline, one subpackage per stage (see ARCHITECTURE.md)::
     agent (checkpoint, adapters, policy) --> envs (recipe, wrappers)
     record (RecordEpisode) --> explain (saliency) --> draw (panels) --> media (H.264) --> sinks
     evaluate (rollouts) --> heatmap + stats --> sinks
-    render(): everything ``rlviz render`` does, as one call
+    render(): everything ``rlviz render`` does, as one call; compare(): ``rlviz compare A B``
 
 The names below are imported on first use, so ``import rlviz`` (and the CLI's argument checks) stay fast and
 ``import rlviz.media`` loads only what that stage needs.
@@ -25,7 +25,7 @@ _deprecated.install()
 _EXPORTS = {
     "CallablePolicy": "agent", "LoadedAgent": "agent", "Policy": "agent", "PolicyOutput": "agent", "TorchPolicy": "agent",
     "load_agent": "agent", "load_checkpoint": "agent", "save_checkpoint": "agent",
-    "RenderConfig": "config",
+    "CompareConfig": "config", "RenderConfig": "config",
     "ComposeOptions": "draw", "Compositor": "draw", "write_episode_video": "draw",
     "EnvRecipe": "envs", "atari_recipe": "envs", "make_env": "envs", "make_vec_env": "envs",
     "EpisodeInternals": "episode", "EpisodeResult": "episode", "EpisodeTrace": "episode",
@@ -36,15 +36,15 @@ _EXPORTS = {
     "attribute": "explain", "episode_saliency": "explain", "normalise_episode": "explain",
     "VideoWriter": "media", "probe_video": "media", "read_video": "media",
     "RecordEpisode": "record", "run_episode": "record",
-    "RenderOutputs": "jobs", "render": "jobs",
+    "CompareOutputs": "jobs", "RenderOutputs": "jobs", "compare": "jobs", "render": "jobs",
 }
 
 __all__ = [
-    "CallablePolicy", "CheckpointError", "ComposeOptions", "Compositor", "EnvError", "EnvRecipe", "EpisodeInternals", "EpisodeRecord",
+    "CallablePolicy", "CheckpointError", "CompareConfig", "CompareOutputs", "ComposeOptions", "Compositor", "EnvError", "EnvRecipe", "EpisodeInternals", "EpisodeRecord",
     "EpisodeResult", "EpisodeTrace", "FailureHeatmap", "LoadedAgent", "MissingDependencyError", "Policy",
     "PolicyOutput", "RecordEpisode", "RenderConfig", "RenderOutputs", "RlvizError", "RolloutResult", "Summary",
     "TorchPolicy", "UnsafeCheckpointError", "UsageError", "VideoError", "VideoWriter", "atari_recipe", "attribute",
-    "episode_saliency", "format_table", "load_agent", "load_checkpoint", "make_env", "make_vec_env",
+    "compare", "episode_saliency", "format_table", "load_agent", "load_checkpoint", "make_env", "make_vec_env",
     "normalise_episode", "probe_video", "read_video", "render", "replay_episode", "rollout", "run_episode",
     "save_checkpoint", "summarize", "write_episode_video", "__version__",
 ]
@@ -74,7 +74,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         load_checkpoint,
         save_checkpoint,
     )
-    from .config import RenderConfig
+    from .config import CompareConfig, RenderConfig
     from .draw import ComposeOptions, Compositor, write_episode_video
     from .envs import EnvRecipe, atari_recipe, make_env, make_vec_env
     from .episode import EpisodeInternals, EpisodeResult, EpisodeTrace
@@ -98,6 +98,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         summarize,
     )
     from .explain import attribute, episode_saliency, normalise_episode
-    from .jobs import RenderOutputs, render
+    from .jobs import CompareOutputs, RenderOutputs, compare, render
     from .media import VideoWriter, probe_video, read_video
     from .record import RecordEpisode, run_episode

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from ._version import __version__
-from .config import RenderConfig, cli_options
+from .config import CompareConfig, RenderConfig, cli_options
 from .errors import RlvizError, did_you_mean
 
 __all__ = ["main", "build_parser"]
@@ -24,6 +24,7 @@ examples:
   rlviz render model.zip --env CartPole-v1 --episodes 50            # Stable-Baselines3 model
   rlviz render state.pt --model mypkg.nets:Agent --env ALE/Pong-v5   # a state_dict + its class
   rlviz render agent.pt2 --episodes 200 --wandb my-project --tensorboard runs/eval
+  rlviz compare before.pt2 after.pt2 --episodes 1000 --heatmap --videos worst:1   # same seeds, error bars
 """
 
 
@@ -91,6 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_config_arguments(r, RenderConfig)
     r.add_argument("--debug", action="store_true", help="show tracebacks")
+    c = sub.add_parser(
+        "compare",
+        help="roll out agents A and B on the same seeds: paired difference with bootstrap CIs, heatmap "
+        "difference, side-by-side videos",
+        description="Roll out checkpoints A and B on the same N episode seeds; write comparison.json (the return "
+        "difference B - A with a paired bootstrap 95%% CI, the probability of improvement, IQMs, every diagnostic's "
+        "difference), episodes.csv (both agents per seed), heatmap_diff.png/.npz and side-by-side MP4s.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EXAMPLES,
+    )
+    add_config_arguments(c, CompareConfig)
+    c.add_argument("--debug", action="store_true", help="show tracebacks")
     return parser
 
 
@@ -123,7 +136,19 @@ def _check_inputs(config) -> None:
         require_registered(config.env)
 
 
-COMMANDS = {"render": _run_render}
+def _run_compare(args) -> int:
+    config = _config(CompareConfig, args)
+    for side in ("a", "b"):
+        _check_inputs(config.render_config(side))
+    from .jobs.compare import compare
+
+    outputs = compare(config)
+    print(outputs.table)
+    print(f"outputs in {outputs.out_dir}")
+    return 0
+
+
+COMMANDS = {"render": _run_render, "compare": _run_compare}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any
 
 from .choices import DEFAULT_NUM_ENVS, FAIL_ON, SALIENCY_METHODS, SALIENCY_TARGETS, VIDEO_KINDS
 from .errors import UsageError
 
-__all__ = ["RenderConfig", "option", "cli_options", "CliOption", "config_dict", "parse_video_spec"]
+__all__ = ["RenderConfig", "CompareConfig", "option", "cli_options", "CliOption", "config_dict", "parse_video_spec"]
 
 
 @dataclass(frozen=True)
@@ -182,6 +182,59 @@ class RenderConfig:
                 raise UsageError(f"gamma={self.gamma!r}; expected a number in [0, 1].")
             set_(self, "gamma", g)
         parse_video_spec(self.videos)  # fail now, not after the rollouts
+
+
+#: The options of ``rlviz render`` that ``rlviz compare`` takes too (declared once, in RenderConfig).
+COMPARE_SHARED = ("env", "model", "trust_checkpoint", "episodes", "heatmap", "videos", "out", "overwrite", "seed",
+                  "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale",
+                  "gamma", "wandb_project", "wandb_run", "tensorboard", "progress")
+#: What compare says differently (help, default) about a shared option.
+_COMPARE_OVERRIDES = {
+    "out": {"default": "rlviz-compare", "help": "output folder, the run's own (default ./rlviz-compare)"},
+    "videos": {"help": "side-by-side videos of A and B on the same seed: comma list of first:K, worst:K (lowest "
+                       "return B - A), best:K, median:K, random:K, or 'none' (default first:1)"},
+    "heatmap": {"help": "failure heatmaps of A and B and their difference per failure (heatmap_diff.png/.npz)"},
+}
+
+
+def _shared_field(name: str) -> tuple:
+    """(name, type, field) of RenderConfig's option ``name`` for another config, with compare's overrides."""
+    f = next(f for f in fields(RenderConfig) if f.name == name)
+    meta = dict(f.metadata["cli"])
+    over = _COMPARE_OVERRIDES.get(name, {})
+    meta["help"] = over.get("help", meta["help"])
+    return name, f.type, field(default=over.get("default", f.default), metadata={"cli": meta})
+
+
+def _compare_post_init(self) -> None:
+    """Validate (and normalise) the shared options exactly as RenderConfig does, for each checkpoint."""
+    for side in ("a", "b"):
+        if getattr(self, side) is None or str(getattr(self, side)) == "":
+            raise UsageError(f"checkpoint {side.upper()} is empty; pass the paths of two checkpoints to compare.")
+    checked = self.render_config("a")
+    for name in COMPARE_SHARED:
+        object.__setattr__(self, name, getattr(checked, name))
+
+
+def _render_config(self, side: str) -> RenderConfig:
+    """The RenderConfig of checkpoint ``side`` ("a" or "b") with the shared options."""
+    return RenderConfig(checkpoint=getattr(self, side), **{n: getattr(self, n) for n in COMPARE_SHARED})
+
+
+#: Everything ``rlviz compare A B`` can be asked: the two checkpoints and the render options that apply
+#: (``COMPARE_SHARED``, declared in :class:`RenderConfig`). Invalid values raise :class:`UsageError`.
+CompareConfig = make_dataclass(
+    "CompareConfig",
+    [("a", "str | os.PathLike", option(help="checkpoint A (the baseline)", positional=True)),
+     ("b", "str | os.PathLike", option(help="checkpoint B (e.g. after a fix), run on the same seeds as A",
+                                       positional=True)),
+     *(_shared_field(n) for n in COMPARE_SHARED)],
+    namespace={"__post_init__": _compare_post_init, "render_config": _render_config,
+               "__doc__": "Everything ``rlviz compare A B`` can be asked: the two checkpoints and the options of "
+                          "``rlviz render`` that apply (declared once, in RenderConfig)."},
+    frozen=True,
+)
+CompareConfig.__module__ = __name__
 
 
 def config_dict(config) -> dict:

@@ -1,10 +1,11 @@
 """Regenerate the outputs shipped in samples/ with the README's main command (library form).
 
     python scripts/make_samples.py                 # all three agents (ALE: --ale-episodes, default 100)
-    python scripts/make_samples.py --only minatar  # one of: minatar, noent, ale
+    python scripts/make_samples.py --only minatar  # one of: minatar, noent, ale, compare
 
 Writes samples/out/<name>/ (summary.json, episodes.csv, heatmap.png/.npz, videos/*.mp4) and the README
-stills samples/still.png (ALE Breakout with the perturbation overlay) and samples/still_minatar.png.
+stills samples/still.png (ALE Breakout with the perturbation overlay) and samples/still_minatar.png;
+``compare``: samples/out/compare/ (healthy vs no-entropy MinAtar agent) and samples/still_compare.png.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from rlviz import RenderConfig, read_video, render
+from rlviz import CompareConfig, RenderConfig, compare, read_video, render
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
@@ -44,13 +45,28 @@ def run(name: str, checkpoint: str, episodes: int, saliency: str, videos: str) -
     return out
 
 
+def run_compare(episodes: int) -> Path:
+    out = SAMPLES / "out" / "compare"
+    if out.exists():
+        shutil.rmtree(out)
+    t = time.time()
+    result = compare(CompareConfig(a=SAMPLES / "minatar_breakout_ppo.pt2", b=SAMPLES / "minatar_breakout_ppo_noent.pt2",
+                                   episodes=episodes, heatmap=True, videos="worst:1", saliency="gradient", out=out,
+                                   seed=0, progress=False))
+    for side in ("a", "b"):  # the single videos: the side-by-side one holds both
+        shutil.rmtree(out / "videos" / side)
+    print(f"== compare: {episodes} episodes in {time.time() - t:.0f} s -> {out}")
+    print(result.table)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["minatar", "noent", "ale"], action="append")
+    ap.add_argument("--only", choices=["minatar", "noent", "ale", "compare"], action="append")
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--ale-episodes", type=int, default=100)
     args = ap.parse_args()
-    which = args.only or ["minatar", "noent", "ale"]
+    which = args.only or ["minatar", "noent", "ale", "compare"]
     if "minatar" in which:
         out = run("minatar", "minatar_breakout_ppo.pt2", args.episodes, "gradient", "first:1,worst:1")
         still(sorted(out.glob("videos/first-*.mp4"))[0], SAMPLES / "still_minatar.png")
@@ -59,6 +75,9 @@ def main() -> None:
     if "ale" in which:
         out = run("ale", "ale_breakout_ppo.pt2", args.ale_episodes, "perturbation", "best:1")
         still(sorted(out.glob("videos/best-*.mp4"))[0], SAMPLES / "still.png", at=0.3)
+    if "compare" in which:
+        out = run_compare(args.episodes)
+        still(sorted(out.glob("videos/worst-*.mp4"))[0], SAMPLES / "still_compare.png", at=0.5)
     np.set_printoptions()
 
 

@@ -5,14 +5,16 @@ Counts are exact integers, so heatmaps from separate runs (or machines) merge by
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from ..media.atomic import atomic_path
 
-__all__ = ["FailureHeatmap"]
+__all__ = ["FailureHeatmap", "HeatmapDiff"]
 
 
 class FailureHeatmap:
@@ -118,39 +120,109 @@ class FailureHeatmap:
     def plot(self, path, background: np.ndarray | None = None, log: bool = False, dpi: int = 120) -> Path:
         """PNG: one panel per object plus "all objects", heat over a dimmed background frame,
         colour bars, title with failures / episodes. ``background`` defaults to the stored frame."""
-        import matplotlib
-
-        matplotlib.use("Agg", force=False)
-        import matplotlib.pyplot as plt
         from matplotlib.colors import LogNorm, Normalize
 
-        path = Path(path)
         bg = self.background if background is None else np.asarray(background)
         panels = [(n, self.counts[n]) for n in self.object_names]
         if len(panels) > 1:
             panels.append(("all objects", self.total()))
-        h, w = self.frame_shape
-        side = 3.0  # inches of the longer side of each panel's image
-        fig, axes = plt.subplots(1, len(panels), figsize=(side * w / max(h, w) * len(panels) + 0.9 * len(panels),
-                                                          side * h / max(h, w) + 0.7), layout="constrained")
-        axes = np.atleast_1d(axes)
+        fig, axes = _figure(self.frame_shape, len(panels))
         for ax, (name, grid) in zip(axes, panels):
-            if bg is not None:
-                from ..envs.frames import to_rgb_frame
-
-                ax.imshow(to_rgb_frame(bg), alpha=0.35, interpolation="nearest")
             vmax = max(int(grid.max()), 1)
             norm = LogNorm(vmin=1, vmax=max(vmax, 2)) if log else Normalize(vmin=0, vmax=vmax)
-            heat = np.ma.masked_where(grid <= 0, grid)
-            im = ax.imshow(heat, cmap="inferno", norm=norm, alpha=0.85, interpolation="nearest")
-            ax.set_title(name, fontsize=9)
-            ax.set_xticks([])
-            ax.set_yticks([])
-            fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03)
+            _panel(fig, ax, name, bg, np.ma.masked_where(grid <= 0, grid), cmap="inferno", norm=norm, alpha=0.85)
         fig.suptitle(f"{self.env_id}: {self.failures} failures / {self.episodes} episodes", fontsize=10)
-        try:
-            with atomic_path(path) as tmp:
-                fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight", pad_inches=0.05)
-        finally:
-            plt.close(fig)
+        return _save(fig, path, dpi)
+
+
+def _figure(frame_shape: tuple[int, int], panels: int, extra_h: float = 0.0):
+    """A matplotlib figure with one axis per panel, sized for frames of ``frame_shape``."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    h, w = frame_shape
+    side = 3.0  # inches of the longer side of each panel's image
+    fig, axes = plt.subplots(1, panels, figsize=(side * w / max(h, w) * panels + 0.9 * panels,
+                                                 side * h / max(h, w) + 0.7 + extra_h), layout="constrained")
+    return fig, np.atleast_1d(axes)
+
+
+def _panel(fig, ax, name: str, background, heat, *, cmap: str, norm, alpha: float, label: str | None = None) -> None:
+    """One heat panel over the dimmed background frame, titled, with its colour bar."""
+    if background is not None:
+        ax.imshow(to_rgb_frame(background), alpha=0.35, interpolation="nearest")
+    im = ax.imshow(heat, cmap=cmap, norm=norm, alpha=alpha, interpolation="nearest")
+    ax.set_title(name, fontsize=9)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03, label=label)
+
+
+def _save(fig, path, dpi: int) -> Path:
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    try:
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight", pad_inches=0.05)
+    finally:
+        plt.close(fig)
+    return path
+
+
+def _per_failure(h: FailureHeatmap) -> np.ndarray:
+    counts = np.stack([h.counts[n] for n in h.object_names]).astype(np.float64)
+    return counts / h.failures if h.failures else np.zeros_like(counts)
+
+
+@dataclass
+class HeatmapDiff:
+    """Where B fails differently from A (``rlviz compare --heatmap``): each agent's counts per failure and
+    ``diff = counts_b / failures_b - counts_a / failures_a`` (float64 ``[objects, H, W]``; > 0 where B's
+    failures find the object more often)."""
+
+    a: FailureHeatmap
+    b: FailureHeatmap
+
+    def __post_init__(self):
+        self.a._check_compatible(self.b)
+
+    @property
+    def diff(self) -> np.ndarray:
+        return _per_failure(self.b) - _per_failure(self.a)
+
+    def save(self, path) -> Path:
+        """.npz: counts_a, counts_b (int64 [objects, H, W]), object_names, failures_a/b, episodes_a/b, diff."""
+        path = Path(path)
+        arrays = {
+            "counts_a": np.stack([self.a.counts[n] for n in self.a.object_names]),
+            "counts_b": np.stack([self.b.counts[n] for n in self.b.object_names]),
+            "object_names": np.array(self.a.object_names, dtype=str),
+            "env_id": np.array(self.a.env_id, dtype=str),
+            "failures_a": np.array(self.a.failures, dtype=np.int64),
+            "failures_b": np.array(self.b.failures, dtype=np.int64),
+            "episodes_a": np.array(self.a.episodes, dtype=np.int64),
+            "episodes_b": np.array(self.b.episodes, dtype=np.int64),
+            "diff": self.diff,
+        }
+        with atomic_path(path) as tmp:
+            np.savez_compressed(tmp, **arrays)
         return path
+
+    def plot(self, path, labels: tuple[str, str] = ("A", "B"), dpi: int = 120) -> Path:
+        """PNG: one panel per object, the difference per failure on a diverging colour map centred on 0
+        (red: more often there in B's failures, blue: in A's), a colour bar each, over a dimmed frame."""
+        from matplotlib.colors import TwoSlopeNorm
+
+        diff = self.diff
+        bg = self.a.background if self.a.background is not None else self.b.background
+        fig, axes = _figure(self.a.frame_shape, len(self.a.object_names), extra_h=0.2)
+        for ax, name, grid in zip(axes, self.a.object_names, diff):
+            lim = max(float(np.abs(grid).max()), 1e-12)
+            _panel(fig, ax, name, bg, np.ma.masked_where(grid == 0, grid), cmap="RdBu_r",
+                   norm=TwoSlopeNorm(0.0, -lim, lim), alpha=0.9, label="per failure")
+        fig.suptitle(f"{self.a.env_id}: {labels[1]} - {labels[0]}, object positions per failure "
+                     f"({labels[0]}: {self.a.failures} failures, {labels[1]}: {self.b.failures})", fontsize=9)
+        return _save(fig, path, dpi)

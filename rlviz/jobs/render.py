@@ -39,7 +39,7 @@ from ..report.notebook import outputs_html
 from .outdir import check_out_dir, run_folder
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
-           "write_heatmap", "record_videos", "log_to_sinks", "open_sinks", "check_saliency"]
+           "write_heatmap", "record_videos", "record_episode", "log_to_sinks", "open_sinks", "check_saliency"]
 
 @dataclass(frozen=True)
 class RenderOutputs:
@@ -219,33 +219,40 @@ def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, confi
     ``video_path``) and the videos' frame rate. A replay whose return differs from the rollout's gets a warning."""
     videos, fps = [], 30.0
     for label, idx in select_episodes(result.returns, parse_video_spec(config.videos), seed=config.seed):
-        record = result.episodes[idx]
-        env = RecordEpisode(
-            make_env(agent.recipe),
-            folder,
-            agent.policy,
-            name_prefix=f"{label}-{idx}",
-            gamma=gamma,
-            saliency=config.saliency,
-            saliency_target=config.saliency_target,
-            action_names=agent.action_names,
-            compose_options=ComposeOptions(min_seconds=MIN_VIDEO_SECONDS),
-        )
-        try:
-            with progress.phase(f"video {label}:{idx} ({record.length} steps)"):
-                replayed = run_episode(env, seed=record.seed, greedy=record.greedy)
-        finally:
-            env.close()
-        if not np.isclose(replayed.ret, record.ret):
-            warnings.warn(
-                f"Replaying episode {idx} (seed {record.seed}) gave return {replayed.ret:g}; the rollout gave "
-                f"{record.ret:g}. The env is not deterministic under its seed, so this video may differ "
-                "from the statistics.",
-                stacklevel=2,
-            )
-        videos.append(replace(replayed, index=idx))
-        fps = env.fps
+        replayed, fps = record_episode(agent, result.episodes[idx], folder, f"{label}-{idx}", config, gamma)
+        videos.append(replayed)
     return videos, fps
+
+
+def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name_prefix: str, config: RenderConfig,
+                   gamma: float, min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[EpisodeResult, float]:
+    """Replay one rollout episode through :class:`RecordEpisode` into ``folder``: its result (with
+    ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
+    to last ``min_seconds`` (:func:`rlviz.draw.compose.video_timing`)."""
+    env = RecordEpisode(
+        make_env(agent.recipe),
+        folder,
+        agent.policy,
+        name_prefix=name_prefix,
+        gamma=gamma,
+        saliency=config.saliency,
+        saliency_target=config.saliency_target,
+        action_names=agent.action_names,
+        compose_options=ComposeOptions(min_seconds=min_seconds),
+    )
+    try:
+        with progress.phase(f"video {name_prefix.replace('-', ':', 1)} ({record.length} steps)"):
+            replayed = run_episode(env, seed=record.seed, greedy=record.greedy)
+    finally:
+        env.close()
+    if not np.isclose(replayed.ret, record.ret):
+        warnings.warn(
+            f"Replaying episode {record.index} (seed {record.seed}) gave return {replayed.ret:g}; the rollout gave "
+            f"{record.ret:g}. The env is not deterministic under its seed, so this video may differ "
+            "from the statistics.",
+            stacklevel=2,
+        )
+    return replace(replayed, index=record.index), env.fps
 
 
 def log_to_sinks(sinks: list, summary, result: RolloutResult, videos: list[EpisodeResult], heatmap_png,

@@ -1,0 +1,259 @@
+"""``rlviz.compare``: agent A against agent B on the same episode seeds (``rlviz compare A B``).
+
+Both agents play the same N episodes (episode ``k`` starts from the same seed for both, with the same number of
+envs in lockstep, so ``compare(A, A)`` gives identical episodes). Output layout (``out``: a folder of the run's
+own, written complete or not at all; see :mod:`rlviz.jobs.outdir`)::
+
+    rlviz-run.json       what wrote the run, with which options
+    comparison.json      "a", "b" (each render's summary), paired statistics of the return B - A with bootstrap
+                         CIs (:mod:`rlviz.evaluate.paired`), the difference of every diagnostic number
+    episodes.csv         per seed: A's and B's episode rows side by side, and the return difference
+    heatmap_diff.npz/.png  counts of A and B and the per-failure difference (with --heatmap)
+    videos/<label>-<k>.mp4  A and B on episode k's seed side by side (singles in videos/a, videos/b)
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import progress
+from ..agent import LoadedAgent, load_agent
+from ..config import CompareConfig, config_dict, parse_video_spec
+from ..draw.compose import video_timing
+from ..draw.side_by_side import side_by_side
+from ..errors import UsageError
+from ..evaluate import RolloutResult, summarize
+from ..evaluate.heatmap import HeatmapDiff
+from ..evaluate.paired import paired_comparison
+from ..evaluate.stats import _f
+from ..media.atomic import atomic_path
+from .outdir import check_out_dir, run_folder
+from .render import (
+    MIN_VIDEO_SECONDS,
+    _flat_numbers,
+    check_saliency,
+    open_sinks,
+    record_episode,
+    run_rollouts,
+    select_episodes,
+)
+
+__all__ = ["CompareConfig", "CompareOutputs", "compare", "comparison_dict", "check_same_env", "format_comparison",
+           "paired_csv"]
+
+#: Summary numbers that are not properties of the agent (left out of ``diagnostics_diff``).
+NOT_DIAGNOSTIC = ("wall_s",)
+
+
+@dataclass(frozen=True)
+class CompareOutputs:
+    """What :func:`compare` wrote. ``comparison`` is the dict in comparison.json; ``table`` the terminal table."""
+
+    out_dir: Path
+    comparison: dict
+    table: str
+    comparison_json: Path
+    episodes_csv: Path
+    heatmap_png: Path | None = None
+    heatmap_npz: Path | None = None
+    videos: tuple = field(default_factory=tuple)
+
+
+def compare(config: CompareConfig | None = None, **kwargs) -> CompareOutputs:
+    """Run the whole ``rlviz compare A B`` job; ``compare(a=..., b=..., episodes=...)`` works too. Progress bars
+    show only with ``progress=True`` (the CLI sets it when stderr is a terminal)."""
+    if config is None:
+        config = CompareConfig(**kwargs)
+    elif kwargs:
+        raise UsageError("compare() takes either a CompareConfig or keyword arguments, not both.")
+    check_out_dir(config.out, config.overwrite)  # refuse a bad --out before the long work
+    with progress.enabled(config.progress):
+        agents = []
+        for path in (config.a, config.b):
+            with progress.phase(f"loading {Path(path).name}"):
+                agents.append(load_agent(path, env=config.env, model=config.model, trust=config.trust_checkpoint,
+                                         device=config.device))
+        check_same_env(agents, (config.a, config.b))
+        for agent, side in zip(agents, "ab"):
+            check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
+        sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts
+        try:
+            with run_folder(config.out, overwrite=config.overwrite, job="compare", options=config_dict(config)) as tmp:
+                comparison, table, heatmap_npz, heatmap_png, videos = _compare_into(tmp, agents, config, sinks)
+        finally:
+            for sink in sinks:
+                sink.close()
+    out = Path(config.out)
+
+    def final(path: Path | None) -> Path | None:  # where a file written in the staging folder now is
+        return None if path is None else out / Path(path).relative_to(tmp)
+
+    return CompareOutputs(out, comparison, table, out / "comparison.json", out / "episodes.csv", final(heatmap_png),
+                          final(heatmap_npz), tuple(final(v) for v in videos))
+
+
+def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list) -> tuple:
+    """The run's outputs, written into ``folder``: (comparison, table, heatmap npz, heatmap png, videos)."""
+    gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
+    labels = (f"A: {Path(config.a).name}", f"B: {Path(config.b).name}")
+    results = [run_rollouts(agent, config.render_config(side), gamma)
+               for agent, side, gamma in zip(agents, "ab", gammas)]
+    comparison = comparison_dict(results, config)
+    _write_text(folder / "comparison.json", json.dumps(comparison, indent=2) + "\n")
+    _write_text(folder / "episodes.csv", paired_csv(results))
+    with progress.phase("heatmap difference") if results[0].heatmap is not None else nullcontext():
+        heatmap_npz, heatmap_png = _write_heatmap_diff(results, folder)
+    videos, fps = _record_side_by_side(agents, results, folder / "videos", config, gammas, labels)
+    if sinks:
+        with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
+            _log(sinks, comparison, videos, heatmap_png, fps)
+    return comparison, format_comparison(comparison, labels), heatmap_npz, heatmap_png, videos
+
+
+def check_same_env(agents: list[LoadedAgent], paths) -> None:
+    """A usage error unless both agents run on the same env (the same recipe: env id, kwargs, wrappers)."""
+    a, b = (agent.recipe for agent in agents)
+    if a.to_json() == b.to_json():
+        return
+    what = f"{a.env_id!r} and {b.env_id!r}" if a.env_id != b.env_id else f"{a.env_id!r} with different settings"
+    raise UsageError(
+        f"A ({paths[0]}) and B ({paths[1]}) are agents for {what}; compare plays both on the same seeds of one env. "
+        "Pass two checkpoints of the same env, or --env ID to run both on ID."
+    )
+
+
+def comparison_dict(results: list[RolloutResult], config: CompareConfig) -> dict:
+    """The content of comparison.json for the rollouts of A and B over the same seeds."""
+    ra, rb = results
+    if [e.seed for e in ra.episodes] != [e.seed for e in rb.episodes]:
+        raise UsageError("The rollouts of A and B have different episode seeds; compare needs the same episodes.")
+    summaries = [summarize(r).to_dict() for r in results]
+    flat_a, flat_b = (_flat_numbers(s) for s in summaries)
+    diagnostics = {k: flat_b[k] - flat_a[k] for k in flat_a
+                   if k in flat_b and k.split("/")[0] not in NOT_DIAGNOSTIC}
+    return {
+        "a_checkpoint": str(config.a),
+        "b_checkpoint": str(config.b),
+        "env_id": ra.env_id,
+        "episodes": len(ra.episodes),
+        "seed": int(config.seed),
+        **paired_comparison(ra.returns, rb.returns),
+        "diagnostics_diff": diagnostics,
+        "a": summaries[0],
+        "b": summaries[1],
+    }
+
+
+def paired_csv(results: list[RolloutResult]) -> str:
+    """episodes.csv: episode, seed, then A's columns (``a_return``...), B's (``b_return``...), ``return_diff``."""
+    ra, rb = results
+    buf = io.StringIO()
+    writer = None
+    for ea, eb in zip(ra.episodes, rb.episodes):
+        row = {"episode": ea.index, "seed": ea.seed}
+        for side, ep in (("a", ea), ("b", eb)):
+            row.update({f"{side}_{k}": v for k, v in ep.to_row().items() if k not in ("episode", "seed")})
+        row["return_diff"] = eb.ret - ea.ret
+        if writer is None:
+            writer = csv.DictWriter(buf, fieldnames=list(row), lineterminator="\n")
+            writer.writeheader()
+        writer.writerow(row)
+    return buf.getvalue()
+
+
+def _write_text(path: Path, text: str) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return path
+
+
+def _write_heatmap_diff(results: list[RolloutResult], out: Path) -> tuple[Path | None, Path | None]:
+    ha, hb = (r.heatmap for r in results)
+    if ha is None or hb is None:
+        return None, None
+    diff = HeatmapDiff(ha, hb)
+    return diff.save(out / "heatmap_diff.npz"), diff.plot(out / "heatmap_diff.png", labels=("A", "B"))
+
+
+def _record_side_by_side(agents, results, folder: Path, config: CompareConfig, gammas, labels) -> tuple[list, float]:
+    """For each episode ``config.videos`` selects (worst/best by the return B - A): both agents' videos on its
+    seed (videos/a, videos/b) and the two side by side (videos/<label>-<k>.mp4)."""
+    diffs = results[1].returns - results[0].returns
+    videos, fps = [], 30.0
+    for label, idx in select_episodes(diffs, parse_video_spec(config.videos), seed=config.seed):
+        singles = []
+        for agent, result, side, gamma in zip(agents, results, "ab", gammas):
+            replayed, fps = record_episode(agent, result.episodes[idx], folder / side, f"{label}-{idx}",
+                                           config.render_config(side), gamma, min_seconds=0.0)  # frame-locked
+            singles.append(replayed.video_path)
+        longest = max(results[0].episodes[idx].length, results[1].episodes[idx].length) + 1
+        rate, held = video_timing(longest, fps, MIN_VIDEO_SECONDS)  # short pairs play slower and hold their end
+        with progress.phase(f"side by side {label}:{idx}"):
+            path, _ = side_by_side(*singles, folder / f"{label}-{idx}.mp4", fps=rate, labels=labels,
+                                   min_frames=longest + held)
+        fps = rate
+        videos.append(path)
+    return videos, fps
+
+
+def _log(sinks: list, comparison: dict, videos: list[Path], heatmap_png: Path | None, fps: float) -> None:
+    """The comparison's numbers, the side-by-side videos and the heatmap difference to each sink."""
+    numbers = {k: v for k, v in _flat_numbers(comparison).items() if not k.startswith(("a/", "b/"))}
+    for key, (lo, hi) in _intervals(comparison).items():
+        numbers[f"{key}_lo"], numbers[f"{key}_hi"] = lo, hi
+    for sink in sinks:
+        sink.log_scalars(numbers, step=0, prefix="rlviz/compare/")
+        for v in videos:
+            sink.log_video(f"rlviz/compare/{v.stem}", v, step=0, fps=fps)
+        if heatmap_png is not None:
+            sink.log_image("rlviz/compare/heatmap_diff", heatmap_png, step=0)
+
+
+def _intervals(d: dict, prefix: str = "") -> dict:
+    """{"return_diff/ci95": (lo, hi), ...}: the confidence intervals of a comparison dict."""
+    found = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and k not in ("a", "b"):
+            found.update(_intervals(v, f"{prefix}{k}/"))
+        elif k.endswith("ci95") and isinstance(v, list) and len(v) == 2:
+            found[f"{prefix}{k}"] = (float(v[0]), float(v[1]))
+    return found
+
+
+
+#: Rows of the terminal table below the return: (label, key in the summaries).
+_TABLE_ROWS = (("length mean", "lengths/mean"), ("failures/episode", "failures_per_episode"),
+               ("mean relative entropy", "mean_relative_entropy"), ("value residual (G - V)", "value_residual"),
+               ("value explained variance", "value_explained_variance"))
+
+
+def _ci(v) -> str:
+    return f"[{_f(float(v[0]))}, {_f(float(v[1]))}]"
+
+
+def format_comparison(c: dict, labels=("A", "B")) -> str:
+    """A plain-text table of a comparison dict for the terminal."""
+    boot = c["bootstrap"]
+    fa, fb = _flat_numbers(c["a"]), _flat_numbers(c["b"])
+    head = f"{'':<26}{'A':>10}{'B':>10}{'B - A':>10}   95% CI of B - A"
+    rows = [
+        ("return mean", c["a"]["returns"]["mean"], c["b"]["returns"]["mean"], c["return_diff"]["mean"],
+         _ci(c["return_diff"]["ci95"])),
+        ("return IQM", c["iqm"]["a"]["value"], c["iqm"]["b"]["value"], c["iqm"]["diff"]["value"],
+         _ci(c["iqm"]["diff"]["ci95"])),
+        ("return median", c["a"]["returns"]["median"], c["b"]["returns"]["median"], c["return_diff"]["median"],
+         "(median of the paired differences)"),
+    ]
+    rows += [(name, fa.get(key), fb.get(key), c["diagnostics_diff"].get(key), "") for name, key in _TABLE_ROWS]
+    lines = [f"{labels[0]}  vs  {labels[1]}",
+             f"{c['env_id']}: {c['episodes']} episodes on the same seeds; {boot['method']}, "
+             f"{boot['resamples']} resamples", "", head]
+    lines += [f"{name:<26}{_f(a):>10}{_f(b):>10}{_f(d):>10}   {ci}".rstrip() for name, a, b, d, ci in rows]
+    lines += ["", f"P(B > A) + P(B = A) / 2 over paired episodes: {c['prob_improvement']:.3f} "
+                  f"{_ci(c['prob_improvement_ci95'])}"]
+    return "\n".join(lines)
