@@ -8,6 +8,7 @@ pre-drawn traces up to ``t`` and draws the few things that move (bars, cursor, n
 
 from __future__ import annotations
 
+import math
 import os
 import unicodedata
 from dataclasses import dataclass
@@ -42,6 +43,18 @@ COLORS = {
 }
 _FONT = cv2.FONT_HERSHEY_SIMPLEX
 _ASCII = str.maketrans({"\u00b7": "-", "\u2022": "-", "\u03b3": "gamma", "\u2013": "-", "\u2014": "-"})
+
+
+def _finite(v) -> float | None:
+    """``float(v)``, or None for NaN/inf: the panels draw a gap and a "NaN" marker there, never crash."""
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
+def _finite_runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """(start, stop) of each run of True in a bool [T] array."""
+    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
 
 
 def _ceil16(n: int) -> int:
@@ -236,7 +249,7 @@ class Compositor:
     def y_of(self, v: np.ndarray | float) -> np.ndarray:
         """Pixel row of value v in the value plot (fixed scale for the whole episode)."""
         _, y, _, h = self.layout.plot
-        frac = (np.asarray(v, dtype=np.float64) - self._ylo) / (self._yhi - self._ylo)
+        frac = (np.nan_to_num(np.asarray(v, dtype=np.float64), nan=self._ylo) - self._ylo) / (self._yhi - self._ylo)
         return np.round(y + (h - 1) * (1.0 - np.clip(frac, 0.0, 1.0))).astype(np.int32)
 
     def _text(self, img, s, x, y, color="text", scale=None) -> None:
@@ -298,14 +311,21 @@ class Compositor:
         t = np.arange(self.T + 1)
         xs = np.array([self.x_of(i) - px for i in t], dtype=np.int32)
         if self.internals.value is not None:
-            pts = np.stack([xs, self.y_of(self.internals.value) - py], axis=1)
-            cv2.polylines(img, [pts.reshape(-1, 1, 2)], False, COLORS["value"], 1, cv2.LINE_AA)
-        pts = np.stack([xs, self.y_of(self._rtg) - py], axis=1)
-        cv2.polylines(img, [pts.reshape(-1, 1, 2)], False, COLORS["return"], 1, cv2.LINE_AA)
+            self._polyline(img, xs, np.asarray(self.internals.value, dtype=np.float64), py, COLORS["value"])
+        self._polyline(img, xs, self._rtg, py, COLORS["return"])
         for i in np.flatnonzero(np.asarray(self.trace.rewards) != 0):
             x = self.x_of(int(i) + 1) - px  # the reward arrives with frame i + 1
             cv2.line(img, (x, ph + 1), (x, ph + 7), COLORS["reward"], 1)
         return img
+
+    def _polyline(self, img, xs: np.ndarray, ys: np.ndarray, py: int, color) -> None:
+        """A trace with gaps where it is not finite, each gap marked by a short tick at the plot's top."""
+        ok = np.isfinite(ys)
+        pts = np.stack([xs, self.y_of(ys) - py], axis=1)
+        for a, b in _finite_runs(ok):
+            cv2.polylines(img, [pts[a:b].reshape(-1, 1, 2)], False, color, 1, cv2.LINE_AA)
+        for i in np.flatnonzero(~ok):
+            cv2.line(img, (int(xs[i]), 0), (int(xs[i]), 6), COLORS["chosen"], 1)
 
     # -- per frame ----------------------------------------------------------------------------------
     def panel_data(self, t: int) -> PanelData:
@@ -358,10 +378,11 @@ class Compositor:
         self._draw_bars(out, d)
         self._draw_plot(out, d)
         ex, ey, elen, eh = L.entropy_bar
-        n = int(round(min(max(d.entropy, 0.0), 1.0) * elen))
+        e = _finite(d.entropy)
+        n = 0 if e is None else int(round(min(max(e, 0.0), 1.0) * elen))
         if n > 0:
             cv2.rectangle(out, (ex, ey), (ex + n - 1, ey + eh - 1), COLORS["entropy"], -1)
-        self._text(out, f"{d.entropy:.2f}", ex + elen + 6, ey + eh - 2)
+        self._text(out, "NaN" if e is None else f"{e:.2f}", ex + elen + 6, ey + eh - 2)
         return out
 
     def _draw_header(self, img, d: PanelData) -> None:
@@ -377,7 +398,9 @@ class Compositor:
         if d.lives is not None:
             self._text(img, f"lives {d.lives}", x + 170, y + lh)
         if d.value is not None:
-            self._text(img, ("max Q " if d.kind == "q" else "value ") + f"{d.value:.3f}", x, y + 2 * lh, "value")
+            v = _finite(d.value)
+            self._text(img, ("max Q " if d.kind == "q" else "value ") + ("NaN" if v is None else f"{v:.3f}"), x,
+                       y + 2 * lh, "value")
         self._text(img, f"to go {d.return_to_go:.3f}", x + 170, y + 2 * lh, "return")
 
     def _draw_bars(self, img, d: PanelData) -> None:
@@ -390,7 +413,10 @@ class Compositor:
             xz = x0 + int(round((0.0 - self._qlo) / span * n))
         for a, (v, y) in enumerate(zip(vals, L.bar_rows)):
             color = COLORS["chosen"] if a == d.action else COLORS["bar"]
-            v = float(v)
+            v = _finite(v)
+            if v is None:  # no bar, a "NaN" label
+                self._text(img, "NaN", x0 + n + 4, y + h - 2, "chosen")
+                continue
             if q:
                 xv = x0 + int(round((min(max(v, self._qlo), self._qhi) - self._qlo) / span * n))
                 xa, xb = min(xz, xv), max(xz, xv)
@@ -410,9 +436,13 @@ class Compositor:
         def y1(v: float) -> int:  # y_of for one number, without numpy's per-call overhead
             return int(round(py + (ph - 1) * (1.0 - min(max((v - lo) / span, 0.0), 1.0))))
 
-        if d.value is not None:
-            cv2.circle(img, (xt, y1(d.value)), 3, COLORS["value"], -1)
-        cv2.circle(img, (xt, y1(d.return_to_go)), 3, COLORS["return"], -1)
+        for v, color in ((d.value, "value"), (d.return_to_go, "return")):
+            if v is None:
+                continue
+            if _finite(v) is None:  # a visible marker where the number is missing
+                self._text(img, "NaN", xt + 4, py + 12, "chosen")
+            else:
+                cv2.circle(img, (xt, y1(v)), 3, COLORS[color], -1)
 
 
 def write_episode_video(
