@@ -220,3 +220,36 @@ def test_strict_exits_3_on_a_warning_and_0_without(tmp_path, capsys):
     assert "policy_uniform" in err and "Traceback" not in err
     assert (tmp_path / "b" / "summary.json").exists()  # the outputs are written before the exit code
     assert main(["render", str(uniform), "--out", str(tmp_path / "c"), *common[:-1]]) == 0
+
+
+def test_panels_draw_gaps_and_nan_markers_instead_of_crashing():
+    from test_compose import episode
+
+    from rlviz.draw.compose import COLORS, Compositor
+
+    T = 6
+    trace, it = episode(T=T, value=np.linspace(0.0, 1.0, T + 1).astype(np.float32))
+    value = it.value.copy()
+    value[3] = np.nan
+    probs = it.probs.copy()
+    probs[3] = np.nan
+    bad = type(it)(**{**it.__dict__, "value": value, "probs": probs, "logits": it.logits.copy(),
+                      "entropy": np.where(np.arange(T + 1) == 3, np.nan, it.entropy).astype(np.float32)})
+    good, broken = Compositor(trace, it), Compositor(trace, bad)
+    frames = [broken.render(t) for t in range(T + 1)]  # every frame draws
+    # the steps before the NaN are drawn exactly as without it (same plot scale); from step 3 on they differ
+    assert [np.array_equal(f, good.render(t)) for t, f in enumerate(frames)] == [True] * 3 + [False] * (T - 2)
+    px, py, pw, ph = broken.layout.plot
+    x3 = broken.x_of(3)
+
+    def near_value(img):  # pixels within 2 pixels of step 3's column close to the value trace's colour
+        col = img[py : py + ph, x3 - 2 : x3 + 3].astype(int)
+        return int((np.abs(col - np.array(COLORS["value"])).sum(-1) < 100).sum())
+
+    assert near_value(good.render(T)) >= 2 and near_value(frames[-1]) == 0  # the value trace is cut at step 3
+    L = broken.layout
+    bars = frames[3][L.bar_rows[0] : L.bar_rows[-1] + L.bar_h, L.bar_x0 : L.bar_x0 + L.bar_len]
+    assert not (bars == np.array(COLORS["bar"], np.uint8)).all(-1).any()  # no bar drawn from NaN probabilities
+    # the "NaN" labels are drawn in the "chosen" colour where the numbers were
+    label = frames[3][L.bar_rows[0] : L.bar_rows[-1] + L.bar_h, L.bar_x0 + L.bar_len + 2 :]
+    assert (label == np.array(COLORS["chosen"], np.uint8)).all(-1).sum() > 20

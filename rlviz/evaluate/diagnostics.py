@@ -152,6 +152,10 @@ def _info(id_: str, message: str, **evidence) -> Finding:
     return Finding(id_, "info", message, evidence)
 
 
+def _num(x: float, nd: int = 4) -> float:
+    return round(float(x), nd)
+
+
 def _ids(episodes, limit: int = 10) -> list:
     return [int(e.index) for e in episodes[:limit]]
 
@@ -184,7 +188,7 @@ def _policy_findings(eps, kind: str, steps: int) -> list:
                 f"Mean relative policy entropy is {mean_ent:.3f} (1 = uniform over {counts.size} actions). The "
                 "policy barely prefers any action: it never learned, or the wrong weights or observation "
                 "preprocessing (frame stack, scaling, channel order) are loaded. Check the checkpoint and the "
-                "env recipe match training.", mean_relative_entropy=round(mean_ent, 4)))
+                "env recipe match training.", mean_relative_entropy=_num(mean_ent)))
         low = sum(e.diag["low_entropy_steps"] for e in eps) / max(1, steps)
         if low >= THRESHOLDS["collapsed_fraction"]:
             out.append(_warn(
@@ -192,7 +196,7 @@ def _policy_findings(eps, kind: str, steps: int) -> list:
                 f"Relative entropy is below {THRESHOLDS['collapsed_entropy']} on {low:.1%} of steps: the stochastic "
                 "policy has collapsed to a deterministic one. Often a missing or too small entropy bonus (check "
                 "it reaches the loss), or a too high learning rate.",
-                low_entropy_fraction=round(low, 4), mean_relative_entropy=round(mean_ent, 4)))
+                low_entropy_fraction=_num(low), mean_relative_entropy=_num(mean_ent)))
     total = int(counts.sum())
     if counts.size >= 2 and total:
         a = int(np.argmax(counts))
@@ -203,7 +207,7 @@ def _policy_findings(eps, kind: str, steps: int) -> list:
                 f"Action {a} was taken on {frac:.1%} of {total} steps. The agent ignores the other "
                 f"{counts.size - 1} action(s): a collapsed policy, an action mapping that differs from training, "
                 "or observations the network cannot tell apart (check preprocessing).",
-                action=a, fraction=round(float(frac), 4), action_counts=[int(c) for c in counts]))
+                action=a, fraction=_num(frac), action_counts=[int(c) for c in counts]))
     return out
 
 
@@ -229,8 +233,8 @@ def _value_findings(eps, gamma: float) -> list:
     if m is None:
         return []
     n, mv, mg, sd_g, ev, corr = m
-    ev_ = dict(steps=n, explained_variance=round(ev, 4), correlation=None if math.isnan(corr) else round(corr, 4),
-               value_mean=round(mv, 4), return_mean=round(mg, 4), return_std=round(sd_g, 4), gamma=gamma)
+    ev_ = dict(steps=n, explained_variance=_num(ev), correlation=None if math.isnan(corr) else _num(corr),
+               value_mean=_num(mv), return_mean=_num(mg), return_std=_num(sd_g), gamma=gamma)
     if corr <= THRESHOLDS["wrong_sign_correlation"]:
         return [_warn(
             "value_wrong_sign",
@@ -239,12 +243,14 @@ def _value_findings(eps, gamma: float) -> list:
             "(a cost fed as a reward), and that V is not computed on the wrong observations.", **ev_)]
     out = []
     if ev <= THRESHOLDS["uninformative_ev"]:
+        hint = (f" It does track the return (correlation {corr:.2f}), on another scale: a reward scale or discount "
+                "that differs from training." if corr >= 0.5 else "")
         out.append(_warn(
             "value_uninformative",
             f"The value explains {ev:.3f} of the variance of the discounted return-to-go (gamma {gamma:g}; 1 = "
             "perfect, <= 0.1 flagged). The value head was not trained (value loss coefficient 0, a detached "
-            "head), or it was trained with another discount or reward scale. Check the value loss and --gamma.",
-            **ev_))
+            f"head), or it was trained with another discount or reward scale.{hint} Check the value loss and "
+            "--gamma.", **ev_))
     if abs(mv - mg) > sd_g:
         out.append(_warn(
             "value_biased",
@@ -274,7 +280,7 @@ def _episode_findings(eps) -> list:
             "never_terminates",
             f"{trunc:.0%} of episodes ended by the time limit, not by the game. The agent neither wins nor loses: "
             "often a stalling policy (no FIRE, a loop), or a time limit shorter than the game needs.",
-            truncated_fraction=round(trunc, 4)))
+            truncated_fraction=_num(trunc)))
     return out
 
 
