@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 import rlviz.evaluate.rollout as rollout_mod
-import rlviz.render as render_mod
-from rlviz.render import render
+import rlviz.jobs.render as render_mod
+from rlviz.jobs.render import render
 
 
 class _NoDiagnostics:
@@ -54,11 +54,11 @@ def one_run(checkpoint: str, episodes: int, diagnostics: bool) -> tuple[float, i
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
         if diagnostics:
-            outputs = render(checkpoint=checkpoint, episodes=episodes, videos="none", progress=False, out=out,
+            outputs = render(checkpoint=checkpoint, episodes=episodes, videos="none", progress=False, out=f"{out}/run",
                              device="cpu")
         else:
             with diagnostics_off():
-                outputs = render(checkpoint=checkpoint, episodes=episodes, videos="none", progress=False, out=out,
+                outputs = render(checkpoint=checkpoint, episodes=episodes, videos="none", progress=False, out=f"{out}/run",
                                  device="cpu")
         return time.perf_counter() - t0, len(outputs.summary["diagnostics"])
 
