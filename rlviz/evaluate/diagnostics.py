@@ -70,12 +70,14 @@ class Finding:
         return {"id": self.id, "severity": self.severity, "message": self.message, "evidence": self.evidence}
 
 
-def nonfinite_rows(logits: np.ndarray, probs: np.ndarray, value: np.ndarray | None) -> np.ndarray:
-    """bool [B]: rows of a batch with any non-finite logit, probability or value (one vectorised check)."""
-    bad = ~(np.isfinite(logits).all(axis=-1) & np.isfinite(probs).all(axis=-1))
+def nonfinite_rows(logits: np.ndarray, probs: np.ndarray, value: np.ndarray | None) -> np.ndarray | None:
+    """bool [B]: rows of a batch with any non-finite logit, probability or value; None when all are finite
+    (the common case, one sum per array: a NaN or inf anywhere makes its row's sum non-finite)."""
+    rows = logits.sum(axis=-1, dtype=np.float64) + probs.sum(axis=-1, dtype=np.float64)
     if value is not None:
-        bad |= ~np.isfinite(value)
-    return bad
+        rows = rows + value
+    bad = ~np.isfinite(rows)
+    return bad if bad.any() else None
 
 
 def _obs_key(obs) -> int:

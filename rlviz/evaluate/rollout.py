@@ -310,7 +310,8 @@ def _run_lockstep(runner: _Runner, envs: list, indices: range, seed: int, progre
         ent, bad = out.entropy, nonfinite_rows(out.logits, out.probs, out.value)
         for j, i in enumerate(active):
             v = None if out.value is None else out.value[j]
-            obs[i], done, term, trunc = runner.step(envs[i], slots[i], acts[j], v, ent[j], obs[i], bad[j])
+            obs[i], done, term, trunc = runner.step(envs[i], slots[i], acts[j], v, ent[j], obs[i],
+                                                    bad is not None and bad[j])
             steps += 1
             if done:
                 records.append(runner.finish(slots[i], term, trunc))
@@ -362,7 +363,7 @@ def replay_episode(
             out = policy.evaluate(np.asarray(obs)[None])
             act = sample_actions(out, [ep.rng], greedy)[0]
             v = None if out.value is None else out.value[0]
-            bad = nonfinite_rows(out.logits, out.probs, out.value)[0]
+            bad = nonfinite_rows(out.logits, out.probs, out.value) is not None
             obs, done, term, trunc = runner.step(env, ep, act, v, out.entropy[0], obs, bad)
             if done:
                 return runner.finish(ep, term, trunc)
