@@ -6,7 +6,8 @@
 "Without" swaps the rollout's per-episode accumulator for one whose ``step`` does nothing and skips the
 batch NaN check and :func:`diagnose` (the hook's bare method call stays: it is what a disabled stage
 would cost). Runs are interleaved (on, off, off, on, ...) and repeated; prints each run's wall time, the
-min and median of each variant and their ratio (with / without), measured in this same run.
+min and median of each variant and their ratio (with / without), measured in this same run, after a short
+warm-up run that is not counted (the first load of an exported program is slow).
 """
 
 from __future__ import annotations
@@ -73,6 +74,7 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     times: dict[bool, list[float]] = {True: [], False: []}
+    one_run(args.checkpoint, min(args.episodes, 8), True)  # warm-up, not counted (first load of the program)
     for r in range(args.repeats):
         order = (True, False) if r % 2 == 0 else (False, True)
         for on in order:
