@@ -52,9 +52,10 @@ def diagnostics_off():
         rollout_mod.EpisodeDiagnostics, rollout_mod.nonfinite_rows, render_mod.diagnose = saved
 
 
-def one_run(checkpoint: str, episodes: int, diagnostics: bool) -> tuple[float, int]:
+def one_run(checkpoint: str, episodes: int, diagnostics: bool) -> tuple[float, float, int]:
+    """(wall seconds, CPU seconds of this process, findings) of one render."""
     with tempfile.TemporaryDirectory() as out:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         if diagnostics:
             outputs = render(checkpoint=checkpoint, episodes=episodes, videos="none", progress=False, out=f"{out}/run",
                              device="cpu")
@@ -62,7 +63,7 @@ def one_run(checkpoint: str, episodes: int, diagnostics: bool) -> tuple[float, i
             with diagnostics_off():
                 outputs = render(checkpoint=checkpoint, episodes=episodes, videos="none", progress=False, out=f"{out}/run",
                                  device="cpu")
-        return time.perf_counter() - t0, len(outputs.summary["diagnostics"])
+        return time.perf_counter() - t0, time.process_time() - c0, len(outputs.summary["diagnostics"])
 
 
 def main() -> None:
@@ -74,19 +75,23 @@ def main() -> None:
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     times: dict[bool, list[float]] = {True: [], False: []}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
     one_run(args.checkpoint, min(args.episodes, 8), True)  # warm-up, not counted (first load of the program)
     for r in range(args.repeats):
         order = (True, False) if r % 2 == 0 else (False, True)
         for on in order:
-            wall, n = one_run(args.checkpoint, args.episodes, on)
+            wall, c, n = one_run(args.checkpoint, args.episodes, on)
             times[on].append(wall)
-            print(f"repeat {r} diagnostics {'on ' if on else 'off'}: {wall:7.2f} s ({n} findings)", flush=True)
-    on_min, off_min = min(times[True]), min(times[False])
-    on_med, off_med = statistics.median(times[True]), statistics.median(times[False])
+            cpu[on].append(c)
+            print(f"repeat {r} diagnostics {'on ' if on else 'off'}: {wall:7.2f} s wall, {c:7.2f} s CPU ({n} findings)",
+                  flush=True)
     print(f"{args.checkpoint}, {args.episodes} episodes, {args.repeats} repeats, interleaved")
-    print(f"with diagnostics:    min {on_min:7.2f} s  median {on_med:7.2f} s")
-    print(f"without diagnostics: min {off_min:7.2f} s  median {off_med:7.2f} s")
-    print(f"ratio with/without:  min {on_min / off_min:.3f}  median {on_med / off_med:.3f}")
+    for what, t in (("wall", times), ("CPU", cpu)):
+        on_min, off_min = min(t[True]), min(t[False])
+        on_med, off_med = statistics.median(t[True]), statistics.median(t[False])
+        print(f"{what:>4} with diagnostics:    min {on_min:7.2f} s  median {on_med:7.2f} s")
+        print(f"{what:>4} without diagnostics: min {off_min:7.2f} s  median {off_med:7.2f} s")
+        print(f"{what:>4} ratio with/without:  min {on_min / off_min:.3f}  median {on_med / off_med:.3f}")
 
 
 if __name__ == "__main__":
