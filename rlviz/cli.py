@@ -1,7 +1,8 @@
 """``rlviz`` command line: flags -> a config dataclass -> one library call.
 
 The flags are generated from the config dataclasses' fields (:mod:`rlviz.config`), so each option is written
-once. Exit codes: 0 success, 1 failure (bad checkpoint, env error...), 2 usage error, 130 interrupted.
+once. Exit codes: 0 success, 1 failure (bad checkpoint, env error...), 2 usage error, 3 a diagnostics warning
+with ``--strict`` (every output is still written), 130 interrupted.
 Errors print one line, no traceback (``--debug`` shows it).
 """
 
@@ -120,6 +121,10 @@ def _run_render(args) -> int:
     outputs = render(config)
     print(outputs.table)
     print(f"outputs in {outputs.out_dir}")
+    if args.strict and outputs.warnings:
+        ids = ", ".join(f["id"] for f in outputs.warnings)
+        print(f"rlviz: --strict: {len(outputs.warnings)} diagnostics warning(s) ({ids}); exit code 3", file=sys.stderr)
+        return 3
     return 0
 
 

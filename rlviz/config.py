@@ -152,6 +152,7 @@ class RenderConfig:
     tensorboard: str | os.PathLike | None = option(None, "log to TensorBoard event files here", metavar="LOGDIR")
     progress: bool = option(False, "no progress bars (the CLI shows them when stderr is a terminal; the library "
                             "only when progress=True)", flag="--no-progress", kind="negated", cli_default="tty")
+    strict: bool = option(False, "exit with code 3 when the diagnostics raise any warning (to gate agents in CI)")
 
     def __post_init__(self):
         set_ = object.__setattr__

@@ -7,6 +7,11 @@
     python scripts/train_ppo.py --eval samples/x.pt2 --episodes 1000
     python scripts/train_ppo.py --convert /tmp/train/x.state.pt --out samples/x.pt2
 
+Planted bugs for the bug zoo (``samples/zoo/``), each fine-tuning a shipped agent (``--init-checkpoint``):
+``--reset-value-head --vf-coef 0`` (the value head is never trained), ``--declared-gamma G`` (trains with
+``--gamma`` but the checkpoint says G), ``--reward-scale K`` (trains on K x reward, the checkpoint plays the
+raw game: a normalisation never undone).
+
 PPO: GAE(lambda), clipped surrogate, clipped value loss, entropy bonus, Adam with linearly annealed
 LR, minibatch epochs, per-minibatch advantage normalisation, global grad-norm clipping.
 
@@ -38,7 +43,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from rlviz.agent.models import MinAtarAgent, NatureCNNAgent  # noqa: E402
+from rlviz.agent.models import MinAtarAgent, NatureCNNAgent, layer_init  # noqa: E402
 from rlviz.agent.policy import TorchPolicy, resolve_device  # noqa: E402
 from rlviz.envs import EnvRecipe, atari_recipe, make_vec_env  # noqa: E402
 
@@ -84,6 +89,18 @@ def load_state(path: str) -> tuple[nn.Module, EnvRecipe, dict]:
         agent = MinAtarAgent(sd["actor.weight"].shape[0], sd["torso.0.weight"].shape[1], sd["actor.weight"].shape[1])
     agent.load_state_dict(sd)
     return agent.eval(), recipe, blob
+
+
+def load_checkpoint_weights(path: str, env_id: str, obs_shape: tuple, num_actions: int) -> nn.Module:
+    """A fresh reference network holding the weights of an rlviz checkpoint (an exported program)."""
+    from rlviz.agent.checkpoint import load_agent
+
+    module = load_agent(path).policy.module
+    prefix = "program.inner."
+    sd = {k[len(prefix):] if k.startswith(prefix) else k: v for k, v in module.state_dict().items()}
+    agent = build_agent(env_id, obs_shape, num_actions)
+    agent.load_state_dict(sd)
+    return agent
 
 
 def save_rlviz(path: str, agent: nn.Module, recipe: EnvRecipe, example_obs, gamma: float, metadata: dict) -> bool:
@@ -139,6 +156,10 @@ def train(args: argparse.Namespace) -> None:
     agent = build_agent(args.env, obs_shape, n_act).to(device)
     if args.init_state:  # continue training an earlier run (its weights; a fresh optimizer and LR schedule)
         agent.load_state_dict(load_state(args.init_state)[0].state_dict())
+    if args.init_checkpoint:  # the same from an rlviz checkpoint (.pt2)
+        agent.load_state_dict(load_checkpoint_weights(args.init_checkpoint, args.env, obs_shape, n_act).state_dict())
+    if args.reset_value_head:  # planted bug: a value head that starts from scratch (with --vf-coef 0: stays so)
+        layer_init(agent.critic, std=1.0)
     opt = torch.optim.Adam(agent.parameters(), lr=args.lr, eps=1e-5)
     life_done = args.life_loss_done and family(args.env) == "atari"
     command = " ".join(shlex.quote(a) for a in ["scripts/train_ppo.py"] + list(args.argv))
@@ -180,7 +201,8 @@ def train(args: argparse.Namespace) -> None:
         cfg = {k: v for k, v in vars(args).items() if k != "argv" and (isinstance(v, (int, float, str, bool)) or v is None)}
         save_state(args.state_out, agent, recipe, {"config": cfg, "metadata": meta})
         if final:
-            save_rlviz(args.out, agent, recipe, obs_buf[0, :1].numpy(), args.gamma, {**meta, "config": cfg})
+            declared = args.gamma if args.declared_gamma is None else args.declared_gamma
+            save_rlviz(args.out, agent, recipe, obs_buf[0, :1].numpy(), declared, {**meta, "config": cfg})
 
     for update in range(1, num_updates + 1):
         if args.anneal_lr:
@@ -199,6 +221,7 @@ def train(args: argparse.Namespace) -> None:
             step += N
             reward = np.asarray(reward, dtype=np.float64)
             ep_ret += reward
+            reward = reward * args.reward_scale  # 1 unless a reward-scale bug is planted
             ep_len += 1
             boot = reward.copy()
             cut_trunc = trunc & ~term
@@ -385,6 +408,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--save-every", type=int, default=50, help="updates between state-file saves")
     p.add_argument("--time-limit", type=float, default=0.0, help="stop training after this many minutes (0: none)")
     p.add_argument("--init-state", metavar="STATE", help="start from the weights of an earlier run's .state.pt")
+    p.add_argument("--init-checkpoint", metavar="PT2", help="start from the weights of an rlviz checkpoint")
+    p.add_argument("--reset-value-head", action="store_true", help="planted bug: re-initialise the critic head")
+    p.add_argument("--declared-gamma", type=float, metavar="G",
+                   help="planted bug: the checkpoint declares this gamma instead of --gamma")
+    p.add_argument("--reward-scale", type=float, default=1.0, metavar="K",
+                   help="train on K x reward (planted bug: a reward scale the checkpoint does not undo)")
     p.add_argument("--rlviz-every", type=int, default=0, metavar="STEPS",
                    help="every STEPS env steps, record an evaluation episode with rlviz panels and log it")
     p.add_argument("--rlviz-tensorboard", metavar="LOGDIR", help="with --rlviz-every: log to TensorBoard here")

@@ -64,7 +64,7 @@ class BarsPanel:
             color = COLORS["chosen"] if a in chosen else COLORS["bar"]
             v = float(v)
             if not np.isfinite(v):
-                put_text(img, "nan", x0 + n + 4, y + h - 2, "dim", self.fs)
+                put_text(img, "NaN", x0 + n + 4, y + h - 2, "chosen", self.fs)  # a visible marker, no bar
                 continue
             if self.q:
                 xv = x0 + int(round((min(max(v, self.qlo), self.qhi) - self.qlo) / span * n))

@@ -27,6 +27,7 @@ class EpisodeResult:
                   over the steps, v = value estimate, g = discounted return that came (with the rewards the
                   value was trained on: sign(r) when the recipe clips)
     video_path:   the MP4 when the episode was recorded, else None
+    diag:         per-episode numbers of the diagnostics (:mod:`rlviz.evaluate.diagnostics`), or None
     """
 
     index: int
@@ -41,6 +42,7 @@ class EpisodeResult:
     greedy: bool = False
     value_sums: tuple | None = None
     video_path: Path | None = None
+    diag: dict | None = None
 
     @property
     def episode_return(self) -> float:

@@ -1,11 +1,12 @@
 """Evaluation over many episodes: seeded rollouts and replays, the failure heatmap and its object
-extractors, statistics."""
+extractors, statistics, diagnostics."""
 
 from __future__ import annotations
 
+from .diagnostics import Finding, diagnose
 from .heatmap import FailureHeatmap
 from .objects import Extractor, FunctionExtractor, extractor_for
 from .rollout import FAIL_ON, EpisodeRecord, RolloutResult, episode_seed_for, replay_episode, rollout
 from .stats import Summary, explained_variance, format_table, iqm, summarize
 
-__all__ = ["EpisodeRecord", "Extractor", "FAIL_ON", "FailureHeatmap", "FunctionExtractor", "RolloutResult", "Summary", "episode_seed_for", "explained_variance", "extractor_for", "format_table", "iqm", "replay_episode", "rollout", "summarize"]
+__all__ = ["EpisodeRecord", "Extractor", "FAIL_ON", "FailureHeatmap", "Finding", "diagnose", "FunctionExtractor", "RolloutResult", "Summary", "episode_seed_for", "explained_variance", "extractor_for", "format_table", "iqm", "replay_episode", "rollout", "summarize"]

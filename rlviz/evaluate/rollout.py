@@ -31,6 +31,7 @@ from ..episode.result import EpisodeResult
 from ..episode.trace import returns_to_go
 from ..errors import EnvError, UsageError
 from ..progress import Bar, bar
+from .diagnostics import EpisodeDiagnostics, nonfinite_rows
 from .heatmap import FailureHeatmap
 from .objects import Extractor, as_extractor, extractor_for, last_seen
 from .pixel_heatmap import FailureReplay, copies_faithfully
@@ -79,8 +80,9 @@ class RolloutResult:
 class _Episode:
     """Per-sub-env state of the running episode."""
 
-    def __init__(self, index: int, seed: int, lives: int | None):
+    def __init__(self, index: int, seed: int, lives: int | None, num_actions: int = 1):
         self.index, self.seed, self.lives = index, seed, lives
+        self.diag = EpisodeDiagnostics(num_actions)
         self.rng = np.random.default_rng(seed)
         self.ret, self.length, self.failures, self.ent_sum = 0.0, 0, 0, 0.0
         self.rewards: list[float] = []
@@ -95,6 +97,8 @@ def _value_sums(rewards, values, gamma: float) -> tuple:
     r = np.asarray(rewards, dtype=np.float64)
     g = returns_to_go(r, gamma, dtype=np.float64)[:-1]
     v = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(v) & np.isfinite(g)  # non-finite values are skipped (counted by the diagnostics)
+    v, g = v[ok], g[ok]
     return (float(len(r)), float(v.sum()), float(g.sum()), float(v @ v), float(g @ g), float(v @ g))
 
 
@@ -134,7 +138,7 @@ class _Runner:
         if self.obs is None:
             self.obs = ObsAdapter(env.observation_space, getattr(self.policy, "obs_format", "flat"))
         obs = self.obs.single(obs)
-        ep = _Episode(index, seed, _lives(info))
+        ep = _Episode(index, seed, _lives(info), self.policy.num_actions)
         if self.fail_on is None:
             self.fail_on = _resolve_fail_on(self.fail_on_arg, ep.lives)
         if self.replay is not None:
@@ -148,12 +152,14 @@ class _Runner:
         frame = to_rgb_frame(env.render()) if self.extractor.needs_frame else None
         return self.extractor.capture(frame, env)
 
-    def step(self, env, ep: _Episode, action, value, entropy: float):
+    def step(self, env, ep: _Episode, action, value, entropy: float, seen=None, bad: bool = False):
+        """seen: the observation the action was chosen on; bad: the policy's output had non-finite numbers."""
         if ep.log is not None:
             self.replay.before_step(ep.log, env, ep.length)
             ep.log.actions.append(action)
         obs, reward, terminated, truncated, info = env.step(to_env_action(action, self.spec))
         reward = float(reward)
+        ep.diag.step(seen, int(action) if np.ndim(action) == 0 else -1, float(entropy), reward, bad)
         ep.ret += reward
         ep.length += 1
         ep.ent_sum += float(entropy)
@@ -192,7 +198,7 @@ class _Runner:
         vs = _value_sums(ep.rewards, ep.values, self.gamma) if ep.values else None
         return EpisodeResult(
             ep.index, ep.seed, ep.ret, ep.length, ep.failures, terminated, truncated, ep.is_success,
-            ep.ent_sum / max(ep.length, 1), self.greedy, vs,
+            ep.ent_sum / max(ep.length, 1), self.greedy, vs, diag=ep.diag.finish(),
         )
 
 
@@ -329,10 +335,11 @@ def _run_lockstep(runner: _Runner, envs: list, indices: range, seed: int, progre
         active = [i for i, s in enumerate(slots) if s is not None]
         out = runner.policy.evaluate(np.stack([obs[i] for i in active]))
         acts = sample_actions(out, [slots[i].rng for i in active], runner.greedy)
-        ent = out.entropy
+        ent, bad = out.entropy, nonfinite_rows(out.logits, out.probs, out.value)
         for j, i in enumerate(active):
             v = None if out.value is None else out.value[j]
-            obs[i], done, term, trunc = runner.step(envs[i], slots[i], acts[j], v, ent[j])
+            obs[i], done, term, trunc = runner.step(envs[i], slots[i], acts[j], v, ent[j], obs[i],
+                                                    bad is not None and bad[j])
             steps += 1
             if done:
                 records.append(runner.finish(slots[i], term, trunc))
@@ -384,7 +391,8 @@ def replay_episode(
             out = policy.evaluate(np.asarray(obs)[None])
             act = sample_actions(out, [ep.rng], greedy)[0]
             v = None if out.value is None else out.value[0]
-            obs, done, term, trunc = runner.step(env, ep, act, v, out.entropy[0])
+            bad = nonfinite_rows(out.logits, out.probs, out.value) is not None
+            obs, done, term, trunc = runner.step(env, ep, act, v, out.entropy[0], obs, bad)
             if done:
                 return runner.finish(ep, term, trunc)
     except (ValueError, TypeError) as exc:

@@ -14,7 +14,7 @@ from ..errors import UsageError
 from ..media.atomic import atomic_write
 
 __all__ = ["Distribution", "Summary", "summarize", "iqm", "explained_variance", "format_table",
-           "write_summary_json", "write_episodes_csv"]
+           "write_summary_json", "write_episodes_csv", "format_diagnostics"]
 
 PERCENTILES = (5, 25, 75, 95)
 
@@ -66,7 +66,10 @@ class Distribution:
 @dataclass(frozen=True)
 class Summary:
     """What :func:`summarize` reports. ``value_*`` are None without a value head; ``solve_rate``
-    is None unless the env reports ``info["is_success"]``. value_residual = mean(G - V) over all steps."""
+    is None unless the env reports ``info["is_success"]``. value_residual = mean(G - V) over all steps.
+    nonfinite_steps: steps whose logits, probabilities or value were NaN/inf (the value statistics skip them);
+    diagnostics: the findings of :func:`rlviz.evaluate.diagnostics.diagnose` as dicts (id, severity, message,
+    evidence)."""
 
     env_id: str
     episodes: int
@@ -85,10 +88,18 @@ class Summary:
     value_explained_variance: float | None
     gamma: float
     fail_on: str
+    nonfinite_steps: int = 0
+    diagnostics: tuple = ()
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d["diagnostics"] = [dict(f) for f in self.diagnostics]
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
+
+    @property
+    def warnings(self) -> list:
+        """The diagnostics of severity "warning"."""
+        return [f for f in self.diagnostics if f["severity"] == "warning"]
 
 
 def _value_stats(records, n_total):
@@ -107,8 +118,9 @@ def _value_stats(records, n_total):
     return float(mv), float(mg), float(me), ev
 
 
-def summarize(result) -> Summary:
-    """A :class:`Summary` of a :class:`~rlviz.rollout.RolloutResult`."""
+def summarize(result, diagnostics=()) -> Summary:
+    """A :class:`Summary` of a :class:`~rlviz.rollout.RolloutResult`; ``diagnostics``: its findings
+    (:class:`~rlviz.evaluate.diagnostics.Finding` objects or dicts) to carry along."""
     recs = list(getattr(result, "episodes", ()))
     if not recs:
         raise UsageError("summarize() received a rollout with no episodes; run at least one episode.")
@@ -133,6 +145,8 @@ def summarize(result) -> Summary:
         value_explained_variance=ev,
         gamma=float(result.gamma),
         fail_on=str(result.fail_on),
+        nonfinite_steps=sum(int(r.diag["nonfinite_steps"]) for r in recs if r.diag),
+        diagnostics=tuple(f.to_dict() if hasattr(f, "to_dict") else dict(f) for f in diagnostics),
     )
 
 
@@ -163,7 +177,16 @@ def format_table(s: Summary) -> str:
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows[:4]] + ["", head, *dist, ""]
     lines += [f"{k:<{width}}  {v}" for k, v in rows[4:]]
-    return "\n".join(lines)
+    if s.nonfinite_steps:
+        lines.append(f"{'non-finite steps (skipped)':<{width}}  {s.nonfinite_steps}")
+    return "\n".join(lines + format_diagnostics(s.diagnostics))
+
+
+def format_diagnostics(findings) -> list[str]:
+    """Lines for the terminal, under the table: one per finding, warnings first ("no warnings" when none)."""
+    warn = [f for f in findings if f["severity"] == "warning"]
+    lines = ["", f"diagnostics: {len(warn)} warning(s)" if warn else "diagnostics: no warnings"]
+    return lines + [f"  {f['severity']}: {f['id']}: {f['message']}" for f in findings]
 
 
 def write_summary_json(summary: Summary, path) -> Path:

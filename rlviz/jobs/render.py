@@ -31,6 +31,7 @@ from ..envs import make_env, to_rgb_frame
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout, summarize
+from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..explain.saliency import attribute
 from ..record import RecordEpisode, run_episode
@@ -58,6 +59,11 @@ class RenderOutputs:
     def _repr_html_(self) -> str:
         """Notebooks: the statistics, the heatmap and the videos, inline."""
         return outputs_html(self.summary, self.heatmap_png, self.videos, self.report_html)
+
+    @property
+    def warnings(self) -> list:
+        """The diagnostics of severity "warning" (``--strict`` exits 3 when there is any)."""
+        return [f for f in self.summary.get("diagnostics", ()) if f["severity"] == "warning"]
 
 
 #: render's videos last at least this long: short episodes play slower and hold their last frame.
@@ -149,7 +155,7 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
 def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list) -> tuple:
     """The run's outputs, written into ``folder``: (summary, heatmap npz, heatmap png, video results)."""
     result = run_rollouts(agent, config, gamma)
-    summary = summarize(result)
+    summary = summarize(result, diagnose(result, agent.policy.kind))
     write_summary_json(summary, folder / "summary.json")
     write_episodes_csv(result, folder / "episodes.csv")
     with progress.phase("heatmap") if result.heatmap is not None else nullcontext():
@@ -260,6 +266,8 @@ def log_to_sinks(sinks: list, summary, result: RolloutResult, videos: list[Episo
     """Statistics, the episode table, the videos and the heatmap to each sink (W&B, TensorBoard)."""
     for sink in sinks:
         sink.log_scalars(_flat_numbers(summary.to_dict()), step=0, prefix="rlviz/")
+        sink.log_text("rlviz/diagnostics", _diagnostics_markdown(summary.diagnostics), step=0)
+        sink.log_scalars({"diagnostics/warnings": len(summary.warnings)}, step=0, prefix="rlviz/")
         rows = [ep.to_row() for ep in result.episodes]
         if rows:
             sink.log_table("rlviz/episodes", list(rows[0]), [list(r.values()) for r in rows], step=0)
@@ -267,6 +275,13 @@ def log_to_sinks(sinks: list, summary, result: RolloutResult, videos: list[Episo
             sink.log_video(f"rlviz/{v.video_path.stem}", v.video_path, step=0, fps=fps)
         if heatmap_png is not None:
             sink.log_image("rlviz/failure_heatmap", heatmap_png, step=0)
+
+
+def _diagnostics_markdown(findings) -> str:
+    """The findings as a markdown list (TensorBoard text, W&B summary)."""
+    if not findings:
+        return "no findings"
+    return "\n".join(f"- **{f['severity']}** `{f['id']}`: {f['message']}" for f in findings)
 
 
 def _flat_numbers(d: dict, prefix: str = "") -> dict:

@@ -55,6 +55,10 @@ class Sink(abc.ABC):
         """Log a small table (e.g. per-episode statistics). The default does nothing."""
         return None
 
+    def log_text(self, name: str, text: str, step: int):
+        """Log a short markdown text (e.g. the diagnostics). The default does nothing."""
+        return None
+
     def flush(self) -> None:
         """Make everything logged so far durable (write buffers to disk)."""
         return None

@@ -127,6 +127,11 @@ class TensorBoardSink(Sink):
         self._check_open()
         self.writer.add_text(name, _markdown_table(columns, rows), check_step(step))
 
+    def log_text(self, name: str, text: str, step: int) -> None:
+        """Markdown in the Text dashboard."""
+        self._check_open()
+        self.writer.add_text(name, str(text), check_step(step))
+
     def flush(self) -> None:
         if not self._closed:
             self.writer.flush()

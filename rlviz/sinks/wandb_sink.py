@@ -101,6 +101,13 @@ class WandbSink(Sink):
                 raise UsageError(f"Table {name!r}: a row has {len(r)} values but there are {len(columns)} columns.")
         self._log({name: self._wandb.Table(columns=list(columns), data=rows)}, step)
 
+    def log_text(self, name: str, text: str, step: int) -> None:
+        """Into the run summary (shown on the run's overview page), where a text belongs in W&B."""
+        if self._closed:
+            raise UsageError("This WandbSink is closed; make a new one to log more.")
+        check_step(step)
+        self.run.summary[name] = str(text)
+
     def close(self) -> None:
         if self._closed:
             return
