@@ -28,6 +28,7 @@ import ast
 import io
 import json
 import re
+import warnings
 import zipfile
 
 import torch
@@ -35,7 +36,8 @@ from torch import nn
 
 from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, allowed_class
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
-from .policy import TorchPolicy, check_action_space
+from .policy import TorchPolicy, check_action_space, resolve_device
+from .vecnormalize import ObsNormalizer, VecNormalizeStats
 from .weights import load_weights
 
 __all__ = ["SB3ActorCritic", "SB3QNetwork", "sb3_policy", "load_sb3_zip"]
@@ -76,8 +78,10 @@ class SB3QNetwork(nn.Module):
         return self.policy.q_net(obs)
 
 
-def sb3_policy(model, *, device="auto") -> TorchPolicy:
-    """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``) or its ``.policy``."""
+def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None) -> TorchPolicy:
+    """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``) or its ``.policy``; ``vecnormalize``: the
+    statistics it was trained under (:func:`rlviz.agent.vecnormalize.read_vecnormalize`), applied to the raw
+    observations in front of the network as SB3's ``VecNormalize`` does at evaluation."""
     require("stable_baselines3", "sb3", "Stable-Baselines3 models")
     from gymnasium import spaces
     from stable_baselines3.common.policies import ActorCriticPolicy
@@ -88,10 +92,12 @@ def sb3_policy(model, *, device="auto") -> TorchPolicy:
         raise UsageError("Stable-Baselines3 policies with Dict observations (MultiInputPolicy) are not supported yet.")
     n = check_action_space(policy.action_space)
     policy.set_training_mode(False)
+    norm = ObsNormalizer(vecnormalize) if vecnormalize is not None and vecnormalize.norm_obs else None
+    norm = norm.to(resolve_device(device)) if norm is not None else None
     if isinstance(policy, (ActorCriticPolicy, DQNPolicy)):
         ac = isinstance(policy, ActorCriticPolicy)
         out = TorchPolicy((SB3ActorCritic if ac else SB3QNetwork)(policy), num_actions=n,
-                          kind="actor_critic" if ac else "q", device=device)
+                          kind="actor_critic" if ac else "q", device=device, obs_transform=norm)
         out.obs_format = "raw"  # SB3 one-hots Discrete observations itself (preprocess_obs)
         return out
     raise UsageError(
@@ -163,8 +169,10 @@ def _check_spaces(data: dict, observation_space, action_space, source: str) -> N
 
 
 def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, trust: bool = False,
-                 device="auto") -> tuple[TorchPolicy, float, dict]:
-    """(policy, gamma, metadata) from the bytes of an SB3 ``model.save`` zip; see the module docstring."""
+                 device="auto", vecnormalize: VecNormalizeStats | None = None) -> tuple[TorchPolicy, float, dict]:
+    """(policy, gamma, metadata) from the bytes of an SB3 ``model.save`` zip; see the module docstring.
+    ``vecnormalize``: statistics to apply (see :func:`sb3_policy`); ``metadata["vecnormalize"]`` says whether
+    the zip shows it was trained under VecNormalize (SB3 then saved ``_last_original_obs``)."""
     require("stable_baselines3", "sb3", "Stable-Baselines3 .zip files")
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
@@ -207,5 +215,12 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
     algorithm = "DQN" if "exploration_rate" in doc else "PPO" if "clip_range" in doc else "A2C" if (
         "gae_lambda" in doc) else None
     meta = {"sb3_version": version, "policy_class": cls.__name__, "algorithm": algorithm,
-            "num_timesteps": doc.get("num_timesteps") if isinstance(doc.get("num_timesteps"), int) else None}
-    return sb3_policy(policy, device=device), gamma, meta
+            "num_timesteps": doc.get("num_timesteps") if isinstance(doc.get("num_timesteps"), int) else None,
+            "vecnormalize": doc.get("_last_original_obs") is not None,
+            "vecnormalize_stats": vecnormalize.source if vecnormalize is not None else None}
+    if meta["vecnormalize"] and vecnormalize is None:
+        warnings.warn(
+            f"{source} was trained under VecNormalize (its data has _last_original_obs) but no statistics were "
+            "found beside it: it will act on raw observations, i.e. as a different agent. Pass the "
+            "vecnormalize.pkl saved with it (--vecnormalize PATH).", UserWarning, stacklevel=3)
+    return sb3_policy(policy, device=device, vecnormalize=vecnormalize), gamma, meta
