@@ -212,3 +212,33 @@ def test_sb3_atari_chain_equals_make_atari_env(tmp_path):
             obs, _ = mine.reset()
         np.testing.assert_array_equal(obs, expected[0])
     assert ends >= 1
+
+
+def test_zoo_atari_run_folder_loads_with_sb3s_own_outputs(tmp_path):
+    """An rl-zoo3 Atari run (AtariWrapper + frame_stack 4, CnnPolicy): the folder alone rebuilds the env, and the
+    policy's probabilities on its observations equal SB3's ``get_distribution``."""
+    import torch
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    from rlviz.agent.checkpoint import load_agent
+    from rlviz.envs.recipe import make_env
+
+    env_id = "PongNoFrameskip-v4"
+    model = sb3.PPO("CnnPolicy", VecFrameStack(make_atari_env(env_id, n_envs=1, seed=0), 4), seed=0, device="cpu")
+    run = tmp_path / "logs" / "ppo" / f"{env_id}_1"
+    (run / env_id).mkdir(parents=True)
+    model.save(run / f"{env_id}.zip")
+    _zoo_yaml(run / env_id / "config.yml", {"env_wrapper": ["stable_baselines3.common.atari_wrappers.AtariWrapper"],
+                                           "frame_stack": 4, "policy": "CnnPolicy", "normalize": False})
+    _zoo_yaml(run / env_id / "args.yml", {"algo": "ppo", "env": env_id, "env_kwargs": None})
+    agent = load_agent(run)
+    env = make_env(agent.recipe, render_mode=None)
+    obs = [env.reset(seed=0)[0]]
+    for a in (1, 2, 3, 0, 2, 3, 1, 1):
+        obs.append(env.step(a)[0])
+    x = np.stack(obs)
+    assert x.shape == (9, 4, 84, 84)
+    with torch.no_grad():
+        probs = model.policy.get_distribution(torch.as_tensor(x)).distribution.probs.numpy()
+    np.testing.assert_allclose(agent.policy.evaluate(x).probs, probs, atol=1e-5)

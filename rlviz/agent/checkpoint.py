@@ -18,13 +18,14 @@ from torch import nn
 from ..envs.recipe import EnvRecipe
 from ..errors import CheckpointError, UnsafeCheckpointError, UsageError
 from .adapters import build_model, to_policy
+from .cleanrl_scripts import recognise_cleanrl
 from .exported import FORMAT_NAME, FORMAT_VERSION, LoadedAgent, coerce_recipe, env_facts, load_export, settle_kind
 from .files import EXPECTED, describe, detect_format, read_file, torch_load
 from .policy import KINDS
 from .saving import save_checkpoint
 from .sb3 import load_sb3_zip
-from .zoo import find_zoo_run, sb3_stats
 from .weights import find_state_dict, load_weights
+from .zoo import find_zoo_run, sb3_stats
 
 __all__ = ["LoadedAgent", "save_checkpoint", "load_checkpoint", "load_agent", "detect_format", "settle_kind",
            "FORMAT_NAME", "FORMAT_VERSION"]
@@ -101,13 +102,14 @@ def _need_env(env, source: str, what: str) -> EnvRecipe:
 
 def _load_torch_file(data: bytes, source: str, *, env, model, trust: bool, device, kind: str) -> LoadedAgent:
 
-    recipe = _need_env(env, source, "a torch.save file")
     try:
         obj, fmt = torch_load(data, source, weights_only=True), "torch-state-dict"
     except UnsafeCheckpointError:
         if not trust:
             raise
         obj, fmt = torch_load(data, source, weights_only=False), "torch-pickle"
+    layout = recognise_cleanrl(obj) if model is None else None  # CleanRL's standard scripts: no model= needed
+    recipe = layout.recipe(env, source) if layout else _need_env(env, source, "a torch.save file")
     obs_space, act_space, names = env_facts(recipe)
     if isinstance(obj, nn.Module):
         if model is not None:
@@ -115,6 +117,8 @@ def _load_torch_file(data: bytes, source: str, *, env, model, trust: bool, devic
         module = obj
     elif isinstance(obj, dict):
         state = find_state_dict(obj, source)
+        if layout is not None:
+            model, kind = layout.build(), layout.kind
         if model is None:
             raise UsageError(
                 f"{source} holds a state_dict (weights only); say which network they belong to with "
@@ -125,5 +129,6 @@ def _load_torch_file(data: bytes, source: str, *, env, model, trust: bool, devic
     else:
         raise CheckpointError(f"{source} holds a {type(obj).__name__}; expected a state_dict or an nn.Module.")
     policy = to_policy(module, observation_space=obs_space, action_space=act_space, kind=kind, device=device)
-    settle_kind(policy, obs_space, source)
-    return LoadedAgent(policy, recipe, tuple(names), 0.99, policy.kind, {}, Path(source), fmt)
+    settle_kind(policy, obs_space)
+    meta = {"cleanrl_script": layout.script} if layout else {}
+    return LoadedAgent(policy, recipe, tuple(names), 0.99, policy.kind, meta, Path(source), fmt)

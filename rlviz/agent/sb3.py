@@ -1,7 +1,9 @@
 """Stable-Baselines3 models as rlviz policies (extra ``rlviz[sb3]``; imported lazily).
 
 Supported: PPO and A2C (``ActorCriticPolicy``, ``ActorCriticCnnPolicy``) -> kind "actor_critic";
-DQN (``DQNPolicy``, ``CnnPolicy``) -> kind "q". Discrete actions, Box or Discrete observations.
+DQN (``DQNPolicy``, ``CnnPolicy``) and sb3-contrib QR-DQN (``QRDQNPolicy``, ``CnnPolicy``: Q = mean of the
+quantiles, as ``QRDQN.predict``) -> kind "q". Discrete actions, Box or Discrete observations. Observations may be
+normalised first by ``VecNormalize`` statistics (:mod:`rlviz.agent.vecnormalize`).
 
 The wrappers take the raw observations the env gives (float32 tensors) and run SB3's own
 preprocessing (``preprocess_obs``: ``/255`` for image spaces when ``normalize_images``, one-hot
@@ -40,9 +42,10 @@ from .policy import TorchPolicy, check_action_space, resolve_device
 from .vecnormalize import ObsNormalizer, VecNormalizeStats
 from .weights import load_weights
 
-__all__ = ["SB3ActorCritic", "SB3QNetwork", "sb3_policy", "load_sb3_zip"]
+__all__ = ["SB3ActorCritic", "SB3QNetwork", "SB3QuantileNetwork", "sb3_policy", "load_sb3_zip"]
 
-_LITERAL_KEYS = {"net_arch", "features_extractor_kwargs", "normalize_images", "share_features_extractor"}
+_LITERAL_KEYS = {"net_arch", "features_extractor_kwargs", "normalize_images", "share_features_extractor",
+                 "n_quantiles"}
 _IGNORED_KEYS = {"optimizer_class", "optimizer_kwargs", "ortho_init", "log_std_init", "full_std", "use_expln",
                  "squash_output", "use_sde"}
 _CLASS_REPR = re.compile(r"<class '([\w.]+)'>")
@@ -78,6 +81,21 @@ class SB3QNetwork(nn.Module):
         return self.policy.q_net(obs)
 
 
+class SB3QuantileNetwork(nn.Module):
+    """raw obs [B, *obs] -> Q-values [B, A]: the mean of QR-DQN's quantiles [B, n_quantiles, A], which is what
+    ``QRDQN.predict`` takes the argmax of. ``quantiles(obs)`` gives the quantiles themselves."""
+
+    def __init__(self, policy: nn.Module):
+        super().__init__()
+        self.policy = policy
+
+    def quantiles(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.policy.quantile_net(obs)
+
+    def forward(self, obs: torch.Tensor):
+        return self.quantiles(obs).mean(dim=1)
+
+
 def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None) -> TorchPolicy:
     """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``) or its ``.policy``; ``vecnormalize``: the
     statistics it was trained under (:func:`rlviz.agent.vecnormalize.read_vecnormalize`), applied to the raw
@@ -100,8 +118,13 @@ def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None =
                           kind="actor_critic" if ac else "q", device=device, obs_transform=norm)
         out.obs_format = "raw"  # SB3 one-hots Discrete observations itself (preprocess_obs)
         return out
+    if type(policy).__module__.startswith("sb3_contrib.qrdqn"):
+        out = TorchPolicy(SB3QuantileNetwork(policy), num_actions=n, kind="q", device=device, obs_transform=norm)
+        out.obs_format = "raw"
+        return out
     raise UsageError(
-        f"rlviz supports SB3 PPO/A2C (ActorCriticPolicy) and DQN (DQNPolicy); got {type(policy).__name__}."
+        f"rlviz supports SB3 PPO/A2C (ActorCriticPolicy), DQN (DQNPolicy) and sb3-contrib QR-DQN; got "
+        f"{type(policy).__name__}."
     )
 
 
@@ -214,6 +237,7 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
     gamma = float(gamma) if isinstance(gamma, (int, float)) and 0 < gamma <= 1 else 0.99
     algorithm = "DQN" if "exploration_rate" in doc else "PPO" if "clip_range" in doc else "A2C" if (
         "gae_lambda" in doc) else None
+    algorithm = "QRDQN" if cls.__module__.startswith("sb3_contrib.qrdqn") else algorithm
     meta = {"sb3_version": version, "policy_class": cls.__name__, "algorithm": algorithm,
             "num_timesteps": doc.get("num_timesteps") if isinstance(doc.get("num_timesteps"), int) else None,
             "vecnormalize": doc.get("_last_original_obs") is not None,

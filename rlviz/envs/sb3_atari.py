@@ -11,7 +11,8 @@ SB3's with zeros), so these wrappers follow SB3's documented behaviour step by s
   has a FIRE action, reset also presses FIRE then action 2 (resetting again should either end the game); frames
   become 84x84 grey (``cv2.COLOR_RGB2GRAY``, ``INTER_AREA``), shape ``[84, 84, 1]``. Life loss as terminal and
   reward clipping are training signals and are left out at evaluation (``terminal_on_life_loss`` and
-  ``clip_reward`` are accepted and ignored).
+  ``clip_reward`` are accepted and ignored). ``warp=False`` keeps the max-pooled RGB frames (CleanRL resizes
+  and greys them with gymnasium's wrappers instead).
 * :class:`SB3FrameStack`: the last ``n_stack`` observations concatenated on the last axis, newest last, zeros
   before the first; with ``channels_first`` the result is transposed to ``[C, H, W]`` as ``VecTransposeImage``
   does for CNN policies.
@@ -32,7 +33,7 @@ class SB3AtariPreprocessing(gym.Wrapper):
 
     def __init__(self, env: gym.Env, noop_max: int = 30, frame_skip: int = 4, screen_size: int = 84,
                  terminal_on_life_loss: bool = True, clip_reward: bool = True,
-                 action_repeat_probability: float = 0.0):
+                 action_repeat_probability: float = 0.0, warp: bool = True):
         super().__init__(env)
         if action_repeat_probability:
             raise EnvError(f"SB3 AtariWrapper(action_repeat_probability={action_repeat_probability}) is not rebuilt "
@@ -45,9 +46,13 @@ class SB3AtariPreprocessing(gym.Wrapper):
         meanings = env.unwrapped.get_action_meanings()
         self.fire = "FIRE" in meanings and meanings[1] == "FIRE" and len(meanings) >= 3
         self._pool = np.zeros((2, *shape), dtype=np.uint8)
-        self.observation_space = gym.spaces.Box(0, 255, (self.size, self.size, 1), dtype=np.uint8)
+        self.warp = bool(warp)
+        if self.warp:
+            self.observation_space = gym.spaces.Box(0, 255, (self.size, self.size, 1), dtype=np.uint8)
 
     def _warp(self, frame: np.ndarray) -> np.ndarray:
+        if not self.warp:
+            return frame
         import cv2
 
         grey = cv2.cvtColor(frame, cv2.COLOR_RGB2GRAY)
