@@ -44,6 +44,15 @@ from .weights import load_weights
 
 __all__ = ["SB3ActorCritic", "SB3QNetwork", "SB3QuantileNetwork", "sb3_policy", "load_sb3_zip"]
 
+#: Known SB3 / sb3-contrib policies rlviz does not render yet -> what to call them in the error.
+_NOT_YET = {
+    "sb3_contrib.ppo_recurrent": "RecurrentPPO (its LSTM state must be carried from step to step)",
+    "sb3_contrib.common.recurrent": "RecurrentPPO (its LSTM state must be carried from step to step)",
+    "sb3_contrib.ppo_mask": "MaskablePPO (its action masks come from the env at every step)",
+    "sb3_contrib.common.maskable": "MaskablePPO (its action masks come from the env at every step)",
+    "stable_baselines3.sac": "SAC (continuous actions)", "stable_baselines3.td3": "TD3 (continuous actions)",
+    "stable_baselines3.ddpg": "DDPG (continuous actions)", "sb3_contrib.tqc": "TQC (continuous actions)",
+}
 _LITERAL_KEYS = {"net_arch", "features_extractor_kwargs", "normalize_images", "share_features_extractor",
                  "n_quantiles"}
 _IGNORED_KEYS = {"optimizer_class", "optimizer_kwargs", "ortho_init", "log_std_init", "full_std", "use_expln",
@@ -142,6 +151,10 @@ def _policy_class(entry, source: str):
     init = str(entry.get("__init__", ""))
     m = re.match(r"<function (\w+)\.__init__ at", init)
     name = f"{entry.get('__module__')}.{m.group(1) if m else None}"
+    for prefix, what in _NOT_YET.items():
+        if name.startswith(prefix + "."):
+            raise UsageError(f"{source} is a {what} agent ({name}), which rlviz does not render yet; "
+                             "supported: PPO, A2C, DQN, QR-DQN with discrete actions.")
     return allowed_class(name, source, POLICY_CLASSES, what="the policy class")
 
 
