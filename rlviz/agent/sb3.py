@@ -204,6 +204,13 @@ def _check_spaces(data: dict, observation_space, action_space, source: str) -> N
         raise EnvError(f"{source} was trained with {n} actions; the env has {action_space}.")
 
 
+def _trained_under_vecnormalize(doc: dict) -> bool:
+    """On-policy SB3 algorithms (PPO, A2C) keep ``_last_original_obs`` only under VecNormalize. (Off-policy ones
+    keep it always, as the previous observation: no signal there; rl-zoo3's config.yml still tells.)"""
+    off_policy = "exploration_rate" in doc or "learning_starts" in doc
+    return doc.get("_last_original_obs") is not None and not off_policy
+
+
 def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, trust: bool = False,
                  device="auto", vecnormalize: VecNormalizeStats | None = None) -> tuple[TorchPolicy, float, dict]:
     """(policy, gamma, metadata) from the bytes of an SB3 ``model.save`` zip; see the module docstring.
@@ -253,7 +260,7 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
     algorithm = "QRDQN" if cls.__module__.startswith("sb3_contrib.qrdqn") else algorithm
     meta = {"sb3_version": version, "policy_class": cls.__name__, "algorithm": algorithm,
             "num_timesteps": doc.get("num_timesteps") if isinstance(doc.get("num_timesteps"), int) else None,
-            "vecnormalize": doc.get("_last_original_obs") is not None,
+            "vecnormalize": _trained_under_vecnormalize(doc),
             "vecnormalize_stats": vecnormalize.source if vecnormalize is not None else None}
     if meta["vecnormalize"] and vecnormalize is None:
         warnings.warn(

@@ -26,18 +26,21 @@ from torch import nn
 
 from ..errors import CheckpointError, UnsafeCheckpointError
 
-__all__ = ["VecNormalizeStats", "ObsNormalizer", "read_vecnormalize", "find_vecnormalize"]
+__all__ = ["VecNormalizeStats", "ObsNormalizer", "read_vecnormalize", "find_vecnormalize", "load_plain_pickle"]
 
 #: rl-zoo3's file name, next to the model or in the run's ``<env id>/`` folder.
 FILE_NAME = "vecnormalize.pkl"
 
 _RECONSTRUCT = np.ndarray.__reduce__(np.zeros(1))[0]  # numpy's own array rebuilder (any numpy version)
 _SCALAR = np.float64(0).__reduce__()[0]
+_FROMBUFFER = np.zeros(1).__reduce_ex__(5)[0]  # protocol-5 arrays (cloudpickle, as in SB3 zips)
 _NUMPY = {
     ("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,
     ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,
     ("numpy.core.multiarray", "scalar"): _SCALAR,
     ("numpy._core.multiarray", "scalar"): _SCALAR,
+    ("numpy.core.numeric", "_frombuffer"): _FROMBUFFER,
+    ("numpy._core.numeric", "_frombuffer"): _FROMBUFFER,
     ("numpy", "dtype"): np.dtype,
     ("numpy", "ndarray"): np.ndarray,
 }
@@ -137,6 +140,17 @@ def _number(state: dict, key: str, default: float, source: str) -> float:
     return float(value)
 
 
+def load_plain_pickle(data: bytes, source: str):
+    """Unpickle ``data`` building nothing but numpy arrays, dtypes, scalars and builtin containers (the classes
+    SB3 pickles alongside become inert stand-ins); any other name raises :class:`UnsafeCheckpointError`."""
+    try:
+        return _Unpickler(io.BytesIO(data), source).load()
+    except UnsafeCheckpointError:
+        raise
+    except Exception as exc:
+        raise CheckpointError(f"{source}: not a readable pickle of plain data ({type(exc).__name__}: {exc}).") from None
+
+
 def read_vecnormalize(path: str | os.PathLike) -> VecNormalizeStats:
     """The statistics of an SB3 ``VecNormalize.save`` file; nothing in the file is imported or run."""
     source = str(path)
@@ -144,13 +158,7 @@ def read_vecnormalize(path: str | os.PathLike) -> VecNormalizeStats:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise CheckpointError(f"{source}: cannot read the VecNormalize file ({exc.strerror or exc}).") from None
-    try:
-        obj = _Unpickler(io.BytesIO(data), source).load()
-    except UnsafeCheckpointError:
-        raise
-    except Exception as exc:
-        raise CheckpointError(f"{source}: not a readable VecNormalize pickle ({type(exc).__name__}: {exc}).") from None
-    state = _fields(obj, source)
+    state = _fields(load_plain_pickle(data, source), source)
     norm_obs = bool(state.get("norm_obs", True))
     mean = var = None
     if norm_obs:
