@@ -39,6 +39,7 @@ def _observations(n: int = 64) -> np.ndarray:
     return np.stack(out)
 
 
+@pytest.mark.filterwarnings("error::UserWarning")  # no false "trained under VecNormalize" warning
 def test_qrdqn_q_values_are_the_quantile_means_and_act_as_predict(qrdqn_zip):
     model, path = qrdqn_zip
     agent = load_agent(path, env="CartPole-v1")
