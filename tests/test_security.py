@@ -208,7 +208,8 @@ def test_library_refuses_then_obeys_consent(frame_ckpt, tmp_path, monkeypatch):
          "gymnasium env here"),
         (lambda m: m["recipe"].update(wrappers=[{"name": "evil.wrappers.Evil", "kwargs": {}}]),
          "names the wrapper 'evil.wrappers.Evil', which rlviz does not act on from a file: it is not one of "
-         "rlviz's wrappers (atari, clip_reward, frame_stack, time_limit)"),
+         "rlviz's wrappers (atari, clip_reward, frame_stack, grayscale, resize, sb3_atari, sb3_frame_stack, "
+         "time_limit)"),
         (lambda m: m["recipe"].update(env_kwargs={"entry_point": "os:system"}),
          "names the env keyword argument \"entry_point='os:system'\", which rlviz does not act on from a file: "
          "only plain values are accepted"),
