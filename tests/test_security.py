@@ -288,7 +288,8 @@ def test_crafted_zoo_config_naming_an_unknown_wrapper_is_refused(tmp_path):
         zoo_env_wrappers(config, str(path), known={atari})
     assert str(info.value) == (
         f"{path} names the wrapper 'evil_wrappers.Evil', which rlviz does not act on from a file: it is not one of "
-        f"rlviz's wrappers (atari, clip_reward, frame_stack, {atari}, time_limit), and building it would import "
+        f"rlviz's wrappers (atari, clip_reward, frame_stack, grayscale, resize, sb3_atari, sb3_frame_stack, {atari}, "
+        "time_limit), and building it would import "
         "code the file chose. If you trust the file, pass --trust-checkpoint (trust=True)."
     )
     with pytest.raises(UnsafeCheckpointError, match=f"names the wrapper '{atari}'"):
