@@ -117,11 +117,13 @@ class RenderConfig:
     invalid values raise :class:`~rlviz.errors.UsageError` here, for the library and the CLI alike."""
 
     checkpoint: str | os.PathLike = option(
-        help="rlviz checkpoint (.pt2), SB3 .zip, or torch file (see --model)", positional=True)
+        help="rlviz checkpoint (.pt2), SB3 .zip, rl-zoo3 run folder, or torch file (see --model)", positional=True)
     env: str | None = option(None, "env id (needed for SB3 zips and state_dicts; overrides the checkpoint's)",
                              metavar="ID")
     model: str | None = option(None, "'module:Class' building the network of a state_dict checkpoint",
                                metavar="MODULE:CLASS")
+    vecnormalize: str | os.PathLike | None = option(
+        None, "SB3 VecNormalize statistics to apply (default: the vecnormalize.pkl of an rl-zoo3 run)", metavar="PKL")
     trust_checkpoint: bool = option(
         False, "allow what the file alone cannot prove safe: unpickling a full-module torch file, env ids that "
         "import a module (runs code from the file: only for files you trust)")

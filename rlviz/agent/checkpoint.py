@@ -18,12 +18,14 @@ from torch import nn
 from ..envs.recipe import EnvRecipe
 from ..errors import CheckpointError, UnsafeCheckpointError, UsageError
 from .adapters import build_model, to_policy
+from .cleanrl_scripts import recognise_cleanrl
 from .exported import FORMAT_NAME, FORMAT_VERSION, LoadedAgent, coerce_recipe, env_facts, load_export, settle_kind
 from .files import EXPECTED, describe, detect_format, read_file, torch_load
 from .policy import KINDS
 from .saving import save_checkpoint
 from .sb3 import load_sb3_zip
 from .weights import find_state_dict, load_weights
+from .zoo import find_zoo_run, sb3_stats
 
 __all__ = ["LoadedAgent", "save_checkpoint", "load_checkpoint", "load_agent", "detect_format", "settle_kind",
            "FORMAT_NAME", "FORMAT_VERSION"]
@@ -51,6 +53,7 @@ def load_agent(
     trust: bool = False,
     device: str = "auto",
     kind: str = "auto",
+    vecnormalize=None,
 ) -> LoadedAgent:
     """Load any supported checkpoint as a :class:`LoadedAgent`; never unpickles code unless ``trust``.
 
@@ -60,9 +63,13 @@ def load_agent(
       ``nn.Module`` instance, a class, or ``"pkg.module:Class"`` / ``"path/to/file.py:Class(k=v)"``
       (constructor arguments named env/envs, observation_space, action_space, num_actions, obs_shape
       are filled from ``env``). kind: "auto" | "actor_critic" | "logits" | "q" for plain torch files.
+      vecnormalize: an SB3 ``VecNormalize.save`` file to apply (default: rl-zoo3's ``vecnormalize.pkl`` found
+      beside the model). ``path`` may also be an rl-zoo3 run folder (:mod:`rlviz.agent.zoo`).
     """
     if kind != "auto" and kind not in KINDS:
         raise UsageError(f"kind={kind!r}; expected 'auto' or one of {KINDS}.")
+    run = find_zoo_run(path, trust) if Path(path).is_dir() else None
+    path = run.model if run is not None else path
     data = read_file(path)
     fmt = detect_format(data)
     source = str(path)
@@ -71,10 +78,13 @@ def load_agent(
     if fmt in ("rlviz", "torch-export"):
         return load_export(data, source, env=env, trust=trust, device=device, kind=kind)
     if fmt == "sb3-zip":
-        recipe = _need_env(env, source, "a Stable-Baselines3 zip")
+        run = run or find_zoo_run(path, trust)
+        recipe = coerce_recipe(env) if env is not None else run.recipe
+        recipe = recipe or _need_env(env, source, "a Stable-Baselines3 zip outside an rl-zoo3 run folder")
         obs_space, act_space, names = env_facts(recipe)
+        stats = sb3_stats(run, vecnormalize)
         policy, gamma, meta = load_sb3_zip(data, source, observation_space=obs_space, action_space=act_space,
-                                           trust=trust, device=device)
+                                           trust=trust, device=device, vecnormalize=stats)
         return LoadedAgent(policy, recipe, tuple(names), gamma, policy.kind, meta, Path(source), "sb3-zip")
     if fmt == "torch-save":
         return _load_torch_file(data, source, env=env, model=model, trust=trust, device=device, kind=kind)
@@ -92,13 +102,14 @@ def _need_env(env, source: str, what: str) -> EnvRecipe:
 
 def _load_torch_file(data: bytes, source: str, *, env, model, trust: bool, device, kind: str) -> LoadedAgent:
 
-    recipe = _need_env(env, source, "a torch.save file")
     try:
         obj, fmt = torch_load(data, source, weights_only=True), "torch-state-dict"
     except UnsafeCheckpointError:
         if not trust:
             raise
         obj, fmt = torch_load(data, source, weights_only=False), "torch-pickle"
+    layout = recognise_cleanrl(obj) if model is None else None  # CleanRL's standard scripts: no model= needed
+    recipe = layout.recipe(env, source) if layout else _need_env(env, source, "a torch.save file")
     obs_space, act_space, names = env_facts(recipe)
     if isinstance(obj, nn.Module):
         if model is not None:
@@ -106,6 +117,8 @@ def _load_torch_file(data: bytes, source: str, *, env, model, trust: bool, devic
         module = obj
     elif isinstance(obj, dict):
         state = find_state_dict(obj, source)
+        if layout is not None:
+            model, kind = layout.build(), layout.kind
         if model is None:
             raise UsageError(
                 f"{source} holds a state_dict (weights only); say which network they belong to with "
@@ -117,4 +130,5 @@ def _load_torch_file(data: bytes, source: str, *, env, model, trust: bool, devic
         raise CheckpointError(f"{source} holds a {type(obj).__name__}; expected a state_dict or an nn.Module.")
     policy = to_policy(module, observation_space=obs_space, action_space=act_space, kind=kind, device=device)
     settle_kind(policy, obs_space, source)
-    return LoadedAgent(policy, recipe, tuple(names), 0.99, policy.kind, {}, Path(source), fmt)
+    meta = {"cleanrl_script": layout.script} if layout else {}
+    return LoadedAgent(policy, recipe, tuple(names), 0.99, policy.kind, meta, Path(source), fmt)

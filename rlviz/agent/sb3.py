@@ -1,7 +1,9 @@
 """Stable-Baselines3 models as rlviz policies (extra ``rlviz[sb3]``; imported lazily).
 
 Supported: PPO and A2C (``ActorCriticPolicy``, ``ActorCriticCnnPolicy``) -> kind "actor_critic";
-DQN (``DQNPolicy``, ``CnnPolicy``) -> kind "q". Discrete actions, Box or Discrete observations.
+DQN (``DQNPolicy``, ``CnnPolicy``) and sb3-contrib QR-DQN (``QRDQNPolicy``, ``CnnPolicy``: Q = mean of the
+quantiles, as ``QRDQN.predict``) -> kind "q". Discrete actions, Box or Discrete observations. Observations may be
+normalised first by ``VecNormalize`` statistics (:mod:`rlviz.agent.vecnormalize`).
 
 The wrappers take the raw observations the env gives (float32 tensors) and run SB3's own
 preprocessing (``preprocess_obs``: ``/255`` for image spaces when ``normalize_images``, one-hot
@@ -28,6 +30,7 @@ import ast
 import io
 import json
 import re
+import warnings
 import zipfile
 
 import torch
@@ -35,12 +38,23 @@ from torch import nn
 
 from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, allowed_class
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
-from .policy import TorchPolicy, check_action_space
+from .policy import TorchPolicy, check_action_space, resolve_device
+from .vecnormalize import ObsNormalizer, VecNormalizeStats
 from .weights import load_weights
 
-__all__ = ["SB3ActorCritic", "SB3QNetwork", "sb3_policy", "load_sb3_zip"]
+__all__ = ["SB3ActorCritic", "SB3QNetwork", "SB3QuantileNetwork", "sb3_policy", "load_sb3_zip"]
 
-_LITERAL_KEYS = {"net_arch", "features_extractor_kwargs", "normalize_images", "share_features_extractor"}
+#: Known SB3 / sb3-contrib policies rlviz does not render yet -> what to call them in the error.
+_NOT_YET = {
+    "sb3_contrib.ppo_recurrent": "RecurrentPPO (its LSTM state must be carried from step to step)",
+    "sb3_contrib.common.recurrent": "RecurrentPPO (its LSTM state must be carried from step to step)",
+    "sb3_contrib.ppo_mask": "MaskablePPO (its action masks come from the env at every step)",
+    "sb3_contrib.common.maskable": "MaskablePPO (its action masks come from the env at every step)",
+    "stable_baselines3.sac": "SAC (continuous actions)", "stable_baselines3.td3": "TD3 (continuous actions)",
+    "stable_baselines3.ddpg": "DDPG (continuous actions)", "sb3_contrib.tqc": "TQC (continuous actions)",
+}
+_LITERAL_KEYS = {"net_arch", "features_extractor_kwargs", "normalize_images", "share_features_extractor",
+                 "n_quantiles"}
 _IGNORED_KEYS = {"optimizer_class", "optimizer_kwargs", "ortho_init", "log_std_init", "full_std", "use_expln",
                  "squash_output", "use_sde"}
 _CLASS_REPR = re.compile(r"<class '([\w.]+)'>")
@@ -76,8 +90,25 @@ class SB3QNetwork(nn.Module):
         return self.policy.q_net(obs)
 
 
-def sb3_policy(model, *, device="auto") -> TorchPolicy:
-    """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``) or its ``.policy``."""
+class SB3QuantileNetwork(nn.Module):
+    """raw obs [B, *obs] -> Q-values [B, A]: the mean of QR-DQN's quantiles [B, n_quantiles, A], which is what
+    ``QRDQN.predict`` takes the argmax of. ``quantiles(obs)`` gives the quantiles themselves."""
+
+    def __init__(self, policy: nn.Module):
+        super().__init__()
+        self.policy = policy
+
+    def quantiles(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.policy.quantile_net(obs)
+
+    def forward(self, obs: torch.Tensor):
+        return self.quantiles(obs).mean(dim=1)
+
+
+def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None) -> TorchPolicy:
+    """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``) or its ``.policy``; ``vecnormalize``: the
+    statistics it was trained under (:func:`rlviz.agent.vecnormalize.read_vecnormalize`), applied to the raw
+    observations in front of the network as SB3's ``VecNormalize`` does at evaluation."""
     require("stable_baselines3", "sb3", "Stable-Baselines3 models")
     from gymnasium import spaces
     from stable_baselines3.common.policies import ActorCriticPolicy
@@ -88,14 +119,21 @@ def sb3_policy(model, *, device="auto") -> TorchPolicy:
         raise UsageError("Stable-Baselines3 policies with Dict observations (MultiInputPolicy) are not supported yet.")
     n = check_action_space(policy.action_space)
     policy.set_training_mode(False)
+    norm = ObsNormalizer(vecnormalize) if vecnormalize is not None and vecnormalize.norm_obs else None
+    norm = norm.to(resolve_device(device)) if norm is not None else None
     if isinstance(policy, (ActorCriticPolicy, DQNPolicy)):
         ac = isinstance(policy, ActorCriticPolicy)
         out = TorchPolicy((SB3ActorCritic if ac else SB3QNetwork)(policy), num_actions=n,
-                          kind="actor_critic" if ac else "q", device=device)
+                          kind="actor_critic" if ac else "q", device=device, obs_transform=norm)
         out.obs_format = "raw"  # SB3 one-hots Discrete observations itself (preprocess_obs)
         return out
+    if type(policy).__module__.startswith("sb3_contrib.qrdqn"):
+        out = TorchPolicy(SB3QuantileNetwork(policy), num_actions=n, kind="q", device=device, obs_transform=norm)
+        out.obs_format = "raw"
+        return out
     raise UsageError(
-        f"rlviz supports SB3 PPO/A2C (ActorCriticPolicy) and DQN (DQNPolicy); got {type(policy).__name__}."
+        f"rlviz supports SB3 PPO/A2C (ActorCriticPolicy), DQN (DQNPolicy) and sb3-contrib QR-DQN; got "
+        f"{type(policy).__name__}."
     )
 
 
@@ -113,6 +151,10 @@ def _policy_class(entry, source: str):
     init = str(entry.get("__init__", ""))
     m = re.match(r"<function (\w+)\.__init__ at", init)
     name = f"{entry.get('__module__')}.{m.group(1) if m else None}"
+    for prefix, what in _NOT_YET.items():
+        if name.startswith(prefix + "."):
+            raise UsageError(f"{source} is a {what} agent ({name}), which rlviz does not render yet; "
+                             "supported: PPO, A2C, DQN, QR-DQN with discrete actions.")
     return allowed_class(name, source, POLICY_CLASSES, what="the policy class")
 
 
@@ -162,9 +204,18 @@ def _check_spaces(data: dict, observation_space, action_space, source: str) -> N
         raise EnvError(f"{source} was trained with {n} actions; the env has {action_space}.")
 
 
+def _trained_under_vecnormalize(doc: dict) -> bool:
+    """On-policy SB3 algorithms (PPO, A2C) keep ``_last_original_obs`` only under VecNormalize. (Off-policy ones
+    keep it always, as the previous observation: no signal there; rl-zoo3's config.yml still tells.)"""
+    off_policy = "exploration_rate" in doc or "learning_starts" in doc
+    return doc.get("_last_original_obs") is not None and not off_policy
+
+
 def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, trust: bool = False,
-                 device="auto") -> tuple[TorchPolicy, float, dict]:
-    """(policy, gamma, metadata) from the bytes of an SB3 ``model.save`` zip; see the module docstring."""
+                 device="auto", vecnormalize: VecNormalizeStats | None = None) -> tuple[TorchPolicy, float, dict]:
+    """(policy, gamma, metadata) from the bytes of an SB3 ``model.save`` zip; see the module docstring.
+    ``vecnormalize``: statistics to apply (see :func:`sb3_policy`); ``metadata["vecnormalize"]`` says whether
+    the zip shows it was trained under VecNormalize (SB3 then saved ``_last_original_obs``)."""
     require("stable_baselines3", "sb3", "Stable-Baselines3 .zip files")
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
@@ -206,6 +257,14 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
     gamma = float(gamma) if isinstance(gamma, (int, float)) and 0 < gamma <= 1 else 0.99
     algorithm = "DQN" if "exploration_rate" in doc else "PPO" if "clip_range" in doc else "A2C" if (
         "gae_lambda" in doc) else None
+    algorithm = "QRDQN" if cls.__module__.startswith("sb3_contrib.qrdqn") else algorithm
     meta = {"sb3_version": version, "policy_class": cls.__name__, "algorithm": algorithm,
-            "num_timesteps": doc.get("num_timesteps") if isinstance(doc.get("num_timesteps"), int) else None}
-    return sb3_policy(policy, device=device), gamma, meta
+            "num_timesteps": doc.get("num_timesteps") if isinstance(doc.get("num_timesteps"), int) else None,
+            "vecnormalize": _trained_under_vecnormalize(doc),
+            "vecnormalize_stats": vecnormalize.source if vecnormalize is not None else None}
+    if meta["vecnormalize"] and vecnormalize is None:
+        warnings.warn(
+            f"{source} was trained under VecNormalize (its data has _last_original_obs) but no statistics were "
+            "found beside it: it will act on raw observations, i.e. as a different agent. Pass the "
+            "vecnormalize.pkl saved with it (--vecnormalize PATH).", UserWarning, stacklevel=3)
+    return sb3_policy(policy, device=device, vecnormalize=vecnormalize), gamma, meta

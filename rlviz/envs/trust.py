@@ -40,12 +40,14 @@ __all__ = [
 ]
 
 #: Stable-Baselines3 policy classes rlviz rebuilds from an SB3 zip without unpickling (module.Class).
-#: (sb3-contrib policies are not rebuilt yet: they need trust=True.)
+#: (sb3-contrib: QR-DQN; the others are not rebuilt yet.)
 POLICY_CLASSES = frozenset({
     "stable_baselines3.common.policies.ActorCriticPolicy",
     "stable_baselines3.common.policies.ActorCriticCnnPolicy",
     "stable_baselines3.dqn.policies.DQNPolicy",
     "stable_baselines3.dqn.policies.CnnPolicy",
+    "sb3_contrib.qrdqn.policies.QRDQNPolicy",
+    "sb3_contrib.qrdqn.policies.CnnPolicy",
 })
 #: torch activations an SB3 ``policy_kwargs["activation_fn"]`` may name.
 ACTIVATION_CLASSES = frozenset(

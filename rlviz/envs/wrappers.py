@@ -11,6 +11,8 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 
+from .sb3_atari import SB3AtariPreprocessing, SB3FrameStack
+
 __all__ = ["WRAPPERS"]
 
 
@@ -23,4 +25,10 @@ WRAPPERS: dict[str, Callable[..., gym.Env]] = {
     "frame_stack": lambda env, **kw: gym.wrappers.FrameStackObservation(env, **kw),
     "clip_reward": lambda env, **kw: _clip_reward(env),
     "time_limit": lambda env, **kw: gym.wrappers.TimeLimit(env, **kw),
+    # Stable-Baselines3 / rl-zoo3 Atari agents: AtariWrapper + VecFrameStack (+ VecTransposeImage), rebuilt exactly
+    "sb3_atari": lambda env, **kw: SB3AtariPreprocessing(env, **kw),
+    "sb3_frame_stack": lambda env, **kw: SB3FrameStack(env, **kw),
+    # CleanRL's Atari scripts resize and grey with gymnasium's wrappers
+    "resize": lambda env, shape: gym.wrappers.ResizeObservation(env, tuple(shape)),
+    "grayscale": lambda env, **kw: gym.wrappers.GrayscaleObservation(env, **kw),
 }

@@ -123,7 +123,7 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
     with progress.enabled(config.progress):
         with progress.phase(f"loading {Path(config.checkpoint).name}"):
             agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,
-                               device=config.device)
+                               device=config.device, vecnormalize=config.vecnormalize)
         gamma = float(config.gamma if config.gamma is not None else agent.gamma)
         check_saliency(agent, config)  # now, not after the long rollout
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
