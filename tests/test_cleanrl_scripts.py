@@ -16,7 +16,9 @@ from torch import nn
 
 from rlviz.agent.checkpoint import load_agent
 from rlviz.cli import main
+from rlviz.draw.compose import video_timing
 from rlviz.errors import UsageError
+from rlviz.jobs.render import MIN_VIDEO_SECONDS
 from rlviz.media.video import probe_video
 
 
@@ -68,7 +70,9 @@ def test_ppo_script_renders_with_env_inferred_and_its_own_probabilities(tmp_path
                  "--no-progress"]) == 0
     (video,) = (out / "videos").glob("*.mp4")
     data = np.load(video.with_suffix(".npz"))
-    assert probe_video(video).num_frames == len(data["actions"]) + 1
+    n = len(data["actions"]) + 1
+    _, held = video_timing(n, 50.0, MIN_VIDEO_SECONDS)  # CartPole renders at 50 fps; short episodes hold their end
+    assert probe_video(video).num_frames == n + held
     env = gym.make("CartPole-v1")
     obs, _ = env.reset(seed=int(next(csv.DictReader((out / "episodes.csv").open()))["seed"]))
     observations = [obs]
