@@ -36,12 +36,6 @@ def _finite(v) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _finite_runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """(start, stop) of each run of True in a bool [T] array."""
-    edges = np.flatnonzero(np.diff(np.concatenate([[0], mask.astype(np.int8), [0]])))
-    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
-
-
 @dataclass(frozen=True)
 class ComposeOptions:
     """How the video frame looks.
@@ -272,16 +266,6 @@ class Compositor:
         self._text(img, sal + f"   |   {self.trace.env_id}", x0, L.height - 12, "dim")
         return img
 
-    def _polyline(self, img, xs: np.ndarray, ys: np.ndarray, py: int, color) -> None:
-        """A trace with gaps where it is not finite, each gap marked by a short tick at the plot's top."""
-        ok = np.isfinite(ys)
-        pts = np.stack([xs, self.y_of(ys) - py], axis=1)
-        for a, b in _finite_runs(ok):
-            cv2.polylines(img, [pts[a:b].reshape(-1, 1, 2)], False, color, 1, cv2.LINE_AA)
-        for i in np.flatnonzero(~ok):
-            cv2.line(img, (int(xs[i]), 0), (int(xs[i]), 6), COLORS["chosen"], 1)
-
-    # -- per frame ----------------------------------------------------------------------------------
     def panel_data(self, t: int) -> PanelData:
         """The numbers the panel shows at frame t (0..T)."""
         t = self._check_t(t)
