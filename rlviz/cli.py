@@ -12,6 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from . import progress
 from ._version import __version__
 from .config import CompareConfig, RenderConfig, cli_options
 from .errors import RlvizError, did_you_mean
@@ -116,7 +117,8 @@ def _config(config_cls, args: argparse.Namespace):
 def _run_render(args) -> int:
     config = _config(RenderConfig, args)  # validated before the heavy imports: bad input fails fast
     _check_inputs(config)
-    from .jobs.render import render
+    with progress.enabled(config.progress), progress.phase("starting (torch, gymnasium)"):  # visible at once
+        from .jobs.render import render
 
     outputs = render(config)
     print(outputs.table)
@@ -145,7 +147,8 @@ def _run_compare(args) -> int:
     config = _config(CompareConfig, args)
     for side in ("a", "b"):
         _check_inputs(config.render_config(side))
-    from .jobs.compare import compare
+    with progress.enabled(config.progress), progress.phase("starting (torch, gymnasium)"):  # visible at once
+        from .jobs.compare import compare
 
     outputs = compare(config)
     print(outputs.table)
