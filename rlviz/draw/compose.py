@@ -214,7 +214,7 @@ class Compositor:
             y += lh + 6
             extras = (px + m, y, pw - 2 * m, int(opt.extras_height))
             y += extras[3] + 4
-        y += lh + m  # saliency line
+        y += (2 if self.internals.saliency is not None else 1) * lh + m  # saliency line (and its colour scale)
         height = ceil16(max(gh, int(opt.min_height), y))
         width = ceil16(gw + pw)
         self._names = names
@@ -263,8 +263,24 @@ class Compositor:
         if self.extras_plot is not None:
             self.extras_plot.draw_static(img, [(name, color) for name, _, color in self.extras_plot.series])
         sal = f"saliency: {it.saliency_label or 'on'}" if it.saliency is not None else "saliency: off"
-        self._text(img, sal + f"   |   {self.trace.env_id}", x0, L.height - 12, "dim")
+        if it.saliency is None:
+            self._text(img, sal + f"   |   {self.trace.env_id}", x0, L.height - 12, "dim")
+            return img
+        self._text(img, sal, x0, L.height - 12 - lh, "dim")
+        x = self._saliency_scale(img, x0, L.height - 12, small)  # what the tint means: 0 .. the episode's max
+        self._text(img, f"|   {self.trace.env_id}", x, L.height - 12, "dim")
         return img
+
+    def _saliency_scale(self, img: np.ndarray, x: int, y: int, scale: float) -> int:
+        """Draw "0 [tint ramp] episode max" (the overlay over black at 0..1, maps are normalised per episode);
+        returns the x after it."""
+        opt = self.options
+        self._text(img, "0", x, y, "dim", scale)
+        x0, w, h = x + 12, 80, 10
+        ramp = np.linspace(0.0, float(opt.saliency_alpha), w, dtype=np.float32)[:, None]
+        img[y - h : y, x0 : x0 + w] = (ramp * np.asarray(opt.saliency_color, np.float32) + 0.5).astype(np.uint8)
+        self._text(img, "episode max", x0 + w + 4, y, "dim", scale)
+        return x0 + w + 16 + text_width("episode max", scale)
 
     def panel_data(self, t: int) -> PanelData:
         """The numbers the panel shows at frame t (0..T)."""

@@ -47,8 +47,8 @@ class TimePlot:
             yz = int(self.y_of(0.0))
             cv2.line(img, (px, yz), (px + pw - 1, yz), COLORS["grid"], 1)
         small = self.fs * 0.85
-        put_text(img, f"{self.hi:.3g}", px + 3, py + 12, "dim", small)
-        put_text(img, f"{self.lo:.3g}", px + 3, py + ph - 4, "dim", small)
+        _axis_label(img, f"{self.hi:.3g}", px + 3, py + 12, small)
+        _axis_label(img, f"{self.lo:.3g}", px + 3, py + ph - 4, small)
 
     def draw_traces(self, img: np.ndarray) -> None:
         """Pre-draw the full traces (call once the background is complete)."""
@@ -97,3 +97,10 @@ def extras_series(internals) -> list:
     """(name, series [T+1], colour) of the user's extra scalars."""
     extras = internals.extras or {}
     return [(name, v, EXTRA_COLORS[i % len(EXTRA_COLORS)]) for i, (name, v) in enumerate(sorted(extras.items()))]
+
+
+def _axis_label(img: np.ndarray, s: str, x: int, y: int, scale: float) -> None:
+    """An axis number on a plot-coloured box, so grid lines never run through it."""
+    (w, h), base = cv2.getTextSize(s, cv2.FONT_HERSHEY_SIMPLEX, scale, 1)
+    cv2.rectangle(img, (x - 2, y - h - 2), (x + w + 2, y + base), COLORS["plot"], -1)
+    put_text(img, s, x, y, "dim", scale)
