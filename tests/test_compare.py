@@ -158,6 +158,11 @@ def test_same_agent_against_itself_is_identical_on_probe(probe_agents, tmp_path)
     assert len({r["a_return"] for r in rows}) > 1  # a sampling agent: returns vary over episodes...
     for r in rows:  # ...and each is the same for A and B
         assert all(r[f"a_{k}"] == r[f"b_{k}"] for k in ("return", "length", "failures", "mean_entropy"))
+    # the report page shows both agents, each with its own video and timeline
+    page = (tmp_path / "report.html").read_text()
+    assert page.count("A: ") >= 1 and page.count("B: ") >= 1
+    assert "videos/a/first-0-episode-0.mp4" in page and "videos/b/first-0-episode-0.mp4" in page
+    assert str(tmp_path) not in page  # paths relative to the page: the folder can be moved or zipped
     # the side-by-side video: both halves show the same episode, frame for frame
     (video,) = result.videos
     info = probe_video(video)

@@ -32,6 +32,7 @@ from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import _f
 from ..media.atomic import atomic_path
+from ..report import REPORT_NAME, RunData, VideoData, timeline, write_report
 from .outdir import check_out_dir, run_folder
 from .render import (
     MIN_VIDEO_SECONDS,
@@ -112,7 +113,28 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
     if sinks:
         with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
             _log(sinks, comparison, videos, heatmap_png, fps)
+    with progress.phase("report"):
+        _write_report(folder, comparison, results, labels, heatmap_png)
     return comparison, format_comparison(comparison, labels), heatmap_npz, heatmap_png, videos
+
+
+def _write_report(folder: Path, comparison: dict, results, labels, heatmap_png: Path | None) -> Path:
+    """report.html: both agents side by side (summary, findings, episode table, each agent's videos with their
+    timelines), the heatmap difference with A's column."""
+    runs = []
+    for side, result, label in zip("ab", results, labels):
+        videos = tuple(VideoData(path=p, episode=_episode_of(p), label=p.stem, timeline=timeline(p))
+                       for p in sorted((folder / "videos" / side).glob("*.mp4")))
+        runs.append(RunData(title=label, folder=folder, summary=comparison[side],
+                            episodes=[e.to_row() for e in result.episodes],
+                            heatmap=heatmap_png if side == "a" else None, videos=videos))
+    return write_report(folder / REPORT_NAME, runs, title=f"{labels[0]} vs {labels[1]}")
+
+
+def _episode_of(path: Path) -> int:
+    """The rollout episode of a video named ``<label>-<k>-episode-0.mp4``."""
+    parts = path.stem.split("-")
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else -1
 
 
 def check_same_env(agents: list[LoadedAgent], paths) -> None:
