@@ -28,6 +28,8 @@ def recurrent(tmp_path_factory):
     model = contrib.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", n_steps=32, batch_size=32, n_epochs=2, seed=0,
                                  device="cpu", policy_kwargs={"lstm_hidden_size": 16, "net_arch": [16]})
     model.learn(64)
+    with torch.no_grad():  # decisive logits, so that what the LSTM remembers shows in every probability
+        model.policy.action_net.weight.mul_(100.0)
     path = tmp_path_factory.mktemp("recurrent") / "recurrent.zip"
     model.save(path)
     return model, path
@@ -107,25 +109,42 @@ def test_recurrent_steps_equal_sb3_across_episodes(recurrent):
     assert starts_seen >= 2
 
 
+def _sb3_recurrent_episode(model, seed: int) -> dict:
+    """SB3 playing the greedy episode of ``seed`` step by step: its probabilities, values, actions and the mean
+    relative entropy (what rlviz's episodes.csv reports)."""
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=seed)
+    rnn, state, done, steps = _zero_rnn(model), None, False, []
+    while not done:
+        probs, value, rnn = _sb3_recurrent_step(model, obs, rnn, not steps)
+        action, state = model.predict(obs, state=state, episode_start=np.array([not steps]), deterministic=True)
+        steps.append((probs, value, int(action)))
+        obs, _, terminated, truncated, _ = env.step(int(action))
+        done = terminated or truncated
+    probs = np.stack([p for p, _, _ in steps])
+    entropy = -(probs * np.log(probs)).sum(-1) / np.log(2)
+    return {"probs": probs, "value": np.array([v for _, v, _ in steps]), "actions": [a for _, _, a in steps],
+            "mean_entropy": float(entropy.mean())}
+
+
 def test_recurrent_renders_through_the_cli_with_sb3s_returns_and_outputs(recurrent, tmp_path):
-    from stable_baselines3.common.evaluation import evaluate_policy as sb3_evaluate
+    from stable_baselines3.common.evaluation import evaluate_policy
 
     model, path = recurrent
     rows = _render(path, "CartPole-v1", tmp_path / "out", "--episodes", "4", "--num-envs", "3", "--greedy",
                    "--videos", "first:1")
     assert len(rows) == 4
     seeds = [int(r["seed"]) for r in rows]
-    assert [float(r["return"]) for r in rows] == _sb3_returns(model, "CartPole-v1", seeds, sb3_evaluate)
+    assert [float(r["return"]) for r in rows] == _sb3_returns(model, "CartPole-v1", seeds, evaluate_policy)
+    for row, seed in zip(rows, seeds):  # the rollout (3 envs in lockstep) carried each env's state as SB3 does
+        assert float(row["mean_entropy"]) == pytest.approx(_sb3_recurrent_episode(model, seed)["mean_entropy"],
+                                                           abs=1e-5)
     video = next((tmp_path / "out" / "videos").glob("*.mp4"))
     data = np.load(video.with_suffix(".npz"))
-    env = gym.make("CartPole-v1")
-    obs, _ = env.reset(seed=seeds[0])
-    rnn = _zero_rnn(model)
-    for t, action in enumerate(data["actions"]):  # the recorded episode's internals are SB3's, step by step
-        probs, value, rnn = _sb3_recurrent_step(model, obs, rnn, t == 0)
-        np.testing.assert_allclose(data["probs"][t], probs, atol=1e-5)
-        assert data["value"][t] == pytest.approx(value, abs=1e-5)
-        obs = env.step(int(action))[0]
+    sb3 = _sb3_recurrent_episode(model, seeds[0])  # the recorded episode's internals are SB3's, step by step
+    assert list(data["actions"]) == sb3["actions"]
+    np.testing.assert_allclose(data["probs"][:-1], sb3["probs"], atol=1e-5)
+    np.testing.assert_allclose(data["value"][:-1], sb3["value"], atol=1e-5)
     assert probe_video(video).num_frames >= len(data["actions"]) + 1
 
 
