@@ -233,3 +233,27 @@ def test_maskable_renders_masked_actions_and_greedy_returns_equal_sb3(maskable, 
                 assert np.abs(color - COLORS["masked"]).max() > 40
             else:
                 assert np.abs(color - COLORS["masked"]).max() < 20, (t, a, color)
+
+
+def test_a_recurrent_zip_with_code_in_its_policy_kwargs_is_refused(recurrent, tmp_path, monkeypatch):
+    """lstm_kwargs are read as a literal: an expression that would create a file is refused, nothing runs."""
+    import io
+    import json
+    import zipfile
+
+    from rlviz.errors import UnsafeCheckpointError
+
+    _, path = recurrent
+    monkeypatch.chdir(tmp_path)
+    src = zipfile.ZipFile(path)
+    doc = json.loads(src.read("data"))
+    doc["policy_kwargs"]["lstm_kwargs"] = "__import__('pathlib').Path('pwned').touch()"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as dst:
+        for name in src.namelist():
+            dst.writestr(name, json.dumps(doc) if name == "data" else src.read(name))
+    bad = tmp_path / "bad.zip"
+    bad.write_bytes(buf.getvalue())
+    with pytest.raises(UnsafeCheckpointError, match="lstm_kwargs"):
+        load_agent(bad, env="CartPole-v1")
+    assert not (tmp_path / "pwned").exists()

@@ -59,7 +59,7 @@ class BarsPanel:
                 y = L.bar_rows[int(o)] - 3
                 cv2.line(img, (x0, y), (L.bar_x0 + L.bar_len - 1, y), COLORS["grid"], 1)
 
-    def _x(self, v: float) -> int:
+    def x_of(self, v: float) -> int:
         """Pixel column of Q-value v."""
         n = self.L.bar_len
         return self.L.bar_x0 + int(round((min(max(v, self.qlo), self.qhi) - self.qlo) / (self.qhi - self.qlo) * n))
@@ -70,7 +70,7 @@ class BarsPanel:
         vals = self.internals.logits[t] if self.q else self.internals.probs[t]
         chosen = self.chosen(action)
         masked = () if self.masks is None else tuple(np.flatnonzero(~self.masks[t]))
-        xz = self._x(0.0) if self.q else x0
+        xz = self.x_of(0.0) if self.q else x0
         for a, (v, y) in enumerate(zip(vals, L.bar_rows)):
             if a in masked:
                 cv2.rectangle(img, (x0, y), (x0 + n - 1, y + h - 1), COLORS["masked"], -1)
@@ -82,7 +82,7 @@ class BarsPanel:
                 put_text(img, "NaN", x0 + n + 4, y + h - 2, "chosen", self.fs)  # a visible marker, no bar
                 continue
             if self.q:
-                xa, xb = min(xz, self._x(v)), max(xz, self._x(v))
+                xa, xb = min(xz, self.x_of(v)), max(xz, self.x_of(v))
             else:
                 xa, xb = x0, x0 + int(round(min(max(v, 0.0), 1.0) * n))
             if xb > xa:
@@ -97,9 +97,9 @@ class BarsPanel:
         if not q.size:
             return
         mid, color = y + h // 2, COLORS["quantile"]
-        cv2.line(img, (self._x(float(q.min())), mid), (self._x(float(q.max())), mid), color, 1)
+        cv2.line(img, (self.x_of(float(q.min())), mid), (self.x_of(float(q.max())), mid), color, 1)
         for v in q:
-            x = self._x(float(v))
+            x = self.x_of(float(v))
             cv2.line(img, (x, y + 1), (x, y + h - 2), color, 1)
 
     def entropy_fraction(self, h: float) -> float:
