@@ -109,6 +109,20 @@ def test_recurrent_steps_equal_sb3_across_episodes(recurrent):
     assert starts_seen >= 2
 
 
+def test_recurrent_steps_are_batch_invariant(recurrent):
+    """A row's step gives the same bits alone as among 20 rows (two padded forwards)."""
+    _, path = recurrent
+    policy = load_agent(path, env="CartPole-v1").policy
+    rng = np.random.default_rng(0)
+    obs = rng.normal(size=(20, 4)).astype(np.float32)
+    state = tuple(rng.normal(size=s.shape).astype(np.float32) for s in policy.initial_state(20))
+    out, new = policy.step(obs, state)
+    for i in (0, 7, 19):
+        alone, new_alone = policy.step(obs[i : i + 1], tuple(s[i : i + 1] for s in state))
+        assert np.array_equal(alone.probs[0], out.probs[i]) and np.array_equal(alone.value[0], out.value[i])
+        assert all(np.array_equal(a[0], b[i]) for a, b in zip(new_alone, new))
+
+
 def _sb3_recurrent_episode(model, seed: int) -> dict:
     """SB3 playing the greedy episode of ``seed`` step by step: its probabilities, values, actions and the mean
     relative entropy (what rlviz's episodes.csv reports)."""

@@ -26,6 +26,12 @@ def is_recurrent(policy) -> bool:
     return type(policy).__module__.startswith("sb3_contrib.common.recurrent")
 
 
+def _pad(a, rows: int) -> np.ndarray:
+    """``a`` [k <= rows, ...] padded to [rows, ...] with copies of its first row."""
+    a = np.asarray(a)
+    return a if a.shape[0] == rows else np.concatenate([a, np.repeat(a[:1], rows - a.shape[0], axis=0)])
+
+
 class SB3RecurrentPolicy(Policy):
     """RecurrentPPO's policy: ``step(obs [B], state [B rows]) -> (PolicyOutput, new state)``, one env step per row;
     ``evaluate(obs)`` / ``forward(obs)``: the observations of one episode in order, from the initial state."""
@@ -95,12 +101,20 @@ class SB3RecurrentPolicy(Policy):
     @torch.no_grad()
     def step(self, obs, state, masks=None) -> tuple[PolicyOutput, tuple]:
         """One env step per row: obs [B, *obs], state B rows (:meth:`initial_state`) -> (PolicyOutput [B], the new
-        state rows)."""
+        state rows). Forwards of exactly ``forward_rows`` rows (the last padded with copies of its first row), so
+        a row's result does not depend on the rows beside it: an episode gets the same numbers alone or among many."""
         if masks is not None:
             raise UsageError("RecurrentPPO takes no action masks; sb3-contrib has no masked recurrent PPO.")
-        x = self.to_tensor(np.asarray(obs))
-        h, new = self._run(x, self._to_torch(state), rows=x.shape[0])
-        return self._output(h["logits"], h["value"]), self._to_numpy(new)
+        obs, rows = np.asarray(obs), int(getattr(self, "forward_rows", 16))
+        n, logits, values, new = obs.shape[0], [], [], []
+        for at in range(0, n, rows):
+            o, s = _pad(obs[at : at + rows], rows), tuple(_pad(part[at : at + rows], rows) for part in state)
+            h, out = self._run(self.to_tensor(o), self._to_torch(s), rows=rows)
+            logits.append(h["logits"])
+            values.append(h["value"])
+            new.append(self._to_numpy(out))
+        state = tuple(np.concatenate(parts)[:n] for parts in zip(*new))
+        return self._output(torch.cat(logits)[:n], torch.cat(values)[:n]), state
 
     def heads(self, obs: torch.Tensor) -> dict:
         """The outputs on one episode's observations [T, *obs] in order, from the initial state (differentiable)."""
