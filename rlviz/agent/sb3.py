@@ -141,9 +141,8 @@ def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None =
         out.obs_format = "raw"
         return out
     raise UsageError(
-        f"rlviz supports SB3 PPO/A2C (ActorCriticPolicy), DQN (DQNPolicy) and sb3-contrib QR-DQN, RecurrentPPO, "
-        f"MaskablePPO; got "
-        f"{type(policy).__name__}."
+        "rlviz supports SB3 PPO/A2C (ActorCriticPolicy), DQN (DQNPolicy) and sb3-contrib QR-DQN, RecurrentPPO, "
+        f"MaskablePPO; got {type(policy).__name__}."
     )
 
 
