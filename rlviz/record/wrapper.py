@@ -122,8 +122,7 @@ class RecordEpisode(gym.Wrapper):
             raise UsageError(f"saliency={saliency!r} takes gradients, but this policy is forward-only (a numpy "
                              "callable); use saliency='perturbation', which needs forward passes only.")
         if saliency is not None and getattr(self.policy, "stateful", False):
-            raise UsageError(f"saliency={saliency!r}: this policy is recurrent (its outputs depend on its state, not "
-                             "only on the observation), which rlviz's saliency does not handle yet; use saliency=None.")
+            raise UsageError(f"saliency={saliency!r} does not handle recurrent policies yet; use saliency=None.")
         if saliency is not None and not is_plain(env.observation_space):
             raise UsageError(f"saliency={saliency!r} maps array observations, but this env's are {env.observation_space}; "
                              "use saliency=None (CLI: --saliency none) for it.")
