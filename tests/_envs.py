@@ -121,3 +121,48 @@ class DictProbeEnv(gym.Env):
 
 if "rlviz-probe/Dict-v0" not in gym.registry:
     gym.register("rlviz-probe/Dict-v0", entry_point=DictProbeEnv, max_episode_steps=TIME_LIMIT)
+
+
+class MaskedProbeEnv(gym.Env):
+    """``rlviz-probe/Masked-v0``: a corridor with invalid actions (sb3-contrib's ``action_masks()`` convention).
+
+    obs float32 [3] = (pos, t, t % 2); actions Discrete(4): 0 left, 1 right, 2 stay, 3 jump (+2). Masks, True =
+    allowed: left not at pos 0, jump not on odd steps, right not when t % 3 == 2; stay always. Taking a masked
+    action raises ValueError. Reset(seed) draws the start in 0..2; reaching pos >= 7 terminates with +1, each step
+    costs 0.05; TimeLimit 12. Frames: 16x16, the agent a red pixel at (0, pos)."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+        self.observation_space = gym.spaces.Box(0.0, 20.0, (3,), np.float32)
+        self.action_space = gym.spaces.Discrete(4)
+        self.pos, self.t = 0, 0
+
+    def action_masks(self) -> np.ndarray:
+        return np.array([self.pos > 0, self.t % 3 != 2, True, self.t % 2 == 0])
+
+    def _obs(self):
+        return np.array([self.pos, self.t, self.t % 2], dtype=np.float32)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos, self.t = int(self.np_random.integers(3)), 0
+        return self._obs(), {}
+
+    def step(self, action):
+        if not self.action_masks()[int(action)]:
+            raise ValueError(f"masked action {int(action)} taken at pos {self.pos}, step {self.t}")
+        self.pos = max(0, self.pos + (-1, 1, 0, 2)[int(action)])
+        self.t += 1
+        done = self.pos >= 7
+        return self._obs(), (1.0 if done else 0.0) - 0.05, done, False, {}
+
+    def render(self):
+        f = np.zeros((16, 16, 3), dtype=np.uint8)
+        f[0, min(self.pos, 15)] = (255, 0, 0)
+        return f
+
+
+if "rlviz-probe/Masked-v0" not in gym.registry:
+    gym.register("rlviz-probe/Masked-v0", entry_point=MaskedProbeEnv, max_episode_steps=12)

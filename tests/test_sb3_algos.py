@@ -95,12 +95,42 @@ def test_unknown_contrib_policy_is_refused_before_unpickling(qrdqn_zip, tmp_path
         load_agent(bad, env="CartPole-v1")
 
 
-@pytest.mark.parametrize("algo, policy", [("RecurrentPPO", "MlpLstmPolicy"), ("MaskablePPO", "MlpPolicy")])
-def test_not_yet_supported_contrib_agents_say_so(algo, policy, tmp_path):
-    from rlviz.errors import UsageError
+def test_qrdqn_panel_draws_the_quantile_spread(qrdqn_zip, tmp_path):
+    """The recorded episode stores QR-DQN's quantiles (equal to SB3's on the replayed observations) and the panel
+    draws them: a whisker from the lowest to the highest quantile with a tick at each, over each action's bar."""
+    from rlviz.draw.compose import ComposeOptions, Compositor
+    from rlviz.draw.style import COLORS
+    from rlviz.episode.trace import EpisodeInternals, EpisodeTrace
+    from rlviz.media import probe_video
 
-    contrib = pytest.importorskip("sb3_contrib")
-    path = tmp_path / f"{algo}.zip"
-    getattr(contrib, algo)(policy, "CartPole-v1", n_steps=16, batch_size=16, device="cpu").save(path)
-    with pytest.raises(UsageError, match=f"{algo}.*does not render yet"):
-        load_agent(path, env="CartPole-v1")
+    model, path = qrdqn_zip
+    out = tmp_path / "out"
+    assert main(["render", str(path), "--env", "CartPole-v1", "--episodes", "1", "--videos", "first:1",
+                 "--out", str(out), "--no-progress"]) == 0
+    video = next((out / "videos").glob("*.mp4"))
+    data = np.load(video.with_suffix(".npz"))
+    quantiles, actions = data["quantiles"], data["actions"]
+    n = len(actions)
+    assert quantiles.shape == (n + 1, 7, 2) and probe_video(video).num_frames >= n + 1
+    env = gym.make("CartPole-v1")
+    obs = [env.reset(seed=int(list(csv.DictReader((out / "episodes.csv").open()))[0]["seed"]))[0]]
+    obs += [env.step(int(a))[0] for a in actions]
+    with torch.no_grad():
+        np.testing.assert_allclose(quantiles, model.policy.quantile_net(torch.as_tensor(np.stack(obs))).numpy(),
+                                   atol=1e-5)
+    trace = EpisodeTrace(np.zeros((n + 1, 400, 600, 3), np.uint8), np.stack(obs), actions, data["rewards"], None,
+                         bool(data["terminated"]), bool(data["truncated"]), ("0", "1"), 0, None, 50.0, "CartPole-v1")
+    internals = EpisodeInternals(data["logits"], data["probs"], data["value"], data["entropy"], data["returns_to_go"],
+                                 0.99, "q", quantiles=quantiles)
+    comp = Compositor(trace, internals, ComposeOptions())
+    plain = Compositor(trace, EpisodeInternals(**{**internals.__dict__, "quantiles": None}), ComposeOptions())
+    L, quantile = comp.layout, np.array(COLORS["quantile"])
+    for t in (0, n // 2, n):
+        img, without = comp.render(t), plain.render(t)
+        for a, y in enumerate(L.bar_rows):
+            xs = [comp.action_panel.x_of(float(v)) for v in quantiles[t, :, a]]
+            mid = y + L.bar_h // 2
+            for x in (min(xs), max(xs), (min(xs) + max(xs)) // 2):  # the whisker's ends and middle
+                assert (img[mid, x] == quantile).all() and not (without[mid, x] == quantile).all()
+            for x in xs:  # a tick at each quantile
+                assert (img[y + 1 : y + L.bar_h - 1, x] == quantile).all()

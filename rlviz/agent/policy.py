@@ -7,6 +7,11 @@ The one contract every stage relies on is :class:`Policy`:
 * ``evaluate(obs: ndarray[B, *obs_shape]) -> PolicyOutput``, no gradients, chunked;
 * ``act(obs, rng, greedy) -> (actions int64[B], PolicyOutput)``.
 
+Optional hooks (every loop honours them through :mod:`rlviz.agent.stepping`): ``stateful`` policies (RecurrentPPO)
+give ``initial_state(n)`` (arrays [n, ...]) and ``step(obs, state) -> (PolicyOutput, state)``, a loop keeps one state
+row per env, fresh at each episode start, and ``evaluate(obs)`` reads obs as one episode from the start;
+``needs_action_masks`` policies (MaskablePPO) take ``masks=`` bool [B, A] (the env's ``action_masks()``).
+
 :class:`TorchPolicy` adapts a ``torch.nn.Module`` returning ``(logits, value)``, logits only,
 or Q-values (``kind="q"``: the panel shows Q-values and the value is ``max_a Q``).
 """
@@ -65,6 +70,8 @@ class PolicyOutput:
 
     value:  float32 [B] or None -- V(s); for ``kind="q"`` max_a Q(s, a); None when the model has no value head.
     kind:   "actor_critic" | "logits" | "q"
+    quantiles: float32 [B, N, A] or None -- a distributional Q-network's N quantiles per action (QR-DQN; logits
+            are their mean)
     """
 
     logits: np.ndarray
@@ -77,6 +84,7 @@ class PolicyOutput:
     squash: bool = False
     low: np.ndarray | None = None
     high: np.ndarray | None = None
+    quantiles: np.ndarray | None = None
 
     @property
     def dist(self) -> str:
@@ -112,6 +120,10 @@ class Policy:
     squash: bool = False
     #: False for forward-only policies (numpy callables): gradient saliency is refused, perturbation works.
     differentiable: bool = True
+    #: Carries a recurrent state from step to step (``initial_state``, ``step``; see the module docstring).
+    stateful: bool = False
+    #: Takes the env's ``action_masks()`` at every step (``evaluate(obs, masks=...)``; see the module docstring).
+    needs_action_masks: bool = False
 
     # -- to implement -------------------------------------------------------------------------
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -171,7 +183,8 @@ class Policy:
             return PolicyOutput(mean, np.zeros((mean.shape[0], 0), np.float32), out.get("value"), self.kind,
                                 mean=mean, std=out.get("std"), squash=bool(self.squash), low=low, high=high)
         nvec = spec.nvec if spec is not None and spec.kind in ("multi_discrete", "multi_binary") else None
-        return PolicyOutput(out["logits"], out["probs"], out.get("value"), self.kind, nvec=nvec)
+        return PolicyOutput(out["logits"], out["probs"], out.get("value"), self.kind, nvec=nvec,
+                            quantiles=out.get("quantiles"))
 
     def act(
         self, obs: np.ndarray, rng: np.random.Generator | None = None, greedy: bool = False
@@ -312,6 +325,8 @@ class TorchPolicy(Policy):
             raise UsageError(
                 f"The policy returned {logits.shape[-1]} logits but the action space has {self.num_actions} actions."
             )
+        if isinstance(out, dict) and out.get("quantiles") is not None:  # a distributional Q-network's (QR-DQN)
+            return {"logits": logits, "value": value, "quantiles": out["quantiles"]}
         return {"logits": logits, "value": value}
 
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:

@@ -85,6 +85,9 @@ def _check_arguments(module, kind, gamma, metadata) -> dict:
         raise UsageError(f"gamma={gamma}; expected a discount in (0, 1].")
     if not isinstance(module, (nn.Module, Policy)):
         raise UsageError(f"save_checkpoint needs a torch.nn.Module or an rlviz Policy; got {type(module).__name__}.")
+    if getattr(module, "stateful", False) or getattr(module, "needs_action_masks", False):
+        raise UsageError(f"save_checkpoint exports a forward of observations alone; {type(module).__name__} also "
+                         "takes a recurrent state or the env's action masks. Load its own file (the SB3 zip) instead.")
     try:
         return json.loads(json.dumps(metadata or {}, default=_json_default))
     except (TypeError, ValueError) as exc:

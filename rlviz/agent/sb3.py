@@ -2,7 +2,9 @@
 
 Supported: PPO and A2C (``ActorCriticPolicy``, ``ActorCriticCnnPolicy``) -> kind "actor_critic";
 DQN (``DQNPolicy``, ``CnnPolicy``) and sb3-contrib QR-DQN (``QRDQNPolicy``, ``CnnPolicy``: Q = mean of the
-quantiles, as ``QRDQN.predict``) -> kind "q". Discrete actions, Box or Discrete observations. Observations may be
+quantiles, as ``QRDQN.predict``; the quantiles themselves in ``PolicyOutput.quantiles``) -> kind "q"; sb3-contrib
+RecurrentPPO (:mod:`rlviz.agent.sb3_recurrent`, stateful) and MaskablePPO (:mod:`rlviz.agent.masking`, the env's
+action masks applied) -> kind "actor_critic". Discrete actions, Box or Discrete observations. Observations may be
 normalised first by ``VecNormalize`` statistics (:mod:`rlviz.agent.vecnormalize`).
 
 The wrappers take the raw observations the env gives (float32 tensors) and run SB3's own
@@ -38,7 +40,9 @@ from torch import nn
 
 from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, allowed_class
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
+from .masking import MaskedTorchPolicy
 from .policy import TorchPolicy, check_action_space, resolve_device
+from .sb3_recurrent import SB3RecurrentPolicy, is_recurrent
 from .vecnormalize import ObsNormalizer, VecNormalizeStats
 from .weights import load_weights
 
@@ -46,15 +50,12 @@ __all__ = ["SB3ActorCritic", "SB3QNetwork", "SB3QuantileNetwork", "sb3_policy", 
 
 #: Known SB3 / sb3-contrib policies rlviz does not render yet -> what to call them in the error.
 _NOT_YET = {
-    "sb3_contrib.ppo_recurrent": "RecurrentPPO (its LSTM state must be carried from step to step)",
-    "sb3_contrib.common.recurrent": "RecurrentPPO (its LSTM state must be carried from step to step)",
-    "sb3_contrib.ppo_mask": "MaskablePPO (its action masks come from the env at every step)",
-    "sb3_contrib.common.maskable": "MaskablePPO (its action masks come from the env at every step)",
     "stable_baselines3.sac": "SAC (continuous actions)", "stable_baselines3.td3": "TD3 (continuous actions)",
     "stable_baselines3.ddpg": "DDPG (continuous actions)", "sb3_contrib.tqc": "TQC (continuous actions)",
 }
 _LITERAL_KEYS = {"net_arch", "features_extractor_kwargs", "normalize_images", "share_features_extractor",
                  "n_quantiles"}
+_LITERAL_KEYS |= {"lstm_hidden_size", "n_lstm_layers", "shared_lstm", "enable_critic_lstm", "lstm_kwargs"}  # RecurrentPPO
 _IGNORED_KEYS = {"optimizer_class", "optimizer_kwargs", "ortho_init", "log_std_init", "full_std", "use_expln",
                  "squash_output", "use_sde"}
 _CLASS_REPR = re.compile(r"<class '([\w.]+)'>")
@@ -102,7 +103,8 @@ class SB3QuantileNetwork(nn.Module):
         return self.policy.quantile_net(obs)
 
     def forward(self, obs: torch.Tensor):
-        return self.quantiles(obs).mean(dim=1)
+        quantiles = self.quantiles(obs)
+        return {"logits": quantiles.mean(dim=1), "quantiles": quantiles}
 
 
 def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None) -> TorchPolicy:
@@ -121,6 +123,13 @@ def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None =
     policy.set_training_mode(False)
     norm = ObsNormalizer(vecnormalize) if vecnormalize is not None and vecnormalize.norm_obs else None
     norm = norm.to(resolve_device(device)) if norm is not None else None
+    if is_recurrent(policy):
+        return SB3RecurrentPolicy(policy, n, device=device, obs_transform=norm)
+    if type(policy).__module__.startswith("sb3_contrib.common.maskable"):
+        out = MaskedTorchPolicy(SB3ActorCritic(policy), num_actions=n, kind="actor_critic", device=device,
+                                obs_transform=norm)
+        out.obs_format = "raw"
+        return out
     if isinstance(policy, (ActorCriticPolicy, DQNPolicy)):
         ac = isinstance(policy, ActorCriticPolicy)
         out = TorchPolicy((SB3ActorCritic if ac else SB3QNetwork)(policy), num_actions=n,
@@ -132,8 +141,8 @@ def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None =
         out.obs_format = "raw"
         return out
     raise UsageError(
-        f"rlviz supports SB3 PPO/A2C (ActorCriticPolicy), DQN (DQNPolicy) and sb3-contrib QR-DQN; got "
-        f"{type(policy).__name__}."
+        "rlviz supports SB3 PPO/A2C (ActorCriticPolicy), DQN (DQNPolicy) and sb3-contrib QR-DQN, RecurrentPPO, "
+        f"MaskablePPO; got {type(policy).__name__}."
     )
 
 
@@ -154,7 +163,7 @@ def _policy_class(entry, source: str):
     for prefix, what in _NOT_YET.items():
         if name.startswith(prefix + "."):
             raise UsageError(f"{source} is a {what} agent ({name}), which rlviz does not render yet; "
-                             "supported: PPO, A2C, DQN, QR-DQN with discrete actions.")
+                             "supported: PPO, A2C, DQN, QR-DQN, RecurrentPPO, MaskablePPO with discrete actions.")
     return allowed_class(name, source, POLICY_CLASSES, what="the policy class")
 
 
@@ -258,6 +267,8 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
     algorithm = "DQN" if "exploration_rate" in doc else "PPO" if "clip_range" in doc else "A2C" if (
         "gae_lambda" in doc) else None
     algorithm = "QRDQN" if cls.__module__.startswith("sb3_contrib.qrdqn") else algorithm
+    contrib = {"sb3_contrib.common.recurrent.": "RecurrentPPO", "sb3_contrib.common.maskable.": "MaskablePPO"}
+    algorithm = next((a for m, a in contrib.items() if cls.__module__.startswith(m)), algorithm)
     meta = {"sb3_version": version, "policy_class": cls.__name__, "algorithm": algorithm,
             "num_timesteps": doc.get("num_timesteps") if isinstance(doc.get("num_timesteps"), int) else None,
             "vecnormalize": _trained_under_vecnormalize(doc),

@@ -25,6 +25,8 @@ COLORS = {
     "cursor": (200, 200, 200),
     "entropy": (180, 140, 255),
     "mean": (250, 250, 250),
+    "masked": (150, 44, 56),
+    "quantile": (150, 255, 200),
 }
 #: Colours of the user's extra curves, in order.
 EXTRA_COLORS = ((255, 210, 80), (120, 230, 120), (255, 120, 120), (150, 220, 220))

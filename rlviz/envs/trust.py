@@ -40,7 +40,7 @@ __all__ = [
 ]
 
 #: Stable-Baselines3 policy classes rlviz rebuilds from an SB3 zip without unpickling (module.Class).
-#: (sb3-contrib: QR-DQN; the others are not rebuilt yet.)
+#: (sb3-contrib: QR-DQN, RecurrentPPO, MaskablePPO.)
 POLICY_CLASSES = frozenset({
     "stable_baselines3.common.policies.ActorCriticPolicy",
     "stable_baselines3.common.policies.ActorCriticCnnPolicy",
@@ -48,6 +48,11 @@ POLICY_CLASSES = frozenset({
     "stable_baselines3.dqn.policies.CnnPolicy",
     "sb3_contrib.qrdqn.policies.QRDQNPolicy",
     "sb3_contrib.qrdqn.policies.CnnPolicy",
+}) | frozenset({  # sb3-contrib RecurrentPPO and MaskablePPO
+    "sb3_contrib.common.recurrent.policies.RecurrentActorCriticPolicy",
+    "sb3_contrib.common.recurrent.policies.RecurrentActorCriticCnnPolicy",
+    "sb3_contrib.common.maskable.policies.MaskableActorCriticPolicy",
+    "sb3_contrib.common.maskable.policies.MaskableActorCriticCnnPolicy",
 })
 #: torch activations an SB3 ``policy_kwargs["activation_fn"]`` may name.
 ACTIVATION_CLASSES = frozenset(

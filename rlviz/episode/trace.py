@@ -248,6 +248,8 @@ class EpisodeTrace:
     seed:         the reset seed, or None
     fps:          playback rate of the video
     env_id:       the env spec's id, or the env's class name
+    action_masks: bool [T+1, A] or None: the env's ``action_masks()`` before each action (True = allowed), kept
+                  for a policy that takes them (MaskablePPO); the last row is after the last step
     """
 
     frames: np.ndarray
@@ -262,6 +264,7 @@ class EpisodeTrace:
     seed: int | None
     fps: float
     env_id: str
+    action_masks: np.ndarray | None = None
 
     @property
     def num_steps(self) -> int:
@@ -290,6 +293,9 @@ class EpisodeInternals:
               entropy the Gaussian differential entropy in nats (NaN when deterministic)
     squash, low, high: tanh-squashed Gaussian and the action bounds float32 [D] (Box)
     extras:   {name: float32 [T+1]}: the user's own per-step scalars (``RecordEpisode.annotate(**extra)``)
+    action_masks: bool [T+1, A] or None: the actions the policy was allowed (MaskablePPO; masked ones have
+              probability 0)
+    quantiles: float32 [T+1, N, A] or None: a distributional Q-network's quantiles (QR-DQN; logits are their mean)
     """
 
     logits: np.ndarray
@@ -308,6 +314,8 @@ class EpisodeInternals:
     low: np.ndarray | None = None
     high: np.ndarray | None = None
     extras: dict | None = None
+    action_masks: np.ndarray | None = None
+    quantiles: np.ndarray | None = None
 
     @property
     def dist(self) -> str:

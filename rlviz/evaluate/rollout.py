@@ -23,6 +23,7 @@ import numpy as np
 from ..agent.actions import check_policy_actions, sample_actions, to_env_action
 from ..agent.obs import ObsAdapter
 from ..agent.policy import Policy
+from ..agent.stepping import policy_step, start_state
 from ..choices import DEFAULT_NUM_ENVS, FAIL_ON
 from ..envs.ale_seed import seeded_reset
 from ..envs.frames import to_rgb_frame
@@ -91,6 +92,7 @@ class _Episode:
         self.log = None  # with a FailureReplay: env snapshots and actions for the heatmap (EpisodeLog)
         self.obs = None  # the observation the next action is chosen on (as the policy sees it)
         self.is_success: bool | None = None
+        self.state = None  # a stateful policy's state row for this env (fresh at each episode start)
 
 
 def _value_sums(rewards, values, gamma: float) -> tuple:
@@ -139,6 +141,7 @@ class _Runner:
             self.obs = ObsAdapter(env.observation_space, getattr(self.policy, "obs_format", "flat"))
         obs = self.obs.single(obs)
         ep = _Episode(index, seed, _lives(info), self.policy.num_actions)
+        ep.state = start_state(self.policy)
         if self.fail_on is None:
             self.fail_on = _resolve_fail_on(self.fail_on_arg, ep.lives)
         if self.replay is not None:
@@ -147,6 +150,14 @@ class _Runner:
             self.extractor.begin_episode(env)
             ep.recent = deque([self._capture(env)], maxlen=self.lookback)
         return obs, ep
+
+    def evaluate(self, envs: list, eps: list, obs: np.ndarray):
+        """The policy's output on the active envs' observations [B, *obs]: their state rows carried, their action
+        masks applied (:func:`rlviz.agent.stepping.policy_step`)."""
+        out, states = policy_step(self.policy, obs, [ep.state for ep in eps], envs)
+        for ep, state in zip(eps, states):
+            ep.state = state
+        return out
 
     def _capture(self, env):
         frame = to_rgb_frame(env.render()) if self.extractor.needs_frame else None
@@ -333,7 +344,7 @@ def _run_lockstep(runner: _Runner, envs: list, indices: range, seed: int, progre
         start(i)
     while any(s is not None for s in slots):
         active = [i for i, s in enumerate(slots) if s is not None]
-        out = runner.policy.evaluate(np.stack([obs[i] for i in active]))
+        out = runner.evaluate([envs[i] for i in active], [slots[i] for i in active], np.stack([obs[i] for i in active]))
         acts = sample_actions(out, [slots[i].rng for i in active], runner.greedy)
         ent, bad = out.entropy, nonfinite_rows(out.logits, out.probs, out.value)
         for j, i in enumerate(active):
@@ -388,7 +399,7 @@ def replay_episode(
         if rng is not None:
             ep.rng = rng
         while True:
-            out = policy.evaluate(np.asarray(obs)[None])
+            out = runner.evaluate([env], [ep], np.asarray(obs)[None])
             act = sample_actions(out, [ep.rng], greedy)[0]
             v = None if out.value is None else out.value[0]
             bad = nonfinite_rows(out.logits, out.probs, out.value) is not None

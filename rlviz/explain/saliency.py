@@ -266,6 +266,10 @@ def _iter_chunks(policy, obs, method, target, actions, layout, batch_size, memor
             f"saliency method={method!r} takes gradients, but this policy is forward-only ({type(policy).__name__}: "
             "a numpy callable); use method='perturbation', which needs forward passes only."
         )
+    if getattr(policy, "stateful", False):
+        raise UsageError(f"saliency method={method!r}: this policy is recurrent ({type(policy).__name__}: its outputs "
+                         "depend on its state, not only on the observation), which saliency does not handle yet; "
+                         "render it without saliency (--saliency none).")
     is_bool = obs.dtype in (np.bool_, torch.bool)
     lay = detect_layout(obs.shape[1:], np.bool_ if is_bool else None, layout)
     kind, index = _resolve_target(target)

@@ -10,6 +10,7 @@ import numpy as np
 from ..agent.actions import ActionSpec
 from ..agent.obs import FlatView, ObsAdapter, is_plain
 from ..agent.policy import Policy, PolicyOutput
+from ..agent.stepping import evaluate_episode
 from ..episode.trace import EpisodeInternals, EpisodeTrace, returns_to_go
 from ..errors import UsageError
 from ..media.atomic import atomic_path
@@ -147,7 +148,7 @@ def compute_internals(
     obs = trace.observations
     if policy is not None and observation_space is not None and not is_plain(observation_space):
         obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
-    out = policy.evaluate(obs) if policy is not None else None
+    out = evaluate_episode(policy, obs, trace.action_masks) if policy is not None else None
     ann = None
     if annotations and any(k in annotations.rows for k in ("logits", "mean")):
         if spec is None:
@@ -166,6 +167,7 @@ def compute_internals(
         logits=out.logits, probs=out.probs, value=out.value, entropy=out.entropy, returns_to_go=rtg,
         gamma=float(gamma), kind=out.kind, saliency=maps, saliency_label=label, nvec=out.nvec, mean=out.mean,
         std=out.std, squash=out.squash, low=out.low, high=out.high, extras=extras or None,
+        action_masks=trace.action_masks, quantiles=out.quantiles,
     )
 
 
@@ -206,7 +208,8 @@ def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Pa
         "dist": np.asarray(internals.dist),
     }
     optional = {"value": internals.value, "lives": trace.lives, "mean": internals.mean, "std": internals.std,
-                "low": internals.low, "high": internals.high,
+                "low": internals.low, "high": internals.high, "action_masks": internals.action_masks,
+                "quantiles": internals.quantiles,
                 "nvec": None if internals.nvec is None else np.asarray(internals.nvec)}
     data.update({k: v for k, v in optional.items() if v is not None})
     if internals.mean is not None:

@@ -29,6 +29,7 @@ import numpy as np
 from ..agent.actions import action_spec, check_policy_actions
 from ..agent.callable_policy import CallablePolicy, as_policy
 from ..agent.obs import is_plain
+from ..agent.stepping import episode_masks
 from ..choices import SALIENCY_METHODS
 from ..envs.frames import to_rgb_frame
 from ..envs.recipe import check_render_mode
@@ -120,6 +121,8 @@ class RecordEpisode(gym.Wrapper):
         if saliency in ("gradient", "smoothgrad") and not self.policy.differentiable:
             raise UsageError(f"saliency={saliency!r} takes gradients, but this policy is forward-only (a numpy "
                              "callable); use saliency='perturbation', which needs forward passes only.")
+        if saliency is not None and getattr(self.policy, "stateful", False):
+            raise UsageError(f"saliency={saliency!r} does not handle recurrent policies yet; use saliency=None.")
         if saliency is not None and not is_plain(env.observation_space):
             raise UsageError(f"saliency={saliency!r} maps array observations, but this env's are {env.observation_space}; "
                              "use saliency=None (CLI: --saliency none) for it.")
@@ -333,7 +336,9 @@ class RecordEpisode(gym.Wrapper):
             "actions": array("d"),
             "rewards": array("d"),
             "lives": array("l", [int(info.get("lives", -1))]),
+            "masks": [],  # the env's action masks, for a policy that takes them (MaskablePPO)
         }
+        self._spool_masks()
         self._rec["frames"].append(frame)
         self._rec["obs"].append(obs)
 
@@ -345,6 +350,12 @@ class RecordEpisode(gym.Wrapper):
         frame = self._grab()
         rec["frames"].append(frame if frame is not None else rec["frames"].view()[-1])
         rec["obs"].append(obs)
+        self._spool_masks()
+
+    def _spool_masks(self) -> None:
+        masks = episode_masks(self.policy, self.env) if self.policy is not None else None
+        if masks is not None:
+            self._rec["masks"].append(masks)
 
     def _result(self, terminated: bool, truncated: bool, path: Path | None) -> EpisodeResult:
         return EpisodeResult(index=self.episode_id, seed=self._seed, ret=self._episode_return,
@@ -379,6 +390,7 @@ class RecordEpisode(gym.Wrapper):
             rewards=np.asarray(rec["rewards"], dtype=np.float32), lives=None if (lives < 0).all() else lives,
             terminated=terminated, truncated=truncated, action_names=self.action_names, episode_id=self.episode_id,
             seed=self._seed, fps=self.fps, env_id=self.env_id,
+            action_masks=np.stack(rec["masks"]) if rec["masks"] else None,
         )
 
     def _write(self, trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> None:
