@@ -16,7 +16,9 @@ extractors (object positions computed from the env's state as its renderer compu
 
 from __future__ import annotations
 
+import functools
 import importlib
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -149,15 +151,20 @@ class StateExtractor(Extractor):
 def _disc(shape: tuple[int, int], centre: tuple[float, float], radius: int) -> np.ndarray:
     """bool [H, W]: the pixels within ``radius`` of ``centre`` rounded to a pixel (empty when it is off the frame)."""
     out = np.zeros(shape, dtype=bool)
-    r0, c0 = (int(np.floor(v + 0.5)) for v in centre)
-    rows, cols = np.ogrid[-radius : radius + 1, -radius : radius + 1]
-    stencil = rows * rows + cols * cols <= radius * radius
+    r0, c0 = (math.floor(v + 0.5) for v in centre)
+    stencil = _stencil(radius)
     top, left = r0 - radius, c0 - radius
     t, b = max(top, 0), min(top + 2 * radius + 1, shape[0])
     lft, rgt = max(left, 0), min(left + 2 * radius + 1, shape[1])
     if t < b and lft < rgt:
         out[t:b, lft:rgt] = stencil[t - top : b - top, lft - left : rgt - left]
     return out
+
+
+@functools.lru_cache(maxsize=32)
+def _stencil(radius: int) -> np.ndarray:
+    rows, cols = np.ogrid[-radius : radius + 1, -radius : radius + 1]
+    return rows * rows + cols * cols <= radius * radius
 
 
 class ColorExtractor(Extractor):
