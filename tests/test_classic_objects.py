@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from rlviz.agent.policy import TorchPolicy
+from rlviz.errors import UsageError
 from rlviz.evaluate.classic_objects import CLASSIC_OBJECTS
 from rlviz.evaluate.objects import StateExtractor, extractor_for
 from rlviz.evaluate.rollout import rollout
@@ -165,3 +166,13 @@ def test_heatmap_equals_the_pixel_paths_up_to_a_pixel_and_renders_one_frame(env_
         assert abs(a.sum() - b.sum()) <= 0.02 * a.sum(), name
         centre = [np.array([(w * rows).sum(), (w * cols).sum()]) / w.sum() for w in (a, b)]
         assert np.abs(centre[0] - centre[1]).max() <= 1.0, (name, centre)
+
+
+def test_markers_are_discs_cut_at_the_frame_edge_and_names_need_radii():
+    ex = StateExtractor(("a", "b"), (2, 1), locate=lambda u: ((6, 8), ((0.4, 7.6), (-5.0, 3.0))))
+    m = ex.masks(ex.capture(None, gym.make("CartPole-v1")))
+    assert np.argwhere(m["a"]).tolist() == [[0, 6], [0, 7], [1, 7]]  # within 2 px of (0, 8), cut at column 7
+    assert not m["b"].any()  # off the frame
+    assert StateExtractor(("a",), (1,), locate=lambda u: None).masks(None) == {}  # before a reset
+    with pytest.raises(UsageError, match="radii"):
+        StateExtractor(("a", "b"), (2,), locate=None)

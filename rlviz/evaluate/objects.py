@@ -293,9 +293,9 @@ def _packed(frame: np.ndarray) -> np.ndarray:
     """uint8 [H, W, 3] -> uint32 [H, W] = R << 16 | G << 8 | B (ordered as the RGB triples are; so the
     dominant colour's ties go to the smallest triple, as with np.unique over rows)."""
     h, w = frame.shape[:2]
-    buf = np.zeros((h, w, 4), dtype=np.uint8)
-    buf[..., 1:] = frame[..., :3]
-    return buf.view(">u4")[..., 0].astype(np.uint32)
+    buf = np.zeros((h, w, 4), dtype=np.uint8)  # little-endian bytes B, G, R, 0: viewed as R << 16 | G << 8 | B
+    buf[..., 0], buf[..., 1], buf[..., 2] = frame[..., 2], frame[..., 1], frame[..., 0]
+    return buf.view("<u4")[..., 0]
 
 
 def _dominant(packed: np.ndarray):
