@@ -176,3 +176,10 @@ def test_markers_are_discs_cut_at_the_frame_edge_and_names_need_radii():
     assert StateExtractor(("a",), (1,), locate=lambda u: None).masks(None) == {}  # before a reset
     with pytest.raises(UsageError, match="radii"):
         StateExtractor(("a", "b"), (2,), locate=None)
+
+
+def test_frames_rendered_at_another_size_get_scaled_markers():
+    ex = StateExtractor(("a",), (4,), locate=lambda u: ((400, 600), ((100.0, 300.0),)))
+    ex.frame_shape = (200, 300)  # as the rollout sets it from a rendered frame
+    m = ex.masks(ex.capture(None, gym.make("CartPole-v1")))["a"]
+    assert m.shape == (200, 300) and m[50, 150] and m.sum() == 13  # radius 2 at (50, 150)

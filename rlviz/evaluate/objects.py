@@ -129,7 +129,9 @@ class StateExtractor(Extractor):
     """Exact object positions from the env's state, no rendering: ``locate(env.unwrapped)`` gives
     ``((H, W), ((row, col), ...))`` (one centre per name, in frame pixels; None before a reset; see
     :mod:`rlviz.evaluate.classic_objects`); each object's mask is a disc of its radius around its centre
-    (rounded), cut off at the frame's edges."""
+    (rounded), cut off at the frame's edges. ``frame_shape`` (set by the rollout from a rendered frame): when
+    frames are rendered at another size than the env's renderer draws (a resizing wrapper), centres and radii
+    are scaled to it."""
 
     needs_frame = False
 
@@ -137,6 +139,7 @@ class StateExtractor(Extractor):
         if len(names) != len(radii):
             raise UsageError(f"StateExtractor: {len(names)} names {names} but {len(radii)} radii; give one radius each.")
         self.names, self.radii, self.locate = tuple(names), tuple(int(r) for r in radii), locate
+        self.frame_shape: tuple[int, int] | None = None
 
     def capture(self, frame, env):
         return self.locate(env.unwrapped)  # a few floats a step
@@ -145,7 +148,12 @@ class StateExtractor(Extractor):
         if captured is None:
             return {}
         shape, centres = captured
-        return {n: _disc(shape, c, r) for n, c, r in zip(self.names, centres, self.radii, strict=True)}
+        radii = self.radii
+        if self.frame_shape is not None and tuple(self.frame_shape[:2]) != tuple(shape):
+            fy, fx = self.frame_shape[0] / shape[0], self.frame_shape[1] / shape[1]
+            shape, centres = tuple(self.frame_shape[:2]), [(r * fy, c * fx) for r, c in centres]
+            radii = tuple(max(1, round(r * min(fy, fx))) for r in radii)
+        return {n: _disc(shape, c, r) for n, c, r in zip(self.names, centres, radii, strict=True)}
 
 
 def _disc(shape: tuple[int, int], centre: tuple[float, float], radius: int) -> np.ndarray:
