@@ -143,9 +143,10 @@ class FailureReplay:
             env = copy.deepcopy(snap)  # (not closed: a classic-control close() would quit pygame for everyone)
         found, obs = self._play(env, step, lambda s: log.actions[s - log.base], windows)
         if t not in found or (t > step and not _same(flatten(obs), obs_t)):
+            how = "Its seed" if snap is _SEED else "A copy of the env (copy.deepcopy)"
             warnings.warn(
-                f"A copy of the env (copy.deepcopy) did not reproduce episode seed {log.seed}; the heatmap stops "
-                "copying envs and replays later episodes from their seeds (this failure is left out).",
+                f"{how} did not reproduce episode seed {log.seed} for the heatmap; it stops copying envs and replays "
+                "later episodes from their seeds when they end (this failure is left out).",
                 stacklevel=4,
             )
             self.copyable = False
