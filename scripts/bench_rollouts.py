@@ -5,8 +5,10 @@ batched-policy loop over a gymnasium SyncVectorEnv (same-step autoreset) with th
     python scripts/bench_rollouts.py --episodes 1000 --native
     python scripts/bench_rollouts.py --heatmap-cost   # CartPole, Acrobot, LunarLander: heatmap on vs off
 
-``--heatmap-cost`` times rollout() with and without the (pixel, motion) failure heatmap, interleaved and
-repeated, and prints the min and median of the per-pair wall-time ratios.
+``--heatmap-cost`` times rollout() without the failure heatmap, with it (the env's default extractor: exact,
+from the env's state, on these envs) and with it from pixels (the motion extractor on rendered frames, as
+for an env without an exact extractor), interleaved and repeated, and prints the min and median of the
+per-repeat ratios of CPU time (and the median ratio of wall time).
 
 Prints steps/s and episodes/s of each variant and the ratio to the baseline measured in the same run.
 """
@@ -91,8 +93,30 @@ class _Balancer(torch.nn.Module):
         return torch.stack([-s, s], 1), x[:, 0] * 0
 
 
-def heatmap_cost(episodes: int, repeats: int, num_envs: int) -> None:
+def _heatmap_cost_policy(env_id: str, kind: str) -> TorchPolicy:
+    probe = make_env(env_id, render_mode=None)
+    torch.manual_seed(0)
+    module = _Balancer() if kind == "balancer" else _Mlp(probe.observation_space.shape[0], probe.action_space.n)
+    probe.close()
+    return TorchPolicy(module, device="cpu")
+
+
+def _timed_rollout(env_id, policy, episodes, **kw) -> tuple:
+    """(result, CPU seconds of the whole call: env construction and the heatmap's set-up included)."""
+    t = time.process_time()
+    result = rollout(env_id, policy, episodes, **kw)
+    return result, time.process_time() - t
+
+
+def heatmap_cost(episodes: int, repeats: int, num_envs: int, only: str = "") -> None:
+    """Per case, each repeat runs three rollouts back to back (no heatmap; the env's default extractor, exact
+    where rlviz has one; pixels: the motion extractor on rendered frames, as for an env without one) and
+    prints, per heatmap variant, the min and the median over repeats of its CPU time over the same repeat's
+    no-heatmap run (process CPU time, one torch thread: what a shared machine's other load disturbs least),
+    and the median of the same ratio in wall time (the rollout loop's ``wall_s``)."""
     import gymnasium as gym
+
+    from rlviz.evaluate.objects import MotionExtractor, extractor_for
 
     cases = [("CartPole-v1", "random-init MLP"), ("CartPole-v1", "balancer"), ("Acrobot-v1", "random-init MLP")]
     try:
@@ -100,25 +124,29 @@ def heatmap_cost(episodes: int, repeats: int, num_envs: int) -> None:
         cases.append(("LunarLander-v3", "random-init MLP"))
     except Exception as exc:  # gymnasium[box2d] missing
         print(f"LunarLander-v3 skipped ({type(exc).__name__}: {exc})")
-    print(f"{'env':<16}{'policy':<17}{'eps':>5}{'steps':>8}{'fails':>6}{'off st/s':>10}{'on st/s':>9}"
-          f"{'on/off min':>11}{'median':>8}")
+    cases = [c for c in cases if only.lower() in " ".join(c).lower()]
+    print(f"{'env':<16}{'policy':<17}{'extractor':<17}{'eps':>5}{'steps':>8}{'fails':>6}{'off st/s':>10}"
+          f"{'on st/s':>9}{'cpu min':>9}{'median':>8}{'wall median':>12}")
     for env_id, kind in cases:
-        probe = make_env(env_id, render_mode=None)
-        torch.manual_seed(0)
-        module = _Balancer() if kind == "balancer" else _Mlp(probe.observation_space.shape[0], probe.action_space.n)
-        probe.close()
-        policy = TorchPolicy(module, device="cpu")
+        policy = _heatmap_cost_policy(env_id, kind)
         kw = dict(num_envs=num_envs, seed=0, progress=False)
-        rollout(env_id, policy, 2, **kw)  # warm up (imports, pygame)
-        ratios, off_rate, on_rate = [], [], []
-        for _ in range(repeats):  # interleaved pairs
-            off = rollout(env_id, policy, episodes, **kw)
-            on = rollout(env_id, policy, episodes, heatmap=True, **kw)
-            ratios.append(on.wall_s / off.wall_s)
-            off_rate.append(off.steps / off.wall_s)
-            on_rate.append(on.steps / on.wall_s)
-        print(f"{env_id:<16}{kind:<17}{episodes:>5}{on.steps:>8}{on.heatmap.failures:>6}{np.median(off_rate):>10.0f}"
-              f"{np.median(on_rate):>9.0f}{min(ratios):>10.2f}x{np.median(ratios):>7.2f}x")
+        variants = {type(extractor_for(env_id)).__name__: None, "pixels (motion)": MotionExtractor}
+        rollout(env_id, policy, 2, heatmap=True, **kw)  # warm up (imports, pygame)
+        runs: dict = {name: [] for name in ("off", *variants)}
+        for _ in range(repeats):  # interleaved
+            runs["off"].append(_timed_rollout(env_id, policy, episodes, **kw))
+            for name, make in variants.items():
+                runs[name].append(_timed_rollout(env_id, policy, episodes, heatmap=True,
+                                                 objects=make() if make else None, **kw))
+        off_rate = np.median([r.steps / r.wall_s for r, _ in runs["off"]])
+        for name in variants:
+            pairs = list(zip(runs[name], runs["off"], strict=True))
+            cpu = [on_cpu / off_cpu for (_, on_cpu), (_, off_cpu) in pairs]
+            wall = [on.wall_s / off.wall_s for (on, _), (off, _) in pairs]
+            on = runs[name][-1][0]
+            print(f"{env_id:<16}{kind:<17}{name:<17}{episodes:>5}{on.steps:>8}{on.heatmap.failures:>6}{off_rate:>10.0f}"
+                  f"{np.median([r.steps / r.wall_s for r, _ in runs[name]]):>9.0f}{min(cpu):>8.2f}x"
+                  f"{np.median(cpu):>7.2f}x{np.median(wall):>11.2f}x", flush=True)
 
 
 def main():
@@ -131,10 +159,11 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="torch threads (shared machine: 1)")
     ap.add_argument("--heatmap-cost", action="store_true", help="heatmap on vs off on classic-control envs")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--only", default="", help="--heatmap-cost: only the cases whose env or policy contains this")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     if args.heatmap_cost:
-        return heatmap_cost(args.episodes, args.repeats, args.num_envs)
+        return heatmap_cost(args.episodes, args.repeats, args.num_envs, args.only)
     torch.manual_seed(0)
     probe = make_env(args.env)
     n_act = int(probe.action_space.n)

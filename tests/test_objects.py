@@ -7,6 +7,7 @@ from rlviz.evaluate.objects import (
     FunctionExtractor,
     MinAtarExtractor,
     MotionExtractor,
+    StateExtractor,
     breakout_extractor,
     extractor_for,
     load_extractor,
@@ -108,6 +109,14 @@ def test_motion_extractor_marks_the_moved_object():
     assert not ex(f1, env)["moving"].any()
 
 
+def test_packed_pixels_are_rgb_integers():
+    from rlviz.evaluate.objects import _packed
+
+    f = np.random.default_rng(0).integers(0, 256, (5, 7, 3), dtype=np.uint8)
+    want = (f[..., 0].astype(np.int64) << 16) | (f[..., 1].astype(np.int64) << 8) | f[..., 2]
+    assert np.array_equal(_packed(f).astype(np.int64), want)
+
+
 def test_load_extractor_and_errors():
     ex = load_extractor("_envs:probe_objects")
     assert isinstance(ex, FunctionExtractor)
@@ -118,4 +127,5 @@ def test_load_extractor_and_errors():
         load_extractor("nocolon")
     with pytest.raises(UsageError, match="Cannot load"):
         load_extractor("_envs:nope")
-    assert isinstance(extractor_for("CartPole-v1"), MotionExtractor)
+    assert isinstance(extractor_for("BipedalWalker-v3"), MotionExtractor)  # no exact extractor: pixels
+    assert isinstance(extractor_for("CartPole-v1"), StateExtractor)

@@ -155,3 +155,20 @@ def test_long_episodes_replay_from_snapshots_not_from_the_start(monkeypatch):
     assert any(e.length > 256 for e in failed) and lazy.heatmap.failures == len(failed)
     # at most two snapshot intervals a failure, fewer steps than replaying the failed episodes whole
     assert 0 < replayed <= 256 * len(failed) and replayed < sum(e.length for e in failed)
+
+
+def test_short_episodes_replay_from_their_seed_without_copying_the_env(monkeypatch):
+    import copy
+
+    pixel_heatmap = importlib.import_module("rlviz.evaluate.pixel_heatmap")
+    copies = []
+    real = copy.deepcopy
+    monkeypatch.setattr(pixel_heatmap.copy, "deepcopy",
+                        lambda x, *a: (isinstance(x, gym.Env) and copies.append(x)) or real(x, *a))
+    policy = TorchPolicy(_Mlp(4, 2), device="cpu")
+    kw = dict(num_envs=3, seed=4, objects=MotionExtractor(), heatmap=True, progress=False)
+    lazy = rollout("CartPole-v1", policy, 8, **kw)
+    assert max(e.length for e in lazy.episodes) < 128 and lazy.heatmap.failures == 8
+    assert len(copies) == 1  # copies_faithfully's check; step 0 of an episode is its seed, not a copy
+    monkeypatch.undo()
+    _same(_both(monkeypatch, "CartPole-v1", policy, 8, **kw)[0], lazy)

@@ -49,7 +49,11 @@ class FailureHeatmap:
             m = np.asarray(m)
             if m.shape != self.frame_shape:
                 raise UsageError(f"Mask '{name}' has shape {m.shape}; expected the frame's {self.frame_shape}.")
-            self.counts[name] += m.astype(bool)
+            counts = self.counts[name]
+            if counts.flags.c_contiguous:  # a small object in a large frame: add where it is, not everywhere
+                counts.reshape(-1)[np.flatnonzero(m)] += 1
+            else:
+                counts += m.astype(bool)
         self.failures += 1
 
     def _check_compatible(self, other: FailureHeatmap) -> None:

@@ -8,24 +8,30 @@ Rollouts call extractors on every step but only need masks on the rare failure s
 the state or the frame) and :meth:`Extractor.masks` (only for the frame before a failure).
 ``needs_frame = False`` tells the rollout it need not render at all (MinAtar state, ALE screen).
 
-Built in: exact MinAtar extractors (from the game-state channels), colour segmentation for ALE
-Breakout (ball, paddle) and Pong (ball, own paddle), and a generic "moving pixels" fallback.
+Built in: exact MinAtar extractors (from the game-state channels), exact classic-control and Box2D
+extractors (object positions computed from the env's state as its renderer computes them:
+:mod:`rlviz.evaluate.classic_objects`), colour segmentation for ALE Breakout (ball, paddle) and Pong
+(ball, own paddle), and a generic "moving pixels" fallback.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..errors import UsageError
+from .classic_objects import CLASSIC_OBJECTS
 
 __all__ = [
     "Extractor",
     "FunctionExtractor",
     "MinAtarExtractor",
+    "StateExtractor",
     "ColorExtractor",
     "MotionExtractor",
     "breakout_extractor",
@@ -117,6 +123,56 @@ class MinAtarExtractor(Extractor):
             m = state[:, :, self._channels[name]]
             out[name] = np.repeat(np.repeat(m, fh // h, axis=0), fw // w, axis=1)
         return out
+
+
+class StateExtractor(Extractor):
+    """Exact object positions from the env's state, no rendering: ``locate(env.unwrapped)`` gives
+    ``((H, W), ((row, col), ...))`` (one centre per name, in frame pixels; None before a reset; see
+    :mod:`rlviz.evaluate.classic_objects`); each object's mask is a disc of its radius around its centre
+    (rounded), cut off at the frame's edges. ``frame_shape`` (set by the rollout from a rendered frame): when
+    frames are rendered at another size than the env's renderer draws (a resizing wrapper), centres and radii
+    are scaled to it."""
+
+    needs_frame = False
+
+    def __init__(self, names: tuple[str, ...], radii: tuple[int, ...], locate: Callable):
+        if len(names) != len(radii):
+            raise UsageError(f"StateExtractor: {len(names)} names {names} but {len(radii)} radii; give one radius each.")
+        self.names, self.radii, self.locate = tuple(names), tuple(int(r) for r in radii), locate
+        self.frame_shape: tuple[int, int] | None = None
+
+    def capture(self, frame, env):
+        return self.locate(env.unwrapped)  # a few floats a step
+
+    def masks(self, captured):
+        if captured is None:
+            return {}
+        shape, centres = captured
+        radii = self.radii
+        if self.frame_shape is not None and tuple(self.frame_shape[:2]) != tuple(shape):
+            fy, fx = self.frame_shape[0] / shape[0], self.frame_shape[1] / shape[1]
+            shape, centres = tuple(self.frame_shape[:2]), [(r * fy, c * fx) for r, c in centres]
+            radii = tuple(max(1, round(r * min(fy, fx))) for r in radii)
+        return {n: _disc(shape, c, r) for n, c, r in zip(self.names, centres, radii, strict=True)}
+
+
+def _disc(shape: tuple[int, int], centre: tuple[float, float], radius: int) -> np.ndarray:
+    """bool [H, W]: the pixels within ``radius`` of ``centre`` rounded to a pixel (empty when it is off the frame)."""
+    out = np.zeros(shape, dtype=bool)
+    r0, c0 = (math.floor(v + 0.5) for v in centre)
+    stencil = _stencil(radius)
+    top, left = r0 - radius, c0 - radius
+    t, b = max(top, 0), min(top + 2 * radius + 1, shape[0])
+    lft, rgt = max(left, 0), min(left + 2 * radius + 1, shape[1])
+    if t < b and lft < rgt:
+        out[t:b, lft:rgt] = stencil[t - top : b - top, lft - left : rgt - left]
+    return out
+
+
+@functools.lru_cache(maxsize=32)
+def _stencil(radius: int) -> np.ndarray:
+    rows, cols = np.ogrid[-radius : radius + 1, -radius : radius + 1]
+    return rows * rows + cols * cols <= radius * radius
 
 
 class ColorExtractor(Extractor):
@@ -245,9 +301,9 @@ def _packed(frame: np.ndarray) -> np.ndarray:
     """uint8 [H, W, 3] -> uint32 [H, W] = R << 16 | G << 8 | B (ordered as the RGB triples are; so the
     dominant colour's ties go to the smallest triple, as with np.unique over rows)."""
     h, w = frame.shape[:2]
-    buf = np.zeros((h, w, 4), dtype=np.uint8)
-    buf[..., 1:] = frame[..., :3]
-    return buf.view(">u4")[..., 0].astype(np.uint32)
+    buf = np.zeros((h, w, 4), dtype=np.uint8)  # little-endian bytes B, G, R, 0: viewed as R << 16 | G << 8 | B
+    buf[..., 0], buf[..., 1], buf[..., 2] = frame[..., 2], frame[..., 1], frame[..., 0]
+    return buf.view("<u4")[..., 0]
 
 
 def _dominant(packed: np.ndarray):
@@ -268,11 +324,14 @@ _BY_ID: dict[str, Callable[[], Extractor]] = {
     "MinAtar/Breakout-v0": lambda: MinAtarExtractor(("ball", "paddle")),
     "MinAtar/Breakout-v1": lambda: MinAtarExtractor(("ball", "paddle")),
 }
+for _id, _objects in CLASSIC_OBJECTS.items():
+    _BY_ID[_id] = lambda objects=_objects: StateExtractor(*objects)
 
 
 def extractor_for(env_id: str) -> Extractor:
-    """The default extractor for an env id: exact ones for known games, all state channels for
-    other MinAtar games, else :class:`MotionExtractor`."""
+    """The default extractor for an env id: exact ones for known games (Atari Breakout and Pong, MinAtar,
+    gymnasium's classic control and LunarLander), all state channels for other MinAtar games, else
+    :class:`MotionExtractor`."""
     if env_id in _BY_ID:
         return _BY_ID[env_id]()
     if env_id.startswith("MinAtar/"):

@@ -3,10 +3,11 @@
 An object extractor that reads rendered frames (``needs_frame``: :class:`~rlviz.evaluate.objects.MotionExtractor`,
 user functions) would make a rollout render every step, although the heatmap reads only the few frames
 before each failure (CartPole: 3 ms a frame in pygame against 29 us a step). So the rollout renders
-nothing. Per running episode it keeps an :class:`EpisodeLog`: a copy of the env (``copy.deepcopy``) every
-``snapshot_every`` steps, the last two kept, and the actions since the older one (one small int a step);
-at a failure, :class:`FailureReplay` copies the snapshot before the failure's window and steps it with
-the logged actions (no policy call), rendering only
+nothing. Per running episode it keeps an :class:`EpisodeLog`: the episode's seed (its step-0 snapshot: a
+seeded reset of the replay's own env, no copy), a copy of the env (``copy.deepcopy``) every
+``snapshot_every`` steps, the last two snapshots kept, and the actions since the older one (one small int a
+step); at a failure, :class:`FailureReplay` copies the snapshot before the failure's window (or resets its
+own env with the seed) and steps it with the logged actions (no policy call), rendering only
 
 1. the frame before the failure, plus the ``history`` frames the extractor remembers (the previous frame
    for motion); when every object is visible there, that is the answer (the common case);
@@ -56,6 +57,9 @@ def copies_faithfully(env, seed: int | None, num_actions: int, steps: int = 24) 
         env.close()
 
 
+_SEED = object()  # the snapshot of step 0 of a seeded episode: its seed
+
+
 class EpisodeLog:
     """What a rollout keeps of one running episode for the heatmap (no frames)."""
 
@@ -89,11 +93,14 @@ class FailureReplay:
     # -- during the rollout ------------------------------------------------------------------------
     def begin(self, seed: int | None) -> EpisodeLog:
         typecode = None if self.num_actions <= 0 else "B" if self.num_actions <= 256 else "q"  # None: any action
-        return EpisodeLog(seed, typecode, self.copyable)
+        log = EpisodeLog(seed, typecode, self.copyable)
+        if seed is not None:
+            log.snaps.append((0, _SEED))  # step 0 is the seeded reset: replayed on our own env, never copied
+        return log
 
     def before_step(self, log: EpisodeLog, env, step: int) -> None:
         """Called before the action chosen on frame ``step`` is taken: snapshot the env when one is due."""
-        if not log.copyable or step % self.snapshot_every:
+        if not log.copyable or step % self.snapshot_every or (step == 0 and log.snaps):
             return
         try:
             snap = copy.deepcopy(env)
@@ -129,12 +136,17 @@ class FailureReplay:
         first = max(0, min(windows[t] for t in windows) - self.history)
         step, snap = next((s for s in reversed(log.snaps) if s[0] <= first), (None, None))
         t = max(windows)
-        env = copy.deepcopy(snap)  # (not closed: a classic-control close() would quit pygame for everyone)
+        if snap is _SEED:
+            env = self.env
+            seeded_reset(env, log.seed)
+        else:
+            env = copy.deepcopy(snap)  # (not closed: a classic-control close() would quit pygame for everyone)
         found, obs = self._play(env, step, lambda s: log.actions[s - log.base], windows)
         if t not in found or (t > step and not _same(flatten(obs), obs_t)):
+            how = "Its seed" if snap is _SEED else "A copy of the env (copy.deepcopy)"
             warnings.warn(
-                f"A copy of the env (copy.deepcopy) did not reproduce episode seed {log.seed}; the heatmap stops "
-                "copying envs and replays later episodes from their seeds (this failure is left out).",
+                f"{how} did not reproduce episode seed {log.seed} for the heatmap; it stops copying envs and replays "
+                "later episodes from their seeds when they end (this failure is left out).",
                 stacklevel=4,
             )
             self.copyable = False
