@@ -97,6 +97,7 @@ def test_outputs_equal_sb3s_own_and_nothing_is_unpickled(off_policy, monkeypatch
     assert np.ptp(ref["mean"]) > 0.01 and np.ptp(ref["value"]) > 0.01  # the states are told apart
     _check_outputs(name, agent.policy.evaluate(obs), ref)
     _check_outputs(name, to_policy(model, device="cpu").evaluate(obs), ref)  # the live model too
+    _check_outputs(name, load_agent(path, env="Pendulum-v1", trust=True).policy.evaluate(obs), ref)  # SB3's loader
 
 
 def _replayed_observations(env_id: str, seed: int, actions: np.ndarray) -> np.ndarray:
@@ -159,15 +160,16 @@ def test_cli_greedy_returns_equal_evaluate_policy_and_the_video_records_sb3s_out
 
 # -- PPO / A2C with Box and MultiDiscrete actions ------------------------------------------------------------
 class PartsEnv(gym.Env):
-    """MultiDiscrete([3, 2]) actions on a 3-number observation; reward: +1 per part that matches the observation's
-    sign pattern; 30 steps."""
+    """MultiDiscrete([3, 2]) (or MultiBinary(2)) actions on a 3-number observation; reward: +1 per part that
+    matches the observation's sign pattern; 30 steps."""
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
 
-    def __init__(self, render_mode=None):
+    def __init__(self, render_mode=None, binary: bool = False):
         self.render_mode = render_mode
         self.observation_space = gym.spaces.Box(-1, 1, (3,), np.float32)
-        self.action_space = gym.spaces.MultiDiscrete([3, 2])
+        self.action_space = gym.spaces.MultiBinary(2) if binary else gym.spaces.MultiDiscrete([3, 2])
+        self.binary = binary
         self.t, self.obs = 0, None
 
     def _draw(self):
@@ -181,7 +183,8 @@ class PartsEnv(gym.Env):
 
     def step(self, action):
         a = np.asarray(action)
-        reward = float(a[0] == int(self.obs[0] > 0) + int(self.obs[1] > 0)) + float(a[1] == int(self.obs[2] > 0))
+        first = int(self.obs[0] > 0) + (0 if self.binary else int(self.obs[1] > 0))
+        reward = float(a[0] == first) + float(a[1] == int(self.obs[2] > 0))
         self.t += 1
         return self._draw(), reward, False, self.t >= 30, {}
 
@@ -192,9 +195,11 @@ class PartsEnv(gym.Env):
 
 
 gym.register("rlviz-test/Parts-v0", entry_point=PartsEnv)
+gym.register("rlviz-test/BinaryParts-v0", entry_point=PartsEnv, kwargs={"binary": True})
 
 
-@pytest.fixture(scope="module", params=[("PPO", "Pendulum-v1"), ("A2C", "Pendulum-v1"), ("PPO", "rlviz-test/Parts-v0")])
+@pytest.fixture(scope="module", params=[("PPO", "Pendulum-v1"), ("A2C", "Pendulum-v1"), ("PPO", "rlviz-test/Parts-v0"),
+                                        ("A2C", "rlviz-test/BinaryParts-v0")])
 def on_policy(request, tmp_path_factory):
     name, env_id = request.param
     kw = {"n_steps": 64, "batch_size": 64} if name == "PPO" else {"n_steps": 16}
@@ -212,6 +217,8 @@ def _on_policy_reference(model, obs: np.ndarray) -> dict:
         ref = {"value": model.policy.predict_values(x)[:, 0].numpy(), "action": model.predict(obs, deterministic=True)[0]}
         if isinstance(dist, list):  # MultiCategorical: one Categorical per part
             ref["probs"] = torch.cat([d.probs for d in dist], dim=-1).numpy()
+        elif isinstance(dist, torch.distributions.Bernoulli):  # MultiBinary: rlviz draws each part as (0, 1)
+            ref["probs"] = torch.stack([1 - dist.probs, dist.probs], dim=-1).flatten(1).numpy()
         else:
             ref["mean"], ref["std"] = dist.mean.numpy(), dist.stddev.numpy()
     return ref
@@ -236,7 +243,7 @@ def test_ppo_a2c_box_and_multidiscrete_equal_sb3s_distribution(on_policy, tmp_pa
     out, ref = agent.policy.evaluate(obs), _on_policy_reference(model, obs)
     np.testing.assert_allclose(out.value, ref["value"], atol=1e-5)
     if "probs" in ref:
-        assert out.nvec == (3, 2)
+        assert out.nvec == ((2, 2) if "Binary" in env_id else (3, 2))
         np.testing.assert_allclose(out.probs, ref["probs"], atol=1e-5)
     else:
         assert not out.squash
