@@ -22,6 +22,7 @@ from rlviz.cli import main
 from rlviz.errors import EnvError, UnsafeCheckpointError, UsageError
 
 sb3 = pytest.importorskip("stable_baselines3")
+torch.set_num_threads(1)  # tiny networks: one thread trains them faster, above all on a shared machine
 
 OFF_POLICY = ("SAC", "TD3", "DDPG", "TQC")
 #: small networks, 100 gradient steps after 100 random ones: seconds to train
