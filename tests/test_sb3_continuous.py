@@ -160,7 +160,7 @@ def test_cli_greedy_returns_equal_evaluate_policy_and_the_video_records_sb3s_out
 
 
 # -- PPO / A2C with Box and MultiDiscrete actions ------------------------------------------------------------
-class PartsEnv(gym.Env):
+class SignPartsEnv(gym.Env):
     """MultiDiscrete([3, 2]) (or MultiBinary(2)) actions on a 3-number observation; reward: +1 per part that
     matches the observation's sign pattern; 30 steps."""
 
@@ -195,12 +195,12 @@ class PartsEnv(gym.Env):
         return frame
 
 
-gym.register("rlviz-test/Parts-v0", entry_point=PartsEnv)
-gym.register("rlviz-test/BinaryParts-v0", entry_point=PartsEnv, kwargs={"binary": True})
+gym.register("rlviz-test/SignParts-v0", entry_point=SignPartsEnv)
+gym.register("rlviz-test/SignBinaryParts-v0", entry_point=SignPartsEnv, kwargs={"binary": True})
 
 
-@pytest.fixture(scope="module", params=[("PPO", "Pendulum-v1"), ("A2C", "Pendulum-v1"), ("PPO", "rlviz-test/Parts-v0"),
-                                        ("A2C", "rlviz-test/BinaryParts-v0")])
+@pytest.fixture(scope="module", params=[("PPO", "Pendulum-v1"), ("A2C", "Pendulum-v1"), ("PPO", "rlviz-test/SignParts-v0"),
+                                        ("A2C", "rlviz-test/SignBinaryParts-v0")])
 def on_policy(request, tmp_path_factory):
     name, env_id = request.param
     kw = {"n_steps": 64, "batch_size": 64} if name == "PPO" else {"n_steps": 16}
@@ -294,4 +294,4 @@ def test_the_wrong_env_is_named(off_policy):
     with pytest.raises(EnvError, match=r"observations of shape \(3,\).*gives \(2,\)"):
         load_agent(path, env="MountainCarContinuous-v0")
     with pytest.raises(EnvError, match=r"trained with Box \(shape \(1,\)\); the env has MultiDiscrete"):
-        load_agent(path, env="rlviz-test/Parts-v0")
+        load_agent(path, env="rlviz-test/SignParts-v0")

@@ -250,7 +250,8 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
     if not isinstance(doc, dict):
         raise CheckpointError(f"{source}: the zip's data is not a JSON object.")
     action_spec(action_space)  # a clear error for action spaces rlviz cannot draw
-    refuse_sde(doc.get("use_sde") or (doc.get("policy_kwargs") or {}).get("use_sde"), source)
+    saved_kwargs = doc.get("policy_kwargs") if isinstance(doc.get("policy_kwargs"), dict) else {}
+    refuse_sde(doc.get("use_sde") or saved_kwargs.get("use_sde"), source)
     if trust:
         from stable_baselines3.common.save_util import load_from_zip_file
 
