@@ -241,10 +241,15 @@ def test_sb3_dqn_and_a2c(sb3, tmp_path):
     torch.testing.assert_close(values, ref_values, rtol=0, atol=1e-6)
 
 
-def test_sb3_continuous_actions_are_refused(sb3):
+def test_sb3_box_actions_become_a_gaussian_policy(sb3):
+    """(Box actions used to be refused; the outputs are checked against SB3's in test_sb3_continuous.py.)"""
     model = sb3.PPO("MlpPolicy", "Pendulum-v1", n_steps=64, device="cpu")
-    with pytest.raises(UsageError, match="Discrete action spaces.*Box"):
-        to_policy(model)
+    policy = to_policy(model, device="cpu")
+    assert (policy.action_spec.kind, policy.kind, policy.squash) == ("box", "actor_critic", False)
+    obs = np.zeros((2, 3), np.float32)
+    with torch.no_grad():
+        mean = model.policy.get_distribution(torch.as_tensor(obs)).distribution.mean.numpy()
+    np.testing.assert_allclose(policy.evaluate(obs).mean, mean, atol=1e-6)
 
 
 def test_sb3_policy_converts_to_an_rlviz_checkpoint(ppo_zip, tmp_path):

@@ -3,7 +3,8 @@
 Supported, checked in this order by :func:`to_policy`:
 
 * an rlviz :class:`Policy` (returned as is);
-* a Stable-Baselines3 algorithm or policy (PPO, A2C, DQN; see :mod:`rlviz.agent.sb3`);
+* a Stable-Baselines3 / sb3-contrib algorithm or policy (PPO, A2C, DQN, SAC, TD3, DDPG, QR-DQN, TQC; see
+  :mod:`rlviz.agent.sb3`);
 * a CleanRL-style agent: a module with ``get_action_and_value(x, action)`` (ppo.py, ppo_atari.py
   ...). See :func:`cleanrl_policy`;
 * a Q-network (``kind="q"``, or ``kind="auto"`` and a class name containing "QNetwork", "QNet"
@@ -37,6 +38,7 @@ from .sb3 import sb3_policy
 __all__ = ["to_policy", "cleanrl_policy", "build_model", "looks_like_q_network", "SpaceInfo"]
 
 _Q_NAME = re.compile(r"q_?net|dqn", re.IGNORECASE)
+_SB3 = ("stable_baselines3", "sb3_contrib")
 
 
 def looks_like_q_network(module) -> bool:
@@ -49,9 +51,7 @@ def to_policy(obj, *, observation_space=None, action_space=None, kind: str = "au
     """The :class:`Policy` for ``obj`` (see the module docstring for what is supported)."""
     if isinstance(obj, Policy):
         return obj
-    if type(obj).__module__.startswith("stable_baselines3") or type(getattr(obj, "policy", None)).__module__.startswith(
-        "stable_baselines3"
-    ):
+    if type(obj).__module__.startswith(_SB3) or type(getattr(obj, "policy", None)).__module__.startswith(_SB3):
         return sb3_policy(obj, device=device)
     if not isinstance(obj, nn.Module):
         raise UsageError(

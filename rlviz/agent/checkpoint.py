@@ -128,7 +128,8 @@ def _load_torch_file(data: bytes, source: str, *, env, model, trust: bool, devic
         load_weights(module, state, source)
     else:
         raise CheckpointError(f"{source} holds a {type(obj).__name__}; expected a state_dict or an nn.Module.")
-    policy = to_policy(module, observation_space=obs_space, action_space=act_space, kind=kind, device=device)
+    policy = layout.policy(module, act_space, device, source) if layout else to_policy(
+        module, observation_space=obs_space, action_space=act_space, kind=kind, device=device)
     settle_kind(policy, obs_space, source)
     meta = {"cleanrl_script": layout.script} if layout else {}
     return LoadedAgent(policy, recipe, tuple(names), 0.99, policy.kind, meta, Path(source), fmt)

@@ -14,24 +14,30 @@ script                 parameters                                               
 ``dqn_atari.py``       ``network.{0,2,4}`` Nature CNN, ``network.{7,9}`` 512, out [A]; ``/255``  Q-values
 =====================  ====================================================================  ==============
 
-(``ppo_continuous_action.py`` and ``sac_continuous_action.py`` have Box actions: not rebuilt yet.)
+``ppo_continuous_action.py`` and ``sac_continuous_action.py`` (Box actions): :mod:`rlviz.agent.cleanrl_continuous`.
 
 Env: the Atari scripts train on ``NoopReset(30) -> MaxAndSkip(4) -> FireReset -> Resize 84x84 -> Grayscale ->
 FrameStack(4)`` (gymnasium's resize and grey wrappers; life loss and reward clipping are training-only):
 :func:`cleanrl_atari_recipe` builds that chain for the env id given with ``--env``. The vector scripts default
 to CartPole-v1; an env is inferred only where the observation size and action count name exactly one of
-gymnasium's classic-control envs with discrete actions, else ``--env`` is required.
+gymnasium's classic-control envs with that kind of actions (Pendulum-v1 and MountainCarContinuous-v0 for Box
+actions), else ``--env`` is required.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import nn
 
 from ..envs.recipe import EnvRecipe, WrapperSpec
-from ..errors import UsageError
+from ..errors import EnvError, UsageError
+from .actions import action_spec
+from .cleanrl_continuous import CLASSIC_BOX, build_continuous, recognise_continuous
+from .policy import TorchPolicy
 
 __all__ = ["CleanRLLayout", "recognise_cleanrl", "cleanrl_atari_recipe", "CleanRLPPO", "CleanRLQNetwork"]
 
@@ -89,17 +95,45 @@ class CleanRLQNetwork(nn.Module):
 
 @dataclass(frozen=True)
 class CleanRLLayout:
-    """A recognised CleanRL script: its name, the network to rebuild, kind, observation size / channels, actions."""
+    """A recognised CleanRL script: its name, the network to rebuild, kind, observation size / channels, actions
+    (Box actions: their dimensions, ``box``; ``squash``: a tanh-Gaussian; ``hidden``: the SAC actor's width)."""
 
     script: str
     kind: str
     atari: bool
     obs_dim: int
     num_actions: int
+    box: bool = False
+    squash: bool = False
+    hidden: int | None = None
 
     def build(self) -> nn.Module:
+        if self.box:
+            return build_continuous(self.script, self.obs_dim, self.num_actions, self.hidden)
         cls = CleanRLPPO if self.kind == "actor_critic" else CleanRLQNetwork
         return cls(self.obs_dim, self.num_actions, atari=self.atari, in_channels=self.obs_dim)
+
+    def policy(self, module: nn.Module, action_space, device="auto", source: str = "") -> TorchPolicy:
+        """The policy for ``module`` (built by :meth:`build`, weights loaded) acting in ``action_space``."""
+        spec = action_spec(action_space)
+        if self.box and (spec.kind != "box" or spec.size != self.num_actions):
+            raise EnvError(f"{source} is CleanRL {self.script}'s agent for {self.num_actions}-dimensional Box "
+                           f"actions; the env's actions are {action_space}. Pass the env it was trained on (--env).")
+        if self.squash:
+            self._check_bounds(module, spec, source)
+        if self.script == "ppo_continuous_action.py":
+            warnings.warn(
+                f"{source}: CleanRL's ppo_continuous_action.py trains behind gymnasium's NormalizeObservation, whose "
+                "running mean and variance the .cleanrl_model does not hold; rlviz feeds the agent raw observations, "
+                "so it may act unlike it did in training.", UserWarning, stacklevel=4)
+        return TorchPolicy(module, kind=self.kind, device=device, action_space=action_space, squash=self.squash)
+
+    def _check_bounds(self, module: nn.Module, spec, source: str) -> None:
+        scale, bias = (getattr(module, n).detach().cpu().numpy() for n in ("action_scale", "action_bias"))
+        low, high = bias - scale, bias + scale
+        if not (np.allclose(low, spec.low, atol=1e-5) and np.allclose(high, spec.high, atol=1e-5)):
+            raise EnvError(f"{source}: the SAC actor's action_scale and action_bias say actions in [{low}, {high}], "
+                           f"but the env's bounds are [{spec.low}, {spec.high}]; pass the env it was trained on.")
 
     def recipe(self, env, source: str) -> EnvRecipe:
         """The env: ``env`` (an id or recipe) when given, for Atari with CleanRL's chain; else inferred."""
@@ -107,11 +141,13 @@ class CleanRLLayout:
             return env
         if env:
             return cleanrl_atari_recipe(env, self.obs_dim) if self.atari else EnvRecipe.for_env_id(env)
-        inferred = None if self.atari else _CLASSIC.get((self.obs_dim, self.num_actions))
+        known = CLASSIC_BOX if self.box else _CLASSIC
+        inferred = None if self.atari else known.get((self.obs_dim, self.num_actions))
         if inferred is None:
             raise UsageError(
                 f"{source} is CleanRL {self.script}'s agent ({self.obs_dim} {'frames' if self.atari else 'inputs'}, "
-                f"{self.num_actions} actions); which env it played cannot be told from the weights: pass --env "
+                f"{self.num_actions} {'action dimensions' if self.box else 'actions'}); which env it played cannot "
+                "be told from the weights: pass --env "
                 f"{'BreakoutNoFrameskip-v4' if self.atari else '<env id>'} (env=...).")
         return EnvRecipe(inferred)
 
@@ -145,6 +181,11 @@ def recognise_cleanrl(state) -> CleanRLLayout | None:
     if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
         return None
     keys = set(state)
+    box = recognise_continuous(state)
+    if box is not None:
+        script, obs_dim, dim, hidden = box
+        sac = script.startswith("sac")
+        return CleanRLLayout(script, "logits" if sac else "actor_critic", False, obs_dim, dim, True, sac, hidden)
     if keys == {"actor.0.weight", "actor.0.bias", "actor.2.weight", "actor.2.bias", "actor.4.weight", "actor.4.bias",
                 "critic.0.weight", "critic.0.bias", "critic.2.weight", "critic.2.bias", "critic.4.weight",
                 "critic.4.bias"}:

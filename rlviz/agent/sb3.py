@@ -1,10 +1,12 @@
 """Stable-Baselines3 models as rlviz policies (extra ``rlviz[sb3]``; imported lazily).
 
-Supported: PPO and A2C (``ActorCriticPolicy``, ``ActorCriticCnnPolicy``) -> kind "actor_critic";
-DQN (``DQNPolicy``, ``CnnPolicy``) and sb3-contrib QR-DQN (``QRDQNPolicy``, ``CnnPolicy``: Q = mean of the
-quantiles, as ``QRDQN.predict``; the quantiles themselves in ``PolicyOutput.quantiles``) -> kind "q"; sb3-contrib
+Supported: PPO and A2C (``ActorCriticPolicy``, ``ActorCriticCnnPolicy``; Discrete, MultiDiscrete, MultiBinary or
+Box actions) -> kind "actor_critic"; DQN (``DQNPolicy``, ``CnnPolicy``) and sb3-contrib QR-DQN (``QRDQNPolicy``,
+``CnnPolicy``: Q = mean of the quantiles, as ``QRDQN.predict``; the quantiles themselves in
+``PolicyOutput.quantiles``) -> kind "q"; SAC, TD3, DDPG and sb3-contrib TQC (Box actions,
+:mod:`rlviz.agent.sb3_continuous`, which says what their panels show) -> kind "actor_critic"; sb3-contrib
 RecurrentPPO (:mod:`rlviz.agent.sb3_recurrent`, stateful) and MaskablePPO (:mod:`rlviz.agent.masking`, the env's
-action masks applied) -> kind "actor_critic". Discrete actions, Box or Discrete observations. Observations may be
+action masks applied; Discrete actions) -> kind "actor_critic". Box or Discrete observations. Observations may be
 normalised first by ``VecNormalize`` statistics (:mod:`rlviz.agent.vecnormalize`).
 
 The wrappers take the raw observations the env gives (float32 tensors) and run SB3's own
@@ -40,30 +42,29 @@ from torch import nn
 
 from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, allowed_class
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
+from .actions import action_spec
 from .masking import MaskedTorchPolicy
 from .policy import TorchPolicy, check_action_space, resolve_device
+from .sb3_continuous import actor_critic_head, offpolicy_algorithm, offpolicy_module, refuse_sde
 from .sb3_recurrent import SB3RecurrentPolicy, is_recurrent
 from .vecnormalize import ObsNormalizer, VecNormalizeStats
 from .weights import load_weights
 
 __all__ = ["SB3ActorCritic", "SB3QNetwork", "SB3QuantileNetwork", "sb3_policy", "load_sb3_zip"]
 
-#: Known SB3 / sb3-contrib policies rlviz does not render yet -> what to call them in the error.
-_NOT_YET = {
-    "stable_baselines3.sac": "SAC (continuous actions)", "stable_baselines3.td3": "TD3 (continuous actions)",
-    "stable_baselines3.ddpg": "DDPG (continuous actions)", "sb3_contrib.tqc": "TQC (continuous actions)",
-}
 _LITERAL_KEYS = {"net_arch", "features_extractor_kwargs", "normalize_images", "share_features_extractor",
-                 "n_quantiles"}
+                 "n_quantiles", "n_critics", "clip_mean"}
 _LITERAL_KEYS |= {"lstm_hidden_size", "n_lstm_layers", "shared_lstm", "enable_critic_lstm", "lstm_kwargs"}  # RecurrentPPO
 _IGNORED_KEYS = {"optimizer_class", "optimizer_kwargs", "ortho_init", "log_std_init", "full_std", "use_expln",
                  "squash_output", "use_sde"}
 _CLASS_REPR = re.compile(r"<class '([\w.]+)'>")
+_SPACE_TYPE = re.compile(r"<class 'gymnasium\.spaces\.\w+\.(\w+)'>")
 
 
 class SB3ActorCritic(nn.Module):
     """raw obs [B, *obs] -> (log pi [B, A] as ``policy.get_distribution(obs).distribution.logits``,
-    V [B] as ``policy.predict_values(obs)``), in one pass through the features extractor(s)."""
+    V [B] as ``policy.predict_values(obs)``), in one pass through the features extractor(s); other action
+    spaces: :func:`rlviz.agent.sb3_continuous.actor_critic_head` (Box: {"mean", "log_std", "value"})."""
 
     def __init__(self, policy: nn.Module):
         super().__init__()
@@ -77,7 +78,7 @@ class SB3ActorCritic(nn.Module):
         else:
             latent_pi = p.mlp_extractor.forward_actor(features[0])
             latent_vf = p.mlp_extractor.forward_critic(features[1])
-        return torch.log_softmax(p.action_net(latent_pi), dim=-1), p.value_net(latent_vf).reshape(obs.shape[0])
+        return actor_critic_head(p, p.action_net(latent_pi), p.value_net(latent_vf).reshape(obs.shape[0]))
 
 
 class SB3QNetwork(nn.Module):
@@ -108,9 +109,10 @@ class SB3QuantileNetwork(nn.Module):
 
 
 def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None) -> TorchPolicy:
-    """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``) or its ``.policy``; ``vecnormalize``: the
-    statistics it was trained under (:func:`rlviz.agent.vecnormalize.read_vecnormalize`), applied to the raw
-    observations in front of the network as SB3's ``VecNormalize`` does at evaluation."""
+    """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``, ``SAC``, ``TD3``, ``DDPG``; sb3-contrib ``QRDQN``,
+    ``TQC``) or its ``.policy``; ``vecnormalize``: the statistics it was trained under
+    (:func:`rlviz.agent.vecnormalize.read_vecnormalize`), applied to the raw observations in front of the network
+    as SB3's ``VecNormalize`` does at evaluation."""
     require("stable_baselines3", "sb3", "Stable-Baselines3 models")
     from gymnasium import spaces
     from stable_baselines3.common.policies import ActorCriticPolicy
@@ -119,31 +121,36 @@ def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None =
     policy = getattr(model, "policy", model)
     if isinstance(policy.observation_space, spaces.Dict):
         raise UsageError("Stable-Baselines3 policies with Dict observations (MultiInputPolicy) are not supported yet.")
-    n = check_action_space(policy.action_space)
+    action_spec(policy.action_space)  # a clear error for action spaces rlviz cannot draw
     policy.set_training_mode(False)
     norm = ObsNormalizer(vecnormalize) if vecnormalize is not None and vecnormalize.norm_obs else None
     norm = norm.to(resolve_device(device)) if norm is not None else None
     if is_recurrent(policy):
-        return SB3RecurrentPolicy(policy, n, device=device, obs_transform=norm)
+        return SB3RecurrentPolicy(policy, check_action_space(policy.action_space), device=device, obs_transform=norm)
     if type(policy).__module__.startswith("sb3_contrib.common.maskable"):
-        out = MaskedTorchPolicy(SB3ActorCritic(policy), num_actions=n, kind="actor_critic", device=device,
-                                obs_transform=norm)
+        out = MaskedTorchPolicy(SB3ActorCritic(policy), num_actions=check_action_space(policy.action_space),
+                                kind="actor_critic", device=device, obs_transform=norm)
         out.obs_format = "raw"
         return out
-    if isinstance(policy, (ActorCriticPolicy, DQNPolicy)):
-        ac = isinstance(policy, ActorCriticPolicy)
-        out = TorchPolicy((SB3ActorCritic if ac else SB3QNetwork)(policy), num_actions=n,
-                          kind="actor_critic" if ac else "q", device=device, obs_transform=norm)
-        out.obs_format = "raw"  # SB3 one-hots Discrete observations itself (preprocess_obs)
-        return out
-    if type(policy).__module__.startswith("sb3_contrib.qrdqn"):
-        out = TorchPolicy(SB3QuantileNetwork(policy), num_actions=n, kind="q", device=device, obs_transform=norm)
-        out.obs_format = "raw"
-        return out
-    raise UsageError(
-        "rlviz supports SB3 PPO/A2C (ActorCriticPolicy), DQN (DQNPolicy) and sb3-contrib QR-DQN, RecurrentPPO, "
-        f"MaskablePPO; got {type(policy).__name__}."
-    )
+    squash = False
+    if isinstance(policy, ActorCriticPolicy):
+        refuse_sde(policy.use_sde, f"This {type(policy).__name__}")
+        module, kind = SB3ActorCritic(policy), "actor_critic"
+    elif isinstance(policy, DQNPolicy):
+        module, kind = SB3QNetwork(policy), "q"
+    elif type(policy).__module__.startswith("sb3_contrib.qrdqn"):
+        module, kind = SB3QuantileNetwork(policy), "q"
+    elif (off := offpolicy_module(policy)) is not None:
+        (module, squash), kind = off, "actor_critic"
+    else:
+        raise UsageError(
+            f"rlviz supports SB3 PPO/A2C (ActorCriticPolicy), DQN (DQNPolicy), SAC, TD3, DDPG and sb3-contrib "
+            f"QR-DQN, TQC, RecurrentPPO, MaskablePPO; got {type(policy).__name__}."
+        )
+    out = TorchPolicy(module, kind=kind, device=device, obs_transform=norm, action_space=policy.action_space,
+                      squash=squash)
+    out.obs_format = "raw"  # SB3 one-hots Discrete observations itself (preprocess_obs)
+    return out
 
 
 # -- .zip files -----------------------------------------------------------------------------------
@@ -160,10 +167,6 @@ def _policy_class(entry, source: str):
     init = str(entry.get("__init__", ""))
     m = re.match(r"<function (\w+)\.__init__ at", init)
     name = f"{entry.get('__module__')}.{m.group(1) if m else None}"
-    for prefix, what in _NOT_YET.items():
-        if name.startswith(prefix + "."):
-            raise UsageError(f"{source} is a {what} agent ({name}), which rlviz does not render yet; "
-                             "supported: PPO, A2C, DQN, QR-DQN, RecurrentPPO, MaskablePPO with discrete actions.")
     return allowed_class(name, source, POLICY_CLASSES, what="the policy class")
 
 
@@ -195,22 +198,34 @@ def _policy_kwargs(entry, source: str) -> dict:
     return kwargs
 
 
-def _check_spaces(data: dict, observation_space, action_space, source: str) -> None:
-    saved = data.get("observation_space") or {}
+def _saved_shape(saved: dict) -> tuple | None:
     shape = saved.get("_shape")
     try:
-        shape = tuple(ast.literal_eval(shape) if isinstance(shape, str) else shape) if shape is not None else None
+        return tuple(ast.literal_eval(shape) if isinstance(shape, str) else shape) if shape is not None else None
     except (ValueError, SyntaxError, TypeError):
-        shape = None
+        return None
+
+
+def _check_spaces(data: dict, observation_space, action_space, source: str) -> None:
+    saved = data.get("observation_space") or {}
+    shape = _saved_shape(saved)
     if shape is not None and tuple(observation_space.shape or ()) != shape:
         raise EnvError(
             f"{source} was trained on observations of shape {shape} ({saved.get('dtype')}), but the env gives "
             f"{tuple(observation_space.shape or ())} ({observation_space.dtype}); pass the env (and preprocessing) "
             "it was trained on."
         )
-    n = (data.get("action_space") or {}).get("n")
-    if n is not None and str(n).strip().isdigit() and int(str(n)) != check_action_space(action_space):
-        raise EnvError(f"{source} was trained with {n} actions; the env has {action_space}.")
+    saved = data.get("action_space") or {}
+    kind = _SPACE_TYPE.fullmatch(str(saved.get(":type:", "")))
+    n, nvec = str(saved.get("n", "")).strip(), re.findall(r"\d+", str(saved.get("nvec", "")))
+    wrong = ((kind is not None and kind.group(1) != type(action_space).__name__)
+             or (_saved_shape(saved) not in (None, tuple(action_space.shape or ())))
+             or (n.isdigit() and int(n) != getattr(action_space, "n", None))
+             or (nvec and [int(v) for v in nvec] != [int(v) for v in getattr(action_space, "nvec", [])]))
+    if wrong:
+        what = f"{kind.group(1) if kind else 'an action space'} {f'of {n} actions' if n.isdigit() else ''}"
+        raise EnvError(f"{source} was trained with {what.strip()} (shape {_saved_shape(saved)}); the env has "
+                       f"{action_space}; pass the env it was trained on.")
 
 
 def _trained_under_vecnormalize(doc: dict) -> bool:
@@ -236,7 +251,9 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
         raise CheckpointError(f"{source}: corrupt Stable-Baselines3 zip ({exc}).") from None
     if not isinstance(doc, dict):
         raise CheckpointError(f"{source}: the zip's data is not a JSON object.")
-    check_action_space(action_space)
+    action_spec(action_space)  # a clear error for action spaces rlviz cannot draw
+    saved_kwargs = doc.get("policy_kwargs") if isinstance(doc.get("policy_kwargs"), dict) else {}
+    refuse_sde(doc.get("use_sde") or saved_kwargs.get("use_sde"), source)
     if trust:
         from stable_baselines3.common.save_util import load_from_zip_file
 
@@ -269,6 +286,7 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
     algorithm = "QRDQN" if cls.__module__.startswith("sb3_contrib.qrdqn") else algorithm
     contrib = {"sb3_contrib.common.recurrent.": "RecurrentPPO", "sb3_contrib.common.maskable.": "MaskablePPO"}
     algorithm = next((a for m, a in contrib.items() if cls.__module__.startswith(m)), algorithm)
+    algorithm = offpolicy_algorithm(doc, cls.__module__) or algorithm
     meta = {"sb3_version": version, "policy_class": cls.__name__, "algorithm": algorithm,
             "num_timesteps": doc.get("num_timesteps") if isinstance(doc.get("num_timesteps"), int) else None,
             "vecnormalize": _trained_under_vecnormalize(doc),

@@ -40,14 +40,22 @@ __all__ = [
 ]
 
 #: Stable-Baselines3 policy classes rlviz rebuilds from an SB3 zip without unpickling (module.Class).
-#: (sb3-contrib: QR-DQN, RecurrentPPO, MaskablePPO.)
+#: (sb3-contrib: QR-DQN, TQC, RecurrentPPO, MaskablePPO. DDPG saves TD3's policy classes. Each is built only
+#: from the spaces of the env the caller names and keyword arguments read as plain literals or allowlisted
+#: classes: see rlviz.agent.sb3.)
 POLICY_CLASSES = frozenset({
     "stable_baselines3.common.policies.ActorCriticPolicy",
     "stable_baselines3.common.policies.ActorCriticCnnPolicy",
     "stable_baselines3.dqn.policies.DQNPolicy",
     "stable_baselines3.dqn.policies.CnnPolicy",
+    "stable_baselines3.sac.policies.SACPolicy",
+    "stable_baselines3.sac.policies.CnnPolicy",
+    "stable_baselines3.td3.policies.TD3Policy",
+    "stable_baselines3.td3.policies.CnnPolicy",
     "sb3_contrib.qrdqn.policies.QRDQNPolicy",
     "sb3_contrib.qrdqn.policies.CnnPolicy",
+    "sb3_contrib.tqc.policies.TQCPolicy",
+    "sb3_contrib.tqc.policies.CnnPolicy",
 }) | frozenset({  # sb3-contrib RecurrentPPO and MaskablePPO
     "sb3_contrib.common.recurrent.policies.RecurrentActorCriticPolicy",
     "sb3_contrib.common.recurrent.policies.RecurrentActorCriticCnnPolicy",
