@@ -78,7 +78,8 @@ def actor_critic_head(policy, action_logits: torch.Tensor, value: torch.Tensor):
     from stable_baselines3.common import distributions as D
 
     dist = policy.action_dist
-    if isinstance(dist, D.CategoricalDistribution):
+    # sb3-contrib's MaskablePPO: masks are applied after this (rlviz.agent.masking), as MaskableCategorical does
+    if isinstance(dist, D.CategoricalDistribution) or type(dist).__name__ == "MaskableCategoricalDistribution":
         return torch.log_softmax(action_logits, dim=-1), value
     if isinstance(dist, D.MultiCategoricalDistribution):
         parts = torch.split(action_logits, list(dist.action_dims), dim=-1)
