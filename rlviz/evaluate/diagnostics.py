@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Finding", "EpisodeDiagnostics", "diagnose", "nonfinite_rows", "THRESHOLDS", "WARNING_IDS",
+__all__ = ["Finding", "EpisodeDiagnostics", "diagnose", "nonfinite_rows", "obs_keys", "THRESHOLDS", "WARNING_IDS",
            "MIN_VALUE_STEPS"]
 
 #: The thresholds of the warnings (see the module docstring).
@@ -80,11 +80,39 @@ def nonfinite_rows(logits: np.ndarray, probs: np.ndarray, value: np.ndarray | No
     return bad if bad.any() else None
 
 
-def _obs_key(obs) -> int:
-    a = np.asarray(obs)
-    if a.nbytes > _HASH_BYTES:
-        a = np.ascontiguousarray(a.reshape(-1)[:: a.nbytes // _HASH_BYTES + 1])
-    return hash(a.tobytes())
+_M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)  # splitmix64's finaliser
+_WEIGHTS = np.zeros(0, np.uint64)
+
+
+def _weights(n: int) -> np.ndarray:
+    """Fixed random 64-bit weights, one per 8-byte word of a row (the same in every process)."""
+    global _WEIGHTS
+    if _WEIGHTS.size < n:
+        _WEIGHTS = np.random.default_rng(0x5EED).integers(0, 2**64, size=max(n, 1024), dtype=np.uint64) | np.uint64(1)
+    return _WEIGHTS[:n]
+
+
+def obs_keys(batch) -> list[int]:
+    """A 64-bit key per observation of ``batch`` [B, ...] (any dtype), in one vectorised pass: equal rows get
+    equal keys; different rows collide with probability about 2**-64. Rows larger than ``_HASH_BYTES`` are keyed
+    on a strided sample of their elements (about that many bytes). Each row's 8-byte words are mixed
+    (splitmix64's bijective finaliser: no structure of the data survives) and summed with fixed random odd
+    weights (the word's position counts)."""
+    a = np.asarray(batch)
+    a = a.reshape(a.shape[0], -1)
+    if a.shape[1] * a.itemsize > _HASH_BYTES:
+        a = a[:, :: a.shape[1] * a.itemsize // _HASH_BYTES + 1]
+    raw = np.ascontiguousarray(a).view(np.uint8)
+    if raw.shape[1] % 8:
+        raw = np.concatenate([raw, np.zeros((raw.shape[0], 8 - raw.shape[1] % 8), np.uint8)], axis=1)
+    x = raw.view(np.uint64)
+    x = x ^ (x >> np.uint64(30))
+    x *= _M1
+    x ^= x >> np.uint64(27)
+    x *= _M2
+    x ^= x >> np.uint64(31)
+    x *= _weights(x.shape[1])
+    return x.sum(axis=1, dtype=np.uint64).tolist()
 
 
 class EpisodeDiagnostics:
@@ -103,6 +131,10 @@ class EpisodeDiagnostics:
 
     def step(self, obs, action: int, entropy: float, reward: float, bad: bool = False) -> None:
         """obs: the observation the action was chosen on; entropy: relative entropy; bad: non-finite internals."""
+        self.step_key(obs_keys(np.asarray(obs)[None])[0], action, entropy, reward, bad)
+
+    def step_key(self, key: int, action: int, entropy: float, reward: float, bad: bool = False) -> None:
+        """:meth:`step` with the observation already keyed (:func:`obs_keys`: a whole batch in one call)."""
         t = self.n
         self.n = t + 1
         if bad:
@@ -117,7 +149,7 @@ class EpisodeDiagnostics:
             self.pos += 1
         elif reward < 0:
             self.neg += 1
-        self._see(_obs_key(obs), t)
+        self._see(key, t)
 
     def _see(self, h: int, t: int) -> None:
         """Loop detection: the current run of steps whose observation equals the one ``period`` steps before."""
