@@ -109,7 +109,7 @@ def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tupl
     policy, greedy, spec = runner.policy, runner.greedy, runner.spec
     while active:
         used = -(-(active[-1] + 1) // chunk) * chunk
-        d = decide(policy, buf[:used], rows if len(active) < used else None, lambda draw: noise.take(draw, rows),
+        d = decide(policy, buf[:used], rows if len(active) < used else None, lambda draw, rows=rows: noise.take(draw, rows),
                    greedy, spec)
         values = d.values if d.values is not None else [None] * len(active)
         bad = d.bad if d.bad is not None else [False] * len(active)
