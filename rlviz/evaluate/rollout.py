@@ -37,7 +37,7 @@ from .heatmap import FailureHeatmap
 from .lockstep import decide, run_lockstep
 from .objects import Extractor, as_extractor, extractor_for, last_seen
 from .pixel_heatmap import FailureReplay, copies_faithfully
-from .threads import torch_threads
+from .threads import DEFAULT_THREADS, torch_threads
 
 __all__ = ["EpisodeRecord", "RolloutResult", "rollout", "replay_episode", "episode_seed_for", "FAIL_ON"]
 
@@ -172,7 +172,7 @@ class _Runner:
         if value is not None:
             ep.values.append(value)
             ep.rewards.append(float((reward > 0) - (reward < 0)) if self.clip_values else reward)
-        lives = _lives(info)
+        lives = _lives(info) if info else None
         if self.fail_on == "life-loss":
             failed = lives is not None and ep.lives is not None and lives < ep.lives
         elif self.fail_on == "negative-reward":
@@ -236,7 +236,7 @@ def rollout(
     max_steps: int | None = None,
     first_episode: int = 0,
     lookback: int = 8,
-    threads: int | None = None,
+    threads: int | None = DEFAULT_THREADS,
 ) -> RolloutResult:
     """Run ``episodes`` episodes with ``num_envs`` envs stepped in lockstep, one batched forward per step.
 
@@ -250,9 +250,9 @@ def rollout(
     progress: show a progress bar (None: when :func:`rlviz.progress.enabled` is on; the library is silent
         by default), or a callable called with each finished episode's return (workers report to the
         driver's one bar this way).
-    threads: torch intra-op threads during the rollout (restored afterwards); None leaves torch's setting.
-        1 is fastest for rollouts' small batches and does not collapse on a loaded machine
-        (:mod:`rlviz.evaluate.threads`).
+    threads: torch intra-op threads during the rollout (restored afterwards), default 1: fastest for rollouts'
+        small batches, and it does not collapse on a loaded machine (:mod:`rlviz.evaluate.threads`); None leaves
+        torch's setting.
     first_episode: index of the first episode: rollouts of indices [0, 500) and [500, 1000) with the
         same seed are together the same 1000 episodes as one run (merge their heatmaps).
     """

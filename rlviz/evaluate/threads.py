@@ -1,7 +1,8 @@
 """The torch thread policy: rollouts forward small batches (16 rows), where torch's intra-op threads cost
 more than they give, and on a loaded machine they collapse (measured: a batch-16 forward 3.6x slower with
-2 threads than with 1). So the CLI and every worker run with one thread per process unless told otherwise;
-the library changes torch's global setting only when asked (``threads=``), and restores it afterwards."""
+2 threads than with 1). So :func:`rlviz.evaluate.rollout` (the CLI's and every worker's) runs its forwards
+with :data:`DEFAULT_THREADS` unless told otherwise (``threads=``; None leaves torch's setting), and restores
+torch's setting afterwards."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from ..errors import UsageError
 
 __all__ = ["torch_threads", "DEFAULT_THREADS"]
 
-#: Torch intra-op threads per process for ``rlviz render`` and each of its workers.
+#: Torch intra-op threads of a rollout (per process: ``rlviz render`` and each of its workers).
 DEFAULT_THREADS = 1
 
 
