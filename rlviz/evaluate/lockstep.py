@@ -1,6 +1,7 @@
 """The rollouts' hot loop: many episodes on a few envs in lockstep, one batched forward per step.
 
-Per step: the observations sit in one float32 buffer (a row per env, whole forward chunks of
+Per step: the observations sit in one buffer (a row per env, in the observations' own dtype: the
+forward converts them to float32 as it would any batch; whole forward chunks of
 :attr:`Policy.forward_rows`), so a step costs one padded forward of that buffer (rows of idle envs are
 stale and ignored: a row's result does not depend on its neighbours), one sampling call on noise each
 episode's Generator drew ahead in blocks, one vectorised pass for the entropies, the non-finite check
@@ -15,7 +16,7 @@ import numpy as np
 from ..agent.actions import actions_from_noise, draw_noise, noise_draw, to_env_action
 from .diagnostics import nonfinite_rows, obs_keys
 
-__all__ = ["Decision", "decide", "run_lockstep", "BlockNoise"]
+__all__ = ["Decision", "decide", "input_buffer", "run_lockstep", "BlockNoise", "Report"]
 
 
 class Decision:
@@ -31,8 +32,16 @@ class Decision:
         self.entropies, self.bad, self.keys = entropies, bad, keys
 
 
+def input_buffer(obs, rows: int) -> np.ndarray:
+    """Zeros [rows, *obs_shape] in the dtype of ``obs`` (one observation as the policy takes it): the rows the
+    policy is given, and that :func:`~rlviz.evaluate.diagnostics.obs_keys` keys (bool / uint8 observations
+    are keyed on 1 byte each, not the 4 of their float32 form)."""
+    a = np.asarray(obs)
+    return np.zeros((rows,) + a.shape, dtype=a.dtype if a.dtype != object else np.float32)
+
+
 def decide(policy, obs: np.ndarray, rows: np.ndarray | None, noise, greedy: bool, spec) -> Decision:
-    """Forward ``obs`` [N, ...] (float32, batch-invariant :meth:`Policy.evaluate`) and decide for its rows
+    """Forward ``obs`` [N, ...] (an :func:`input_buffer`; batch-invariant :meth:`Policy.evaluate`) and decide for its rows
     ``rows`` (None: all). ``noise(draw)``: the noise [B, k] for those rows (:func:`noise_draw`'s ``draw``;
     None for the greedy action); ``spec``: the env's ActionSpec."""
     out = policy.evaluate(obs)
@@ -79,6 +88,20 @@ class BlockNoise:
         return self.blocks[active, cur]
 
 
+class Report:
+    """A progress callable in place of a bar: called with each finished episode's return (workers report to
+    the driver's one bar this way)."""
+
+    def __init__(self, callback):
+        self.callback = callback
+
+    def update(self, n: int = 1, ret: str = "nan") -> None:
+        self.callback(float(ret))
+
+    def close(self) -> None:
+        pass
+
+
 def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tuple[list, int]:
     """Play the episodes ``indices`` on ``envs`` in lockstep, one batched forward per step; episode k starts
     from seed ``seed_for(k)`` on whichever env is free. ``runner``: the rollout's per-env stepper
@@ -87,7 +110,7 @@ def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tupl
     n = len(envs)
     slots: list = [None] * n
     chunk = int(runner.policy.forward_rows)
-    buf = None  # float32 [whole chunks >= n, *obs_shape]: the policy's input, a row per env
+    buf = None  # [whole chunks >= n, *obs_shape] in the observations' dtype: the policy's input, a row per env
     noise = BlockNoise(n)
     records, steps = [], 0
 
@@ -99,7 +122,7 @@ def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tupl
         ob, slots[i] = runner.start(envs[i], k, seed_for(k))
         noise.begin(i, slots[i].rng)
         if buf is None:
-            buf = np.zeros((-(-n // chunk) * chunk,) + np.shape(ob), dtype=np.float32)
+            buf = input_buffer(ob, -(-n // chunk) * chunk)
         buf[i] = ob
 
     for i in range(n):

@@ -34,7 +34,7 @@ from ..errors import EnvError, UsageError
 from ..progress import bar
 from .diagnostics import EpisodeDiagnostics
 from .heatmap import FailureHeatmap
-from .lockstep import decide, run_lockstep
+from .lockstep import Report, decide, input_buffer, run_lockstep
 from .objects import Extractor, as_extractor, extractor_for, last_seen
 from .pixel_heatmap import FailureReplay, copies_faithfully
 from .threads import DEFAULT_THREADS, torch_threads
@@ -265,23 +265,10 @@ def rollout(
                         progress, max_steps, int(first_episode), lookback)
 
 
-class _Report:
-    """A progress callable in place of a bar: called with each finished episode's return."""
-
-    def __init__(self, callback: Callable):
-        self.callback = callback
-
-    def update(self, n: int = 1, ret: str = "nan") -> None:
-        self.callback(float(ret))
-
-    def close(self) -> None:
-        pass
-
-
 def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma, progress,
              max_steps, first_episode, lookback) -> RolloutResult:
     if callable(progress):
-        progress_bar = _Report(progress)
+        progress_bar = Report(progress)
     else:
         progress_bar = bar(episodes, "rollouts", unit="ep", show=progress)  # shown while the envs are built, too
     envs = [make_env(recipe, render_mode="rgb_array") for _ in range(num_envs)]
@@ -387,7 +374,7 @@ def replay_episode(
         obs, ep = runner.start(env, index, seed)
         if rng is not None:
             ep.rng = rng
-        buf = np.zeros((1,) + np.shape(obs), dtype=np.float32)  # the rollouts' float32 input row
+        buf = input_buffer(obs, 1)  # the rollouts' input row
         while True:
             buf[0] = obs
             d = decide(policy, buf, None, lambda draw: draw_noise(ep.rng, draw), greedy, runner.spec)
