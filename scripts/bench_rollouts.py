@@ -155,7 +155,7 @@ class unpadded:
         del self.policy._forward_padded
 
 
-CASES = {"minatar": ("samples/minatar_breakout_ppo.pt2", 16, 160), "ale": ("samples/ale_breakout_ppo.pt2", 8, 16)}
+CASES = {"minatar": ("samples/minatar_breakout_ppo.pt2", 16, 1000), "ale": ("samples/ale_breakout_ppo.pt2", 8, 48)}
 
 
 def compare(case: str, repeats: int, episodes: int | None, seed: int) -> dict:
