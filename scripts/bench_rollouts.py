@@ -8,8 +8,9 @@ loop over a gymnasium SyncVectorEnv (same-step autoreset) with the same envs, th
 
 The default compares, per case, three variants run interleaved (bare, rollout, rollout unpadded; the order
 rotates each repetition), ``--repeats`` times: ``rollout()`` against the bare loop (steps/s ratio, >= 0.9x is
-the target), and the cost of batch invariance: ``rollout()`` against the same rollout with forwards of the
-batch's own size instead of padded ``forward_rows`` chunks. Prints min and median of the per-repetition ratios.
+the target), and the cost of batch invariance: ``rollout()`` against the same rollout forwarding only its active
+rows, at their own count, instead of whole padded ``forward_rows`` chunks (as rlviz did before). Prints min and
+median of the per-repetition ratios.
 
 ``--heatmap-cost`` times rollout() with and without the (pixel, motion) failure heatmap, interleaved and
 repeated, and prints the min and median of the per-pair wall-time ratios.
@@ -33,6 +34,7 @@ from rlviz.envs.ale_seed import seeded_reset
 from rlviz.evaluate.rollout import rollout
 
 rollout_mod = importlib.import_module("rlviz.evaluate.rollout")  # the package exports a function of that name
+lockstep_mod = importlib.import_module("rlviz.evaluate.lockstep")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 clock = time.perf_counter  # what _drive and rollout() time with (--clock)
 
@@ -141,18 +143,25 @@ def heatmap_cost(episodes: int, repeats: int, num_envs: int) -> None:
 
 
 class unpadded:
-    """Within the block, ``policy`` forwards each chunk at its own size (not padded to ``forward_rows``): what
-    rollouts cost without batch invariance."""
+    """Within the block, rollouts forward only their active rows, at their own count (not whole padded chunks
+    of ``forward_rows``): what rollouts cost without batch invariance (main before it)."""
 
     def __init__(self, policy: Policy):
         self.policy = policy
 
     def __enter__(self):
-        pol = self.policy
+        pol, decide = self.policy, lockstep_mod.decide
         pol._forward_padded = lambda chunk, rows, parts: Policy._forward_padded(pol, chunk, chunk.shape[0], parts)
+
+        def decide_active(policy, obs, rows, noise, greedy, spec):
+            return decide(policy, obs if rows is None else obs[rows], None, noise, greedy, spec)
+
+        lockstep_mod.decide = decide_active
+        self.saved = decide
 
     def __exit__(self, *exc):
         del self.policy._forward_padded
+        lockstep_mod.decide = self.saved
 
 
 CASES = {"minatar": ("samples/minatar_breakout_ppo.pt2", 16, 1000), "ale": ("samples/ale_breakout_ppo.pt2", 8, 48)}
