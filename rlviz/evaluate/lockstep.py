@@ -80,10 +80,11 @@ class BlockNoise:
         if self.blocks is None:
             self.blocks = np.zeros((len(self.rngs), self.BLOCK, draw[1]))
         cur = self.cursor[active]
-        for j in np.flatnonzero(cur == self.BLOCK):
-            i = active[j]
-            self.blocks[i] = draw_noise(self.rngs[i], draw, self.BLOCK)
-            cur[j] = 0
+        if cur.max() == self.BLOCK:  # some slots used up their block (or just began an episode)
+            for j in np.flatnonzero(cur == self.BLOCK):
+                i = active[j]
+                self.blocks[i] = draw_noise(self.rngs[i], draw, self.BLOCK)
+                cur[j] = 0
         self.cursor[active] = cur + 1
         return self.blocks[active, cur]
 
@@ -132,13 +133,13 @@ def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tupl
     policy, greedy, spec = runner.policy, runner.greedy, runner.spec
     while active:
         used = -(-(active[-1] + 1) // chunk) * chunk
-        d = decide(policy, buf[:used], rows if len(active) < used else None, lambda draw, rows=rows: noise.take(draw, rows),
-                   greedy, spec)
+        d = decide(policy, buf[:used], rows if len(active) < used else None,
+                   lambda draw, rows=rows: noise.take(draw, rows), greedy, spec)
         values = d.values if d.values is not None else [None] * len(active)
         bad = d.bad if d.bad is not None else [False] * len(active)
-        for j, i in enumerate(active):
-            ob, done, term, trunc = runner.step(envs[i], slots[i], d.env_actions[j], values[j], d.entropies[j],
-                                                d.keys[j], bad[j], d.indices[j])
+        for i, action, value, entropy, key, b, index in zip(active, d.env_actions, values, d.entropies, d.keys, bad,
+                                                             d.indices):
+            ob, done, term, trunc = runner.step(envs[i], slots[i], action, value, entropy, key, b, index)
             if done:
                 records.append(runner.finish(slots[i], term, trunc))
                 progress.update(1, ret=f"{records[-1].ret:.1f}")
