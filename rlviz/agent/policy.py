@@ -14,7 +14,7 @@ or Q-values (``kind="q"``: the panel shows Q-values and the value is ``max_a Q``
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -93,14 +93,6 @@ class PolicyOutput:
         deterministic actor."""
         return policy_entropy(self.probs, self.nvec, self.mean, self.std)
 
-    def rows(self, index) -> PolicyOutput:
-        """The same output for the rows ``index`` (an index array) only."""
-        def take(a):
-            return None if a is None else a[index]
-
-        return replace(self, logits=self.logits[index], probs=self.probs[index], value=take(self.value),
-                       mean=take(self.mean), std=take(self.std))
-
 
 class Policy:
     """Base class. Subclasses implement :meth:`forward`; the rest is shared.
@@ -113,10 +105,9 @@ class Policy:
     device: torch.device = torch.device("cpu")
     #: Observations read per block in :meth:`evaluate` (each block is forwarded ``forward_rows`` at a time).
     batch_size: int = 1024
-    #: Rows of every forward in :meth:`evaluate` (the last chunk padded by repeating its first row): a row's
-    #: result is a function of its observation and this number, whatever the batch around it, so an episode
-    #: gets the same bits alone (a replay), among 4 or among 16 envs. Measured: row results at a fixed batch
-    #: size do not depend on the other rows or on the row's position; they do change with the batch size.
+    #: Rows of every forward in :meth:`evaluate` (the last chunk padded): a row's result then depends on its
+    #: observation only, not on the batch (measured: at a fixed batch size, not on the other rows or the row's
+    #: position; it does change with the batch size), so an episode is the same alone or among 16 envs.
     forward_rows: int = FORWARD_ROWS
     #: How observations of spaces other than a Box of rank >= 1 (Discrete, Tuple, Dict...) reach forward:
     #: "flat" (one-hot / concatenated as SB3 feeds an MLP, :mod:`rlviz.agent.obs`) or "raw" (stacked as

@@ -11,6 +11,8 @@ episodes (:func:`rlviz.evaluate.rollout.replay_episode`), so a replay takes exac
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..agent.actions import actions_from_noise, draw_noise, noise_draw, to_env_action
@@ -46,7 +48,7 @@ def decide(policy, obs: np.ndarray, rows: np.ndarray | None, noise, greedy: bool
     None for the greedy action); ``spec``: the env's ActionSpec."""
     out = policy.evaluate(obs)
     if rows is not None:
-        out, obs = out.rows(rows), obs[rows]
+        out, obs = _rows(out, rows), obs[rows]
     draw = noise_draw(out, greedy)
     acts = actions_from_noise(out, None if draw is None else noise(draw))
     if spec.kind == "discrete":
@@ -56,6 +58,15 @@ def decide(policy, obs: np.ndarray, rows: np.ndarray | None, noise, greedy: bool
     bad = nonfinite_rows(out.logits, out.probs, out.value)
     return Decision(env_actions, indices, None if out.value is None else out.value.tolist(), out.entropy.tolist(),
                     None if bad is None else bad.tolist(), obs_keys(obs))
+
+
+def _rows(out, index):
+    """The PolicyOutput ``out`` for its rows ``index`` only."""
+    def take(a):
+        return None if a is None else a[index]
+
+    return replace(out, logits=out.logits[index], probs=out.probs[index], value=take(out.value), mean=take(out.mean),
+                   std=take(out.std))
 
 
 class BlockNoise:
