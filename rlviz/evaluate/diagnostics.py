@@ -72,7 +72,13 @@ class Finding:
 
 def nonfinite_rows(logits: np.ndarray, probs: np.ndarray, value: np.ndarray | None) -> np.ndarray | None:
     """bool [B]: rows of a batch with any non-finite logit, probability or value; None when all are finite
-    (the common case, one sum per array: a NaN or inf anywhere makes its row's sum non-finite)."""
+    (the common case, one sum per array: a NaN or inf anywhere makes the total non-finite; the rows are only
+    looked at then)."""
+    total = float(logits.sum(dtype=np.float64)) + float(probs.sum(dtype=np.float64))
+    if value is not None:
+        total += float(value.sum(dtype=np.float64))
+    if math.isfinite(total):
+        return None
     rows = logits.sum(axis=-1, dtype=np.float64) + probs.sum(axis=-1, dtype=np.float64)
     if value is not None:
         rows = rows + value
@@ -81,7 +87,7 @@ def nonfinite_rows(logits: np.ndarray, probs: np.ndarray, value: np.ndarray | No
 
 
 _WEIGHTS = np.zeros(0, np.uint64)
-_SHIFT, _MIX = np.uint64(29), np.uint64(0x94D049BB133111EB)
+_SHIFT = np.uint64(29)
 
 
 def _weights(n: int) -> np.ndarray:
@@ -106,10 +112,7 @@ def obs_keys(batch) -> list[int]:
     if raw.shape[1] % 8:
         raw = np.concatenate([raw, np.zeros((raw.shape[0], 8 - raw.shape[1] % 8), np.uint8)], axis=1)
     x = raw.view(np.uint64)
-    x = x ^ (x >> _SHIFT)
-    x *= _weights(x.shape[1])
-    h = x.sum(axis=1, dtype=np.uint64)
-    return (h ^ (h >> _SHIFT)).tolist()
+    return ((x ^ (x >> _SHIFT)) @ _weights(x.shape[1])).tolist()  # integer matmul: sums wrap modulo 2**64
 
 
 class EpisodeDiagnostics:
