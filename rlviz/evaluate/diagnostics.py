@@ -134,7 +134,9 @@ class EpisodeDiagnostics:
         self.step_key(obs_keys(np.asarray(obs)[None])[0], action, entropy, reward, bad)
 
     def step_key(self, key: int, action: int, entropy: float, reward: float, bad: bool = False) -> None:
-        """:meth:`step` with the observation already keyed (:func:`obs_keys`: a whole batch in one call)."""
+        """:meth:`step` with the observation already keyed (:func:`obs_keys`: a whole batch in one call).
+
+        Loop detection: the current run of steps whose observation equals the one ``period`` steps before."""
         t = self.n
         self.n = t + 1
         if bad:
@@ -145,19 +147,14 @@ class EpisodeDiagnostics:
             self.low_entropy += 1
         if 0 <= action < len(self.counts):
             self.counts[action] += 1
-        if reward > 0:
-            self.pos += 1
-        elif reward < 0:
-            self.neg += 1
-        self._see(key, t)
-
-    def _see(self, h: int, t: int) -> None:
-        """Loop detection: the current run of steps whose observation equals the one ``period`` steps before."""
+        if reward:
+            self.pos += reward > 0
+            self.neg += reward < 0
         ring, last, p = self._ring, self._last, self._period
-        if p and ring[(t - p) % _RING] == h:
+        if p and ring[(t - p) % _RING] == key:
             self._streak += 1
         else:
-            prev = last.get(h)
+            prev = last.get(key)
             p = t - prev if prev is not None and t - prev <= THRESHOLDS["loop_max_period"] else 0
             self._period, self._streak = p, (1 if p else 0)
         if p and self._streak + p > self.loop_steps:
@@ -166,8 +163,8 @@ class EpisodeDiagnostics:
         old = ring[slot]
         if old is not None and last.get(old) == t - _RING:
             del last[old]
-        ring[slot] = h
-        last[h] = t
+        ring[slot] = key
+        last[key] = t
 
     def finish(self) -> dict:
         """The episode's numbers (JSON values) for ``EpisodeResult.diag``."""
