@@ -3,9 +3,9 @@
     python scripts/bench_diagnostics.py                        # samples/minatar_breakout_ppo.pt2, 1000 episodes
     python scripts/bench_diagnostics.py --episodes 200 --repeats 5
 
-"Without" swaps the rollout's per-episode accumulator for one whose ``step`` does nothing and skips the
-batch NaN check and :func:`diagnose` (the hook's bare method call stays: it is what a disabled stage
-would cost). Runs are interleaved (on, off, off, on, ...) and repeated; prints each run's wall time, the
+"Without" swaps the rollout's per-episode accumulator for one whose ``step_key`` does nothing and skips the
+batch NaN check, the batch's observation keys (:func:`~rlviz.evaluate.diagnostics.obs_keys`) and
+:func:`diagnose` (the hook's bare method call stays: it is what a disabled stage would cost). Runs are interleaved (on, off, off, on, ...) and repeated; prints each run's wall time, the
 min and median of each variant and their ratio (with / without), measured in this same run, after a short
 warm-up run that is not counted (the first load of an exported program is slow).
 """
@@ -24,6 +24,7 @@ import torch
 from rlviz.jobs.render import render
 
 rollout_mod = importlib.import_module("rlviz.evaluate.rollout")  # the package exports a function of that name
+lockstep_mod = importlib.import_module("rlviz.evaluate.lockstep")
 render_mod = importlib.import_module("rlviz.jobs.render")
 
 
@@ -33,7 +34,7 @@ class _NoDiagnostics:
     def __init__(self, num_actions: int):
         pass
 
-    def step(self, obs, action, entropy, reward, bad=False) -> None:
+    def step_key(self, key, action, entropy, reward, bad=False) -> None:
         return None
 
     def finish(self) -> None:
@@ -42,14 +43,17 @@ class _NoDiagnostics:
 
 @contextmanager
 def diagnostics_off():
-    saved = rollout_mod.EpisodeDiagnostics, rollout_mod.nonfinite_rows, render_mod.diagnose
+    saved = (rollout_mod.EpisodeDiagnostics, lockstep_mod.nonfinite_rows, lockstep_mod.obs_keys,
+             render_mod.diagnose)
     rollout_mod.EpisodeDiagnostics = _NoDiagnostics
-    rollout_mod.nonfinite_rows = lambda logits, probs, value: None
+    lockstep_mod.nonfinite_rows = lambda logits, probs, value: None
+    lockstep_mod.obs_keys = lambda batch: [0] * len(batch)
     render_mod.diagnose = lambda result, kind="actor_critic": []
     try:
         yield
     finally:
-        rollout_mod.EpisodeDiagnostics, rollout_mod.nonfinite_rows, render_mod.diagnose = saved
+        (rollout_mod.EpisodeDiagnostics, lockstep_mod.nonfinite_rows, lockstep_mod.obs_keys,
+         render_mod.diagnose) = saved
 
 
 def one_run(checkpoint: str, episodes: int, diagnostics: bool) -> tuple[float, float, int]:

@@ -1,31 +1,52 @@
-"""Benchmark rollout() (seeded per-episode resets, per-episode rngs, failure heatmap) against a bare
-batched-policy loop over a gymnasium SyncVectorEnv (same-step autoreset) with the same policy.
+"""Benchmark rollout() (seeded per-episode resets, per-episode rngs, diagnostics) against a bare batched-policy
+loop over a gymnasium SyncVectorEnv (same-step autoreset) with the same envs, the same policy and the same batch.
 
-    python scripts/bench_rollouts.py                 # ALE Breakout, random NatureCNNAgent, 32 episodes
-    python scripts/bench_rollouts.py --episodes 1000 --native
+    python scripts/bench_rollouts.py                 # MinAtar (16 envs) and ALE Breakout (8 envs), shipped agents
+    python scripts/bench_rollouts.py --case minatar --repeats 5
+    python scripts/bench_rollouts.py --native         # the single-run table, with ale-py's AtariVectorEnv
     python scripts/bench_rollouts.py --heatmap-cost   # CartPole, Acrobot, LunarLander: heatmap on vs off
+
+The default compares, per case, three variants run interleaved (bare, rollout, rollout unpadded; the order
+rotates each repetition), ``--repeats`` times: ``rollout()`` against the bare loop (steps/s ratio, >= 0.9x is
+the target), and the cost of batch invariance: ``rollout()`` against the same rollout forwarding only its active
+rows, at their own count, instead of whole padded ``forward_rows`` chunks (as rlviz did before). Prints min and
+median of the per-repetition ratios.
 
 ``--heatmap-cost`` times rollout() without the failure heatmap, with it (the env's default extractor: exact,
 from the env's state, on these envs) and with it from pixels (the motion extractor on rendered frames, as
 for an env without an exact extractor), interleaved and repeated, and prints the min and median of the
 per-repeat ratios of CPU time (and the median ratio of wall time).
-
-Prints steps/s and episodes/s of each variant and the ratio to the baseline measured in the same run.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import torch
 
+from rlviz.agent.checkpoint import load_checkpoint
 from rlviz.agent.models import MinAtarAgent, NatureCNNAgent
-from rlviz.agent.policy import TorchPolicy
+from rlviz.agent.policy import Policy, TorchPolicy
 from rlviz.envs import make_env, make_vec_env
 from rlviz.envs.ale_seed import seeded_reset
 from rlviz.evaluate.rollout import rollout
+
+rollout_mod = importlib.import_module("rlviz.evaluate.rollout")  # the package exports a function of that name
+lockstep_mod = importlib.import_module("rlviz.evaluate.lockstep")
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = time.perf_counter  # what _drive and rollout() time with (--clock)
+
+
+def use_clock(name: str) -> None:
+    """Time both loops with this process's CPU time ("cpu": on a shared machine, time spent waiting for a core
+    is not counted; torch runs one thread) or wall time."""
+    global clock
+    clock = CLOCKS[name]
+    rollout_mod.time = SimpleNamespace(perf_counter=clock)
 
 
 def _drive(vec, policy, episodes, num_envs, seed):
@@ -33,20 +54,20 @@ def _drive(vec, policy, episodes, num_envs, seed):
     obs, _ = vec.reset(seed=seed)
     rng = np.random.default_rng(seed)
     done_eps = steps = 0
-    t0 = time.perf_counter()
+    t0 = clock()
     while done_eps < episodes:
         acts, _ = policy.act(obs, rng)
         obs, _, term, trunc, _ = vec.step(acts)
         steps += num_envs
         done_eps += int(np.sum(term | trunc))
-    wall = time.perf_counter() - t0
+    wall = clock() - t0
     vec.close()
     return steps, done_eps, wall
 
 
-def bare_loop(env_id, policy, episodes, num_envs, seed):
+def bare_loop(env_id, policy, episodes, num_envs, seed, render_mode=None):
     """What a user writes: step a vector env, policy.act; count finished episodes."""
-    return _drive(make_vec_env(env_id, num_envs, render_mode=None), policy, episodes, num_envs, seed)
+    return _drive(make_vec_env(env_id, num_envs, render_mode=render_mode), policy, episodes, num_envs, seed)
 
 
 def native_loop(env_id, policy, episodes, num_envs, seed):
@@ -149,21 +170,90 @@ def heatmap_cost(episodes: int, repeats: int, num_envs: int, only: str = "") -> 
                   f"{np.median(cpu):>7.2f}x{np.median(wall):>11.2f}x", flush=True)
 
 
+class unpadded:
+    """Within the block, rollouts forward only their active rows, at their own count (not whole padded chunks
+    of ``forward_rows``): what rollouts cost without batch invariance (main before it)."""
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+
+    def __enter__(self):
+        pol, decide = self.policy, lockstep_mod.decide
+        pol._forward_padded = lambda chunk, rows, parts: Policy._forward_padded(pol, chunk, chunk.shape[0], parts)
+
+        def decide_active(policy, obs, rows, noise, greedy, spec):
+            return decide(policy, obs if rows is None else obs[rows], None, noise, greedy, spec)
+
+        lockstep_mod.decide = decide_active
+        self.saved = decide
+
+    def __exit__(self, *exc):
+        del self.policy._forward_padded
+        lockstep_mod.decide = self.saved
+
+
+CASES = {"minatar": ("samples/minatar_breakout_ppo.pt2", 16, 1000), "ale": ("samples/ale_breakout_ppo.pt2", 8, 48)}
+
+
+def compare(case: str, repeats: int, episodes: int | None, seed: int) -> dict:
+    """Interleaved repetitions of bare loop / rollout() / unpadded rollout(); prints and returns the ratios."""
+    path, num_envs, default_eps = CASES[case]
+    agent = load_checkpoint(path, device="cpu")
+    recipe, policy, eps = agent.recipe, agent.policy, episodes or default_eps
+    rollout(recipe, policy, 2, num_envs=2, seed=seed, progress=False, threads=1)  # warm up (first forwards)
+
+    def bare():
+        s, e, w = bare_loop(recipe, policy, eps, num_envs, seed, render_mode="rgb_array")
+        return s / w
+
+    def ours():
+        r = rollout(recipe, policy, eps, num_envs=num_envs, seed=seed, progress=False, threads=1)
+        return r.steps / r.wall_s
+
+    def ours_unpadded():
+        with unpadded(policy):
+            return ours()
+
+    variants = {"bare": bare, "rollout": ours, "unpadded": ours_unpadded}
+    rates: dict[str, list] = {k: [] for k in variants}
+    names = list(variants)
+    for r in range(repeats):
+        for name in names[r % 3:] + names[: r % 3]:
+            rates[name].append(variants[name]())
+        print(f"{case} repeat {r}: " + ", ".join(f"{k} {v[-1]:.0f} steps/s" for k, v in rates.items()), flush=True)
+    vs_bare = [o / b for o, b in zip(rates["rollout"], rates["bare"])]
+    padding = [u / o for o, u in zip(rates["rollout"], rates["unpadded"])]
+    print(f"{case} ({path}, {num_envs} envs, {eps} episodes, {repeats} interleaved repeats, {clock.__name__}):\n"
+          f"  rollout() vs bare loop (steps/s):        min {min(vs_bare):.3f}x  median {np.median(vs_bare):.3f}x\n"
+          f"  cost of padding (unpadded/padded speed): min {min(padding):.3f}x  median {np.median(padding):.3f}x")
+    return {"vs_bare": vs_bare, "padding": padding}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", choices=["both", *CASES], default="both", help="the interleaved comparison's cases")
+    ap.add_argument("--table", action="store_true", help="the single-run table on --env with a random-init agent")
     ap.add_argument("--env", default="ALE/Breakout-v5")
-    ap.add_argument("--episodes", type=int, default=32)
+    ap.add_argument("--episodes", type=int, default=None)
     ap.add_argument("--num-envs", type=int, default=8)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--native", action="store_true", help="also time ale-py's native AtariVectorEnv")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (shared machine: 1)")
     ap.add_argument("--heatmap-cost", action="store_true", help="heatmap on vs off on classic-control envs")
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", default="", help="--heatmap-cost: only the cases whose env or policy contains this")
+    ap.add_argument("--clock", choices=list(CLOCKS), default="cpu",
+                    help="cpu: this process's CPU time (default: robust on a shared machine), wall: elapsed time")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    use_clock(args.clock)
     if args.heatmap_cost:
-        return heatmap_cost(args.episodes, args.repeats, args.num_envs, args.only)
+        return heatmap_cost(args.episodes or 200, args.repeats, args.num_envs, args.only)
+    if not (args.table or args.native):
+        for case in CASES if args.case == "both" else [args.case]:
+            compare(case, args.repeats, args.episodes, args.seed)
+        return None
+    args.episodes = args.episodes or 32
     torch.manual_seed(0)
     probe = make_env(args.env)
     n_act = int(probe.action_space.n)

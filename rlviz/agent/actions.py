@@ -140,23 +140,35 @@ def policy_entropy(probs, nvec=None, mean=None, std=None) -> np.ndarray:
     return np.mean(parts, axis=0).astype(np.float32)
 
 
-def _uniform(rng, shape: tuple) -> np.ndarray:
-    """Uniforms [B, k]: from one Generator, or one row per Generator (row i draws what it draws alone)."""
+def noise_draw(out, greedy: bool = False) -> tuple[str, int] | None:
+    """What :func:`sample_actions` draws per row for ``out`` (a PolicyOutput): ("uniform", k) or ("normal", k)
+    floats from the row's Generator, or None (greedy, Q-values, a deterministic actor)."""
+    if greedy or out.kind == "q":
+        return None
+    if out.mean is not None:
+        return None if out.std is None else ("normal", int(out.mean.shape[-1]))
+    return "uniform", int(out.logits.shape[-1])
+
+
+def draw_noise(rng: np.random.Generator, draw: tuple[str, int], rows: int = 1) -> np.ndarray:
+    """float64 [rows, k] of ``draw`` (:func:`noise_draw`) from one Generator: rows drawn one call at a time
+    or all at once are the same numbers (numpy fills arrays in order from the same stream)."""
+    kind, k = draw
+    return rng.random((rows, k)) if kind == "uniform" else rng.standard_normal((rows, k))
+
+
+def _noise(rng, draw: tuple[str, int] | None, b: int) -> np.ndarray | None:
+    """Noise [B, k]: from one Generator, or one row per Generator (row i draws what it draws alone)."""
+    if draw is None:
+        return None
     if isinstance(rng, np.random.Generator):
-        return rng.random(shape)
-    return np.concatenate([r.random((1, shape[1])) for r in rng])
+        return draw_noise(rng, draw, b)
+    return np.concatenate([draw_noise(r, draw) for r in rng])
 
 
-def _normal(rng, shape: tuple) -> np.ndarray:
-    if isinstance(rng, np.random.Generator):
-        return rng.standard_normal(shape)
-    return np.concatenate([r.standard_normal((1, shape[1])) for r in rng])
-
-
-def _gumbel_argmax(logits: np.ndarray, rng, greedy: bool) -> np.ndarray:
-    if greedy:
+def _gumbel_argmax(logits: np.ndarray, u: np.ndarray | None) -> np.ndarray:
+    if u is None:
         return logits.argmax(-1).astype(np.int64)
-    u = _uniform(rng, logits.shape)
     gumbel = -np.log(-np.log(np.clip(u, 1e-12, 1.0 - 1e-12)))
     return (logits.astype(np.float64) + gumbel).argmax(-1).astype(np.int64)
 
@@ -180,11 +192,15 @@ def sample_actions(out, rng, greedy: bool = False) -> np.ndarray:
     to them. ``rng``: one Generator for the batch, or a sequence of B Generators, one per row (row i then draws
     what ``act(obs[i:i+1], rngs[i])`` draws: episodes replay alone).
     """
-    greedy = bool(greedy or out.kind == "q")
+    return actions_from_noise(out, _noise(rng, noise_draw(out, greedy), out.logits.shape[0]))
+
+
+def actions_from_noise(out, noise: np.ndarray | None) -> np.ndarray:
+    """:func:`sample_actions` with the noise already drawn (:func:`noise_draw`; None: the greedy action)."""
     if out.mean is not None:
         u = np.asarray(out.mean, dtype=np.float64)
-        if out.std is not None and not greedy:
-            u = u + np.asarray(out.std, dtype=np.float64) * _normal(rng, u.shape)
+        if noise is not None:
+            u = u + np.asarray(out.std, dtype=np.float64) * noise
         if out.squash:
             a = squash_to_bounds(u, out.low, out.high)
         else:
@@ -193,13 +209,12 @@ def sample_actions(out, rng, greedy: bool = False) -> np.ndarray:
             a = np.clip(u, lo, hi)
         return a.astype(np.float32)
     if out.nvec is None:
-        return _gumbel_argmax(out.logits, rng, greedy)
-    u = None if greedy else _uniform(rng, out.logits.shape)
+        return _gumbel_argmax(out.logits, noise)
     cols, start = [], 0
     for n in out.nvec:
         lg = out.logits[:, start : start + n].astype(np.float64)
-        if u is not None:
-            lg = lg - np.log(-np.log(np.clip(u[:, start : start + n], 1e-12, 1.0 - 1e-12)))
+        if noise is not None:
+            lg = lg - np.log(-np.log(np.clip(noise[:, start : start + n], 1e-12, 1.0 - 1e-12)))
         cols.append(lg.argmax(-1))
         start += n
     return np.stack(cols, axis=1).astype(np.int64)
@@ -238,4 +253,4 @@ def space_from_json(d: dict | None):
     raise UsageError(f"action space kind {d.get('kind')!r} is not one of {ACTION_KINDS}.")
 
 
-__all__ += ["space_to_json", "space_from_json", "squash_to_bounds"]
+__all__ += ["space_to_json", "space_from_json", "squash_to_bounds", "noise_draw", "draw_noise", "actions_from_noise"]

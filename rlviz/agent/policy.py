@@ -30,9 +30,12 @@ from ..errors import UsageError
 from .actions import ActionSpec, action_spec, policy_entropy, relative_entropy, sample_actions
 from .cleanrl import cleanrl_module, cleanrl_num_actions, is_cleanrl_agent
 
-__all__ = ["PolicyOutput", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "policy_entropy", "KINDS"]
+__all__ = ["PolicyOutput", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "policy_entropy", "KINDS",
+           "FORWARD_ROWS"]
 
 KINDS = ("actor_critic", "logits", "q")
+#: Rows of every forward in :meth:`Policy.evaluate` (the last chunk padded): what makes results batch-invariant.
+FORWARD_ROWS = 16
 Kind = Literal["actor_critic", "logits", "q"]
 
 
@@ -108,8 +111,12 @@ class Policy:
     num_actions: int
     kind: str = "actor_critic"
     device: torch.device = torch.device("cpu")
-    #: Observations per forward pass in :meth:`evaluate`.
+    #: Observations read per block in :meth:`evaluate` (each block is forwarded ``forward_rows`` at a time).
     batch_size: int = 1024
+    #: Rows of every forward in :meth:`evaluate` (the last chunk padded): a row's result then depends on its
+    #: observation only, not on the batch (measured: at a fixed batch size, not on the other rows or the row's
+    #: position; it does change with the batch size), so an episode is the same alone or among 16 envs.
+    forward_rows: int = FORWARD_ROWS
     #: How observations of spaces other than a Box of rank >= 1 (Discrete, Tuple, Dict...) reach forward:
     #: "flat" (one-hot / concatenated as SB3 feeds an MLP, :mod:`rlviz.agent.obs`) or "raw" (stacked as
     #: they come: the policy preprocesses them itself, as SB3's policies do).
@@ -160,22 +167,21 @@ class Policy:
 
     @torch.no_grad()
     def evaluate(self, obs: np.ndarray, batch_size: int | None = None) -> PolicyOutput:
-        """Internals for a batch of observations [B, *obs_shape], computed in chunks of ``batch_size``."""
+        """Internals for a batch of observations [B, *obs_shape], batch-invariant: forwards of exactly
+        ``forward_rows`` rows (see there), read ``batch_size`` rows at a time (disk-backed arrays)."""
         if not (hasattr(obs, "shape") and hasattr(obs, "__getitem__")):
             obs = np.asarray(obs)  # lists; arrays and disk-backed SpoolArrays are read chunk by chunk
-        if obs.shape[0] == 0:
+        n = int(obs.shape[0])
+        if n == 0:
             raise UsageError("evaluate() received an empty batch of observations; pass at least one.")
-        bs = int(batch_size or self.batch_size)
+        rows = int(self.forward_rows)
+        block = max(rows, int(batch_size or self.batch_size) // rows * rows)
         parts: dict[str, list] = {}
-        for start in range(0, obs.shape[0], bs):
-            h = self.heads(self.to_tensor(np.asarray(obs[start : start + bs])))
-            if "logits" in h and "mean" not in h:
-                h["probs"] = self.probs_from_logits(h["logits"].float())
-            for key, v in h.items():
-                if v is not None:
-                    v = v.float()
-                    parts.setdefault(key, []).append((v.reshape(-1) if key == "value" else v).cpu())
-        out = {k: torch.cat(v).numpy() for k, v in parts.items()}
+        for start in range(0, n, block):
+            chunk = np.asarray(obs[start : start + block])
+            for at in range(0, chunk.shape[0], rows):
+                self._forward_padded(chunk[at : at + rows], rows, parts)
+        out = {k: (torch.cat(v) if len(v) > 1 else v[0])[:n].numpy() for k, v in parts.items()}
         spec = self.action_spec
         if "mean" in out:
             mean = out["mean"]
@@ -185,6 +191,18 @@ class Policy:
         nvec = spec.nvec if spec is not None and spec.kind in ("multi_discrete", "multi_binary") else None
         return PolicyOutput(out["logits"], out["probs"], out.get("value"), self.kind, nvec=nvec,
                             quantiles=out.get("quantiles"))
+
+    def _forward_padded(self, chunk: np.ndarray, rows: int, parts: dict) -> None:
+        """Forward ``chunk`` (at most ``rows`` observations) padded to exactly ``rows``; append each head."""
+        if chunk.shape[0] < rows:
+            chunk = np.concatenate([chunk, np.repeat(chunk[:1], rows - chunk.shape[0], axis=0)])
+        h = self.heads(self.to_tensor(chunk))
+        if "logits" in h and "mean" not in h:
+            h["probs"] = self.probs_from_logits(h["logits"].float())
+        for key, v in h.items():
+            if v is not None:
+                v = v.float()
+                parts.setdefault(key, []).append((v.reshape(-1) if key == "value" else v).cpu())
 
     def act(
         self, obs: np.ndarray, rng: np.random.Generator | None = None, greedy: bool = False

@@ -58,10 +58,22 @@ def _craft(template, ale_seed: int) -> bytes:
     return bytes(b)
 
 
+def _forget_last_action(env) -> None:
+    """MinAtar's sticky actions repeat ``last_action``, which its reset keeps from the previous episode: a
+    seeded episode would then depend on what the env played before (on ``--num-envs``). Set it to 0 (NOOP),
+    as a fresh env has it."""
+    game = getattr(getattr(env, "unwrapped", env), "game", None)
+    if game is not None and type(game).__module__.startswith("minatar") and hasattr(game, "last_action"):
+        game.last_action = 0
+
+
 def seeded_reset(env, seed: int):
-    """``env.reset(seed=seed)`` with the same result; for ALE envs without reloading the ROM."""
+    """``env.reset(seed=seed)`` with the same result; for ALE envs without reloading the ROM. A seeded reset
+    starts the same episode whatever the env played before (MinAtar's sticky last action is cleared)."""
     if not is_ale(env):
-        return env.reset(seed=int(seed))
+        out = env.reset(seed=int(seed))
+        _forget_last_action(env)
+        return out
     u = env.unwrapped
     key = (getattr(u, "_game", None), getattr(u, "_game_mode", None), getattr(u, "_game_difficulty", None))
     if key not in _TEMPLATES:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Finding", "EpisodeDiagnostics", "diagnose", "nonfinite_rows", "THRESHOLDS", "WARNING_IDS",
+__all__ = ["Finding", "EpisodeDiagnostics", "diagnose", "nonfinite_rows", "obs_keys", "THRESHOLDS", "WARNING_IDS",
            "MIN_VALUE_STEPS"]
 
 #: The thresholds of the warnings (see the module docstring).
@@ -72,7 +72,13 @@ class Finding:
 
 def nonfinite_rows(logits: np.ndarray, probs: np.ndarray, value: np.ndarray | None) -> np.ndarray | None:
     """bool [B]: rows of a batch with any non-finite logit, probability or value; None when all are finite
-    (the common case, one sum per array: a NaN or inf anywhere makes its row's sum non-finite)."""
+    (the common case, one sum per array: a NaN or inf anywhere makes the total non-finite; the rows are only
+    looked at then)."""
+    total = float(logits.sum(dtype=np.float64)) + float(probs.sum(dtype=np.float64))
+    if value is not None:
+        total += float(value.sum(dtype=np.float64))
+    if math.isfinite(total):
+        return None
     rows = logits.sum(axis=-1, dtype=np.float64) + probs.sum(axis=-1, dtype=np.float64)
     if value is not None:
         rows = rows + value
@@ -80,11 +86,33 @@ def nonfinite_rows(logits: np.ndarray, probs: np.ndarray, value: np.ndarray | No
     return bad if bad.any() else None
 
 
-def _obs_key(obs) -> int:
-    a = np.asarray(obs)
-    if a.nbytes > _HASH_BYTES:
-        a = np.ascontiguousarray(a.reshape(-1)[:: a.nbytes // _HASH_BYTES + 1])
-    return hash(a.tobytes())
+_WEIGHTS = np.zeros(0, np.uint64)
+_SHIFT = np.uint64(29)
+
+
+def _weights(n: int) -> np.ndarray:
+    """Fixed random odd 64-bit weights, one per 8-byte word of a row (the same in every process)."""
+    global _WEIGHTS
+    if _WEIGHTS.size < n:
+        _WEIGHTS = np.random.default_rng(0x5EED).integers(0, 2**64, size=max(n, 1024), dtype=np.uint64) | np.uint64(1)
+    return _WEIGHTS[:n]
+
+
+def obs_keys(batch) -> list[int]:
+    """A 64-bit key per observation of ``batch`` [B, ...] (any dtype), in one vectorised pass: equal rows get
+    equal keys. Rows larger than ``_HASH_BYTES`` are keyed on a strided sample of their elements (about that
+    many bytes). Each row's 8-byte words w are folded (w ^ w >> 29, a bijection that brings high bits down)
+    and summed with fixed random odd weights (so position counts): two different rows collide with
+    probability below 2**-28 (about 2**-63 for most differences), and a loop needs >= 100 equal steps."""
+    a = np.asarray(batch)
+    a = a.reshape(a.shape[0], -1)
+    if a.shape[1] * a.itemsize > _HASH_BYTES:
+        a = a[:, :: a.shape[1] * a.itemsize // _HASH_BYTES + 1]
+    raw = np.ascontiguousarray(a).view(np.uint8)
+    if raw.shape[1] % 8:
+        raw = np.concatenate([raw, np.zeros((raw.shape[0], 8 - raw.shape[1] % 8), np.uint8)], axis=1)
+    x = raw.view(np.uint64)
+    return ((x ^ (x >> _SHIFT)) @ _weights(x.shape[1])).tolist()  # integer matmul: sums wrap modulo 2**64
 
 
 class EpisodeDiagnostics:
@@ -103,6 +131,12 @@ class EpisodeDiagnostics:
 
     def step(self, obs, action: int, entropy: float, reward: float, bad: bool = False) -> None:
         """obs: the observation the action was chosen on; entropy: relative entropy; bad: non-finite internals."""
+        self.step_key(obs_keys(np.asarray(obs)[None])[0], action, entropy, reward, bad)
+
+    def step_key(self, key: int, action: int, entropy: float, reward: float, bad: bool = False) -> None:
+        """:meth:`step` with the observation already keyed (:func:`obs_keys`: a whole batch in one call).
+
+        Loop detection: the current run of steps whose observation equals the one ``period`` steps before."""
         t = self.n
         self.n = t + 1
         if bad:
@@ -113,19 +147,14 @@ class EpisodeDiagnostics:
             self.low_entropy += 1
         if 0 <= action < len(self.counts):
             self.counts[action] += 1
-        if reward > 0:
-            self.pos += 1
-        elif reward < 0:
-            self.neg += 1
-        self._see(_obs_key(obs), t)
-
-    def _see(self, h: int, t: int) -> None:
-        """Loop detection: the current run of steps whose observation equals the one ``period`` steps before."""
+        if reward:
+            self.pos += reward > 0
+            self.neg += reward < 0
         ring, last, p = self._ring, self._last, self._period
-        if p and ring[(t - p) % _RING] == h:
+        if p and ring[(t - p) % _RING] == key:
             self._streak += 1
         else:
-            prev = last.get(h)
+            prev = last.get(key)
             p = t - prev if prev is not None and t - prev <= THRESHOLDS["loop_max_period"] else 0
             self._period, self._streak = p, (1 if p else 0)
         if p and self._streak + p > self.loop_steps:
@@ -134,8 +163,8 @@ class EpisodeDiagnostics:
         old = ring[slot]
         if old is not None and last.get(old) == t - _RING:
             del last[old]
-        ring[slot] = h
-        last[h] = t
+        ring[slot] = key
+        last[key] = t
 
     def finish(self) -> dict:
         """The episode's numbers (JSON values) for ``EpisodeResult.diag``."""

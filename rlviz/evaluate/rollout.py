@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..agent.actions import check_policy_actions, sample_actions, to_env_action
+from ..agent.actions import check_policy_actions, draw_noise
 from ..agent.obs import ObsAdapter
 from ..agent.policy import Policy
 from ..agent.stepping import policy_step, start_state
@@ -31,11 +32,13 @@ from ..envs.recipe import EnvRecipe, make_env
 from ..episode.result import EpisodeResult
 from ..episode.trace import returns_to_go
 from ..errors import EnvError, UsageError
-from ..progress import Bar, bar
-from .diagnostics import EpisodeDiagnostics, nonfinite_rows
+from ..progress import bar
+from .diagnostics import EpisodeDiagnostics
 from .heatmap import FailureHeatmap
+from .lockstep import Report, decide, input_buffer, run_lockstep
 from .objects import Extractor, as_extractor, extractor_for, last_seen
 from .pixel_heatmap import FailureReplay, copies_faithfully
+from .threads import DEFAULT_THREADS, torch_threads
 
 __all__ = ["EpisodeRecord", "RolloutResult", "rollout", "replay_episode", "episode_seed_for", "FAIL_ON"]
 
@@ -163,21 +166,24 @@ class _Runner:
         frame = to_rgb_frame(env.render()) if self.extractor.needs_frame else None
         return self.extractor.capture(frame, env)
 
-    def step(self, env, ep: _Episode, action, value, entropy: float, seen=None, bad: bool = False):
-        """seen: the observation the action was chosen on; bad: the policy's output had non-finite numbers."""
+    def step(self, env, ep: _Episode, action, value: float | None, entropy: float, key: int = 0, bad: bool = False,
+             index: int = -1):
+        """One env step with ``action`` as the env takes it (:class:`~rlviz.evaluate.lockstep.Decision`'s row);
+        key: the loop key of the observation it was chosen on; bad: the policy's output had non-finite numbers;
+        index: the Discrete action (-1 for other kinds)."""
         if ep.log is not None:
             self.replay.before_step(ep.log, env, ep.length)
             ep.log.actions.append(action)
-        obs, reward, terminated, truncated, info = env.step(to_env_action(action, self.spec))
+        obs, reward, terminated, truncated, info = env.step(action)
         reward = float(reward)
-        ep.diag.step(seen, int(action) if np.ndim(action) == 0 else -1, float(entropy), reward, bad)
+        ep.diag.step_key(key, index, entropy, reward, bad)
         ep.ret += reward
         ep.length += 1
-        ep.ent_sum += float(entropy)
+        ep.ent_sum += entropy
         if value is not None:
-            ep.values.append(float(value))
-            ep.rewards.append(float(np.sign(reward)) if self.clip_values else reward)
-        lives = _lives(info)
+            ep.values.append(value)
+            ep.rewards.append(float((reward > 0) - (reward < 0)) if self.clip_values else reward)
+        lives = _lives(info) if info else None
         if self.fail_on == "life-loss":
             failed = lives is not None and ep.lives is not None and lives < ep.lives
         elif self.fail_on == "negative-reward":
@@ -237,10 +243,11 @@ def rollout(
     objects: Extractor | str | None = None,
     heatmap: FailureHeatmap | bool | None = None,
     gamma: float = 0.99,
-    progress: bool | None = None,
+    progress: bool | None | Callable = None,
     max_steps: int | None = None,
     first_episode: int = 0,
     lookback: int = 8,
+    threads: int | None = DEFAULT_THREADS,
 ) -> RolloutResult:
     """Run ``episodes`` episodes with ``num_envs`` envs stepped in lockstep, one batched forward per step.
 
@@ -252,7 +259,11 @@ def rollout(
     lookback: for the heatmap, an object not visible on the step before a failure is taken from the
         latest of this many steps before where it is (1: the step before only).
     progress: show a progress bar (None: when :func:`rlviz.progress.enabled` is on; the library is silent
-        by default).
+        by default), or a callable called with each finished episode's return (workers report to the
+        driver's one bar this way).
+    threads: torch intra-op threads during the rollout (restored afterwards), default 1: fastest for rollouts'
+        small batches, and it does not collapse on a loaded machine (:mod:`rlviz.evaluate.threads`); None leaves
+        torch's setting.
     first_episode: index of the first episode: rollouts of indices [0, 500) and [500, 1000) with the
         same seed are together the same 1000 episodes as one run (merge their heatmaps).
     """
@@ -260,7 +271,17 @@ def rollout(
     _check_rollout_args(policy, episodes, num_envs, max_steps)
     episodes, num_envs = int(episodes), min(int(num_envs), int(episodes))
     extractor = _extractor(recipe, objects, heatmap)
-    progress_bar = bar(episodes, "rollouts", unit="ep", show=progress)  # shown while the envs are built, too
+    with torch_threads(threads):
+        return _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma,
+                        progress, max_steps, int(first_episode), lookback)
+
+
+def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma, progress,
+             max_steps, first_episode, lookback) -> RolloutResult:
+    if callable(progress):
+        progress_bar = Report(progress)
+    else:
+        progress_bar = bar(episodes, "rollouts", unit="ep", show=progress)  # shown while the envs are built, too
     envs = [make_env(recipe, render_mode="rgb_array") for _ in range(num_envs)]
     replay = None
     try:
@@ -278,8 +299,8 @@ def rollout(
         runner = _Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps, lookback,
                          replay)
         t0 = time.perf_counter()
-        records, steps = _run_lockstep(runner, envs, range(int(first_episode), int(first_episode) + episodes), seed,
-                                       progress_bar)
+        records, steps = run_lockstep(runner, envs, range(first_episode, first_episode + episodes),
+                                      lambda k: episode_seed_for(seed, k), progress_bar)
         wall = time.perf_counter() - t0
         if hm is not None:
             hm.episodes += episodes
@@ -327,41 +348,6 @@ def _start_heatmap(env, extractor: Extractor, heatmap, env_id: str, seed: int) -
     return hm
 
 
-def _run_lockstep(runner: _Runner, envs: list, indices: range, seed: int, progress: Bar) -> tuple[list, int]:
-    """Play the episodes ``indices`` on ``envs`` in lockstep, one batched forward per step; episode k starts
-    from ``episode_seed_for(seed, k)`` on whichever env is free. Returns (results sorted by index, steps)."""
-    pending = iter(indices)
-    slots: list = [None] * len(envs)
-    obs: list = [None] * len(envs)
-    records, steps = [], 0
-
-    def start(i: int) -> None:
-        k = next(pending, None)
-        if k is not None:
-            obs[i], slots[i] = runner.start(envs[i], k, episode_seed_for(seed, k))
-
-    for i in range(len(envs)):
-        start(i)
-    while any(s is not None for s in slots):
-        active = [i for i, s in enumerate(slots) if s is not None]
-        out = runner.evaluate([envs[i] for i in active], [slots[i] for i in active], np.stack([obs[i] for i in active]))
-        acts = sample_actions(out, [slots[i].rng for i in active], runner.greedy)
-        ent, bad = out.entropy, nonfinite_rows(out.logits, out.probs, out.value)
-        for j, i in enumerate(active):
-            v = None if out.value is None else out.value[j]
-            obs[i], done, term, trunc = runner.step(envs[i], slots[i], acts[j], v, ent[j], obs[i],
-                                                    bad is not None and bad[j])
-            steps += 1
-            if done:
-                records.append(runner.finish(slots[i], term, trunc))
-                progress.update(1, ret=f"{records[-1].ret:.1f}")
-                slots[i] = None
-                start(i)
-    progress.close()
-    records.sort(key=lambda r: r.index)
-    return records, steps
-
-
 def replay_episode(
     recipe: EnvRecipe | str | None,
     policy: Policy,
@@ -381,7 +367,8 @@ def replay_episode(
     record: an :class:`EpisodeResult` from :func:`rollout`, a bare episode seed (with ``greedy``), or None
         for an unseeded episode. rng: sample actions with this generator instead.
     env: run on this env (e.g. wrapped in a recorder; it is reset here and not closed), else a fresh
-        ``make_env(recipe)``. Exact up to float differences between batched and single forwards.
+        ``make_env(recipe)``. Exact: forwards are batch-invariant (:meth:`Policy.evaluate`) and the actions come
+        from the rollouts' :func:`~rlviz.evaluate.lockstep.decide`.
     """
     if isinstance(record, EpisodeResult):
         index, seed, greedy = record.index, record.seed, record.greedy if greedy is None else greedy
@@ -398,12 +385,15 @@ def replay_episode(
         obs, ep = runner.start(env, index, seed)
         if rng is not None:
             ep.rng = rng
+        buf = input_buffer(obs, 1)  # the rollouts' input row
         while True:
-            out = runner.evaluate([env], [ep], np.asarray(obs)[None])
-            act = sample_actions(out, [ep.rng], greedy)[0]
-            v = None if out.value is None else out.value[0]
-            bad = nonfinite_rows(out.logits, out.probs, out.value) is not None
-            obs, done, term, trunc = runner.step(env, ep, act, v, out.entropy[0], obs, bad)
+            buf[0] = obs
+            d = decide(policy, buf, None, lambda draw: draw_noise(ep.rng, draw), greedy, runner.spec,
+                       forward=lambda o: runner.evaluate([env], [ep], o))
+            bad = d.bad is not None and d.bad[0]
+            value = None if d.values is None else d.values[0]
+            obs, done, term, trunc = runner.step(env, ep, d.env_actions[0], value, d.entropies[0], d.keys[0], bad,
+                                                 d.indices[0])
             if done:
                 return runner.finish(ep, term, trunc)
     except (ValueError, TypeError) as exc:

@@ -1,0 +1,174 @@
+"""The rollouts' hot loop: many episodes on a few envs in lockstep, one batched forward per step.
+
+Per step: the observations sit in one buffer (a row per env, in the observations' own dtype: the
+forward converts them to float32 as it would any batch; whole forward chunks of
+:attr:`Policy.forward_rows`), so a step costs one padded forward of that buffer (rows of idle envs are
+stale and ignored: a row's result does not depend on its neighbours), one sampling call on noise each
+episode's Generator drew ahead in blocks, one vectorised pass for the entropies, the non-finite check
+and the observations' loop keys, then the envs' own steps. The same :func:`decide` plays lone
+episodes (:func:`rlviz.evaluate.rollout.replay_episode`), so a replay takes exactly the rollout's actions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..agent.actions import actions_from_noise, draw_noise, noise_draw, to_env_action
+from ..agent.stepping import plain
+from .diagnostics import nonfinite_rows, obs_keys
+
+__all__ = ["Decision", "decide", "input_buffer", "run_lockstep", "BlockNoise", "Report"]
+
+
+class Decision:
+    """What the policy decided for B envs, as Python lists (one item per row): env_actions (what env.step
+    takes), indices (the Discrete action, -1 for other kinds: the diagnostics count them), values (None
+    without a value head), entropies, bad (non-finite internals; None when all are finite), keys (the
+    observations' loop keys)."""
+
+    __slots__ = ("env_actions", "indices", "values", "entropies", "bad", "keys")
+
+    def __init__(self, env_actions, indices, values, entropies, bad, keys):
+        self.env_actions, self.indices, self.values = env_actions, indices, values
+        self.entropies, self.bad, self.keys = entropies, bad, keys
+
+
+def input_buffer(obs, rows: int) -> np.ndarray:
+    """Zeros [rows, *obs_shape] in the dtype of ``obs`` (one observation as the policy takes it): the rows the
+    policy is given, and that :func:`~rlviz.evaluate.diagnostics.obs_keys` keys (bool / uint8 observations
+    are keyed on 1 byte each, not the 4 of their float32 form)."""
+    a = np.asarray(obs)
+    return np.zeros((rows,) + a.shape, dtype=a.dtype if a.dtype != object else np.float32)
+
+
+def decide(policy, obs: np.ndarray, rows: np.ndarray | None, noise, greedy: bool, spec, forward=None) -> Decision:
+    """Forward ``obs`` [N, ...] (an :func:`input_buffer`; batch-invariant :meth:`Policy.evaluate`) and decide for its rows
+    ``rows`` (None: all). ``noise(draw)``: the noise [B, k] for those rows (:func:`noise_draw`'s ``draw``;
+    None for the greedy action); ``spec``: the env's ActionSpec; ``forward(obs)``: the PolicyOutput in place of
+    ``policy.evaluate(obs)`` (a stateful or masked policy's step: :meth:`rlviz.evaluate.rollout._Runner.evaluate`)."""
+    out = policy.evaluate(obs) if forward is None else forward(obs)
+    if rows is not None:
+        out, obs = _rows(out, rows), obs[rows]
+    draw = noise_draw(out, greedy)
+    acts = actions_from_noise(out, None if draw is None else noise(draw))
+    if spec.kind == "discrete":
+        env_actions = indices = acts.tolist()
+    else:
+        env_actions, indices = [to_env_action(a, spec) for a in acts], [-1] * len(acts)
+    bad = nonfinite_rows(out.logits, out.probs, out.value)
+    return Decision(env_actions, indices, None if out.value is None else out.value.tolist(), out.entropy.tolist(),
+                    None if bad is None else bad.tolist(), obs_keys(obs))
+
+
+def _rows(out, index):
+    """The PolicyOutput ``out`` for its rows ``index`` only."""
+    def take(a):
+        return None if a is None else a[index]
+
+    return replace(out, logits=out.logits[index], probs=out.probs[index], value=take(out.value), mean=take(out.mean),
+                   std=take(out.std), quantiles=take(out.quantiles))
+
+
+class BlockNoise:
+    """Each slot's episode Generator drawn ahead in blocks: ``rng.random((K, k))`` yields exactly the numbers
+    of K successive ``rng.random((1, k))`` calls (the same for ``standard_normal``), so the rows taken one per
+    step are what a lone replay draws, without one Generator call per env per step."""
+
+    BLOCK = 64
+
+    def __init__(self, slots: int):
+        self.rngs: list = [None] * slots
+        self.cursor = np.full(slots, self.BLOCK, dtype=np.intp)
+        self.blocks = None  # [slots, BLOCK, k], allocated on the first draw
+        self.rows = np.arange(slots)
+
+    def begin(self, i: int, rng: np.random.Generator) -> None:
+        self.rngs[i] = rng
+        self.cursor[i] = self.BLOCK  # drawn on its first use: greedy episodes draw nothing
+
+    def take(self, draw: tuple, active: np.ndarray) -> np.ndarray:
+        """One row of noise per active slot [B, k]."""
+        if self.blocks is None:
+            self.blocks = np.zeros((len(self.rngs), self.BLOCK, draw[1]))
+        cur = self.cursor[active]
+        if cur.max() == self.BLOCK:  # some slots used up their block (or just began an episode)
+            for j in np.flatnonzero(cur == self.BLOCK):
+                i = active[j]
+                self.blocks[i] = draw_noise(self.rngs[i], draw, self.BLOCK)
+                cur[j] = 0
+        self.cursor[active] = cur + 1
+        return self.blocks[active, cur]
+
+
+class Report:
+    """A progress callable in place of a bar: called with each finished episode's return (workers report to
+    the driver's one bar this way)."""
+
+    def __init__(self, callback):
+        self.callback = callback
+
+    def update(self, n: int = 1, ret: str = "nan") -> None:
+        self.callback(float(ret))
+
+    def close(self) -> None:
+        pass
+
+
+def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tuple[list, int]:
+    """Play the episodes ``indices`` on ``envs`` in lockstep, one batched forward per step; episode k starts
+    from seed ``seed_for(k)`` on whichever env is free. ``runner``: the rollout's per-env stepper
+    (:class:`rlviz.evaluate.rollout._Runner`). Returns (results sorted by index, env steps)."""
+    pending = iter(indices)
+    n = len(envs)
+    slots: list = [None] * n
+    chunk = int(runner.policy.forward_rows)
+    buf = None  # [whole chunks >= n, *obs_shape] in the observations' dtype: the policy's input, a row per env
+    noise = BlockNoise(n)
+    records, steps = [], 0
+
+    def start(i: int) -> None:
+        nonlocal buf
+        k = next(pending, None)
+        if k is None:
+            return
+        ob, slots[i] = runner.start(envs[i], k, seed_for(k))
+        noise.begin(i, slots[i].rng)
+        if buf is None:
+            buf = input_buffer(ob, -(-n // chunk) * chunk)
+        buf[i] = ob
+
+    for i in range(n):
+        start(i)
+    active = [i for i, s in enumerate(slots) if s is not None]
+    rows = np.array(active, dtype=np.intp)
+    policy, greedy, spec = runner.policy, runner.greedy, runner.spec
+    stepwise = not plain(policy)  # a state row per env (RecurrentPPO) or the envs' action masks (MaskablePPO)
+    while active:
+        used = -(-(active[-1] + 1) // chunk) * chunk
+        take = lambda draw, rows=rows: noise.take(draw, rows)  # noqa: E731
+        if stepwise:
+            d = decide(policy, buf[rows], None, take, greedy, spec, forward=lambda o, act=active: runner.evaluate(
+                [envs[i] for i in act], [slots[i] for i in act], o))
+        else:
+            d = decide(policy, buf[:used], rows if len(active) < used else None, take, greedy, spec)
+        values = d.values if d.values is not None else [None] * len(active)
+        bad = d.bad if d.bad is not None else [False] * len(active)
+        for i, action, value, entropy, key, b, index in zip(active, d.env_actions, values, d.entropies, d.keys, bad,
+                                                             d.indices):
+            ob, done, term, trunc = runner.step(envs[i], slots[i], action, value, entropy, key, b, index)
+            if done:
+                records.append(runner.finish(slots[i], term, trunc))
+                progress.update(1, ret=f"{records[-1].ret:.1f}")
+                slots[i] = None
+                start(i)
+            else:
+                buf[i] = ob
+        steps += len(active)
+        if any(slots[i] is None for i in active):
+            active = [i for i, s in enumerate(slots) if s is not None]
+            rows = np.array(active, dtype=np.intp)
+    progress.close()
+    records.sort(key=lambda r: r.index)
+    return records, steps
