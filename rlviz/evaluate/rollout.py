@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,6 +36,7 @@ from .diagnostics import EpisodeDiagnostics, nonfinite_rows
 from .heatmap import FailureHeatmap
 from .objects import Extractor, as_extractor, extractor_for, last_seen
 from .pixel_heatmap import FailureReplay, copies_faithfully
+from .threads import torch_threads
 
 __all__ = ["EpisodeRecord", "RolloutResult", "rollout", "replay_episode", "episode_seed_for", "FAIL_ON"]
 
@@ -226,10 +228,11 @@ def rollout(
     objects: Extractor | str | None = None,
     heatmap: FailureHeatmap | bool | None = None,
     gamma: float = 0.99,
-    progress: bool | None = None,
+    progress: bool | None | Callable = None,
     max_steps: int | None = None,
     first_episode: int = 0,
     lookback: int = 8,
+    threads: int | None = None,
 ) -> RolloutResult:
     """Run ``episodes`` episodes with ``num_envs`` envs stepped in lockstep, one batched forward per step.
 
@@ -241,7 +244,10 @@ def rollout(
     lookback: for the heatmap, an object not visible on the step before a failure is taken from the
         latest of this many steps before where it is (1: the step before only).
     progress: show a progress bar (None: when :func:`rlviz.progress.enabled` is on; the library is silent
-        by default).
+        by default), or a callable called with each finished episode's return (workers report to the
+        driver's one bar this way).
+    threads: torch intra-op threads during the rollout (restored afterwards); None leaves torch's setting.
+        1 is fastest for rollouts' small batches and does not collapse on a loaded machine.
     first_episode: index of the first episode: rollouts of indices [0, 500) and [500, 1000) with the
         same seed are together the same 1000 episodes as one run (merge their heatmaps).
     """
@@ -249,7 +255,30 @@ def rollout(
     _check_rollout_args(policy, episodes, num_envs, max_steps)
     episodes, num_envs = int(episodes), min(int(num_envs), int(episodes))
     extractor = _extractor(recipe, objects, heatmap)
-    progress_bar = bar(episodes, "rollouts", unit="ep", show=progress)  # shown while the envs are built, too
+    with torch_threads(threads):
+        return _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma,
+                        progress, max_steps, int(first_episode), lookback)
+
+
+class _Report:
+    """A progress callable in place of a bar: called with each finished episode's return."""
+
+    def __init__(self, callback: Callable):
+        self.callback = callback
+
+    def update(self, n: int = 1, ret: str = "nan") -> None:
+        self.callback(float(ret))
+
+    def close(self) -> None:
+        pass
+
+
+def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma, progress,
+             max_steps, first_episode, lookback) -> RolloutResult:
+    if callable(progress):
+        progress_bar = _Report(progress)
+    else:
+        progress_bar = bar(episodes, "rollouts", unit="ep", show=progress)  # shown while the envs are built, too
     envs = [make_env(recipe, render_mode="rgb_array") for _ in range(num_envs)]
     replay = None
     try:

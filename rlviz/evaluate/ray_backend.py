@@ -1,0 +1,111 @@
+"""``--ray [ADDRESS]``: the worker pool's tasks as Ray tasks, on a local Ray instance or an existing
+cluster (``auto``, ``ray://host:port``, ``host:port``). ``pip install "rlviz[ray]"``.
+
+The same interface as :class:`rlviz.evaluate.workers.WorkerPool` (``size``, ``map(fn, tasks, progress)``), so
+the shards and the merge are the same code. Large values (the checkpoint's bytes) go through Ray's object
+store with :meth:`RayPool.put`, so workers need no shared filesystem. A task whose worker dies is re-run
+once by Ray (``max_retries=1``); workers report each finished episode to one progress queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..choices import RAY_LOCAL as LOCAL
+from ..errors import RlvizError, UsageError, WorkerError, require
+
+__all__ = ["RayPool", "LOCAL"]
+
+
+def _run(fn: Callable, task, threads: int, queue):
+    """A Ray task: one thread policy per worker, progress to the driver's queue."""
+    import torch
+
+    torch.set_num_threads(int(threads))
+
+    def progress(ret: float) -> None:
+        if queue is not None:
+            queue.put(float(ret))
+
+    return fn(task, progress)
+
+
+class RayPool:
+    """Run ``fn(task, progress)`` over tasks as Ray tasks; results in order. Leaves an existing Ray
+    connection of the caller alone; shuts down the instance it started."""
+
+    def __init__(self, address: str | None = LOCAL, workers: int | None = None, threads: int = 1):
+        self.ray = require("ray", "ray", "--ray")
+        self.threads = int(threads)
+        self._own = not self.ray.is_initialized()
+        if self._own:
+            options = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+            try:
+                if address in (None, LOCAL):
+                    self.ray.init(num_cpus=workers, **options)
+                else:
+                    self.ray.init(address=address, **options)
+            except (ConnectionError, RuntimeError, ValueError) as exc:
+                raise UsageError(f"--ray {address}: could not connect to a Ray cluster ({exc}); use 'auto' for "
+                                 "the cluster this machine belongs to, ray://HOST:PORT, or no address for a "
+                                 "local instance.") from None
+        #: CPUs the tasks can use (the cluster's), to size the shards
+        self.size = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
+        self._remote = self.ray.remote(num_cpus=1, max_retries=1)(_run)
+
+    def __enter__(self) -> RayPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def put(self, value):
+        """``value`` in the object store; the reference travels in tasks (``ray.get`` it there)."""
+        return self.ray.put(value)
+
+    def map(self, fn: Callable, tasks: list, progress: Callable | None = None, what: str = "task") -> list:
+        from ray.util.queue import Queue
+
+        queue = Queue(actor_options={"num_cpus": 0}) if progress is not None else None
+        refs = [self._remote.remote(fn, t, self.threads, queue) for t in tasks]
+        pending = list(refs)
+        try:
+            while pending:
+                _, pending = self.ray.wait(pending, num_returns=len(pending), timeout=0.2)
+                self._drain(queue, progress)
+            results = [self._get(r, t, what) for r, t in zip(refs, tasks)]
+            self._drain(queue, progress)
+            return results
+        except BaseException:
+            for r in refs:
+                self.ray.cancel(r, force=True)
+            raise
+        finally:
+            if queue is not None:
+                queue.shutdown()
+
+    @staticmethod
+    def _drain(queue, progress) -> None:
+        if queue is None:
+            return
+        n = queue.qsize()
+        if n:
+            for ret in queue.get_nowait_batch(n):
+                progress(ret)
+
+    def _get(self, ref, task, what: str):
+        exceptions = self.ray.exceptions
+        try:
+            return self.ray.get(ref)
+        except exceptions.RayTaskError as exc:
+            cause = exc.cause
+            if isinstance(cause, RlvizError):
+                raise cause from None
+            raise WorkerError(f"A Ray task failed running {what} {task}: {type(cause).__name__}: {cause}") from None
+        except (exceptions.WorkerCrashedError, exceptions.NodeDiedError, exceptions.OutOfMemoryError) as exc:
+            raise WorkerError(f"A Ray worker died twice running {what} {task} ({type(exc).__name__}); no outputs "
+                              "were written. Check the cluster's memory or run with fewer workers.") from None
+
+    def close(self) -> None:
+        if self._own and self.ray.is_initialized():
+            self.ray.shutdown()
