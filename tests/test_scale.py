@@ -268,7 +268,7 @@ def test_ctrl_c_stops_every_worker_and_leaves_no_outputs(tmp_path):
         while time.monotonic() < deadline and len(workers) < 2:
             time.sleep(0.5)
             workers = {p for p in _descendants(proc.pid)
-                       if b"multiprocessing" in Path(f"/proc/{p}/cmdline").read_bytes()} if proc.poll() is None else set()
+                       if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()} if proc.poll() is None else set()
         assert len(workers) >= 2, "the workers did not start"
         time.sleep(3.0)  # inside their shards
         proc.send_signal(signal.SIGINT)
