@@ -14,6 +14,7 @@ the worker's cleanup, then SIGKILL); no process outlives the pool, and a worker 
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing as mp
 import os
 import pickle
@@ -93,7 +94,7 @@ def _terminated(signum, frame):
     raise SystemExit(128 + signum)  # unwinds: temporary folders are removed, ffmpeg processes ended
 
 
-def _worker_main(conn, threads: int) -> None:
+def _worker_main(conn, threads: int, preload: tuple = ()) -> None:
     """A worker: run ``(fn, task)`` messages until told to stop; report progress, results and errors."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and stops us
     signal.signal(signal.SIGTERM, _terminated)
@@ -101,6 +102,8 @@ def _worker_main(conn, threads: int) -> None:
     import torch
 
     torch.set_num_threads(int(threads))
+    for module in preload:
+        importlib.import_module(module)
     while True:
         try:
             msg = conn.recv()
@@ -146,14 +149,29 @@ class WorkerPool:
 
     Use as a context manager (``with WorkerPool(4) as pool``): leaving it stops every worker."""
 
-    def __init__(self, workers: int, threads: int = 1):
+    def __init__(self, workers: int, threads: int = 1, preload: tuple = (), start: str = "spawn"):
+        """preload: modules each worker imports as it starts. start: "spawn" (fresh interpreters, started on
+        entering the pool, so their imports overlap the caller's) or "fork" (Linux: started at the first
+        :meth:`map`, at once, with everything this process has imported and loaded by then, as PyTorch's
+        DataLoader workers are)."""
         if isinstance(workers, bool) or int(workers) < 1:
             raise UsageError(f"workers={workers!r}; expected a positive number of worker processes.")
-        self.size, self.threads = int(workers), int(threads)
-        self._ctx = mp.get_context("spawn")
+        if start not in mp.get_all_start_methods():
+            raise UsageError(f"start={start!r}; this platform starts processes with one of "
+                             f"{', '.join(mp.get_all_start_methods())}.")
+        self.size, self.threads, self.preload = int(workers), int(threads), tuple(preload)
+        self._ctx = mp.get_context(start)
         self._workers: list[_Worker] = []
 
     def __enter__(self) -> WorkerPool:
+        if self._ctx.get_start_method() == "fork":  # forked at the first map(), with what this process has by then
+            return self
+        try:
+            while len(self._workers) < self.size:
+                self._spawn()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -161,7 +179,8 @@ class WorkerPool:
 
     def _spawn(self) -> _Worker:
         here, there = self._ctx.Pipe()
-        p = self._ctx.Process(target=_worker_main, args=(there, self.threads), daemon=True, name="rlviz-worker")
+        p = self._ctx.Process(target=_worker_main, args=(there, self.threads, self.preload), daemon=True,
+                              name="rlviz-worker")
         p.start()
         there.close()
         w = _Worker(p, here)

@@ -44,7 +44,7 @@ from .render import (
     run_rollouts,
     select_episodes,
 )
-from .shards import open_backend
+from .shards import open_backend, share_agent
 
 __all__ = ["CompareConfig", "CompareOutputs", "compare", "comparison_dict", "check_same_env", "format_comparison",
            "paired_csv"]
@@ -105,6 +105,8 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
     gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
     labels = (f"A: {Path(config.a).name}", f"B: {Path(config.b).name}")
     with torch_threads(config.threads), open_backend(config) as backend:  # --workers / --ray: both agents' shards
+        for agent, side in zip(agents, "ab"):
+            share_agent(config.render_config(side), agent)
         results = [run_rollouts(agent, config.render_config(side), gamma, backend)
                    for agent, side, gamma in zip(agents, "ab", gammas)]
     comparison = comparison_dict(results, config)

@@ -48,6 +48,7 @@ from .shards import (
     record_episode,
     record_video_task,
     run_shard,
+    share_agent,
     write_video_files,
 )
 
@@ -130,16 +131,17 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
     check_out_dir(config.out, config.overwrite)  # refuse a bad --out before the long work
-    with progress.enabled(config.progress):
+    with progress.enabled(config.progress), open_backend(config) as backend:  # Ray / spawned workers start now
         with progress.phase(f"loading {Path(config.checkpoint).name}"):
             agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,
                                device=config.device, vecnormalize=config.vecnormalize)
+        share_agent(config, agent)  # forked workers inherit it
         gamma = float(config.gamma if config.gamma is not None else agent.gamma)
         check_saliency(agent, config)  # now, not after the long rollout
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
         try:
             with run_folder(config.out, overwrite=config.overwrite, job="render", options=config_dict(config)) as tmp:
-                written = _render_into(tmp, agent, config, gamma, sinks)
+                written = _render_into(tmp, agent, config, gamma, sinks, backend)
         finally:
             for sink in sinks:
                 sink.close()
@@ -162,9 +164,10 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
     )
 
 
-def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list) -> tuple:
+def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list,
+                 backend=None) -> tuple:
     """The run's outputs, written into ``folder``: (summary, heatmap npz, heatmap png, video results)."""
-    with torch_threads(config.threads), open_backend(config) as backend:
+    with torch_threads(config.threads):
         result = run_rollouts(agent, config, gamma, backend)
         summary = summarize(result, diagnose(result, agent.policy.kind))
         write_summary_json(summary, folder / "summary.json")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import multiprocessing
 import os
 import tempfile
 import warnings
@@ -36,12 +37,12 @@ from ..media.atomic import atomic_path
 from ..record import RecordEpisode, run_episode
 
 __all__ = ["AgentSource", "ShardTask", "VideoTask", "run_shard", "record_video_task", "record_episode",
-           "write_video_files", "open_backend", "MIN_VIDEO_SECONDS"]
+           "write_video_files", "open_backend", "share_agent", "MIN_VIDEO_SECONDS"]
 
 #: render's videos last at least this long: short episodes play slower and hold their last frame.
 MIN_VIDEO_SECONDS = 2.0
 
-_LOADED: dict = {}  # in a worker: the agent of the last source, by key
+_LOADED: dict = {}  # in a worker: the agents of the last sources, by key (forked workers inherit the driver's)
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,18 @@ class AgentSource:
         stats = Path(vecnormalize).read_bytes() if vecnormalize is not None else None
         return cls(path, config, None, put(data), stats, hashlib.sha256(data).hexdigest())
 
+    @property
+    def key(self) -> tuple:
+        c = self.config
+        return self.path, self.digest, c.device, c.env, c.model, c.trust_checkpoint, os.fspath(c.vecnormalize or "")
+
     def load(self) -> LoadedAgent:
         """The agent (loaded once per worker process and source)."""
-        key = (self.path, self.digest, self.config.device, self.config.env, self.config.model)
-        if key not in _LOADED:
-            _LOADED.clear()
-            _LOADED[key] = self._load()
-        return _LOADED[key]
+        if self.key not in _LOADED:
+            if len(_LOADED) >= 2:  # compare's two agents
+                _LOADED.clear()
+            _LOADED[self.key] = self._load()
+        return _LOADED[self.key]
 
     def _load(self) -> LoadedAgent:
         c = self.config
@@ -181,13 +187,29 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
     return replace(replayed, index=record.index), env.fps
 
 
+@contextlib.contextmanager
 def open_backend(config):
     """A context giving None (this process), a :class:`WorkerPool` (``--workers N``) or a Ray pool (``--ray``)
-    for a config with ``workers``, ``ray`` and ``threads`` (a RenderConfig or a CompareConfig)."""
+    for a config with ``workers``, ``ray`` and ``threads`` (a RenderConfig or a CompareConfig). Ray and
+    spawned workers start now (open it before loading the agent: they start meanwhile); forked workers (Linux)
+    start at the first shard and inherit the agents given to :func:`share_agent`."""
     if config.ray is not None:
         from ..evaluate.ray_backend import RayPool
 
-        return RayPool(config.ray, workers=config.workers if config.workers > 1 else None, threads=config.threads)
-    if config.workers > 1:
-        return WorkerPool(config.workers, threads=config.threads)
-    return contextlib.nullcontext(None)
+        pool = RayPool(config.ray, workers=config.workers if config.workers > 1 else None, threads=config.threads)
+    elif config.workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        pool = WorkerPool(config.workers, threads=config.threads, start="fork")
+    elif config.workers > 1:
+        pool = WorkerPool(config.workers, threads=config.threads, preload=(__name__,))
+    else:
+        pool = contextlib.nullcontext(None)
+    try:
+        with pool as backend:
+            yield backend
+    finally:
+        _LOADED.clear()  # the agents shared with forked workers
+
+
+def share_agent(config: RenderConfig, agent: LoadedAgent) -> None:
+    """Workers forked from now on use ``agent`` (loaded here) for ``config``'s checkpoint instead of loading it."""
+    _LOADED[AgentSource.for_config(config).key] = agent
