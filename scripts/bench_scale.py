@@ -6,13 +6,14 @@ included) at 1 and N workers, and Ray (a local instance with N CPUs) against ``-
     python scripts/bench_scale.py --minatar-episodes 200 --ale-episodes 16 --no-ray --reps 3   # quick
 
 Each repetition runs every configuration once, interleaved (a shared machine: read the load printed beside
-each figure); with ``--reps`` > 1 the speed-ups are the min and median of the per-repetition ratios. The outputs
+each figure, and the ceiling: the speed-up N processes of pure Python get on the machine at that moment); with ``--reps`` > 1 the speed-ups are the min and median of the per-repetition ratios. The outputs
 of every run of a game are checked to be identical (episodes.csv), so the speed-up never trades away the result.
 """
 
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -35,6 +36,24 @@ def render(checkpoint: str, episodes: int, out: Path, *extra: str) -> float:
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
     return wall
+
+
+def _spin(_=None) -> float:
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(10_000_000):
+        x += i
+    return time.perf_counter() - t0
+
+
+def ceiling(n: int) -> float:
+    """The speed-up n processes of pure Python get on this machine now (the most --workers n can give)."""
+    one = _spin()
+    with multiprocessing.get_context("fork").Pool(n) as pool:
+        t0 = time.perf_counter()
+        pool.map(_spin, range(n))
+        many = time.perf_counter() - t0
+    return n * one / many
 
 
 def configurations(workers: list[int], ray: bool) -> list[tuple[str, tuple]]:
@@ -64,7 +83,8 @@ def scaling(name: str, checkpoint: str, episodes: int, workers: list[int], ray: 
         r = [x / y for x, y in zip(walls[a], walls[b])]
         return f"{min(r):.2f}x / {statistics.median(r):.2f}x"
 
-    print(f"  speed-up against {base}, min / median:")
+    print(f"  speed-up against {base}, min / median (the machine's ceiling now: {ceiling(max(workers)):.2f}x "
+          f"for {max(workers)} processes of pure Python):")
     for label, _ in runs[1:]:
         print(f"    {label:<22} {ratios(base, label)}")
     if ray:

@@ -154,6 +154,21 @@ def test_probe_gives_identical_outputs_for_any_num_envs_and_workers(probe_ckpt, 
     assert set(_children()) <= before  # every worker joined
 
 
+def test_compare_runs_both_agents_shards_in_the_workers(probe_ckpt, tmp_path):
+    def comparison(out: Path, *extra: str) -> dict:
+        args = ["compare", str(probe_ckpt), str(probe_ckpt), "--episodes", "24", "--heatmap", "--videos", "none",
+                "--no-progress", "--out", str(out), *PROBE_ARGS, *extra]
+        assert main(args) == 0
+        data = json.loads((out / "comparison.json").read_text())
+        for side in ("a", "b"):
+            data[side].pop("wall_s")
+        return data, (out / "episodes.csv").read_text()
+
+    one = comparison(tmp_path / "one")
+    assert comparison(tmp_path / "w2", "--workers", "2") == one
+    assert one[0]["episodes"] == 24 and one[0]["a"] == one[0]["b"]
+
+
 @pytest.fixture(scope="module")
 def minatar_baseline(tmp_path_factory):
     out = tmp_path_factory.mktemp("one") / "out"

@@ -59,6 +59,12 @@ class RayPool:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def warm(self, fn: Callable, task) -> None:
+        """Run ``fn(task, None)`` once per CPU now and forget it: the workers start and load (e.g. the agent)
+        while the driver does the same. A failure there is ignored; the real tasks meet it again."""
+        self._warming = [self._remote.options(max_retries=0).remote(fn, task, self.threads, None)
+                         for _ in range(self.size)]
+
     def put(self, value):
         """``value`` in the object store; the reference travels in tasks (``ray.get`` it there)."""
         return self.ray.put(value)

@@ -41,7 +41,6 @@ from ..report.notebook import outputs_html
 from .outdir import check_out_dir, run_folder
 from .shards import (
     MIN_VIDEO_SECONDS,
-    AgentSource,
     ShardTask,
     VideoTask,
     open_backend,
@@ -49,6 +48,7 @@ from .shards import (
     record_video_task,
     run_shard,
     share_agent,
+    source_for,
     write_video_files,
 )
 
@@ -238,7 +238,7 @@ def write_heatmap(result: RolloutResult, recipe, out: Path, config: RenderConfig
 
 
 def _run_sharded(backend, config: RenderConfig, gamma: float) -> RolloutResult:
-    source = AgentSource.for_config(config, put=getattr(backend, "put", None))  # Ray: bytes via the object store
+    source = source_for(config, backend)  # Ray: the checkpoint's bytes via the object store
     shards = shard_ranges(config.episodes, backend.size, config.num_envs)
     tasks = [ShardTask(source, gamma, r.start, len(r)) for r in shards]
     t0 = time.perf_counter()
@@ -255,7 +255,7 @@ def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, confi
     With a ``backend`` the replays run in its workers and the files come back as bytes."""
     chosen = select_episodes(result.returns, parse_video_spec(config.videos), seed=config.seed)
     if backend is not None and chosen:
-        source = AgentSource.for_config(config, put=getattr(backend, "put", None))
+        source = source_for(config, backend)
         tasks = [VideoTask(source, gamma, f"{label}-{idx}", result.episodes[idx]) for label, idx in chosen]
         with progress.phase(f"{len(tasks)} video(s) in the workers"):
             done = backend.map(record_video_task, tasks, what="the replay of")

@@ -30,19 +30,20 @@ from ..config import RenderConfig
 from ..draw.compose import ComposeOptions
 from ..envs import make_env
 from ..episode import EpisodeResult
-from ..errors import require
+from ..errors import RlvizError, require
 from ..evaluate.rollout import rollout
 from ..evaluate.workers import WorkerPool
 from ..media.atomic import atomic_path
 from ..record import RecordEpisode, run_episode
 
 __all__ = ["AgentSource", "ShardTask", "VideoTask", "run_shard", "record_video_task", "record_episode",
-           "write_video_files", "open_backend", "share_agent", "MIN_VIDEO_SECONDS"]
+           "write_video_files", "open_backend", "share_agent", "source_for", "MIN_VIDEO_SECONDS"]
 
 #: render's videos last at least this long: short episodes play slower and hold their last frame.
 MIN_VIDEO_SECONDS = 2.0
 
 _LOADED: dict = {}  # in a worker: the agents of the last sources, by key (forked workers inherit the driver's)
+_SOURCES: dict = {}  # in the driver: the run's AgentSources (Ray: the checkpoint's bytes are put once)
 
 
 @dataclass(frozen=True)
@@ -205,9 +206,29 @@ def open_backend(config):
         pool = contextlib.nullcontext(None)
     try:
         with pool as backend:
+            if hasattr(backend, "warm") and isinstance(config, RenderConfig):  # Ray: its workers load the agent now
+                try:
+                    backend.warm(_load_only, source_for(config, backend))
+                except (OSError, RlvizError):  # a missing or bad checkpoint: the driver's load says so in a moment
+                    pass
             yield backend
     finally:
         _LOADED.clear()  # the agents shared with forked workers
+        _SOURCES.clear()
+
+
+def source_for(config: RenderConfig, backend) -> AgentSource:
+    """The AgentSource of ``config`` for ``backend``: with Ray, the checkpoint's bytes go into its object store
+    once per run (:meth:`AgentSource.for_config`)."""
+    put = getattr(backend, "put", None)
+    key = (os.fspath(config.checkpoint), put is not None)
+    if key not in _SOURCES:
+        _SOURCES[key] = AgentSource.for_config(config, put=put)
+    return _SOURCES[key]
+
+
+def _load_only(source: AgentSource, progress=None) -> None:
+    source.load()
 
 
 def share_agent(config: RenderConfig, agent: LoadedAgent) -> None:
