@@ -4,11 +4,13 @@ cluster (``auto``, ``ray://host:port``, ``host:port``). ``pip install "rlviz[ray
 The same interface as :class:`rlviz.evaluate.workers.WorkerPool` (``size``, ``map(fn, tasks, progress)``), so
 the shards and the merge are the same code. Large values (the checkpoint's bytes) go through Ray's object
 store with :meth:`RayPool.put`, so workers need no shared filesystem. A task whose worker dies is re-run
-once by Ray (``max_retries=1``); workers report each finished episode to one progress queue.
+once by Ray (``max_retries=1``); workers report finished episodes to one progress queue (an actor made when the
+pool starts, so its start overlaps the driver's), a batch every quarter second.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from ..choices import RAY_LOCAL as LOCAL
@@ -17,17 +19,30 @@ from ..errors import RlvizError, UsageError, WorkerError, require
 __all__ = ["RayPool", "LOCAL"]
 
 
+#: Seconds between a Ray worker's progress reports (finished episodes' returns, sent together).
+REPORT_EVERY_S = 0.25
+
+
 def _run(fn: Callable, task, threads: int, queue):
-    """A Ray task: one thread policy per worker, progress to the driver's queue."""
+    """A Ray task: one thread policy per worker; finished episodes' returns to the driver's queue, in batches."""
     import torch
 
     torch.set_num_threads(int(threads))
+    if queue is None:
+        return fn(task, None)
+    pending, last = [], [time.monotonic()]
 
     def progress(ret: float) -> None:
-        if queue is not None:
-            queue.put(float(ret))
+        pending.append(float(ret))
+        if time.monotonic() - last[0] >= REPORT_EVERY_S:
+            queue.put_nowait_batch(pending)
+            pending.clear()
+            last[0] = time.monotonic()
 
-    return fn(task, progress)
+    result = fn(task, progress)
+    if pending:
+        queue.put_nowait_batch(pending)
+    return result
 
 
 class RayPool:
@@ -52,6 +67,9 @@ class RayPool:
         #: CPUs the tasks can use (the cluster's), to size the shards
         self.size = max(1, int(self.ray.cluster_resources().get("CPU", 1)))
         self._remote = self.ray.remote(num_cpus=1, max_retries=1)(_run)
+        from ray.util.queue import Queue
+
+        self._queue = Queue(actor_options={"num_cpus": 0})
 
     def __enter__(self) -> RayPool:
         return self
@@ -70,9 +88,7 @@ class RayPool:
         return self.ray.put(value)
 
     def map(self, fn: Callable, tasks: list, progress: Callable | None = None, what: str = "task") -> list:
-        from ray.util.queue import Queue
-
-        queue = Queue(actor_options={"num_cpus": 0}) if progress is not None else None
+        queue = self._queue if progress is not None else None
         refs = [self._remote.remote(fn, t, self.threads, queue) for t in tasks]
         pending = list(refs)
         try:
@@ -86,9 +102,6 @@ class RayPool:
             for r in refs:
                 self.ray.cancel(r, force=True)
             raise
-        finally:
-            if queue is not None:
-                queue.shutdown()
 
     @staticmethod
     def _drain(queue, progress) -> None:
@@ -113,5 +126,7 @@ class RayPool:
                               "were written. Check the cluster's memory or run with fewer workers.") from None
 
     def close(self) -> None:
+        if self.ray.is_initialized():
+            self._queue.shutdown()
         if self._own and self.ray.is_initialized():
             self.ray.shutdown()
