@@ -56,8 +56,9 @@ class RayPool:
         if self._own:
             options = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
             try:
-                if address in (None, LOCAL):
-                    self.ray.init(num_cpus=workers, **options)
+                if address in (None, LOCAL):  # the run's own instance: workers at normal priority (Ray's
+                    # default, nice 15, starves them on a busy machine), as --workers processes are
+                    self.ray.init(num_cpus=workers, _system_config={"worker_niceness": 0}, **options)
                 else:
                     self.ray.init(address=address, **options)
             except (ConnectionError, RuntimeError, ValueError) as exc:
