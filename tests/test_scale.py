@@ -297,6 +297,27 @@ def test_ctrl_c_stops_every_worker_and_leaves_no_outputs(tmp_path):
 
 
 # -- Ray --------------------------------------------------------------------------------------------------
+def test_ray_without_its_extra_names_it_in_one_line(probe_ckpt, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # "import ray" raises ImportError, installed or not
+    assert _render(tmp_path / "out", *PROBE_ARGS, "--ray", checkpoint=probe_ckpt, episodes=4) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and 'pip install "rlviz[ray]"' in err and "--ray" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_ray_flag_alone_means_a_local_instance():
+    from rlviz.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["render", "x.pt2", "--ray"]).ray == "local"
+    assert parse(["render", "x.pt2", "--ray", "ray://head:10001"]).ray == "ray://head:10001"
+    assert parse(["render", "x.pt2"]).ray is None
+    with pytest.raises(UsageError, match="--workers: expected a positive whole number, received 0"):
+        from rlviz.config import RenderConfig
+
+        RenderConfig(checkpoint="x.pt2", workers=0)
+
+
 @pytest.fixture(scope="module")
 def ray_local():
     ray = pytest.importorskip("ray")
