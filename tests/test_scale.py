@@ -305,6 +305,15 @@ def test_ray_without_its_extra_names_it_in_one_line(probe_ckpt, tmp_path, monkey
     assert not (tmp_path / "out").exists()
 
 
+def test_an_unreachable_ray_address_fails_at_once_in_one_line(probe_ckpt, tmp_path, capsys):
+    pytest.importorskip("ray")
+    t0 = time.monotonic()
+    assert _render(tmp_path / "out", *PROBE_ARGS, "--ray", "127.0.0.1:1", checkpoint=probe_ckpt, episodes=4) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--ray 127.0.0.1:1: could not connect" in err, err
+    assert time.monotonic() - t0 < 30 and not (tmp_path / "out").exists()
+
+
 def test_ray_flag_alone_means_a_local_instance():
     from rlviz.cli import build_parser
 

@@ -10,6 +10,7 @@ pool starts, so its start overlaps the driver's), a batch every quarter second.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable
 
@@ -45,6 +46,18 @@ def _run(fn: Callable, task, threads: int, queue):
     return result
 
 
+def _check_reachable(address: str, timeout: float = 5.0) -> None:
+    """Fail in seconds, not minutes (Ray retries an unreachable cluster for long), when ``[ray://]HOST:PORT``
+    does not accept a connection."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto" and other forms: Ray resolves them
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise ConnectionError(f"nothing accepts connections at {host}:{port}: {exc}") from None
+
+
 class RayPool:
     """Run ``fn(task, progress)`` over tasks as Ray tasks; results in order. Leaves an existing Ray
     connection of the caller alone; shuts down the instance it started."""
@@ -60,6 +73,7 @@ class RayPool:
                     # default, nice 15, starves them on a busy machine), as --workers processes are
                     self.ray.init(num_cpus=workers, _system_config={"worker_niceness": 0}, **options)
                 else:
+                    _check_reachable(address)
                     self.ray.init(address=address, **options)
             except (ConnectionError, RuntimeError, ValueError) as exc:
                 raise UsageError(f"--ray {address}: could not connect to a Ray cluster ({exc}); use 'auto' for "
