@@ -3,7 +3,7 @@ offers them as choices. (A leaf module: importing it loads nothing heavy.)"""
 
 from __future__ import annotations
 
-__all__ = ["SALIENCY_METHODS", "SALIENCY_TARGETS", "FAIL_ON", "VIDEO_KINDS", "DEFAULT_NUM_ENVS"]
+__all__ = ["SALIENCY_METHODS", "SALIENCY_TARGETS", "FAIL_ON", "VIDEO_KINDS", "DEFAULT_NUM_ENVS", "RAY_LOCAL"]
 
 #: Saliency methods (implemented in :mod:`rlviz.explain.saliency`).
 SALIENCY_METHODS = ("gradient", "smoothgrad", "perturbation")
@@ -15,3 +15,6 @@ FAIL_ON = ("auto", "termination", "life-loss", "negative-reward")
 VIDEO_KINDS = ("first", "worst", "best", "median", "random")
 #: Envs stepped in lockstep by rollouts, in the library and the CLI alike.
 DEFAULT_NUM_ENVS = 16
+
+#: ``--ray`` given without an address: start a local Ray instance for the run.
+RAY_LOCAL = "local"

@@ -61,6 +61,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_cls) -> None:
             parser.add_argument(opt.flag, dest=opt.name, action="store_true", help=opt.help)
         elif opt.kind == "negated":
             parser.add_argument(opt.flag, dest=opt.name, action="store_false", help=opt.help)
+        elif opt.kind == "optional":
+            parser.add_argument(opt.flag, dest=opt.name, nargs="?", const=opt.const, metavar=opt.metavar,
+                                help=opt.help, default=argparse.SUPPRESS)
         else:
             parser.add_argument(opt.flag, dest=opt.name, choices=opt.choices, metavar=opt.metavar, help=opt.help,
                                 default=argparse.SUPPRESS)

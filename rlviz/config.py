@@ -10,7 +10,7 @@ import os
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
 from typing import Any
 
-from .choices import DEFAULT_NUM_ENVS, FAIL_ON, SALIENCY_METHODS, SALIENCY_TARGETS, VIDEO_KINDS
+from .choices import DEFAULT_NUM_ENVS, FAIL_ON, RAY_LOCAL, SALIENCY_METHODS, SALIENCY_TARGETS, VIDEO_KINDS
 from .errors import UsageError
 
 __all__ = ["RenderConfig", "CompareConfig", "option", "cli_options", "CliOption", "config_dict", "parse_video_spec"]
@@ -21,7 +21,8 @@ class CliOption:
     """How a config field appears on the command line (read by :mod:`rlviz.cli`).
 
     flag: ``--name`` (default: the field name with dashes); ``None`` for the positional argument.
-    kind: "value" (takes a value), "switch" (``store_true``) or "negated" (``--no-x`` sets False).
+    kind: "value" (takes a value), "switch" (``store_true``), "negated" (``--no-x`` sets False) or "optional"
+    (the value may be left out: the flag alone gives ``const``, e.g. ``--ray`` alone a local Ray instance).
     choices: allowed values (shown in --help, "did you mean" on a typo); metavar: the value's name in --help.
     """
 
@@ -34,15 +35,17 @@ class CliOption:
     positional: bool = False
     default: Any = None
     cli_default: Any = None
+    const: Any = None
 
 
 def option(default: Any = MISSING, help: str = "", *, flag: str | None = None, kind: str | None = None,
            choices: tuple | None = None, metavar: str | None = None, positional: bool = False,
-           cli_default: Any = None):
+           cli_default: Any = None, const: Any = None):
     """A config field carrying its CLI spelling and help in ``metadata["cli"]``. ``cli_default``: the value the
-    CLI uses when the flag is absent, if it differs from the library's default ("tty": stderr is a terminal)."""
+    CLI uses when the flag is absent, if it differs from the library's default ("tty": stderr is a terminal);
+    ``const``: the value of an "optional" flag given alone."""
     meta = {"help": help, "flag": flag, "kind": kind, "choices": choices, "metavar": metavar,
-            "positional": positional, "cli_default": cli_default}
+            "positional": positional, "cli_default": cli_default, "const": const}
     if default is MISSING:
         return field(metadata={"cli": meta})
     return field(default=default, metadata={"cli": meta})
@@ -59,7 +62,7 @@ def cli_options(cls) -> list[CliOption]:
         kind = meta["kind"] or ("switch" if isinstance(default, bool) else "value")
         flag = None if meta["positional"] else (meta["flag"] or "--" + f.name.replace("_", "-"))
         out.append(CliOption(f.name, flag, meta["help"], kind, meta["choices"], meta["metavar"], meta["positional"],
-                             default, meta["cli_default"]))
+                             default, meta["cli_default"], meta.get("const")))
     return out
 
 
@@ -155,6 +158,13 @@ class RenderConfig:
     progress: bool = option(False, "no progress bars (the CLI shows them when stderr is a terminal; the library "
                             "only when progress=True)", flag="--no-progress", kind="negated", cli_default="tty")
     strict: bool = option(False, "exit with code 3 when the diagnostics raise any warning (to gate agents in CI)")
+    workers: int = option(1, "worker processes for the rollouts and videos (default 1: this process); the "
+                          "outputs are the same for any count", metavar="N")
+    ray: str | None = option(None, "run the workers as Ray tasks: alone, on a local Ray instance (with --workers N: "
+                             "N CPUs); 'auto', ray://HOST:PORT or HOST:PORT joins a cluster (pip install "
+                             "\"rlviz[ray]\")", kind="optional", const=RAY_LOCAL, metavar="ADDRESS")
+    threads: int = option(1, "torch threads per process (default 1: fastest for rollouts' small batches, and N "
+                          "workers do not oversubscribe the cores)", metavar="N")
 
     def __post_init__(self):
         set_ = object.__setattr__
@@ -163,6 +173,11 @@ class RenderConfig:
         set_(self, "episodes", _whole("episodes", self.episodes, 1))
         set_(self, "num_envs", _whole("num_envs", self.num_envs, 1))
         set_(self, "seed", _whole("seed", self.seed, 0))
+        set_(self, "workers", _whole("workers", self.workers, 1))
+        set_(self, "threads", _whole("threads", self.threads, 1))
+        if self.ray is not None and (not isinstance(self.ray, str) or not self.ray.strip()):
+            raise UsageError(f"--ray {self.ray!r}: expected an address ('auto', 'ray://HOST:PORT', 'HOST:PORT') or no "
+                             "value for a local Ray instance.")
         saliency = None if self.saliency in (None, "none") else self.saliency
         if saliency is not None:
             _choice("saliency", saliency, SALIENCY_METHODS)
@@ -190,7 +205,7 @@ class RenderConfig:
 #: The options of ``rlviz render`` that ``rlviz compare`` takes too (declared once, in RenderConfig).
 COMPARE_SHARED = ("env", "model", "trust_checkpoint", "episodes", "heatmap", "videos", "out", "overwrite", "seed",
                   "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale",
-                  "gamma", "wandb_project", "wandb_run", "tensorboard", "progress")
+                  "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers", "ray", "threads")
 #: What compare says differently (help, default) about a shared option.
 _COMPARE_OVERRIDES = {
     "out": {"default": "rlviz-compare", "help": "output folder, the run's own (default ./rlviz-compare)"},

@@ -19,6 +19,7 @@ __all__ = [
     "EnvError",
     "VideoError",
     "StorageError",
+    "WorkerError",
     "MissingDependencyError",
     "require",
     "did_you_mean",
@@ -55,6 +56,10 @@ class VideoError(RlvizError):
 
 class StorageError(RlvizError):
     """A folder rlviz writes to (the temporary folder, the output folder) is full or not writable."""
+
+
+class WorkerError(RlvizError):
+    """A worker process (``--workers``) or Ray task died or failed in a way rlviz cannot recover from."""
 
 
 class MissingDependencyError(RlvizError, ImportError):

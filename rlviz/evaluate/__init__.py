@@ -1,5 +1,6 @@
 """Evaluation over many episodes: seeded rollouts and replays, the failure heatmap and its object
-extractors, statistics, diagnostics."""
+extractors, statistics, diagnostics; shards of a rollout and their exact merge, worker processes (``--workers``)
+and Ray tasks (``--ray``, :mod:`rlviz.evaluate.ray_backend`, imported on use)."""
 
 from __future__ import annotations
 
@@ -8,5 +9,6 @@ from .heatmap import FailureHeatmap
 from .objects import Extractor, FunctionExtractor, extractor_for
 from .rollout import FAIL_ON, EpisodeRecord, RolloutResult, episode_seed_for, replay_episode, rollout
 from .stats import Summary, explained_variance, format_table, iqm, summarize
+from .workers import WorkerPool, merge_rollouts, shard_ranges
 
-__all__ = ["EpisodeRecord", "Extractor", "FAIL_ON", "FailureHeatmap", "Finding", "diagnose", "FunctionExtractor", "RolloutResult", "Summary", "episode_seed_for", "explained_variance", "extractor_for", "format_table", "iqm", "replay_episode", "rollout", "summarize"]
+__all__ = ["EpisodeRecord", "Extractor", "FAIL_ON", "FailureHeatmap", "Finding", "diagnose", "FunctionExtractor", "RolloutResult", "Summary", "episode_seed_for", "explained_variance", "extractor_for", "format_table", "iqm", "replay_episode", "rollout", "summarize", "WorkerPool", "merge_rollouts", "shard_ranges"]

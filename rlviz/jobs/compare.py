@@ -31,6 +31,7 @@ from ..evaluate import RolloutResult, summarize
 from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import _f
+from ..evaluate.threads import torch_threads
 from ..media.atomic import atomic_path
 from ..report import REPORT_NAME, RunData, VideoData, timeline, write_report
 from .outdir import check_out_dir, run_folder
@@ -43,6 +44,7 @@ from .render import (
     run_rollouts,
     select_episodes,
 )
+from .shards import open_backend, share_agent
 
 __all__ = ["CompareConfig", "CompareOutputs", "compare", "comparison_dict", "check_same_env", "format_comparison",
            "paired_csv"]
@@ -102,8 +104,11 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
     """The run's outputs, written into ``folder``: (comparison, table, heatmap npz, heatmap png, videos)."""
     gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
     labels = (f"A: {Path(config.a).name}", f"B: {Path(config.b).name}")
-    results = [run_rollouts(agent, config.render_config(side), gamma)
-               for agent, side, gamma in zip(agents, "ab", gammas)]
+    with torch_threads(config.threads), open_backend(config) as backend:  # --workers / --ray: both agents' shards
+        for agent, side in zip(agents, "ab"):
+            share_agent(config.render_config(side), agent)
+        results = [run_rollouts(agent, config.render_config(side), gamma, backend)
+                   for agent, side, gamma in zip(agents, "ab", gammas)]
     comparison = comparison_dict(results, config)
     _write_text(folder / "comparison.json", json.dumps(comparison, indent=2) + "\n")
     _write_text(folder / "episodes.csv", paired_csv(results))

@@ -15,6 +15,7 @@ Output layout (``out``: a folder of the run's own, written complete or not at al
 
 from __future__ import annotations
 
+import time
 import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -26,21 +27,35 @@ import torch
 from .. import progress
 from ..agent import LoadedAgent, load_agent
 from ..config import RenderConfig, config_dict, parse_video_spec
-from ..draw.compose import ComposeOptions
 from ..envs import make_env, to_rgb_frame
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout, summarize
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import write_episodes_csv, write_summary_json
+from ..evaluate.threads import torch_threads
+from ..evaluate.workers import merge_rollouts, shard_ranges
 from ..explain.saliency import attribute
-from ..record import RecordEpisode, run_episode
 from ..report import REPORT_NAME, load_run, write_report
 from ..report.notebook import outputs_html
 from .outdir import check_out_dir, run_folder
+from .shards import (
+    MIN_VIDEO_SECONDS,
+    ShardTask,
+    VideoTask,
+    open_backend,
+    record_episode,
+    record_video_task,
+    run_shard,
+    share_agent,
+    source_for,
+    write_video_files,
+)
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
-           "write_heatmap", "record_videos", "record_episode", "log_to_sinks", "open_sinks", "check_saliency"]
+           "write_heatmap", "record_videos", "record_episode", "log_to_sinks", "open_sinks", "check_saliency",
+           "MIN_VIDEO_SECONDS"]
+
 
 @dataclass(frozen=True)
 class RenderOutputs:
@@ -64,10 +79,6 @@ class RenderOutputs:
     def warnings(self) -> list:
         """The diagnostics of severity "warning" (``--strict`` exits 3 when there is any)."""
         return [f for f in self.summary.get("diagnostics", ()) if f["severity"] == "warning"]
-
-
-#: render's videos last at least this long: short episodes play slower and hold their last frame.
-MIN_VIDEO_SECONDS = 2.0
 
 
 def select_episodes(returns: np.ndarray, spec: list[tuple[str, int]], seed: int = 0) -> list[tuple[str, int]]:
@@ -120,16 +131,17 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
     check_out_dir(config.out, config.overwrite)  # refuse a bad --out before the long work
-    with progress.enabled(config.progress):
+    with progress.enabled(config.progress), open_backend(config) as backend:  # Ray / spawned workers start now
         with progress.phase(f"loading {Path(config.checkpoint).name}"):
             agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,
                                device=config.device, vecnormalize=config.vecnormalize)
+        share_agent(config, agent)  # forked workers inherit it
         gamma = float(config.gamma if config.gamma is not None else agent.gamma)
         check_saliency(agent, config)  # now, not after the long rollout
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
         try:
             with run_folder(config.out, overwrite=config.overwrite, job="render", options=config_dict(config)) as tmp:
-                written = _render_into(tmp, agent, config, gamma, sinks)
+                written = _render_into(tmp, agent, config, gamma, sinks, backend)
         finally:
             for sink in sinks:
                 sink.close()
@@ -152,15 +164,17 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
     )
 
 
-def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list) -> tuple:
+def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list,
+                 backend=None) -> tuple:
     """The run's outputs, written into ``folder``: (summary, heatmap npz, heatmap png, video results)."""
-    result = run_rollouts(agent, config, gamma)
-    summary = summarize(result, diagnose(result, agent.policy.kind))
-    write_summary_json(summary, folder / "summary.json")
-    write_episodes_csv(result, folder / "episodes.csv")
-    with progress.phase("heatmap") if result.heatmap is not None else nullcontext():
-        heatmap_npz, heatmap_png = write_heatmap(result, agent.recipe, folder, config)
-    videos, fps = record_videos(agent, result, folder / "videos", config, gamma)
+    with torch_threads(config.threads):
+        result = run_rollouts(agent, config, gamma, backend)
+        summary = summarize(result, diagnose(result, agent.policy.kind))
+        write_summary_json(summary, folder / "summary.json")
+        write_episodes_csv(result, folder / "episodes.csv")
+        with progress.phase("heatmap") if result.heatmap is not None else nullcontext():
+            heatmap_npz, heatmap_png = write_heatmap(result, agent.recipe, folder, config)
+        videos, fps = record_videos(agent, result, folder / "videos", config, gamma, backend)
     if sinks:
         with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
             log_to_sinks(sinks, summary, result, videos, heatmap_png, fps)
@@ -192,8 +206,12 @@ def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
             )
 
 
-def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float) -> RolloutResult:
-    """The config's episodes of ``agent``: statistics and (with ``config.heatmap``) the failure heatmap."""
+def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend=None) -> RolloutResult:
+    """The config's episodes of ``agent``: statistics and (with ``config.heatmap``) the failure heatmap.
+    backend: None (this process) or a worker pool (:func:`rlviz.jobs.shards.open_backend`): the episodes run
+    there as seed-contiguous shards, merged into the same result."""
+    if backend is not None:
+        return _run_sharded(backend, config, gamma)
     return rollout(
         agent.recipe,
         agent.policy,
@@ -219,46 +237,40 @@ def write_heatmap(result: RolloutResult, recipe, out: Path, config: RenderConfig
     return heatmap.save(out / "heatmap.npz"), heatmap.plot(out / "heatmap.png", log=config.log_scale)
 
 
+def _run_sharded(backend, config: RenderConfig, gamma: float) -> RolloutResult:
+    source = source_for(config, backend)  # Ray: the checkpoint's bytes via the object store
+    shards = shard_ranges(config.episodes, backend.size, config.num_envs)
+    tasks = [ShardTask(source, gamma, r.start, len(r)) for r in shards]
+    t0 = time.perf_counter()
+    with progress.bar(config.episodes, "rollouts", unit="ep") as episodes_bar:
+        parts = backend.map(run_shard, tasks, progress=lambda ret: episodes_bar.update(1, ret=f"{ret:.1f}"),
+                            what="the rollout of")
+    return merge_rollouts(parts, time.perf_counter() - t0)
+
+
 def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, config: RenderConfig,
-                  gamma: float) -> tuple[list[EpisodeResult], float]:
+                  gamma: float, backend=None) -> tuple[list[EpisodeResult], float]:
     """Replay the episodes ``config.videos`` selects through :class:`RecordEpisode`: their results (with
-    ``video_path``) and the videos' frame rate. A replay whose return differs from the rollout's gets a warning."""
+    ``video_path``) and the videos' frame rate. A replay whose return differs from the rollout's gets a warning.
+    With a ``backend`` the replays run in its workers and the files come back as bytes."""
+    chosen = select_episodes(result.returns, parse_video_spec(config.videos), seed=config.seed)
+    if backend is not None and chosen:
+        source = source_for(config, backend)
+        tasks = [VideoTask(source, gamma, f"{label}-{idx}", result.episodes[idx]) for label, idx in chosen]
+        with progress.phase(f"{len(tasks)} video(s) in the workers"):
+            done = backend.map(record_video_task, tasks, what="the replay of")
+        videos = []
+        for replayed, _, files, messages in done:
+            paths = write_video_files(files, folder)
+            videos.append(replace(replayed, video_path=paths.get(replayed.video_path)))
+            for message in messages:
+                warnings.warn(message, stacklevel=2)
+        return videos, done[-1][1]
     videos, fps = [], 30.0
-    for label, idx in select_episodes(result.returns, parse_video_spec(config.videos), seed=config.seed):
+    for label, idx in chosen:
         replayed, fps = record_episode(agent, result.episodes[idx], folder, f"{label}-{idx}", config, gamma)
         videos.append(replayed)
     return videos, fps
-
-
-def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name_prefix: str, config: RenderConfig,
-                   gamma: float, min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[EpisodeResult, float]:
-    """Replay one rollout episode through :class:`RecordEpisode` into ``folder``: its result (with
-    ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
-    to last ``min_seconds`` (:func:`rlviz.draw.compose.video_timing`)."""
-    env = RecordEpisode(
-        make_env(agent.recipe),
-        folder,
-        agent.policy,
-        name_prefix=name_prefix,
-        gamma=gamma,
-        saliency=config.saliency,
-        saliency_target=config.saliency_target,
-        action_names=agent.action_names,
-        compose_options=ComposeOptions(min_seconds=min_seconds),
-    )
-    try:
-        with progress.phase(f"video {name_prefix.replace('-', ':', 1)} ({record.length} steps)"):
-            replayed = run_episode(env, seed=record.seed, greedy=record.greedy)
-    finally:
-        env.close()
-    if not np.isclose(replayed.ret, record.ret):
-        warnings.warn(
-            f"Replaying episode {record.index} (seed {record.seed}) gave return {replayed.ret:g}; the rollout gave "
-            f"{record.ret:g}. The env is not deterministic under its seed, so this video may differ "
-            "from the statistics.",
-            stacklevel=2,
-        )
-    return replace(replayed, index=record.index), env.fps
 
 
 def log_to_sinks(sinks: list, summary, result: RolloutResult, videos: list[EpisodeResult], heatmap_png,

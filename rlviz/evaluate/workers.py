@@ -1,0 +1,267 @@
+"""Scale-out of rollouts: seed-contiguous shards, an exact merge, and a pool of local worker processes.
+
+An episode's outcome depends only on (agent, env, its seed, flags): each episode has its own reset seed and
+action RNG (:func:`rlviz.evaluate.rollout.episode_seed_for`). So the episodes ``[0, N)`` split into shards
+``[a, b)`` that run anywhere (``rollout(..., first_episode=a)``), and the merge (rows sorted by episode,
+heatmap counts summed) is the single-process result.
+
+:class:`WorkerPool` runs top-level functions ``fn(task, progress)`` in ``N`` spawned processes (one torch
+thread each by default). A worker that dies (killed, out of memory) has its task re-run once on a fresh
+process (its progress reports are not counted twice); a second death raises
+:class:`~rlviz.errors.WorkerError`. Ctrl-C or any error stops every worker (asked, then SIGTERM, which runs
+the worker's cleanup, then SIGKILL); no process outlives the pool, and a worker whose driver dies gets SIGTERM.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from multiprocessing.connection import wait
+
+from ..errors import RlvizError, UsageError, WorkerError
+from .heatmap import FailureHeatmap
+from .rollout import RolloutResult
+
+__all__ = ["shard_ranges", "merge_rollouts", "WorkerPool", "KILL_HOOK"]
+
+#: Test hook: ``"<first_episode>:<marker file>"`` makes the worker running the shard that starts at that
+#: episode SIGKILL itself after its first episode, once (when the marker file does not exist yet) or, with
+#: the marker ``always``, every time.
+KILL_HOOK = "RLVIZ_TEST_KILL_SHARD"
+
+
+def shard_ranges(episodes: int, workers: int, num_envs: int = 16) -> list[range]:
+    """Seed-contiguous shards of ``range(episodes)``, of equal size (within one episode) and a multiple of
+    ``workers`` in number, so every worker gets the same share: one each, up to four each when every shard
+    still has at least four waves of ``num_envs`` episodes (balance for uneven episode lengths; a shard
+    builds its envs once). Results do not depend on the split."""
+    episodes, workers = int(episodes), max(1, int(workers))
+    per_worker = max(1, min(4, episodes // max(1, workers * 4 * int(num_envs))))
+    n = max(1, min(workers * per_worker, episodes))
+    bounds = [round(i * episodes / n) for i in range(n + 1)]
+    return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def merge_rollouts(parts: list[RolloutResult], wall_s: float) -> RolloutResult:
+    """One :class:`RolloutResult` from shards of the same rollout: rows by episode, heatmaps summed."""
+    if not parts:
+        raise UsageError("merge_rollouts() received no shards; pass at least one RolloutResult.")
+    parts = sorted(parts, key=lambda r: r.episodes[0].index)
+    episodes = tuple(e for p in parts for e in p.episodes)
+    indices = [e.index for e in episodes]
+    if indices != list(range(indices[0], indices[0] + len(indices))):
+        raise UsageError("merge_rollouts(): the shards overlap or leave gaps; pass each episode range once.")
+    heatmaps = [p.heatmap for p in parts if p.heatmap is not None]  # the first shard's background, as one run's
+    heatmap = FailureHeatmap.merged(heatmaps) if heatmaps else None
+    return replace(parts[0], episodes=episodes, heatmap=heatmap, steps=sum(p.steps for p in parts), wall_s=wall_s)
+
+
+# -- the worker side ---------------------------------------------------------------------------------------
+def _kill_hook(task) -> Callable | None:
+    """The test hook's progress wrapper for this task, or None (see :data:`KILL_HOOK`)."""
+    spec = os.environ.get(KILL_HOOK)
+    first = getattr(task, "first_episode", None)
+    if not spec or first is None:
+        return None
+    at, _, marker = spec.partition(":")
+    if int(at) != int(first):
+        return None
+    if marker != "always":
+        if os.path.exists(marker):
+            return None
+        open(marker, "w").close()
+    return lambda: os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _on_parent_death(sig: int) -> None:
+    """Linux: the kernel sends ``sig`` to this process when its parent (the driver) dies, even by SIGKILL."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(sig))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the pipe's EOF stops an idle worker instead
+        pass
+
+
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)  # unwinds: temporary folders are removed, ffmpeg processes ended
+
+
+def _worker_main(conn, threads: int, preload: tuple = ()) -> None:
+    """A worker: run ``(fn, task)`` messages until told to stop; report progress, results and errors."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and stops us
+    signal.signal(signal.SIGTERM, _terminated)
+    _on_parent_death(signal.SIGTERM)
+    import torch
+
+    torch.set_num_threads(int(threads))
+    for module in preload:
+        importlib.import_module(module)
+    while True:
+        try:
+            msg = conn.recv()
+        except EOFError:  # the driver is gone
+            return
+        if msg is None:
+            return
+        tid, fn, task = msg
+        kill = _kill_hook(task)
+
+        def progress(ret: float, _tid=tid, _kill=kill) -> None:
+            conn.send(("progress", _tid, float(ret)))
+            if _kill is not None:
+                _kill()
+
+        try:
+            conn.send(("done", tid, fn(task, progress)))
+        except Exception as exc:  # noqa: BLE001 - reported to the driver, which raises it
+            conn.send(("error", tid, _portable(exc)))
+
+
+def _portable(exc: BaseException):
+    """An RlvizError itself when it pickles (it keeps its class and exit code), else a one-line WorkerError."""
+    if isinstance(exc, RlvizError):
+        try:
+            pickle.loads(pickle.dumps(exc))
+            return exc
+        except Exception:
+            pass
+    return WorkerError(f"A worker failed: {type(exc).__name__}: {exc} (run with --workers 1 --debug for the traceback).")
+
+
+# -- the driver side ---------------------------------------------------------------------------------------
+@dataclass
+class _Worker:
+    process: mp.Process
+    conn: object
+    task: int | None = None
+
+
+class WorkerPool:
+    """``workers`` spawned processes; :meth:`map` runs ``fn(task, progress)`` over tasks, results in order.
+
+    Use as a context manager (``with WorkerPool(4) as pool``): leaving it stops every worker."""
+
+    def __init__(self, workers: int, threads: int = 1, preload: tuple = (), start: str = "spawn"):
+        """preload: modules each worker imports as it starts. start: "spawn" (fresh interpreters, started on
+        entering the pool, so their imports overlap the caller's) or "fork" (Linux: started at the first
+        :meth:`map`, at once, with everything this process has imported and loaded by then, as PyTorch's
+        DataLoader workers are)."""
+        if isinstance(workers, bool) or int(workers) < 1:
+            raise UsageError(f"workers={workers!r}; expected a positive number of worker processes.")
+        if start not in mp.get_all_start_methods():
+            raise UsageError(f"start={start!r}; this platform starts processes with one of "
+                             f"{', '.join(mp.get_all_start_methods())}.")
+        self.size, self.threads, self.preload = int(workers), int(threads), tuple(preload)
+        self._ctx = mp.get_context(start)
+        self._workers: list[_Worker] = []
+
+    def __enter__(self) -> WorkerPool:
+        if self._ctx.get_start_method() == "fork":  # forked at the first map(), with what this process has by then
+            return self
+        try:
+            while len(self._workers) < self.size:
+                self._spawn()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _spawn(self) -> _Worker:
+        here, there = self._ctx.Pipe()
+        p = self._ctx.Process(target=_worker_main, args=(there, self.threads, self.preload), daemon=True,
+                              name="rlviz-worker")
+        p.start()
+        there.close()
+        w = _Worker(p, here)
+        self._workers.append(w)
+        return w
+
+    def map(self, fn: Callable, tasks: list, progress: Callable | None = None, what: str = "task") -> list:
+        """Run ``fn(task, progress)`` for each task; ``progress(x)`` gets what the workers report."""
+        tasks = list(tasks)
+        results: dict[int, object] = {}
+        queue, deaths = deque(range(len(tasks))), [0] * len(tasks)
+        self._counted, self._reported = [0] * len(tasks), [0] * len(tasks)  # progress per task: shown, this run
+        while len(self._workers) < min(self.size, len(tasks)):
+            self._spawn()
+        while len(results) < len(tasks):
+            for w in self._workers:
+                if w.task is None and queue:
+                    w.task = queue.popleft()
+                    self._reported[w.task] = 0
+                    w.conn.send((w.task, fn, tasks[w.task]))
+            ready = wait([w.conn for w in self._workers] + [w.process.sentinel for w in self._workers], timeout=1.0)
+            for w in list(self._workers):
+                if w.conn in ready and self._receive(w, results, progress):
+                    continue
+                if w.conn in ready or w.process.sentinel in ready or not w.process.is_alive():
+                    self._died(w, tasks, queue, deaths, what)  # its pipe closed, or it exited
+        return [results[i] for i in range(len(tasks))]
+
+    def _receive(self, w: _Worker, results: dict, progress) -> bool:
+        """Handle one message from ``w``; False when its pipe is closed (it died)."""
+        try:
+            kind, tid, payload = w.conn.recv()
+        except (EOFError, OSError):
+            return False
+        if kind == "progress":
+            self._reported[tid] += 1
+            if self._reported[tid] > self._counted[tid]:  # a re-run reports the same episodes again: once is shown
+                self._counted[tid] += 1
+                if progress is not None:
+                    progress(payload)
+            return True
+        w.task = None
+        if kind == "error":
+            raise payload
+        results[tid] = payload
+        return True
+
+    def _died(self, w: _Worker, tasks, queue, deaths, what: str) -> None:
+        w.process.join(timeout=5)
+        if w.process.is_alive():  # its pipe broke but it still runs: end it
+            w.process.kill()
+            w.process.join()
+        self._workers.remove(w)
+        w.conn.close()
+        if w.task is None:
+            return
+        deaths[w.task] += 1
+        code = w.process.exitcode
+        how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        if deaths[w.task] > 1:
+            raise WorkerError(f"A worker died twice ({how}) running {what} {tasks[w.task]}; no outputs were written. "
+                              "Check memory (each worker holds its own envs and policy) or run with fewer --workers.")
+        queue.appendleft(w.task)
+        self._spawn()
+
+    def close(self) -> None:
+        """Stop every worker: ask, then SIGTERM (the worker cleans up), then SIGKILL; join all (no orphans)."""
+        for w in self._workers:
+            try:
+                w.conn.send(None)
+            except (OSError, ValueError):
+                pass
+        deadline = time.monotonic() + 1.0
+        for w in self._workers:
+            w.process.join(timeout=max(0.0, deadline - time.monotonic()))
+        for w in self._workers:
+            if w.process.is_alive():
+                w.process.terminate()
+                w.process.join(timeout=5.0)
+            if w.process.is_alive():
+                w.process.kill()
+                w.process.join()
+            w.conn.close()
+        self._workers.clear()

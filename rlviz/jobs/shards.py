@@ -1,0 +1,236 @@
+"""The jobs' work units for ``--workers N`` and ``--ray``: rollout shards and video replays, and the one
+replay-into-a-video function (:func:`record_episode`) the jobs use in this process too.
+
+Each unit carries an :class:`AgentSource` (the checkpoint's path for local workers; its bytes through Ray's
+object store for a cluster) and the job's :class:`~rlviz.config.RenderConfig`; a worker loads the agent once
+and keeps it for its next units. Results come back to the driver: rollout shards as
+:class:`~rlviz.evaluate.RolloutResult` (merged exactly, :func:`rlviz.evaluate.workers.merge_rollouts`), videos
+as bytes written under the driver's folder with :func:`~rlviz.media.atomic.atomic_path`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import multiprocessing
+import os
+import tempfile
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from .. import progress
+from ..agent import LoadedAgent, load_agent
+from ..agent.vecnormalize import FILE_NAME as VECNORMALIZE_FILE
+from ..agent.vecnormalize import find_vecnormalize
+from ..agent.zoo import find_zoo_run
+from ..config import RenderConfig
+from ..draw.compose import ComposeOptions
+from ..envs import make_env
+from ..episode import EpisodeResult
+from ..errors import RlvizError, require
+from ..evaluate.rollout import rollout
+from ..evaluate.workers import WorkerPool
+from ..media.atomic import atomic_path
+from ..record import RecordEpisode, run_episode
+
+__all__ = ["AgentSource", "ShardTask", "VideoTask", "run_shard", "record_video_task", "record_episode",
+           "write_video_files", "open_backend", "share_agent", "source_for", "MIN_VIDEO_SECONDS"]
+
+#: render's videos last at least this long: short episodes play slower and hold their last frame.
+MIN_VIDEO_SECONDS = 2.0
+
+_LOADED: dict = {}  # in a worker: the agents of the last sources, by key (forked workers inherit the driver's)
+_SOURCES: dict = {}  # in the driver: the run's AgentSources (Ray: the checkpoint's bytes are put once)
+
+
+@dataclass(frozen=True)
+class AgentSource:
+    """How a worker gets the agent: the file at ``path``, or its bytes (``data``, or ``ref`` in Ray's object
+    store) with the VecNormalize statistics' bytes (``stats``) when the agent has any."""
+
+    path: str
+    config: RenderConfig
+    data: bytes | None = None
+    ref: object = None
+    stats: bytes | None = None
+    digest: str = ""
+
+    @classmethod
+    def for_config(cls, config: RenderConfig, put=None) -> AgentSource:
+        """The config's checkpoint; with ``put`` (Ray's), its bytes travel through the object store instead of
+        its path. An rl-zoo3 run (a folder, or a model inside one) goes by path: it must exist on every node."""
+        path = os.fspath(config.checkpoint)
+        if put is None or os.path.isdir(path) or find_zoo_run(path, config.trust_checkpoint).folder is not None:
+            return cls(path, config)
+        data = Path(path).read_bytes()
+        vecnormalize = config.vecnormalize if config.vecnormalize is not None else find_vecnormalize(path)
+        stats = Path(vecnormalize).read_bytes() if vecnormalize is not None else None
+        return cls(path, config, None, put(data), stats, hashlib.sha256(data).hexdigest())
+
+    @property
+    def key(self) -> tuple:
+        c = self.config
+        return self.path, self.digest, c.device, c.env, c.model, c.trust_checkpoint, os.fspath(c.vecnormalize or "")
+
+    def load(self) -> LoadedAgent:
+        """The agent (loaded once per worker process and source)."""
+        if self.key not in _LOADED:
+            if len(_LOADED) >= 2:  # compare's two agents
+                _LOADED.clear()
+            _LOADED[self.key] = self._load()
+        return _LOADED[self.key]
+
+    def _load(self) -> LoadedAgent:
+        c = self.config
+        kw = dict(env=c.env, model=c.model, trust=c.trust_checkpoint, device=c.device)
+        if self.ref is None:
+            return load_agent(self.path, vecnormalize=c.vecnormalize, **kw)
+        data = require("ray", "ray", "--ray").get(self.ref)
+        with tempfile.TemporaryDirectory(prefix="rlviz-agent-") as d:
+            local = Path(d) / Path(self.path).name
+            local.write_bytes(data)
+            stats = None
+            if self.stats is not None:
+                stats = Path(d) / VECNORMALIZE_FILE
+                stats.write_bytes(self.stats)
+            return load_agent(local, vecnormalize=stats, **kw)
+
+
+@dataclass(frozen=True)
+class ShardTask:
+    """Episodes ``[first_episode, first_episode + episodes)`` of the config's rollout."""
+
+    source: AgentSource
+    gamma: float
+    first_episode: int
+    episodes: int
+
+    def __str__(self) -> str:
+        return f"episodes {self.first_episode}-{self.first_episode + self.episodes - 1}"
+
+
+def run_shard(task: ShardTask, progress=None):
+    """A worker's rollout of one shard: its RolloutResult (merge with :func:`merge_rollouts`)."""
+    agent, c = task.source.load(), task.source.config
+    return rollout(agent.recipe, agent.policy, task.episodes, num_envs=min(c.num_envs, task.episodes), seed=c.seed,
+                   greedy=c.greedy, fail_on=c.fail_on, objects=c.objects if c.heatmap else None,
+                   heatmap=bool(c.heatmap), progress=progress or False, gamma=task.gamma,
+                   first_episode=task.first_episode)
+
+
+@dataclass(frozen=True)
+class VideoTask:
+    """Replay ``record`` through RecordEpisode as ``name_prefix``; the files come back as bytes."""
+
+    source: AgentSource
+    gamma: float
+    name_prefix: str
+    record: EpisodeResult
+
+    def __str__(self) -> str:
+        return f"the video of episode {self.record.index}"
+
+
+def record_video_task(task: VideoTask, progress=None) -> tuple[EpisodeResult, float, dict, list]:
+    """(the replay's result, fps, {file name: bytes}, warning messages) of one video, recorded in a private
+    folder; the driver writes the files and re-issues the warnings."""
+    agent = task.source.load()
+    with tempfile.TemporaryDirectory(prefix="rlviz-video-") as d, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result, fps = record_episode(agent, task.record, Path(d), task.name_prefix, task.source.config, task.gamma)
+        files = {p.name: p.read_bytes() for p in sorted(Path(d).iterdir()) if p.is_file()}
+    name = Path(result.video_path).name if result.video_path else None
+    return replace(result, video_path=name), fps, files, [str(w.message) for w in caught]
+
+
+def write_video_files(files: dict, folder: Path) -> dict:
+    """Write a worker's video files under ``folder`` (each atomically); {name: final path}."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, data in files.items():
+        with atomic_path(folder / name) as tmp:
+            tmp.write_bytes(data)
+        out[name] = folder / name
+    return out
+
+
+def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name_prefix: str, config: RenderConfig,
+                   gamma: float, min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[EpisodeResult, float]:
+    """Replay one rollout episode through :class:`RecordEpisode` into ``folder``: its result (with
+    ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
+    to last ``min_seconds`` (:func:`rlviz.draw.compose.video_timing`)."""
+    env = RecordEpisode(
+        make_env(agent.recipe),
+        folder,
+        agent.policy,
+        name_prefix=name_prefix,
+        gamma=gamma,
+        saliency=config.saliency,
+        saliency_target=config.saliency_target,
+        action_names=agent.action_names,
+        compose_options=ComposeOptions(min_seconds=min_seconds),
+    )
+    try:
+        with progress.phase(f"video {name_prefix.replace('-', ':', 1)} ({record.length} steps)"):
+            replayed = run_episode(env, seed=record.seed, greedy=record.greedy)
+    finally:
+        env.close()
+    if not np.isclose(replayed.ret, record.ret):
+        warnings.warn(
+            f"Replaying episode {record.index} (seed {record.seed}) gave return {replayed.ret:g}; the rollout gave "
+            f"{record.ret:g}. The env is not deterministic under its seed, so this video may differ "
+            "from the statistics.",
+            stacklevel=2,
+        )
+    return replace(replayed, index=record.index), env.fps
+
+
+@contextlib.contextmanager
+def open_backend(config):
+    """A context giving None (this process), a :class:`WorkerPool` (``--workers N``) or a Ray pool (``--ray``)
+    for a config with ``workers``, ``ray`` and ``threads`` (a RenderConfig or a CompareConfig). Ray and
+    spawned workers start now (open it before loading the agent: they start meanwhile); forked workers (Linux)
+    start at the first shard and inherit the agents given to :func:`share_agent`."""
+    if config.ray is not None:
+        from ..evaluate.ray_backend import RayPool
+
+        pool = RayPool(config.ray, workers=config.workers if config.workers > 1 else None, threads=config.threads)
+    elif config.workers > 1 and "fork" in multiprocessing.get_all_start_methods():
+        pool = WorkerPool(config.workers, threads=config.threads, start="fork")
+    elif config.workers > 1:
+        pool = WorkerPool(config.workers, threads=config.threads, preload=(__name__,))
+    else:
+        pool = contextlib.nullcontext(None)
+    try:
+        with pool as backend:
+            if hasattr(backend, "warm") and isinstance(config, RenderConfig):  # Ray: its workers load the agent now
+                try:
+                    backend.warm(_load_only, source_for(config, backend))
+                except (OSError, RlvizError):  # a missing or bad checkpoint: the driver's load says so in a moment
+                    pass
+            yield backend
+    finally:
+        _LOADED.clear()  # the agents shared with forked workers
+        _SOURCES.clear()
+
+
+def source_for(config: RenderConfig, backend) -> AgentSource:
+    """The AgentSource of ``config`` for ``backend``: with Ray, the checkpoint's bytes go into its object store
+    once per run (:meth:`AgentSource.for_config`)."""
+    put = getattr(backend, "put", None)
+    key = (os.fspath(config.checkpoint), put is not None)
+    if key not in _SOURCES:
+        _SOURCES[key] = AgentSource.for_config(config, put=put)
+    return _SOURCES[key]
+
+
+def _load_only(source: AgentSource, progress=None) -> None:
+    source.load()
+
+
+def share_agent(config: RenderConfig, agent: LoadedAgent) -> None:
+    """Workers forked from now on use ``agent`` (loaded here) for ``config``'s checkpoint instead of loading it."""
+    _LOADED[AgentSource.for_config(config).key] = agent

@@ -1,0 +1,117 @@
+"""Scale-out benchmark: whole ``rlviz render`` runs (fresh processes: imports, agent loading and env building
+included) at 1 and N workers, and Ray (a local instance with N CPUs) against ``--workers N``.
+
+    python scripts/bench_scale.py                          # MinAtar 1000 episodes, ALE 100, workers 1 and 2, Ray
+    python scripts/bench_scale.py --workers 1 2 4 8 16     # the curve, on a machine with the cores
+    python scripts/bench_scale.py --minatar-episodes 200 --ale-episodes 16 --no-ray --reps 3   # quick
+
+Each repetition runs every configuration once, interleaved (a shared machine: read the load printed beside
+each figure, and the ceiling: the speed-up N processes of pure Python get on the machine at that moment); with ``--reps`` > 1 the speed-ups are the min and median of the per-repetition ratios. The outputs
+of every run of a game are checked to be identical (episodes.csv), so the speed-up never trades away the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def render(checkpoint: str, episodes: int, out: Path, *extra: str) -> float:
+    """Wall seconds of one ``rlviz render`` in a fresh process."""
+    cmd = [sys.executable, "-m", "rlviz", "render", checkpoint, "--episodes", str(episodes), "--heatmap",
+           "--videos", "none", "--no-progress", "--overwrite", "--out", str(out), *extra]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
+    return wall
+
+
+def _spin(_=None) -> float:
+    t0 = time.perf_counter()
+    x = 0
+    for i in range(10_000_000):
+        x += i
+    return time.perf_counter() - t0
+
+
+def ceiling(n: int) -> float:
+    """The speed-up n processes of pure Python get on this machine now (the most --workers n can give)."""
+    one = _spin()
+    with multiprocessing.get_context("fork").Pool(n) as pool:
+        t0 = time.perf_counter()
+        pool.map(_spin, range(n))
+        many = time.perf_counter() - t0
+    return n * one / many
+
+
+def configurations(workers: list[int], ray: bool) -> list[tuple[str, tuple]]:
+    runs = [(f"--workers {n}", ("--workers", str(n))) for n in workers]
+    if ray:
+        n = max(workers)
+        runs.append((f"--ray --workers {n}", ("--ray", "--workers", str(n))))
+    return runs
+
+
+def scaling(name: str, checkpoint: str, episodes: int, workers: list[int], ray: bool, reps: int, tmp: Path) -> None:
+    runs = configurations(workers, ray)
+    print(f"\n{name}: {episodes} episodes of {checkpoint}, {reps} interleaved repetition(s) "
+          f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    walls: dict[str, list[float]] = {label: [] for label, _ in runs}
+    csvs: dict[str, bytes] = {}
+    for rep in range(reps):
+        for label, extra in runs:
+            out = tmp / f"{name}-{label.replace(' ', '').replace('-', '')}"
+            wall = render(checkpoint, episodes, out, *extra)
+            walls[label].append(wall)
+            csvs[label] = (out / "episodes.csv").read_bytes()
+            print(f"  rep {rep + 1}  {label:<22} {wall:8.1f} s  (load {os.getloadavg()[0]:.1f})", flush=True)
+    base = runs[0][0]
+
+    def ratios(a: str, b: str) -> str:  # per-repetition wall(a) / wall(b): min and median
+        r = [x / y for x, y in zip(walls[a], walls[b])]
+        return f"{min(r):.2f}x / {statistics.median(r):.2f}x"
+
+    print(f"  speed-up against {base}, min / median (the machine's ceiling now: {ceiling(max(workers)):.2f}x "
+          f"for {max(workers)} processes of pure Python):")
+    for label, _ in runs[1:]:
+        print(f"    {label:<22} {ratios(base, label)}")
+    if ray:
+        n = max(workers)
+        print(f"  Ray / --workers {n} wall time, min / median: {ratios(runs[-1][0], f'--workers {n}')}")
+    same = {label: csv == csvs[base] for label, csv in csvs.items()}
+    print(f"  episodes.csv identical to {base}'s: " + ", ".join(f"{k}: {v}" for k, v in same.items()), flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--minatar", default=str(ROOT / "samples/minatar_breakout_ppo.pt2"))
+    ap.add_argument("--ale", default=str(ROOT / "samples/ale_breakout_ppo.pt2"))
+    ap.add_argument("--minatar-episodes", type=int, default=1000)
+    ap.add_argument("--ale-episodes", type=int, default=100)
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--reps", type=int, default=1)
+    ap.add_argument("--no-ray", action="store_true")
+    ap.add_argument("--no-ale", action="store_true")
+    args = ap.parse_args()
+    print(f"{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="rlviz-bench-scale-") as d:
+        tmp = Path(d)
+        scaling("minatar", args.minatar, args.minatar_episodes, args.workers, not args.no_ray, args.reps, tmp)
+        if not args.no_ale:
+            scaling("ale", args.ale, args.ale_episodes, args.workers, not args.no_ray, args.reps, tmp)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,339 @@
+"""Scale-out: results independent of --num-envs / --workers / --ray, the exact merge, worker faults, Ctrl-C."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from _envs import probe_objects
+from _procs import alive
+
+from rlviz.agent.policy import TorchPolicy
+from rlviz.agent.saving import save_checkpoint
+from rlviz.cli import main
+from rlviz.errors import UsageError, WorkerError
+from rlviz.evaluate.objects import FunctionExtractor
+from rlviz.evaluate.rollout import rollout
+from rlviz.evaluate.threads import torch_threads
+from rlviz.evaluate.workers import KILL_HOOK, WorkerPool, merge_rollouts, shard_ranges
+from rlviz.media import probe_video
+
+ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+MINATAR = ROOT / "samples" / "minatar_breakout_ppo.pt2"
+PROBE = "_envs:rlviz-probe/Probe-v0"  # "module:id": workers (spawned, or Ray's) import the probe's module too
+PROBE_ARGS = ("--env", PROBE, "--objects", "_envs:probe_objects")
+
+
+class Linear(torch.nn.Module):
+    def forward(self, x):
+        w = torch.tensor([[0.3, -0.2], [0.1, 0.4], [-0.5, 0.5]])
+        return x @ w, x.sum(-1)
+
+
+@pytest.fixture(scope="module")
+def probe_ckpt(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("probe") / "probe.pt2"
+    save_checkpoint(path, TorchPolicy(Linear(), num_actions=2, device="cpu"), env=PROBE, gamma=0.9)
+    return path
+
+
+def test_shard_ranges_are_contiguous_equal_and_a_whole_number_per_worker():
+    for episodes, workers, envs in ((1000, 2, 16), (100, 2, 16), (7, 3, 16), (3, 8, 16), (5000, 3, 8)):
+        shards = shard_ranges(episodes, workers, envs)
+        assert [i for r in shards for i in r] == list(range(episodes))
+        assert max(map(len, shards)) - min(map(len, shards)) <= 1
+        assert len(shards) % workers == 0 or len(shards) == episodes < workers
+    assert len(shard_ranges(1000, 2, 16)) == 8 and len(shard_ranges(100, 2, 16)) == 2
+
+
+def test_shards_merge_into_the_single_run():
+    policy = TorchPolicy(Linear(), num_actions=2, device="cpu")
+    kw = dict(seed=11, objects=FunctionExtractor(probe_objects), heatmap=True, progress=False)
+    whole = rollout(PROBE, policy, 30, num_envs=4, **kw)
+    shards = shard_ranges(30, 3, num_envs=4)
+    parts = [rollout(PROBE, policy, len(r), num_envs=n, first_episode=r.start, **kw)
+             for r, n in zip(shards, (1, 3, 16))]
+    merged = merge_rollouts(parts[::-1], wall_s=1.0)
+    assert merged.episodes == whole.episodes and merged.steps == whole.steps
+    assert np.array_equal(merged.heatmap.counts["obj"], whole.heatmap.counts["obj"])
+    assert np.array_equal(merged.heatmap.background, whole.heatmap.background)
+    assert (merged.heatmap.failures, merged.heatmap.episodes) == (whole.heatmap.failures, 30)
+    with pytest.raises(UsageError, match="overlap or leave gaps"):
+        merge_rollouts([parts[0], parts[2]], wall_s=1.0)
+
+
+def test_torch_threads_is_restored():
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(UsageError, match="threads=0"):
+        with torch_threads(0):
+            pass
+
+
+def test_worker_pool_reports_errors_in_one_line_and_leaves_no_process():
+    before = set(_children())
+    with WorkerPool(1) as pool, pytest.raises(UsageError, match="received 'bad'"):
+        pool.map(_fails, ["bad"])
+    with WorkerPool(2) as pool:
+        assert pool.map(_halves, [4, 6, 8]) == [2.0, 3.0, 4.0]
+        with pytest.raises(WorkerError, match="ZeroDivisionError"):
+            pool.map(_halves, [0])
+    assert set(_children()) <= before
+    with pytest.raises(UsageError, match="workers=0"):
+        WorkerPool(0)
+
+
+def _fails(task, progress):
+    raise UsageError(f"received {task!r}")
+
+
+def _halves(task, progress):
+    return task / 2 if task else 1 / task
+
+
+# -- the CLI: identical outputs whatever the scale-out ---------------------------------------------------
+def _render(out: Path, *extra: str, checkpoint=MINATAR, episodes=32) -> int:
+    return main(["render", str(checkpoint), "--episodes", str(episodes), "--heatmap", "--no-progress",
+                 "--out", str(out), *extra])
+
+
+def _outputs(out: Path) -> tuple:
+    """episodes.csv rows, summary.json without its wall time, heatmap.npz's arrays."""
+    rows = list(csv.DictReader(open(out / "episodes.csv")))
+    summary = json.loads((out / "summary.json").read_text())
+    summary.pop("wall_s")
+    with np.load(out / "heatmap.npz") as z:
+        arrays = {k: z[k].copy() for k in z.files}
+    return rows, summary, arrays
+
+
+def _same(a: tuple, b: tuple) -> None:
+    assert a[0] == b[0]
+    assert a[1] == b[1]
+    assert a[2].keys() == b[2].keys() and all(np.array_equal(a[2][k], b[2][k]) for k in a[2])
+
+
+def _children() -> list[int]:
+    """Live child processes of this test process (from /proc)."""
+    me, kids = os.getpid(), []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                fields = Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()
+                cmd = Path(f"/proc/{d}/cmdline").read_bytes() if int(fields[1]) == me else b""
+            except OSError:
+                continue
+            if int(fields[1]) == me and fields[0] != "Z" and b"resource_tracker" not in cmd:
+                kids.append(int(d))  # (multiprocessing's resource tracker lives as long as this process)
+    return kids
+
+
+def test_probe_gives_identical_outputs_for_any_num_envs_and_workers(probe_ckpt, tmp_path):
+    assert _render(tmp_path / "e16", *PROBE_ARGS, checkpoint=probe_ckpt, episodes=40) == 0
+    base = _outputs(tmp_path / "e16")
+    assert len(base[0]) == 40 and 0 < base[2]["failures"] < 40
+    for name, extra in (("e1", ("--num-envs", "1")), ("e4", ("--num-envs", "4")), ("w1", ("--workers", "1"))):
+        assert _render(tmp_path / name, *PROBE_ARGS, *extra, checkpoint=probe_ckpt, episodes=40) == 0
+        _same(base, _outputs(tmp_path / name))
+    before = set(_children())
+    assert _render(tmp_path / "w2", *PROBE_ARGS, "--workers", "2", "--num-envs", "4", checkpoint=probe_ckpt,
+                   episodes=40) == 0
+    _same(base, _outputs(tmp_path / "w2"))
+    assert set(_children()) <= before  # every worker joined
+
+
+def test_compare_runs_both_agents_shards_in_the_workers(probe_ckpt, tmp_path):
+    def comparison(out: Path, *extra: str) -> dict:
+        args = ["compare", str(probe_ckpt), str(probe_ckpt), "--episodes", "24", "--heatmap", "--videos", "none",
+                "--no-progress", "--out", str(out), *PROBE_ARGS, *extra]
+        assert main(args) == 0
+        data = json.loads((out / "comparison.json").read_text())
+        for side in ("a", "b"):
+            data[side].pop("wall_s")
+        return data, (out / "episodes.csv").read_text()
+
+    one = comparison(tmp_path / "one")
+    assert comparison(tmp_path / "w2", "--workers", "2") == one
+    assert one[0]["episodes"] == 24 and one[0]["a"] == one[0]["b"]
+
+
+@pytest.fixture(scope="module")
+def minatar_baseline(tmp_path_factory):
+    out = tmp_path_factory.mktemp("one") / "out"
+    assert _render(out, "--num-envs", "8", "--videos", "worst:1,best:1") == 0
+    return out
+
+
+def _same_videos(a: Path, b: Path) -> None:
+    """The same video files (names; frame counts; the .npz per-step numbers byte for byte)."""
+    va, vb = sorted((a / "videos").iterdir()), sorted((b / "videos").iterdir())
+    assert [p.name for p in va] == [p.name for p in vb] and len(va) == 4  # 2 videos, each .mp4 + .npz
+    for pa, pb in zip(va, vb):
+        if pa.suffix == ".mp4":
+            assert probe_video(pa).num_frames == probe_video(pb).num_frames > 1
+        else:
+            with np.load(pa) as za, np.load(pb) as zb:
+                assert za.files == zb.files and all(np.array_equal(za[k], zb[k]) for k in za.files)
+
+
+@pytest.fixture(scope="module")
+def minatar_workers(minatar_baseline, tmp_path_factory):
+    out = tmp_path_factory.mktemp("w2") / "out"
+    before = set(_children())
+    assert _render(out, "--num-envs", "8", "--workers", "2", "--videos", "worst:1,best:1") == 0
+    assert set(_children()) <= before  # every worker joined
+    return out
+
+
+@pytest.mark.slow
+def test_minatar_workers_replay_the_videos_and_play_the_same_episodes(minatar_baseline, minatar_workers):
+    base, split = _outputs(minatar_baseline), _outputs(minatar_workers)
+    assert len(base[0]) == 32 and base[2]["failures"] == 32  # MinAtar Breakout: one failure per episode
+    key = ("episode", "seed", "return", "length", "failures", "terminated", "truncated")
+    assert [[r[k] for k in key] for r in base[0]] == [[r[k] for k in key] for r in split[0]]
+    assert np.array_equal(base[2]["counts"], split[2]["counts"])
+    _same_videos(minatar_baseline, minatar_workers)  # replayed in the workers, back as bytes
+    assert not [p for p in minatar_workers.parent.rglob("*") if "partial" in p.name]
+
+
+def test_minatar_workers_give_identical_outputs(minatar_baseline, minatar_workers):
+    _same(_outputs(minatar_baseline), _outputs(minatar_workers))
+
+
+def test_minatar_num_envs_gives_identical_outputs(minatar_baseline, tmp_path):
+    assert _render(tmp_path / "e16", "--num-envs", "16", "--videos", "none") == 0
+    _same(_outputs(minatar_baseline), _outputs(tmp_path / "e16"))
+
+
+# -- faults ------------------------------------------------------------------------------------------------
+def test_a_killed_worker_is_replaced_and_its_shard_rerun(probe_ckpt, tmp_path, monkeypatch):
+    args = (*PROBE_ARGS, "--videos", "none", "--num-envs", "4")
+    assert _render(tmp_path / "one", *args, checkpoint=probe_ckpt, episodes=40) == 0
+    marker = tmp_path / "killed-once"
+    monkeypatch.setenv(KILL_HOOK, f"{shard_ranges(40, 2, 4)[1].start}:{marker}")
+    before = set(_children())
+    assert _render(tmp_path / "w2", *args, "--workers", "2", checkpoint=probe_ckpt, episodes=40) == 0
+    assert marker.exists()  # the hook fired: a worker was SIGKILLed mid-shard
+    _same(_outputs(tmp_path / "one"), _outputs(tmp_path / "w2"))
+    assert set(_children()) <= before
+
+
+def test_a_worker_that_dies_twice_fails_in_one_line_with_no_outputs(probe_ckpt, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv(KILL_HOOK, "0:always")
+    before = set(_children())
+    rc = _render(tmp_path / "out", *PROBE_ARGS, "--videos", "none", "--workers", "2", checkpoint=probe_ckpt,
+                 episodes=40)
+    err = capsys.readouterr().err.strip()
+    assert rc == 1 and len(err.splitlines()) == 1, err
+    assert "died twice (signal 9)" in err and "episodes 0-" in err
+    assert not (tmp_path / "out").exists() and not list(tmp_path.iterdir())  # no staging folder left either
+    assert set(_children()) <= before
+
+
+def _descendants(pid: int) -> set[int]:
+    parent = {}
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            parent[int(d)] = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError):
+            pass
+    found, grew = {pid}, True
+    while grew:
+        new = {p for p, pp in parent.items() if pp in found} - found
+        found |= new
+        grew = bool(new)
+    return found - {pid}
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_every_worker_and_leaves_no_outputs(tmp_path):
+    """SIGINT to the CLI while 2 workers roll out: exit 130, every worker (and its ffmpeg) gone, no outputs."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    out = tmp_path / "out"
+    cmd = [sys.executable, "-m", "rlviz", "render", str(MINATAR), "--episodes", "5000", "--workers", "2",
+           "--no-progress", "--out", str(out)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline, workers = time.monotonic() + 120, set()
+        while time.monotonic() < deadline and len(workers) < 2:
+            time.sleep(0.5)
+            workers = _descendants(proc.pid) if proc.poll() is None else set()  # the workers (forked or spawned)
+        assert len(workers) >= 2, "the workers did not start"
+        time.sleep(3.0)  # inside their shards
+        workers = _descendants(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and len(err.strip().splitlines()) == 1, err
+    assert not [p for p in workers if alive(p)]
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+# -- Ray --------------------------------------------------------------------------------------------------
+def test_ray_without_its_extra_names_it_in_one_line(probe_ckpt, tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "ray", None)  # "import ray" raises ImportError, installed or not
+    assert _render(tmp_path / "out", *PROBE_ARGS, "--ray", checkpoint=probe_ckpt, episodes=4) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and 'pip install "rlviz[ray]"' in err and "--ray" in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unreachable_ray_address_fails_at_once_in_one_line(probe_ckpt, tmp_path, capsys):
+    pytest.importorskip("ray")
+    t0 = time.monotonic()
+    assert _render(tmp_path / "out", *PROBE_ARGS, "--ray", "127.0.0.1:1", checkpoint=probe_ckpt, episodes=4) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--ray 127.0.0.1:1: could not connect" in err, err
+    assert time.monotonic() - t0 < 30 and not (tmp_path / "out").exists()
+
+
+def test_ray_flag_alone_means_a_local_instance():
+    from rlviz.cli import build_parser
+
+    parse = build_parser().parse_args
+    assert parse(["render", "x.pt2", "--ray"]).ray == "local"
+    assert parse(["render", "x.pt2", "--ray", "ray://head:10001"]).ray == "ray://head:10001"
+    assert parse(["render", "x.pt2"]).ray is None
+    with pytest.raises(UsageError, match="--workers: expected a positive whole number, received 0"):
+        from rlviz.config import RenderConfig
+
+        RenderConfig(checkpoint="x.pt2", workers=0)
+
+
+@pytest.fixture(scope="module")
+def ray_local():
+    ray = pytest.importorskip("ray")
+    paths = [str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")]
+    os.environ["PYTHONPATH"] = os.pathsep.join(paths)  # Ray's workers import this tree's rlviz and _envs
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_ray_gives_identical_outputs_and_ships_videos(ray_local, minatar_baseline, minatar_workers, probe_ckpt,
+                                                      tmp_path):
+    """The driver puts the checkpoint's bytes in Ray's object store and writes the videos the tasks return.
+    (2 Ray CPUs: the shards of --workers 2, so the outputs are identical to theirs on main already.)"""
+    assert _render(tmp_path / "ray", "--num-envs", "8", "--ray", "--videos", "worst:1,best:1") == 0
+    _same(_outputs(minatar_workers), _outputs(tmp_path / "ray"))
+    _same_videos(minatar_baseline, tmp_path / "ray")
+    assert _render(tmp_path / "p1", *PROBE_ARGS, checkpoint=probe_ckpt, episodes=40) == 0
+    assert _render(tmp_path / "pray", *PROBE_ARGS, "--ray", checkpoint=probe_ckpt, episodes=40) == 0
+    _same(_outputs(tmp_path / "p1"), _outputs(tmp_path / "pray"))

@@ -1,0 +1,98 @@
+"""A two-node Ray cluster on loopback (`ray start --head`, then `ray start --address`) renders the MinAtar
+sample with videos and matches the single-process result (on main until issue 15's batch invariance lands:
+exactly the ``--workers 2`` result, the same shards; the single-process one in every episode's return, length,
+failures and heatmap counts, and in the videos). Slow (Ray start-up); its own module, so no
+other Ray instance of the test session is alive beside it. Cleanup stops only the processes this test
+started (found by their private temp folder), never every Ray process of the machine."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import test_scale
+from test_scale import MINATAR, ROOT, TESTS, _outputs, _same, _same_videos
+
+pytestmark = pytest.mark.slow
+minatar_baseline, minatar_workers = test_scale.minatar_baseline, test_scale.minatar_workers  # the fixtures, here too
+
+
+def _tree(roots: set[int]) -> set[int]:
+    """``roots`` and all their descendants (from /proc)."""
+    parent = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                parent[int(d)] = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError):
+                pass
+    found, grew = set(roots), True
+    while grew:
+        new = {p for p, pp in parent.items() if pp in found} - found
+        found |= new
+        grew = bool(new)
+    return found & set(parent)
+
+
+def _started_in(folder: str) -> set[int]:
+    """Processes whose command line names ``folder`` (Ray's daemons of this cluster), with descendants."""
+    mine = set()
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if folder.encode() in Path(f"/proc/{d}/cmdline").read_bytes():
+                    mine.add(int(d))
+            except OSError:
+                pass
+    return _tree(mine)
+
+
+def _stop(pids: set[int]) -> None:
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        time.sleep(1.0)
+
+
+def test_two_node_ray_cluster_on_loopback(minatar_baseline, minatar_workers, tmp_path):
+    pytest.importorskip("ray")
+    ray_bin = shutil.which("ray", path=os.path.dirname(sys.executable))
+    if ray_bin is None:
+        pytest.skip("the ray command is not installed")
+    temp = tempfile.mkdtemp(prefix="rlray", dir="/tmp")  # short: Ray's socket paths have a length limit
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")]))
+    env.pop("RAY_ADDRESS", None)
+    env["RAY_AUTH_MODE"] = "disabled"  # a loopback test cluster: the same (no) token auth on every node and driver
+    port = 36000 + os.getpid() % 2000
+    head = [ray_bin, "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}", "--num-cpus=1",
+            "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}",
+            f"--ray-client-server-port={port + 1}"]
+    node = [ray_bin, "start", f"--address=127.0.0.1:{port}", "--node-ip-address=127.0.0.1", "--num-cpus=1",
+            "--disable-usage-stats"]
+    out = tmp_path / "cluster"
+    try:
+        subprocess.run(head, check=True, env=env, capture_output=True, timeout=180)
+        subprocess.run(node, check=True, env=env, capture_output=True, timeout=180)
+        cmd = [sys.executable, "-m", "rlviz", "render", str(MINATAR), "--episodes", "32", "--heatmap", "--no-progress",
+               "--num-envs", "8", "--videos", "worst:1,best:1", "--out", str(out), "--ray", f"127.0.0.1:{port}"]
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-2000:]
+    finally:
+        _stop(_started_in(temp))
+        shutil.rmtree(temp, ignore_errors=True)
+    assert not _started_in(temp)  # no process of the cluster is left
+    _same(_outputs(minatar_workers), _outputs(out))
+    _same_videos(minatar_baseline, out)
+    base, there = _outputs(minatar_baseline), _outputs(out)
+    key = ("episode", "seed", "return", "length", "failures", "terminated", "truncated")
+    assert [[r[k] for k in key] for r in base[0]] == [[r[k] for k in key] for r in there[0]]
