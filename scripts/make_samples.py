@@ -11,6 +11,7 @@ stills samples/still.png (ALE Breakout with the perturbation overlay) and sample
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from PIL import Image
 from rlviz import CompareConfig, RenderConfig, compare, read_video, render
 
 ROOT = Path(__file__).resolve().parents[1]
-SAMPLES = ROOT / "samples"
+SAMPLES = Path("samples")  # relative, run from ROOT (main() changes there): the outputs record no machine's paths
 
 
 def still(video: Path, dest: Path, at: float = 0.6) -> None:
@@ -66,6 +67,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--ale-episodes", type=int, default=100)
     args = ap.parse_args()
+    os.chdir(ROOT)
     which = args.only or ["minatar", "noent", "ale", "compare"]
     if "minatar" in which:
         out = run("minatar", "minatar_breakout_ppo.pt2", args.episodes, "gradient", "first:1,worst:1")

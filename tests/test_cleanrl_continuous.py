@@ -111,7 +111,8 @@ def test_sac_actor_renders_with_no_model_and_acts_as_its_get_action_mean(tmp_pat
     with torch.no_grad():
         mean, std, action = actor.reference(x)
     assert np.ptp(data["mean"]) > 0.1 and "value" not in data.files
-    np.testing.assert_allclose(data["mean"], mean.numpy(), atol=1e-5)
+    # pre-tanh means reach ~24 here: float32 agreement is relative (the batch shapes differ by a few ulps)
+    np.testing.assert_allclose(data["mean"], mean.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(data["std"], std.numpy(), atol=1e-5)
     np.testing.assert_allclose(data["actions"], action.numpy()[:-1], atol=1e-5)
 
