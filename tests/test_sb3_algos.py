@@ -9,6 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from _zips import rewrite_sb3_data
 
 from rlviz.agent.checkpoint import load_agent
 from rlviz.cli import main
@@ -75,22 +76,10 @@ def test_qrdqn_greedy_returns_equal_evaluate_policy(qrdqn_zip, tmp_path):
 
 def test_unknown_contrib_policy_is_refused_before_unpickling(qrdqn_zip, tmp_path):
     """A zip naming a policy class outside the allowlist is refused with the unsafe-checkpoint error."""
-    import io
-    import json
-    import zipfile
-
     from rlviz.errors import UnsafeCheckpointError
 
     _, path = qrdqn_zip
-    src = zipfile.ZipFile(path)
-    doc = json.loads(src.read("data"))
-    doc["policy_class"]["__module__"] = "evil.module"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as dst:
-        for name in src.namelist():
-            dst.writestr(name, json.dumps(doc) if name == "data" else src.read(name))
-    bad = tmp_path / "bad.zip"
-    bad.write_bytes(buf.getvalue())
+    bad = rewrite_sb3_data(path, tmp_path / "bad.zip", lambda doc: doc["policy_class"].update(__module__="evil.module"))
     with pytest.raises(UnsafeCheckpointError, match="evil.module"):
         load_agent(bad, env="CartPole-v1")
 

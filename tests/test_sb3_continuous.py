@@ -5,15 +5,13 @@ the same observations, and ``--greedy`` returns equal ``evaluate_policy(determin
 from __future__ import annotations
 
 import csv
-import io
-import json
 import pickle
-import zipfile
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from _zips import rewrite_sb3_data
 
 from rlviz.agent.actions import sample_actions
 from rlviz.agent.adapters import to_policy
@@ -269,21 +267,10 @@ def test_gsde_agents_are_refused_clearly(name, tmp_path):
         load_agent(path, env="Pendulum-v1", trust=True)
 
 
-def _rewrite_data(path, out, edit) -> None:
-    src = zipfile.ZipFile(path)
-    doc = json.loads(src.read("data"))
-    edit(doc)
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as dst:
-        for member in src.namelist():
-            dst.writestr(member, json.dumps(doc) if member == "data" else src.read(member))
-    out.write_bytes(buf.getvalue())
-
-
 def test_a_policy_kwarg_that_needs_unpickling_is_refused(off_policy, tmp_path):
     _, _, path = off_policy
     bad = tmp_path / "bad.zip"
-    _rewrite_data(path, bad, lambda doc: doc["policy_kwargs"].update(
+    rewrite_sb3_data(path, bad, lambda doc: doc["policy_kwargs"].update(
         {"optimizer_kwargs": None, "actor_factory": ":serialized: payload"}))
     with pytest.raises(UnsafeCheckpointError, match="actor_factory"):
         load_agent(bad, env="Pendulum-v1")

@@ -11,6 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from _zips import rewrite_sb3_data
 
 from rlviz.agent.checkpoint import load_agent
 from rlviz.cli import main
@@ -251,23 +252,12 @@ def test_maskable_renders_masked_actions_and_greedy_returns_equal_sb3(maskable, 
 
 def test_a_recurrent_zip_with_code_in_its_policy_kwargs_is_refused(recurrent, tmp_path, monkeypatch):
     """lstm_kwargs are read as a literal: an expression that would create a file is refused, nothing runs."""
-    import io
-    import json
-    import zipfile
-
     from rlviz.errors import UnsafeCheckpointError
 
     _, path = recurrent
     monkeypatch.chdir(tmp_path)
-    src = zipfile.ZipFile(path)
-    doc = json.loads(src.read("data"))
-    doc["policy_kwargs"]["lstm_kwargs"] = "__import__('pathlib').Path('pwned').touch()"
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w") as dst:
-        for name in src.namelist():
-            dst.writestr(name, json.dumps(doc) if name == "data" else src.read(name))
-    bad = tmp_path / "bad.zip"
-    bad.write_bytes(buf.getvalue())
+    bad = rewrite_sb3_data(path, tmp_path / "bad.zip", lambda doc: doc["policy_kwargs"].update(
+        lstm_kwargs="__import__('pathlib').Path('pwned').touch()"))
     with pytest.raises(UnsafeCheckpointError, match="lstm_kwargs"):
         load_agent(bad, env="CartPole-v1")
     assert not (tmp_path / "pwned").exists()
