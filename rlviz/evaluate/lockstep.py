@@ -18,21 +18,22 @@ import numpy as np
 from ..agent.actions import actions_from_noise, draw_noise, noise_draw, to_env_action
 from ..agent.stepping import plain
 from .diagnostics import nonfinite_rows, obs_keys
+from .steplog import StepLog
 
 __all__ = ["Decision", "decide", "input_buffer", "run_lockstep", "BlockNoise", "Report"]
 
 
 class Decision:
-    """What the policy decided for B envs, as Python lists (one item per row): env_actions (what env.step
-    takes), indices (the Discrete action, -1 for other kinds: the diagnostics count them), values (None
-    without a value head), entropies, bad (non-finite internals; None when all are finite), keys (the
-    observations' loop keys)."""
+    """What the policy decided for B envs: env_actions (a list: what env.step takes), indices (int64 [B]: the
+    Discrete action, -1 for other kinds: the diagnostics count them), values ([B] or None without a value head),
+    out (the PolicyOutput of those rows: the entropies' inputs), bad (bool [B]: non-finite internals; None when
+    all are finite), keys (uint64 [B]: the observations' loop keys)."""
 
-    __slots__ = ("env_actions", "indices", "values", "entropies", "bad", "keys")
+    __slots__ = ("env_actions", "indices", "values", "out", "bad", "keys")
 
-    def __init__(self, env_actions, indices, values, entropies, bad, keys):
+    def __init__(self, env_actions, indices, values, out, bad, keys):
         self.env_actions, self.indices, self.values = env_actions, indices, values
-        self.entropies, self.bad, self.keys = entropies, bad, keys
+        self.out, self.bad, self.keys = out, bad, keys
 
 
 def input_buffer(obs, rows: int) -> np.ndarray:
@@ -54,12 +55,11 @@ def decide(policy, obs: np.ndarray, rows: np.ndarray | None, noise, greedy: bool
     draw = noise_draw(out, greedy)
     acts = actions_from_noise(out, None if draw is None else noise(draw))
     if spec.kind == "discrete":
-        env_actions = indices = acts.tolist()
+        env_actions, indices = acts.tolist(), acts
     else:
-        env_actions, indices = [to_env_action(a, spec) for a in acts], [-1] * len(acts)
-    bad = nonfinite_rows(out.logits, out.probs, out.value)
-    return Decision(env_actions, indices, None if out.value is None else out.value.tolist(), out.entropy.tolist(),
-                    None if bad is None else bad.tolist(), obs_keys(obs))
+        env_actions, indices = [to_env_action(a, spec) for a in acts], np.full(len(acts), -1, np.int64)
+    return Decision(env_actions, indices, out.value, out, nonfinite_rows(out.logits, out.probs, out.value),
+                    obs_keys(obs))
 
 
 def _rows(out, index):
@@ -126,6 +126,7 @@ def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tupl
     chunk = int(runner.policy.forward_rows)
     buf = None  # [whole chunks >= n, *obs_shape] in the observations' dtype: the policy's input, a row per env
     noise = BlockNoise(n)
+    log = StepLog(n, runner.clip_values)
     records, steps = [], 0
 
     def start(i: int) -> None:
@@ -153,22 +154,30 @@ def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tupl
                 [envs[i] for i in act], [slots[i] for i in act], o))
         else:
             d = decide(policy, buf[:used], rows if len(active) < used else None, take, greedy, spec)
-        values = d.values if d.values is not None else [None] * len(active)
-        bad = d.bad if d.bad is not None else [False] * len(active)
-        for i, action, value, entropy, key, b, index in zip(active, d.env_actions, values, d.entropies, d.keys, bad,
-                                                             d.indices):
-            ob, done, term, trunc = runner.step(envs[i], slots[i], action, value, entropy, key, b, index)
+        log.write(rows, d)
+        rewards, ended = [], []
+        for i, action in zip(active, d.env_actions):
+            ob, reward, done, term, trunc = runner.step(envs[i], slots[i], action)
+            rewards.append(reward)
             if done:
-                records.append(runner.finish(slots[i], term, trunc))
-                progress.update(1, ret=f"{records[-1].ret:.1f}")
-                slots[i] = None
-                start(i)
+                ended.append((i, term, trunc))
             else:
                 buf[i] = ob
+        full = log.end_step(rows, rewards)
+        for i, term, trunc in ended:
+            log.fold(i, slots[i])
+            records.append(runner.finish(slots[i], term, trunc))
+            progress.update(1, ret=f"{records[-1].ret:.1f}")
+            slots[i] = None
+            start(i)
         steps += len(active)
-        if any(slots[i] is None for i in active):
+        if ended:
             active = [i for i, s in enumerate(slots) if s is not None]
             rows = np.array(active, dtype=np.intp)
+        if full:
+            for i in active:
+                log.fold(i, slots[i])
+            log.restart()
     progress.close()
     records.sort(key=lambda r: r.index)
     return records, steps
