@@ -3,9 +3,9 @@
     python scripts/bench_diagnostics.py                        # samples/minatar_breakout_ppo.pt2, 1000 episodes
     python scripts/bench_diagnostics.py --episodes 200 --repeats 5
 
-"Without" swaps the rollout's per-episode accumulator for one whose ``step_key`` does nothing and skips the
+"Without" swaps the rollout's per-episode accumulator for one whose ``fold`` does nothing and skips the
 batch NaN check, the batch's observation keys (:func:`~rlviz.evaluate.diagnostics.obs_keys`) and
-:func:`diagnose` (the hook's bare method call stays: it is what a disabled stage would cost). Runs are interleaved (on, off, off, on, ...) and repeated; prints each run's wall time, the
+:func:`diagnose` (the hook's bare method call per episode and the step log's row of keys stay: what a disabled stage would cost). Runs are interleaved (on, off, off, on, ...) and repeated; prints each run's wall time, the
 min and median of each variant and their ratio (with / without), measured in this same run, after a short
 warm-up run that is not counted (the first load of an exported program is slow).
 """
@@ -34,7 +34,7 @@ class _NoDiagnostics:
     def __init__(self, num_actions: int):
         pass
 
-    def step_key(self, key, action, entropy, reward, bad=False) -> None:
+    def fold(self, keys, actions, entropies, rewards, bad=None) -> None:
         return None
 
     def finish(self) -> None:

@@ -69,13 +69,16 @@ class Finding:
         return {"id": self.id, "severity": self.severity, "message": self.message, "evidence": self.evidence}
 
 
+_SUM = np.add.reduce
+
+
 def nonfinite_rows(logits: np.ndarray, probs: np.ndarray, value: np.ndarray | None) -> np.ndarray | None:
     """bool [B]: rows of a batch with any non-finite logit, probability or value; None when all are finite
     (the common case, one sum per array: a NaN or inf anywhere makes the total non-finite; the rows are only
     looked at then)."""
-    total = float(logits.sum(dtype=np.float64)) + float(probs.sum(dtype=np.float64))
+    total = _SUM(logits, None, np.float64) + _SUM(probs, None, np.float64)
     if value is not None:
-        total += float(value.sum(dtype=np.float64))
+        total += _SUM(value, None, np.float64)
     if math.isfinite(total):
         return None
     rows = logits.sum(axis=-1, dtype=np.float64) + probs.sum(axis=-1, dtype=np.float64)
@@ -160,7 +163,12 @@ class EpisodeDiagnostics:
         ``loop_max_period`` steps (none: no run). match[j, d - 1]: step j's key equals the one d steps before."""
         w = THRESHOLDS["loop_max_period"]
         past = self._last
-        self._last = np.concatenate([past, keys])[-w:]
+        seen = np.concatenate([past, keys])
+        self._last = seen[-w:]
+        if not self._period:
+            seen = np.sort(seen)
+            if not (seen[1:] == seen[:-1]).any():  # no key twice (the usual case): no run starts
+                return
         padded = np.concatenate([np.zeros(w - len(past), np.uint64), past, keys])
         windows = np.lib.stride_tricks.sliding_window_view(padded, w + 1)
         match = windows[:, w - 1 :: -1] == windows[:, w:]

@@ -74,32 +74,33 @@ def _rows(out, index):
 class BlockNoise:
     """Each slot's episode Generator drawn ahead in blocks: ``rng.random((K, k))`` yields exactly the numbers
     of K successive ``rng.random((1, k))`` calls (the same for ``standard_normal``), so the rows taken one per
-    step are what a lone replay draws, without one Generator call per env per step."""
+    step are what a lone replay draws, without one Generator call per env per step. Time-major: the noise of
+    the t-th :meth:`take` sits in row t of a ring, so a step reads one row; a slot's next block is drawn when due."""
 
     BLOCK = 64
 
     def __init__(self, slots: int):
         self.rngs: list = [None] * slots
-        self.cursor = np.full(slots, self.BLOCK, dtype=np.intp)
-        self.blocks = None  # [slots, BLOCK, k], allocated on the first draw
-        self.rows = np.arange(slots)
+        self.t = 0  # takes so far: every step takes (a policy that samples) or none does (greedy)
+        self.due: dict = {}  # take -> [(slot, rng)] whose next block starts there
+        self.ring = None  # [2 * BLOCK, slots, k], allocated on the first take
 
     def begin(self, i: int, rng: np.random.Generator) -> None:
+        """Slot ``i`` starts an episode sampled from ``rng`` at the next take (greedy episodes draw nothing)."""
         self.rngs[i] = rng
-        self.cursor[i] = self.BLOCK  # drawn on its first use: greedy episodes draw nothing
+        self.due.setdefault(self.t, []).append((i, rng))
 
     def take(self, draw: tuple, active: np.ndarray) -> np.ndarray:
         """One row of noise per active slot [B, k]."""
-        if self.blocks is None:
-            self.blocks = np.zeros((len(self.rngs), self.BLOCK, draw[1]))
-        cur = self.cursor[active]
-        if cur.max() == self.BLOCK:  # some slots used up their block (or just began an episode)
-            for j in np.flatnonzero(cur == self.BLOCK):
-                i = active[j]
-                self.blocks[i] = draw_noise(self.rngs[i], draw, self.BLOCK)
-                cur[j] = 0
-        self.cursor[active] = cur + 1
-        return self.blocks[active, cur]
+        t, size = self.t, 2 * self.BLOCK
+        if self.ring is None:
+            self.ring = np.zeros((size, len(self.rngs), draw[1]))
+        for i, rng in self.due.pop(t, ()):
+            if self.rngs[i] is rng:  # (not a slot that has moved on to another episode)
+                self.ring[(t + np.arange(self.BLOCK)) % size, i] = draw_noise(rng, draw, self.BLOCK)
+                self.due.setdefault(t + self.BLOCK, []).append((i, rng))
+        self.t = t + 1
+        return self.ring[t % size, active]
 
 
 class Report:
@@ -163,7 +164,7 @@ def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tupl
                 ended.append((i, term, trunc))
             else:
                 buf[i] = ob
-        full = log.end_step(rows, rewards)
+        log.end_step(rows, rewards)
         for i, term, trunc in ended:
             log.fold(i, slots[i])
             records.append(runner.finish(slots[i], term, trunc))
@@ -174,10 +175,7 @@ def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tupl
         if ended:
             active = [i for i, s in enumerate(slots) if s is not None]
             rows = np.array(active, dtype=np.intp)
-        if full:
-            for i in active:
-                log.fold(i, slots[i])
-            log.restart()
+        log.roll(slots)
     progress.close()
     records.sort(key=lambda r: r.index)
     return records, steps

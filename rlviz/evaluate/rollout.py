@@ -388,12 +388,11 @@ def replay_episode(
                        forward=lambda o: runner.evaluate([env], [ep], o))
             log.write(row, d)
             obs, reward, done, term, trunc = runner.step(env, ep, d.env_actions[0])
-            full = log.end_step(row, [reward])
-            if done or full:
-                log.fold(0, ep)
-                log.restart()
+            log.end_step(row, [reward])
             if done:
+                log.fold(0, ep)
                 return runner.finish(ep, term, trunc)
+            log.roll([ep])
     except (ValueError, TypeError) as exc:
         if isinstance(exc, UsageError):
             raise

@@ -53,16 +53,20 @@ class StepLog:
             for j in np.flatnonzero(d.bad):
                 self.bad[cols[j]].append(g)
 
-    def end_step(self, cols, rewards: list) -> bool:
-        """The rewards the slots ``cols`` received; moves to the next row. True when the log is full: then
-        :meth:`fold` every slot in use and :meth:`restart`."""
+    def end_step(self, cols, rewards: list) -> None:
+        """The rewards the slots ``cols`` received; moves to the next row."""
         self.arrays["reward"][self.g, cols] = rewards
         self.g += 1
-        return self.g == self.ROWS
 
-    def restart(self) -> None:
-        self.g = 0
-        self.start[:] = 0
+    def roll(self, eps: list) -> None:
+        """When the log is full: fold the running episodes ``eps`` (one per slot, None for an idle slot) and
+        start again from the first row. Call after the step's ended episodes were folded."""
+        if self.g == self.ROWS:
+            for i, ep in enumerate(eps):
+                if ep is not None:
+                    self.fold(i, ep)
+            self.g = 0
+            self.start[:] = 0
 
     def fold(self, i: int, ep) -> None:
         """Fold slot ``i``'s rows since its last fold into its episode ``ep`` (an ``_Episode``)."""
