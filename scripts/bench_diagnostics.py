@@ -25,6 +25,7 @@ from rlviz.jobs.render import render
 
 rollout_mod = importlib.import_module("rlviz.evaluate.rollout")  # the package exports a function of that name
 lockstep_mod = importlib.import_module("rlviz.evaluate.lockstep")
+steplog_mod = importlib.import_module("rlviz.evaluate.steplog")
 render_mod = importlib.import_module("rlviz.jobs.render")
 
 
@@ -43,16 +44,16 @@ class _NoDiagnostics:
 
 @contextmanager
 def diagnostics_off():
-    saved = (rollout_mod.EpisodeDiagnostics, lockstep_mod.nonfinite_rows, lockstep_mod.obs_keys,
+    saved = (rollout_mod.EpisodeDiagnostics, steplog_mod.nonfinite_rows, lockstep_mod.obs_keys,
              render_mod.diagnose)
     rollout_mod.EpisodeDiagnostics = _NoDiagnostics
-    lockstep_mod.nonfinite_rows = lambda logits, probs, value: None
+    steplog_mod.nonfinite_rows = lambda logits, probs, value: None
     lockstep_mod.obs_keys = lambda batch: [0] * len(batch)
     render_mod.diagnose = lambda result, kind="actor_critic": []
     try:
         yield
     finally:
-        (rollout_mod.EpisodeDiagnostics, lockstep_mod.nonfinite_rows, lockstep_mod.obs_keys,
+        (rollout_mod.EpisodeDiagnostics, steplog_mod.nonfinite_rows, lockstep_mod.obs_keys,
          render_mod.diagnose) = saved
 
 

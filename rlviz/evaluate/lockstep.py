@@ -4,9 +4,11 @@ Per step: the observations sit in one buffer (a row per env, in the observations
 forward converts them to float32 as it would any batch; whole forward chunks of
 :attr:`Policy.forward_rows`), so a step costs one padded forward of that buffer (rows of idle envs are
 stale and ignored: a row's result does not depend on its neighbours), one sampling call on noise each
-episode's Generator drew ahead in blocks, one vectorised pass for the entropies, the non-finite check
-and the observations' loop keys, then the envs' own steps. The same :func:`decide` plays lone
-episodes (:func:`rlviz.evaluate.rollout.replay_episode`), so a replay takes exactly the rollout's actions.
+episode's Generator drew ahead in blocks (a row of a time-major ring), one vectorised pass for the observations'
+loop keys, one row of the :class:`~rlviz.evaluate.steplog.StepLog` (entropies, the non-finite check, the
+diagnostics and the value sequences are computed from it once per episode), then the envs' own steps. The same
+:func:`decide` plays lone episodes (:func:`rlviz.evaluate.rollout.replay_episode`), so a replay takes exactly the
+rollout's actions.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from ..agent.actions import actions_from_noise, draw_noise, noise_draw, to_env_action
 from ..agent.stepping import plain
-from .diagnostics import nonfinite_rows, obs_keys
+from .diagnostics import obs_keys
 from .steplog import StepLog
 
 __all__ = ["Decision", "decide", "input_buffer", "run_lockstep", "BlockNoise", "Report"]
@@ -26,14 +28,13 @@ __all__ = ["Decision", "decide", "input_buffer", "run_lockstep", "BlockNoise", "
 class Decision:
     """What the policy decided for B envs: env_actions (a list: what env.step takes), indices (int64 [B]: the
     Discrete action, -1 for other kinds: the diagnostics count them), values ([B] or None without a value head),
-    out (the PolicyOutput of those rows: the entropies' inputs), bad (bool [B]: non-finite internals; None when
-    all are finite), keys (uint64 [B]: the observations' loop keys)."""
+    out (the PolicyOutput of those rows: the entropies' and the non-finite check's inputs), keys (uint64 [B]: the
+    observations' loop keys)."""
 
-    __slots__ = ("env_actions", "indices", "values", "out", "bad", "keys")
+    __slots__ = ("env_actions", "indices", "values", "out", "keys")
 
-    def __init__(self, env_actions, indices, values, out, bad, keys):
-        self.env_actions, self.indices, self.values = env_actions, indices, values
-        self.out, self.bad, self.keys = out, bad, keys
+    def __init__(self, env_actions, indices, values, out, keys):
+        self.env_actions, self.indices, self.values, self.out, self.keys = env_actions, indices, values, out, keys
 
 
 def input_buffer(obs, rows: int) -> np.ndarray:
@@ -58,8 +59,7 @@ def decide(policy, obs: np.ndarray, rows: np.ndarray | None, noise, greedy: bool
         env_actions, indices = acts.tolist(), acts
     else:
         env_actions, indices = [to_env_action(a, spec) for a in acts], np.full(len(acts), -1, np.int64)
-    return Decision(env_actions, indices, out.value, out, nonfinite_rows(out.logits, out.probs, out.value),
-                    obs_keys(obs))
+    return Decision(env_actions, indices, out.value, out, obs_keys(obs))
 
 
 def _rows(out, index):

@@ -1,11 +1,11 @@
 """The lockstep's per-step numbers, written a whole batch at a time and folded into each episode when it ends.
 
 Per step, :func:`~rlviz.evaluate.lockstep.run_lockstep` writes one row per array for the batch (the observations'
-loop keys, the actions, the policy's entropy inputs, values, rewards), time-major: every active env steps at
+loop keys, the actions, the policy's outputs, values, rewards), time-major: every active env steps at
 every batch step, so an env's episode is one contiguous stretch of a column. When the episode ends (or the log is
 full: long episodes are folded in parts) its stretch is folded at once into the episode's accumulators: the
 entropies (:func:`~rlviz.agent.actions.policy_entropy`, row by row the same numbers as per step), their sum (in
-step order), the diagnostics (:meth:`~rlviz.evaluate.diagnostics.EpisodeDiagnostics.fold`) and the value and
+step order), the non-finite check, the diagnostics (:meth:`~rlviz.evaluate.diagnostics.EpisodeDiagnostics.fold`) and the value and
 reward sequences of the value statistics. So no Python runs per env step for them.
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..agent.actions import policy_entropy
+from .diagnostics import nonfinite_rows
 
 __all__ = ["StepLog"]
 
@@ -25,13 +26,13 @@ class StepLog:
 
     def __init__(self, slots: int, clip: bool):
         self.clip, self.g = clip, 0
+        self.slots = slots
         self.start = np.zeros(slots, np.intp)  # each slot's first row not yet folded
-        self.bad: list[list] = [[] for _ in range(slots)]  # rows with non-finite internals, per slot
         self.arrays: dict | None = None  # name -> [ROWS, slots, ...], allocated on the first write
 
     def _allocate(self, d) -> None:
-        n, out = len(self.bad), d.out
-        heads = {"probs": out.probs, "mean": out.mean, "std": out.std, "value": d.values}
+        n, out = self.slots, d.out
+        heads = {"logits": out.logits, "probs": out.probs, "mean": out.mean, "std": out.std, "value": d.values}
         self.nvec = out.nvec
         self.arrays = {"keys": np.zeros((self.ROWS, n), np.uint64), "index": np.zeros((self.ROWS, n), np.int64),
                        "reward": np.zeros((self.ROWS, n), np.float64)}
@@ -46,12 +47,10 @@ class StepLog:
         g, arr, out = self.g, self.arrays, d.out
         arr["keys"][g, cols] = d.keys
         arr["index"][g, cols] = d.indices
-        for name, a in (("probs", out.probs), ("mean", out.mean), ("std", out.std), ("value", d.values)):
+        for name, a in (("logits", out.logits), ("probs", out.probs), ("mean", out.mean), ("std", out.std),
+                        ("value", d.values)):
             if a is not None:
                 arr[name][g, cols] = a
-        if d.bad is not None:
-            for j in np.flatnonzero(d.bad):
-                self.bad[cols[j]].append(g)
 
     def end_step(self, cols, rewards: list) -> None:
         """The rewards the slots ``cols`` received; moves to the next row."""
@@ -76,9 +75,8 @@ class StepLog:
             return
         col = {k: a[rows, i] for k, a in arr.items()}
         ent = policy_entropy(col.get("probs"), self.nvec, col.get("mean"), col.get("std"))
-        bad = self.bad[i]
-        ep.diag.fold(col["keys"], col["index"], ent, col["reward"], [g - rows.start for g in bad] if bad else None)
-        bad.clear()
+        bad = nonfinite_rows(col["logits"], col["probs"], col.get("value"))  # row by row: as per step
+        ep.diag.fold(col["keys"], col["index"], ent, col["reward"], None if bad is None else np.flatnonzero(bad))
         ep.ent_sum = float(np.add.accumulate(np.concatenate([[ep.ent_sum], ent.astype(np.float64)]))[-1])
         if "value" in col:
             r = col["reward"]
