@@ -1,9 +1,10 @@
 """Diagnostics: the classic RL bugs read off the rollouts, as findings a user can act on.
 
 Fed by :func:`rlviz.evaluate.rollout` (no second pass over the env): each episode carries an
-:class:`EpisodeDiagnostics` accumulator stepped once per env step (counts and running sums, an
-on-the-fly hash of the observation for loop detection: memory does not grow with episode length),
-whose :meth:`~EpisodeDiagnostics.finish` dict lands in ``EpisodeResult.diag``. :func:`diagnose`
+:class:`EpisodeDiagnostics` accumulator, folded a whole episode (or a part of a long one) at a time from the
+rollout's :class:`~rlviz.evaluate.steplog.StepLog` (counts and running sums, a hash of each observation for loop
+detection, the last 64 kept: memory does not grow with episode length), whose
+:meth:`~EpisodeDiagnostics.finish` dict lands in ``EpisodeResult.diag``. :func:`diagnose`
 turns a rollout's episodes into :class:`Finding` objects.
 
 Warnings (thresholds; tuned so that the shipped healthy agents raise none over 1000 episodes):
@@ -144,7 +145,7 @@ class EpisodeDiagnostics:
         bad: the steps (0..T-1, ascending) with non-finite internals, or None."""
         t0, T = self.n, len(keys)
         self.n = t0 + T
-        low = np.asarray(entropies, np.float64) < THRESHOLDS["collapsed_entropy"]  # as a float64, as before
+        low = np.asarray(entropies, np.float64) < THRESHOLDS["collapsed_entropy"]  # in float64, not float32
         if bad is not None and len(bad):
             self.nonfinite += len(bad)
             if self.first_nonfinite is None:
