@@ -3,9 +3,9 @@
     python scripts/bench_diagnostics.py                        # samples/minatar_breakout_ppo.pt2, 1000 episodes
     python scripts/bench_diagnostics.py --episodes 200 --repeats 5
 
-"Without" swaps the rollout's per-episode accumulator for one whose ``step_key`` does nothing and skips the
+"Without" swaps the rollout's per-episode accumulator for one whose ``fold`` does nothing and skips the
 batch NaN check, the batch's observation keys (:func:`~rlviz.evaluate.diagnostics.obs_keys`) and
-:func:`diagnose` (the hook's bare method call stays: it is what a disabled stage would cost). Runs are interleaved (on, off, off, on, ...) and repeated; prints each run's wall time, the
+:func:`diagnose` (the hook's bare method call per episode and the step log's row of keys stay: what a disabled stage would cost). Runs are interleaved (on, off, off, on, ...) and repeated; prints each run's wall time, the
 min and median of each variant and their ratio (with / without), measured in this same run, after a short
 warm-up run that is not counted (the first load of an exported program is slow).
 """
@@ -25,6 +25,7 @@ from rlviz.jobs.render import render
 
 rollout_mod = importlib.import_module("rlviz.evaluate.rollout")  # the package exports a function of that name
 lockstep_mod = importlib.import_module("rlviz.evaluate.lockstep")
+steplog_mod = importlib.import_module("rlviz.evaluate.steplog")
 render_mod = importlib.import_module("rlviz.jobs.render")
 
 
@@ -34,7 +35,7 @@ class _NoDiagnostics:
     def __init__(self, num_actions: int):
         pass
 
-    def step_key(self, key, action, entropy, reward, bad=False) -> None:
+    def fold(self, keys, actions, entropies, rewards, bad=None) -> None:
         return None
 
     def finish(self) -> None:
@@ -43,16 +44,16 @@ class _NoDiagnostics:
 
 @contextmanager
 def diagnostics_off():
-    saved = (rollout_mod.EpisodeDiagnostics, lockstep_mod.nonfinite_rows, lockstep_mod.obs_keys,
+    saved = (rollout_mod.EpisodeDiagnostics, steplog_mod.nonfinite_rows, lockstep_mod.obs_keys,
              render_mod.diagnose)
     rollout_mod.EpisodeDiagnostics = _NoDiagnostics
-    lockstep_mod.nonfinite_rows = lambda logits, probs, value: None
+    steplog_mod.nonfinite_rows = lambda logits, probs, value: None
     lockstep_mod.obs_keys = lambda batch: [0] * len(batch)
     render_mod.diagnose = lambda result, kind="actor_critic": []
     try:
         yield
     finally:
-        (rollout_mod.EpisodeDiagnostics, lockstep_mod.nonfinite_rows, lockstep_mod.obs_keys,
+        (rollout_mod.EpisodeDiagnostics, steplog_mod.nonfinite_rows, lockstep_mod.obs_keys,
          render_mod.diagnose) = saved
 
 

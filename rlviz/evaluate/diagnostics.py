@@ -1,9 +1,10 @@
 """Diagnostics: the classic RL bugs read off the rollouts, as findings a user can act on.
 
 Fed by :func:`rlviz.evaluate.rollout` (no second pass over the env): each episode carries an
-:class:`EpisodeDiagnostics` accumulator stepped once per env step (counts and running sums, an
-on-the-fly hash of the observation for loop detection: memory does not grow with episode length),
-whose :meth:`~EpisodeDiagnostics.finish` dict lands in ``EpisodeResult.diag``. :func:`diagnose`
+:class:`EpisodeDiagnostics` accumulator, folded a whole episode (or a part of a long one) at a time from the
+rollout's :class:`~rlviz.evaluate.steplog.StepLog` (counts and running sums, a hash of each observation for loop
+detection, the last 64 kept: memory does not grow with episode length), whose
+:meth:`~EpisodeDiagnostics.finish` dict lands in ``EpisodeResult.diag``. :func:`diagnose`
 turns a rollout's episodes into :class:`Finding` objects.
 
 Warnings (thresholds; tuned so that the shipped healthy agents raise none over 1000 episodes):
@@ -52,7 +53,6 @@ THRESHOLDS = {
 WARNING_IDS = ("nan_internals", "policy_uniform", "policy_collapsed", "action_dominant", "value_uninformative",
                "value_wrong_sign", "value_biased", "episode_loops", "never_terminates")
 MIN_VALUE_STEPS = 20
-_RING = 128  # hashes kept for loop detection (>= 2 x the longest period)
 _HASH_BYTES = 8192  # observations larger than this are hashed on a strided sample of about this many bytes
 
 
@@ -70,13 +70,16 @@ class Finding:
         return {"id": self.id, "severity": self.severity, "message": self.message, "evidence": self.evidence}
 
 
+_SUM = np.add.reduce
+
+
 def nonfinite_rows(logits: np.ndarray, probs: np.ndarray, value: np.ndarray | None) -> np.ndarray | None:
     """bool [B]: rows of a batch with any non-finite logit, probability or value; None when all are finite
     (the common case, one sum per array: a NaN or inf anywhere makes the total non-finite; the rows are only
     looked at then)."""
-    total = float(logits.sum(dtype=np.float64)) + float(probs.sum(dtype=np.float64))
+    total = _SUM(logits, None, np.float64) + _SUM(probs, None, np.float64)
     if value is not None:
-        total += float(value.sum(dtype=np.float64))
+        total += _SUM(value, None, np.float64)
     if math.isfinite(total):
         return None
     rows = logits.sum(axis=-1, dtype=np.float64) + probs.sum(axis=-1, dtype=np.float64)
@@ -98,8 +101,8 @@ def _weights(n: int) -> np.ndarray:
     return _WEIGHTS[:n]
 
 
-def obs_keys(batch) -> list[int]:
-    """A 64-bit key per observation of ``batch`` [B, ...] (any dtype), in one vectorised pass: equal rows get
+def obs_keys(batch) -> np.ndarray:
+    """A 64-bit key (uint64 [B]) per observation of ``batch`` [B, ...] (any dtype), in one vectorised pass: equal rows get
     equal keys. Rows larger than ``_HASH_BYTES`` are keyed on a strided sample of their elements (about that
     many bytes). Each row's 8-byte words w are folded (w ^ w >> 29, a bijection that brings high bits down)
     and summed with fixed random odd weights (so position counts): two different rows collide with
@@ -112,66 +115,108 @@ def obs_keys(batch) -> list[int]:
     if raw.shape[1] % 8:
         raw = np.concatenate([raw, np.zeros((raw.shape[0], 8 - raw.shape[1] % 8), np.uint8)], axis=1)
     x = raw.view(np.uint64)
-    return ((x ^ (x >> _SHIFT)) @ _weights(x.shape[1])).tolist()  # integer matmul: sums wrap modulo 2**64
+    return (x ^ (x >> _SHIFT)) @ _weights(x.shape[1])  # integer matmul: sums wrap modulo 2**64
 
 
 class EpisodeDiagnostics:
-    """Per-episode accumulator: step it with what the policy saw and did, then :meth:`finish`."""
+    """Per-episode accumulator, fed chunks of steps (:meth:`fold`: the rollouts fold a whole episode, or the part
+    of it in their step log, at once), then :meth:`finish`."""
 
-    __slots__ = ("n", "nonfinite", "first_nonfinite", "low_entropy", "counts", "pos", "neg", "_ring", "_last",
-                 "_period", "_streak", "loop_steps", "loop_period")
+    __slots__ = ("n", "nonfinite", "first_nonfinite", "low_entropy", "counts", "pos", "neg", "_last", "_period",
+                 "_streak", "loop_steps", "loop_period")
 
     def __init__(self, num_actions: int):
         self.n = self.nonfinite = self.low_entropy = self.pos = self.neg = 0
         self.first_nonfinite: int | None = None
-        self.counts = [0] * max(int(num_actions), 1)
-        self._ring: list = [None] * _RING
-        self._last: dict = {}
+        self.counts = np.zeros(max(int(num_actions), 1), np.int64)
+        self._last = np.zeros(0, np.uint64)  # the keys of the last loop_max_period steps (the loop window)
         self._period = self._streak = self.loop_steps = self.loop_period = 0
 
     def step(self, obs, action: int, entropy: float, reward: float, bad: bool = False) -> None:
-        """obs: the observation the action was chosen on; entropy: relative entropy; bad: non-finite internals."""
-        self.step_key(obs_keys(np.asarray(obs)[None])[0], action, entropy, reward, bad)
+        """One step. obs: the observation the action was chosen on; entropy: relative entropy; bad: non-finite
+        internals."""
+        self.fold(np.asarray(obs_keys(np.asarray(obs)[None]), np.uint64), np.array([action]), np.array([entropy]),
+                  np.array([reward], np.float64), [0] if bad else None)
 
-    def step_key(self, key: int, action: int, entropy: float, reward: float, bad: bool = False) -> None:
-        """:meth:`step` with the observation already keyed (:func:`obs_keys`: a whole batch in one call).
-
-        Loop detection: the current run of steps whose observation equals the one ``period`` steps before."""
-        t = self.n
-        self.n = t + 1
-        if bad:
-            self.nonfinite += 1
+    def fold(self, keys: np.ndarray, actions: np.ndarray, entropies: np.ndarray, rewards: np.ndarray,
+             bad=None) -> None:
+        """The next T steps at once: keys uint64 [T] (:func:`obs_keys` of the observations the actions were
+        chosen on), actions [T] (the Discrete action, -1 for other kinds), relative entropies [T], rewards [T],
+        bad: the steps (0..T-1, ascending) with non-finite internals, or None."""
+        t0, T = self.n, len(keys)
+        self.n = t0 + T
+        low = np.asarray(entropies, np.float64) < THRESHOLDS["collapsed_entropy"]  # in float64, not float32
+        if bad is not None and len(bad):
+            self.nonfinite += len(bad)
             if self.first_nonfinite is None:
-                self.first_nonfinite = t
-        elif entropy < 0.01:
-            self.low_entropy += 1
-        if 0 <= action < len(self.counts):
-            self.counts[action] += 1
-        if reward:
-            self.pos += reward > 0
-            self.neg += reward < 0
-        ring, last, p = self._ring, self._last, self._period
-        if p and ring[(t - p) % _RING] == key:
-            self._streak += 1
-        else:
-            prev = last.get(key)
-            p = t - prev if prev is not None and t - prev <= THRESHOLDS["loop_max_period"] else 0
-            self._period, self._streak = p, (1 if p else 0)
-        if p and self._streak + p > self.loop_steps:
-            self.loop_steps, self.loop_period = self._streak + p, p
-        slot = t % _RING
-        old = ring[slot]
-        if old is not None and last.get(old) == t - _RING:
-            del last[old]
-        ring[slot] = key
-        last[key] = t
+                self.first_nonfinite = t0 + int(bad[0])
+            low[np.asarray(bad, np.intp)] = False
+        self.low_entropy += int(np.count_nonzero(low))
+        a = np.asarray(actions)
+        self.counts += np.bincount(a[(a >= 0) & (a < len(self.counts))], minlength=len(self.counts))
+        self.pos += int(np.count_nonzero(rewards > 0))
+        self.neg += int(np.count_nonzero(rewards < 0))
+        self._loops(np.asarray(keys, np.uint64), t0)
+
+    def _loops(self, keys: np.ndarray, t0: int) -> None:
+        """Loop detection: the current run of steps whose observation equals the one ``period`` steps before; a
+        step that breaks the run starts one with the distance to the latest equal observation within
+        ``loop_max_period`` steps (none: no run). match[j, d - 1]: step j's key equals the one d steps before."""
+        w = THRESHOLDS["loop_max_period"]
+        past = self._last
+        seen = np.concatenate([past, keys])
+        self._last = seen[-w:]
+        if not self._period:
+            seen = np.sort(seen)
+            if not (seen[1:] == seen[:-1]).any():  # no key twice (the usual case): no run starts
+                return
+        padded = np.concatenate([np.zeros(w - len(past), np.uint64), past, keys])
+        windows = np.lib.stride_tricks.sliding_window_view(padded, w + 1)
+        match = windows[:, w - 1 :: -1] == windows[:, w:]
+        if t0 < w:  # no steps before the episode's first
+            match &= np.arange(1, w + 1) <= np.arange(t0, t0 + len(keys))[:, None]
+        if not self._period and not match.any():
+            return
+        nearest = np.where(match.any(axis=1), match.argmax(axis=1) + 1, 0)
+        p, s, j, T = self._period, self._streak, 0, len(keys)
+        while j < T:
+            if p:
+                run = _run_length(match[j:, p - 1])
+                s, j = s + run, j + run
+                if s + p > self.loop_steps:
+                    self.loop_steps, self.loop_period = s + p, p
+                if j == T:
+                    break
+            else:
+                later = np.flatnonzero(nearest[j:])
+                if not len(later):
+                    break
+                j += int(later[0])
+            p = int(nearest[j])
+            s = 1 if p else 0
+            if p and s + p > self.loop_steps:
+                self.loop_steps, self.loop_period = s + p, p
+            j += 1
+        self._period, self._streak = p, s
 
     def finish(self) -> dict:
         """The episode's numbers (JSON values) for ``EpisodeResult.diag``."""
         return {"steps": self.n, "nonfinite_steps": self.nonfinite, "first_nonfinite_step": self.first_nonfinite,
-                "low_entropy_steps": self.low_entropy, "action_counts": list(self.counts),
+                "low_entropy_steps": self.low_entropy, "action_counts": self.counts.tolist(),
                 "positive_rewards": self.pos, "negative_rewards": self.neg,
                 "loop_steps": self.loop_steps, "loop_period": self.loop_period}
+
+
+def _run_length(same: np.ndarray) -> int:
+    """How many leading entries of ``same`` (bool) are True (looked at in growing windows: a run is read once)."""
+    n, size = 0, 64
+    while n < len(same):
+        part = same[n : n + size]
+        k = int(part.argmin())
+        if not part[k]:
+            return n + k
+        n, size = n + len(part), size * 2
+    return n
 
 
 # ---------------------------------------------------------------------------------------------- findings

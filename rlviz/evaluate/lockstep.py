@@ -4,9 +4,11 @@ Per step: the observations sit in one buffer (a row per env, in the observations
 forward converts them to float32 as it would any batch; whole forward chunks of
 :attr:`Policy.forward_rows`), so a step costs one padded forward of that buffer (rows of idle envs are
 stale and ignored: a row's result does not depend on its neighbours), one sampling call on noise each
-episode's Generator drew ahead in blocks, one vectorised pass for the entropies, the non-finite check
-and the observations' loop keys, then the envs' own steps. The same :func:`decide` plays lone
-episodes (:func:`rlviz.evaluate.rollout.replay_episode`), so a replay takes exactly the rollout's actions.
+episode's Generator drew ahead in blocks (a row of a time-major ring), one vectorised pass for the observations'
+loop keys, one row of the :class:`~rlviz.evaluate.steplog.StepLog` (entropies, the non-finite check, the
+diagnostics and the value sequences are computed from it once per episode), then the envs' own steps. The same
+:func:`decide` plays lone episodes (:func:`rlviz.evaluate.rollout.replay_episode`), so a replay takes exactly the
+rollout's actions.
 """
 
 from __future__ import annotations
@@ -17,22 +19,22 @@ import numpy as np
 
 from ..agent.actions import actions_from_noise, draw_noise, noise_draw, to_env_action
 from ..agent.stepping import plain
-from .diagnostics import nonfinite_rows, obs_keys
+from .diagnostics import obs_keys
+from .steplog import StepLog
 
 __all__ = ["Decision", "decide", "input_buffer", "run_lockstep", "BlockNoise", "Report"]
 
 
 class Decision:
-    """What the policy decided for B envs, as Python lists (one item per row): env_actions (what env.step
-    takes), indices (the Discrete action, -1 for other kinds: the diagnostics count them), values (None
-    without a value head), entropies, bad (non-finite internals; None when all are finite), keys (the
+    """What the policy decided for B envs: env_actions (a list: what env.step takes), indices (int64 [B]: the
+    Discrete action, -1 for other kinds: the diagnostics count them), values ([B] or None without a value head),
+    out (the PolicyOutput of those rows: the entropies' and the non-finite check's inputs), keys (uint64 [B]: the
     observations' loop keys)."""
 
-    __slots__ = ("env_actions", "indices", "values", "entropies", "bad", "keys")
+    __slots__ = ("env_actions", "indices", "values", "out", "keys")
 
-    def __init__(self, env_actions, indices, values, entropies, bad, keys):
-        self.env_actions, self.indices, self.values = env_actions, indices, values
-        self.entropies, self.bad, self.keys = entropies, bad, keys
+    def __init__(self, env_actions, indices, values, out, keys):
+        self.env_actions, self.indices, self.values, self.out, self.keys = env_actions, indices, values, out, keys
 
 
 def input_buffer(obs, rows: int) -> np.ndarray:
@@ -54,12 +56,10 @@ def decide(policy, obs: np.ndarray, rows: np.ndarray | None, noise, greedy: bool
     draw = noise_draw(out, greedy)
     acts = actions_from_noise(out, None if draw is None else noise(draw))
     if spec.kind == "discrete":
-        env_actions = indices = acts.tolist()
+        env_actions, indices = acts.tolist(), acts
     else:
-        env_actions, indices = [to_env_action(a, spec) for a in acts], [-1] * len(acts)
-    bad = nonfinite_rows(out.logits, out.probs, out.value)
-    return Decision(env_actions, indices, None if out.value is None else out.value.tolist(), out.entropy.tolist(),
-                    None if bad is None else bad.tolist(), obs_keys(obs))
+        env_actions, indices = [to_env_action(a, spec) for a in acts], np.full(len(acts), -1, np.int64)
+    return Decision(env_actions, indices, out.value, out, obs_keys(obs))
 
 
 def _rows(out, index):
@@ -74,32 +74,33 @@ def _rows(out, index):
 class BlockNoise:
     """Each slot's episode Generator drawn ahead in blocks: ``rng.random((K, k))`` yields exactly the numbers
     of K successive ``rng.random((1, k))`` calls (the same for ``standard_normal``), so the rows taken one per
-    step are what a lone replay draws, without one Generator call per env per step."""
+    step are what a lone replay draws, without one Generator call per env per step. Time-major: the noise of
+    the t-th :meth:`take` sits in row t of a ring, so a step reads one row; a slot's next block is drawn when due."""
 
     BLOCK = 64
 
     def __init__(self, slots: int):
         self.rngs: list = [None] * slots
-        self.cursor = np.full(slots, self.BLOCK, dtype=np.intp)
-        self.blocks = None  # [slots, BLOCK, k], allocated on the first draw
-        self.rows = np.arange(slots)
+        self.t = 0  # takes so far: every step takes (a policy that samples) or none does (greedy)
+        self.due: dict = {}  # take -> [(slot, rng)] whose next block starts there
+        self.ring = None  # [2 * BLOCK, slots, k], allocated on the first take
 
     def begin(self, i: int, rng: np.random.Generator) -> None:
+        """Slot ``i`` starts an episode sampled from ``rng`` at the next take (greedy episodes draw nothing)."""
         self.rngs[i] = rng
-        self.cursor[i] = self.BLOCK  # drawn on its first use: greedy episodes draw nothing
+        self.due.setdefault(self.t, []).append((i, rng))
 
     def take(self, draw: tuple, active: np.ndarray) -> np.ndarray:
         """One row of noise per active slot [B, k]."""
-        if self.blocks is None:
-            self.blocks = np.zeros((len(self.rngs), self.BLOCK, draw[1]))
-        cur = self.cursor[active]
-        if cur.max() == self.BLOCK:  # some slots used up their block (or just began an episode)
-            for j in np.flatnonzero(cur == self.BLOCK):
-                i = active[j]
-                self.blocks[i] = draw_noise(self.rngs[i], draw, self.BLOCK)
-                cur[j] = 0
-        self.cursor[active] = cur + 1
-        return self.blocks[active, cur]
+        t, size = self.t, 2 * self.BLOCK
+        if self.ring is None:
+            self.ring = np.zeros((size, len(self.rngs), draw[1]))
+        for i, rng in self.due.pop(t, ()):
+            if self.rngs[i] is rng:  # (not a slot that has moved on to another episode)
+                self.ring[(t + np.arange(self.BLOCK)) % size, i] = draw_noise(rng, draw, self.BLOCK)
+                self.due.setdefault(t + self.BLOCK, []).append((i, rng))
+        self.t = t + 1
+        return self.ring[t % size, active]
 
 
 class Report:
@@ -126,6 +127,7 @@ def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tupl
     chunk = int(runner.policy.forward_rows)
     buf = None  # [whole chunks >= n, *obs_shape] in the observations' dtype: the policy's input, a row per env
     noise = BlockNoise(n)
+    log = StepLog(n, runner.clip_values)
     records, steps = [], 0
 
     def start(i: int) -> None:
@@ -153,22 +155,27 @@ def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tupl
                 [envs[i] for i in act], [slots[i] for i in act], o))
         else:
             d = decide(policy, buf[:used], rows if len(active) < used else None, take, greedy, spec)
-        values = d.values if d.values is not None else [None] * len(active)
-        bad = d.bad if d.bad is not None else [False] * len(active)
-        for i, action, value, entropy, key, b, index in zip(active, d.env_actions, values, d.entropies, d.keys, bad,
-                                                             d.indices):
-            ob, done, term, trunc = runner.step(envs[i], slots[i], action, value, entropy, key, b, index)
+        log.write(rows, d)
+        rewards, ended = [], []
+        for i, action in zip(active, d.env_actions):
+            ob, reward, done, term, trunc = runner.step(envs[i], slots[i], action)
+            rewards.append(reward)
             if done:
-                records.append(runner.finish(slots[i], term, trunc))
-                progress.update(1, ret=f"{records[-1].ret:.1f}")
-                slots[i] = None
-                start(i)
+                ended.append((i, term, trunc))
             else:
                 buf[i] = ob
+        log.end_step(rows, rewards)
+        for i, term, trunc in ended:
+            log.fold(i, slots[i])
+            records.append(runner.finish(slots[i], term, trunc))
+            progress.update(1, ret=f"{records[-1].ret:.1f}")
+            slots[i] = None
+            start(i)
         steps += len(active)
-        if any(slots[i] is None for i in active):
+        if ended:
             active = [i for i, s in enumerate(slots) if s is not None]
             rows = np.array(active, dtype=np.intp)
+        log.roll(slots)
     progress.close()
     records.sort(key=lambda r: r.index)
     return records, steps

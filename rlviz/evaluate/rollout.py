@@ -38,6 +38,7 @@ from .heatmap import FailureHeatmap
 from .lockstep import Report, decide, input_buffer, run_lockstep
 from .objects import Extractor, as_extractor, extractor_for, last_seen
 from .pixel_heatmap import FailureReplay, copies_faithfully
+from .steplog import StepLog
 from .threads import DEFAULT_THREADS, torch_threads
 
 __all__ = ["EpisodeRecord", "RolloutResult", "rollout", "replay_episode", "episode_seed_for", "FAIL_ON"]
@@ -89,8 +90,8 @@ class _Episode:
         self.diag = EpisodeDiagnostics(num_actions)
         self.rng = np.random.default_rng(seed)
         self.ret, self.length, self.failures, self.ent_sum = 0.0, 0, 0, 0.0
-        self.rewards: list[float] = []
-        self.values: list[float] = []
+        self.rewards: list = []  # with a value head: the episode's rewards and values, in parts (StepLog.fold)
+        self.values: list = []
         self.recent: deque = deque()  # the last few captures, newest last
         self.log = None  # with a FailureReplay: env snapshots and actions for the heatmap (EpisodeLog)
         self.obs = None  # the observation the next action is chosen on (as the policy sees it)
@@ -166,23 +167,17 @@ class _Runner:
         frame = to_rgb_frame(env.render()) if self.extractor.needs_frame else None
         return self.extractor.capture(frame, env)
 
-    def step(self, env, ep: _Episode, action, value: float | None, entropy: float, key: int = 0, bad: bool = False,
-             index: int = -1):
-        """One env step with ``action`` as the env takes it (:class:`~rlviz.evaluate.lockstep.Decision`'s row);
-        key: the loop key of the observation it was chosen on; bad: the policy's output had non-finite numbers;
-        index: the Discrete action (-1 for other kinds)."""
+    def step(self, env, ep: _Episode, action):
+        """One env step with ``action`` as the env takes it (:class:`~rlviz.evaluate.lockstep.Decision`'s row):
+        (observation, reward, done, terminated, truncated). What the policy decided is kept by the
+        :class:`~rlviz.evaluate.steplog.StepLog`, the reward too."""
         if ep.log is not None:
             self.replay.before_step(ep.log, env, ep.length)
             ep.log.actions.append(action)
         obs, reward, terminated, truncated, info = env.step(action)
         reward = float(reward)
-        ep.diag.step_key(key, index, entropy, reward, bad)
         ep.ret += reward
         ep.length += 1
-        ep.ent_sum += entropy
-        if value is not None:
-            ep.values.append(value)
-            ep.rewards.append(float((reward > 0) - (reward < 0)) if self.clip_values else reward)
         lives = _lives(info) if info else None
         if self.fail_on == "life-loss":
             failed = lives is not None and ep.lives is not None and lives < ep.lives
@@ -207,12 +202,12 @@ class _Runner:
         obs = self.obs.single(obs)
         if ep.log is not None:
             ep.obs = obs
-        return obs, done, bool(terminated), bool(truncated)
+        return obs, reward, done, bool(terminated), bool(truncated)
 
     def finish(self, ep: _Episode, terminated: bool, truncated: bool) -> EpisodeResult:
         if ep.log is not None:
             self.replay.end(ep.log)
-        vs = _value_sums(ep.rewards, ep.values, self.gamma) if ep.values else None
+        vs = _value_sums(np.concatenate(ep.rewards), np.concatenate(ep.values), self.gamma) if ep.values else None
         return EpisodeResult(
             ep.index, ep.seed, ep.ret, ep.length, ep.failures, terminated, truncated, ep.is_success,
             ep.ent_sum / max(ep.length, 1), self.greedy, vs, diag=ep.diag.finish(),
@@ -386,16 +381,18 @@ def replay_episode(
         if rng is not None:
             ep.rng = rng
         buf = input_buffer(obs, 1)  # the rollouts' input row
+        log, row = StepLog(1, clips), np.zeros(1, np.intp)  # the rollouts' step log, one slot
         while True:
             buf[0] = obs
             d = decide(policy, buf, None, lambda draw: draw_noise(ep.rng, draw), greedy, runner.spec,
                        forward=lambda o: runner.evaluate([env], [ep], o))
-            bad = d.bad is not None and d.bad[0]
-            value = None if d.values is None else d.values[0]
-            obs, done, term, trunc = runner.step(env, ep, d.env_actions[0], value, d.entropies[0], d.keys[0], bad,
-                                                 d.indices[0])
+            log.write(row, d)
+            obs, reward, done, term, trunc = runner.step(env, ep, d.env_actions[0])
+            log.end_step(row, [reward])
             if done:
+                log.fold(0, ep)
                 return runner.finish(ep, term, trunc)
+            log.roll([ep])
     except (ValueError, TypeError) as exc:
         if isinstance(exc, UsageError):
             raise
