@@ -166,3 +166,19 @@ class MaskedProbeEnv(gym.Env):
 
 if "rlviz-probe/Masked-v0" not in gym.registry:
     gym.register("rlviz-probe/Masked-v0", entry_point=MaskedProbeEnv, max_episode_steps=12)
+
+
+def seeded_mlp(n_in: int, n_act: int):
+    """A tiny actor-critic (torch.manual_seed(0) weights): x [B, n_in] -> (logits [B, n_act], value [B])."""
+    import torch
+
+    class SeededMlp(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.pi, self.v = torch.nn.Linear(n_in, n_act), torch.nn.Linear(n_in, 1)
+
+        def forward(self, x):
+            return self.pi(x), self.v(x)[:, 0]
+
+    return SeededMlp()

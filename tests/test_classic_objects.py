@@ -4,7 +4,7 @@ objects are on env.render()'s frames, and their heatmaps are those of measuring 
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
+from _envs import seeded_mlp
 
 from rlviz.agent.policy import TorchPolicy
 from rlviz.errors import UsageError
@@ -126,16 +126,6 @@ class _FromPixels(StateExtractor):
         return frame.shape[:2], [tuple(c) for c in self.measure(frame)]
 
 
-class _Mlp(torch.nn.Module):
-    def __init__(self, n_in, n_act):
-        super().__init__()
-        torch.manual_seed(0)
-        self.pi, self.v = torch.nn.Linear(n_in, n_act), torch.nn.Linear(n_in, 1)
-
-    def forward(self, x):
-        return self.pi(x), self.v(x)[:, 0]
-
-
 @pytest.mark.parametrize("env_id,episodes,fail_on,max_steps", [
     ("CartPole-v1", 6, "termination", None),
     ("Acrobot-v1", 2, "negative-reward", 30),  # -1 a step: every step fails
@@ -145,7 +135,7 @@ def test_heatmap_equals_the_pixel_paths_up_to_a_pixel_and_renders_one_frame(env_
                                                                             monkeypatch):
     _needs(env_id)
     probe = gym.make(env_id)
-    policy = TorchPolicy(_Mlp(probe.observation_space.shape[0], probe.action_space.n), device="cpu")
+    policy = TorchPolicy(seeded_mlp(probe.observation_space.shape[0], probe.action_space.n), device="cpu")
     probe.close()
     kw = dict(num_envs=2, seed=3, heatmap=True, progress=False, fail_on=fail_on, max_steps=max_steps)
     renders = []

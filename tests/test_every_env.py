@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from _envs import PROBE_PIXEL  # noqa: F401  (registers the probe envs)
+from _envs import PROBE_PIXEL, seeded_mlp  # noqa: F401  (PROBE_PIXEL: registers the probe envs)
 
 from rlviz.agent.checkpoint import load_agent, save_checkpoint
 from rlviz.agent.obs import FlatView, ObsAdapter, flat_size
@@ -20,20 +20,10 @@ from rlviz.record import RecordEpisode, run_episode
 ENVS = ["FrozenLake-v1", "Taxi-v4", "Blackjack-v1", "rlviz-probe/Dict-v0"]
 
 
-class Mlp(torch.nn.Module):
-    def __init__(self, n_in, n_act):
-        super().__init__()
-        torch.manual_seed(0)
-        self.pi, self.v = torch.nn.Linear(n_in, n_act), torch.nn.Linear(n_in, 1)
-
-    def forward(self, x):
-        return self.pi(x), self.v(x)[:, 0]
-
-
 def _mlp_for(env_id):
     env = gym.make(env_id)
     try:
-        return Mlp(flat_size(env.observation_space), int(env.action_space.n))
+        return seeded_mlp(flat_size(env.observation_space), int(env.action_space.n))
     finally:
         env.close()
 
@@ -100,7 +90,7 @@ def test_record_episode_scalar_and_tuple_observations(env_id, tmp_path):
 
 def test_saliency_on_structured_observations_is_refused_in_one_line(tmp_path):
     with pytest.raises(UsageError, match="saliency='gradient' maps array observations.*--saliency none"):
-        RecordEpisode(gym.make("Blackjack-v1", render_mode="rgb_array"), tmp_path, TorchPolicy(Mlp(45, 2)),
+        RecordEpisode(gym.make("Blackjack-v1", render_mode="rgb_array"), tmp_path, TorchPolicy(seeded_mlp(45, 2)),
                       saliency="gradient")
 
 
