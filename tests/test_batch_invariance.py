@@ -15,7 +15,7 @@ from torch import nn
 
 from rlviz.agent.actions import draw_noise
 from rlviz.agent.checkpoint import load_checkpoint
-from rlviz.agent.policy import TorchPolicy
+from rlviz.agent.policy import FORWARD_ROWS, PIXEL_FORWARD_ROWS, TorchPolicy
 from rlviz.envs import make_env
 from rlviz.envs.ale_seed import seeded_reset
 from rlviz.evaluate.objects import FunctionExtractor
@@ -126,3 +126,48 @@ def test_noise_drawn_in_blocks_equals_noise_drawn_step_by_step(kind):
     rng = np.random.default_rng(5)
     one_by_one = np.concatenate([draw_noise(rng, (kind, 3)) for _ in range(64)])
     assert np.array_equal(block, one_by_one)
+
+
+def test_forward_rows_follow_the_observation_size_only():
+    class Tiny(TorchPolicy):
+        def __init__(self):
+            pass
+
+    policy = Tiny()
+    assert policy.rows_for((4, 84, 84)) == policy.rows_for((64, 64, 3)) == PIXEL_FORWARD_ROWS == 8
+    assert policy.rows_for((10, 10, 4)) == policy.rows_for((3,)) == policy.rows_for(()) == FORWARD_ROWS == 16
+    policy.forward_rows = 5
+    assert policy.rows_for((4, 84, 84)) == 5
+
+
+@pytest.fixture(scope="module")
+def ale():
+    return load_checkpoint(SAMPLES / "ale_breakout_ppo.pt2", device="cpu")
+
+
+def test_pixel_agent_rows_do_not_depend_on_their_neighbours(ale):
+    env = make_env(ale.recipe)
+    ob, _ = env.reset(seed=1)
+    frames = []
+    for t in range(60):
+        ob, *_ = env.step(t % env.action_space.n)
+        frames.append(ob)
+    env.close()
+    obs = np.stack(frames[::5])  # 12 frames: one whole chunk of 8 and one padded
+    with torch_threads(1):
+        together = ale.policy.evaluate(obs)
+        alone = [ale.policy.evaluate(obs[i : i + 1]) for i in range(len(obs))]
+        with torch.no_grad():  # the control: an unpadded forward of 12 rows is not bitwise a forward of 1
+            t = ale.policy.to_tensor(obs)
+            raw = ale.policy.heads(t)["logits"].numpy()
+            raw_alone = np.concatenate([ale.policy.heads(t[i : i + 1])["logits"].numpy() for i in range(len(obs))])
+    assert not np.array_equal(raw, raw_alone)
+    assert np.array_equal(together.logits, np.concatenate([a.logits for a in alone]))
+    assert np.array_equal(together.value, np.concatenate([a.value for a in alone]))
+
+
+def test_ale_num_envs_1_3_10_give_identical_episodes(ale):
+    runs = {n: rollout(ale.recipe, ale.policy, 10, num_envs=n, seed=4, max_steps=30, progress=False, threads=1)
+            for n in (1, 3, 10)}
+    assert len({e.mean_entropy for e in runs[1].episodes}) > 1  # different episodes: the check means something
+    assert rows(runs[3]) == rows(runs[1]) == rows(runs[10])

@@ -29,13 +29,12 @@ from ..episode.trace import distribution_of
 from ..errors import UsageError
 from .actions import ActionSpec, action_spec, policy_entropy, relative_entropy, sample_actions
 from .cleanrl import cleanrl_module, cleanrl_num_actions, is_cleanrl_agent
+from .rows import FORWARD_ROWS, PIXEL_FORWARD_ROWS, forward_rows_for
 
 __all__ = ["PolicyOutput", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "policy_entropy", "KINDS",
-           "FORWARD_ROWS"]
+           "FORWARD_ROWS", "PIXEL_FORWARD_ROWS", "forward_rows_for"]
 
 KINDS = ("actor_critic", "logits", "q")
-#: Rows of every forward in :meth:`Policy.evaluate` (the last chunk padded): what makes results batch-invariant.
-FORWARD_ROWS = 16
 Kind = Literal["actor_critic", "logits", "q"]
 
 
@@ -116,7 +115,8 @@ class Policy:
     #: Rows of every forward in :meth:`evaluate` (the last chunk padded): a row's result then depends on its
     #: observation only, not on the batch (measured: at a fixed batch size, not on the other rows or the row's
     #: position; it does change with the batch size), so an episode is the same alone or among 16 envs.
-    forward_rows: int = FORWARD_ROWS
+    #: None (the default): :func:`forward_rows_for` the observations' shape (see :meth:`rows_for`).
+    forward_rows: int | None = None
     #: How observations of spaces other than a Box of rank >= 1 (Discrete, Tuple, Dict...) reach forward:
     #: "flat" (one-hot / concatenated as SB3 feeds an MLP, :mod:`rlviz.agent.obs`) or "raw" (stacked as
     #: they come: the policy preprocesses them itself, as SB3's policies do).
@@ -144,6 +144,11 @@ class Policy:
         return {"logits": logits, "value": value}
 
     # -- shared -------------------------------------------------------------------------------
+    def rows_for(self, obs_shape: tuple) -> int:
+        """Rows of every forward for observations of ``obs_shape`` (one observation's, no batch axis):
+        :attr:`forward_rows` when set, else :func:`forward_rows_for` the shape."""
+        return int(self.forward_rows) if self.forward_rows else forward_rows_for(tuple(obs_shape))
+
     @property
     def has_value(self) -> bool:
         return self.kind in ("actor_critic", "q")
@@ -168,13 +173,13 @@ class Policy:
     @torch.no_grad()
     def evaluate(self, obs: np.ndarray, batch_size: int | None = None) -> PolicyOutput:
         """Internals for a batch of observations [B, *obs_shape], batch-invariant: forwards of exactly
-        ``forward_rows`` rows (see there), read ``batch_size`` rows at a time (disk-backed arrays)."""
+        :meth:`rows_for` rows (see :attr:`forward_rows`), read ``batch_size`` rows at a time (disk-backed arrays)."""
         if not (hasattr(obs, "shape") and hasattr(obs, "__getitem__")):
             obs = np.asarray(obs)  # lists; arrays and disk-backed SpoolArrays are read chunk by chunk
         n = int(obs.shape[0])
         if n == 0:
             raise UsageError("evaluate() received an empty batch of observations; pass at least one.")
-        rows = int(self.forward_rows)
+        rows = self.rows_for(obs.shape[1:])
         block = max(rows, int(batch_size or self.batch_size) // rows * rows)
         parts: dict[str, list] = {}
         for start in range(0, n, block):

@@ -101,11 +101,12 @@ class SB3RecurrentPolicy(Policy):
     @torch.no_grad()
     def step(self, obs, state, masks=None) -> tuple[PolicyOutput, tuple]:
         """One env step per row: obs [B, *obs], state B rows (:meth:`initial_state`) -> (PolicyOutput [B], the new
-        state rows). Forwards of exactly ``forward_rows`` rows (the last padded with copies of its first row), so
+        state rows). Forwards of exactly :meth:`rows_for` rows (the last padded with copies of its first row), so
         a row's result does not depend on the rows beside it: an episode gets the same numbers alone or among many."""
         if masks is not None:
             raise UsageError("RecurrentPPO takes no action masks; sb3-contrib has no masked recurrent PPO.")
-        obs, rows = np.asarray(obs), int(getattr(self, "forward_rows", 16))
+        obs = np.asarray(obs)
+        rows = self.rows_for(obs.shape[1:])
         n, logits, values, new = obs.shape[0], [], [], []
         for at in range(0, n, rows):
             o, s = _pad(obs[at : at + rows], rows), tuple(_pad(part[at : at + rows], rows) for part in state)

@@ -2,7 +2,7 @@
 
 Per step: the observations sit in one buffer (a row per env, in the observations' own dtype: the
 forward converts them to float32 as it would any batch; whole forward chunks of
-:attr:`Policy.forward_rows`), so a step costs one padded forward of that buffer (rows of idle envs are
+:meth:`Policy.rows_for` the observations), so a step costs one padded forward of that buffer (rows of idle envs are
 stale and ignored: a row's result does not depend on its neighbours), one sampling call on noise each
 episode's Generator drew ahead in blocks (a row of a time-major ring), one vectorised pass for the observations'
 loop keys, one row of the :class:`~rlviz.evaluate.steplog.StepLog` (entropies, the non-finite check, the
@@ -124,20 +124,21 @@ def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tupl
     pending = iter(indices)
     n = len(envs)
     slots: list = [None] * n
-    chunk = int(runner.policy.forward_rows)
+    chunk = None  # the policy's forward rows for these observations (known at the first reset)
     buf = None  # [whole chunks >= n, *obs_shape] in the observations' dtype: the policy's input, a row per env
     noise = BlockNoise(n)
     log = StepLog(n, runner.clip_values)
     records, steps = [], 0
 
     def start(i: int) -> None:
-        nonlocal buf
+        nonlocal buf, chunk
         k = next(pending, None)
         if k is None:
             return
         ob, slots[i] = runner.start(envs[i], k, seed_for(k))
         noise.begin(i, slots[i].rng)
         if buf is None:
+            chunk = runner.policy.rows_for(np.shape(ob))
             buf = input_buffer(ob, -(-n // chunk) * chunk)
         buf[i] = ob
 
