@@ -365,3 +365,32 @@ def test_checkpoint_error_when_weights_are_not_weights(tmp_path):
     (tmp_path / "list.pt").write_bytes(buf.getvalue())
     with pytest.raises(CheckpointError, match="holds a list"):
         load_agent(tmp_path / "list.pt", env="CartPole-v1")
+
+
+class GaussianActor(nn.Module):
+    """A user's Box-action actor-critic, built from (obs_shape, action_dim) as rlviz's --model fills them."""
+
+    def __init__(self, obs_shape, action_dim):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(obs_shape[0], 16), nn.Tanh())
+        self.mu, self.v = nn.Linear(16, action_dim), nn.Linear(16, 1)
+        self.log_std = nn.Parameter(torch.full((action_dim,), -0.3))
+
+    def forward(self, x):
+        h = self.body(x)
+        return {"mean": self.mu(h), "log_std": self.log_std.expand(x.shape[0], -1), "value": self.v(h)}
+
+
+def test_box_action_state_dict_loads_through_a_file_spec(tmp_path):
+    torch.manual_seed(3)
+    actor = GaussianActor((3,), 1)
+    torch.save(actor.state_dict(), tmp_path / "actor.pt")
+    loaded = load_agent(tmp_path / "actor.pt", env="Pendulum-v1", model=f"{__file__}:GaussianActor", device="cpu")
+    assert loaded.policy.action_spec.kind == "box" and loaded.kind == "actor_critic"
+    obs = np.random.default_rng(0).normal(size=(5, 3)).astype(np.float32)
+    out = loaded.policy.evaluate(obs)
+    with torch.no_grad():
+        want = actor(torch.as_tensor(obs))
+    np.testing.assert_allclose(out.mean, want["mean"].numpy(), rtol=1e-6, atol=1e-7)  # rlviz forwards 16 rows
+    np.testing.assert_allclose(out.std, np.exp(-0.3) * np.ones((5, 1)), rtol=1e-6)
+    np.testing.assert_allclose(out.value, want["value"][:, 0].numpy(), rtol=1e-6, atol=1e-7)

@@ -31,8 +31,9 @@ import numpy as np
 from torch import nn
 
 from ..errors import UsageError
+from .actions import action_spec
 from .cleanrl import _CleanRLComposed, _CleanRLMethods, is_cleanrl_agent  # noqa: F401 (0.1 import path)
-from .policy import Policy, TorchPolicy, check_action_space
+from .policy import Policy, TorchPolicy
 from .sb3 import sb3_policy
 
 __all__ = ["to_policy", "cleanrl_policy", "build_model", "looks_like_q_network", "SpaceInfo"]
@@ -158,7 +159,7 @@ def _auto_kwargs(factory, given: dict, observation_space, action_space) -> dict:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         return dict(given)
-    n = check_action_space(action_space) if action_space is not None else None
+    n = action_spec(action_space).size if action_space is not None else None  # A, sum(nvec) or D
     shape = tuple(getattr(observation_space, "shape", ()) or ())
     fill = {
         **dict.fromkeys(("envs", "env"), SpaceInfo(observation_space, action_space)),

@@ -29,6 +29,7 @@ from ..episode.trace import distribution_of
 from ..errors import UsageError
 from .actions import ActionSpec, action_spec, policy_entropy, relative_entropy, sample_actions
 from .cleanrl import cleanrl_module, cleanrl_num_actions, is_cleanrl_agent
+from .outputs import split_box_output, split_output
 from .rows import FORWARD_ROWS, PIXEL_FORWARD_ROWS, forward_rows_for
 
 __all__ = ["PolicyOutput", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "policy_entropy", "KINDS",
@@ -218,38 +219,6 @@ class Policy:
         return sample_actions(out, rng if rng is not None else np.random.default_rng(), greedy), out
 
 
-def _split_output(out, kind: str) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Normalise what a module returned into (logits [B, A], value [B] | None)."""
-    if isinstance(out, torch.Tensor):
-        logits, value = out, None
-    elif isinstance(out, (tuple, list)) and len(out) == 2 and all(isinstance(o, torch.Tensor) for o in out):
-        logits, value = out
-    elif isinstance(out, dict) and "logits" in out:
-        logits, value = out["logits"], out.get("value")
-    else:
-        got = type(out).__name__ if not isinstance(out, (tuple, list)) else f"{type(out).__name__} of {len(out)}"
-        raise UsageError(
-            f"The policy module returned a {got}; rlviz expected logits [B, A], a tuple (logits [B, A], "
-            "value [B]) or a dict with 'logits' (and 'value'). Wrap your module so forward returns one of these."
-        )
-    if logits.ndim != 2:
-        raise UsageError(f"The policy returned logits of shape {tuple(logits.shape)}; expected [B, num_actions].")
-    if kind == "q":
-        return logits, logits.max(dim=-1).values
-    if kind == "logits":
-        return logits, None
-    if value is None:
-        raise UsageError(
-            "kind='actor_critic' but the module returned no value; pass kind='logits' (no value panel) "
-            "or return (logits, value)."
-        )
-    if value.ndim == 2 and value.shape[-1] == 1:
-        value = value[:, 0]
-    if value.ndim != 1 or value.shape[0] != logits.shape[0]:
-        raise UsageError(f"The policy returned a value of shape {tuple(value.shape)}; expected [B] or [B, 1].")
-    return logits, value
-
-
 class TorchPolicy(Policy):
     """Adapt a ``torch.nn.Module`` (or any callable on tensors) to :class:`Policy`.
 
@@ -339,7 +308,7 @@ class TorchPolicy(Policy):
         spec = self.action_spec
         if spec is not None and spec.continuous:
             return split_box_output(out, spec.size, self.kind)
-        logits, value = _split_output(out, self.kind)
+        logits, value = split_output(out, self.kind)
         if spec is not None and spec.kind == "multi_binary" and logits.shape[-1] == len(spec.nvec):
             logits = torch.stack([torch.zeros_like(logits), logits], dim=-1).reshape(logits.shape[0], -1)
         if self.num_actions < 0:
@@ -358,44 +327,8 @@ class TorchPolicy(Policy):
         return (h["mean"] if "mean" in h else h["logits"]), h.get("value")
 
 
-def split_box_output(out, dim: int, kind: str) -> dict:
-    """What a Box-action module returned, as {"mean" [B, D], "std" [B, D] or None, "value" [B] or None}."""
-    value = None
-    if isinstance(out, dict):
-        if "mean" not in out:
-            raise UsageError(f"A Box-action policy returned a dict with keys {sorted(out)}; expected 'mean' and "
-                             "'log_std' or 'std' (and 'value').")
-        mean, value = out["mean"], out.get("value")
-        std = out["std"] if out.get("std") is not None else (
-            torch.exp(out["log_std"]) if out.get("log_std") is not None else None)
-    else:
-        head = out
-        if isinstance(out, (tuple, list)) and len(out) == 2:
-            head, value = out
-        if not isinstance(head, torch.Tensor) or head.ndim != 2 or head.shape[-1] not in (dim, 2 * dim):
-            got = tuple(head.shape) if isinstance(head, torch.Tensor) else type(head).__name__
-            raise UsageError(
-                f"A Box({dim})-action policy returned {got}; expected [B, {dim}] (a deterministic action), [B, "
-                f"{2 * dim}] (mean, log_std), a dict {{'mean', 'log_std' or 'std', 'value'}} or a tuple (one of "
-                "those, value)."
-            )
-        mean, std = (head, None) if head.shape[-1] == dim else (head[:, :dim], torch.exp(head[:, dim:]))
-    if mean.ndim != 2 or mean.shape[-1] != dim:
-        raise UsageError(f"The policy's mean has shape {tuple(mean.shape)}; expected [B, {dim}] for the Box action.")
-    if std is not None:
-        std = std.expand_as(mean)
-    if value is not None:
-        value = value.reshape(-1)
-        if value.shape[0] != mean.shape[0]:
-            raise UsageError(f"The policy returned a value of {value.shape[0]} entries for {mean.shape[0]} observations;"
-                             " expected [B] or [B, 1].")
-    if kind == "actor_critic" and value is None:
-        raise UsageError("kind='actor_critic' but the module returned no value; pass kind='logits' (no value panel).")
-    return {"mean": mean, "std": std, "value": value if kind == "actor_critic" else None}
-
-
 def check_action_space(space, num_actions: int | None = None) -> int:
-    """Return A for a Discrete space; raise a clear error for anything else."""
+    """Return A for a Discrete space (agents that only take Discrete actions); a clear error otherwise."""
     import gymnasium as gym
 
     if isinstance(space, gym.spaces.Discrete):
@@ -406,8 +339,9 @@ def check_action_space(space, num_actions: int | None = None) -> int:
             raise UsageError(f"num_actions={num_actions} but the env's action space is Discrete({n}).")
         return n
     raise UsageError(
-        f"rlviz supports Discrete action spaces for now; the env's action space is {space}. "
-        "Continuous (Box) actions are planned; for now wrap the env with a discretising ActionWrapper."
+        f"This agent takes Discrete actions only (logits over n actions); the env's action space is {space}. "
+        "Use an agent made for this action space: rlviz reads Box, MultiDiscrete and MultiBinary policies from "
+        "SB3 (PPO, A2C, SAC, TD3, DDPG, TQC), CleanRL, or a --model module returning them (see TorchPolicy)."
     )
 
 
