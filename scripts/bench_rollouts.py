@@ -71,7 +71,8 @@ def bare_loop(env_id, policy, episodes, num_envs, seed, render_mode=None):
 
 
 def native_loop(env_id, policy, episodes, num_envs, seed):
-    """ale-py's AtariVectorEnv (C++ threads, its own preprocessing: episodes differ from the recipe's)."""
+    """ale-py's AtariVectorEnv (C++ threads), timed only: rollout() cannot use it, its episodes differ from the
+    recipe's for the same seeds (reset no-op count, seeds >= 2**31, frame-stack padding: scripts/probe_native_ale.py)."""
     from ale_py.vector_env import AtariVectorEnv
 
     vec = AtariVectorEnv(game=env_id.split("/")[1].split("-")[0].lower(), num_envs=num_envs,
