@@ -6,15 +6,21 @@ included) at 1 and N workers, and Ray (a local instance with N CPUs) against ``-
     python scripts/bench_scale.py --minatar-episodes 200 --ale-episodes 16 --no-ray --reps 3   # quick
 
 Each repetition runs every configuration once, interleaved (a shared machine: read the load printed beside
-each figure, and the ceiling: the speed-up N processes of pure Python get on the machine at that moment); with ``--reps`` > 1 the speed-ups are the min and median of the per-repetition ratios. The outputs
-of every run of a game are checked to be identical (episodes.csv), so the speed-up never trades away the result.
+each figure, and the ceiling: the speed-up N processes of pure Python get on the machine at that moment, measured
+in every repetition); with ``--reps`` > 1 the speed-ups are the min and median of the per-repetition ratios. Beside
+each run: its CPU seconds (the driver and its workers: what a run costs, much less sensitive to the load than wall
+time), the rollout phase's wall time (summary.json's ``wall_s``: the workers' part) and the rest (start-up:
+imports, loading the agent; the end: heatmap, report). The outputs of every run of a game are checked to be
+identical (episodes.csv), so the speed-up never trades away the result.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -25,17 +31,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def render(checkpoint: str, episodes: int, out: Path, *extra: str) -> float:
-    """Wall seconds of one ``rlviz render`` in a fresh process."""
+def render(checkpoint: str, episodes: int, out: Path, *extra: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of it and its workers) of one ``rlviz render`` in a fresh process."""
     cmd = [sys.executable, "-m", "rlviz", "render", checkpoint, "--episodes", str(episodes), "--heatmap",
            "--videos", "none", "--no-progress", "--overwrite", "--out", str(out), *extra]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)  # (workers are waited for by the driver: counted too)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed: {done.stderr.strip()[-500:]}")
-    return wall
+    return wall, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def _spin(_=None) -> float:
@@ -66,29 +74,33 @@ def configurations(workers: list[int], ray: bool) -> list[tuple[str, tuple]]:
 
 def scaling(name: str, checkpoint: str, episodes: int, workers: list[int], ray: bool, reps: int, tmp: Path) -> None:
     runs = configurations(workers, ray)
+    n = max(workers)
     print(f"\n{name}: {episodes} episodes of {checkpoint}, {reps} interleaved repetition(s) "
           f"(load {os.getloadavg()[0]:.1f})", flush=True)
     walls: dict[str, list[float]] = {label: [] for label, _ in runs}
     csvs: dict[str, bytes] = {}
+    ceilings = []
     for rep in range(reps):
         for label, extra in runs:
             out = tmp / f"{name}-{label.replace(' ', '').replace('-', '')}"
-            wall = render(checkpoint, episodes, out, *extra)
+            wall, cpu = render(checkpoint, episodes, out, *extra)
             walls[label].append(wall)
             csvs[label] = (out / "episodes.csv").read_bytes()
-            print(f"  rep {rep + 1}  {label:<22} {wall:8.1f} s  (load {os.getloadavg()[0]:.1f})", flush=True)
+            rollout_s = json.loads((out / "summary.json").read_text())["wall_s"]
+            print(f"  rep {rep + 1}  {label:<22} {wall:7.1f} s wall, {cpu:6.1f} s CPU; rollouts {rollout_s:6.1f} s, "
+                  f"the rest {wall - rollout_s:5.1f} s  (load {os.getloadavg()[0]:.1f})", flush=True)
+        ceilings.append(ceiling(n))
     base = runs[0][0]
 
     def ratios(a: str, b: str) -> str:  # per-repetition wall(a) / wall(b): min and median
         r = [x / y for x, y in zip(walls[a], walls[b])]
         return f"{min(r):.2f}x / {statistics.median(r):.2f}x"
 
-    print(f"  speed-up against {base}, min / median (the machine's ceiling now: {ceiling(max(workers)):.2f}x "
-          f"for {max(workers)} processes of pure Python):")
+    print(f"  speed-up against {base}, min / median (the machine's ceiling, measured after each repetition: "
+          f"{' '.join(f'{c:.2f}x' for c in ceilings)} for {n} processes of pure Python):")
     for label, _ in runs[1:]:
         print(f"    {label:<22} {ratios(base, label)}")
     if ray:
-        n = max(workers)
         print(f"  Ray / --workers {n} wall time, min / median: {ratios(runs[-1][0], f'--workers {n}')}")
     same = {label: csv == csvs[base] for label, csv in csvs.items()}
     print(f"  episodes.csv identical to {base}'s: " + ", ".join(f"{k}: {v}" for k, v in same.items()), flush=True)
