@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 import types
@@ -30,12 +31,15 @@ DEFERRED_IMPORTS = ("seaborn", "matplotlib.pyplot")
 
 
 class _Deferred(types.ModuleType):
-    """Stands in ``sys.modules`` for a module not imported yet; reading any attribute imports the real one (which
-    then replaces it in ``sys.modules``) and reads it there."""
+    """Stands in ``sys.modules`` for a module not imported yet; reading any attribute it lacks imports the real one
+    (which then replaces it in ``sys.modules``) and reads it there. It has the real module's ``__file__`` (code that
+    walks ``sys.modules``, as :func:`inspect.getmodule` does, reads it) and no ``__path__`` (importing a submodule
+    imports the real package)."""
 
-    def __init__(self, name: str):
+    def __init__(self, name: str, file: str):
         super().__init__(name)
         self.__spec__ = None  # (what the import system reads of a module in sys.modules; set: no real import)
+        self.__file__ = file
 
     def __getattr__(self, attr: str):
         name = self.__name__
@@ -47,8 +51,22 @@ class _Deferred(types.ModuleType):
 def prepare_imports(names: tuple = DEFERRED_IMPORTS) -> None:
     """Defer the imports of ``names`` (installed and not imported yet) to their first use in this process."""
     for name in names:
-        if name not in sys.modules and importlib.util.find_spec(name.partition(".")[0]) is not None:
-            sys.modules[name] = _Deferred(name)
+        if name not in sys.modules:
+            file = _module_file(name)
+            if file is not None:
+                sys.modules[name] = _Deferred(name, file)
+
+
+def _module_file(name: str) -> str | None:
+    """The file module ``name`` would be imported from, found without importing it (or its parent package)."""
+    top, _, rest = name.partition(".")
+    spec = importlib.util.find_spec(top)
+    for part in rest.split(".") if rest else ():
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(part, list(spec.submodule_search_locations))
+    return None if spec is None else spec.origin
+
 
 EXAMPLES = """\
 examples:

@@ -4,6 +4,7 @@ included) at 1 and N workers, and Ray (a local instance with N CPUs) against ``-
     python scripts/bench_scale.py                          # MinAtar 1000 episodes, ALE 100, workers 1 and 2, Ray
     python scripts/bench_scale.py --workers 1 2 4 8 16     # the curve, on a machine with the cores
     python scripts/bench_scale.py --minatar-episodes 200 --ale-episodes 16 --no-ray --reps 3   # quick
+    python scripts/bench_scale.py --no-ray --reps 2 --baseline /path/to/main   # the same runs of another checkout
 
 Each repetition runs every configuration once, interleaved (a shared machine: read the load printed beside
 each figure, and the ceiling: the speed-up N processes of pure Python get on the machine at that moment, measured
@@ -31,11 +32,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def render(checkpoint: str, episodes: int, out: Path, *extra: str) -> tuple[float, float]:
-    """(wall seconds, CPU seconds of it and its workers) of one ``rlviz render`` in a fresh process."""
+def render(tree: Path, checkpoint: str, episodes: int, out: Path, *extra: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of it and its workers) of one ``rlviz render`` of ``tree``'s rlviz in a fresh
+    process."""
     cmd = [sys.executable, "-m", "rlviz", "render", checkpoint, "--episodes", str(episodes), "--heatmap",
            "--videos", "none", "--no-progress", "--overwrite", "--out", str(out), *extra]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -72,36 +74,42 @@ def configurations(workers: list[int], ray: bool) -> list[tuple[str, tuple]]:
     return runs
 
 
-def scaling(name: str, checkpoint: str, episodes: int, workers: list[int], ray: bool, reps: int, tmp: Path) -> None:
-    runs = configurations(workers, ray)
-    n = max(workers)
-    print(f"\n{name}: {episodes} episodes of {checkpoint}, {reps} interleaved repetition(s) "
+def scaling(name: str, checkpoint: str, episodes: int, args, tmp: Path) -> None:
+    configs, n = configurations(args.workers, not args.no_ray), max(args.workers)
+    trees = {"": ROOT} if args.baseline is None else {"baseline ": args.baseline.resolve(), "": ROOT}
+    print(f"\n{name}: {episodes} episodes of {checkpoint}, {args.reps} interleaved repetition(s) "
           f"(load {os.getloadavg()[0]:.1f})", flush=True)
-    walls: dict[str, list[float]] = {label: [] for label, _ in runs}
+    walls: dict[str, list[float]] = {t + label: [] for t in trees for label, _ in configs}
     csvs: dict[str, bytes] = {}
     ceilings = []
-    for rep in range(reps):
-        for label, extra in runs:
-            out = tmp / f"{name}-{label.replace(' ', '').replace('-', '')}"
-            wall, cpu = render(checkpoint, episodes, out, *extra)
-            walls[label].append(wall)
-            csvs[label] = (out / "episodes.csv").read_bytes()
-            rollout_s = json.loads((out / "summary.json").read_text())["wall_s"]
-            print(f"  rep {rep + 1}  {label:<22} {wall:7.1f} s wall, {cpu:6.1f} s CPU; rollouts {rollout_s:6.1f} s, "
-                  f"the rest {wall - rollout_s:5.1f} s  (load {os.getloadavg()[0]:.1f})", flush=True)
+    for rep in range(args.reps):
+        for label, extra in configs:
+            for t, tree in list(trees.items())[:: 1 if rep % 2 == 0 else -1]:  # neither tree always goes first
+                out = tmp / f"{name}-{t.strip()}{label.replace(' ', '').replace('-', '')}"
+                wall, cpu = render(tree, checkpoint, episodes, out, *extra)
+                walls[t + label].append(wall)
+                csvs[t + label] = (out / "episodes.csv").read_bytes()
+                rollout_s = json.loads((out / "summary.json").read_text())["wall_s"]
+                print(f"  rep {rep + 1}  {t + label:<31} {wall:6.1f} s wall, {cpu:6.1f} s CPU; rollouts "
+                      f"{rollout_s:5.1f} s, the rest {wall - rollout_s:5.1f} s  (load {os.getloadavg()[0]:.1f})",
+                      flush=True)
         ceilings.append(ceiling(n))
-    base = runs[0][0]
 
     def ratios(a: str, b: str) -> str:  # per-repetition wall(a) / wall(b): min and median
         r = [x / y for x, y in zip(walls[a], walls[b])]
         return f"{min(r):.2f}x / {statistics.median(r):.2f}x"
 
-    print(f"  speed-up against {base}, min / median (the machine's ceiling, measured after each repetition: "
-          f"{' '.join(f'{c:.2f}x' for c in ceilings)} for {n} processes of pure Python):")
-    for label, _ in runs[1:]:
-        print(f"    {label:<22} {ratios(base, label)}")
-    if ray:
-        print(f"  Ray / --workers {n} wall time, min / median: {ratios(runs[-1][0], f'--workers {n}')}")
+    print(f"  speed-up against --workers {args.workers[0]}, min / median (the machine's ceiling, measured after "
+          f"each repetition: {' '.join(f'{c:.2f}x' for c in ceilings)} for {n} processes of pure Python):")
+    for t in trees:
+        for label, _ in configs[1:]:
+            print(f"    {t + label:<31} {ratios(t + configs[0][0], t + label)}")
+        if not args.no_ray:
+            print(f"    {t}Ray / --workers {n} wall time, min / median: {ratios(t + configs[-1][0], f'{t}--workers {n}')}")
+    if args.baseline is not None:
+        print("  this tree's wall time / the baseline's, min / median: " +
+              ", ".join(f"{label} {ratios(label, 'baseline ' + label)}" for label, _ in configs))
+    base = next(iter(csvs))
     same = {label: csv == csvs[base] for label, csv in csvs.items()}
     print(f"  episodes.csv identical to {base}'s: " + ", ".join(f"{k}: {v}" for k, v in same.items()), flush=True)
 
@@ -116,13 +124,14 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=1)
     ap.add_argument("--no-ray", action="store_true")
     ap.add_argument("--no-ale", action="store_true")
+    ap.add_argument("--baseline", type=Path, help="another checkout's root: its rlviz runs the same, interleaved")
     args = ap.parse_args()
     print(f"{os.cpu_count()} CPUs; load {os.getloadavg()[0]:.1f}", flush=True)
     with tempfile.TemporaryDirectory(prefix="rlviz-bench-scale-") as d:
         tmp = Path(d)
-        scaling("minatar", args.minatar, args.minatar_episodes, args.workers, not args.no_ray, args.reps, tmp)
+        scaling("minatar", args.minatar, args.minatar_episodes, args, tmp)
         if not args.no_ale:
-            scaling("ale", args.ale, args.ale_episodes, args.workers, not args.no_ray, args.reps, tmp)
+            scaling("ale", args.ale, args.ale_episodes, args, tmp)
 
 
 if __name__ == "__main__":
