@@ -32,14 +32,13 @@ DEFERRED_IMPORTS = ("seaborn", "matplotlib.pyplot")
 
 class _Deferred(types.ModuleType):
     """Stands in ``sys.modules`` for a module not imported yet; reading any attribute it lacks imports the real one
-    (which then replaces it in ``sys.modules``) and reads it there. It has the real module's ``__file__`` (code that
-    walks ``sys.modules``, as :func:`inspect.getmodule` does, reads it) and no ``__path__`` (importing a submodule
-    imports the real package)."""
+    (which then replaces it in ``sys.modules``) and reads it there. It has the real module's ``__spec__`` and
+    ``__file__`` (read by ``importlib.util.find_spec`` and by code that walks ``sys.modules``, as
+    :func:`inspect.getmodule` does) but no ``__path__`` (importing a submodule imports the real package)."""
 
-    def __init__(self, name: str, file: str):
-        super().__init__(name)
-        self.__spec__ = None  # (what the import system reads of a module in sys.modules; set: no real import)
-        self.__file__ = file
+    def __init__(self, spec):
+        super().__init__(spec.name)
+        self.__spec__, self.__file__ = spec, spec.origin
 
     def __getattr__(self, attr: str):
         name = self.__name__
@@ -52,20 +51,20 @@ def prepare_imports(names: tuple = DEFERRED_IMPORTS) -> None:
     """Defer the imports of ``names`` (installed and not imported yet) to their first use in this process."""
     for name in names:
         if name not in sys.modules:
-            file = _module_file(name)
-            if file is not None:
-                sys.modules[name] = _Deferred(name, file)
+            spec = _find_spec(name)
+            if spec is not None:
+                sys.modules[name] = _Deferred(spec)
 
 
-def _module_file(name: str) -> str | None:
-    """The file module ``name`` would be imported from, found without importing it (or its parent package)."""
+def _find_spec(name: str):
+    """The spec module ``name`` would be imported with, found without importing it (or its parent package)."""
     top, _, rest = name.partition(".")
     spec = importlib.util.find_spec(top)
     for part in rest.split(".") if rest else ():
         if spec is None or not spec.submodule_search_locations:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(part, list(spec.submodule_search_locations))
-    return None if spec is None else spec.origin
+        spec = importlib.machinery.PathFinder.find_spec(f"{spec.name}.{part}", list(spec.submodule_search_locations))
+    return spec
 
 
 EXAMPLES = """\
