@@ -24,7 +24,7 @@ from rlviz.errors import UsageError, WorkerError
 from rlviz.evaluate.objects import FunctionExtractor
 from rlviz.evaluate.rollout import rollout
 from rlviz.evaluate.threads import torch_threads
-from rlviz.evaluate.workers import KILL_HOOK, WorkerPool, merge_rollouts, shard_ranges
+from rlviz.evaluate.workers import KILL_HOOK, MIN_SHARD_WAVES, WorkerPool, merge_rollouts, shard_ranges
 from rlviz.media import probe_video
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +53,11 @@ def test_shard_ranges_are_contiguous_equal_and_a_whole_number_per_worker():
         assert [i for r in shards for i in r] == list(range(episodes))
         assert max(map(len, shards)) - min(map(len, shards)) <= 1
         assert len(shards) % workers == 0 or len(shards) == episodes < workers
-    assert len(shard_ranges(1000, 2, 16)) == 8 and len(shard_ranges(100, 2, 16)) == 2
+    # one shard per worker unless each of several keeps MIN_SHARD_WAVES waves of envs (a shard costs ~a wave)
+    assert len(shard_ranges(1000, 2, 16)) == 2 and len(shard_ranges(100, 2, 16)) == 2
+    many = shard_ranges(2 * 2 * MIN_SHARD_WAVES * 16, 2, 16)
+    assert len(many) == 4 and min(map(len, many)) == MIN_SHARD_WAVES * 16
+    assert len(shard_ranges(100_000, 2, 16)) == 8
 
 
 def test_shards_merge_into_the_single_run():

@@ -29,7 +29,7 @@ from ..errors import RlvizError, UsageError, WorkerError
 from .heatmap import FailureHeatmap
 from .rollout import RolloutResult
 
-__all__ = ["shard_ranges", "merge_rollouts", "WorkerPool", "KILL_HOOK"]
+__all__ = ["shard_ranges", "merge_rollouts", "WorkerPool", "KILL_HOOK", "MIN_SHARD_WAVES"]
 
 #: Test hook: ``"<first_episode>:<marker file>"`` makes the worker running the shard that starts at that
 #: episode SIGKILL itself after its first episode, once (when the marker file does not exist yet) or, with
@@ -37,13 +37,19 @@ __all__ = ["shard_ranges", "merge_rollouts", "WorkerPool", "KILL_HOOK"]
 KILL_HOOK = "RLVIZ_TEST_KILL_SHARD"
 
 
+#: A shard's own cost is about one wave of its envs (building them: 0.15 s each for ALE; the last episodes'
+#: padded forwards while the other envs sit idle), measured at ~1/W of a shard of W waves (MinAtar, 125 episodes on
+#: 16 envs: +11%; ALE, 50 episodes: +33%). So a worker gets more than one shard only when each keeps this many waves.
+MIN_SHARD_WAVES = 16
+
+
 def shard_ranges(episodes: int, workers: int, num_envs: int = 16) -> list[range]:
     """Seed-contiguous shards of ``range(episodes)``, of equal size (within one episode) and a multiple of
-    ``workers`` in number, so every worker gets the same share: one each, up to four each when every shard
-    still has at least four waves of ``num_envs`` episodes (balance for uneven episode lengths; a shard
-    builds its envs once). Results do not depend on the split."""
+    ``workers`` in number, so every worker gets the same share: one each, up to four each (the pool hands them
+    out as workers free up: balance when episode lengths or the workers' speeds differ) while every shard keeps
+    :data:`MIN_SHARD_WAVES` waves of ``num_envs`` episodes. Results do not depend on the split."""
     episodes, workers = int(episodes), max(1, int(workers))
-    per_worker = max(1, min(4, episodes // max(1, workers * 4 * int(num_envs))))
+    per_worker = max(1, min(4, episodes // max(1, workers * MIN_SHARD_WAVES * int(num_envs))))
     n = max(1, min(workers * per_worker, episodes))
     bounds = [round(i * episodes / n) for i in range(n + 1)]
     return [range(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
@@ -187,8 +193,11 @@ class WorkerPool:
         self._workers.append(w)
         return w
 
-    def map(self, fn: Callable, tasks: list, progress: Callable | None = None, what: str = "task") -> list:
-        """Run ``fn(task, progress)`` for each task; ``progress(x)`` gets what the workers report."""
+    def map(self, fn: Callable, tasks: list, progress: Callable | None = None, what: str = "task",
+            meanwhile: Callable | None = None) -> list:
+        """Run ``fn(task, progress)`` for each task; ``progress(x)`` gets what the workers report. ``meanwhile()``
+        runs once here as soon as the workers have their first tasks (work the caller needs afterwards: this
+        process otherwise idles; their reports wait in the pipes)."""
         tasks = list(tasks)
         results: dict[int, object] = {}
         queue, deaths = deque(range(len(tasks))), [0] * len(tasks)
@@ -201,6 +210,9 @@ class WorkerPool:
                     w.task = queue.popleft()
                     self._reported[w.task] = 0
                     w.conn.send((w.task, fn, tasks[w.task]))
+            if meanwhile is not None:
+                meanwhile, todo = None, meanwhile
+                todo()
             ready = wait([w.conn for w in self._workers] + [w.process.sentinel for w in self._workers], timeout=1.0)
             for w in list(self._workers):
                 if w.conn in ready and self._receive(w, results, progress):

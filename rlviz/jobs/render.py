@@ -15,6 +15,7 @@ Output layout (``out``: a folder of the run's own, written complete or not at al
 
 from __future__ import annotations
 
+import importlib
 import time
 import warnings
 from contextlib import nullcontext
@@ -34,7 +35,7 @@ from ..evaluate import RolloutResult, format_table, rollout, summarize
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
-from ..evaluate.workers import merge_rollouts, shard_ranges
+from ..evaluate.workers import WorkerPool, merge_rollouts, shard_ranges
 from ..explain.saliency import attribute
 from ..report import REPORT_NAME, load_run, write_report
 from ..report.notebook import outputs_html
@@ -242,10 +243,26 @@ def _run_sharded(backend, config: RenderConfig, gamma: float) -> RolloutResult:
     shards = shard_ranges(config.episodes, backend.size, config.num_envs)
     tasks = [ShardTask(source, gamma, r.start, len(r)) for r in shards]
     t0 = time.perf_counter()
+    meanwhile = {}  # this process idles while the workers run: it imports what it needs afterwards meanwhile
+    if config.heatmap and isinstance(backend, WorkerPool):
+        meanwhile["meanwhile"] = lambda: _import(_HEATMAP_IMPORTS)
     with progress.bar(config.episodes, "rollouts", unit="ep") as episodes_bar:
         parts = backend.map(run_shard, tasks, progress=lambda ret: episodes_bar.update(1, ret=f"{ret:.1f}"),
-                            what="the rollout of")
+                            what="the rollout of", **meanwhile)
     return merge_rollouts(parts, time.perf_counter() - t0)
+
+
+#: What :func:`write_heatmap` imports (matplotlib: ~1 s), imported while the workers roll out.
+_HEATMAP_IMPORTS = ("matplotlib.colors", "matplotlib.pyplot")
+
+
+def _import(names) -> None:
+    """Import ``names`` now; a failure is left to the import where the module is used, which reports it."""
+    for name in names:
+        try:
+            getattr(importlib.import_module(name), "__file__", None)  # (reading it loads a deferred module)
+        except Exception:  # noqa: BLE001, S110 - the module's user imports it again and says what is wrong
+            pass
 
 
 def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, config: RenderConfig,

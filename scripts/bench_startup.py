@@ -1,0 +1,169 @@
+"""Start-up benchmark: the fixed cost of a short ``rlviz render``, phase by phase, in fresh processes.
+
+    python scripts/bench_startup.py                                # this tree alone, 5 repetitions
+    python scripts/bench_startup.py --baseline /path/to/other/tree # against another checkout, interleaved
+    python scripts/bench_startup.py --samples minatar --reps 9 --no-command
+
+Phases (one fresh interpreter per repetition, run in this order, each timed on its own):
+
+    interpreter        launch to the first line of the child (the interpreter and site-packages' .pth files)
+    import rlviz.cli   what ``rlviz`` imports before parsing flags (with the CLI's own start-up preparation)
+    import torch       torch itself
+    agent load         ``rlviz.agent.checkpoint.load_checkpoint(sample)`` (torch.export, the env's registration)
+    env build (16)     ``make_env(recipe)`` 16 times, as a rollout builds them
+    first forward      one ``policy.evaluate`` of the 16 reset observations
+    pool start (2)     a ``WorkerPool(2)`` (as ``--workers 2`` starts it) running two empty tasks, then closed
+
+and the whole command, ``rlviz render SAMPLE --episodes 16 --videos none --no-progress`` (and with ``--workers
+2``), timed from outside. Every tree and sample runs once per repetition, interleaved (a shared machine: the load
+is printed beside each repetition); figures are the min and median over repetitions, ratios the min and median of
+the per-repetition ratios against the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLES = {"minatar": "samples/minatar_breakout_ppo.pt2", "ale": "samples/ale_breakout_ppo.pt2"}
+COMMAND = ("whole render", "whole render --workers 2")
+
+#: The child: every phase in order, its seconds as JSON on the last line of stdout (the same code for every tree:
+#: it uses only long-standing rlviz names).
+CHILD = r"""
+import json, sys, time
+first = time.time()
+marks, t = {}, time.perf_counter()
+def mark(name):
+    global t
+    now = time.perf_counter()
+    marks[name], t = now - t, now
+import rlviz.cli
+getattr(rlviz.cli, "prepare_imports", lambda: None)()  # the CLI's start-up preparation, where it has one
+mark("import rlviz.cli")
+import torch
+mark("import torch")
+from rlviz.agent.checkpoint import load_checkpoint
+agent = load_checkpoint(sys.argv[1])
+mark("agent load")
+import numpy as np
+from rlviz.envs import make_env
+envs = [make_env(agent.recipe, render_mode="rgb_array") for _ in range(16)]
+mark("env build (16)")
+obs = np.stack([np.asarray(e.reset(seed=i)[0]) for i, e in enumerate(envs)])
+t = time.perf_counter()  # (the resets are not a start-up cost)
+agent.policy.evaluate(obs)
+mark("first forward")
+from rlviz.evaluate.workers import WorkerPool
+def nothing(task, progress):
+    return task
+with WorkerPool(2, start="fork") as pool:
+    pool.map(nothing, [0, 1])
+mark("pool start (2)")
+for e in envs:
+    e.close()
+print(json.dumps({"first": first, "marks": marks}))
+"""
+
+
+def _env(tree: Path) -> dict:
+    return dict(os.environ, PYTHONPATH=os.pathsep.join([str(tree), os.environ.get("PYTHONPATH", "")]))
+
+
+def phases(tree: Path, sample: str) -> dict:
+    """Seconds of each phase in one fresh process running ``tree``'s rlviz."""
+    launch = time.time()
+    done = subprocess.run([sys.executable, "-c", CHILD, str(ROOT / sample)], env=_env(tree), capture_output=True,
+                          text=True, cwd=tree)
+    if done.returncode != 0:
+        raise SystemExit(f"the phase child failed on {tree}: {done.stderr.strip()[-800:]}")
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return {"interpreter": out["first"] - launch, **out["marks"]}
+
+
+def command(tree: Path, sample: str, out: Path, *extra: str) -> float:
+    """Wall seconds of one whole ``rlviz render`` of 16 episodes in a fresh process."""
+    cmd = [sys.executable, "-m", "rlviz", "render", str(ROOT / sample), "--episodes", "16", "--videos", "none",
+           "--no-progress", "--overwrite", "--out", str(out), *extra]
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=_env(tree), capture_output=True, text=True, cwd=tree)
+    wall = time.perf_counter() - t0
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed on {tree}: {done.stderr.strip()[-800:]}")
+    return wall
+
+
+def one_repetition(trees: dict, samples: list, run_command: bool, tmp: Path, rep: int) -> dict:
+    """{(tree label, sample): {phase: seconds}} of one interleaved repetition (the trees' order alternates with
+    ``rep``: neither always runs on the other's warm file cache)."""
+    got, order = {}, list(trees.items())[:: 1 if rep % 2 == 0 else -1]
+    for sample in samples:
+        for label, tree in order:
+            got[label, sample] = phases(tree, SAMPLES[sample])
+        if run_command:
+            for name, extra in zip(COMMAND, ((), ("--workers", "2"))):
+                for label, tree in order:
+                    got[label, sample][name] = command(tree, SAMPLES[sample], tmp / f"{label}-{sample}", *extra)
+    return got
+
+
+def report(runs: list, trees: dict, samples: list) -> None:
+    labels = list(trees)
+    base = labels[0] if len(labels) > 1 else None
+    for sample in samples:
+        print(f"\n{sample} ({SAMPLES[sample]}): seconds, min / median of {len(runs)} repetition(s)")
+        head = "".join(f"{label:>20}" for label in labels)
+        print(f"  {'phase':<26}{head}" + (f"{'ratio (min / median)':>24}" if base else ""))
+        names = list(runs[0][labels[0], sample])
+        totals = {label: [0.0] * len(runs) for label in labels}
+        for name in names + ["sum of phases"]:
+            cells, series = "", {}
+            for label in labels:
+                if name == "sum of phases":
+                    xs = totals[label]
+                else:
+                    xs = [r[label, sample][name] for r in runs]
+                    if not name.startswith("whole"):
+                        totals[label] = [a + b for a, b in zip(totals[label], xs)]
+                series[label] = xs
+                cells += f"{min(xs):9.2f} / {statistics.median(xs):6.2f}  "
+            line = f"  {name:<26}{cells}"
+            if base:
+                r = [b / a for a, b in zip(series[base], series[labels[-1]]) if a > 0]
+                line += f"    {min(r):5.2f}x / {statistics.median(r):5.2f}x"
+            print(line)
+    if base:
+        print(f"\n(ratio: {labels[-1]} / {base} per repetition; below 1 is faster)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--baseline", type=Path, help="another checkout's root (its rlviz/ is imported) to compare with")
+    ap.add_argument("--samples", nargs="+", choices=sorted(SAMPLES), default=["minatar", "ale"])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--no-command", action="store_true", help="the phases only, not the whole command")
+    args = ap.parse_args()
+    trees = {"this tree": ROOT}
+    if args.baseline is not None:
+        trees = {"baseline": args.baseline.resolve(), "this tree": ROOT}
+    print(f"{os.cpu_count()} CPUs; trees: " + ", ".join(f"{k}: {v}" for k, v in trees.items()), flush=True)
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="rlviz-bench-startup-") as d:
+        for rep in range(args.reps):
+            runs.append(one_repetition(trees, args.samples, not args.no_command, Path(d), rep))
+            whole = {k: round(v.get(COMMAND[0], sum(v.values())), 1) for k, v in runs[-1].items()}
+            print(f"  rep {rep + 1}: load {os.getloadavg()[0]:.1f}; " +
+                  ", ".join(f"{t}/{s} {w}s" for (t, s), w in whole.items()), flush=True)
+    report(runs, trees, args.samples)
+
+
+if __name__ == "__main__":
+    main()
