@@ -9,11 +9,7 @@ Errors print one line, no traceback (``--debug`` shows it).
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.machinery
-import importlib.util
 import sys
-import types
 from pathlib import Path
 
 from . import progress
@@ -21,51 +17,7 @@ from ._version import __version__
 from .config import CompareConfig, RenderConfig, cli_options
 from .errors import RlvizError, did_you_mean
 
-__all__ = ["main", "build_parser", "prepare_imports", "DEFERRED_IMPORTS"]
-
-#: Modules that packages on the render path import at their top only for viewers rlviz never opens: MinAtar's
-#: ``minatar.environment`` and ``minatar.gym`` import seaborn (scipy, pandas: measured 2-3 s, more than torch) and
-#: matplotlib's pyplot for their human window. The CLI's process imports them on first use instead
-#: (:func:`prepare_imports`): MinAtar's ``rgb_array`` frames (videos, heatmaps) still get seaborn's palette.
-DEFERRED_IMPORTS = ("seaborn", "matplotlib.pyplot")
-
-
-class _Deferred(types.ModuleType):
-    """Stands in ``sys.modules`` for a module not imported yet; reading any attribute it lacks imports the real one
-    (which then replaces it in ``sys.modules``) and reads it there. It has the real module's ``__spec__`` and
-    ``__file__`` (read by ``importlib.util.find_spec`` and by code that walks ``sys.modules``, as
-    :func:`inspect.getmodule` does) but no ``__path__`` (importing a submodule imports the real package)."""
-
-    def __init__(self, spec):
-        super().__init__(spec.name)
-        self.__spec__, self.__file__ = spec, spec.origin
-
-    def __getattr__(self, attr: str):
-        name = self.__name__
-        if sys.modules.get(name) is self:
-            del sys.modules[name]
-        return getattr(importlib.import_module(name), attr)
-
-
-def prepare_imports(names: tuple = DEFERRED_IMPORTS) -> None:
-    """Defer the imports of ``names`` (installed and not imported yet) to their first use in this process."""
-    for name in names:
-        if name not in sys.modules:
-            spec = _find_spec(name)
-            if spec is not None:
-                sys.modules[name] = _Deferred(spec)
-
-
-def _find_spec(name: str):
-    """The spec module ``name`` would be imported with, found without importing it (or its parent package)."""
-    top, _, rest = name.partition(".")
-    spec = importlib.util.find_spec(top)
-    for part in rest.split(".") if rest else ():
-        if spec is None or not spec.submodule_search_locations:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(f"{spec.name}.{part}", list(spec.submodule_search_locations))
-    return spec
-
+__all__ = ["main", "build_parser"]
 
 EXAMPLES = """\
 examples:
@@ -213,7 +165,6 @@ COMMANDS = {"render": _run_render, "compare": _run_compare}
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    prepare_imports()
     try:
         return COMMANDS[args.command](args)
     except RlvizError as exc:

@@ -47,7 +47,6 @@ def mark(name):
     now = time.perf_counter()
     marks[name], t = now - t, now
 import rlviz.cli
-getattr(rlviz.cli, "prepare_imports", lambda: None)()  # the CLI's start-up preparation, where it has one
 mark("import rlviz.cli")
 import torch
 mark("import torch")

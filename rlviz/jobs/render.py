@@ -260,7 +260,7 @@ def _import(names) -> None:
     """Import ``names`` now; a failure is left to the import where the module is used, which reports it."""
     for name in names:
         try:
-            getattr(importlib.import_module(name), "__file__", None)  # (reading it loads a deferred module)
+            importlib.import_module(name)
         except Exception:  # noqa: BLE001, S110 - the module's user imports it again and says what is wrong
             pass
 
