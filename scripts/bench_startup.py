@@ -7,7 +7,7 @@
 Phases (one fresh interpreter per repetition, run in this order, each timed on its own):
 
     interpreter        launch to the first line of the child (the interpreter and site-packages' .pth files)
-    import rlviz.cli   what ``rlviz`` imports before parsing flags (with the CLI's own start-up preparation)
+    import rlviz.cli   what ``rlviz`` imports before parsing flags
     import torch       torch itself
     agent load         ``rlviz.agent.checkpoint.load_checkpoint(sample)`` (torch.export, the env's registration)
     env build (16)     ``make_env(recipe)`` 16 times, as a rollout builds them
