@@ -20,7 +20,6 @@ from rlviz.errors import UsageError, WorkerError
 from rlviz.evaluate.ray_backend import RayPool
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +114,7 @@ def _with_mark(mark: str) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_a_render_on_its_own_local_instance_matches_and_leaves_nothing(probe_ckpt, tmp_path):  # noqa: F811
     assert _render(tmp_path / "one", *PROBE_ARGS, checkpoint=probe_ckpt, episodes=40) == 0
     mark = f"rlviz-test-{uuid.uuid4().hex}"
