@@ -222,9 +222,9 @@ class RayPool:
         polls = [(i, actor.poll.options(concurrency_group=_POLL_GROUP).remote()) for actor, i in running.values()]
         for i, ref in polls:
             try:
-                self._show(i, self.ray.get(ref), progress)
-            except self.ray.exceptions.RayActorError:  # died: its task's result says so
-                pass
+                self._show(i, self.ray.get(ref, timeout=10.0), progress)
+            except (self.ray.exceptions.RayActorError, self.ray.exceptions.GetTimeoutError):
+                pass  # died (its task's result says so) or unreachable (the bar misses its reports, not the results)
 
     def _show(self, i: int, reports: list, progress: Callable | None) -> None:
         """Pass on task ``i``'s reports, but not again those an earlier (died) run of it passed on."""
