@@ -160,7 +160,7 @@ class RenderConfig:
     strict: bool = option(False, "exit with code 3 when the diagnostics raise any warning (to gate agents in CI)")
     workers: int = option(1, "worker processes for the rollouts and videos (default 1: this process); the "
                           "outputs are the same for any count", metavar="N")
-    ray: str | None = option(None, "run the workers as Ray tasks: alone, on a local Ray instance (with --workers N: "
+    ray: str | None = option(None, "run the workers on Ray (one actor per CPU): alone, on a local Ray instance (with --workers N: "
                              "N CPUs); 'auto', ray://HOST:PORT or HOST:PORT joins a cluster (pip install "
                              "\"rlviz[ray]\")", kind="optional", const=RAY_LOCAL, metavar="ADDRESS")
     threads: int = option(1, "torch threads per process (default 1: fastest for rollouts' small batches, and N "

@@ -44,13 +44,7 @@ def recipe_noops(np_seed: int, noop_max: int = 30) -> int:
 
 def play_wrapper(env, seed: int, actions) -> list:
     obs, info = seeded_reset(env, seed)
-    out = [(np.asarray(obs).copy(), 0.0, False, int(info["lives"]))]
-    for a in actions:
-        obs, r, term, trunc, info = env.step(int(a))
-        out.append((np.asarray(obs).copy(), float(r), bool(term), int(info["lives"])))
-        if term or trunc:
-            break
-    return out
+    return play_wrapper_steps(env, actions, first=(np.asarray(obs).copy(), 0.0, False, int(info["lives"])))
 
 
 def play_wrapper_noops(env, seed: int, noops: int, actions) -> list:
@@ -62,8 +56,9 @@ def play_wrapper_noops(env, seed: int, noops: int, actions) -> list:
     return play_wrapper_steps(env, actions)
 
 
-def play_wrapper_steps(env, actions) -> list:
-    out = [None]
+def play_wrapper_steps(env, actions, first=None) -> list:
+    """[first, then (obs, reward, terminated, lives) per action until the episode ends]."""
+    out = [first]
     for a in actions:
         obs, r, term, trunc, info = env.step(int(a))
         out.append((np.asarray(obs).copy(), float(r), bool(term), int(info["lives"])))
@@ -185,10 +180,13 @@ def main() -> None:
         if a >= 0:
             stack_n = play_native(venv, a, [])[0][0]
             break
-    print(f"stack: reset observation frames equal to the newest one -- gymnasium: "
-          f"{[bool(np.array_equal(f, stack_w[-1])) for f in stack_w]}, native: "
-          f"{[bool(np.array_equal(f, stack_n[-1])) for f in stack_n]} (native pads with zeros: "
-          f"{[int(f.max()) for f in stack_n]} = max per frame)")
+    if stack_n is None:
+        print("stack: not compared (no episode seed the native env applies; run more --episodes)")
+    else:
+        print(f"stack: reset observation frames equal to the newest one -- gymnasium: "
+              f"{[bool(np.array_equal(f, stack_w[-1])) for f in stack_w]}, native: "
+              f"{[bool(np.array_equal(f, stack_n[-1])) for f in stack_n]} (native pads with zeros: "
+              f"{[int(f.max()) for f in stack_n]} = max per frame)")
     wenv.close()
     venv.close()
 
