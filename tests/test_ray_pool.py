@@ -24,10 +24,17 @@ ray = pytest.importorskip("ray")
 
 @pytest.fixture(scope="module")
 def ray_session():
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
+    saved = os.environ.get("PYTHONPATH")  # Ray's workers import this file's task functions: put it on their path
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), saved or ""])
+    try:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        yield ray
+        ray.shutdown()
+    finally:
+        if saved is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = saved
 
 
 def _reports(task, progress):
@@ -73,7 +80,9 @@ def test_results_in_order_and_each_report_once(ray_session):
         assert pool.size == 2
         assert pool.map(_reports, [3, 1, 4, 2, 5], progress=seen.append) == [6, 2, 8, 4, 10]
         assert sorted(seen) == sorted(t + k + 0.5 for t in (3, 1, 4, 2, 5) for k in range(t))
-        assert pool.map(_reports, [2]) == [4]  # no progress wanted: none collected
+        calls = []
+        assert pool.map(_reports, [2], meanwhile=lambda: calls.append(1)) == [4]  # no progress wanted: none collected
+        assert calls == [1]  # the caller's work, done once while the actors run
     assert ray_session.is_initialized()  # the caller's connection, left alone
     assert _cpus_back(ray_session)  # the pool's actors ended with it
 

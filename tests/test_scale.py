@@ -91,7 +91,9 @@ def test_worker_pool_reports_errors_in_one_line_and_leaves_no_process():
     with WorkerPool(1) as pool, pytest.raises(UsageError, match="received 'bad'"):
         pool.map(_fails, ["bad"])
     with WorkerPool(2) as pool:
-        assert pool.map(_halves, [4, 6, 8]) == [2.0, 3.0, 4.0]
+        calls = []
+        assert pool.map(_halves, [4, 6, 8], meanwhile=lambda: calls.append(1)) == [2.0, 3.0, 4.0]
+        assert calls == [1]  # the caller's work, done once while the workers run
         with pytest.raises(WorkerError, match="ZeroDivisionError"):
             pool.map(_halves, [0])
     assert set(_children()) <= before

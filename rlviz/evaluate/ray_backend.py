@@ -183,8 +183,10 @@ class RayPool:
         for actor in self._actors:
             actor.run.remote(fn, task, False)
 
-    def map(self, fn: Callable, tasks: list, progress: Callable | None = None, what: str = "task") -> list:
-        """Run ``fn(task, progress)`` for each task; ``progress(x)`` gets what the workers report."""
+    def map(self, fn: Callable, tasks: list, progress: Callable | None = None, what: str = "task",
+            meanwhile: Callable | None = None) -> list:
+        """Run ``fn(task, progress)`` for each task; ``progress(x)`` gets what the workers report; ``meanwhile()``
+        runs once here when the first tasks are sent (as :meth:`rlviz.evaluate.workers.WorkerPool.map`)."""
         self._ready()
         self._fill()
         tasks = list(tasks)
@@ -197,6 +199,9 @@ class RayPool:
                     actor, i = idle.popleft(), queue.popleft()
                     self._told[i] = 0
                     running[actor.run.remote(fn, tasks[i], progress is not None)] = (actor, i)
+                if meanwhile is not None:
+                    meanwhile, todo = None, meanwhile
+                    todo()
                 ready, _ = self.ray.wait(list(running), num_returns=1, timeout=REPORT_EVERY_S)
                 if progress is not None:
                     self._collect(running, progress)

@@ -35,7 +35,7 @@ from ..evaluate import RolloutResult, format_table, rollout, summarize
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
-from ..evaluate.workers import WorkerPool, merge_rollouts, shard_ranges
+from ..evaluate.workers import merge_rollouts, shard_ranges
 from ..explain.saliency import attribute
 from ..report import REPORT_NAME, load_run, write_report
 from ..report.notebook import outputs_html
@@ -243,12 +243,11 @@ def _run_sharded(backend, config: RenderConfig, gamma: float) -> RolloutResult:
     shards = shard_ranges(config.episodes, backend.size, config.num_envs)
     tasks = [ShardTask(source, gamma, r.start, len(r)) for r in shards]
     t0 = time.perf_counter()
-    meanwhile = {}  # this process idles while the workers run: it imports what it needs afterwards meanwhile
-    if config.heatmap and isinstance(backend, WorkerPool):
-        meanwhile["meanwhile"] = lambda: _import(_HEATMAP_IMPORTS)
+    # this process idles while the workers run: it imports what it needs afterwards meanwhile
+    meanwhile = (lambda: _import(_HEATMAP_IMPORTS)) if config.heatmap else None
     with progress.bar(config.episodes, "rollouts", unit="ep") as episodes_bar:
         parts = backend.map(run_shard, tasks, progress=lambda ret: episodes_bar.update(1, ret=f"{ret:.1f}"),
-                            what="the rollout of", **meanwhile)
+                            what="the rollout of", meanwhile=meanwhile)
     return merge_rollouts(parts, time.perf_counter() - t0)
 
 
