@@ -118,6 +118,30 @@ def test_minatar_round_trip_derives_example_and_action_names_from_env(tmp_path):
     torch.testing.assert_close(got_g, ref_g, rtol=1e-5, atol=1e-9)
 
 
+def test_exported_program_checks_each_input_shape_once_and_still_refuses_bad_ones(tmp_path, monkeypatch):
+    """torch's per-forward input check (15-20% of a small forward) runs once per (shape, dtype, device)."""
+    import torch.export._unlift as unlift
+
+    calls = []
+    check = unlift._check_input_constraints_for_module
+    monkeypatch.setattr(unlift, "_check_input_constraints_for_module", lambda *a: (calls.append(1), check(*a))[1])
+    torch.manual_seed(1)
+    model = MinAtarAgent(3)
+    agent = load_agent(save_checkpoint(tmp_path / "minatar.pt2", model, env="MinAtar/Breakout-v1"))
+    calls.clear()  # (loading ran forwards of its own)
+    x = torch.rand(5, 10, 10, 4)
+    first, again = agent.policy.forward(x), agent.policy.forward(x)
+    assert len(calls) == 1
+    torch.testing.assert_close(again[0], first[0], rtol=0, atol=0)
+    torch.testing.assert_close(first[0], model(x)[0], rtol=0, atol=1e-6)
+    agent.policy.forward(torch.rand(3, 10, 10, 4))
+    assert len(calls) == 2  # a new batch size is checked once too
+    for _ in range(2):  # a bad input is refused with torch's message every time, never remembered as checked
+        with pytest.raises(Exception, match=r"shape\[3\] to be equal to 4, but got 5"):
+            agent.policy.forward(torch.rand(5, 10, 10, 5))
+    assert len(calls) == 4
+
+
 def test_q_network_round_trip(tmp_path):
     torch.manual_seed(2)
     model = QNet()

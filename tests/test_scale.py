@@ -24,7 +24,15 @@ from rlviz.errors import UsageError, WorkerError
 from rlviz.evaluate.objects import FunctionExtractor
 from rlviz.evaluate.rollout import rollout
 from rlviz.evaluate.threads import torch_threads
-from rlviz.evaluate.workers import KILL_HOOK, MIN_SHARD_WAVES, WorkerPool, merge_rollouts, shard_ranges
+from rlviz.evaluate.workers import (
+    KILL_HOOK,
+    MIN_SHARD_WAVES,
+    WorkerDied,
+    WorkerPool,
+    claimed_indices,
+    merge_rollouts,
+    shard_ranges,
+)
 from rlviz.media import probe_video
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,6 +107,53 @@ def test_worker_pool_reports_errors_in_one_line_and_leaves_no_process():
     assert set(_children()) <= before
     with pytest.raises(UsageError, match="workers=0"):
         WorkerPool(0)
+
+
+def test_workers_share_indices_out_one_each_and_a_dead_one_is_reported_not_rerun(tmp_path):
+    before = set(_children())
+    with WorkerPool(2, start="fork") as pool:
+        got = pool.map(_claims, [(100, None)] * 2, shared_from=0)
+        assert sorted(i for part in got for i in part) == list(range(100))  # each index to exactly one worker
+        assert all(got)  # both claimed some (each sleeps between claims)
+        again = pool.map(_claims, [(30, None)] * 2, shared_from=20)  # the counter restarts at each map
+        assert sorted(i for part in again for i in part) == list(range(20, 30))
+        marker = tmp_path / "died"
+        out = pool.map(_claims, [(50, None), (50, str(marker))], shared_from=0, retry=False)
+        assert isinstance(out[1], WorkerDied) and out[1].how == "signal 9" and marker.exists()
+        assert set(out[0]) < set(range(50))  # the dead worker's claims are missing: the caller re-runs them
+        assert pool.map(_halves, [2, 4]) == [1.0, 2.0]  # the pool is whole again
+    assert set(_children()) <= before
+    with pytest.raises(UsageError, match="in a WorkerPool's worker only"):
+        next(claimed_indices(3))
+
+
+def test_shared_out_episodes_merge_into_the_single_run():
+    """rollout(indices=...) plays any subset of a run: two interleaved halves merge into the whole run."""
+    policy = TorchPolicy(Linear(), num_actions=2, device="cpu")
+    kw = dict(seed=5, objects=FunctionExtractor(probe_objects), heatmap=True, progress=False)
+    whole = rollout(PROBE, policy, 24, num_envs=4, **kw)
+    parts = [rollout(PROBE, policy, 24, num_envs=n, indices=iter(range(start, 24, 3)), **kw)
+             for start, n in ((0, 3), (1, 1), (2, 5))]
+    assert [len(p.episodes) for p in parts] == [8, 8, 8] and parts[1].heatmap.episodes == 8
+    merged = merge_rollouts(parts, wall_s=1.0)
+    assert merged.episodes == whole.episodes and merged.steps == whole.steps
+    assert np.array_equal(merged.heatmap.counts["obj"], whole.heatmap.counts["obj"])
+    assert np.array_equal(merged.heatmap.background, whole.heatmap.background)
+    assert merged.heatmap.episodes == 24
+    empty = rollout(PROBE, policy, 24, num_envs=2, indices=iter(()), **kw)  # a worker that claimed nothing
+    assert merge_rollouts([empty, *parts], wall_s=1.0).episodes == whole.episodes
+
+
+def _claims(task, progress):
+    stop, die_marker = task
+    got = []
+    for i in claimed_indices(stop):
+        got.append(i)
+        if die_marker is not None and len(got) == 3:
+            open(die_marker, "w").close()
+            os.kill(os.getpid(), signal.SIGKILL)
+        time.sleep(0.002)
+    return got
 
 
 def _fails(task, progress):
@@ -228,7 +283,7 @@ def test_a_killed_worker_is_replaced_and_its_shard_rerun(probe_ckpt, tmp_path, m
     args = (*PROBE_ARGS, "--videos", "none", "--num-envs", "4")
     assert _render(tmp_path / "one", *args, checkpoint=probe_ckpt, episodes=40) == 0
     marker = tmp_path / "killed-once"
-    monkeypatch.setenv(KILL_HOOK, f"{shard_ranges(40, 2, 4)[1].start}:{marker}")
+    monkeypatch.setenv(KILL_HOOK, f"1:{marker}")  # the second worker: after its first episode
     before = set(_children())
     assert _render(tmp_path / "w2", *args, "--workers", "2", checkpoint=probe_ckpt, episodes=40) == 0
     assert marker.exists()  # the hook fired: a worker was SIGKILLed mid-shard
@@ -243,7 +298,7 @@ def test_a_worker_that_dies_twice_fails_in_one_line_with_no_outputs(probe_ckpt, 
                  episodes=40)
     err = capsys.readouterr().err.strip()
     assert rc == 1 and len(err.splitlines()) == 1, err
-    assert "died twice (signal 9)" in err and "episodes 0-" in err
+    assert "died twice (signal 9) running the rollout of episodes" in err and "(a re-run)" in err
     assert not (tmp_path / "out").exists() and not list(tmp_path.iterdir())  # no staging folder left either
     assert set(_children()) <= before
 

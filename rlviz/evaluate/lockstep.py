@@ -13,6 +13,7 @@ rollout's actions.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 import numpy as np
@@ -117,7 +118,7 @@ class Report:
         pass
 
 
-def run_lockstep(runner, envs: list, indices: range, seed_for, progress) -> tuple[list, int]:
+def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress) -> tuple[list, int]:
     """Play the episodes ``indices`` on ``envs`` in lockstep, one batched forward per step; episode k starts
     from seed ``seed_for(k)`` on whichever env is free. ``runner``: the rollout's per-env stepper
     (:class:`rlviz.evaluate.rollout._Runner`). Returns (results sorted by index, env steps)."""

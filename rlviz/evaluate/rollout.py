@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -243,6 +243,7 @@ def rollout(
     first_episode: int = 0,
     lookback: int = 8,
     threads: int | None = DEFAULT_THREADS,
+    indices: Iterable[int] | None = None,
 ) -> RolloutResult:
     """Run ``episodes`` episodes with ``num_envs`` envs stepped in lockstep, one batched forward per step.
 
@@ -261,18 +262,24 @@ def rollout(
         torch's setting.
     first_episode: index of the first episode: rollouts of indices [0, 500) and [500, 1000) with the
         same seed are together the same 1000 episodes as one run (merge their heatmaps).
+    indices: the episode indices to play instead of ``range(first_episode, first_episode + episodes)``, taken
+        one at a time as envs free up: any subset of a run (an iterator the workers of a pool share,
+        :func:`rlviz.evaluate.workers.claimed_indices`; a dead worker's episodes again). ``episodes`` then only
+        sizes the progress bar; ``first_episode`` stays the run's first (the heatmap's background).
     """
     recipe = _recipe(recipe)
     _check_rollout_args(policy, episodes, num_envs, max_steps)
     episodes, num_envs = int(episodes), min(int(num_envs), int(episodes))
     extractor = _extractor(recipe, objects, heatmap)
+    if indices is None:
+        indices = range(int(first_episode), int(first_episode) + episodes)
     with torch_threads(threads):
         return _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma,
-                        progress, max_steps, int(first_episode), lookback)
+                        progress, max_steps, int(first_episode), lookback, indices)
 
 
 def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma, progress,
-             max_steps, first_episode, lookback) -> RolloutResult:
+             max_steps, first_episode, lookback, indices) -> RolloutResult:
     if callable(progress):
         progress_bar = Report(progress)
     else:
@@ -294,11 +301,10 @@ def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extracto
         runner = _Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps, lookback,
                          replay)
         t0 = time.perf_counter()
-        records, steps = run_lockstep(runner, envs, range(first_episode, first_episode + episodes),
-                                      lambda k: episode_seed_for(seed, k), progress_bar)
+        records, steps = run_lockstep(runner, envs, indices, lambda k: episode_seed_for(seed, k), progress_bar)
         wall = time.perf_counter() - t0
         if hm is not None:
-            hm.episodes += episodes
+            hm.episodes += len(records)
     finally:
         progress_bar.close()
         for e in envs:

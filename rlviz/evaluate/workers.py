@@ -8,7 +8,9 @@ heatmap counts summed) is the single-process result.
 :class:`WorkerPool` runs top-level functions ``fn(task, progress)`` in ``N`` spawned processes (one torch
 thread each by default). A worker that dies (killed, out of memory) has its task re-run once on a fresh
 process (its progress reports are not counted twice); a second death raises
-:class:`~rlviz.errors.WorkerError`. Ctrl-C or any error stops every worker (asked, then SIGTERM, which runs
+:class:`~rlviz.errors.WorkerError`. The pool's workers can also share a run's episodes out one at a time as
+their envs free up (:func:`claimed_indices`, ``map(..., shared_from=)``): no worker idles while another still
+holds a long shard, and each keeps its envs for the whole run. Ctrl-C or any error stops every worker (asked, then SIGTERM, which runs
 the worker's cleanup, then SIGKILL); no process outlives the pool, and a worker whose driver dies gets SIGTERM.
 """
 
@@ -29,12 +31,16 @@ from ..errors import RlvizError, UsageError, WorkerError
 from .heatmap import FailureHeatmap
 from .rollout import RolloutResult
 
-__all__ = ["shard_ranges", "merge_rollouts", "WorkerPool", "KILL_HOOK", "MIN_SHARD_WAVES"]
+__all__ = ["shard_ranges", "merge_rollouts", "WorkerPool", "WorkerDied", "claimed_indices", "died_twice",
+           "KILL_HOOK",
+           "MIN_SHARD_WAVES"]
 
-#: Test hook: ``"<first_episode>:<marker file>"`` makes the worker running the shard that starts at that
-#: episode SIGKILL itself after its first episode, once (when the marker file does not exist yet) or, with
-#: the marker ``always``, every time.
+#: Test hook: ``"<n>:<marker file>"`` makes the worker running a map's n-th rollout task (one with a
+#: ``first_episode``) SIGKILL itself after its first episode, once (when the marker file does not exist yet) or,
+#: with the marker ``always``, every time.
 KILL_HOOK = "RLVIZ_TEST_KILL_SHARD"
+
+_CLAIMS = None  # in a worker: the pool's shared counter of the next episode index (see claimed_indices)
 
 
 #: A shard's own cost is about one wave of its envs (building them: 0.15 s each for ALE; the last episodes'
@@ -56,28 +62,57 @@ def shard_ranges(episodes: int, workers: int, num_envs: int = 16) -> list[range]
 
 
 def merge_rollouts(parts: list[RolloutResult], wall_s: float) -> RolloutResult:
-    """One :class:`RolloutResult` from shards of the same rollout: rows by episode, heatmaps summed."""
+    """One :class:`RolloutResult` from parts of the same rollout (shards, or the episodes each worker claimed:
+    any split of the indices): rows by episode, heatmaps summed."""
     if not parts:
         raise UsageError("merge_rollouts() received no shards; pass at least one RolloutResult.")
-    parts = sorted(parts, key=lambda r: r.episodes[0].index)
-    episodes = tuple(e for p in parts for e in p.episodes)
+    parts = sorted(parts, key=lambda r: r.episodes[0].index if r.episodes else float("inf"))
+    episodes = tuple(sorted((e for p in parts for e in p.episodes), key=lambda e: e.index))
     indices = [e.index for e in episodes]
-    if indices != list(range(indices[0], indices[0] + len(indices))):
+    if not indices or indices != list(range(indices[0], indices[0] + len(indices))):
         raise UsageError("merge_rollouts(): the shards overlap or leave gaps; pass each episode range once.")
     heatmaps = [p.heatmap for p in parts if p.heatmap is not None]  # the first shard's background, as one run's
     heatmap = FailureHeatmap.merged(heatmaps) if heatmaps else None
     return replace(parts[0], episodes=episodes, heatmap=heatmap, steps=sum(p.steps for p in parts), wall_s=wall_s)
 
 
+@dataclass(frozen=True)
+class WorkerDied:
+    """In place of a task's result (``map(..., retry=False)``): its worker died; ``how``: "signal 9", "exit code 1"."""
+
+    how: str
+
+
+def died_twice(how: str, doing: str) -> WorkerError:
+    """The error for work whose worker died again when re-run (``how``: "signal 9"; ``doing``: what it ran)."""
+    return WorkerError(f"A worker died twice ({how}) running {doing}; no outputs were written. "
+                       "Check memory (each worker holds its own envs and policy) or run with fewer --workers.")
+
+
 # -- the worker side ---------------------------------------------------------------------------------------
-def _kill_hook(task) -> Callable | None:
+def claimed_indices(stop: int):
+    """In a pool's worker, during ``map(..., shared_from=start)``: the indices ``[start, stop)`` this worker claims,
+    one at a time as it asks for the next, from a counter all the pool's workers share (each index goes to exactly
+    one of them). Give it to :func:`~rlviz.evaluate.rollout.rollout` as ``indices``: its envs claim episodes as
+    they free up."""
+    if _CLAIMS is None:
+        raise UsageError("claimed_indices() works in a WorkerPool's worker only; use range(start, stop) elsewhere.")
+    while True:
+        with _CLAIMS.get_lock():
+            k = _CLAIMS.value
+            if k >= stop:
+                return
+            _CLAIMS.value = k + 1
+        yield k
+
+
+def _kill_hook(task, tid: int) -> Callable | None:
     """The test hook's progress wrapper for this task, or None (see :data:`KILL_HOOK`)."""
     spec = os.environ.get(KILL_HOOK)
-    first = getattr(task, "first_episode", None)
-    if not spec or first is None:
+    if not spec or getattr(task, "first_episode", None) is None:
         return None
     at, _, marker = spec.partition(":")
-    if int(at) != int(first):
+    if int(at) != int(tid):
         return None
     if marker != "always":
         if os.path.exists(marker):
@@ -100,8 +135,10 @@ def _terminated(signum, frame):
     raise SystemExit(128 + signum)  # unwinds: temporary folders are removed, ffmpeg processes ended
 
 
-def _worker_main(conn, threads: int, preload: tuple = ()) -> None:
+def _worker_main(conn, threads: int, preload: tuple = (), claims=None) -> None:
     """A worker: run ``(fn, task)`` messages until told to stop; report progress, results and errors."""
+    global _CLAIMS
+    _CLAIMS = claims
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver handles Ctrl-C and stops us
     signal.signal(signal.SIGTERM, _terminated)
     _on_parent_death(signal.SIGTERM)
@@ -118,7 +155,7 @@ def _worker_main(conn, threads: int, preload: tuple = ()) -> None:
         if msg is None:
             return
         tid, fn, task = msg
-        kill = _kill_hook(task)
+        kill = _kill_hook(task, tid)
 
         def progress(ret: float, _tid=tid, _kill=kill) -> None:
             conn.send(("progress", _tid, float(ret)))
@@ -155,6 +192,9 @@ class WorkerPool:
 
     Use as a context manager (``with WorkerPool(4) as pool``): leaving it stops every worker."""
 
+    #: its workers can share a run's indices out (:func:`claimed_indices`); Ray's pool cannot
+    shares_indices = True
+
     def __init__(self, workers: int, threads: int = 1, preload: tuple = (), start: str = "spawn"):
         """preload: modules each worker imports as it starts. start: "spawn" (fresh interpreters, started on
         entering the pool, so their imports overlap the caller's) or "fork" (Linux: started at the first
@@ -168,6 +208,7 @@ class WorkerPool:
         self.size, self.threads, self.preload = int(workers), int(threads), tuple(preload)
         self._ctx = mp.get_context(start)
         self._workers: list[_Worker] = []
+        self._claims = self._ctx.Value("q", 0)  # the next index claimed_indices() hands out (shared_from=)
 
     def __enter__(self) -> WorkerPool:
         if self._ctx.get_start_method() == "fork":  # forked at the first map(), with what this process has by then
@@ -185,7 +226,7 @@ class WorkerPool:
 
     def _spawn(self) -> _Worker:
         here, there = self._ctx.Pipe()
-        p = self._ctx.Process(target=_worker_main, args=(there, self.threads, self.preload), daemon=True,
+        p = self._ctx.Process(target=_worker_main, args=(there, self.threads, self.preload, self._claims), daemon=True,
                               name="rlviz-worker")
         p.start()
         there.close()
@@ -194,11 +235,15 @@ class WorkerPool:
         return w
 
     def map(self, fn: Callable, tasks: list, progress: Callable | None = None, what: str = "task",
-            meanwhile: Callable | None = None) -> list:
+            meanwhile: Callable | None = None, shared_from: int | None = None, retry: bool = True) -> list:
         """Run ``fn(task, progress)`` for each task; ``progress(x)`` gets what the workers report. ``meanwhile()``
         runs once here as soon as the workers have their first tasks (work the caller needs afterwards: this
-        process otherwise idles; their reports wait in the pipes)."""
+        process otherwise idles; their reports wait in the pipes). ``shared_from``: the first index the tasks'
+        :func:`claimed_indices` hand out. ``retry=False``: a task whose worker dies is not re-run; its result is
+        a :class:`WorkerDied` (the caller re-runs what was lost: tasks sharing indices cannot be re-run whole)."""
         tasks = list(tasks)
+        if shared_from is not None:
+            self._claims.value = int(shared_from)  # (no task runs between maps)
         results: dict[int, object] = {}
         queue, deaths = deque(range(len(tasks))), [0] * len(tasks)
         self._counted, self._reported = [0] * len(tasks), [0] * len(tasks)  # progress per task: shown, this run
@@ -218,7 +263,7 @@ class WorkerPool:
                 if w.conn in ready and self._receive(w, results, progress):
                     continue
                 if w.conn in ready or w.process.sentinel in ready or not w.process.is_alive():
-                    self._died(w, tasks, queue, deaths, what)  # its pipe closed, or it exited
+                    self._died(w, tasks, queue, deaths, what, None if retry else results)  # its pipe closed, or it exited
         return [results[i] for i in range(len(tasks))]
 
     def _receive(self, w: _Worker, results: dict, progress) -> bool:
@@ -240,7 +285,9 @@ class WorkerPool:
         results[tid] = payload
         return True
 
-    def _died(self, w: _Worker, tasks, queue, deaths, what: str) -> None:
+    def _died(self, w: _Worker, tasks, queue, deaths, what: str, results: dict | None = None) -> None:
+        """A dead worker: replaced; its task re-run once (a second death raises), or, with ``results``, given
+        a :class:`WorkerDied` result."""
         w.process.join(timeout=5)
         if w.process.is_alive():  # its pipe broke but it still runs: end it
             w.process.kill()
@@ -252,9 +299,13 @@ class WorkerPool:
         deaths[w.task] += 1
         code = w.process.exitcode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        if results is not None:
+            results[w.task] = WorkerDied(how)
+            if queue:
+                self._spawn()
+            return
         if deaths[w.task] > 1:
-            raise WorkerError(f"A worker died twice ({how}) running {what} {tasks[w.task]}; no outputs were written. "
-                              "Check memory (each worker holds its own envs and policy) or run with fewer --workers.")
+            raise died_twice(how, f"{what} {tasks[w.task]}")
         queue.appendleft(w.task)
         self._spawn()
 

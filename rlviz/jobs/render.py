@@ -35,7 +35,7 @@ from ..evaluate import RolloutResult, format_table, rollout, summarize
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
-from ..evaluate.workers import merge_rollouts, shard_ranges
+from ..evaluate.workers import WorkerDied, died_twice, merge_rollouts, shard_ranges
 from ..explain.saliency import attribute
 from ..report import REPORT_NAME, load_run, write_report
 from ..report.notebook import outputs_html
@@ -240,15 +240,53 @@ def write_heatmap(result: RolloutResult, recipe, out: Path, config: RenderConfig
 
 def _run_sharded(backend, config: RenderConfig, gamma: float) -> RolloutResult:
     source = source_for(config, backend)  # Ray: the checkpoint's bytes via the object store
-    shards = shard_ranges(config.episodes, backend.size, config.num_envs)
-    tasks = [ShardTask(source, gamma, r.start, len(r)) for r in shards]
     t0 = time.perf_counter()
     # this process idles while the workers run: it imports what it needs afterwards meanwhile
     meanwhile = (lambda: _import(_HEATMAP_IMPORTS)) if config.heatmap else None
     with progress.bar(config.episodes, "rollouts", unit="ep") as episodes_bar:
-        parts = backend.map(run_shard, tasks, progress=lambda ret: episodes_bar.update(1, ret=f"{ret:.1f}"),
-                            what="the rollout of", meanwhile=meanwhile)
+        report = lambda ret: episodes_bar.update(1, ret=f"{ret:.1f}")  # noqa: E731
+        if getattr(backend, "shares_indices", False):
+            parts = _run_shared(backend, source, config, gamma, report, meanwhile)
+        else:
+            tasks = [ShardTask(source, gamma, r.start, len(r))
+                     for r in shard_ranges(config.episodes, backend.size, config.num_envs)]
+            parts = backend.map(run_shard, tasks, progress=report, what="the rollout of", meanwhile=meanwhile)
     return merge_rollouts(parts, time.perf_counter() - t0)
+
+
+def _run_shared(backend, source, config: RenderConfig, gamma: float, report, meanwhile) -> list:
+    """The episodes shared out to the local workers one at a time as their envs free up (no worker idles while
+    another holds a long shard; each builds its envs once). A dead worker's episodes (those it claimed and did
+    not return) run again once, split over the workers; a second death raises WorkerError."""
+    n, size = config.episodes, backend.size
+    task = ShardTask(source, gamma, 0, n, shared=True, num_envs=min(config.num_envs, -(-n // size)))
+    shown = [0]
+
+    def count(ret: float) -> None:
+        shown[0] += 1
+        report(ret)
+
+    parts = backend.map(run_shard, [task] * min(size, n), progress=count, what="the rollout of",
+                        meanwhile=meanwhile, shared_from=0, retry=False)
+    kept = [p for p in parts if not isinstance(p, WorkerDied)]
+    if len(kept) == len(parts):
+        return kept
+    done = {e.index for p in kept for e in p.episodes}
+    lost = [k for k in range(n) if k not in done]
+    skip = [shown[0] - len(done)]  # the dead workers' episodes the bar has shown already
+
+    def recount(ret: float) -> None:
+        if skip[0] > 0:
+            skip[0] -= 1
+        else:
+            report(ret)
+
+    redo = [ShardTask(source, gamma, 0, n, indices=tuple(lost[i::size])) for i in range(min(size, len(lost)))]
+    again = backend.map(run_shard, redo, progress=recount, what="the rollout of", retry=False)
+    for t, r in zip(redo, again):
+        if isinstance(r, WorkerDied):
+            raise died_twice(r.how, f"the rollout of {t}")
+    return kept + again
 
 
 #: What :func:`write_heatmap` imports (matplotlib: ~1 s), imported while the workers roll out.

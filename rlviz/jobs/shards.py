@@ -32,7 +32,7 @@ from ..envs import make_env
 from ..episode import EpisodeResult
 from ..errors import RlvizError, require
 from ..evaluate.rollout import rollout
-from ..evaluate.workers import WorkerPool
+from ..evaluate.workers import WorkerPool, claimed_indices
 from ..media.atomic import atomic_path
 from ..record import RecordEpisode, run_episode
 
@@ -101,24 +101,38 @@ class AgentSource:
 
 @dataclass(frozen=True)
 class ShardTask:
-    """Episodes ``[first_episode, first_episode + episodes)`` of the config's rollout."""
+    """Episodes ``[first_episode, first_episode + episodes)`` of the config's rollout; with ``shared``, those this
+    worker claims of them as its envs free up (:func:`~rlviz.evaluate.workers.claimed_indices`: every worker
+    of the pool gets such a task); with ``indices``, those episodes only (a dead worker's, re-run).
+    ``num_envs``: the worker's envs (default: the config's, at most the episodes)."""
 
     source: AgentSource
     gamma: float
     first_episode: int
     episodes: int
+    shared: bool = False
+    indices: tuple | None = None
+    num_envs: int | None = None
 
     def __str__(self) -> str:
+        if self.indices is not None:
+            shown = ", ".join(map(str, self.indices[:5])) + (" ..." if len(self.indices) > 5 else "")
+            return f"episodes {shown} (a re-run)"
         return f"episodes {self.first_episode}-{self.first_episode + self.episodes - 1}"
 
 
 def run_shard(task: ShardTask, progress=None):
     """A worker's rollout of one shard: its RolloutResult (merge with :func:`merge_rollouts`)."""
     agent, c = task.source.load(), task.source.config
-    return rollout(agent.recipe, agent.policy, task.episodes, num_envs=min(c.num_envs, task.episodes), seed=c.seed,
+    if task.shared:
+        indices, most = claimed_indices(task.first_episode + task.episodes), task.episodes
+    else:
+        indices, most = task.indices, task.episodes if task.indices is None else len(task.indices)
+    envs = task.num_envs or min(c.num_envs, most)
+    return rollout(agent.recipe, agent.policy, task.episodes, num_envs=envs, seed=c.seed,
                    greedy=c.greedy, fail_on=c.fail_on, objects=c.objects if c.heatmap else None,
                    heatmap=bool(c.heatmap), progress=progress or False, gamma=task.gamma,
-                   first_episode=task.first_episode)
+                   first_episode=task.first_episode, indices=indices)
 
 
 @dataclass(frozen=True)
