@@ -111,6 +111,9 @@ def test_worker_pool_reports_errors_in_one_line_and_leaves_no_process():
 
 def test_workers_share_indices_out_one_each_and_a_dead_one_is_reported_not_rerun(tmp_path):
     before = set(_children())
+    with WorkerPool(2) as pool:  # spawned: the counter travels as the process's argument
+        got = pool.map(_claims, [(40, None)] * 2, shared_from=0)
+        assert sorted(i for part in got for i in part) == list(range(40))
     with WorkerPool(2, start="fork") as pool:
         got = pool.map(_claims, [(100, None)] * 2, shared_from=0)
         assert sorted(i for part in got for i in part) == list(range(100))  # each index to exactly one worker
