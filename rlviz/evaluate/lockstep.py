@@ -50,7 +50,7 @@ def decide(policy, obs: np.ndarray, rows: np.ndarray | None, noise, greedy: bool
     """Forward ``obs`` [N, ...] (an :func:`input_buffer`; batch-invariant :meth:`Policy.evaluate`) and decide for its rows
     ``rows`` (None: all). ``noise(draw)``: the noise [B, k] for those rows (:func:`noise_draw`'s ``draw``;
     None for the greedy action); ``spec``: the env's ActionSpec; ``forward(obs)``: the PolicyOutput in place of
-    ``policy.evaluate(obs)`` (a stateful or masked policy's step: :meth:`rlviz.evaluate.rollout._Runner.evaluate`)."""
+    ``policy.evaluate(obs)`` (a stateful or masked policy's step: :meth:`rlviz.evaluate.runner.Runner.evaluate`)."""
     out = policy.evaluate(obs) if forward is None else forward(obs)
     if rows is not None:
         out, obs = _rows(out, rows), obs[rows]
@@ -121,7 +121,7 @@ class Report:
 def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress) -> tuple[list, int]:
     """Play the episodes ``indices`` on ``envs`` in lockstep, one batched forward per step; episode k starts
     from seed ``seed_for(k)`` on whichever env is free. ``runner``: the rollout's per-env stepper
-    (:class:`rlviz.evaluate.rollout._Runner`). Returns (results sorted by index, env steps)."""
+    (:class:`rlviz.evaluate.runner.Runner`). Returns (results sorted by index, env steps)."""
     pending = iter(indices)
     n = len(envs)
     slots: list = [None] * n

@@ -68,7 +68,7 @@ class StepLog:
             self.start[:] = 0
 
     def fold(self, i: int, ep) -> None:
-        """Fold slot ``i``'s rows since its last fold into its episode ``ep`` (an ``_Episode``)."""
+        """Fold slot ``i``'s rows since its last fold into its episode ``ep`` (an :class:`~rlviz.evaluate.runner.EpisodeState`)."""
         rows, arr = slice(self.start[i], self.g), self.arrays
         self.start[i] = self.g
         if rows.start == rows.stop:
