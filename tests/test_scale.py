@@ -17,6 +17,7 @@ import torch
 from _envs import probe_objects
 from _procs import alive
 
+import rlviz.evaluate.workers as workers_mod
 from rlviz.agent.policy import TorchPolicy
 from rlviz.agent.saving import save_checkpoint
 from rlviz.cli import main
@@ -145,6 +146,30 @@ def test_shared_out_episodes_merge_into_the_single_run():
     assert merged.heatmap.episodes == 24
     empty = rollout(PROBE, policy, 24, num_envs=2, indices=iter(()), **kw)  # a worker that claimed nothing
     assert merge_rollouts([empty, *parts], wall_s=1.0).episodes == whole.episodes
+
+
+def test_a_worker_killed_holding_the_counter_stalls_nothing(monkeypatch):
+    """The lock of the shared counter is held by a worker that dies (SIGKILL leaves it locked): the others stop
+    claiming after CLAIM_WAIT_S and return what they have (the driver re-runs the rest); the next shared map gets
+    new workers and a new counter."""
+    monkeypatch.setattr(workers_mod, "CLAIM_WAIT_S", 0.5)
+    before = set(_children())
+    with WorkerPool(2, start="fork") as pool:  # (forked after the patch: the workers wait 0.5 s)
+        out = pool.map(_claims_or_die_holding_the_lock, [(1000, True), (1000, False)], shared_from=0, retry=False)
+        assert isinstance(out[0], WorkerDied) and out[0].how == "signal 9"
+        assert 0 < len(out[1]) < 1000  # it stopped at the held lock instead of waiting forever
+        again = pool.map(_claims, [(30, None)] * 2, shared_from=0)
+        assert sorted(i for part in again for i in part) == list(range(30))  # a new, unlocked counter
+    assert set(_children()) <= before
+
+
+def _claims_or_die_holding_the_lock(task, progress):
+    stop, die = task
+    if die:
+        time.sleep(0.2)  # the other worker claims meanwhile
+        workers_mod._CLAIMS.get_lock().acquire()
+        os.kill(os.getpid(), signal.SIGKILL)
+    return _claims((stop, None), progress)
 
 
 def _claims(task, progress):

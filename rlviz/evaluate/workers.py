@@ -32,8 +32,7 @@ from .heatmap import FailureHeatmap
 from .rollout import RolloutResult
 
 __all__ = ["shard_ranges", "merge_rollouts", "WorkerPool", "WorkerDied", "claimed_indices", "died_twice",
-           "KILL_HOOK",
-           "MIN_SHARD_WAVES"]
+           "CLAIM_WAIT_S", "KILL_HOOK", "MIN_SHARD_WAVES"]
 
 #: Test hook: ``"<n>:<marker file>"`` makes the worker running a map's n-th rollout task (one with a
 #: ``first_episode``) SIGKILL itself after its first episode, once (when the marker file does not exist yet) or,
@@ -41,6 +40,11 @@ __all__ = ["shard_ranges", "merge_rollouts", "WorkerPool", "WorkerDied", "claime
 KILL_HOOK = "RLVIZ_TEST_KILL_SHARD"
 
 _CLAIMS = None  # in a worker: the pool's shared counter of the next episode index (see claimed_indices)
+
+#: Seconds a worker waits for the shared counter's lock before it stops claiming. Only a worker killed while it
+#: held the lock (a window of microseconds) makes the others wait: they return what they have, and the driver's
+#: re-run of the missing episodes plays the rest; the pool then gives its workers a new counter.
+CLAIM_WAIT_S = 10.0
 
 
 #: A shard's own cost is about one wave of its envs (building them: 0.15 s each for ALE; the last episodes'
@@ -97,12 +101,17 @@ def claimed_indices(stop: int):
     they free up."""
     if _CLAIMS is None:
         raise UsageError("claimed_indices() works in a WorkerPool's worker only; use range(start, stop) elsewhere.")
+    lock = _CLAIMS.get_lock()
     while True:
-        with _CLAIMS.get_lock():
+        if not lock.acquire(timeout=CLAIM_WAIT_S):
+            return  # held by a worker that died: see CLAIM_WAIT_S
+        try:
             k = _CLAIMS.value
             if k >= stop:
                 return
             _CLAIMS.value = k + 1
+        finally:
+            lock.release()
         yield k
 
 
@@ -209,6 +218,7 @@ class WorkerPool:
         self._ctx = mp.get_context(start)
         self._workers: list[_Worker] = []
         self._claims = self._ctx.Value("q", 0)  # the next index claimed_indices() hands out (shared_from=)
+        self._sharing = self._suspect = False  # a shared map runs; a worker died in one (its lock may be held)
 
     def __enter__(self) -> WorkerPool:
         if self._ctx.get_start_method() == "fork":  # forked at the first map(), with what this process has by then
@@ -242,8 +252,12 @@ class WorkerPool:
         :func:`claimed_indices` hand out. ``retry=False``: a task whose worker dies is not re-run; its result is
         a :class:`WorkerDied` (the caller re-runs what was lost: tasks sharing indices cannot be re-run whole)."""
         tasks = list(tasks)
-        if shared_from is not None:
-            self._claims.value = int(shared_from)  # (no task runs between maps)
+        self._sharing = shared_from is not None
+        if self._sharing:
+            if self._suspect:  # the workers hold a counter whose lock a dead worker may have kept: new ones, new counter
+                self.close()
+                self._claims, self._suspect = self._ctx.Value("q", 0), False
+            self._claims.get_obj().value = int(shared_from)  # (no worker claims between maps: no lock needed)
         results: dict[int, object] = {}
         queue, deaths = deque(range(len(tasks))), [0] * len(tasks)
         self._counted, self._reported = [0] * len(tasks), [0] * len(tasks)  # progress per task: shown, this run
@@ -297,6 +311,7 @@ class WorkerPool:
         if w.task is None:
             return
         deaths[w.task] += 1
+        self._suspect = self._suspect or self._sharing
         code = w.process.exitcode
         how = f"signal {-code}" if code is not None and code < 0 else f"exit code {code}"
         if results is not None:
