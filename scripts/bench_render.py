@@ -38,8 +38,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rlviz.agent.models import NatureCNNAgent  # noqa: E402
 from rlviz.agent.policy import TorchPolicy, action_names_for  # noqa: E402
-from rlviz.draw.compose import COLORS, Compositor, write_episode_video  # noqa: E402
+from rlviz.draw.compose import COLORS, Compositor  # noqa: E402
 from rlviz.draw.overlay import blend, saliency_to_frame  # noqa: E402
+from rlviz.draw.video import write_episode_video  # noqa: E402
 from rlviz.envs import make_env  # noqa: E402
 from rlviz.episode import EpisodeTrace, Spool  # noqa: E402
 from rlviz.media.video import VideoWriter  # noqa: E402

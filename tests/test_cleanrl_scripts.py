@@ -16,7 +16,7 @@ from torch import nn
 
 from rlviz.agent.checkpoint import load_agent
 from rlviz.cli import main
-from rlviz.draw.compose import video_timing
+from rlviz.draw.video import video_timing
 from rlviz.errors import UsageError
 from rlviz.jobs.render import MIN_VIDEO_SECONDS
 from rlviz.media.video import probe_video

@@ -13,7 +13,7 @@ import pytest
 
 from rlviz.cli import main
 from rlviz.config import parse_video_spec
-from rlviz.draw.compose import video_timing
+from rlviz.draw.video import video_timing
 from rlviz.jobs.render import MIN_VIDEO_SECONDS, select_episodes
 from rlviz.media.video import probe_video
 

@@ -15,7 +15,7 @@ from conftest import tb_accumulator, wandb_flushed, wandb_items, wandb_records
 from PIL import Image
 
 from rlviz.cli import main
-from rlviz.draw.compose import video_timing
+from rlviz.draw.video import video_timing
 from rlviz.jobs.render import MIN_VIDEO_SECONDS
 
 

@@ -17,8 +17,8 @@ from rlviz import CompareConfig, RenderConfig, compare
 from rlviz.agent.checkpoint import save_checkpoint
 from rlviz.cli import main
 from rlviz.config import COMPARE_SHARED, cli_options
-from rlviz.draw.compose import video_timing
 from rlviz.draw.side_by_side import GAP, HEADER, side_by_side
+from rlviz.draw.video import video_timing
 from rlviz.errors import UsageError
 from rlviz.evaluate.rollout import episode_seed_for
 from rlviz.jobs.render import MIN_VIDEO_SECONDS

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from rlviz.agent.policy import relative_entropy
-from rlviz.draw.compose import COLORS, ComposeOptions, Compositor, fast_blend, write_episode_video
+from rlviz.draw.compose import COLORS, ComposeOptions, Compositor, fast_blend
 from rlviz.draw.overlay import ACTOR_COLOR, blend, saliency_to_frame
+from rlviz.draw.video import write_episode_video
 from rlviz.episode import EpisodeInternals, EpisodeTrace, returns_to_go
 from rlviz.errors import UsageError
 from rlviz.media.video import probe_video, read_video
@@ -248,7 +249,8 @@ def test_write_episode_video_streams_every_frame(tmp_path):
 
 
 def test_short_episodes_play_slower_and_hold_their_last_frame(tmp_path):
-    from rlviz.draw.compose import ComposeOptions, video_timing
+    from rlviz.draw.compose import ComposeOptions
+    from rlviz.draw.video import video_timing
 
     assert video_timing(8, 30.0, 2.0) == (7.5, 7)  # 7 steps: down to a quarter of the rate, last frame held to 2 s
     assert video_timing(16, 30.0, 2.0) == (8.0, 0)  # 15 steps: 8 fps is enough

@@ -10,24 +10,20 @@ upscaled game frame, reveals the traces up to ``t`` and draws the few things tha
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import cv2
 import numpy as np
 
 from ..episode.trace import EpisodeInternals, EpisodeTrace
 from ..errors import UsageError
-from ..media.video import VideoWriter
-from ..progress import bar
 from .overlay import ACTOR_COLOR, saliency_to_frame
 from .panels_continuous import GaussianPanel
 from .panels_discrete import BarsPanel
 from .plot import TimePlot, extras_series, value_plot_series
 from .style import COLORS, FONT, ceil16, put_text, short, text_width
 
-__all__ = ["ComposeOptions", "PanelData", "PanelLayout", "Compositor", "write_episode_video", "video_timing", "COLORS"]
+__all__ = ["ComposeOptions", "PanelData", "PanelLayout", "Compositor", "COLORS"]
 
 
 def _finite(v) -> float | None:
@@ -380,42 +376,3 @@ class Compositor:
             self._text(img, ("max Q " if d.kind == "q" else "value ") + ("NaN" if v is None else f"{v:.3f}"), x,
                        y + 2 * lh, "value")
         self._text(img, f"to go {d.return_to_go:.3f}", x + 170, y + 2 * lh, "return")
-
-
-def video_timing(num_frames: int, fps: float, min_seconds: float = 0.0) -> tuple[float, int]:
-    """(frame rate, extra frames) of a video of ``num_frames`` frames (one per step) meant to last ``min_seconds``.
-
-    A video long enough plays at ``fps``. A shorter one plays slower, at ``num_frames / min_seconds`` but no
-    slower than ``fps / 4``, and holds its last frame for the rest: frame t is still step t, at the returned rate.
-    """
-    fps = float(fps)
-    if min_seconds <= 0 or num_frames / fps >= min_seconds:
-        return fps, 0
-    rate = max(num_frames / float(min_seconds), fps / 4.0)
-    return rate, max(0, math.ceil(min_seconds * rate - 1e-6) - int(num_frames))
-
-
-def write_episode_video(
-    trace: EpisodeTrace,
-    internals: EpisodeInternals,
-    path: str | os.PathLike,
-    options: ComposeOptions | None = None,
-    fps: float | None = None,
-    preset: str = "veryfast",
-    crf: int = 23,
-) -> Path:
-    """Render frames 0..T of the episode and stream them to an H.264 MP4 at ``path``. Returns the path.
-
-    fps defaults to ``trace.fps`` (30 when unset); preset and crf go to libx264 (see VideoWriter). With
-    ``options.min_seconds`` a short episode plays slower and holds its last frame (:func:`video_timing`)."""
-    comp = Compositor(trace, internals, options)
-    rate, held = video_timing(comp.T + 1, float(fps or trace.fps or 30.0), comp.options.min_seconds)
-    buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
-    with VideoWriter(path, rate, comp.size, preset=preset, crf=crf) as writer, \
-            bar(comp.T + 1, "encode", unit="frame") as progress:
-        for t in range(comp.T + 1):
-            writer.write(comp.render(t, out=buf))
-            progress.update(1)
-        for _ in range(held):
-            writer.write(buf)
-    return Path(path)

@@ -24,8 +24,8 @@ from pathlib import Path
 from .. import progress
 from ..agent import LoadedAgent, load_agent
 from ..config import CompareConfig, config_dict, parse_video_spec
-from ..draw.compose import video_timing
 from ..draw.side_by_side import side_by_side
+from ..draw.video import video_timing
 from ..errors import UsageError
 from ..evaluate import RolloutResult, summarize
 from ..evaluate.heatmap import HeatmapDiff

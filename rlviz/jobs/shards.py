@@ -175,7 +175,7 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
                    gamma: float, min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[EpisodeResult, float]:
     """Replay one rollout episode through :class:`RecordEpisode` into ``folder``: its result (with
     ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
-    to last ``min_seconds`` (:func:`rlviz.draw.compose.video_timing`)."""
+    to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`)."""
     env = RecordEpisode(
         make_env(agent.recipe),
         folder,

@@ -394,7 +394,8 @@ class RecordEpisode(gym.Wrapper):
         )
 
     def _write(self, trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> None:
-        from ..draw.compose import ComposeOptions, video_timing, write_episode_video
+        from ..draw.compose import ComposeOptions
+        from ..draw.video import video_timing, write_episode_video
 
         options = self.compose_options or ComposeOptions()
         write_episode_video(trace, internals, path, options=options, fps=self.fps, preset=self.preset, crf=self.crf)
