@@ -82,8 +82,10 @@ def require(module: str, extra: str, what: str | None = None) -> ModuleType:
 
 
 def did_you_mean(received, choices, n: int = 3) -> str:
-    """``" Did you mean 'x'?"`` for the closest of ``choices`` to ``received``, or ``""`` when none is close."""
-    close = difflib.get_close_matches(str(received), [str(c) for c in choices], n=n, cutoff=0.6)
+    """``" Did you mean 'x'?"`` for the closest of ``choices`` to ``received``, or ``""`` when none is close.
+    Each suggestion appears once (a CLI lists a flag once per subcommand that has it)."""
+    unique = list(dict.fromkeys(str(c) for c in choices))
+    close = difflib.get_close_matches(str(received), unique, n=n, cutoff=0.6)
     if not close:
         return ""
     return " Did you mean " + " or ".join(repr(c) for c in close) + "?"

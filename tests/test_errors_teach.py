@@ -3,6 +3,7 @@ and env ids; unknown env ids and missing files fail before torch is imported."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import rlviz
+import rlviz.errors
 from rlviz.agent.models import NatureCNNAgent
 from rlviz.cli import main
 
@@ -42,6 +44,13 @@ def test_bad_input_is_one_line_with_the_fix(tmp_path, monkeypatch, capsys, args,
     (tmp_path / "x.pt2").write_bytes(b"")
     got, line = _cli(args, capsys)
     assert got == code and expected in line, line
+
+
+def test_did_you_mean_lists_each_suggestion_once(capsys):
+    _, line = _cli(["render", "x.pt2", "--episdes", "5"], capsys)
+    suggestions = re.findall(r"'(--[\w-]+)'", line.split("Did you mean", 1)[1])
+    assert suggestions and suggestions[0] == "--episodes" and len(suggestions) == len(set(suggestions)), line
+    assert rlviz.errors.did_you_mean("a", ["ab", "ab", "ab"]) == " Did you mean 'ab'?"
 
 
 def test_an_unknown_env_id_names_the_closest_ones_before_torch_loads(tmp_path):

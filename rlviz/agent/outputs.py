@@ -7,7 +7,7 @@ import torch
 
 from ..errors import UsageError
 
-__all__ = ["split_output", "split_box_output"]
+__all__ = ["split_output", "split_box_output", "canonical_output"]
 
 
 def split_output(out, kind: str) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -76,3 +76,17 @@ def split_box_output(out, dim: int, kind: str) -> dict:
     if kind == "actor_critic" and value is None:
         raise UsageError("kind='actor_critic' but the module returned no value; pass kind='logits' (no value panel).")
     return {"mean": mean, "std": std, "value": value if kind == "actor_critic" else None}
+
+
+def canonical_output(out, kind: str, box_dim: int | None = None):
+    """Any accepted form of a module's output as the one form an rlviz checkpoint's program returns: discrete
+    actions: (logits [B, A], value [B]) for kind "actor_critic", logits [B, A] otherwise; Box actions (``box_dim``
+    = D): (head, value [B]) or head, where head is mean [B, D] (deterministic) or mean and log std [B, 2D]
+    concatenated. Both are forms :func:`split_output` / :func:`split_box_output` read back unchanged."""
+    if box_dim is None:
+        logits, value = split_output(out, kind)
+        return (logits, value) if kind == "actor_critic" else logits
+    heads = split_box_output(out, box_dim, kind)
+    mean, std = heads["mean"], heads["std"]
+    head = mean if std is None else torch.cat([mean, torch.log(std)], dim=-1)
+    return (head, heads["value"]) if kind == "actor_critic" else head

@@ -25,38 +25,28 @@ from .actions import action_spec, space_to_json
 from .exported import FORMAT_NAME, FORMAT_VERSION, coerce_recipe, load_export
 from .files import META_NAME, atomic_write
 from .obs import ObsAdapter
+from .outputs import canonical_output
 from .policy import KINDS, Policy, TorchPolicy, action_names_for
 
 __all__ = ["save_checkpoint"]
 
 
 class _Normalised(nn.Module):
-    """Wrap what the user has so the exported program returns (logits, value) or logits only."""
+    """Wrap what the user has so the exported program returns one form (:func:`~rlviz.agent.outputs.canonical_output`:
+    (logits, value) or logits; Box actions: (mean [+ log std], value) or mean [+ log std]), whatever form the module
+    returns: every output form ``TorchPolicy`` accepts is accepted here, by the same function."""
 
-    def __init__(self, inner, kind: str, transform=None):
+    def __init__(self, inner, kind: str, transform=None, box_dim: int | None = None):
         super().__init__()
         self.inner = inner
         self.kind = kind
         self.transform = transform
+        self.box_dim = box_dim
 
     def forward(self, obs: torch.Tensor):
         x = self.transform(obs) if self.transform is not None else obs
-        if isinstance(self.inner, Policy):
-            logits, value = self.inner.forward(x)
-            return (logits, value) if self.kind == "actor_critic" else logits
-        out = self.inner(x)
-        if isinstance(out, dict):
-            out = (out["logits"], out.get("value"))
-        if isinstance(out, (tuple, list)):
-            if self.kind != "actor_critic":
-                return out[0]
-            logits, value = out[0], out[1]
-            if value.ndim == 2 and value.shape[-1] == 1:
-                value = value[:, 0]
-            return logits, value
-        if self.kind == "actor_critic":
-            raise UsageError("kind='actor_critic' but the module returned logits only; pass kind='logits' or 'q'.")
-        return out
+        out = self.inner.heads(x) if isinstance(self.inner, Policy) else self.inner(x)
+        return canonical_output(out, self.kind, self.box_dim)
 
 
 def _json_default(obj):
@@ -95,7 +85,8 @@ def _check_arguments(module, kind, gamma, metadata) -> dict:
 
 
 def _example_and_names(recipe: EnvRecipe, example_obs, action_names):
-    """(example batch, action names, the action space as JSON or None for Discrete) from one env of ``recipe``."""
+    """(example batch, action names, the action space as JSON or None for Discrete, D for Box actions or None)
+    from one env of ``recipe``."""
     e = make_env(recipe, render_mode=None)
     try:
         spec = action_spec(e.action_space)
@@ -109,7 +100,7 @@ def _example_and_names(recipe: EnvRecipe, example_obs, action_names):
     example = np.asarray(example_obs)
     if example.ndim < 2:
         raise UsageError(f"example_obs has shape {example.shape}; expected a batch [1, *obs_shape].")
-    return example, action_names, space_json
+    return example, action_names, space_json, (spec.size if spec.continuous else None)
 
 
 def _export(wrapper: _Normalised, inner, x: torch.Tensor):
@@ -172,12 +163,12 @@ def save_checkpoint(
     if kind is None:
         kind = module.kind if isinstance(module, Policy) else "actor_critic"
     meta_user = _check_arguments(module, kind, gamma, metadata)
-    example, action_names, space_json = _example_and_names(recipe, example_obs, action_names)
+    example, action_names, space_json, box_dim = _example_and_names(recipe, example_obs, action_names)
 
     inner = module.module if isinstance(module, TorchPolicy) else module
     transform = module.obs_transform if isinstance(module, TorchPolicy) else None
     x = torch.as_tensor(np.repeat(example[:1], 2, axis=0), dtype=torch.float32, device=_device_of(module))
-    ep, ref = _export(_Normalised(inner, kind, transform), inner, x)
+    ep, ref = _export(_Normalised(inner, kind, transform, box_dim), inner, x)
     _check_finite(path, ref, kind)
     num_actions = int(ref[0].shape[-1]) if space_json is None else len(action_names)
     action_names = tuple(str(a) for a in action_names)

@@ -47,7 +47,7 @@ from .masking import MaskedTorchPolicy
 from .policy import TorchPolicy, check_action_space, resolve_device
 from .sb3_continuous import actor_critic_head, offpolicy_algorithm, offpolicy_module, refuse_sde
 from .sb3_recurrent import SB3RecurrentPolicy, is_recurrent
-from .vecnormalize import ObsNormalizer, VecNormalizeStats
+from .vecnormalize import ObsNormalizer, VecNormalizeStats, check_stats_shape
 from .weights import load_weights
 
 __all__ = ["SB3ActorCritic", "SB3QNetwork", "SB3QuantileNetwork", "sb3_policy", "load_sb3_zip"]
@@ -123,6 +123,8 @@ def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None =
         raise UsageError("Stable-Baselines3 policies with Dict observations (MultiInputPolicy) are not supported yet.")
     action_spec(policy.action_space)  # a clear error for action spaces rlviz cannot draw
     policy.set_training_mode(False)
+    if vecnormalize is not None:
+        check_stats_shape(vecnormalize, tuple(policy.observation_space.shape or ()), "the model's")
     norm = ObsNormalizer(vecnormalize) if vecnormalize is not None and vecnormalize.norm_obs else None
     norm = norm.to(resolve_device(device)) if norm is not None else None
     if is_recurrent(policy):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,12 +25,16 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import CheckpointError, UnsafeCheckpointError
+from ..errors import CheckpointError, UnsafeCheckpointError, UsageError
 
-__all__ = ["VecNormalizeStats", "ObsNormalizer", "read_vecnormalize", "find_vecnormalize", "load_plain_pickle"]
+__all__ = ["VecNormalizeStats", "ObsNormalizer", "read_vecnormalize", "find_vecnormalize", "load_plain_pickle",
+           "checkpoint_vecnormalize", "checkpoint_stem", "check_stats_shape"]
 
-#: rl-zoo3's file name, next to the model or in the run's ``<env id>/`` folder.
+#: rl-zoo3's file name, in the run's ``<env id>/`` folder (or next to the model).
 FILE_NAME = "vecnormalize.pkl"
+#: the Hugging Face Hub's (rl-zoo3's ``push_to_hub``), next to the model.
+HUB_FILE_NAME = "vec_normalize.pkl"
+_CHECKPOINT = re.compile(r"(.+)_(\d+)_steps")  # SB3 CheckpointCallback: <prefix>_<steps>_steps.zip
 
 _RECONSTRUCT = np.ndarray.__reduce__(np.zeros(1))[0]  # numpy's own array rebuilder (any numpy version)
 _SCALAR = np.float64(0).__reduce__()[0]
@@ -170,11 +175,44 @@ def read_vecnormalize(path: str | os.PathLike) -> VecNormalizeStats:
                              bool(state.get("norm_reward", False)), source)
 
 
-def find_vecnormalize(model_path: str | os.PathLike) -> Path | None:
-    """rl-zoo3's ``vecnormalize.pkl`` for a model file: beside it, or in the run's ``<env id>/`` folder."""
+def checkpoint_stem(stem: str):
+    """The match of a CheckpointCallback model name ``<prefix>_<steps>_steps`` (groups: prefix, steps), or None."""
+    return _CHECKPOINT.fullmatch(stem)
+
+
+def checkpoint_vecnormalize(model_path: str | os.PathLike) -> Path | None:
+    """SB3 ``CheckpointCallback(save_vecnormalize=True)``'s statistics for its model ``<prefix>_<steps>_steps.zip``:
+    ``<prefix>_vecnormalize_<steps>_steps.pkl`` beside it, or None."""
     p = Path(model_path)
-    for candidate in (p.parent / FILE_NAME, p.parent / p.stem / FILE_NAME,
-                      *sorted(p.parent.glob(f"*/{FILE_NAME}"))):
-        if candidate.is_file():
-            return candidate
-    return None
+    m = checkpoint_stem(p.stem)
+    candidate = p.parent / f"{m.group(1)}_vecnormalize_{m.group(2)}_steps.pkl" if m else None
+    return candidate if candidate is not None and candidate.is_file() else None
+
+
+def find_vecnormalize(model_path: str | os.PathLike) -> Path | None:
+    """The statistics saved with a model, only from where training put them: a checkpoint's own
+    (:func:`checkpoint_vecnormalize`); else ``vecnormalize.pkl`` or the Hub's ``vec_normalize.pkl`` beside the model,
+    or rl-zoo3's ``<env id>/vecnormalize.pkl`` for ``<env id>.zip`` (for ``best_model.zip``: that of the
+    ``<env id>.zip`` beside it). Never an unrelated sibling folder's. Two candidates: :class:`UsageError`
+    asking for ``--vecnormalize``."""
+    p = Path(model_path)
+    own = checkpoint_vecnormalize(p)
+    if own is not None:
+        return own
+    candidates = [p.parent / FILE_NAME, p.parent / HUB_FILE_NAME, p.parent / p.stem / FILE_NAME]
+    if p.stem == "best_model":  # rl-zoo3: run/best_model.zip beside run/<env id>.zip and run/<env id>/
+        candidates += [p.parent / z.stem / FILE_NAME for z in sorted(p.parent.glob("*.zip")) if z.name != p.name]
+    found = [c for c in dict.fromkeys(candidates) if c.is_file()]
+    if len(found) > 1:
+        raise UsageError(f"{p}: more than one VecNormalize statistics file could be its own "
+                         f"({', '.join(str(f) for f in found)}); pass the one saved with it (--vecnormalize PATH).")
+    return found[0] if found else None
+
+
+def check_stats_shape(stats: VecNormalizeStats, obs_shape: tuple, what: str = "the env's") -> None:
+    """Refuse statistics whose shape does not match the observations (one line naming both shapes)."""
+    if stats.norm_obs and stats.obs_mean is not None and tuple(stats.obs_mean.shape) != tuple(obs_shape):
+        raise CheckpointError(
+            f"{stats.source}: VecNormalize statistics of shape {tuple(stats.obs_mean.shape)} do not match {what} "
+            f"observations of shape {tuple(obs_shape)}: they belong to another run. Pass the statistics saved with "
+            "this model (--vecnormalize PATH).")

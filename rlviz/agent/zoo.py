@@ -24,7 +24,13 @@ from pathlib import Path
 from ..envs.recipe import EnvRecipe, WrapperSpec
 from ..envs.wrappers import WRAPPERS
 from ..errors import CheckpointError, UsageError
-from .vecnormalize import VecNormalizeStats, find_vecnormalize, read_vecnormalize
+from .vecnormalize import (
+    VecNormalizeStats,
+    checkpoint_stem,
+    checkpoint_vecnormalize,
+    find_vecnormalize,
+    read_vecnormalize,
+)
 from .zoo_yaml import Tagged, read_zoo_yaml, zoo_env_wrappers
 
 __all__ = ["ZooRun", "find_zoo_run", "zoo_recipe", "sb3_stats", "ZOO_WRAPPERS"]
@@ -53,8 +59,13 @@ class ZooRun:
 
 
 def _config_folder(run: Path, stem: str | None) -> Path | None:
+    """The run's ``<env id>/`` folder for a model named ``stem`` (None: the run folder itself was given): its own
+    folder, or for a name rl-zoo3 writes beside it (best_model, checkpoints) the run's only one; a model of
+    another name is not assumed to belong to a run folder it was dropped into."""
     if stem and any((run / stem / f).is_file() for f in _CONFIG_FILES):
         return run / stem
+    if stem is not None and stem != "best_model" and checkpoint_stem(stem) is None:
+        return None
     found = [d for d in sorted(run.iterdir()) if d.is_dir() and any((d / f).is_file() for f in _CONFIG_FILES)]
     return found[0] if len(found) == 1 else None
 
@@ -155,7 +166,7 @@ def find_zoo_run(path: str | os.PathLike, trusted: bool = False) -> ZooRun:
     recipe = zoo_recipe(env_id, env_kwargs, config, source, trusted)
     gamma = config.get("gamma")
     gamma = float(gamma) if isinstance(gamma, (int, float)) and not isinstance(gamma, bool) else None
-    vecnormalize = folder / "vecnormalize.pkl"
+    vecnormalize = checkpoint_vecnormalize(model) or folder / "vecnormalize.pkl"  # a checkpoint's own first
     return ZooRun(model, recipe, vecnormalize if vecnormalize.is_file() else None, _normalize_flag(config, source),
                   str(args.get("algo")) if args.get("algo") else None, gamma, folder)
 

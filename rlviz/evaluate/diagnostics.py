@@ -20,8 +20,15 @@ value_wrong_sign     correlation of V with the discounted return-to-go G <= -0.1
 value_uninformative  explained variance of V against G <= 0.1 (not raised with value_wrong_sign)
 value_biased         |mean(V - G)| > std(G) (not raised with value_wrong_sign)
 episode_loops        an episode whose observations repeat an exact cycle (period <= 64) for >= 100 steps
-never_terminates     >= 90% of episodes end by the time limit
+never_terminates     >= 90% of episodes end by the time limit (not for envs with no terminal state, below)
 ==================== ===================================================================================
+
+Envs with no terminal state end only by their time limit, by design: ``never_terminates`` is not raised for them.
+rlviz knows them from a table of the known ones, :data:`NO_TERMINAL_STATE` (Pendulum, HalfCheetah, Swimmer, Reacher,
+Pusher, HumanoidStandup, any version or namespace; add your own env's name to it), and from the env's own
+definition where it has a switch for it (MuJoCo's ``terminate_when_unhealthy=False`` in the run's env kwargs).
+An env that can end but did not in any episode (a stalling agent) is not in the table and still gets the warning:
+one episode cannot tell "cannot end" from "did not end".
 
 Info: ``returns_constant`` (every episode has the same return), ``rewards_one_sign`` (no reward of the
 other sign in any episode), ``value_skipped_nonfinite`` is folded into ``nan_internals``' evidence.
@@ -30,13 +37,14 @@ Value findings need at least :data:`MIN_VALUE_STEPS` steps with a value and a no
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 __all__ = ["Finding", "EpisodeDiagnostics", "diagnose", "nonfinite_rows", "obs_keys", "THRESHOLDS", "WARNING_IDS",
-           "MIN_VALUE_STEPS"]
+           "MIN_VALUE_STEPS", "NO_TERMINAL_STATE", "has_terminal_state"]
 
 #: The thresholds of the warnings (see the module docstring).
 THRESHOLDS = {
@@ -53,6 +61,8 @@ THRESHOLDS = {
 WARNING_IDS = ("nan_internals", "policy_uniform", "policy_collapsed", "action_dominant", "value_uninformative",
                "value_wrong_sign", "value_biased", "episode_loops", "never_terminates")
 MIN_VALUE_STEPS = 20
+#: Env names (no namespace, no version) whose episodes end only by the time limit: no terminal state.
+NO_TERMINAL_STATE = {"Pendulum", "HalfCheetah", "Swimmer", "Reacher", "Pusher", "HumanoidStandup"}
 _HASH_BYTES = 8192  # observations larger than this are hashed on a strided sample of about this many bytes
 
 
@@ -337,7 +347,21 @@ def _value_findings(eps, gamma: float) -> list:
     return out
 
 
-def _episode_findings(eps) -> list:
+def has_terminal_state(env_id: str, env_kwargs: dict | None = None) -> bool:
+    """False for envs that end only by their time limit (see the module docstring), True otherwise."""
+    name = str(env_id).rsplit("/", 1)[-1].rsplit("-v", 1)[0]
+    return name not in NO_TERMINAL_STATE and (env_kwargs or {}).get("terminate_when_unhealthy", True) is not False
+
+
+def _env_can_end(result) -> bool:
+    try:
+        kwargs = json.loads(getattr(result, "recipe_json", "") or "{}").get("env_kwargs")
+    except (ValueError, AttributeError):
+        kwargs = None
+    return has_terminal_state(getattr(result, "env_id", ""), kwargs if isinstance(kwargs, dict) else None)
+
+
+def _episode_findings(eps, can_end: bool = True) -> list:
     out = []
     loops = [e for e in eps if e.diag["loop_steps"] >= THRESHOLDS["loop_steps"]]
     if loops:
@@ -351,7 +375,7 @@ def _episode_findings(eps) -> list:
             episodes=len(loops), episode_ids=_ids(loops), longest=worst.diag["loop_steps"],
             longest_episode=int(worst.index), period=worst.diag["loop_period"]))
     trunc = sum(bool(e.truncated) for e in eps) / len(eps)
-    if trunc >= THRESHOLDS["never_terminates_fraction"]:
+    if can_end and trunc >= THRESHOLDS["never_terminates_fraction"]:
         out.append(_warn(
             "never_terminates",
             f"{trunc:.0%} of episodes ended by the time limit, not by the game. The agent neither wins nor loses: "
@@ -384,5 +408,5 @@ def diagnose(result, kind: str = "actor_critic") -> list[Finding]:
         return []
     steps = sum(e.diag["steps"] for e in eps)
     found = (_nan_finding(eps) + _policy_findings(eps, kind, steps) + _value_findings(eps, float(result.gamma))
-             + _episode_findings(eps) + _info_findings(eps))
+             + _episode_findings(eps, _env_can_end(result)) + _info_findings(eps))
     return [f for f in found if f.severity == "warning"] + [f for f in found if f.severity != "warning"]
