@@ -34,7 +34,7 @@ from ..evaluate.stats import _f
 from ..evaluate.threads import torch_threads
 from ..media.atomic import atomic_path
 from ..report import REPORT_NAME, RunData, VideoData, timeline, write_report
-from .outdir import check_out_dir, run_folder
+from .outdir import claim_out_dir, run_folder
 from .render import (
     MIN_VIDEO_SECONDS,
     _flat_numbers,
@@ -74,8 +74,8 @@ def compare(config: CompareConfig | None = None, **kwargs) -> CompareOutputs:
         config = CompareConfig(**kwargs)
     elif kwargs:
         raise UsageError("compare() takes either a CompareConfig or keyword arguments, not both.")
-    check_out_dir(config.out, config.overwrite)  # refuse a bad --out before the long work
-    with progress.enabled(config.progress):
+    # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
+    with claim_out_dir(config.out, config.overwrite), progress.enabled(config.progress):
         agents = []
         for path in (config.a, config.b):
             with progress.phase(f"loading {Path(path).name}"):

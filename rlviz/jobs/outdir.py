@@ -4,6 +4,13 @@ The run is written into a staging folder beside ``--out`` (``.<name>.<pid>.parti
 it is complete. An existing ``--out`` is used only when it is empty, or when it holds an earlier rlviz run (it has
 ``rlviz-run.json``) and ``--overwrite`` was given: the old run then stays until the new one is complete, and is
 removed after the rename. A folder holding anything else is never written into or removed.
+
+One ``--out``, one run at a time: a run holds a lock on ``.<name>.lock`` beside ``--out`` (an exclusive ``flock``
+on a file holding the run's pid) from its first check of the folder until the rename (:func:`claim_out_dir`). A
+second run into the same folder refuses at once with one line naming the holder's pid, rather than waiting:
+waiting would spend a whole run only to refuse at the end (the folder then holds the first run) or, with
+``--overwrite``, to replace the first run moments after its user was told it was there. The kernel releases the
+lock when its holder dies, so the lock file of a dead process is stale and the next run takes it over.
 """
 
 from __future__ import annotations
@@ -11,15 +18,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from .._version import __version__
-from ..errors import UsageError
+from ..errors import StorageError, UsageError
 from ..media.atomic import temp_name
 
-__all__ = ["MARKER", "check_out_dir", "run_folder", "is_run_folder"]
+__all__ = ["MARKER", "check_out_dir", "claim_out_dir", "run_folder", "is_run_folder", "lock_path"]
 
 #: The file that marks a folder as an rlviz run (what wrote it, with which options).
 MARKER = "rlviz-run.json"
@@ -48,10 +56,80 @@ def check_out_dir(out: str | os.PathLike, overwrite: bool) -> Path:
     return out
 
 
+_HELD: dict[Path, list] = {}  # resolved --out -> [lock file descriptor, nesting depth] (this process's claims)
+_HELD_LOCK = threading.Lock()
+
+
+def lock_path(out: str | os.PathLike) -> Path:
+    """The lock file of an ``--out`` folder: ``.<name>.lock`` beside it."""
+    resolved = Path(out).resolve()
+    return resolved.parent / f".{resolved.name}.lock"
+
+
+def _lock(path: Path, out: Path) -> int:
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock (Windows): _swap's check still refuses a second success
+        return -1
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StorageError(f"--out {out}: cannot create its lock file {path} ({exc.strerror or exc}); choose "
+                               "an --out in a folder you can write to.") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "?"
+            os.close(fd)
+            raise UsageError(f"--out {out} is being written by another rlviz run (pid {holder}; lock {path}); wait "
+                             "for it to finish, or choose another --out.") from None
+        try:  # the file we locked is still the lock (a holder deletes it on release, after we opened it)
+            current = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            return fd
+        os.close(fd)
+
+
+@contextmanager
+def claim_out_dir(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
+    """Hold ``out``'s lock (see the module docstring) and :func:`check_out_dir` it under the lock; re-entrant
+    within a process. A second process claiming it meanwhile gets a one-line :class:`UsageError`."""
+    check_out_dir(out, overwrite)  # the plain refusals first (no lock file is made for them)
+    key = Path(out).resolve()
+    with _HELD_LOCK:
+        if key in _HELD:
+            _HELD[key][1] += 1
+        else:
+            key.parent.mkdir(parents=True, exist_ok=True)
+            _HELD[key] = [_lock(lock_path(out), Path(out)), 1]
+    try:
+        yield check_out_dir(out, overwrite)  # again: another run may have finished into it before we held it
+    finally:
+        with _HELD_LOCK:
+            _HELD[key][1] -= 1
+            if _HELD[key][1] == 0:
+                fd = _HELD.pop(key)[0]
+                if fd >= 0:
+                    try:
+                        os.unlink(lock_path(out))  # while still holding it (see _lock)
+                    except FileNotFoundError:
+                        pass
+                    os.close(fd)
+
+
 @contextmanager
 def run_folder(out: str | os.PathLike, *, overwrite: bool, job: str, options: dict) -> Iterator[Path]:
     """Yield the staging folder to write the run into; on success it becomes ``out`` (see the module docstring)."""
-    out = check_out_dir(out, overwrite)
+    with claim_out_dir(out, overwrite) as out:
+        yield from _staged(out, overwrite, job, options)
+
+
+def _staged(out: Path, overwrite: bool, job: str, options: dict) -> Iterator[Path]:
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = temp_name(parent / out.name)  # the one temp-name scheme (media.atomic): pid inside
@@ -61,14 +139,15 @@ def run_folder(out: str | os.PathLike, *, overwrite: bool, job: str, options: di
         yield staging
         marker = {"rlviz_version": __version__, "job": job, "options": options}
         (staging / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True, default=str) + "\n")
-        _swap(staging, out.resolve())
+        _swap(staging, out.resolve(), overwrite)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _swap(staging: Path, out: Path) -> None:
+def _swap(staging: Path, out: Path, overwrite: bool) -> None:
     """Move the complete run to ``out``; an earlier run there is moved aside first and deleted afterwards."""
     old = None
+    check_out_dir(out, overwrite)  # (the lock keeps other rlviz runs out; this keeps anything else's files safe)
     if out.exists():
         if any(out.iterdir()):
             old = out.parent / f".{out.name}.old-{os.getpid()}"

@@ -39,7 +39,7 @@ from ..evaluate.workers import WorkerDied, died_twice, merge_rollouts, shard_ran
 from ..explain.saliency import attribute
 from ..report import REPORT_NAME, load_run, write_report
 from ..report.notebook import outputs_html
-from .outdir import check_out_dir, run_folder
+from .outdir import claim_out_dir, run_folder
 from .shards import (
     MIN_VIDEO_SECONDS,
     ShardTask,
@@ -131,8 +131,9 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
         config = RenderConfig(**kwargs)
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
-    check_out_dir(config.out, config.overwrite)  # refuse a bad --out before the long work
-    with progress.enabled(config.progress), open_backend(config) as backend:  # Ray / spawned workers start now
+    # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
+    with claim_out_dir(config.out, config.overwrite), progress.enabled(config.progress), \
+            open_backend(config) as backend:  # Ray / spawned workers start now
         with progress.phase(f"loading {Path(config.checkpoint).name}"):
             agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,
                                device=config.device, vecnormalize=config.vecnormalize)
