@@ -2,7 +2,7 @@
 
 The pipeline, one subpackage per stage (see ARCHITECTURE.md)::
 
-    agent (checkpoint, adapters, policy) --> envs (recipe, wrappers)
+    agent (the Policy contract) <-- sources (checkpoints, SB3, rl-zoo3, CleanRL, the Hub) --> envs (recipe, wrappers)
     record (RecordEpisode) --> explain (saliency) --> draw (panels) --> media (H.264) --> sinks
     evaluate (rollouts) --> heatmap + stats --> sinks
     render(): everything ``rlviz render`` does, as one call; compare(): ``rlviz compare A B``
@@ -23,8 +23,8 @@ _deprecated.install()
 
 #: public name -> the module that defines it
 _EXPORTS = {
-    "CallablePolicy": "agent", "LoadedAgent": "agent", "Policy": "agent", "PolicyOutput": "agent", "TorchPolicy": "agent",
-    "load_agent": "agent", "load_checkpoint": "agent", "save_checkpoint": "agent",
+    "CallablePolicy": "agent", "LoadedAgent": "sources", "Policy": "agent", "PolicyOutput": "agent", "TorchPolicy": "agent",
+    "load_agent": "sources", "load_checkpoint": "sources", "save_checkpoint": "sources",
     "CompareConfig": "config", "RenderConfig": "config",
     "ComposeOptions": "draw", "Compositor": "draw", "write_episode_video": "draw",
     "EnvRecipe": "envs", "atari_recipe": "envs", "make_env": "envs", "make_vec_env": "envs",
@@ -64,16 +64,7 @@ def __dir__():
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from .agent import (
-        CallablePolicy,
-        LoadedAgent,
-        Policy,
-        PolicyOutput,
-        TorchPolicy,
-        load_agent,
-        load_checkpoint,
-        save_checkpoint,
-    )
+    from .agent import CallablePolicy, Policy, PolicyOutput, TorchPolicy
     from .config import CompareConfig, RenderConfig
     from .draw import ComposeOptions, Compositor, write_episode_video
     from .envs import EnvRecipe, atari_recipe, make_env, make_vec_env
@@ -101,3 +92,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .jobs import CompareOutputs, RenderOutputs, compare, render
     from .media import VideoWriter, probe_video, read_video
     from .record import RecordEpisode, run_episode
+    from .sources import LoadedAgent, load_agent, load_checkpoint, save_checkpoint

@@ -1,7 +1,9 @@
-"""Module paths of release 0.1 (``rlviz.checkpoint``, ``rlviz.compose``...), kept for one release.
+"""Module paths of release 0.1 (``rlviz.checkpoint``, ``rlviz.compose``...) and 0.2 (``rlviz.agent.sb3``,
+``rlviz.agent.zoo``...: the loaders, now in :mod:`rlviz.sources`), each kept for one release.
 
-Importing one gives the module's new home under the stage subpackages, with a ``DeprecationWarning``
-that names it. Nothing else in rlviz imports these paths.
+Importing one gives the module's new home, with a ``DeprecationWarning`` that names it; so does a loader's name
+read from the 0.2 package (``rlviz.agent.load_agent``: :func:`moved_attribute`). Nothing else in rlviz imports
+these paths.
 """
 
 from __future__ import annotations
@@ -13,15 +15,15 @@ import sys
 import types
 import warnings
 
-__all__ = ["MOVED", "install"]
+__all__ = ["MOVED", "MOVED_0_2", "MOVED_NAMES", "install", "moved_attribute"]
 
 #: old module path -> new module path
 MOVED = {
-    "rlviz.checkpoint": "rlviz.agent.checkpoint",
-    "rlviz.checkpoint_files": "rlviz.agent.files",
-    "rlviz.checkpoint_safety": "rlviz.agent.safety",
-    "rlviz.adapters": "rlviz.agent.adapters",
-    "rlviz.adapters_sb3": "rlviz.agent.sb3",
+    "rlviz.checkpoint": "rlviz.sources.checkpoint",
+    "rlviz.checkpoint_files": "rlviz.sources.files",
+    "rlviz.checkpoint_safety": "rlviz.sources.safety",
+    "rlviz.adapters": "rlviz.sources.adapters",
+    "rlviz.adapters_sb3": "rlviz.sources.sb3",
     "rlviz.models": "rlviz.agent.models",
     "rlviz.policy": "rlviz.agent.policy",
     "rlviz._ale_seed": "rlviz.envs.ale_seed",
@@ -41,6 +43,37 @@ MOVED = {
     "rlviz.render": "rlviz.jobs.render",
 }
 
+#: release 0.2's loader modules (under ``rlviz.agent``) -> their home in ``rlviz.sources`` (0.3)
+MOVED_0_2 = {f"rlviz.agent.{name}": f"rlviz.sources.{name}" for name in (
+    "adapters", "checkpoint", "cleanrl_continuous", "cleanrl_scripts", "exported", "files", "safety", "saving",
+    "sb3", "sb3_continuous", "sb3_recurrent", "vecnormalize", "weights", "zoo", "zoo_yaml")}
+
+#: names ``rlviz.agent`` exported in 0.2 that moved to ``rlviz.sources``
+MOVED_NAMES = {"rlviz.agent": ("rlviz.sources", ("LoadedAgent", "cleanrl_policy", "load_agent", "load_checkpoint",
+                                                 "save_checkpoint", "to_policy"))}
+
+_RELEASE = {**{old: ("0.2", "0.3") for old in MOVED}, **{old: ("0.3", "0.4") for old in MOVED_0_2}}
+_TARGET = {**MOVED, **MOVED_0_2}
+
+
+def _warn(old: str, new: str, stacklevel: int) -> None:
+    moved_in, gone_in = _RELEASE.get(old, ("0.3", "0.4"))
+    warnings.warn(
+        f"{old} moved to {new} in rlviz {moved_in}; import it from there (or use the top-level rlviz names). "
+        f"The old path goes away in rlviz {gone_in}.",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def moved_attribute(package: str, name: str):
+    """``package.name`` for a name that moved out of ``package`` (a package's ``__getattr__``), with a warning."""
+    new, names = MOVED_NAMES.get(package, ("", ()))
+    if name not in names:
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+    _warn(f"{package}.{name}", f"{new}.{name}", stacklevel=3)
+    return getattr(importlib.import_module(new), name)
+
 
 class _CallableModule(types.ModuleType):
     """The old ``rlviz.render`` module: importing it makes it the package's ``render`` attribute, so it must stay
@@ -59,12 +92,7 @@ class _AliasLoader(importlib.abc.Loader):
 
     def exec_module(self, module) -> None:
         new = importlib.import_module(self.target)
-        warnings.warn(
-            f"{module.__name__} moved to {self.target} in rlviz 0.2; import it from there (or use the top-level "
-            f"rlviz names). The old path goes away in rlviz 0.3.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        _warn(module.__name__, self.target, stacklevel=2)
         names = getattr(new, "__all__", None) or [n for n in vars(new) if not n.startswith("__")]
         module.__dict__.update({n: getattr(new, n) for n in dir(new) if not n.startswith("__")})
         module.__all__ = list(names)
@@ -73,8 +101,8 @@ class _AliasLoader(importlib.abc.Loader):
 
 class _AliasFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path=None, target=None):
-        if fullname in MOVED:
-            return importlib.util.spec_from_loader(fullname, _AliasLoader(MOVED[fullname]))
+        if fullname in _TARGET:
+            return importlib.util.spec_from_loader(fullname, _AliasLoader(_TARGET[fullname]))
         return None
 
 

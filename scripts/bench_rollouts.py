@@ -28,12 +28,12 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from rlviz.agent.checkpoint import load_checkpoint
 from rlviz.agent.models import MinAtarAgent, NatureCNNAgent
 from rlviz.agent.policy import Policy, TorchPolicy
 from rlviz.envs import make_env, make_vec_env
 from rlviz.envs.ale_seed import seeded_reset
 from rlviz.evaluate.rollout import rollout
+from rlviz.sources.checkpoint import load_checkpoint
 
 rollout_mod = importlib.import_module("rlviz.evaluate.rollout")  # the package exports a function of that name
 lockstep_mod = importlib.import_module("rlviz.evaluate.lockstep")

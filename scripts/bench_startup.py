@@ -9,7 +9,7 @@ Phases (one fresh interpreter per repetition, run in this order, each timed on i
     interpreter        launch to the first line of the child (the interpreter and site-packages' .pth files)
     import rlviz.cli   what ``rlviz`` imports before parsing flags
     import torch       torch itself
-    agent load         ``rlviz.agent.checkpoint.load_checkpoint(sample)`` (torch.export, the env's registration)
+    agent load         ``rlviz.sources.checkpoint.load_checkpoint(sample)`` (torch.export, the env's registration)
     env build (16)     ``make_env(recipe)`` 16 times, as a rollout builds them
     first forward      one ``policy.evaluate`` of the 16 reset observations
     pool start (2)     a ``WorkerPool(2)`` (as ``--workers 2`` starts it) running two empty tasks, then closed
@@ -50,7 +50,7 @@ import rlviz.cli
 mark("import rlviz.cli")
 import torch
 mark("import torch")
-from rlviz.agent.checkpoint import load_checkpoint
+from rlviz.sources.checkpoint import load_checkpoint
 agent = load_checkpoint(sys.argv[1])
 mark("agent load")
 import numpy as np

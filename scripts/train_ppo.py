@@ -93,7 +93,7 @@ def load_state(path: str) -> tuple[nn.Module, EnvRecipe, dict]:
 
 def load_checkpoint_weights(path: str, env_id: str, obs_shape: tuple, num_actions: int) -> nn.Module:
     """A fresh reference network holding the weights of an rlviz checkpoint (an exported program)."""
-    from rlviz.agent.checkpoint import load_agent
+    from rlviz.sources.checkpoint import load_agent
 
     module = load_agent(path).policy.module
     prefix = "program.inner."
@@ -104,11 +104,11 @@ def load_checkpoint_weights(path: str, env_id: str, obs_shape: tuple, num_action
 
 
 def save_rlviz(path: str, agent: nn.Module, recipe: EnvRecipe, example_obs, gamma: float, metadata: dict) -> bool:
-    """Write the rlviz checkpoint; False (with a note) when rlviz.agent.checkpoint is not available yet."""
+    """Write the rlviz checkpoint; False (with a note) when rlviz.sources.checkpoint is not available yet."""
     try:
-        from rlviz.agent.checkpoint import save_checkpoint
+        from rlviz.sources.checkpoint import save_checkpoint
     except ImportError as exc:
-        print(f"note: rlviz.agent.checkpoint not importable ({exc}); only the state file was written", flush=True)
+        print(f"note: rlviz.sources.checkpoint not importable ({exc}); only the state file was written", flush=True)
         return False
     from rlviz.agent.policy import action_names_for
     from rlviz.envs import make_env
@@ -321,7 +321,7 @@ def load_policy(path: str, device: str = "cpu"):
     if path.endswith(".state.pt"):
         agent, recipe, _ = load_state(path)
         return TorchPolicy(agent, kind="actor_critic", device=device), recipe
-    from rlviz.agent.checkpoint import load_checkpoint
+    from rlviz.sources.checkpoint import load_checkpoint
 
     ck = load_checkpoint(path)
     policy = getattr(ck, "policy", None) or ck[0]

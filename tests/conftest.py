@@ -156,8 +156,8 @@ def minatar_ckpt(tmp_path_factory):
     """A random-weight MinAtar Breakout agent saved as an rlviz checkpoint (gamma 0.9)."""
     import torch
 
-    from rlviz.agent.checkpoint import save_checkpoint
     from rlviz.agent.models import MinAtarAgent
+    from rlviz.sources.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     path = tmp_path_factory.mktemp("ckpt") / "agent.pt2"

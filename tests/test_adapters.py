@@ -15,10 +15,10 @@ import torch
 from torch import nn
 from torch.distributions.categorical import Categorical
 
-from rlviz.agent.adapters import _CleanRLComposed, _CleanRLMethods, build_model, cleanrl_policy, to_policy
-from rlviz.agent.checkpoint import load_agent, load_checkpoint, save_checkpoint
 from rlviz.agent.policy import TorchPolicy
 from rlviz.errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError
+from rlviz.sources.adapters import _CleanRLComposed, _CleanRLMethods, build_model, cleanrl_policy, to_policy
+from rlviz.sources.checkpoint import load_agent, load_checkpoint, save_checkpoint
 
 torch.set_num_threads(1)
 

@@ -14,13 +14,13 @@ from _envs import probe_objects
 from torch import nn
 
 from rlviz.agent.actions import draw_noise
-from rlviz.agent.checkpoint import load_checkpoint
 from rlviz.agent.policy import FORWARD_ROWS, PIXEL_FORWARD_ROWS, TorchPolicy
 from rlviz.envs import make_env
 from rlviz.envs.ale_seed import seeded_reset
 from rlviz.evaluate.objects import FunctionExtractor
 from rlviz.evaluate.rollout import replay_episode, rollout
 from rlviz.evaluate.threads import torch_threads
+from rlviz.sources.checkpoint import load_checkpoint
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 

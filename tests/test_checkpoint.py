@@ -14,7 +14,10 @@ import pytest
 import torch
 from torch import nn
 
-from rlviz.agent.checkpoint import (
+from rlviz.agent.models import MinAtarAgent, NatureCNNAgent
+from rlviz.envs import EnvRecipe, atari_recipe
+from rlviz.errors import CheckpointError, UnsafeCheckpointError, UsageError
+from rlviz.sources.checkpoint import (
     FORMAT_VERSION,
     LoadedAgent,
     detect_format,
@@ -22,9 +25,6 @@ from rlviz.agent.checkpoint import (
     load_checkpoint,
     save_checkpoint,
 )
-from rlviz.agent.models import MinAtarAgent, NatureCNNAgent
-from rlviz.envs import EnvRecipe, atari_recipe
-from rlviz.errors import CheckpointError, UnsafeCheckpointError, UsageError
 
 torch.set_num_threads(1)
 ATARI_NAMES = ("NOOP", "FIRE", "RIGHT", "LEFT")

@@ -12,9 +12,9 @@ import pytest
 import torch
 from torch import nn
 
-from rlviz.agent.checkpoint import load_agent
 from rlviz.cli import main
 from rlviz.errors import EnvError, UsageError
+from rlviz.sources.checkpoint import load_agent
 
 
 class PPOContinuousAgent(nn.Module):  # ppo_continuous_action.py's Agent

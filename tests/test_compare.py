@@ -14,7 +14,6 @@ import torch
 from _envs import TIME_LIMIT, ProbeEnv
 
 from rlviz import CompareConfig, RenderConfig, compare
-from rlviz.agent.checkpoint import save_checkpoint
 from rlviz.cli import main
 from rlviz.config import COMPARE_SHARED, cli_options
 from rlviz.draw.side_by_side import GAP, HEADER, side_by_side
@@ -23,6 +22,7 @@ from rlviz.errors import UsageError
 from rlviz.evaluate.rollout import episode_seed_for
 from rlviz.jobs.render import MIN_VIDEO_SECONDS
 from rlviz.media.video import VideoWriter, probe_video, read_video
+from rlviz.sources.checkpoint import save_checkpoint
 
 STEER = "rlviz-probe/Steer-v0"
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"

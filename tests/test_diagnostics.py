@@ -17,13 +17,13 @@ import pytest
 import torch
 from conftest import tb_accumulator
 
-from rlviz.agent.checkpoint import save_checkpoint
 from rlviz.agent.policy import TorchPolicy
 from rlviz.cli import main
 from rlviz.evaluate.diagnostics import EpisodeDiagnostics, diagnose
 from rlviz.evaluate.rollout import rollout
 from rlviz.evaluate.stats import summarize
 from rlviz.media import probe_video
+from rlviz.sources.checkpoint import save_checkpoint
 
 GAMMA = 0.9
 COUNT, RING = "rlviz-diag/Count-v0", "rlviz-diag/Ring-v0"

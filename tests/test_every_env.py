@@ -8,7 +8,6 @@ import pytest
 import torch
 from _envs import PROBE_PIXEL, seeded_mlp  # noqa: F401  (PROBE_PIXEL: registers the probe envs)
 
-from rlviz.agent.checkpoint import load_agent, save_checkpoint
 from rlviz.agent.obs import FlatView, ObsAdapter, flat_size
 from rlviz.agent.policy import TorchPolicy
 from rlviz.cli import main
@@ -16,6 +15,7 @@ from rlviz.episode.trace import make_spool
 from rlviz.errors import UsageError
 from rlviz.media import probe_video, read_video
 from rlviz.record import RecordEpisode, run_episode
+from rlviz.sources.checkpoint import load_agent, save_checkpoint
 
 ENVS = ["FrozenLake-v1", "Taxi-v4", "Blackjack-v1", "rlviz-probe/Dict-v0"]
 
@@ -153,7 +153,7 @@ class CleanAgent(torch.nn.Module):
 
 
 def test_torch_policy_of_a_cleanrl_agent_is_the_cli_path(tmp_path):
-    from rlviz.agent.adapters import SpaceInfo, _CleanRLComposed
+    from rlviz.sources.adapters import SpaceInfo, _CleanRLComposed
 
     env = gym.make("CartPole-v1")
     torch.manual_seed(0)

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from rlviz.agent.checkpoint import load_agent, save_checkpoint
 from rlviz.agent.policy import TorchPolicy
+from rlviz.sources.checkpoint import load_agent, save_checkpoint
 
 
 class _BoxNet(nn.Module):
@@ -129,8 +129,8 @@ def test_a_sibling_runs_statistics_of_another_shape_are_not_applied_and_explicit
 def test_statistics_found_where_training_saved_them_and_ambiguity_asks_for_the_flag(tmp_path):
     from stable_baselines3 import A2C
 
-    from rlviz.agent.vecnormalize import find_vecnormalize
     from rlviz.errors import UsageError
+    from rlviz.sources.vecnormalize import find_vecnormalize
 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()

@@ -1,5 +1,5 @@
 """The tree reads like the pipeline: stage subpackages with no import cycles, no upward imports, each importable
-alone, and the 0.1 module paths still working (with a DeprecationWarning) for one release."""
+alone, and the 0.1 and 0.2 module paths still working (with a DeprecationWarning) for one release."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import rlviz
-from rlviz._deprecated import MOVED
+from rlviz._deprecated import MOVED, MOVED_0_2, MOVED_NAMES
 
 PKG = Path(rlviz.__file__).parent
 STAGES = sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").exists())
@@ -99,6 +99,22 @@ def test_stages_form_a_pipeline_without_cycles():
     leaves = {"errors": set(), "choices": set(), "_version": set(), "media": {"errors"}, "episode": {"errors"}}
     for stage, allowed in leaves.items():
         assert stage_graph.get(stage, set()) <= allowed, f"{stage} imports {stage_graph[stage] - allowed}"
+    # the policy contract comes first and knows no file format; the sources (checkpoint files, SB3, rl-zoo3,
+    # CleanRL, the Hub) build that contract from what they read, and everything after them takes a Policy
+    assert stage_graph["agent"] <= {"errors", "episode", "_deprecated"}, stage_graph["agent"]
+    assert "agent" in stage_graph["sources"] and "envs" in stage_graph["sources"]
+    assert not stage_graph["sources"] & {"record", "explain", "draw", "evaluate", "report", "sinks", "jobs"}
+    assert {s for s, deps in stage_graph.items() if "sources" in deps} <= {"jobs", "integrations", "cli"}
+
+
+def test_the_sources_are_one_module_per_source_and_the_agent_has_no_loader():
+    sources = {p.stem for p in (PKG / "sources").glob("*.py")} - {"__init__"}
+    assert {"exported", "safety", "saving", "files", "weights", "sb3", "vecnormalize", "zoo", "cleanrl_scripts",
+            "checkpoint"} <= sources
+    assert not {p.stem for p in (PKG / "agent").glob("*.py")} & sources
+    # one dispatch: only checkpoint.py (load_agent) calls the per-format loaders' entry points
+    callers = {p.stem for p in PKG.rglob("*.py") if "detect_format(" in p.read_text() and p.stem != "files"}
+    assert callers == {"checkpoint"}, callers
 
 
 def test_each_stage_imports_alone_in_a_fresh_interpreter():
@@ -121,17 +137,31 @@ def test_the_cli_parses_and_validates_without_importing_torch():
     assert out.stdout.strip() == "False", out.stderr
 
 
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_release_0_1_module_paths_still_import_with_a_deprecation_warning(old):
+@pytest.mark.parametrize("old", sorted(MOVED) + sorted(MOVED_0_2))
+def test_release_0_1_and_0_2_module_paths_still_import_with_a_deprecation_warning(old):
+    target = {**MOVED, **MOVED_0_2}[old]
     sys.modules.pop(old, None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         module = importlib.import_module(old)
-    assert any(issubclass(w.category, DeprecationWarning) and MOVED[old] in str(w.message) for w in caught)
-    new = importlib.import_module(MOVED[old])
+    assert any(issubclass(w.category, DeprecationWarning) and target in str(w.message) for w in caught)
+    new = importlib.import_module(target)
+    assert module.__all__ == list(getattr(new, "__all__", module.__all__))
     for name in getattr(new, "__all__", []):
         assert getattr(module, name) is getattr(new, name)
     sys.modules.pop(old, None)
+
+
+def test_release_0_2_agent_names_resolve_with_a_deprecation_warning():
+    import rlviz.agent
+    import rlviz.sources
+
+    new, names = MOVED_NAMES["rlviz.agent"]
+    for name in names:
+        with pytest.warns(DeprecationWarning, match=f"rlviz.agent.{name} moved to {new}.{name}"):
+            assert getattr(rlviz.agent, name) is getattr(rlviz.sources, name)
+    with pytest.raises(AttributeError, match="no_such_name"):
+        rlviz.agent.no_such_name  # noqa: B018
 
 
 def test_the_old_render_module_path_leaves_rlviz_render_callable():

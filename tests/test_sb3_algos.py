@@ -11,8 +11,8 @@ import pytest
 import torch
 from _zips import rewrite_sb3_data
 
-from rlviz.agent.checkpoint import load_agent
 from rlviz.cli import main
+from rlviz.sources.checkpoint import load_agent
 
 sb3 = pytest.importorskip("stable_baselines3")
 

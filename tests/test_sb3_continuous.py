@@ -14,10 +14,10 @@ import torch
 from _zips import rewrite_sb3_data
 
 from rlviz.agent.actions import sample_actions
-from rlviz.agent.adapters import to_policy
-from rlviz.agent.checkpoint import load_agent
 from rlviz.cli import main
 from rlviz.errors import EnvError, UnsafeCheckpointError, UsageError
+from rlviz.sources.adapters import to_policy
+from rlviz.sources.checkpoint import load_agent
 
 sb3 = pytest.importorskip("stable_baselines3")
 torch.set_num_threads(1)  # tiny networks: one thread trains them faster, above all on a shared machine

@@ -13,12 +13,12 @@ import pytest
 import torch
 from _zips import rewrite_sb3_data
 
-from rlviz.agent.checkpoint import load_agent
 from rlviz.cli import main
 from rlviz.draw.compose import ComposeOptions, Compositor
 from rlviz.draw.style import COLORS
 from rlviz.episode.trace import EpisodeInternals, EpisodeTrace
 from rlviz.media import probe_video, read_video
+from rlviz.sources.checkpoint import load_agent
 
 contrib = pytest.importorskip("sb3_contrib")
 MASKED = "rlviz-probe/Masked-v0"

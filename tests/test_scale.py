@@ -19,7 +19,6 @@ from _procs import alive
 
 import rlviz.evaluate.workers as workers_mod
 from rlviz.agent.policy import TorchPolicy
-from rlviz.agent.saving import save_checkpoint
 from rlviz.cli import main
 from rlviz.errors import UsageError, WorkerError
 from rlviz.evaluate.objects import FunctionExtractor
@@ -35,6 +34,7 @@ from rlviz.evaluate.workers import (
     shard_ranges,
 )
 from rlviz.media import probe_video
+from rlviz.sources.saving import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent

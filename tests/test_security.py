@@ -20,13 +20,13 @@ import torch
 from torch import nn
 
 import rlviz
-from rlviz.agent.checkpoint import load_agent, load_checkpoint, save_checkpoint
-from rlviz.agent.zoo_yaml import Tagged, read_zoo_yaml, zoo_env_wrappers
 from rlviz.cli import main
 from rlviz.envs.recipe import EnvRecipe, make_env
 from rlviz.envs.trust import check_env_id, check_wrapper_name
 from rlviz.episode.trace import Spool
 from rlviz.errors import CheckpointError, EnvError, StorageError, UnsafeCheckpointError
+from rlviz.sources.checkpoint import load_agent, load_checkpoint, save_checkpoint
+from rlviz.sources.zoo_yaml import Tagged, read_zoo_yaml, zoo_env_wrappers
 
 torch.set_num_threads(1)
 ROOT = Path(rlviz.__file__).resolve().parents[1]

@@ -47,7 +47,7 @@ def test_tiny_run_writes_a_loadable_checkpoint(train_ppo, tmp_path, capsys):
     assert res.probs.shape == (5, 3) and res.value.shape == (5,)
     np.testing.assert_allclose(res.probs.sum(-1), 1.0, rtol=1e-5)
     assert (res.probs > 0).all()
-    if out.exists():  # rlviz.agent.checkpoint present: the rlviz-format file loads to the same policy
+    if out.exists():  # rlviz.sources.checkpoint present: the rlviz-format file loads to the same policy
         policy2, recipe2 = train_ppo.load_policy(str(out))
         assert recipe2.env_id == recipe.env_id
         np.testing.assert_allclose(policy2.evaluate(obs).probs, res.probs, rtol=1e-5, atol=1e-6)

@@ -58,7 +58,7 @@ def _sb3_vecnormalize(run: Path, seed: int):
 
 
 def test_vecnormalize_reader_equals_sb3(zoo_run):
-    from rlviz.agent.vecnormalize import ObsNormalizer, read_vecnormalize
+    from rlviz.sources.vecnormalize import ObsNormalizer, read_vecnormalize
 
     _, run = zoo_run
     stats = read_vecnormalize(run / "CartPole-v1" / "vecnormalize.pkl")
@@ -81,7 +81,7 @@ class _Payload:
 
 
 def test_malicious_vecnormalize_is_refused_and_runs_nothing(zoo_run, tmp_path, capsys):
-    from rlviz.agent.vecnormalize import read_vecnormalize
+    from rlviz.sources.vecnormalize import read_vecnormalize
 
     _, run = zoo_run
     target = tmp_path / "pwned"
@@ -96,7 +96,7 @@ def test_malicious_vecnormalize_is_refused_and_runs_nothing(zoo_run, tmp_path, c
 
 
 def test_malicious_config_yml_builds_nothing(zoo_run, tmp_path):
-    from rlviz.agent.checkpoint import load_agent
+    from rlviz.sources.checkpoint import load_agent
 
     model, run = zoo_run
     bad_run = tmp_path / "CartPole-v1_2"
@@ -151,7 +151,7 @@ def test_zoo_folder_renders_with_no_flags_as_sb3_under_vecnormalize(zoo_run, tmp
 
 
 def test_best_model_and_missing_statistics_warn(zoo_run, tmp_path):
-    from rlviz.agent.checkpoint import load_agent
+    from rlviz.sources.checkpoint import load_agent
 
     _, run = zoo_run
     copy = tmp_path / "CartPole-v1_3"
@@ -171,8 +171,8 @@ def test_best_model_and_missing_statistics_warn(zoo_run, tmp_path):
 
 
 def test_zoo_atari_config_rebuilds_sb3_atari_chain(tmp_path):
-    from rlviz.agent.zoo import zoo_recipe
     from rlviz.envs.recipe import make_env
+    from rlviz.sources.zoo import zoo_recipe
 
     config = yaml.safe_load("env_wrapper:\n  - stable_baselines3.common.atari_wrappers.AtariWrapper:\n"
                             "      terminal_on_life_loss: false\nframe_stack: 4\npolicy: CnnPolicy\n")
@@ -221,8 +221,8 @@ def test_zoo_atari_run_folder_loads_with_sb3s_own_outputs(tmp_path):
     from stable_baselines3.common.env_util import make_atari_env
     from stable_baselines3.common.vec_env import VecFrameStack
 
-    from rlviz.agent.checkpoint import load_agent
     from rlviz.envs.recipe import make_env
+    from rlviz.sources.checkpoint import load_agent
 
     env_id = "PongNoFrameskip-v4"
     model = sb3.PPO("CnnPolicy", VecFrameStack(make_atari_env(env_id, n_envs=1, seed=0), 4), seed=0, device="cpu")

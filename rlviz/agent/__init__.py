@@ -1,13 +1,19 @@
-"""The agent: the :class:`Policy` contract, checkpoints (rlviz ``.pt2``, torch files, SB3 zips), their safety
-checks, adapters for Stable-Baselines3 and CleanRL agents, and the reference networks."""
+"""The agent: the :class:`Policy` contract (action specs, outputs, observations, stepping, masks, callables), the
+CleanRL-module adapter and the reference networks. Where agents come from (checkpoint files, SB3, rl-zoo3,
+CleanRL, the Hub) is :mod:`rlviz.sources`."""
 
 from __future__ import annotations
 
+from .._deprecated import moved_attribute
 from .actions import ActionSpec, action_spec
-from .adapters import cleanrl_policy, to_policy
 from .callable_policy import CallablePolicy, as_policy
-from .checkpoint import LoadedAgent, load_agent, load_checkpoint, save_checkpoint
 from .models import MinAtarAgent, NatureCNNAgent
 from .policy import Policy, PolicyOutput, TorchPolicy, relative_entropy, resolve_device, sample_actions
 
-__all__ = ["ActionSpec", "CallablePolicy", "action_spec", "as_policy", "LoadedAgent", "MinAtarAgent", "NatureCNNAgent", "Policy", "PolicyOutput", "TorchPolicy", "cleanrl_policy", "load_agent", "load_checkpoint", "relative_entropy", "resolve_device", "sample_actions", "save_checkpoint", "to_policy"]
+__all__ = ["ActionSpec", "CallablePolicy", "action_spec", "as_policy", "MinAtarAgent", "NatureCNNAgent", "Policy",
+           "PolicyOutput", "TorchPolicy", "relative_entropy", "resolve_device", "sample_actions"]
+
+
+def __getattr__(name: str):
+    """The loaders' names of release 0.2 (``rlviz.agent.load_agent``...), now in :mod:`rlviz.sources`."""
+    return moved_attribute(__name__, name)

@@ -20,10 +20,10 @@ import gymnasium as gym
 import numpy as np
 
 from ..agent.policy import Policy
-from ..agent.sb3 import sb3_policy
 from ..envs.recipe import EnvRecipe
 from ..errors import UsageError, require
 from ..sinks.base import Sink, as_sinks
+from ..sources.sb3 import sb3_policy
 from .loop import log_episode
 
 _callbacks = require("stable_baselines3.common.callbacks", "sb3", "the Stable-Baselines3 callback")

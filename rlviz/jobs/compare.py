@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import progress
-from ..agent import LoadedAgent, load_agent
 from ..config import CompareConfig, config_dict, parse_video_spec
 from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
@@ -34,6 +33,7 @@ from ..evaluate.stats import _f
 from ..evaluate.threads import torch_threads
 from ..media.atomic import atomic_path
 from ..report import REPORT_NAME, RunData, VideoData, timeline, write_report
+from ..sources import LoadedAgent, load_agent
 from .outdir import claim_out_dir, run_folder
 from .render import (
     MIN_VIDEO_SECONDS,

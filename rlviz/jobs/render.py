@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from .. import progress
-from ..agent import LoadedAgent, load_agent
 from ..config import RenderConfig, config_dict, parse_video_spec
 from ..envs import make_env, to_rgb_frame
 from ..episode import EpisodeResult
@@ -39,6 +38,7 @@ from ..evaluate.workers import WorkerDied, died_twice, merge_rollouts, shard_ran
 from ..explain.saliency import attribute
 from ..report import REPORT_NAME, load_run, write_report
 from ..report.notebook import outputs_html
+from ..sources import LoadedAgent, load_agent
 from .outdir import claim_out_dir, run_folder
 from .shards import (
     MIN_VIDEO_SECONDS,

@@ -22,10 +22,6 @@ from pathlib import Path
 import numpy as np
 
 from .. import progress
-from ..agent import LoadedAgent, load_agent
-from ..agent.vecnormalize import FILE_NAME as VECNORMALIZE_FILE
-from ..agent.vecnormalize import find_vecnormalize
-from ..agent.zoo import find_zoo_run
 from ..config import RenderConfig
 from ..draw.compose import ComposeOptions
 from ..envs import make_env
@@ -35,6 +31,10 @@ from ..evaluate.rollout import rollout
 from ..evaluate.workers import WorkerPool, claimed_indices
 from ..media.atomic import atomic_path
 from ..record import RecordEpisode, run_episode
+from ..sources import LoadedAgent, load_agent
+from ..sources.vecnormalize import FILE_NAME as VECNORMALIZE_FILE
+from ..sources.vecnormalize import find_vecnormalize
+from ..sources.zoo import find_zoo_run
 
 __all__ = ["AgentSource", "ShardTask", "VideoTask", "run_shard", "record_video_task", "record_episode",
            "write_video_files", "open_backend", "share_agent", "source_for", "MIN_VIDEO_SECONDS"]

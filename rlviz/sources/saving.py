@@ -19,14 +19,14 @@ import torch
 from torch import nn
 
 from .._version import __version__
+from ..agent.actions import action_spec, space_to_json
+from ..agent.obs import ObsAdapter
+from ..agent.outputs import canonical_output
+from ..agent.policy import KINDS, Policy, TorchPolicy, action_names_for
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import CheckpointError, RlvizError, UsageError
-from .actions import action_spec, space_to_json
 from .exported import FORMAT_NAME, FORMAT_VERSION, coerce_recipe, load_export
 from .files import META_NAME, atomic_write
-from .obs import ObsAdapter
-from .outputs import canonical_output
-from .policy import KINDS, Policy, TorchPolicy, action_names_for
 
 __all__ = ["save_checkpoint"]
 

@@ -33,11 +33,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..agent.actions import action_spec
+from ..agent.policy import TorchPolicy
 from ..envs.recipe import EnvRecipe, WrapperSpec
 from ..errors import EnvError, UsageError
-from .actions import action_spec
 from .cleanrl_continuous import CLASSIC_BOX, build_continuous, recognise_continuous
-from .policy import TorchPolicy
 
 __all__ = ["CleanRLLayout", "recognise_cleanrl", "cleanrl_atari_recipe", "CleanRLPPO", "CleanRLQNetwork"]
 

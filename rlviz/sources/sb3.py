@@ -40,11 +40,11 @@ import zipfile
 import torch
 from torch import nn
 
+from ..agent.actions import action_spec
+from ..agent.masking import MaskedTorchPolicy
+from ..agent.policy import TorchPolicy, check_action_space, resolve_device
 from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, allowed_class
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
-from .actions import action_spec
-from .masking import MaskedTorchPolicy
-from .policy import TorchPolicy, check_action_space, resolve_device
 from .sb3_continuous import actor_critic_head, offpolicy_algorithm, offpolicy_module, refuse_sde
 from .sb3_recurrent import SB3RecurrentPolicy, is_recurrent
 from .vecnormalize import ObsNormalizer, VecNormalizeStats, check_stats_shape

@@ -30,10 +30,10 @@ from typing import Any
 import numpy as np
 from torch import nn
 
+from ..agent.actions import action_spec
+from ..agent.cleanrl import _CleanRLComposed, _CleanRLMethods, is_cleanrl_agent  # noqa: F401 (0.1 import path)
+from ..agent.policy import Policy, TorchPolicy
 from ..errors import UsageError
-from .actions import action_spec
-from .cleanrl import _CleanRLComposed, _CleanRLMethods, is_cleanrl_agent  # noqa: F401 (0.1 import path)
-from .policy import Policy, TorchPolicy
 from .sb3 import sb3_policy
 
 __all__ = ["to_policy", "cleanrl_policy", "build_model", "looks_like_q_network", "SpaceInfo"]

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ..agent.policy import Policy, PolicyOutput, resolve_device
 from ..errors import UsageError
-from .policy import Policy, PolicyOutput, resolve_device
 
 __all__ = ["SB3RecurrentPolicy", "is_recurrent"]
 

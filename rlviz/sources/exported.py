@@ -17,11 +17,11 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..agent.actions import action_spec, space_from_json
+from ..agent.policy import KINDS, Policy, TorchPolicy, action_names_for, resolve_device
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import CheckpointError, EnvError, RlvizError, UsageError
-from .actions import action_spec, space_from_json
 from .files import META_NAME
-from .policy import KINDS, Policy, TorchPolicy, action_names_for, resolve_device
 from .safety import read_export_archive, verify_export_archive
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "LoadedAgent", "ExportedNetwork", "coerce_recipe", "env_facts",

@@ -15,13 +15,13 @@ from typing import Any
 
 from torch import nn
 
+from ..agent.policy import KINDS
 from ..envs.recipe import EnvRecipe
 from ..errors import CheckpointError, UnsafeCheckpointError, UsageError
 from .adapters import build_model, to_policy
 from .cleanrl_scripts import recognise_cleanrl
 from .exported import FORMAT_NAME, FORMAT_VERSION, LoadedAgent, coerce_recipe, env_facts, load_export, settle_kind
 from .files import EXPECTED, describe, detect_format, read_file, torch_load
-from .policy import KINDS
 from .saving import save_checkpoint
 from .sb3 import load_sb3_zip
 from .weights import find_state_dict, load_weights

@@ -1,0 +1,24 @@
+"""Where agents come from: one module per source, format detection and dispatch in one place
+(:func:`load_agent`, :mod:`.checkpoint`).
+
+* rlviz ``.pt2`` checkpoints: :mod:`.exported` (loading), :mod:`.safety` (vetting the archive first),
+  :mod:`.saving` (writing);
+* torch files (``torch.save``: state_dicts, with ``model=``): :mod:`.files` (bytes, format detection, a
+  ``torch.load`` that refuses pickled code), :mod:`.weights` (finding and loading the state_dict);
+* Stable-Baselines3 zips and objects: :mod:`.sb3` (+ :mod:`.sb3_continuous`, :mod:`.sb3_recurrent`), their
+  ``VecNormalize`` statistics :mod:`.vecnormalize`;
+* rl-zoo3 run folders: :mod:`.zoo` (+ :mod:`.zoo_yaml`, the YAML read without building any tag);
+* CleanRL scripts' saved state_dicts: :mod:`.cleanrl_scripts` (+ :mod:`.cleanrl_continuous`);
+* networks already in memory (SB3, CleanRL, any ``nn.Module``): :mod:`.adapters` (:func:`to_policy`).
+
+Every source returns the :mod:`rlviz.agent` contract (a :class:`~rlviz.agent.policy.Policy` in a
+:class:`LoadedAgent`); nothing from an untrusted file runs code, and every name it carries passes
+:mod:`rlviz.envs.trust`.
+"""
+
+from __future__ import annotations
+
+from .adapters import cleanrl_policy, to_policy
+from .checkpoint import LoadedAgent, load_agent, load_checkpoint, save_checkpoint
+
+__all__ = ["LoadedAgent", "cleanrl_policy", "load_agent", "load_checkpoint", "save_checkpoint", "to_policy"]
