@@ -110,6 +110,7 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
         results = [run_rollouts(agent, config.render_config(side), gamma, backend)
                    for agent, side, gamma in zip(agents, "ab", gammas)]
     comparison = comparison_dict(results, config)
+    comparison.update({f"{side}_hub": a.metadata["hub"] for a, side in zip(agents, "ab") if "hub" in a.metadata})
     _write_text(folder / "comparison.json", json.dumps(comparison, indent=2) + "\n")
     _write_text(folder / "episodes.csv", paired_csv(results))
     with progress.phase("heatmap difference") if results[0].heatmap is not None else nullcontext():

@@ -171,6 +171,7 @@ def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: 
     with torch_threads(config.threads):
         result = run_rollouts(agent, config, gamma, backend)
         summary = summarize(result, diagnose(result, agent.policy.kind))
+        summary = replace(summary, hub=agent.metadata.get("hub"))  # hf:// agents: repo and commit
         write_summary_json(summary, folder / "summary.json")
         write_episodes_csv(result, folder / "episodes.csv")
         with progress.phase("heatmap") if result.heatmap is not None else nullcontext():

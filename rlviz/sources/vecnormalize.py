@@ -30,6 +30,8 @@ __all__ = ["VecNormalizeStats", "ObsNormalizer", "read_vecnormalize", "find_vecn
 
 #: rl-zoo3's file name, next to the model or in the run's ``<env id>/`` folder.
 FILE_NAME = "vecnormalize.pkl"
+#: the same file on the Hugging Face Hub (rl-zoo3's push_to_hub, huggingface_sb3), looked for too
+HUB_FILE_NAME = "vec_normalize.pkl"
 
 _RECONSTRUCT = np.ndarray.__reduce__(np.zeros(1))[0]  # numpy's own array rebuilder (any numpy version)
 _SCALAR = np.float64(0).__reduce__()[0]
@@ -171,9 +173,10 @@ def read_vecnormalize(path: str | os.PathLike) -> VecNormalizeStats:
 
 
 def find_vecnormalize(model_path: str | os.PathLike) -> Path | None:
-    """rl-zoo3's ``vecnormalize.pkl`` for a model file: beside it, or in the run's ``<env id>/`` folder."""
+    """rl-zoo3's ``vecnormalize.pkl`` for a model file: beside it (or the Hub's ``vec_normalize.pkl``), or in the
+    run's ``<env id>/`` folder."""
     p = Path(model_path)
-    for candidate in (p.parent / FILE_NAME, p.parent / p.stem / FILE_NAME,
+    for candidate in (p.parent / FILE_NAME, p.parent / HUB_FILE_NAME, p.parent / p.stem / FILE_NAME,
                       *sorted(p.parent.glob(f"*/{FILE_NAME}"))):
         if candidate.is_file():
             return candidate
