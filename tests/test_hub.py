@@ -63,8 +63,9 @@ def _returns(out: Path) -> list[tuple[str, str, str]]:
 def test_zoo_repo_renders_as_the_same_files_in_a_local_run_folder(zoo_run, hub, tmp_path):  # noqa: F811
     model, run = zoo_run
     snapshot = cache_repo(hub, "sb3/ppo-CartPole-v1", _zoo_repo(run))
-    local = render(checkpoint=str(run), episodes=4, videos="none", out=str(tmp_path / "local"))
-    remote = render(checkpoint="hf://sb3/ppo-CartPole-v1", episodes=4, videos="none", out=str(tmp_path / "hub"))
+    local = render(checkpoint=str(run), episodes=4, greedy=True, videos="none", out=str(tmp_path / "local"))
+    remote = render(checkpoint="hf://sb3/ppo-CartPole-v1", episodes=4, greedy=True, videos="none",
+                    out=str(tmp_path / "hub"))
     assert _returns(tmp_path / "hub") == _returns(tmp_path / "local")
     assert remote.summary["returns"] == local.summary["returns"]
     wanted = ["ppo-CartPole-v1.zip", "args.yml", "config.yml", "env_kwargs.yml", "vec_normalize.pkl"]
@@ -226,8 +227,8 @@ def test_unreachable_hub_falls_back_to_the_cache(hub, monkeypatch, tmp_path, no_
     from rlviz.sources.saving import save_checkpoint
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    snapshot = cache_repo(hub, "me/cached", {"agent.pt2": save_checkpoint(tmp_path / "a.pt2", nn.Linear(4, 2), kind="logits",
-                                                                          env="CartPole-v1")})
+    agent = save_checkpoint(tmp_path / "a.pt2", nn.Linear(4, 2), env="CartPole-v1", kind="logits")
+    snapshot = cache_repo(hub, "me/cached", {"agent.pt2": agent})
     assert load_agent("hf://me/cached").metadata["hub"]["commit"] == snapshot.name
     with pytest.raises(HubError, match=r"hf://me/other is not in the Hugging Face cache .* could not be reached"):
         load_agent("hf://me/other")
@@ -248,3 +249,35 @@ def test_vec_normalize_pickle_in_a_repo_is_read_without_unpickling_code(hub, zoo
     with pytest.raises(UnsafeCheckpointError, match="pathlib"):
         load_agent("hf://sb3/ppo-CartPole-v1")
     assert not target.exists()
+
+
+def test_sb3_atari_repo_rebuilds_rl_zoo3s_env(hub, tmp_path):
+    """The docs' repo (hf://sb3/ppo-BreakoutNoFrameskip-v4) in the layout rl-zoo3's push_to_hub writes for an
+    Atari PPO (here untrained): SB3's Atari wrappers and frame stack from config.yml, SB3's probabilities on the
+    observations of that env. (Rendering it is render's own Atari path: about 15 s here, so not repeated.)"""
+    pytest.importorskip("cv2")
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
+    from rlviz.envs.recipe import make_env, register_envs
+
+    register_envs("BreakoutNoFrameskip-v4")  # ALE's ids, for SB3's make_atari_env
+    venv = VecFrameStack(make_atari_env("BreakoutNoFrameskip-v4", n_envs=1, seed=0), 4)
+    model = PPO("CnnPolicy", venv, n_steps=64, batch_size=64, seed=0, device="cpu")
+    model.save(tmp_path / "ppo.zip")
+    config = {"env_wrapper": ["stable_baselines3.common.atari_wrappers.AtariWrapper"], "frame_stack": 4,
+              "policy": "CnnPolicy", "n_envs": 8, "n_timesteps": 10000000.0}
+    cache_repo(hub, "sb3/ppo-BreakoutNoFrameskip-v4", {
+        "ppo-BreakoutNoFrameskip-v4.zip": tmp_path / "ppo.zip", "config.yml": yaml.dump(OrderedDict(config)),
+        "args.yml": yaml.dump(OrderedDict(algo="ppo", env="BreakoutNoFrameskip-v4", env_kwargs=None)),
+        "env_kwargs.yml": yaml.dump(OrderedDict()), "README.md": model_card("BreakoutNoFrameskip-v4")})
+    agent = load_agent("hf://sb3/ppo-BreakoutNoFrameskip-v4")
+    assert [w.name for w in agent.recipe.wrappers] == ["sb3_atari", "sb3_frame_stack"]
+    env = make_env(agent.recipe, render_mode=None)
+    obs = np.stack([env.reset(seed=s)[0] for s in range(3)])
+    with torch.no_grad():
+        probs = model.policy.get_distribution(torch.as_tensor(obs)).distribution.probs.numpy()
+    np.testing.assert_allclose(agent.policy.evaluate(obs).probs, probs, atol=1e-5)
+    assert agent.metadata["hub"]["files"] == ["ppo-BreakoutNoFrameskip-v4.zip", "args.yml", "config.yml",
+                                              "env_kwargs.yml"]

@@ -143,7 +143,8 @@ def _access_error(hf: ModuleType, exc: Exception, ref: HubRef) -> HubError | Usa
     page = f"https://huggingface.co/{ref.repo_id}"
     if isinstance(exc, errors.GatedRepoError):
         return HubError(f"{ref} is a gated repo: accept its conditions at {page} and set HF_TOKEN (or run "
-                        "`hf auth login`) with a token of that account.")
+                        "`hf auth login`; `huggingface-cli login` before huggingface_hub 1.0) with a token of that "
+                        "account.")
     if isinstance(exc, errors.RepositoryNotFoundError):
         return HubError(f"{ref}: no such model repo on the Hub, or it is private and no token with access was "
                         f"given; check the name ({page}) or set HF_TOKEN for a private repo.")
