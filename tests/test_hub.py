@@ -64,9 +64,12 @@ def test_zoo_repo_renders_as_the_same_files_in_a_local_run_folder(zoo_run, hub, 
     model, run = zoo_run
     snapshot = cache_repo(hub, "sb3/ppo-CartPole-v1", _zoo_repo(run))
     local = render(checkpoint=str(run), episodes=4, greedy=True, videos="none", out=str(tmp_path / "local"))
-    remote = render(checkpoint="hf://sb3/ppo-CartPole-v1", episodes=4, greedy=True, videos="none",
+    remote = render(checkpoint="hf://sb3/ppo-CartPole-v1", episodes=4, greedy=True, videos="none", workers=2,
                     out=str(tmp_path / "hub"))
     assert _returns(tmp_path / "hub") == _returns(tmp_path / "local")
+    # the run records (and its workers load) the exact commit and file, whatever main points to later
+    options = json.loads((tmp_path / "hub" / "rlviz-run.json").read_text())["options"]
+    assert options["checkpoint"] == f"hf://sb3/ppo-CartPole-v1@{snapshot.name}/ppo-CartPole-v1.zip"
     assert remote.summary["returns"] == local.summary["returns"]
     wanted = ["ppo-CartPole-v1.zip", "args.yml", "config.yml", "env_kwargs.yml", "vec_normalize.pkl"]
     assert remote.summary["hub"] == {"repo": "sb3/ppo-CartPole-v1", "revision": "main", "commit": snapshot.name,
@@ -75,6 +78,12 @@ def test_zoo_repo_renders_as_the_same_files_in_a_local_run_folder(zoo_run, hub, 
     assert json.loads(remote.summary_json.read_text())["hub"]["commit"] == snapshot.name
     page = remote.report_html.read_text()
     assert "Hub commit" in page and snapshot.name in page and "sb3/ppo-CartPole-v1" in page
+    from rlviz.jobs.compare import compare
+
+    both = compare(a=str(run), b="hf://sb3/ppo-CartPole-v1", episodes=4, greedy=True, videos="none",
+                   out=str(tmp_path / "compare"))
+    assert both.comparison["return_diff"]["mean"] == 0.0 and "a_hub" not in both.comparison
+    assert both.comparison["b_hub"]["commit"] == snapshot.name
     # normalisation included: the Hub's vec_normalize.pkl, applied as SB3's VecNormalize applies it
     agent = load_agent("hf://sb3/ppo-CartPole-v1")
     assert agent.metadata["vecnormalize_stats"].endswith("vec_normalize.pkl")

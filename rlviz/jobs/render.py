@@ -39,6 +39,7 @@ from ..explain.saliency import attribute
 from ..report import REPORT_NAME, load_run, write_report
 from ..report.notebook import outputs_html
 from ..sources import LoadedAgent, load_agent
+from ..sources.hub import pinned_id
 from .outdir import check_out_dir, run_folder
 from .shards import (
     MIN_VIDEO_SECONDS,
@@ -136,6 +137,7 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
         with progress.phase(f"loading {Path(config.checkpoint).name}"):
             agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,
                                device=config.device, vecnormalize=config.vecnormalize)
+        config = replace(config, checkpoint=pinned_id(config.checkpoint, agent))  # hf://: workers load this commit
         share_agent(config, agent)  # forked workers inherit it
         gamma = float(config.gamma if config.gamma is not None else agent.gamma)
         check_saliency(agent, config)  # now, not after the long rollout

@@ -37,7 +37,8 @@ from typing import Any
 from .. import progress
 from ..errors import HubError, UsageError, require
 
-__all__ = ["SCHEME", "HubRef", "HubAgent", "is_hub_ref", "parse_hub_ref", "check_hub_ref", "fetch_hub_agent"]
+__all__ = ["SCHEME", "HubRef", "HubAgent", "is_hub_ref", "parse_hub_ref", "check_hub_ref", "fetch_hub_agent",
+           "pinned_id"]
 
 SCHEME = "hf://"
 #: files rlviz loads as an agent (a repo's other files are never opened)
@@ -102,6 +103,13 @@ def parse_hub_ref(text: str) -> HubRef:
     if filename is not None and any(p in ("", ".", "..") for p in parts[2:]):
         raise UsageError(f"{text!r}: the file part {filename!r} is not a path inside the repo; expected {_FORMAT}.")
     return HubRef(f"{parts[0]}/{name}", revision or None, filename)
+
+
+def pinned_id(checkpoint: Any, agent: Any) -> Any:
+    """The ``hf://`` id of the exact files ``agent`` was loaded from (``@<commit>/<file>``), so that workers and
+    Ray actors that load it again get the same agent even if the branch moves; ``checkpoint`` itself otherwise."""
+    hub = agent.metadata.get("hub")
+    return f"{SCHEME}{hub['repo']}@{hub['commit']}/{hub['file']}" if is_hub_ref(checkpoint) and hub else checkpoint
 
 
 def _hf() -> ModuleType:
