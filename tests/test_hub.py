@@ -188,6 +188,13 @@ def test_absent_repo_offline_is_one_line_naming_it(hub, tmp_path, capsys):
     assert not (tmp_path / "out").exists() and not repo_folder(hub, "nobody/absent").exists()
 
 
+def test_without_huggingface_hub_the_error_names_the_extra(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # as if not installed: importing it fails
+    assert main(["render", "hf://sb3/ppo-CartPole-v1", "--out", str(tmp_path / "out"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and 'pip install "rlviz[hub]"' in err
+
+
 def test_cli_in_a_fresh_process_reads_hf_home_and_fails_before_torch(hub, tmp_path):
     """The environment variables alone (HF_HOME, HF_HUB_OFFLINE) steer a new process; the id is checked
     against the cache before torch loads."""
