@@ -66,7 +66,7 @@ def _warn(old: str, new: str, stacklevel: int) -> None:
     )
 
 
-def moved_attribute(package: str, name: str):
+def moved_attribute(package: str, name: str) -> object:
     """``package.name`` for a name that moved out of ``package`` (a package's ``__getattr__``), with a warning."""
     new, names = MOVED_NAMES.get(package, ("", ()))
     if name not in names:

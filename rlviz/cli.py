@@ -135,11 +135,15 @@ def _run_render(args) -> int:
 
 def _check_inputs(config) -> None:
     """Checks that need the filesystem or gymnasium but not torch: a missing checkpoint, an unknown --env."""
-    if not Path(config.checkpoint).exists():
+    from .sources.hub import check_hub_ref, is_hub_ref
+
+    if is_hub_ref(config.checkpoint):  # hf://ORG/REPO: its form, the extra, and (offline) the cache
+        check_hub_ref(config.checkpoint)
+    elif not Path(config.checkpoint).exists():
         from .errors import CheckpointError
 
         raise CheckpointError(f"No checkpoint at {config.checkpoint}; check the path (an rlviz .pt2, an SB3 .zip, "
-                              "a torch file, or an rl-zoo3 run folder).")
+                              "a torch file, an rl-zoo3 run folder, or hf://ORG/REPO on the Hugging Face Hub).")
     if config.env:
         from .envs.recipe import require_registered
 

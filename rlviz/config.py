@@ -120,7 +120,8 @@ class RenderConfig:
     invalid values raise :class:`~rlviz.errors.UsageError` here, for the library and the CLI alike."""
 
     checkpoint: str | os.PathLike = option(
-        help="rlviz checkpoint (.pt2), SB3 .zip, rl-zoo3 run folder, or torch file (see --model)", positional=True)
+        help="rlviz checkpoint (.pt2), SB3 .zip, rl-zoo3 run folder, torch file (see --model), or "
+        "hf://ORG/REPO[@REVISION][/FILE] on the Hugging Face Hub", positional=True)
     env: str | None = option(None, "env id (needed for SB3 zips and state_dicts; overrides the checkpoint's)",
                              metavar="ID")
     model: str | None = option(None, "'module:Class' building the network of a state_dict checkpoint",

@@ -21,6 +21,7 @@ __all__ = [
     "StorageError",
     "WorkerError",
     "MissingDependencyError",
+    "HubError",
     "require",
     "did_you_mean",
 ]
@@ -64,6 +65,11 @@ class WorkerError(RlvizError):
 
 class MissingDependencyError(RlvizError, ImportError):
     """An optional integration was used without its extra installed."""
+
+
+class HubError(CheckpointError):
+    """A Hugging Face Hub repo (``hf://ORG/REPO``) cannot be fetched (not found, gated or private without a token,
+    offline and not cached) or holds no agent file rlviz loads."""
 
 
 def require(module: str, extra: str, what: str | None = None) -> ModuleType:

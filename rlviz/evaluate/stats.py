@@ -69,7 +69,7 @@ class Summary:
     is None unless the env reports ``info["is_success"]``. value_residual = mean(G - V) over all steps.
     nonfinite_steps: steps whose logits, probabilities or value were NaN/inf (the value statistics skip them);
     diagnostics: the findings of :func:`rlviz.evaluate.diagnostics.diagnose` as dicts (id, severity, message,
-    evidence)."""
+    evidence); hub: where an ``hf://`` agent came from (repo, revision, commit, files), else None."""
 
     env_id: str
     episodes: int
@@ -90,10 +90,13 @@ class Summary:
     fail_on: str
     nonfinite_steps: int = 0
     diagnostics: tuple = ()
+    hub: dict | None = None  # the agent's Hugging Face Hub repo, revision and commit (rlviz.sources.hub), if any
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["diagnostics"] = [dict(f) for f in self.diagnostics]
+        if d["hub"] is None:  # only agents from the Hub carry it
+            del d["hub"]
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
 
     @property

@@ -18,7 +18,7 @@ import csv
 import io
 import json
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from .. import progress
@@ -34,6 +34,7 @@ from ..evaluate.threads import torch_threads
 from ..media.atomic import atomic_path
 from ..report import REPORT_NAME, RunData, VideoData, timeline, write_report
 from ..sources import LoadedAgent, load_agent
+from ..sources.hub import pinned_id
 from .outdir import claim_out_dir, run_folder
 from .render import (
     MIN_VIDEO_SECONDS,
@@ -82,6 +83,7 @@ def compare(config: CompareConfig | None = None, **kwargs) -> CompareOutputs:
                 agents.append(load_agent(path, env=config.env, model=config.model, trust=config.trust_checkpoint,
                                          device=config.device))
         check_same_env(agents, (config.a, config.b))
+        config = replace(config, a=pinned_id(config.a, agents[0]), b=pinned_id(config.b, agents[1]))  # hf://
         for agent, side in zip(agents, "ab"):
             check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts
@@ -110,6 +112,7 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
         results = [run_rollouts(agent, config.render_config(side), gamma, backend)
                    for agent, side, gamma in zip(agents, "ab", gammas)]
     comparison = comparison_dict(results, config)
+    comparison.update({f"{side}_hub": a.metadata["hub"] for a, side in zip(agents, "ab") if "hub" in a.metadata})
     _write_text(folder / "comparison.json", json.dumps(comparison, indent=2) + "\n")
     _write_text(folder / "episodes.csv", paired_csv(results))
     with progress.phase("heatmap difference") if results[0].heatmap is not None else nullcontext():

@@ -39,6 +39,7 @@ from ..explain.saliency import attribute
 from ..report import REPORT_NAME, load_run, write_report
 from ..report.notebook import outputs_html
 from ..sources import LoadedAgent, load_agent
+from ..sources.hub import pinned_id
 from .outdir import claim_out_dir, run_folder
 from .shards import (
     MIN_VIDEO_SECONDS,
@@ -137,6 +138,7 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
         with progress.phase(f"loading {Path(config.checkpoint).name}"):
             agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,
                                device=config.device, vecnormalize=config.vecnormalize)
+        config = replace(config, checkpoint=pinned_id(config.checkpoint, agent))  # hf://: workers load this commit
         share_agent(config, agent)  # forked workers inherit it
         gamma = float(config.gamma if config.gamma is not None else agent.gamma)
         check_saliency(agent, config)  # now, not after the long rollout
@@ -172,6 +174,7 @@ def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: 
     with torch_threads(config.threads):
         result = run_rollouts(agent, config, gamma, backend)
         summary = summarize(result, diagnose(result, agent.policy.kind))
+        summary = replace(summary, hub=agent.metadata.get("hub"))  # hf:// agents: repo and commit
         write_summary_json(summary, folder / "summary.json")
         write_episodes_csv(result, folder / "episodes.csv")
         with progress.phase("heatmap") if result.heatmap is not None else nullcontext():

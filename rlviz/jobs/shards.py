@@ -32,6 +32,7 @@ from ..evaluate.workers import WorkerPool, claimed_indices
 from ..media.atomic import atomic_path
 from ..record import RecordEpisode, run_episode
 from ..sources import LoadedAgent, load_agent
+from ..sources.hub import is_hub_ref
 from ..sources.vecnormalize import FILE_NAME as VECNORMALIZE_FILE
 from ..sources.vecnormalize import find_vecnormalize
 from ..sources.zoo import find_zoo_run
@@ -61,9 +62,11 @@ class AgentSource:
     @classmethod
     def for_config(cls, config: RenderConfig, put=None) -> AgentSource:
         """The config's checkpoint; with ``put`` (Ray's), its bytes travel through the object store instead of
-        its path. An rl-zoo3 run (a folder, or a model inside one) goes by path: it must exist on every node."""
+        its path. An rl-zoo3 run (a folder, or a model inside one) goes by path: it must exist on every node; an
+        ``hf://`` id goes as it is (each node fetches the repo into its own Hugging Face cache)."""
         path = os.fspath(config.checkpoint)
-        if put is None or os.path.isdir(path) or find_zoo_run(path, config.trust_checkpoint).folder is not None:
+        if put is None or is_hub_ref(path) or os.path.isdir(path) or (
+                find_zoo_run(path, config.trust_checkpoint).folder is not None):
             return cls(path, config)
         data = Path(path).read_bytes()
         vecnormalize = config.vecnormalize if config.vecnormalize is not None else find_vecnormalize(path)

@@ -26,7 +26,8 @@ _SUMMARY_ROWS = [("episodes", "episodes"), ("steps", "steps"), ("return mean", "
                  ("truncated rate", "truncated_rate"), ("solve rate", "solve_rate"),
                  ("mean relative entropy", "mean_relative_entropy"), ("value mean", "value_mean"),
                  ("discounted return mean", "discounted_return_mean"),
-                 ("value explained variance", "value_explained_variance"), ("gamma", "gamma")]
+                 ("value explained variance", "value_explained_variance"), ("gamma", "gamma"),
+                 ("Hub repo", "hub.repo"), ("Hub revision", "hub.revision"), ("Hub commit", "hub.commit")]
 _PALETTE = ["#5c84c8", "#ffb028", "#78e678", "#ff78c8", "#b48cff", "#5ac8ff", "#ff5050", "#c8c864"]
 
 

@@ -9,7 +9,8 @@
   ``VecNormalize`` statistics :mod:`.vecnormalize`;
 * rl-zoo3 run folders: :mod:`.zoo` (+ :mod:`.zoo_yaml`, the YAML read without building any tag);
 * CleanRL scripts' saved state_dicts: :mod:`.cleanrl_scripts` (+ :mod:`.cleanrl_continuous`);
-* networks already in memory (SB3, CleanRL, any ``nn.Module``): :mod:`.adapters` (:func:`to_policy`).
+* networks already in memory (SB3, CleanRL, any ``nn.Module``): :mod:`.adapters` (:func:`to_policy`);
+* the Hugging Face Hub (``hf://ORG/REPO``): :mod:`.hub`, which fetches a repo's files for the loaders above.
 
 Every source returns the :mod:`rlviz.agent` contract (a :class:`~rlviz.agent.policy.Policy` in a
 :class:`LoadedAgent`); nothing from an untrusted file runs code, and every name it carries passes
@@ -18,7 +19,26 @@ Every source returns the :mod:`rlviz.agent` contract (a :class:`~rlviz.agent.pol
 
 from __future__ import annotations
 
-from .adapters import cleanrl_policy, to_policy
-from .checkpoint import LoadedAgent, load_agent, load_checkpoint, save_checkpoint
+import importlib
+from typing import TYPE_CHECKING
+
+#: public name -> the module that defines it (imported on first use: ``rlviz.sources.hub`` alone loads no torch,
+#: so the CLI checks an ``hf://`` id before the heavy imports)
+_EXPORTS = {"LoadedAgent": "checkpoint", "load_agent": "checkpoint", "load_checkpoint": "checkpoint",
+            "save_checkpoint": "checkpoint", "cleanrl_policy": "adapters", "to_policy": "adapters"}
 
 __all__ = ["LoadedAgent", "cleanrl_policy", "load_agent", "load_checkpoint", "save_checkpoint", "to_policy"]
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rlviz.sources' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from .adapters import cleanrl_policy, to_policy
+    from .checkpoint import LoadedAgent, load_agent, load_checkpoint, save_checkpoint

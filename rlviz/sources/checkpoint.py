@@ -22,6 +22,7 @@ from .adapters import build_model, to_policy
 from .cleanrl_scripts import recognise_cleanrl
 from .exported import FORMAT_NAME, FORMAT_VERSION, LoadedAgent, coerce_recipe, env_facts, load_export, settle_kind
 from .files import EXPECTED, describe, detect_format, read_file, torch_load
+from .hub import fetch_hub_agent, is_hub_ref
 from .saving import save_checkpoint
 from .sb3 import load_sb3_zip
 from .weights import find_state_dict, load_weights
@@ -64,10 +65,15 @@ def load_agent(
       (constructor arguments named env/envs, observation_space, action_space, num_actions, obs_shape
       are filled from ``env``). kind: "auto" | "actor_critic" | "logits" | "q" for plain torch files.
       vecnormalize: an SB3 ``VecNormalize.save`` file to apply (default: rl-zoo3's ``vecnormalize.pkl`` found
-      beside the model). ``path`` may also be an rl-zoo3 run folder (:mod:`rlviz.agent.zoo`).
+      beside the model). ``path`` may also be an rl-zoo3 run folder (:mod:`rlviz.agent.zoo`) or a Hugging Face Hub
+      repo, ``"hf://ORG/REPO[@REVISION][/FILE]"`` (:mod:`rlviz.sources.hub`; metadata["hub"] says which commit).
     """
     if kind != "auto" and kind not in KINDS:
         raise UsageError(f"kind={kind!r}; expected 'auto' or one of {KINDS}.")
+    if is_hub_ref(path):  # hf://ORG/REPO: the files it needs, fetched into the HF cache, loaded as local files
+        hub = fetch_hub_agent(path, env_given=env is not None, trust=trust)
+        return hub.stamp(load_agent(hub.model, env=env if env is not None else hub.env, model=model, trust=trust,
+                                    device=device, kind=kind, vecnormalize=vecnormalize))
     run = find_zoo_run(path, trust) if Path(path).is_dir() else None
     path = run.model if run is not None else path
     data = read_file(path)

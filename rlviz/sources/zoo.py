@@ -1,6 +1,7 @@
 """rl-zoo3 run folders: the model, its env and its normalisation, from the files rl-zoo3 writes.
 
-Layout (``python -m rl_zoo3.train``; the Hugging Face Hub copies have the same ``<env id>/`` folder)::
+Layout (``python -m rl_zoo3.train``; the Hugging Face Hub's copies, ``push_to_hub``, hold ``<algo>-<env id>.zip``
+with ``args.yml``, ``config.yml``, ``env_kwargs.yml`` and ``vec_normalize.pkl`` beside it)::
 
     logs/<algo>/<env id>_<n>/<env id>.zip        final model (rl-zoo3's enjoy default)
     logs/<algo>/<env id>_<n>/best_model.zip      best evaluation model (when evaluations ran)
@@ -25,6 +26,8 @@ from ..envs.recipe import EnvRecipe, WrapperSpec
 from ..envs.wrappers import WRAPPERS
 from ..errors import CheckpointError, UsageError
 from .vecnormalize import (
+    FILE_NAME,
+    HUB_FILE_NAME,
     VecNormalizeStats,
     checkpoint_stem,
     checkpoint_vecnormalize,
@@ -64,6 +67,8 @@ def _config_folder(run: Path, stem: str | None) -> Path | None:
     another name is not assumed to belong to a run folder it was dropped into."""
     if stem and any((run / stem / f).is_file() for f in _CONFIG_FILES):
         return run / stem
+    if stem and (run / "args.yml").is_file():
+        return run  # the Hub's flat layout: args.yml beside the zip
     if stem is not None and stem != "best_model" and checkpoint_stem(stem) is None:
         return None
     found = [d for d in sorted(run.iterdir()) if d.is_dir() and any((d / f).is_file() for f in _CONFIG_FILES)]
@@ -166,8 +171,9 @@ def find_zoo_run(path: str | os.PathLike, trusted: bool = False) -> ZooRun:
     recipe = zoo_recipe(env_id, env_kwargs, config, source, trusted)
     gamma = config.get("gamma")
     gamma = float(gamma) if isinstance(gamma, (int, float)) and not isinstance(gamma, bool) else None
-    vecnormalize = checkpoint_vecnormalize(model) or folder / "vecnormalize.pkl"  # a checkpoint's own first
-    return ZooRun(model, recipe, vecnormalize if vecnormalize.is_file() else None, _normalize_flag(config, source),
+    vecnormalize = checkpoint_vecnormalize(model) or next(  # a checkpoint's own first
+        (folder / n for n in (FILE_NAME, HUB_FILE_NAME) if (folder / n).is_file()), None)
+    return ZooRun(model, recipe, vecnormalize, _normalize_flag(config, source),
                   str(args.get("algo")) if args.get("algo") else None, gamma, folder)
 
 
