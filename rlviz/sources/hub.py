@@ -183,7 +183,8 @@ def _listing(hf: ModuleType, ref: HubRef) -> tuple[str, list[str], bool]:
         known = _access_error(hf, exc, ref)
         raise known or HubError(
             f"{ref} is not in the Hugging Face cache ({hf.constants.HF_HUB_CACHE}) and {why}: run once with "
-            "network access (unset HF_HUB_OFFLINE) to download it, or check the repo name.") from None
+            f"network access{' (HF_HUB_OFFLINE unset)' if 'OFFLINE' in why else ''} to download it, or check the "
+            "repo name.") from None
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     return folder.name, files, True
 
