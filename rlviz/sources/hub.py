@@ -285,11 +285,13 @@ def _name_parts(repo_name: str) -> list[str]:
 def _repo_env(hf: ModuleType, ref: HubRef, folder: Path, trust: bool) -> str | None:
     """The env id the repo's card (else its name) names, if rlviz may make it (:mod:`rlviz.envs.trust`): a
     registered id (``ALE/<id>`` for CleanRL's envpool names), or any id with ``trust``. A ``module:`` id raises
-    the consent error; None when nothing usable is named (the loader then asks for ``--env``)."""
+    the consent error; an id that is not registered here, :class:`EnvError` with the closest ones; None when
+    nothing names an env (the loader then asks for ``--env``)."""
     import gymnasium as gym
 
     from ..envs.recipe import register_envs
     from ..envs.trust import check_env_id
+    from ..errors import EnvError, did_you_mean
 
     source = f"{ref} (model card)"
     names = [n for n in _card_names(hf, folder / "README.md") + _name_parts(ref.repo_id.split("/")[1])
@@ -301,4 +303,7 @@ def _repo_env(hf: ModuleType, ref: HubRef, folder: Path, trust: bool) -> str | N
             register_envs(env_id)
             if env_id in gym.registry or (trust and ":" in env_id):
                 return env_id
+    if names:  # e.g. the course's LunarLander-v2, which gymnasium 1.x replaced by -v3
+        raise EnvError(f"{source} names the env {names[0]!r}, which gymnasium here does not register."
+                       f"{did_you_mean(names[0], list(gym.registry))} Pass the env to run it on with --env ID.")
     return None
