@@ -20,7 +20,7 @@ from test_cleanrl_scripts import PPOAgent, _save
 from test_zoo import zoo_run  # noqa: F401  (the fixture: a PPO trained under VecNormalize, as an rl-zoo3 run)
 
 from rlviz.cli import main
-from rlviz.errors import HubError, UnsafeCheckpointError, UsageError
+from rlviz.errors import EnvError, HubError, UnsafeCheckpointError, UsageError
 from rlviz.jobs.render import render
 from rlviz.sources.checkpoint import load_agent
 
@@ -164,6 +164,10 @@ def test_rlviz_checkpoint_repo_and_revisions(hub, tmp_path):
 
 def test_repos_without_an_agent_or_naming_a_module_env_are_refused(hub, zoo_run):  # noqa: F811
     _, run = zoo_run
+    cache_repo(hub, "student/ppo-LunarLander-v2", {"ppo-LunarLander-v2.zip": run / "CartPole-v1.zip",
+                                                   "README.md": model_card("LunarLander-v2")})
+    with pytest.raises(EnvError, match=r"names the env 'LunarLander-v2'.* Did you mean 'LunarLander-v3'.*--env"):
+        load_agent("hf://student/ppo-LunarLander-v2")
     cache_repo(hub, "someone/notes", {"README.md": "# notes\n", "model.safetensors": b"\0"})
     with pytest.raises(HubError, match=r"hf://someone/notes holds no agent file .*README.md, model.safetensors"):
         load_agent("hf://someone/notes")

@@ -183,7 +183,8 @@ def _listing(hf: ModuleType, ref: HubRef) -> tuple[str, list[str], bool]:
         known = _access_error(hf, exc, ref)
         raise known or HubError(
             f"{ref} is not in the Hugging Face cache ({hf.constants.HF_HUB_CACHE}) and {why}: run once with "
-            "network access (unset HF_HUB_OFFLINE) to download it, or check the repo name.") from None
+            f"network access{' (HF_HUB_OFFLINE unset)' if 'OFFLINE' in why else ''} to download it, or check the "
+            "repo name.") from None
     files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
     return folder.name, files, True
 
@@ -284,11 +285,13 @@ def _name_parts(repo_name: str) -> list[str]:
 def _repo_env(hf: ModuleType, ref: HubRef, folder: Path, trust: bool) -> str | None:
     """The env id the repo's card (else its name) names, if rlviz may make it (:mod:`rlviz.envs.trust`): a
     registered id (``ALE/<id>`` for CleanRL's envpool names), or any id with ``trust``. A ``module:`` id raises
-    the consent error; None when nothing usable is named (the loader then asks for ``--env``)."""
+    the consent error; an id that is not registered here, :class:`EnvError` with the closest ones; None when
+    nothing names an env (the loader then asks for ``--env``)."""
     import gymnasium as gym
 
     from ..envs.recipe import register_envs
     from ..envs.trust import check_env_id
+    from ..errors import EnvError, did_you_mean
 
     source = f"{ref} (model card)"
     names = [n for n in _card_names(hf, folder / "README.md") + _name_parts(ref.repo_id.split("/")[1])
@@ -300,4 +303,7 @@ def _repo_env(hf: ModuleType, ref: HubRef, folder: Path, trust: bool) -> str | N
             register_envs(env_id)
             if env_id in gym.registry or (trust and ":" in env_id):
                 return env_id
+    if names:  # e.g. the course's LunarLander-v2, which gymnasium 1.x replaced by -v3
+        raise EnvError(f"{source} names the env {names[0]!r}, which gymnasium here does not register."
+                       f"{did_you_mean(names[0], list(gym.registry))} Pass the env to run it on with --env ID.")
     return None
