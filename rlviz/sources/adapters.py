@@ -4,7 +4,7 @@ Supported, checked in this order by :func:`to_policy`:
 
 * an rlviz :class:`Policy` (returned as is);
 * a Stable-Baselines3 / sb3-contrib algorithm or policy (PPO, A2C, DQN, SAC, TD3, DDPG, QR-DQN, TQC; see
-  :mod:`rlviz.agent.sb3`);
+  :mod:`rlviz.sources.sb3`);
 * a CleanRL-style agent: a module with ``get_action_and_value(x, action)`` (ppo.py, ppo_atari.py
   ...). See :func:`cleanrl_policy`;
 * a Q-network (``kind="q"``, or ``kind="auto"`` and a class name containing "QNetwork", "QNet"

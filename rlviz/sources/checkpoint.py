@@ -1,7 +1,7 @@
 """The one loader every entry point uses: :func:`load_agent` (and :func:`load_checkpoint` for rlviz files).
 
 :func:`load_agent` detects the file kind from its bytes: rlviz checkpoint (written by
-:func:`~rlviz.agent.saving.save_checkpoint`, see there for the format), plain ``torch.export`` program,
+:func:`~rlviz.sources.saving.save_checkpoint`, see there for the format), plain ``torch.export`` program,
 ``torch.save`` file (a state_dict, with ``model=``; a pickled module only with ``trust=True``),
 Stable-Baselines3 ``.zip``. Unusable files raise :class:`CheckpointError`. Loading unpickles nothing and
 acts on no name a file carries (env ids, wrappers, classes) that rlviz does not know, unless the caller
@@ -65,7 +65,7 @@ def load_agent(
       (constructor arguments named env/envs, observation_space, action_space, num_actions, obs_shape
       are filled from ``env``). kind: "auto" | "actor_critic" | "logits" | "q" for plain torch files.
       vecnormalize: an SB3 ``VecNormalize.save`` file to apply (default: rl-zoo3's ``vecnormalize.pkl`` found
-      beside the model). ``path`` may also be an rl-zoo3 run folder (:mod:`rlviz.agent.zoo`) or a Hugging Face Hub
+      beside the model). ``path`` may also be an rl-zoo3 run folder (:mod:`rlviz.sources.zoo`) or a Hugging Face Hub
       repo, ``"hf://ORG/REPO[@REVISION][/FILE]"`` (:mod:`rlviz.sources.hub`; metadata["hub"] says which commit).
     """
     if kind != "auto" and kind not in KINDS:

@@ -1,5 +1,5 @@
 """CleanRL's continuous-action scripts' agents (Box actions), recognised from their state_dicts; the layouts and
-the dispatch are in :mod:`rlviz.agent.cleanrl_scripts`. The networks below rebuild CleanRL's published layer
+the dispatch are in :mod:`rlviz.sources.cleanrl_scripts`. The networks below rebuild CleanRL's published layer
 shapes (written here, not imported from CleanRL):
 
 =============================  ==========================================================  ==========================

@@ -14,7 +14,7 @@ script                 parameters                                               
 ``dqn_atari.py``       ``network.{0,2,4}`` Nature CNN, ``network.{7,9}`` 512, out [A]; ``/255``  Q-values
 =====================  ====================================================================  ==============
 
-``ppo_continuous_action.py`` and ``sac_continuous_action.py`` (Box actions): :mod:`rlviz.agent.cleanrl_continuous`.
+``ppo_continuous_action.py`` and ``sac_continuous_action.py`` (Box actions): :mod:`rlviz.sources.cleanrl_continuous`.
 
 Env: the Atari scripts train on ``NoopReset(30) -> MaxAndSkip(4) -> FireReset -> Resize 84x84 -> Grayscale ->
 FrameStack(4)`` (gymnasium's resize and grey wrappers; life loss and reward clipping are training-only):

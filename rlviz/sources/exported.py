@@ -1,6 +1,6 @@
 """Loading ``torch.export`` archives (rlviz ``.pt2`` checkpoints and bare programs) as a :class:`LoadedAgent`.
 
-The archive is vetted first (:mod:`rlviz.agent.safety`): ``torch.export.load`` itself is not safe for untrusted
+The archive is vetted first (:mod:`rlviz.sources.safety`): ``torch.export.load`` itself is not safe for untrusted
 files. The JSON recipe inside an rlviz checkpoint is read under :mod:`rlviz.envs.trust`'s rule: an env id,
 kwargs or wrapper the file names is acted on only if rlviz knows it, the caller passed that env id
 themselves, or the caller trusts the file.

@@ -14,7 +14,7 @@ archive runs code:
 3. node targets are resolved by ``getattr`` chains from ``torch``/``operator``/``math``, and any
    callable is accepted (``"torch.os.system"`` resolves to ``os.system``, called on forward);
 4. ``guards_code`` strings are ``exec``-ed by ``ExportedProgram.module()`` (rlviz calls ``module(check_guards=False)``,
-   which does not read them: :class:`rlviz.agent.exported.ExportedNetwork`; they are refused here all the same);
+   which does not read them: :class:`rlviz.sources.exported.ExportedNetwork`; they are refused here all the same);
 5. pytree specs (``in_spec``/``out_spec``) may name a module to import (defaultdict factories, enums).
 
 :func:`verify_export_archive` therefore accepts only what rlviz's own saver writes: the member

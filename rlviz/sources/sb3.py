@@ -4,10 +4,10 @@ Supported: PPO and A2C (``ActorCriticPolicy``, ``ActorCriticCnnPolicy``; Discret
 Box actions) -> kind "actor_critic"; DQN (``DQNPolicy``, ``CnnPolicy``) and sb3-contrib QR-DQN (``QRDQNPolicy``,
 ``CnnPolicy``: Q = mean of the quantiles, as ``QRDQN.predict``; the quantiles themselves in
 ``PolicyOutput.quantiles``) -> kind "q"; SAC, TD3, DDPG and sb3-contrib TQC (Box actions,
-:mod:`rlviz.agent.sb3_continuous`, which says what their panels show) -> kind "actor_critic"; sb3-contrib
-RecurrentPPO (:mod:`rlviz.agent.sb3_recurrent`, stateful) and MaskablePPO (:mod:`rlviz.agent.masking`, the env's
+:mod:`rlviz.sources.sb3_continuous`, which says what their panels show) -> kind "actor_critic"; sb3-contrib
+RecurrentPPO (:mod:`rlviz.sources.sb3_recurrent`, stateful) and MaskablePPO (:mod:`rlviz.agent.masking`, the env's
 action masks applied; Discrete actions) -> kind "actor_critic". Box or Discrete observations. Observations may be
-normalised first by ``VecNormalize`` statistics (:mod:`rlviz.agent.vecnormalize`).
+normalised first by ``VecNormalize`` statistics (:mod:`rlviz.sources.vecnormalize`).
 
 The wrappers take the raw observations the env gives (float32 tensors) and run SB3's own
 preprocessing (``preprocess_obs``: ``/255`` for image spaces when ``normalize_images``, one-hot
@@ -64,7 +64,7 @@ _SPACE_TYPE = re.compile(r"<class 'gymnasium\.spaces\.\w+\.(\w+)'>")
 class SB3ActorCritic(nn.Module):
     """raw obs [B, *obs] -> (log pi [B, A] as ``policy.get_distribution(obs).distribution.logits``,
     V [B] as ``policy.predict_values(obs)``), in one pass through the features extractor(s); other action
-    spaces: :func:`rlviz.agent.sb3_continuous.actor_critic_head` (Box: {"mean", "log_std", "value"})."""
+    spaces: :func:`rlviz.sources.sb3_continuous.actor_critic_head` (Box: {"mean", "log_std", "value"})."""
 
     def __init__(self, policy: nn.Module):
         super().__init__()
@@ -111,7 +111,7 @@ class SB3QuantileNetwork(nn.Module):
 def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None) -> TorchPolicy:
     """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``, ``SAC``, ``TD3``, ``DDPG``; sb3-contrib ``QRDQN``,
     ``TQC``) or its ``.policy``; ``vecnormalize``: the statistics it was trained under
-    (:func:`rlviz.agent.vecnormalize.read_vecnormalize`), applied to the raw observations in front of the network
+    (:func:`rlviz.sources.vecnormalize.read_vecnormalize`), applied to the raw observations in front of the network
     as SB3's ``VecNormalize`` does at evaluation."""
     require("stable_baselines3", "sb3", "Stable-Baselines3 models")
     from gymnasium import spaces

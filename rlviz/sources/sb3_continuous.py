@@ -1,4 +1,4 @@
-"""Stable-Baselines3 / sb3-contrib policies whose actions are not one Discrete (used by :mod:`rlviz.agent.sb3`).
+"""Stable-Baselines3 / sb3-contrib policies whose actions are not one Discrete (used by :mod:`rlviz.sources.sb3`).
 
 What each algorithm's panels show, computed by SB3's own modules on the same observations:
 
@@ -72,7 +72,7 @@ class SB3DeterministicActor(nn.Module):
 
 
 def actor_critic_head(policy, action_logits: torch.Tensor, value: torch.Tensor):
-    """What :class:`~rlviz.agent.sb3.SB3ActorCritic` returns for PPO / A2C, by SB3's action distribution:
+    """What :class:`~rlviz.sources.sb3.SB3ActorCritic` returns for PPO / A2C, by SB3's action distribution:
     Categorical -> (log pi [B, A], value); MultiCategorical -> (log pi per part [B, sum(nvec)], value);
     Bernoulli -> (logits [B, n], value); DiagGaussian -> {"mean", "log_std", "value"}."""
     from stable_baselines3.common import distributions as D

@@ -9,7 +9,7 @@ with ``args.yml``, ``config.yml``, ``env_kwargs.yml`` and ``vec_normalize.pkl`` 
     logs/<algo>/<env id>_<n>/<env id>/config.yml hyperparameters: normalize, env_wrapper, frame_stack, policy, gamma
     logs/<algo>/<env id>_<n>/<env id>/env_kwargs.yml, vecnormalize.pkl (when normalize was on)
 
-The YAML files are read by :func:`rlviz.agent.zoo_yaml.read_zoo_yaml` (no tag builds anything); the env id, its
+The YAML files are read by :func:`rlviz.sources.zoo_yaml.read_zoo_yaml` (no tag builds anything); the env id, its
 kwargs and the wrapper names pass :mod:`rlviz.envs.trust` (wrappers: those rlviz rebuilds, :data:`ZOO_WRAPPERS`),
 nothing is imported.
 """
