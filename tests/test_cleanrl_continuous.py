@@ -91,9 +91,9 @@ def test_ppo_continuous_renders_with_no_model_or_env_and_its_own_gaussian(tmp_pa
     with torch.no_grad():
         mean, std, value = agent.reference(x)
     assert np.ptp(data["mean"]) > 0.1  # the states are told apart
-    np.testing.assert_allclose(data["mean"], mean.numpy(), atol=1e-5)
-    np.testing.assert_allclose(data["std"], std.numpy(), atol=1e-5)
-    np.testing.assert_allclose(data["value"], value.numpy(), atol=1e-5)
+    np.testing.assert_allclose(data["mean"], mean.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(data["std"], std.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(data["value"], value.numpy(), rtol=1e-5, atol=1e-5)
     low, high = _pendulum_bounds()
     assert np.all((data["actions"] >= low) & (data["actions"] <= high))  # sampled, clipped as ClipAction does
     assert len(np.unique(data["actions"])) > len(data["actions"]) // 2
@@ -113,8 +113,8 @@ def test_sac_actor_renders_with_no_model_and_acts_as_its_get_action_mean(tmp_pat
     assert np.ptp(data["mean"]) > 0.1 and "value" not in data.files
     # pre-tanh means reach ~24 here: float32 agreement is relative (the batch shapes differ by a few ulps)
     np.testing.assert_allclose(data["mean"], mean.numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(data["std"], std.numpy(), atol=1e-5)
-    np.testing.assert_allclose(data["actions"], action.numpy()[:-1], atol=1e-5)
+    np.testing.assert_allclose(data["std"], std.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(data["actions"], action.numpy()[:-1], rtol=1e-5, atol=1e-5)
 
 
 def test_sac_actor_of_an_unknown_env_asks_for_env_and_checks_the_bounds(tmp_path):

@@ -84,7 +84,7 @@ def test_ppo_script_renders_with_env_inferred_and_its_own_probabilities(tmp_path
         probs = torch.distributions.Categorical(logits=agent.actor(x)).probs.numpy()
         value = agent.critic(x)[:, 0].numpy()
     np.testing.assert_allclose(data["probs"], probs, atol=1e-5)
-    np.testing.assert_allclose(data["value"], value, atol=1e-5)
+    np.testing.assert_allclose(data["value"], value, rtol=1e-5, atol=1e-5)
 
 
 def test_dqn_script_is_a_q_network(tmp_path):
@@ -93,7 +93,7 @@ def test_dqn_script_is_a_q_network(tmp_path):
     assert (loaded.recipe.env_id, loaded.kind, loaded.metadata["cleanrl_script"]) == ("Acrobot-v1", "q", "dqn.py")
     x = np.random.default_rng(0).normal(size=(8, 6)).astype(np.float32)
     with torch.no_grad():
-        np.testing.assert_allclose(loaded.policy.evaluate(x).logits, net.network(torch.as_tensor(x)).numpy(), atol=1e-5)
+        np.testing.assert_allclose(loaded.policy.evaluate(x).logits, net.network(torch.as_tensor(x)).numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_ambiguous_env_asks_for_env(tmp_path):
@@ -143,7 +143,7 @@ def test_ppo_atari_state_dict_loads_with_no_model_on_cleanrls_env(tmp_path):
         logits, value = agent.actor(h), agent.critic(h)[:, 0]
     got = loaded.policy.evaluate(x)
     np.testing.assert_allclose(got.probs, torch.softmax(logits, -1).numpy(), atol=1e-5)
-    np.testing.assert_allclose(got.value, value.numpy(), atol=1e-5)
+    np.testing.assert_allclose(got.value, value.numpy(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.slow

@@ -143,4 +143,4 @@ def test_render_an_sb3_zip_records_its_probabilities_and_values(ppo_zip, tmp_pat
         probs = model.policy.get_distribution(x).distribution.probs.numpy()
         values = model.policy.predict_values(x)[:, 0].numpy()
     np.testing.assert_allclose(data["probs"], probs, atol=1e-5)
-    np.testing.assert_allclose(data["value"], values, atol=1e-5)
+    np.testing.assert_allclose(data["value"], values, rtol=1e-5, atol=1e-5)

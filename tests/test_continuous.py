@@ -75,12 +75,12 @@ def test_pendulum_gaussian_panel_band_mean_and_action_at_their_pixels(tmp_path):
     observations, actions = play(env, STEPS, np.random.default_rng(0), policy)
     data = np.load(env.last_video_path.with_suffix(".npz"))
     mean, std = expected_mean_std(observations)
-    np.testing.assert_allclose(data["mean"], mean, atol=1e-5)
-    np.testing.assert_allclose(data["std"], std, atol=1e-5)
-    np.testing.assert_allclose(data["actions"], actions, atol=1e-6)
+    np.testing.assert_allclose(data["mean"], mean, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(data["std"], std, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(data["actions"], actions, rtol=1e-5, atol=1e-6)
     assert data["actions"].shape == (STEPS, 1) and str(data["dist"]) == "gaussian"
     # entropy is the Gaussian's, in nats
-    np.testing.assert_allclose(data["entropy"], 0.5 * np.log(2 * np.pi * np.e * std[:, 0] ** 2), atol=1e-5)
+    np.testing.assert_allclose(data["entropy"], 0.5 * np.log(2 * np.pi * np.e * std[:, 0] ** 2), rtol=1e-5, atol=1e-5)
 
     internals = env.last_internals
     comp = Compositor(_shape_only(data, (500, 500), env.action_names), internals)

@@ -50,11 +50,11 @@ def test_qrdqn_q_values_are_the_quantile_means_and_act_as_predict(qrdqn_zip):
     with torch.no_grad():
         quantiles = model.policy.quantile_net(torch.as_tensor(obs))
     assert quantiles.shape == (len(obs), 7, 2)
-    np.testing.assert_allclose(out.logits, quantiles.mean(dim=1).numpy(), atol=1e-5)
+    np.testing.assert_allclose(out.logits, quantiles.mean(dim=1).numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(out.logits.argmax(-1), model.predict(obs, deterministic=True)[0])
     with torch.no_grad():
         mine = agent.policy.module.quantiles(torch.as_tensor(obs))
-    np.testing.assert_allclose(mine.numpy(), quantiles.numpy(), atol=1e-6)
+    np.testing.assert_allclose(mine.numpy(), quantiles.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_qrdqn_greedy_returns_equal_evaluate_policy(qrdqn_zip, tmp_path):
@@ -106,7 +106,7 @@ def test_qrdqn_panel_draws_the_quantile_spread(qrdqn_zip, tmp_path):
     obs += [env.step(int(a))[0] for a in actions]
     with torch.no_grad():
         np.testing.assert_allclose(quantiles, model.policy.quantile_net(torch.as_tensor(np.stack(obs))).numpy(),
-                                   atol=1e-5)
+                                   rtol=1e-5, atol=1e-5)
     trace = EpisodeTrace(np.zeros((n + 1, 400, 600, 3), np.uint8), np.stack(obs), actions, data["rewards"], None,
                          bool(data["terminated"]), bool(data["truncated"]), ("0", "1"), 0, None, 50.0, "CartPole-v1")
     internals = EpisodeInternals(data["logits"], data["probs"], data["value"], data["entropy"], data["returns_to_go"],

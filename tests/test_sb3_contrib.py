@@ -94,9 +94,9 @@ def test_recurrent_steps_equal_sb3_across_episodes(recurrent):
         probs, value, rnn = _sb3_recurrent_step(model, obs, rnn, start)
         action, sb3_state = model.predict(obs, state=sb3_state, episode_start=np.array([start]), deterministic=True)
         np.testing.assert_allclose(out.probs[0], probs, atol=1e-5)
-        assert out.value[0] == pytest.approx(value, abs=1e-5)
+        assert out.value[0] == pytest.approx(value, rel=1e-5, abs=1e-5)
         assert int(out.logits[0].argmax()) == int(action)
-        np.testing.assert_allclose(mine[0][:, 0], sb3_state[0][:, 0], atol=1e-5)  # predict's actor state, rows first
+        np.testing.assert_allclose(mine[0][:, 0], sb3_state[0][:, 0], rtol=1e-5, atol=1e-5)  # predict's actor state, rows first
         episode.append((obs, out.probs[0], out.value[0]))
         obs, _, terminated, truncated, _ = env.step(int(action))
         start = terminated or truncated
@@ -104,7 +104,7 @@ def test_recurrent_steps_equal_sb3_across_episodes(recurrent):
             starts_seen += 1
             whole = policy.evaluate(np.stack([o for o, _, _ in episode]), batch_size=7)  # chunks carry the state
             np.testing.assert_allclose(whole.probs, np.stack([p for _, p, _ in episode]), atol=1e-5)
-            np.testing.assert_allclose(whole.value, [v for _, _, v in episode], atol=1e-5)
+            np.testing.assert_allclose(whole.value, [v for _, _, v in episode], rtol=1e-5, atol=1e-5)
             obs, _ = env.reset()
             mine, episode = policy.initial_state(1), []
     assert starts_seen >= 2
@@ -159,7 +159,7 @@ def test_recurrent_renders_through_the_cli_with_sb3s_returns_and_outputs(recurre
     sb3 = _sb3_recurrent_episode(model, seeds[0])  # the recorded episode's internals are SB3's, step by step
     assert list(data["actions"]) == sb3["actions"]
     np.testing.assert_allclose(data["probs"][:-1], sb3["probs"], atol=1e-5)
-    np.testing.assert_allclose(data["value"][:-1], sb3["value"], atol=1e-5)
+    np.testing.assert_allclose(data["value"][:-1], sb3["value"], rtol=1e-5, atol=1e-5)
     assert probe_video(video).num_frames >= len(data["actions"]) + 1
 
 
@@ -200,8 +200,8 @@ def test_maskable_outputs_equal_sb3_with_the_masks(maskable):
         dist = model.policy.get_distribution(x, action_masks=masks).distribution
         values = model.policy.predict_values(x)[:, 0].numpy()
     np.testing.assert_allclose(out.probs, dist.probs.numpy(), atol=1e-5)
-    np.testing.assert_allclose(out.logits, dist.logits.numpy(), atol=1e-5)
-    np.testing.assert_allclose(out.value, values, atol=1e-5)
+    np.testing.assert_allclose(out.logits, dist.logits.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out.value, values, rtol=1e-5, atol=1e-5)
     assert (out.probs[~masks] == 0).all()
     np.testing.assert_array_equal(out.logits.argmax(-1), model.predict(obs, action_masks=masks, deterministic=True)[0])
 

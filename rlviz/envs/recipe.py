@@ -183,6 +183,10 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
     except gym.error.Error as exc:
         hint = " MinAtar envs need: pip install minatar." if recipe.env_id.startswith("MinAtar/") else ""
         raise EnvError(f"Cannot make env {recipe.env_id!r}: {exc}.{hint}") from exc
+    except (TypeError, ValueError, AssertionError) as exc:  # kwargs the env's constructor refuses (from a file)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise EnvError(f"Cannot make env {recipe.env_id!r} with kwargs {_short(recipe.env_kwargs)}: {first}. "
+                       "Pass the env's kwargs it was trained with (or --env ID for its defaults).") from None
     try:
         check_render_mode(env, render_mode)
     except EnvError:
@@ -193,8 +197,18 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
             continue
         if w.name not in WRAPPERS:
             raise EnvError(f"Unknown wrapper {w.name!r} in the env recipe; known: {sorted(WRAPPERS)}.")
-        env = WRAPPERS[w.name](env, **w.kwargs)
+        try:
+            env = WRAPPERS[w.name](env, **w.kwargs)
+        except (TypeError, ValueError, AssertionError) as exc:  # kwargs the wrapper refuses (from a file)
+            env.close()
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise EnvError(f"Cannot apply the wrapper {w.name!r} with kwargs {_short(w.kwargs)}: {first}.") from None
     return env
+
+
+def _short(kwargs: dict) -> str:
+    text = repr(kwargs)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _render_modes(env_or_id) -> list | None:

@@ -20,7 +20,16 @@ from ..envs.recipe import EnvRecipe
 from ..errors import CheckpointError, UnsafeCheckpointError, UsageError
 from .adapters import build_model, to_policy
 from .cleanrl_scripts import recognise_cleanrl
-from .exported import FORMAT_NAME, FORMAT_VERSION, LoadedAgent, coerce_recipe, env_facts, load_export, settle_kind
+from .exported import (
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    LoadedAgent,
+    check_forward,
+    coerce_recipe,
+    env_facts,
+    load_export,
+    settle_kind,
+)
 from .files import EXPECTED, describe, detect_format, read_file, torch_load
 from .hub import fetch_hub_agent, is_hub_ref
 from .saving import save_checkpoint
@@ -91,6 +100,7 @@ def load_agent(
         stats = sb3_stats(run, vecnormalize)
         policy, gamma, meta = load_sb3_zip(data, source, observation_space=obs_space, action_space=act_space,
                                            trust=trust, device=device, vecnormalize=stats)
+        check_forward(policy, tuple(obs_space.shape or ()), source)
         return LoadedAgent(policy, recipe, tuple(names), gamma, policy.kind, meta, Path(source), "sb3-zip")
     if fmt == "torch-save":
         return _load_torch_file(data, source, env=env, model=model, trust=trust, device=device, kind=kind)

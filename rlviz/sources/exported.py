@@ -18,14 +18,16 @@ import torch
 from torch import nn
 
 from ..agent.actions import action_spec, space_from_json
+from ..agent.obs import ObsAdapter
 from ..agent.policy import KINDS, Policy, TorchPolicy, action_names_for, resolve_device
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import CheckpointError, EnvError, RlvizError, UsageError
 from .files import META_NAME
 from .safety import read_export_archive, verify_export_archive
+from .schema import NUMBER, Field, check_fields, check_recipe
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "LoadedAgent", "ExportedNetwork", "coerce_recipe", "env_facts",
-           "load_export", "settle_kind"]
+           "load_export", "settle_kind", "check_forward"]
 
 FORMAT_NAME = "rlviz-checkpoint"
 FORMAT_VERSION = 1
@@ -100,24 +102,49 @@ def env_facts(recipe: EnvRecipe):
         e.close()
 
 
+def _zero_forward(policy: Policy, shape, heads: bool = False) -> Exception | None:
+    """One forward on a zero observation of ``shape``: None when it runs, else what torch raised (an
+    :class:`RlvizError` propagates)."""
+    try:
+        with torch.no_grad():
+            x = policy.to_tensor(np.zeros((1, *shape), dtype=np.float32))
+            policy.heads(x) if heads else policy.forward(x)
+    except RlvizError:
+        raise
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+
+
 def settle_kind(policy: Policy, observation_space, source: str | None = None) -> None:
     """Run one forward on a zero observation so a ``kind="auto"`` policy decides its kind (and A); with
     ``source``, a network that rejects the env's observation shape raises a one-line :class:`EnvError`."""
     shape = getattr(observation_space, "shape", None)
-    if not shape:
+    exc = _zero_forward(policy, shape) if shape else None
+    if exc is None:
         return
-    try:
-        with torch.no_grad():
-            policy.forward(policy.to_tensor(np.zeros((1, *shape), dtype=np.float32)))
-    except RlvizError:
-        raise
-    except Exception as exc:
-        if source is None:
-            raise
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise EnvError(
-            f"{source}: the network rejects the env's observations of shape {tuple(shape)} ({first}); pass the env "
-            "(and preprocessing) it was trained on."
+    if source is None:
+        raise exc
+    raise EnvError(f"{source}: the network rejects the env's observations of shape {tuple(shape)} "
+                   f"({_first_line(exc)}); pass the env (and preprocessing) it was trained on.") from None
+
+
+def check_forward(policy: Policy, obs_shape, source: str) -> None:
+    """One forward on a zero observation of ``obs_shape`` (one observation's, as the policy takes it) at load: a
+    file that loads but cannot run (weights of the wrong shape or dtype, a corrupt program) fails here, in one
+    line naming the file, not in the middle of a rollout. Policies with state or action masks are left to their
+    own loaders."""
+    if getattr(policy, "stateful", False) or getattr(policy, "needs_action_masks", False):
+        return
+    exc = _zero_forward(policy, obs_shape, heads=True)
+    if exc is not None:
+        raise CheckpointError(
+            f"{source} loads, but its network cannot run on an observation of shape {tuple(obs_shape)} "
+            f"({type(exc).__name__}: {_first_line(exc)}); the file is corrupt, or was saved for another env."
         ) from None
 
 
@@ -132,11 +159,26 @@ def _meta_from(members: dict[str, bytes], source: str) -> dict | None:
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise CheckpointError(f"{source}: extra/{META_NAME} does not describe an rlviz checkpoint.")
     version = meta.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if isinstance(version, bool) or not isinstance(version, int) or version > FORMAT_VERSION:
         raise CheckpointError(
             f"{source} is rlviz checkpoint format {version!r}; this rlviz reads up to {FORMAT_VERSION}. Upgrade rlviz."
         )
+    check_fields(meta, _META_FIELDS, source, f"extra/{META_NAME}", required=("recipe", "kind", "action_names", "gamma"))
+    check_recipe(meta["recipe"], source, f"extra/{META_NAME} recipe")
     return meta
+
+
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 1 << 24
+
+
+#: The fields of ``extra/rlviz.json`` rlviz acts on (see :mod:`rlviz.sources.saving`), with their types and ranges.
+_META_FIELDS = {
+    "kind": Field((str,), 1, 40), "gamma": Field(NUMBER, 1e-9, 1.0), "metadata": Field((dict, type(None))),
+    "action_names": Field((list,), 1, 1 << 16, items=lambda a: isinstance(a, (str, int)), items_what="names"),
+    "obs_shape": Field((list,), 0, 8, items=_positive_int, items_what="positive whole numbers"),
+    "action_space": Field((dict, type(None))), "num_actions": Field((int,), 1, 1 << 16),
+}
 
 
 def _export_load(data: bytes):
@@ -186,18 +228,22 @@ def _rlviz_meta(meta: dict, source: str, env, trust: bool) -> tuple[EnvRecipe, s
             raise ValueError(f"kind {kind!r}, {len(names)} action names")
     except (KeyError, TypeError, ValueError) as exc:  # (UnsafeCheckpointError passes through)
         raise CheckpointError(f"{source}: malformed extra/{META_NAME} ({exc}).") from None
-    if env is not None:
-        obs_space, space, _ = env_facts(recipe)
-        if action_spec(space).size != len(names):
-            raise UsageError(f"{source} has {len(names)} actions but env {recipe.env_id!r} has "
-                             f"{action_spec(space).size}.")
-        saved, got = meta.get("obs_shape"), tuple(getattr(obs_space, "shape", None) or ())
-        if isinstance(saved, list) and tuple(saved) != got:
-            raise UsageError(
-                f"{source} was saved for observations of shape {tuple(saved)} but env {recipe.env_id!r} gives "
-                f"{got}; pass the env (and preprocessing) it was trained on, or leave --env out to use the "
-                "checkpoint's own."
-            )
+    # the env the file (or the caller) names must be the one the program takes: a file whose recipe and program
+    # disagree is corrupt (CheckpointError); the caller's --env that does not fit is a usage error. (A trusted
+    # file's env is not built at load: building it may import what the file names, which waits for make_env.)
+    if env is None and trust:
+        return recipe, kind, names, gamma
+    obs_space, space, _ = env_facts(recipe)
+    error = UsageError if env is not None else CheckpointError
+    if action_spec(space).size != len(names):
+        raise error(f"{source} has {len(names)} actions but env {recipe.env_id!r} has {action_spec(space).size}.")
+    saved, got = meta.get("obs_shape"), tuple(getattr(obs_space, "shape", None) or ())
+    adapter = ObsAdapter(obs_space)
+    if isinstance(saved, list) and tuple(saved) not in (got, (adapter.size,)):
+        fix = ("pass the env (and preprocessing) it was trained on, or leave --env out to use the checkpoint's own"
+               if env is not None else "its recipe names another env than its network takes: the file is corrupt")
+        raise error(f"{source} was saved for observations of shape {tuple(saved)} but env {recipe.env_id!r} gives "
+                    f"{got}; {fix}.")
     return recipe, kind, names, gamma
 
 
@@ -219,6 +265,8 @@ def load_export(data: bytes, source: str, *, env, trust: bool, device, kind: str
             raise CheckpointError(f"{source}: malformed extra/{META_NAME}: {exc}") from None
         policy = TorchPolicy(module, num_actions=len(names) if space is None else None, kind=kind, device=device,
                              action_space=space, squash=bool(isinstance(space_json, dict) and space_json.get("squash")))
+        if isinstance(meta.get("obs_shape"), list):
+            check_forward(policy, meta["obs_shape"], source)
         return LoadedAgent(policy, recipe, names, gamma, policy.kind, dict(meta.get("metadata") or {}),
                            Path(source), "rlviz")
     if env is None:

@@ -106,6 +106,10 @@ def verify_export_archive(data: bytes, source: str) -> dict[str, bytes]:
         ) from None
     except CheckpointError as exc:
         raise CheckpointError(f"{source}: corrupt torch.export archive: {exc}.") from None
+    except (AttributeError, TypeError, KeyError, ValueError, RecursionError) as exc:  # JSON of unexpected types:
+        raise CheckpointError(  # what cannot be vetted is refused
+            f"{source}: corrupt torch.export archive: a JSON member has fields of unexpected types "
+            f"({type(exc).__name__}: {str(exc)[:120]}); expected a program written by torch.export.save.") from None
     return members
 
 

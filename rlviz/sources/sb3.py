@@ -47,6 +47,7 @@ from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, 
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
 from .sb3_continuous import actor_critic_head, offpolicy_algorithm, offpolicy_module, refuse_sde
 from .sb3_recurrent import SB3RecurrentPolicy, is_recurrent
+from .schema import NUMBER, Field, check_fields, check_sizes
 from .vecnormalize import ObsNormalizer, VecNormalizeStats, check_stats_shape
 from .weights import load_weights
 
@@ -57,6 +58,12 @@ _LITERAL_KEYS = {"net_arch", "features_extractor_kwargs", "normalize_images", "s
 _LITERAL_KEYS |= {"lstm_hidden_size", "n_lstm_layers", "shared_lstm", "enable_critic_lstm", "lstm_kwargs"}  # RecurrentPPO
 _IGNORED_KEYS = {"optimizer_class", "optimizer_kwargs", "ortho_init", "log_std_init", "full_std", "use_expln",
                  "squash_output", "use_sde"}
+_NONE = type(None)
+#: The fields of an SB3 zip's ``data`` JSON that rlviz reads, with the types SB3 writes.
+_DATA_FIELDS = {"policy_class": Field((dict,)), "policy_kwargs": Field((dict, _NONE)),
+                "observation_space": Field((dict, _NONE)), "action_space": Field((dict, _NONE)),
+                "gamma": Field((*NUMBER, _NONE)), "num_timesteps": Field((int, _NONE)),
+                "use_sde": Field((bool, _NONE))}
 _CLASS_REPR = re.compile(r"<class '([\w.]+)'>")
 _SPACE_TYPE = re.compile(r"<class 'gymnasium\.spaces\.\w+\.(\w+)'>")
 
@@ -192,9 +199,10 @@ def _policy_kwargs(entry, source: str) -> dict:
             kwargs[key] = _class_from_repr(value, EXTRACTOR_CLASSES, source, key)
         elif key in _LITERAL_KEYS:
             try:
-                kwargs[key] = ast.literal_eval(value) if isinstance(value, str) else value
-            except (ValueError, SyntaxError):
-                raise _unsafe(source, f"policy_kwargs[{key!r}] = {value[:80]!r} is not a plain literal") from None
+                kwargs[key] = check_sizes(ast.literal_eval(value) if isinstance(value, str) else value, source,
+                                          f"policy_kwargs[{key!r}]")
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                raise _unsafe(source, f"policy_kwargs[{key!r}] = {str(value)[:80]!r} is not a plain literal") from None
         else:
             raise _unsafe(source, f"policy_kwargs[{key!r}] is not a setting rlviz can restore from text")
     return kwargs
@@ -253,6 +261,7 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
         raise CheckpointError(f"{source}: corrupt Stable-Baselines3 zip ({exc}).") from None
     if not isinstance(doc, dict):
         raise CheckpointError(f"{source}: the zip's data is not a JSON object.")
+    check_fields(doc, _DATA_FIELDS, source, "the zip's data")
     action_spec(action_space)  # a clear error for action spaces rlviz cannot draw
     saved_kwargs = doc.get("policy_kwargs") if isinstance(doc.get("policy_kwargs"), dict) else {}
     refuse_sde(doc.get("use_sde") or saved_kwargs.get("use_sde"), source)
@@ -277,7 +286,8 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
         policy = cls(observation_space=observation_space, action_space=action_space, lr_schedule=lambda _: 0.0,
                      **kwargs)
     except Exception as exc:
-        raise CheckpointError(f"{source}: cannot rebuild {cls.__name__} with {sorted(kwargs)} ({exc}).") from exc
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise CheckpointError(f"{source}: cannot rebuild {cls.__name__} with {sorted(kwargs)} ({first}).") from exc
     if not isinstance(state, dict):
         raise CheckpointError(f"{source}: policy.pth holds a {type(state).__name__}, expected a state_dict.")
     load_weights(policy, state, source)

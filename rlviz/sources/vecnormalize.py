@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import os
 import pickle
+import pickletools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,7 +80,7 @@ class _Unpickler(pickle.Unpickler):
         if module.startswith(_INERT_MODULES) or module in ("stable_baselines3.common.vec_env.vec_normalize",):
             return type(name, (_Inert,), {})
         raise UnsafeCheckpointError(
-            f"{self.source} names {module}.{name}, which a VecNormalize file does not hold; refused without "
+            f"{self.source} names {f'{module}.{name}'[:120]!r}, which a VecNormalize file does not hold; refused without "
             "importing it (unpickling it could run code). Expected SB3's VecNormalize statistics "
             "(VecNormalize.save); re-save them from a trusted copy."
         )
@@ -145,15 +146,29 @@ def _number(state: dict, key: str, default: float, source: str) -> float:
     return float(value)
 
 
+_MEMO_OPS = {"PUT", "BINPUT", "LONG_BINPUT", "GET", "BINGET", "LONG_BINGET"}
+
+
+def _check_opcodes(data: bytes, source: str) -> None:
+    """Walk the pickle's opcodes without running them: malformed ones, and memo indices beyond the file's size
+    (the C unpickler grows its memo to the index: ``LONG_BINPUT 680809108`` would allocate gigabytes), are refused."""
+    for op, arg, _ in pickletools.genops(data):
+        if op.name in _MEMO_OPS and not 0 <= int(arg) <= len(data):
+            raise CheckpointError(f"{source}: not a readable pickle of plain data (memo index {arg} in a file of "
+                                  f"{len(data)} bytes); the file is corrupt.")
+
+
 def load_plain_pickle(data: bytes, source: str):
     """Unpickle ``data`` building nothing but numpy arrays, dtypes, scalars and builtin containers (the classes
     SB3 pickles alongside become inert stand-ins); any other name raises :class:`UnsafeCheckpointError`."""
     try:
+        _check_opcodes(data, source)
         return _Unpickler(io.BytesIO(data), source).load()
-    except UnsafeCheckpointError:
+    except CheckpointError:  # (UnsafeCheckpointError too)
         raise
     except Exception as exc:
-        raise CheckpointError(f"{source}: not a readable pickle of plain data ({type(exc).__name__}: {exc}).") from None
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise CheckpointError(f"{source}: not a readable pickle of plain data ({type(exc).__name__}: {first}).") from None
 
 
 def read_vecnormalize(path: str | os.PathLike) -> VecNormalizeStats:

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..envs.recipe import EnvRecipe, WrapperSpec
 from ..envs.wrappers import WRAPPERS
 from ..errors import CheckpointError, UsageError
+from .schema import NUMBER, Field, check_fields, check_recipe
 from .vecnormalize import (
     FILE_NAME,
     HUB_FILE_NAME,
@@ -45,6 +46,13 @@ ZOO_WRAPPERS = {
     "gymnasium.wrappers.time_limit.TimeLimit": "time_limit",
 }
 _CONFIG_FILES = ("config.yml", "args.yml")
+_NONE = type(None)
+#: The settings of args.yml / config.yml rlviz acts on, with the types rl-zoo3 writes (dict literals as strings).
+#: (Tagged values of env_kwargs / normalize are refused by _plain, which names their tag.)
+_ARGS = {"env": Field((str,), 1, 200), "env_kwargs": Field((dict, str, Tagged, _NONE)),
+         "algo": Field((str, _NONE), 0, 40)}
+_CONFIG = {"normalize": Field((bool, str, dict, Tagged, _NONE)), "frame_stack": Field((int, bool, _NONE)),
+           "gamma": Field((*NUMBER, _NONE), 0.0, 1.0), "env_wrapper": Field((str, dict, list, _NONE))}
 
 
 @dataclass(frozen=True)
@@ -143,7 +151,7 @@ def zoo_recipe(env_id: str, env_kwargs: dict, config: dict, source: str, trusted
     atari = any(w.name == "sb3_atari" for w in wrappers)
     raw = {"env_id": env_id, "env_kwargs": dict(env_kwargs), "wrappers": [asdict(w) for w in wrappers],
            "saliency_mode": "linear" if atari else None}
-    return EnvRecipe.from_dict(raw, source, trusted=trusted)
+    return EnvRecipe.from_dict(check_recipe(raw, source), source, trusted=trusted)
 
 
 def _normalize_flag(config: dict, source: str) -> bool:
@@ -164,8 +172,8 @@ def find_zoo_run(path: str | os.PathLike, trusted: bool = False) -> ZooRun:
     if folder is None:
         return ZooRun(model, None, find_vecnormalize(model), False, None, None, None)
     source = str(folder)
-    config = _yaml_dict(folder / "config.yml")
-    args = _yaml_dict(folder / "args.yml")
+    config = check_fields(_yaml_dict(folder / "config.yml"), _CONFIG, str(folder / "config.yml"), "config.yml")
+    args = check_fields(_yaml_dict(folder / "args.yml"), _ARGS, str(folder / "args.yml"), "args.yml")
     env_id = args.get("env") or folder.name
     env_kwargs = _plain(args.get("env_kwargs") or _yaml_dict(folder / "env_kwargs.yml") or {}, source, "env_kwargs")
     recipe = zoo_recipe(env_id, env_kwargs, config, source, trusted)

@@ -79,8 +79,8 @@ def read_zoo_yaml(path: str | os.PathLike) -> Any:
     yaml, loader = _loader()
     try:
         return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:  # PyYAML's constructors raise the others
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"{p}: not a valid rl-zoo3 YAML file ({first}).") from None
 
 
