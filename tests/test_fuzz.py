@@ -106,6 +106,34 @@ def _zoo(folder: Path) -> Path:
     return run
 
 
+HUB_REPO = "rlviz-fuzz/ppo-CartPole-v1"
+
+
+def _load_hub(root: Path):
+    """``hf://`` against the offline cache under ``root`` (HF_HOME and HF_HUB_OFFLINE set for this call only)."""
+    from _hub import offline_hub
+
+    with pytest.MonkeyPatch.context() as mp:
+        offline_hub(mp, root)
+        return load_agent(f"hf://{HUB_REPO}")
+
+
+@reader("hub-rl-zoo3-repo", load=_load_hub)  # a cached snapshot as push_to_hub lays it out (and refs/main)
+def _hub_repo(folder: Path) -> Path:
+    from _hub import cache_repo, offline_hub
+
+    run = _zoo(folder / "src")
+    files: dict[str, bytes | str | Path] = {
+        "ppo-CartPole-v1.zip": run / "CartPole-v1.zip",
+        "vec_normalize.pkl": run / "CartPole-v1" / "vecnormalize.pkl",
+        **{name: run / "CartPole-v1" / name for name in ("config.yml", "args.yml", "env_kwargs.yml")}}
+    root = folder / "cache"
+    with pytest.MonkeyPatch.context() as mp:
+        cache_repo(offline_hub(mp, root), HUB_REPO, files)
+    shutil.rmtree(folder / "src")  # only the cache's files are mutated
+    return root
+
+
 def _one_forward(agent) -> None:
     """One forward on the first observation of the agent's own env, as a rollout would make it."""
     from rlviz.agent.obs import ObsAdapter
