@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .._version import __version__
 from ..errors import UsageError
@@ -29,7 +30,7 @@ def is_run_folder(path: Path) -> bool:
     return (Path(path) / MARKER).is_file()
 
 
-def check_out_dir(out: str | os.PathLike, overwrite: bool) -> Path:
+def check_out_dir(out: str | os.PathLike[str], overwrite: bool) -> Path:
     """Refuse an ``--out`` the run may not use (one line saying why and what to do); returns it as a Path."""
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -49,7 +50,7 @@ def check_out_dir(out: str | os.PathLike, overwrite: bool) -> Path:
 
 
 @contextmanager
-def run_folder(out: str | os.PathLike, *, overwrite: bool, job: str, options: dict) -> Iterator[Path]:
+def run_folder(out: str | os.PathLike[str], *, overwrite: bool, job: str, options: dict[Any, Any]) -> Iterator[Path]:
     """Yield the staging folder to write the run into; on success it becomes ``out`` (see the module docstring)."""
     out = check_out_dir(out, overwrite)
     parent = out.resolve().parent
