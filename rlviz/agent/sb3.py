@@ -36,6 +36,7 @@ import json
 import re
 import warnings
 import zipfile
+from typing import Any
 
 import torch
 from torch import nn
@@ -44,7 +45,7 @@ from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, 
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
 from .actions import action_spec
 from .masking import MaskedTorchPolicy
-from .policy import TorchPolicy, check_action_space, resolve_device
+from .policy import Policy, TorchPolicy, check_action_space, resolve_device
 from .sb3_continuous import actor_critic_head, offpolicy_algorithm, offpolicy_module, refuse_sde
 from .sb3_recurrent import SB3RecurrentPolicy, is_recurrent
 from .vecnormalize import ObsNormalizer, VecNormalizeStats
@@ -68,7 +69,7 @@ class SB3ActorCritic(nn.Module):
 
     def __init__(self, policy: nn.Module):
         super().__init__()
-        self.policy = policy
+        self.policy: Any = policy  # an SB3 policy (its submodules by name)
 
     def forward(self, obs: torch.Tensor):
         p = self.policy
@@ -86,7 +87,7 @@ class SB3QNetwork(nn.Module):
 
     def __init__(self, policy: nn.Module):
         super().__init__()
-        self.policy = policy
+        self.policy: Any = policy  # an SB3 policy (its submodules by name)
 
     def forward(self, obs: torch.Tensor):
         return self.policy.q_net(obs)
@@ -98,7 +99,7 @@ class SB3QuantileNetwork(nn.Module):
 
     def __init__(self, policy: nn.Module):
         super().__init__()
-        self.policy = policy
+        self.policy: Any = policy  # an SB3 policy (its submodules by name)
 
     def quantiles(self, obs: torch.Tensor) -> torch.Tensor:
         return self.policy.quantile_net(obs)
@@ -108,7 +109,7 @@ class SB3QuantileNetwork(nn.Module):
         return {"logits": quantiles.mean(dim=1), "quantiles": quantiles}
 
 
-def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None) -> TorchPolicy:
+def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None) -> Policy:
     """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``, ``SAC``, ``TD3``, ``DDPG``; sb3-contrib ``QRDQN``,
     ``TQC``) or its ``.policy``; ``vecnormalize``: the statistics it was trained under
     (:func:`rlviz.agent.vecnormalize.read_vecnormalize`), applied to the raw observations in front of the network
@@ -128,11 +129,12 @@ def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None =
     if is_recurrent(policy):
         return SB3RecurrentPolicy(policy, check_action_space(policy.action_space), device=device, obs_transform=norm)
     if type(policy).__module__.startswith("sb3_contrib.common.maskable"):
-        out = MaskedTorchPolicy(SB3ActorCritic(policy), num_actions=check_action_space(policy.action_space),
+        out: TorchPolicy = MaskedTorchPolicy(SB3ActorCritic(policy), num_actions=check_action_space(policy.action_space),
                                 kind="actor_critic", device=device, obs_transform=norm)
         out.obs_format = "raw"
         return out
     squash = False
+    module: nn.Module
     if isinstance(policy, ActorCriticPolicy):
         refuse_sde(policy.use_sde, f"This {type(policy).__name__}")
         module, kind = SB3ActorCritic(policy), "actor_critic"
@@ -252,14 +254,14 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
     if not isinstance(doc, dict):
         raise CheckpointError(f"{source}: the zip's data is not a JSON object.")
     action_spec(action_space)  # a clear error for action spaces rlviz cannot draw
-    saved_kwargs = doc.get("policy_kwargs") if isinstance(doc.get("policy_kwargs"), dict) else {}
+    saved_kwargs: Any = doc.get("policy_kwargs") if isinstance(doc.get("policy_kwargs"), dict) else {}
     refuse_sde(doc.get("use_sde") or saved_kwargs.get("use_sde"), source)
     if trust:
         from stable_baselines3.common.save_util import load_from_zip_file
 
         try:
             full, params, _ = load_from_zip_file(io.BytesIO(data), device="cpu")
-            cls, kwargs = full["policy_class"], dict(full.get("policy_kwargs") or {})
+            cls, kwargs = full["policy_class"], dict(full.get("policy_kwargs") or {})  # type: ignore[index, union-attr]
             state = params["policy"]
         except Exception as exc:
             raise CheckpointError(f"{source}: Stable-Baselines3 could not load it ({type(exc).__name__}: {exc}).") from exc

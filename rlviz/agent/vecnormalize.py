@@ -97,13 +97,16 @@ class VecNormalizeStats:
         """SB3's ``VecNormalize.normalize_obs`` on a numpy batch (float32 out)."""
         if not self.norm_obs:
             return np.asarray(obs)
-        x = (np.asarray(obs) - self.obs_mean) / np.sqrt(self.obs_var + self.epsilon)
+        x = (np.asarray(obs) - self.obs_mean) / np.sqrt(self.obs_var + self.epsilon)  # type: ignore[operator]  # set when norm_obs
         return np.clip(x, -self.clip_obs, self.clip_obs).astype(np.float32)
 
 
 class ObsNormalizer(nn.Module):
     """raw obs float32 [B, *obs] -> normalised obs float32 [B, *obs], as :meth:`VecNormalizeStats.normalize`
     (in float64, then float32), differentiable with respect to the raw observation."""
+
+    mean: torch.Tensor  # buffers
+    scale: torch.Tensor
 
     def __init__(self, stats: VecNormalizeStats):
         super().__init__()
