@@ -19,10 +19,10 @@ import os
 import re
 import warnings
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -40,6 +40,12 @@ from ..errors import UsageError
 from .internals import Annotations, compute_internals, save_episode_data
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule, probe_callable
 from .stream import FrameStream
+
+if TYPE_CHECKING:  # annotations only: importing them here would load torch and the drawing code early
+    import torch
+
+    from ..agent.policy import Policy
+    from ..draw.compose import ComposeOptions
 
 __all__ = ["RecordEpisode", "RenderModeError", "capped_cubic_video_schedule", "compute_internals",
            "save_episode_data"]
@@ -77,7 +83,7 @@ class RecordEpisode(gym.Wrapper):
         self,
         env: gym.Env,
         video_folder: str | os.PathLike[str],
-        policy: Any = None,
+        policy: Policy | torch.nn.Module | Callable[..., Any] | None = None,
         *,
         episode_trigger: Callable[[int], bool] | None = None,
         step_trigger: Callable[[int], bool] | None = None,
@@ -90,12 +96,12 @@ class RecordEpisode(gym.Wrapper):
         gamma: float = 0.99,
         saliency: str | None = None,
         saliency_target: str | int = "action",
-        compose_options: Any = None,
+        compose_options: ComposeOptions | None = None,
         preset: str = "veryfast",
         crf: int = 23,
         save_data: bool = True,
         spool_dir: str | os.PathLike[str] | None = None,
-        action_names: Any = None,
+        action_names: Sequence[str] | None = None,
         squash: bool = False,
     ) -> None:
         super().__init__(env)
