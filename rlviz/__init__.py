@@ -14,7 +14,7 @@ The names below are imported on first use, so ``import rlviz`` (and the CLI's ar
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from . import _deprecated
 from ._version import __version__
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'rlviz' has no attribute {name!r}")
@@ -59,7 +59,7 @@ def __getattr__(name: str):
     return value
 
 
-def __dir__():
+def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
 
@@ -89,7 +89,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         summarize,
     )
     from .explain import attribute, episode_saliency, normalise_episode
-    from .jobs import CompareOutputs, RenderOutputs, compare, render
+    from .jobs import CompareOutputs, RenderOutputs, compare, render  # type: ignore[no-redef]
     from .media import VideoWriter, probe_video, read_video
     from .record import RecordEpisode, run_episode
     from .sources import LoadedAgent, load_agent, load_checkpoint, save_checkpoint

@@ -58,14 +58,14 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_cls) -> None:
         if opt.positional:
             parser.add_argument(opt.name, help=opt.help)
         elif opt.kind == "switch":
-            parser.add_argument(opt.flag, dest=opt.name, action="store_true", help=opt.help)
+            parser.add_argument(str(opt.flag), dest=opt.name, action="store_true", help=opt.help)
         elif opt.kind == "negated":
-            parser.add_argument(opt.flag, dest=opt.name, action="store_false", help=opt.help)
+            parser.add_argument(str(opt.flag), dest=opt.name, action="store_false", help=opt.help)
         elif opt.kind == "optional":
-            parser.add_argument(opt.flag, dest=opt.name, nargs="?", const=opt.const, metavar=opt.metavar,
+            parser.add_argument(str(opt.flag), dest=opt.name, nargs="?", const=opt.const, metavar=opt.metavar,
                                 help=opt.help, default=argparse.SUPPRESS)
         else:
-            parser.add_argument(opt.flag, dest=opt.name, choices=opt.choices, metavar=opt.metavar, help=opt.help,
+            parser.add_argument(str(opt.flag), dest=opt.name, choices=opt.choices, metavar=opt.metavar, help=opt.help,
                                 default=argparse.SUPPRESS)
     parser.set_defaults(**{o.name: _cli_default(o) for o in cli_options(config_cls) if not o.positional})
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import MISSING, dataclass, field, fields, make_dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .choices import DEFAULT_NUM_ENVS, FAIL_ON, RAY_LOCAL, SALIENCY_METHODS, SALIENCY_TARGETS, VIDEO_KINDS
 from .errors import UsageError
@@ -30,7 +30,7 @@ class CliOption:
     flag: str | None
     help: str
     kind: str = "value"
-    choices: tuple | None = None
+    choices: tuple[Any, ...] | None = None
     metavar: str | None = None
     positional: bool = False
     default: Any = None
@@ -39,8 +39,8 @@ class CliOption:
 
 
 def option(default: Any = MISSING, help: str = "", *, flag: str | None = None, kind: str | None = None,
-           choices: tuple | None = None, metavar: str | None = None, positional: bool = False,
-           cli_default: Any = None, const: Any = None):
+           choices: tuple[Any, ...] | None = None, metavar: str | None = None, positional: bool = False,
+           cli_default: Any = None, const: Any = None) -> Any:
     """A config field carrying its CLI spelling and help in ``metadata["cli"]``. ``cli_default``: the value the
     CLI uses when the flag is absent, if it differs from the library's default ("tty": stderr is a terminal);
     ``const``: the value of an "optional" flag given alone."""
@@ -51,7 +51,7 @@ def option(default: Any = MISSING, help: str = "", *, flag: str | None = None, k
     return field(default=default, metadata={"cli": meta})
 
 
-def cli_options(cls) -> list[CliOption]:
+def cli_options(cls: Any) -> list[CliOption]:
     """The CLI options of a config dataclass, in field order."""
     out = []
     for f in fields(cls):
@@ -66,7 +66,7 @@ def cli_options(cls) -> list[CliOption]:
     return out
 
 
-def _whole(name: str, value, minimum: int) -> int:
+def _whole(name: str, value: Any, minimum: int) -> int:
     what = "a positive whole number" if minimum == 1 else f"a whole number >= {minimum}"
     flag = "--" + name.replace("_", "-")
     message = f"{flag}: expected {what}, received {value!r}."
@@ -81,12 +81,12 @@ def _whole(name: str, value, minimum: int) -> int:
     return v
 
 
-def _choice(name: str, value, choices: tuple) -> str:
+def _choice(name: str, value: Any, choices: tuple[Any, ...]) -> str:
     if value not in choices:
         from .errors import did_you_mean
 
         raise UsageError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}.{did_you_mean(value, choices)}")
-    return value
+    return str(value)
 
 
 def parse_video_spec(spec: str | None) -> list[tuple[str, int]]:
@@ -119,14 +119,14 @@ class RenderConfig:
     """Everything ``rlviz render`` can be asked. Each field is one CLI flag (``--num-envs`` for ``num_envs``);
     invalid values raise :class:`~rlviz.errors.UsageError` here, for the library and the CLI alike."""
 
-    checkpoint: str | os.PathLike = option(
+    checkpoint: str | os.PathLike[str] = option(
         help="rlviz checkpoint (.pt2), SB3 .zip, rl-zoo3 run folder, torch file (see --model), or "
         "hf://ORG/REPO[@REVISION][/FILE] on the Hugging Face Hub", positional=True)
     env: str | None = option(None, "env id (needed for SB3 zips and state_dicts; overrides the checkpoint's)",
                              metavar="ID")
     model: str | None = option(None, "'module:Class' building the network of a state_dict checkpoint",
                                metavar="MODULE:CLASS")
-    vecnormalize: str | os.PathLike | None = option(
+    vecnormalize: str | os.PathLike[str] | None = option(
         None, "SB3 VecNormalize statistics to apply (default: the vecnormalize.pkl of an rl-zoo3 run)", metavar="PKL")
     trust_checkpoint: bool = option(
         False, "allow what the file alone cannot prove safe: unpickling a full-module torch file, env ids that "
@@ -135,7 +135,7 @@ class RenderConfig:
     heatmap: bool = option(False, "count object positions on the step before each failure")
     videos: str = option("first:1", "episodes to render: comma list of first:K, worst:K, best:K, median:K, "
                          "random:K, or 'none' (default first:1)", metavar="SPEC")
-    out: str | os.PathLike = option("rlviz-out", "output folder, the run's own (default ./rlviz-out)", metavar="DIR")
+    out: str | os.PathLike[str] = option("rlviz-out", "output folder, the run's own (default ./rlviz-out)", metavar="DIR")
     overwrite: bool = option(False, "replace the earlier rlviz run in --out (it stays until the new one is complete)")
     seed: int = option(0, "base seed (>= 0); episode k uses a seed derived from it", metavar="S")
     device: str = option("auto", "auto (CUDA when present), cpu, cuda, cuda:N", metavar="DEVICE")
@@ -155,7 +155,7 @@ class RenderConfig:
     wandb_project: str | None = option(None, "log videos, heatmap and statistics to this W&B project",
                                        flag="--wandb", metavar="PROJECT")
     wandb_run: str | None = option(None, "W&B run name", metavar="NAME")
-    tensorboard: str | os.PathLike | None = option(None, "log to TensorBoard event files here", metavar="LOGDIR")
+    tensorboard: str | os.PathLike[str] | None = option(None, "log to TensorBoard event files here", metavar="LOGDIR")
     progress: bool = option(False, "no progress bars (the CLI shows them when stderr is a terminal; the library "
                             "only when progress=True)", flag="--no-progress", kind="negated", cli_default="tty")
     strict: bool = option(False, "exit with code 3 when the diagnostics raise any warning (to gate agents in CI)")
@@ -167,7 +167,7 @@ class RenderConfig:
     threads: int = option(1, "torch threads per process (default 1: fastest for rollouts' small batches, and N "
                           "workers do not oversubscribe the cores)", metavar="N")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         set_ = object.__setattr__
         if self.checkpoint is None or str(self.checkpoint) == "":
             raise UsageError("checkpoint is empty; pass the path of an rlviz .pt2, an SB3 .zip or a torch file.")
@@ -216,7 +216,7 @@ _COMPARE_OVERRIDES = {
 }
 
 
-def _shared_field(name: str) -> tuple:
+def _shared_field(name: str) -> tuple[str, Any, Any]:
     """(name, type, field) of RenderConfig's option ``name`` for another config, with compare's overrides."""
     f = next(f for f in fields(RenderConfig) if f.name == name)
     meta = dict(f.metadata["cli"])
@@ -225,7 +225,7 @@ def _shared_field(name: str) -> tuple:
     return name, f.type, field(default=over.get("default", f.default), metadata={"cli": meta})
 
 
-def _compare_post_init(self) -> None:
+def _compare_post_init(self: Any) -> None:
     """Validate (and normalise) the shared options exactly as RenderConfig does, for each checkpoint."""
     for side in ("a", "b"):
         if getattr(self, side) is None or str(getattr(self, side)) == "":
@@ -235,14 +235,23 @@ def _compare_post_init(self) -> None:
         object.__setattr__(self, name, getattr(checked, name))
 
 
-def _render_config(self, side: str) -> RenderConfig:
+def _render_config(self: Any, side: str) -> RenderConfig:
     """The RenderConfig of checkpoint ``side`` ("a" or "b") with the shared options."""
     return RenderConfig(checkpoint=getattr(self, side), **{n: getattr(self, n) for n in COMPARE_SHARED})
 
 
+if TYPE_CHECKING:  # what type checkers see of the dataclass made below
+    class CompareConfig:
+        a: str | os.PathLike[str]
+        b: str | os.PathLike[str]
+
+        def __init__(self, a: str | os.PathLike[str], b: str | os.PathLike[str], **options: Any) -> None: ...
+        def render_config(self, side: str) -> RenderConfig: ...
+        def __getattr__(self, name: str) -> Any: ...  # the render options of COMPARE_SHARED
+
 #: Everything ``rlviz compare A B`` can be asked: the two checkpoints and the render options that apply
 #: (``COMPARE_SHARED``, declared in :class:`RenderConfig`). Invalid values raise :class:`UsageError`.
-CompareConfig = make_dataclass(
+CompareConfig = make_dataclass(  # type: ignore[misc,assignment]
     "CompareConfig",
     [("a", "str | os.PathLike", option(help="checkpoint A (the baseline)", positional=True)),
      ("b", "str | os.PathLike", option(help="checkpoint B (e.g. after a fix), run on the same seeds as A",
@@ -256,7 +265,7 @@ CompareConfig = make_dataclass(
 CompareConfig.__module__ = __name__
 
 
-def config_dict(config) -> dict:
+def config_dict(config: Any) -> dict[str, Any]:
     """A config as plain JSON-able values (paths as strings), e.g. for a W&B run's config."""
     return {f.name: (str(v) if isinstance(v, os.PathLike) else v)
             for f in fields(config) for v in [getattr(config, f.name)]}

@@ -49,14 +49,14 @@ class ActionSpec:
             return tuple(discrete_names) if discrete_names is not None else tuple(str(i) for i in range(self.size))
         if self.kind == "box":
             return tuple(f"a{d}" for d in range(self.size))
-        return tuple(f"{g}:{i}" for g, n in enumerate(self.nvec) for i in range(n))
+        return tuple(f"{g}:{i}" for g, n in enumerate(self.nvec or ()) for i in range(n))
 
     def bar_indices(self, action) -> tuple:
         """The bars of the chosen action (one per part)."""
         if self.kind == "box" or action is None:
             return ()
         a = np.asarray(action, dtype=np.int64).reshape(-1)
-        offsets = np.concatenate([[0], np.cumsum(self.nvec)[:-1]])
+        offsets = np.concatenate([[0], np.cumsum(self.nvec or ())[:-1]])
         return tuple(int(o + x) for o, x in zip(offsets, a))
 
 
@@ -227,9 +227,9 @@ def space_to_json(space) -> dict | None:
         return None
     out = {"kind": spec.kind, "shape": list(spec.shape)}
     if spec.kind == "multi_discrete":
-        out["nvec"] = list(spec.nvec)
+        out["nvec"] = list(spec.nvec or ())
     if spec.kind == "box":
-        out["low"], out["high"] = [float(v) for v in spec.low], [float(v) for v in spec.high]
+        out["low"], out["high"] = [float(v) for v in spec.low], [float(v) for v in spec.high]  # type: ignore[union-attr]  # a Box has bounds
     return out
 
 

@@ -11,6 +11,8 @@ log-probabilities up to a per-row constant.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -39,7 +41,7 @@ class _CleanRLComposed(nn.Module):
 
     def __init__(self, agent: nn.Module, divisor: float, use_network: bool):
         super().__init__()
-        self.agent = agent
+        self.agent: Any = agent  # CleanRL's Agent: network / actor / critic
         self.divisor = float(divisor)
         self.use_network = use_network
 
@@ -55,7 +57,7 @@ class _CleanRLMethods(nn.Module):
 
     def __init__(self, agent: nn.Module, num_actions: int):
         super().__init__()
-        self.agent = agent
+        self.agent: Any = agent
         self.num_actions = int(num_actions)
 
     def forward(self, x: torch.Tensor):
@@ -82,7 +84,7 @@ def cleanrl_module(agent: nn.Module, x: torch.Tensor, num_actions: int) -> nn.Mo
         with torch.no_grad():
             ref_logp, ref_value = methods(x)
             if callable(getattr(agent, "get_value", None)):
-                ref_value = agent.get_value(x).reshape(x.shape[0])
+                ref_value = agent.get_value(x).reshape(x.shape[0])  # type: ignore[operator]
     except Exception as exc:
         raise UsageError(
             f"{type(agent).__name__}.get_action_and_value(x, action) failed on observations of shape "

@@ -57,7 +57,7 @@ def apply_masks(out: PolicyOutput, masks) -> PolicyOutput:
     logits = torch.where(m, torch.as_tensor(out.logits), torch.tensor(MASKED_LOGIT, dtype=torch.float32))
     if out.kind == "q":
         probs = torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).float()
-        value = logits.max(-1).values.numpy()
+        value: np.ndarray | None = logits.max(-1).values.numpy()
     else:
         logits = torch.log_softmax(logits, dim=-1)
         probs, value = torch.softmax(logits, dim=-1), out.value

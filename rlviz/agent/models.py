@@ -13,8 +13,8 @@ __all__ = ["NatureCNNAgent", "MinAtarAgent", "layer_init"]
 
 
 def layer_init(layer: nn.Module, std: float = float(np.sqrt(2)), bias: float = 0.0) -> nn.Module:
-    nn.init.orthogonal_(layer.weight, std)
-    nn.init.constant_(layer.bias, bias)
+    nn.init.orthogonal_(layer.weight, std)  # type: ignore[arg-type]  # a Linear or Conv2d
+    nn.init.constant_(layer.bias, bias)  # type: ignore[arg-type]
     return layer
 
 

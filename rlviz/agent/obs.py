@@ -104,7 +104,7 @@ class ObsAdapter:
         if not self.flat:
             return np.asarray(batch)
         n = _first_leaf(batch).shape[0]
-        out = np.empty((n, self.size), dtype=np.float32)
+        out = np.empty((n, int(self.size or 0)), dtype=np.float32)
         _flatten_into(self.space, batch, out)
         return out
 

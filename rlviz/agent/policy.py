@@ -166,7 +166,7 @@ class Policy:
     def probs_from_logits(self, logits: torch.Tensor) -> torch.Tensor:
         spec = self.action_spec
         if spec is not None and spec.kind in ("multi_discrete", "multi_binary"):
-            return torch.cat([torch.softmax(p, dim=-1) for p in torch.split(logits, list(spec.nvec), dim=-1)], -1)
+            return torch.cat([torch.softmax(p, dim=-1) for p in torch.split(logits, list(spec.nvec or ()), dim=-1)], -1)
         if self.kind == "q":
             return torch.nn.functional.one_hot(logits.argmax(-1), logits.shape[-1]).to(logits.dtype)
         return torch.softmax(logits, dim=-1)
@@ -280,12 +280,12 @@ class TorchPolicy(Policy):
         if self._cleanrl:  # the same adapter as the CLI's (rlviz.agent.cleanrl)
             self.kind = self._kind = "actor_critic"
             if self.num_actions < 0:
-                self.num_actions = cleanrl_num_actions(module)
+                self.num_actions = cleanrl_num_actions(module)  # type: ignore[arg-type]  # a CleanRL agent is a Module
             if probe_obs is not None:
                 self._settle_cleanrl(self.to_tensor(probe_obs))
 
     def _settle_cleanrl(self, x: torch.Tensor) -> None:
-        self.module = cleanrl_module(self.module, x, self.num_actions)
+        self.module = cleanrl_module(self.module, x, self.num_actions)  # type: ignore[arg-type]
         self._cleanrl = False
 
     def _raw(self, obs: torch.Tensor):
@@ -309,7 +309,7 @@ class TorchPolicy(Policy):
         if spec is not None and spec.continuous:
             return split_box_output(out, spec.size, self.kind)
         logits, value = split_output(out, self.kind)
-        if spec is not None and spec.kind == "multi_binary" and logits.shape[-1] == len(spec.nvec):
+        if spec is not None and spec.kind == "multi_binary" and logits.shape[-1] == len(spec.nvec or ()):
             logits = torch.stack([torch.zeros_like(logits), logits], dim=-1).reshape(logits.shape[0], -1)
         if self.num_actions < 0:
             self.num_actions = int(logits.shape[-1])

@@ -10,6 +10,8 @@ recorder stored.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .masking import env_action_masks
@@ -25,7 +27,7 @@ def plain(policy: Policy) -> bool:
 
 def start_state(policy: Policy):
     """The state row of an env starting an episode (None for a policy without state)."""
-    return policy.initial_state(1) if getattr(policy, "stateful", False) else None
+    return policy.initial_state(1) if getattr(policy, "stateful", False) else None  # type: ignore[attr-defined]
 
 
 def episode_masks(policy: Policy, env) -> np.ndarray | None:
@@ -39,13 +41,13 @@ def policy_step(policy: Policy, obs: np.ndarray, states: list, envs: list) -> tu
     (PolicyOutput [B], the B new state rows)."""
     if plain(policy):
         return policy.evaluate(obs), states
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if policy.needs_action_masks:
         kwargs["masks"] = np.stack([env_action_masks(env, policy.num_actions) for env in envs])
     if not policy.stateful:
         return policy.evaluate(obs, **kwargs), states
     stacked = tuple(np.concatenate(parts) for parts in zip(*states))
-    out, new = policy.step(obs, stacked, **kwargs)
+    out, new = policy.step(obs, stacked, **kwargs)  # type: ignore[attr-defined]  # a stateful policy
     return out, [tuple(part[i : i + 1] for part in new) for i in range(len(states))]
 
 
@@ -53,5 +55,5 @@ def evaluate_episode(policy: Policy, obs, masks: np.ndarray | None = None) -> Po
     """What ``policy`` says on each of a recorded episode's observations [T+1, *obs] (in order; a stateful
     policy from its initial state), with the episode's action masks bool [T+1, A] when it takes them."""
     if masks is not None and getattr(policy, "needs_action_masks", False):
-        return policy.evaluate(obs, masks=masks)
+        return policy.evaluate(obs, masks=masks)  # type: ignore[call-arg]  # a policy that takes masks
     return policy.evaluate(obs)

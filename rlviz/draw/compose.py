@@ -164,6 +164,7 @@ class Compositor:
         self._fs = fs
         self._cum = np.concatenate([[0.0], np.cumsum(np.asarray(trace.rewards, dtype=np.float64))])
         self._layout()
+        self.action_panel: GaussianPanel | BarsPanel
         if internals.mean is not None:
             self.action_panel = GaussianPanel(internals, trace.actions, self.layout, fs)
         else:
@@ -171,7 +172,7 @@ class Compositor:
         rewarded = np.flatnonzero(np.asarray(trace.rewards) != 0) + 1  # a reward arrives with the next frame
         self.value_plot = TimePlot(self.layout.plot, self.T, value_plot_series(internals), fs, ticks=rewarded)
         extras = extras_series(internals)
-        self.extras_plot = TimePlot(self.layout.extras_plot, self.T, extras, fs) if extras else None
+        self.extras_plot = TimePlot(self.layout.extras_plot, self.T, extras, fs) if extras and self.layout.extras_plot else None
         self._background = self._draw_background()
         self.value_plot.draw_traces(self._background)
         if self.extras_plot is not None:
@@ -355,8 +356,8 @@ class Compositor:
         self._text(img, f"{d.entropy:.2f}", ex + elen + 6, ey + eh - 2)
 
     def _draw_extras_numbers(self, img, d: PanelData) -> None:
-        x, y, w, _ = self.layout.extras_plot
-        s = "   ".join(f"{name} {d.extras[name]:.4g}" for name, _, _ in self.extras_plot.series)
+        x, y, w, _ = self.layout.extras_plot  # type: ignore[misc]  # drawn only with an extras plot
+        s = "   ".join(f"{name} {d.extras[name]:.4g}" for name, _, _ in self.extras_plot.series)  # type: ignore[index, union-attr]
         self._text(img, s, x + w - text_width(s, self._fs * 0.85) - 2, y + 12, "text", self._fs * 0.85)
 
     def _draw_header(self, img, d: PanelData) -> None:

@@ -23,7 +23,7 @@ class TimePlot:
         lo, hi = (float(vals.min()), float(vals.max())) if vals.size else (0.0, 1.0)
         pad = 0.05 * (hi - lo) if hi > lo else 1.0
         self.lo, self.hi = lo - pad, hi + pad
-        self._img = None
+        self._img: np.ndarray = np.zeros((0, 0, 3), np.uint8)  # the pre-drawn traces (draw_traces)
 
     def x_of(self, t: int) -> int:
         x, _, w, _ = self.box

@@ -68,7 +68,7 @@ def side_by_side(path_a: str | os.PathLike, path_b: str | os.PathLike, out: str 
         if any(f is None for f in current):
             empty = path_a if current[0] is None else path_b
             raise VideoError(f"{empty} has no frames; expected a recorded episode video.")
-        canvas = _Canvas(current[0], current[1], labels)
+        canvas = _Canvas(current[0], current[1], labels)  # type: ignore[arg-type]  # neither is None (above)
         ended = [False, False]
         frames = 0
         with VideoWriter(out, fps, (canvas.width, canvas.height)) as writer:
@@ -85,5 +85,5 @@ def side_by_side(path_a: str | os.PathLike, path_b: str | os.PathLike, out: str 
                 current = [c if f is None else f for c, f in zip(current, nxt)]
     finally:
         for s in streams:
-            s.close()
+            s.close()  # type: ignore[attr-defined]  # read_video's generators
     return Path(out), frames

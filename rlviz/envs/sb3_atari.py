@@ -43,7 +43,7 @@ class SB3AtariPreprocessing(gym.Wrapper):
             raise EnvError(f"SB3's AtariWrapper needs RGB frames [H, W, 3]; {env.spec.id if env.spec else env} "
                            f"gives observations of shape {shape}. Use obs_type='rgb'.")
         self.noop_max, self.frame_skip, self.size = int(noop_max), max(1, int(frame_skip)), int(screen_size)
-        meanings = env.unwrapped.get_action_meanings()
+        meanings = env.unwrapped.get_action_meanings()  # type: ignore[attr-defined]  # an ALE env
         self.fire = "FIRE" in meanings and meanings[1] == "FIRE" and len(meanings) >= 3
         self._pool = np.zeros((2, *shape), dtype=np.uint8)
         self.warp = bool(warp)
@@ -106,7 +106,7 @@ class SB3FrameStack(gym.ObservationWrapper):
         h, w, c = space.shape
         self._stack = np.zeros((h, w, c * self.n), dtype=space.dtype)
         shape = (c * self.n, h, w) if self.channels_first else (h, w, c * self.n)
-        self.observation_space = gym.spaces.Box(0, 255, shape, dtype=space.dtype)
+        self.observation_space = gym.spaces.Box(0, 255, shape, dtype=space.dtype)  # type: ignore[arg-type]
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)

@@ -17,7 +17,7 @@ __all__ = ["WRAPPERS"]
 
 
 def _clip_reward(env: gym.Env) -> gym.Env:
-    return gym.wrappers.TransformReward(env, lambda r: float(np.sign(r)))
+    return gym.wrappers.TransformReward(env, lambda r: float(np.sign(float(r))))
 
 
 WRAPPERS: dict[str, Callable[..., gym.Env]] = {

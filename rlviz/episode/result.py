@@ -68,7 +68,7 @@ class EpisodeResult:
 
     def _repr_html_(self) -> str:
         """Notebooks: the episode's numbers and, when it was recorded, its video playing in the cell."""
-        rows = [("episode", self.index), ("seed", self.seed), ("return", self.ret), ("length", self.length),
+        rows: list[tuple[str, object]] = [("episode", self.index), ("seed", self.seed), ("return", self.ret), ("length", self.length),
                 ("failures", self.failures), ("terminated", self.terminated), ("truncated", self.truncated)]
         if not math.isnan(self.mean_entropy):
             rows.append(("mean relative entropy", self.mean_entropy))

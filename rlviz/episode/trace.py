@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import BinaryIO, cast
 
 import numpy as np
 
@@ -40,7 +41,7 @@ class SpoolArray:
         self.ndim = len(self.shape)
         self._item_shape = tuple(shape)
         self._itemsize = int(np.prod(self._item_shape, dtype=np.int64)) * self.dtype.itemsize
-        self._fd = os.open(path, os.O_RDONLY)
+        self._fd: int | None = os.open(path, os.O_RDONLY)
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -48,9 +49,9 @@ class SpoolArray:
     def _read(self, start: int, count: int) -> np.ndarray:
         out = np.empty((count,) + self._item_shape, dtype=self.dtype)
         if count and self._itemsize:
-            view, offset, done = memoryview(out).cast("B"), start * self._itemsize, 0
+            view, offset, done = memoryview(out).cast("B"), start * self._itemsize, 0  # type: ignore[arg-type]
             while done < len(view):
-                got = os.preadv(self._fd, [view[done:]], offset + done)
+                got = os.preadv(self._fd, [view[done:]], offset + done)  # type: ignore[arg-type]  # open until close()
                 if got <= 0:
                     raise OSError(f"short read from the episode spool at item {start}")
                 done += got
@@ -91,7 +92,7 @@ class SpoolArray:
             pass
 
 
-def _full(exc: OSError, folder: str | None) -> BaseException:
+def _full(exc: OSError, folder: str | os.PathLike[str] | None) -> BaseException:
     """A one-line :class:`StorageError` for a full disk (or quota); other OS errors as they are."""
     if exc.errno not in (errno.ENOSPC, errno.EDQUOT):
         return exc
@@ -112,7 +113,7 @@ class Spool:
     def __init__(self, shape: Sequence[int], dtype, dir: str | os.PathLike | None = None, name: str = "spool"):
         self.shape = tuple(int(s) for s in shape)
         self.dtype = np.dtype(dtype)
-        self._dir, self._fh, self._readers = None, None, []
+        self._dir, self._fh, self._readers = cast("str | None", None), cast("BinaryIO | None", None), cast("list[SpoolArray]", [])
         try:
             self._dir = tempfile.mkdtemp(prefix="rlviz-", dir=dir)
             self.path = os.path.join(self._dir, f"{name}.bin")
@@ -133,9 +134,9 @@ class Spool:
                 "observations and frames must keep one shape for the whole episode."
             )
         try:
-            self._fh.write(arr.tobytes())
+            self._fh.write(arr.tobytes())  # type: ignore[union-attr]  # None only once closed
         except OSError as exc:
-            raise _full(exc, os.path.dirname(self._dir)) from None
+            raise _full(exc, os.path.dirname(str(self._dir))) from None
         self._n += 1
 
     def __len__(self) -> int:
@@ -147,7 +148,7 @@ class Spool:
             try:
                 self._fh.flush()
             except OSError as exc:
-                raise _full(exc, os.path.dirname(self._dir)) from None
+                raise _full(exc, os.path.dirname(str(self._dir))) from None
         reader = SpoolArray(self.path, self._n, self.shape, self.dtype, owner=self)
         self._readers.append(reader)
         return reader

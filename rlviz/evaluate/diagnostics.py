@@ -172,7 +172,7 @@ class EpisodeDiagnostics:
         """Loop detection: the current run of steps whose observation equals the one ``period`` steps before; a
         step that breaks the run starts one with the distance to the latest equal observation within
         ``loop_max_period`` steps (none: no run). match[j, d - 1]: step j's key equals the one d steps before."""
-        w = THRESHOLDS["loop_max_period"]
+        w = int(THRESHOLDS["loop_max_period"])
         past = self._last
         seen = np.concatenate([past, keys])
         self._last = seen[-w:]

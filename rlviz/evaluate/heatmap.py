@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -87,13 +88,13 @@ class FailureHeatmap:
 
     def total(self) -> np.ndarray:
         """int64 [H, W]: counts summed over objects ("all objects")."""
-        return np.sum([self.counts[n] for n in self.object_names], axis=0, dtype=np.int64)
+        return np.asarray(np.sum([self.counts[n] for n in self.object_names], axis=0, dtype=np.int64))
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path) -> Path:
         """Write an .npz (no pickles): counts, names, env id, counters, optional background."""
         path = Path(path)
-        arrays = {
+        arrays: dict[str, Any] = {
             "counts": np.stack([self.counts[n] for n in self.object_names]),
             "object_names": np.array(self.object_names, dtype=str),
             "env_id": np.array(self.env_id, dtype=str),
@@ -200,7 +201,7 @@ class HeatmapDiff:
     def save(self, path) -> Path:
         """.npz: counts_a, counts_b (int64 [objects, H, W]), object_names, failures_a/b, episodes_a/b, diff."""
         path = Path(path)
-        arrays = {
+        arrays: dict[str, Any] = {
             "counts_a": np.stack([self.a.counts[n] for n in self.a.object_names]),
             "counts_b": np.stack([self.b.counts[n] for n in self.b.object_names]),
             "object_names": np.array(self.a.object_names, dtype=str),

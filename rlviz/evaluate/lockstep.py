@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,7 @@ class BlockNoise:
         self.rngs: list = [None] * slots
         self.t = 0  # takes so far: every step takes (a policy that samples) or none does (greedy)
         self.due: dict = {}  # take -> [(slot, rng)] whose next block starts there
-        self.ring = None  # [2 * BLOCK, slots, k], allocated on the first take
+        self.ring: Any = None  # [2 * BLOCK, slots, k], allocated on the first take
 
     def begin(self, i: int, rng: np.random.Generator) -> None:
         """Slot ``i`` starts an episode sampled from ``rng`` at the next take (greedy episodes draw nothing)."""
@@ -125,8 +126,8 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
     pending = iter(indices)
     n = len(envs)
     slots: list = [None] * n
-    chunk = None  # the policy's forward rows for these observations (known at the first reset)
-    buf = None  # [whole chunks >= n, *obs_shape] in the observations' dtype: the policy's input, a row per env
+    chunk: Any = None  # the policy's forward rows for these observations (known at the first reset)
+    buf: Any = None  # [whole chunks >= n, *obs_shape] in the observations' dtype: the policy's input, a row per env
     noise = BlockNoise(n)
     log = StepLog(n, runner.clip_values)
     records, steps = [], 0

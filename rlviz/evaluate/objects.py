@@ -95,7 +95,7 @@ class MinAtarExtractor(Extractor):
         self._channels: dict[str, int] | None = None
 
     @property
-    def names(self) -> tuple[str, ...]:
+    def names(self) -> tuple[str, ...]:  # type: ignore[override]  # read-only here: set by the first frame
         return self._names or tuple(self._channels or ())
 
     def _game_channels(self, env) -> dict[str, int]:
@@ -325,7 +325,7 @@ _BY_ID: dict[str, Callable[[], Extractor]] = {
     "MinAtar/Breakout-v1": lambda: MinAtarExtractor(("ball", "paddle")),
 }
 for _id, _objects in CLASSIC_OBJECTS.items():
-    _BY_ID[_id] = lambda objects=_objects: StateExtractor(*objects)
+    _BY_ID[_id] = lambda objects=_objects: StateExtractor(*objects)  # type: ignore[misc]
 
 
 def extractor_for(env_id: str) -> Extractor:

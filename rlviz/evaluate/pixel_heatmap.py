@@ -138,10 +138,10 @@ class FailureReplay:
         t = max(windows)
         if snap is _SEED:
             env = self.env
-            seeded_reset(env, log.seed)
+            seeded_reset(env, log.seed)  # type: ignore[arg-type]  # a logged episode has its seed
         else:
             env = copy.deepcopy(snap)  # (not closed: a classic-control close() would quit pygame for everyone)
-        found, obs = self._play(env, step, lambda s: log.actions[s - log.base], windows)
+        found, obs = self._play(env, step, lambda s: log.actions[s - log.base], windows)  # type: ignore[arg-type]
         if t not in found or (t > step and not _same(flatten(obs), obs_t)):
             how = "Its seed" if snap is _SEED else "A copy of the env (copy.deepcopy)"
             warnings.warn(
@@ -177,7 +177,7 @@ class FailureReplay:
         observation of the last frame, or None when no step was taken)."""
         ex = self.extractor
         ex.begin_episode(env)
-        render = set()
+        render: set[int] = set()
         for t, first in windows.items():
             render.update(range(max(start, first - self.history), t + 1))
         captures: dict[int, object] = {}

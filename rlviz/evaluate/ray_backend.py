@@ -201,7 +201,7 @@ class RayPool:
                     running[actor.run.remote(fn, tasks[i], progress is not None)] = (actor, i)
                 if meanwhile is not None:
                     meanwhile, todo = None, meanwhile
-                    todo()
+                    todo()  # type: ignore[misc]  # the callable meanwhile held
                 ready, _ = self.ray.wait(list(running), num_returns=1, timeout=REPORT_EVERY_S)
                 if progress is not None:
                     self._collect(running, progress)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -145,14 +146,14 @@ def rollout(
 def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma, progress,
              max_steps, first_episode, lookback, indices) -> RolloutResult:
     if callable(progress):
-        progress_bar = Report(progress)
+        progress_bar: Any = Report(progress)
     else:
         progress_bar = bar(episodes, "rollouts", unit="ep", show=progress)  # shown while the envs are built, too
     envs = [make_env(recipe, render_mode="rgb_array") for _ in range(num_envs)]
     replay = None
     try:
         check_policy_actions(policy, envs[0].action_space)
-        space = envs[0].action_space
+        space: Any = envs[0].action_space
         n_actions = int(space.n) if isinstance(getattr(space, "n", None), (int, np.integer)) else 0  # 0: not Discrete
         hm = None
         if extractor is not None:
@@ -176,7 +177,7 @@ def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extracto
         if replay is not None:
             replay.close()
     return RolloutResult(
-        recipe.env_id, tuple(records), hm, steps, wall, float(gamma), int(seed), runner.fail_on, recipe.to_json()
+        recipe.env_id, tuple(records), hm, steps, wall, float(gamma), int(seed), runner.fail_on, recipe.to_json()  # type: ignore[arg-type]
     )
 
 
@@ -243,7 +244,7 @@ def replay_episode(
         raise UsageError("replay_episode needs a recipe (an EnvRecipe or env id) or env=...; received neither.")
     recipe = _recipe(recipe) if recipe is not None else None
     own = env is None
-    env = make_env(recipe, render_mode="rgb_array") if own else env
+    env = make_env(recipe, render_mode="rgb_array") if own else env  # type: ignore[arg-type]  # own: a recipe was given
     try:
         clips = _clips(recipe) if recipe is not None else False
         runner = Runner(policy, greedy, fail_on, None, None, float(gamma), clips, max_steps)

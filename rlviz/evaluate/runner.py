@@ -6,6 +6,7 @@ failures, lives, heatmap captures) and turns the finished episode into an :class
 from __future__ import annotations
 
 from collections import deque
+from typing import Any
 
 import numpy as np
 
@@ -28,7 +29,7 @@ __all__ = ["Runner", "EpisodeState", "value_sums", "resolve_fail_on", "lives_of"
 class EpisodeState:
     """Per-sub-env state of the running episode."""
 
-    def __init__(self, index: int, seed: int, lives: int | None, num_actions: int = 1):
+    def __init__(self, index: int, seed: int | None, lives: int | None, num_actions: int = 1):
         self.index, self.seed, self.lives = index, seed, lives
         self.diag = EpisodeDiagnostics(num_actions)
         self.rng = np.random.default_rng(seed)
@@ -36,8 +37,8 @@ class EpisodeState:
         self.rewards: list = []  # with a value head: the episode's rewards and values, in parts (StepLog.fold)
         self.values: list = []
         self.recent: deque = deque()  # the last few captures, newest last
-        self.log = None  # with a FailureReplay: env snapshots and actions for the heatmap (EpisodeLog)
-        self.obs = None  # the observation the next action is chosen on (as the policy sees it)
+        self.log: Any = None  # with a FailureReplay: env snapshots and actions for the heatmap (EpisodeLog)
+        self.obs: Any = None  # the observation the next action is chosen on (as the policy sees it)
         self.is_success: bool | None = None
         self.state = None  # a stateful policy's state row for this env (fresh at each episode start)
 
@@ -75,10 +76,10 @@ class Runner:
         self.lookback = max(1, int(lookback))
         self.extractor, self.heatmap, self.gamma = extractor, heatmap, gamma
         self.clip_values, self.max_steps = clip_values, max_steps
-        self.replay = replay  # frames rendered only for failures, by replaying the episode afterwards
-        self.fail_on = None
-        self.obs = None  # ObsAdapter: env observations -> the policy's input
-        self.spec = None  # the env's ActionSpec, read on the first start()
+        self.replay: Any = replay  # frames rendered only for failures, by replaying the episode afterwards
+        self.fail_on: str | None = None
+        self.obs: Any = None  # ObsAdapter: env observations -> the policy's input
+        self.spec: Any = None  # the env's ActionSpec, read on the first start()
 
     def start(self, env, index: int, seed: int | None):
         if self.spec is None:

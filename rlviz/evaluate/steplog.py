@@ -28,7 +28,7 @@ class StepLog:
         self.clip, self.g = clip, 0
         self.slots = slots
         self.start = np.zeros(slots, np.intp)  # each slot's first row not yet folded
-        self.arrays: dict | None = None  # name -> [ROWS, slots, ...], allocated on the first write
+        self.arrays: dict[str, np.ndarray] = {}  # name -> [ROWS, slots, ...], allocated on the first write
 
     def _allocate(self, d) -> None:
         n, out = self.slots, d.out
@@ -42,7 +42,7 @@ class StepLog:
 
     def write(self, cols, d) -> None:
         """The current row of the slots ``cols`` (an index array, in the order of the Decision ``d``'s rows)."""
-        if self.arrays is None:
+        if not self.arrays:
             self._allocate(d)
         g, arr, out = self.g, self.arrays, d.out
         arr["keys"][g, cols] = d.keys

@@ -26,6 +26,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
+from typing import Any
 
 from ..errors import RlvizError, UsageError, WorkerError
 from .heatmap import FailureHeatmap
@@ -192,7 +193,7 @@ def _portable(exc: BaseException):
 @dataclass
 class _Worker:
     process: mp.Process
-    conn: object
+    conn: Any  # the driver's end of the worker's Pipe
     task: int | None = None
 
 
@@ -215,7 +216,7 @@ class WorkerPool:
             raise UsageError(f"start={start!r}; this platform starts processes with one of "
                              f"{', '.join(mp.get_all_start_methods())}.")
         self.size, self.threads, self.preload = int(workers), int(threads), tuple(preload)
-        self._ctx = mp.get_context(start)
+        self._ctx: Any = mp.get_context(start)
         self._workers: list[_Worker] = []
         self._claims = self._ctx.Value("q", 0)  # the next index claimed_indices() hands out (shared_from=)
         self._sharing = self._suspect = False  # a shared map runs; a worker died in one (its lock may be held)
@@ -257,7 +258,7 @@ class WorkerPool:
             if self._suspect:  # the workers hold a counter whose lock a dead worker may have kept: new ones, new counter
                 self.close()
                 self._claims, self._suspect = self._ctx.Value("q", 0), False
-            self._claims.get_obj().value = int(shared_from)  # (no worker claims between maps: no lock needed)
+            self._claims.get_obj().value = int(shared_from or 0)  # (no worker claims between maps: no lock needed)
         results: dict[int, object] = {}
         queue, deaths = deque(range(len(tasks))), [0] * len(tasks)
         self._counted, self._reported = [0] * len(tasks), [0] * len(tasks)  # progress per task: shown, this run
@@ -271,7 +272,7 @@ class WorkerPool:
                     w.conn.send((w.task, fn, tasks[w.task]))
             if meanwhile is not None:
                 meanwhile, todo = None, meanwhile
-                todo()
+                todo()  # type: ignore[misc]  # the callable meanwhile held
             ready = wait([w.conn for w in self._workers] + [w.process.sentinel for w in self._workers], timeout=1.0)
             for w in list(self._workers):
                 if w.conn in ready and self._receive(w, results, progress):

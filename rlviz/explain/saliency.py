@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import tempfile
 import warnings
+from typing import Any
 
 import numpy as np
 import torch
@@ -48,7 +49,7 @@ __all__ = ["ZeroSaliencyWarning", "attribute", "normalise_episode", "episode_sca
            "ObsLayout", "detect_layout"]
 
 METHODS = SALIENCY_METHODS
-_OPTIONS = {
+_OPTIONS: dict[str, dict[str, Any]] = {
     "gradient": {"reduce": "max"},
     "smoothgrad": {"reduce": "max", "n_samples": 16, "noise_level": 0.15, "seed": 0},
     "perturbation": {"radius": None, "stride": None, "blur_sigma": "auto"},
@@ -336,7 +337,7 @@ def attribute(
         if out is None:
             out = np.empty((obs.shape[0],) + maps.shape[1:], dtype=np.float32)
         out[s : s + maps.shape[0]] = maps
-    return out
+    return out  # type: ignore[return-value]  # obs has at least one row
 
 
 def episode_saliency(

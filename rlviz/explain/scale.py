@@ -6,6 +6,8 @@ little the agent cares); here the whole episode shares one scale, a high percent
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..errors import UsageError
@@ -48,7 +50,7 @@ def episode_scale(maps: np.ndarray, percentile: float = 99.5, chunk_elems: int =
     cum = np.cumsum(counts)
     b_lo, b_hi = int(np.searchsorted(cum, lo, side="right")), int(np.searchsorted(cum, hi, side="right"))
     before = int(cum[b_lo - 1]) if b_lo > 0 else 0
-    vals = []
+    vals: Any = []
     for c in _row_chunks(maps, rows):
         b = bins(c)
         vals.append(c[(b >= b_lo) & (b <= b_hi)])

@@ -94,7 +94,7 @@ def log_episode(
             f"log_episode needs an env id, an EnvRecipe or a gymnasium env; received {type(env_or_recipe).__name__}."
         )
     tmp = None if video_folder is not None else tempfile.mkdtemp(prefix="rlviz-eval-")
-    folder = Path(video_folder) if video_folder is not None else Path(tmp)
+    folder = Path(video_folder) if video_folder is not None else Path(str(tmp))
     prefix = re.sub(r"[^A-Za-z0-9._=+-]+", "_", name).strip("_") or "episode"
     try:
         recorder = RecordEpisode(

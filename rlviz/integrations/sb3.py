@@ -31,7 +31,7 @@ _callbacks = require("stable_baselines3.common.callbacks", "sb3", "the Stable-Ba
 __all__ = ["RlvizCallback"]
 
 
-class RlvizCallback(_callbacks.BaseCallback):
+class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
     """Every ``every_steps`` timesteps, play one evaluation episode, record it with panels, log it.
 
     Args:
@@ -119,7 +119,7 @@ class RlvizCallback(_callbacks.BaseCallback):
         try:
             result = log_episode(
                 self.eval_env,
-                self._policy,
+                self._policy,  # type: ignore[arg-type]  # set when training starts
                 self.sinks + self._owned_sinks,
                 step,
                 seed=self.seed,

@@ -20,6 +20,7 @@ import json
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from .. import progress
 from ..config import CompareConfig, config_dict, parse_video_spec
@@ -59,16 +60,16 @@ class CompareOutputs:
     """What :func:`compare` wrote. ``comparison`` is the dict in comparison.json; ``table`` the terminal table."""
 
     out_dir: Path
-    comparison: dict
+    comparison: dict[Any, Any]
     table: str
     comparison_json: Path
     episodes_csv: Path
     heatmap_png: Path | None = None
     heatmap_npz: Path | None = None
-    videos: tuple = field(default_factory=tuple)
+    videos: tuple[Any, ...] = field(default_factory=tuple)
 
 
-def compare(config: CompareConfig | None = None, **kwargs) -> CompareOutputs:
+def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutputs:
     """Run the whole ``rlviz compare A B`` job; ``compare(a=..., b=..., episodes=...)`` works too. Progress bars
     show only with ``progress=True`` (the CLI sets it when stderr is a terminal)."""
     if config is None:
@@ -83,7 +84,8 @@ def compare(config: CompareConfig | None = None, **kwargs) -> CompareOutputs:
                 agents.append(load_agent(path, env=config.env, model=config.model, trust=config.trust_checkpoint,
                                          device=config.device))
         check_same_env(agents, (config.a, config.b))
-        config = replace(config, a=pinned_id(config.a, agents[0]), b=pinned_id(config.b, agents[1]))  # hf://
+        config = replace(config, a=pinned_id(config.a, agents[0]),  # type: ignore[type-var]  # hf://
+                         b=pinned_id(config.b, agents[1]))
         for agent, side in zip(agents, "ab"):
             check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts
@@ -102,7 +104,7 @@ def compare(config: CompareConfig | None = None, **kwargs) -> CompareOutputs:
                           final(heatmap_npz), tuple(final(v) for v in videos))
 
 
-def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list) -> tuple:
+def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list[Any]) -> tuple[Any, ...]:
     """The run's outputs, written into ``folder``: (comparison, table, heatmap npz, heatmap png, videos)."""
     gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
     labels = (f"A: {Path(config.a).name}", f"B: {Path(config.b).name}")
@@ -126,7 +128,7 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
     return comparison, format_comparison(comparison, labels), heatmap_npz, heatmap_png, videos
 
 
-def _write_report(folder: Path, comparison: dict, results, labels, heatmap_png: Path | None) -> Path:
+def _write_report(folder: Path, comparison: dict[Any, Any], results: Any, labels: Any, heatmap_png: Path | None) -> Path:
     """report.html: both agents side by side (summary, findings, episode table, each agent's videos with their
     timelines), the heatmap difference with A's column."""
     runs = []
@@ -145,7 +147,7 @@ def _episode_of(path: Path) -> int:
     return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else -1
 
 
-def check_same_env(agents: list[LoadedAgent], paths) -> None:
+def check_same_env(agents: list[LoadedAgent], paths: Any) -> None:
     """A usage error unless both agents run on the same env (the same recipe: env id, kwargs, wrappers)."""
     a, b = (agent.recipe for agent in agents)
     if a.to_json() == b.to_json():
@@ -157,7 +159,7 @@ def check_same_env(agents: list[LoadedAgent], paths) -> None:
     )
 
 
-def comparison_dict(results: list[RolloutResult], config: CompareConfig) -> dict:
+def comparison_dict(results: list[RolloutResult], config: CompareConfig) -> dict[Any, Any]:
     """The content of comparison.json for the rollouts of A and B over the same seeds."""
     ra, rb = results
     if [e.seed for e in ra.episodes] != [e.seed for e in rb.episodes]:
@@ -210,13 +212,13 @@ def _write_heatmap_diff(results: list[RolloutResult], out: Path) -> tuple[Path |
     return diff.save(out / "heatmap_diff.npz"), diff.plot(out / "heatmap_diff.png", labels=("A", "B"))
 
 
-def _record_side_by_side(agents, results, folder: Path, config: CompareConfig, gammas, labels) -> tuple[list, float]:
+def _record_side_by_side(agents: Any, results: Any, folder: Path, config: CompareConfig, gammas: Any, labels: Any) -> tuple[list[Any], float]:
     """For each episode ``config.videos`` selects (worst/best by the return B - A): both agents' videos on its
     seed (videos/a, videos/b) and the two side by side (videos/<label>-<k>.mp4)."""
     diffs = results[1].returns - results[0].returns
     videos, fps = [], 30.0
     for label, idx in select_episodes(diffs, parse_video_spec(config.videos), seed=config.seed):
-        singles = []
+        singles: list[Any] = []
         for agent, result, side, gamma in zip(agents, results, "ab", gammas):
             replayed, fps = record_episode(agent, result.episodes[idx], folder / side, f"{label}-{idx}",
                                            config.render_config(side), gamma, min_seconds=0.0)  # frame-locked
@@ -224,14 +226,14 @@ def _record_side_by_side(agents, results, folder: Path, config: CompareConfig, g
         longest = max(results[0].episodes[idx].length, results[1].episodes[idx].length) + 1
         rate, held = video_timing(longest, fps, MIN_VIDEO_SECONDS)  # short pairs play slower and hold their end
         with progress.phase(f"side by side {label}:{idx}"):
-            path, _ = side_by_side(*singles, folder / f"{label}-{idx}.mp4", fps=rate, labels=labels,
+            path, _ = side_by_side(singles[0], singles[1], folder / f"{label}-{idx}.mp4", fps=rate, labels=labels,
                                    min_frames=longest + held)
         fps = rate
         videos.append(path)
     return videos, fps
 
 
-def _log(sinks: list, comparison: dict, videos: list[Path], heatmap_png: Path | None, fps: float) -> None:
+def _log(sinks: list[Any], comparison: dict[Any, Any], videos: list[Path], heatmap_png: Path | None, fps: float) -> None:
     """The comparison's numbers, the side-by-side videos and the heatmap difference to each sink."""
     numbers = {k: v for k, v in _flat_numbers(comparison).items() if not k.startswith(("a/", "b/"))}
     for key, (lo, hi) in _intervals(comparison).items():
@@ -244,7 +246,7 @@ def _log(sinks: list, comparison: dict, videos: list[Path], heatmap_png: Path | 
             sink.log_image("rlviz/compare/heatmap_diff", heatmap_png, step=0)
 
 
-def _intervals(d: dict, prefix: str = "") -> dict:
+def _intervals(d: dict[Any, Any], prefix: str = "") -> dict[Any, Any]:
     """{"return_diff/ci95": (lo, hi), ...}: the confidence intervals of a comparison dict."""
     found = {}
     for k, v in d.items():
@@ -262,11 +264,11 @@ _TABLE_ROWS = (("length mean", "lengths/mean"), ("failures/episode", "failures_p
                ("value explained variance", "value_explained_variance"))
 
 
-def _ci(v) -> str:
+def _ci(v: Any) -> str:
     return f"[{_f(float(v[0]))}, {_f(float(v[1]))}]"
 
 
-def format_comparison(c: dict, labels=("A", "B")) -> str:
+def format_comparison(c: dict[Any, Any], labels: Any = ("A", "B")) -> str:
     """A plain-text table of a comparison dict for the terminal."""
     boot = c["bootstrap"]
     fa, fb = _flat_numbers(c["a"]), _flat_numbers(c["b"])

@@ -22,6 +22,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from .._version import __version__
 from ..errors import StorageError, UsageError
@@ -37,7 +38,7 @@ def is_run_folder(path: Path) -> bool:
     return (Path(path) / MARKER).is_file()
 
 
-def check_out_dir(out: str | os.PathLike, overwrite: bool) -> Path:
+def check_out_dir(out: str | os.PathLike[str], overwrite: bool) -> Path:
     """Refuse an ``--out`` the run may not use (one line saying why and what to do); returns it as a Path."""
     out = Path(out)
     if out.exists() and not out.is_dir():
@@ -56,11 +57,11 @@ def check_out_dir(out: str | os.PathLike, overwrite: bool) -> Path:
     return out
 
 
-_HELD: dict[Path, list] = {}  # resolved --out -> [lock file descriptor, nesting depth] (this process's claims)
+_HELD: dict[Path, list[int]] = {}  # resolved --out -> [lock file descriptor, nesting depth] (this process's claims)
 _HELD_LOCK = threading.Lock()
 
 
-def lock_path(out: str | os.PathLike) -> Path:
+def lock_path(out: str | os.PathLike[str]) -> Path:
     """The lock file of an ``--out`` folder: ``.<name>.lock`` beside it."""
     resolved = Path(out).resolve()
     return resolved.parent / f".{resolved.name}.lock"
@@ -96,7 +97,7 @@ def _lock(path: Path, out: Path) -> int:
 
 
 @contextmanager
-def claim_out_dir(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
+def claim_out_dir(out: str | os.PathLike[str], overwrite: bool) -> Iterator[Path]:
     """Hold ``out``'s lock (see the module docstring) and :func:`check_out_dir` it under the lock; re-entrant
     within a process. A second process claiming it meanwhile gets a one-line :class:`UsageError`."""
     check_out_dir(out, overwrite)  # the plain refusals first (no lock file is made for them)
@@ -123,13 +124,13 @@ def claim_out_dir(out: str | os.PathLike, overwrite: bool) -> Iterator[Path]:
 
 
 @contextmanager
-def run_folder(out: str | os.PathLike, *, overwrite: bool, job: str, options: dict) -> Iterator[Path]:
+def run_folder(out: str | os.PathLike[str], *, overwrite: bool, job: str, options: dict[Any, Any]) -> Iterator[Path]:
     """Yield the staging folder to write the run into; on success it becomes ``out`` (see the module docstring)."""
     with claim_out_dir(out, overwrite) as out:
         yield from _staged(out, overwrite, job, options)
 
 
-def _staged(out: Path, overwrite: bool, job: str, options: dict) -> Iterator[Path]:
+def _staged(out: Path, overwrite: bool, job: str, options: dict[str, Any]) -> Iterator[Path]:
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = temp_name(parent / out.name)  # the one temp-name scheme (media.atomic): pid inside

@@ -21,12 +21,13 @@ import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from .. import progress
-from ..config import RenderConfig, config_dict, parse_video_spec
+from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
 from ..envs import make_env, to_rgb_frame
 from ..episode import EpisodeResult
 from ..errors import UsageError
@@ -64,13 +65,13 @@ class RenderOutputs:
     """What :func:`render` wrote. ``summary`` is the dict in summary.json; ``table`` the terminal table."""
 
     out_dir: Path
-    summary: dict
+    summary: dict[Any, Any]
     table: str
     summary_json: Path
     episodes_csv: Path
     heatmap_png: Path | None = None
     heatmap_npz: Path | None = None
-    videos: tuple = field(default_factory=tuple)
+    videos: tuple[Any, ...] = field(default_factory=tuple)
     report_html: Path | None = None
 
     def _repr_html_(self) -> str:
@@ -78,7 +79,7 @@ class RenderOutputs:
         return outputs_html(self.summary, self.heatmap_png, self.videos, self.report_html)
 
     @property
-    def warnings(self) -> list:
+    def warnings(self) -> list[Any]:
         """The diagnostics of severity "warning" (``--strict`` exits 3 when there is any)."""
         return [f for f in self.summary.get("diagnostics", ()) if f["severity"] == "warning"]
 
@@ -111,7 +112,7 @@ def select_episodes(returns: np.ndarray, spec: list[tuple[str, int]], seed: int 
     return chosen
 
 
-def open_sinks(config: RenderConfig) -> list:
+def open_sinks(config: RenderConfig | CompareConfig) -> list[Any]:
     """The W&B / TensorBoard sinks the config asks for (their extras are imported here, before any long work)."""
     sinks = []
     if config.wandb_project:
@@ -125,7 +126,7 @@ def open_sinks(config: RenderConfig) -> list:
     return sinks
 
 
-def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
+def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
     """Run the whole ``rlviz render`` job; ``render(checkpoint=..., episodes=...)`` works too. Progress bars show
     only with ``progress=True`` (the CLI sets it when stderr is a terminal)."""
     if config is None:
@@ -168,8 +169,8 @@ def render(config: RenderConfig | None = None, **kwargs) -> RenderOutputs:
     )
 
 
-def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list,
-                 backend=None) -> tuple:
+def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list[Any],
+                 backend: Any = None) -> tuple[Any, ...]:
     """The run's outputs, written into ``folder``: (summary, heatmap npz, heatmap png, video results)."""
     with torch_threads(config.threads):
         result = run_rollouts(agent, config, gamma, backend)
@@ -211,7 +212,7 @@ def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
             )
 
 
-def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend=None) -> RolloutResult:
+def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend: Any = None) -> RolloutResult:
     """The config's episodes of ``agent``: statistics and (with ``config.heatmap``) the failure heatmap.
     backend: None (this process) or a worker pool (:func:`rlviz.jobs.shards.open_backend`): the episodes run
     there as seed-contiguous shards, merged into the same result."""
@@ -232,7 +233,7 @@ def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend
     )
 
 
-def write_heatmap(result: RolloutResult, recipe, out: Path, config: RenderConfig) -> tuple[Path | None, Path | None]:
+def write_heatmap(result: RolloutResult, recipe: Any, out: Path, config: RenderConfig) -> tuple[Path | None, Path | None]:
     """heatmap.npz and heatmap.png in ``out`` when the rollout made a heatmap; (None, None) otherwise."""
     heatmap = result.heatmap
     if heatmap is None:
@@ -242,7 +243,7 @@ def write_heatmap(result: RolloutResult, recipe, out: Path, config: RenderConfig
     return heatmap.save(out / "heatmap.npz"), heatmap.plot(out / "heatmap.png", log=config.log_scale)
 
 
-def _run_sharded(backend, config: RenderConfig, gamma: float) -> RolloutResult:
+def _run_sharded(backend: Any, config: RenderConfig, gamma: float) -> RolloutResult:
     source = source_for(config, backend)  # Ray: the checkpoint's bytes via the object store
     t0 = time.perf_counter()
     # this process idles while the workers run: it imports what it needs afterwards meanwhile
@@ -258,7 +259,7 @@ def _run_sharded(backend, config: RenderConfig, gamma: float) -> RolloutResult:
     return merge_rollouts(parts, time.perf_counter() - t0)
 
 
-def _run_shared(backend, source, config: RenderConfig, gamma: float, report, meanwhile) -> list:
+def _run_shared(backend: Any, source: Any, config: RenderConfig, gamma: float, report: Any, meanwhile: Any) -> list[Any]:
     """The episodes shared out to the local workers one at a time as their envs free up (no worker idles while
     another holds a long shard; each builds its envs once). A dead worker's episodes (those it claimed and did
     not return) run again once, split over the workers; a second death raises WorkerError."""
@@ -286,7 +287,7 @@ def _run_shared(backend, source, config: RenderConfig, gamma: float, report, mea
             report(ret)
 
     redo = [ShardTask(source, gamma, 0, n, indices=tuple(lost[i::size])) for i in range(min(size, len(lost)))]
-    again = backend.map(run_shard, redo, progress=recount, what="the rollout of", retry=False)
+    again: list[Any] = backend.map(run_shard, redo, progress=recount, what="the rollout of", retry=False)
     for t, r in zip(redo, again):
         if isinstance(r, WorkerDied):
             raise died_twice(r.how, f"the rollout of {t}")
@@ -297,7 +298,7 @@ def _run_shared(backend, source, config: RenderConfig, gamma: float, report, mea
 _HEATMAP_IMPORTS = ("matplotlib.colors", "matplotlib.pyplot")
 
 
-def _import(names) -> None:
+def _import(names: Any) -> None:
     """Import ``names`` now; a failure is left to the import where the module is used, which reports it."""
     for name in names:
         try:
@@ -307,7 +308,7 @@ def _import(names) -> None:
 
 
 def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, config: RenderConfig,
-                  gamma: float, backend=None) -> tuple[list[EpisodeResult], float]:
+                  gamma: float, backend: Any = None) -> tuple[list[EpisodeResult], float]:
     """Replay the episodes ``config.videos`` selects through :class:`RecordEpisode`: their results (with
     ``video_path``) and the videos' frame rate. A replay whose return differs from the rollout's gets a warning.
     With a ``backend`` the replays run in its workers and the files come back as bytes."""
@@ -331,7 +332,7 @@ def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, confi
     return videos, fps
 
 
-def log_to_sinks(sinks: list, summary, result: RolloutResult, videos: list[EpisodeResult], heatmap_png,
+def log_to_sinks(sinks: list[Any], summary: Any, result: RolloutResult, videos: list[EpisodeResult], heatmap_png: Any,
                  fps: float) -> None:
     """Statistics, the episode table, the videos and the heatmap to each sink (W&B, TensorBoard)."""
     for sink in sinks:
@@ -342,19 +343,19 @@ def log_to_sinks(sinks: list, summary, result: RolloutResult, videos: list[Episo
         if rows:
             sink.log_table("rlviz/episodes", list(rows[0]), [list(r.values()) for r in rows], step=0)
         for v in videos:
-            sink.log_video(f"rlviz/{v.video_path.stem}", v.video_path, step=0, fps=fps)
+            sink.log_video(f"rlviz/{Path(v.video_path or '').stem}", v.video_path, step=0, fps=fps)
         if heatmap_png is not None:
             sink.log_image("rlviz/failure_heatmap", heatmap_png, step=0)
 
 
-def _diagnostics_markdown(findings) -> str:
+def _diagnostics_markdown(findings: Any) -> str:
     """The findings as a markdown list (TensorBoard text, W&B summary)."""
     if not findings:
         return "no findings"
     return "\n".join(f"- **{f['severity']}** `{f['id']}`: {f['message']}" for f in findings)
 
 
-def _flat_numbers(d: dict, prefix: str = "") -> dict:
+def _flat_numbers(d: dict[Any, Any], prefix: str = "") -> dict[Any, Any]:
     """Nested summary dict -> {"returns/mean": 1.0, ...} with numbers only (for scalar sinks)."""
     flat = {}
     for k, v in d.items():
@@ -366,7 +367,7 @@ def _flat_numbers(d: dict, prefix: str = "") -> dict:
     return flat
 
 
-def _background_frame(recipe, seed: int) -> np.ndarray | None:
+def _background_frame(recipe: Any, seed: int) -> np.ndarray | None:
     """A first frame of the game to draw the heatmap over."""
     env = make_env(recipe)
     try:

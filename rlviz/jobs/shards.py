@@ -18,6 +18,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,8 +44,8 @@ __all__ = ["AgentSource", "ShardTask", "VideoTask", "run_shard", "record_video_t
 #: render's videos last at least this long: short episodes play slower and hold their last frame.
 MIN_VIDEO_SECONDS = 2.0
 
-_LOADED: dict = {}  # in a worker: the agents of the last sources, by key (forked workers inherit the driver's)
-_SOURCES: dict = {}  # in the driver: the run's AgentSources (Ray: the checkpoint's bytes are put once)
+_LOADED: dict[Any, LoadedAgent] = {}  # in a worker: the agents of the last sources, by key (forked workers inherit the driver's)
+_SOURCES: dict[tuple[str, bool], AgentSource] = {}  # in the driver: the run's AgentSources (Ray: the checkpoint's bytes are put once)
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class AgentSource:
     digest: str = ""
 
     @classmethod
-    def for_config(cls, config: RenderConfig, put=None) -> AgentSource:
+    def for_config(cls, config: RenderConfig, put: Any = None) -> AgentSource:
         """The config's checkpoint; with ``put`` (Ray's), its bytes travel through the object store instead of
         its path. An rl-zoo3 run (a folder, or a model inside one) goes by path: it must exist on every node; an
         ``hf://`` id goes as it is (each node fetches the repo into its own Hugging Face cache)."""
@@ -74,7 +75,7 @@ class AgentSource:
         return cls(path, config, None, put(data), stats, hashlib.sha256(data).hexdigest())
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[Any, ...]:
         c = self.config
         return self.path, self.digest, c.device, c.env, c.model, c.trust_checkpoint, os.fspath(c.vecnormalize or "")
 
@@ -88,7 +89,7 @@ class AgentSource:
 
     def _load(self) -> LoadedAgent:
         c = self.config
-        kw = dict(env=c.env, model=c.model, trust=c.trust_checkpoint, device=c.device)
+        kw: dict[str, Any] = dict(env=c.env, model=c.model, trust=c.trust_checkpoint, device=c.device)
         if self.ref is None:
             return load_agent(self.path, vecnormalize=c.vecnormalize, **kw)
         data = require("ray", "ray", "--ray").get(self.ref)
@@ -114,7 +115,7 @@ class ShardTask:
     first_episode: int
     episodes: int
     shared: bool = False
-    indices: tuple | None = None
+    indices: tuple[Any, ...] | None = None
     num_envs: int | None = None
 
     def __str__(self) -> str:
@@ -124,7 +125,7 @@ class ShardTask:
         return f"episodes {self.first_episode}-{self.first_episode + self.episodes - 1}"
 
 
-def run_shard(task: ShardTask, progress=None):
+def run_shard(task: ShardTask, progress: Any = None) -> Any:
     """A worker's rollout of one shard: its RolloutResult (merge with :func:`merge_rollouts`)."""
     agent, c = task.source.load(), task.source.config
     if task.shared:
@@ -151,7 +152,7 @@ class VideoTask:
         return f"the video of episode {self.record.index}"
 
 
-def record_video_task(task: VideoTask, progress=None) -> tuple[EpisodeResult, float, dict, list]:
+def record_video_task(task: VideoTask, progress: Any = None) -> tuple[EpisodeResult, float, dict[str, bytes], list[str]]:
     """(the replay's result, fps, {file name: bytes}, warning messages) of one video, recorded in a private
     folder; the driver writes the files and re-issues the warnings."""
     agent = task.source.load()
@@ -160,10 +161,10 @@ def record_video_task(task: VideoTask, progress=None) -> tuple[EpisodeResult, fl
         result, fps = record_episode(agent, task.record, Path(d), task.name_prefix, task.source.config, task.gamma)
         files = {p.name: p.read_bytes() for p in sorted(Path(d).iterdir()) if p.is_file()}
     name = Path(result.video_path).name if result.video_path else None
-    return replace(result, video_path=name), fps, files, [str(w.message) for w in caught]
+    return replace(result, video_path=name), fps, files, [str(w.message) for w in caught]  # type: ignore[arg-type]
 
 
-def write_video_files(files: dict, folder: Path) -> dict:
+def write_video_files(files: dict[Any, Any], folder: Path) -> dict[Any, Any]:
     """Write a worker's video files under ``folder`` (each atomically); {name: final path}."""
     folder.mkdir(parents=True, exist_ok=True)
     out = {}
@@ -206,7 +207,7 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
 
 
 @contextlib.contextmanager
-def open_backend(config):
+def open_backend(config: Any) -> Any:
     """A context giving None (this process), a :class:`WorkerPool` (``--workers N``) or a Ray pool (``--ray``)
     for a config with ``workers``, ``ray`` and ``threads`` (a RenderConfig or a CompareConfig). Ray and
     spawned workers start now (open it before loading the agent: they start meanwhile); forked workers (Linux)
@@ -214,7 +215,7 @@ def open_backend(config):
     if config.ray is not None:
         from ..evaluate.ray_backend import RayPool
 
-        pool = RayPool(config.ray, workers=config.workers if config.workers > 1 else None, threads=config.threads)
+        pool: Any = RayPool(config.ray, workers=config.workers if config.workers > 1 else None, threads=config.threads)
     elif config.workers > 1 and "fork" in multiprocessing.get_all_start_methods():
         pool = WorkerPool(config.workers, threads=config.threads, start="fork")
     elif config.workers > 1:
@@ -234,7 +235,7 @@ def open_backend(config):
         _SOURCES.clear()
 
 
-def source_for(config: RenderConfig, backend) -> AgentSource:
+def source_for(config: RenderConfig, backend: Any) -> AgentSource:
     """The AgentSource of ``config`` for ``backend``: with Ray, the checkpoint's bytes go into its object store
     once per run (:meth:`AgentSource.for_config`)."""
     put = getattr(backend, "put", None)
@@ -244,7 +245,7 @@ def source_for(config: RenderConfig, backend) -> AgentSource:
     return _SOURCES[key]
 
 
-def _load_only(source: AgentSource, progress=None) -> None:
+def _load_only(source: AgentSource, progress: Any = None) -> None:
     source.load()
 
 

@@ -112,7 +112,7 @@ def _decode(p: Path, size: tuple[int, int], filters: list[str]) -> Iterator[np.n
     nbytes = w * h * 3
     try:
         while True:
-            buf = proc.stdout.read(nbytes)
+            buf = proc.stdout.read(nbytes)  # type: ignore[union-attr]  # stdout=PIPE: never None
             if len(buf) < nbytes:
                 break
             yield np.frombuffer(buf, dtype=np.uint8).reshape(h, w, 3)

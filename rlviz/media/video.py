@@ -14,6 +14,7 @@ import os
 import subprocess
 from fractions import Fraction
 from pathlib import Path
+from typing import Any, Literal
 
 import numpy as np
 
@@ -86,7 +87,7 @@ class VideoWriter:
         self._out = AtomicFile(self.path)
         self.partial = self._out.tmp
         self.frames_written = 0
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._log: ErrorLog | None = None
         self._closed = False
 
@@ -143,7 +144,7 @@ class VideoWriter:
             )
         self.open()
         try:
-            self._proc.stdin.write(np.ascontiguousarray(frame).data)
+            self._proc.stdin.write(np.ascontiguousarray(frame).data)  # type: ignore[union-attr]  # open() set both
         except (OSError, ValueError) as exc:  # BrokenPipeError: ffmpeg exited
             self._fail(f"ffmpeg stopped while writing frame {self.frames_written} of {self.path}", exc)
         self.frames_written += 1
@@ -156,7 +157,7 @@ class VideoWriter:
             self.abort()
             raise VideoError(f"No frames were written to {self.path}; an MP4 needs at least one frame.")
         try:
-            self._proc.stdin.close()  # end of input: ffmpeg finishes the file and exits
+            self._proc.stdin.close()  # type: ignore[union-attr]  # end of input: ffmpeg finishes the file and exits
             rc = self._proc.wait()
         except OSError as exc:
             self._fail(f"ffmpeg stopped before finishing {self.path}", exc)
@@ -166,7 +167,7 @@ class VideoWriter:
         if rc != 0 or not self.partial.is_file() or self.partial.stat().st_size == 0:
             self._fail(f"ffmpeg failed to write {self.path} (exit status {rc})")
         self._closed = True
-        self._log.close()
+        self._log.close()  # type: ignore[union-attr]
         return self._out.commit()
 
     def abort(self) -> None:
@@ -189,7 +190,7 @@ class VideoWriter:
     def __enter__(self) -> VideoWriter:
         return self.open()
 
-    def __exit__(self, exc_type, exc, tb) -> bool:
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> Literal[False]:
         if exc_type is None:
             self.close()
         else:

@@ -53,4 +53,4 @@ def run_episode(
     if recorder is None:
         return played
     recorded = recorder.finish_episode(truncated=played.truncated)
-    return replace(played, index=recorded.index, video_path=recorded.video_path)
+    return played if recorded is None else replace(played, index=recorded.index, video_path=recorded.video_path)

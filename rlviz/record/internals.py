@@ -4,6 +4,7 @@ user's loop (one per step), or both (annotated numbers win); and the per-step ``
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -25,22 +26,22 @@ class Annotations:
     ``spec``: the env's actions, to check the sizes of logits / mean / std when they are given."""
 
     def __init__(self, spec: ActionSpec | None = None):
-        self.rows: dict[str, list] = {}
+        self.rows: dict[str, list[Any]] = {}
         self.spec = spec
 
     def __bool__(self) -> bool:
         return bool(self.rows)
 
-    def _sizes(self) -> dict:
+    def _sizes(self) -> dict[Any, Any]:
         spec = self.spec
         if spec is None:
             return {}
         if spec.continuous:
             return {"mean": (spec.size,), "std": (spec.size,), "log_std": (spec.size,), "logits": ()}
-        sizes = (spec.size, len(spec.nvec)) if spec.kind == "multi_binary" else (spec.size,)
+        sizes = (spec.size, len(spec.nvec or ())) if spec.kind == "multi_binary" else (spec.size,)
         return {"logits": sizes, "mean": (), "std": (), "log_std": ()}
 
-    def add(self, step: int, fields: dict) -> None:
+    def add(self, step: int, fields: dict[Any, Any]) -> None:
         """Validate every field, then store them as the annotations of ``step``."""
         checked, sizes = {}, self._sizes()
         for key, v in fields.items():
@@ -81,13 +82,13 @@ class Annotations:
         return out
 
 
-def _softmax_parts(logits: np.ndarray, nvec: tuple | None) -> np.ndarray:
-    def sm(x):
+def _softmax_parts(logits: np.ndarray, nvec: tuple[Any, ...] | None) -> np.ndarray:
+    def sm(x: Any) -> Any:
         z = np.exp(x - np.nanmax(x, axis=-1, keepdims=True))
         return z / z.sum(-1, keepdims=True)
 
     if nvec is None:
-        return sm(logits.astype(np.float64)).astype(np.float32)
+        return np.asarray(sm(logits.astype(np.float64)), np.float32)
     parts = np.split(logits.astype(np.float64), np.cumsum(nvec)[:-1], axis=-1)
     return np.concatenate([sm(p) for p in parts], axis=-1).astype(np.float32)
 
@@ -110,7 +111,7 @@ def _annotated_output(ann: Annotations, n: int, spec: ActionSpec, squash: bool) 
     if logits is None:
         raise UsageError("annotate() needs logits=... for a discrete action space (value=... and extras are optional).")
     nvec = spec.nvec if spec.kind != "discrete" else None
-    if spec.kind == "multi_binary" and logits.shape[1] == len(spec.nvec):
+    if spec.kind == "multi_binary" and logits.shape[1] == len(spec.nvec or ()):
         logits = np.stack([np.zeros_like(logits), logits], -1).reshape(n, -1)
     if logits.shape[1] != spec.size:
         raise UsageError(f"annotate(logits=...) received {logits.shape[1]} numbers; the action space has "
@@ -135,7 +136,7 @@ def compute_internals(
     saliency_target: str | int = "action",
     annotations: Annotations | None = None,
     spec: ActionSpec | None = None,
-    observation_space=None,
+    observation_space: Any = None,
 ) -> EpisodeInternals:
     """What ``policy`` (and the loop's ``annotations``) say on each of the T+1 frames of ``trace``, in batches.
 
@@ -145,7 +146,7 @@ def compute_internals(
     :mod:`rlviz.agent.obs`).
     """
     n = trace.num_steps + 1
-    obs = trace.observations
+    obs: Any = trace.observations
     if policy is not None and observation_space is not None and not is_plain(observation_space):
         obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
     out = evaluate_episode(policy, obs, trace.action_masks) if policy is not None else None
@@ -162,7 +163,7 @@ def compute_internals(
     maps, label = None, ""
     if saliency is not None:
         maps, label = _saliency(trace, policy, out, saliency, saliency_target)
-    extras = {k: annotations.array(k, n - 1)[:, 0] for k in annotations.rows if k not in _NAMED} if annotations else {}
+    extras = {k: cast(np.ndarray, annotations.array(k, n - 1))[:, 0] for k in annotations.rows if k not in _NAMED} if annotations else {}
     return EpisodeInternals(
         logits=out.logits, probs=out.probs, value=out.value, entropy=out.entropy, returns_to_go=rtg,
         gamma=float(gamma), kind=out.kind, saliency=maps, saliency_label=label, nvec=out.nvec, mean=out.mean,
@@ -171,7 +172,7 @@ def compute_internals(
     )
 
 
-def _saliency(trace, policy, out, method, target):
+def _saliency(trace: Any, policy: Any, out: Any, method: Any, target: Any) -> Any:
     from ..explain.saliency import episode_saliency
 
     if policy is None:

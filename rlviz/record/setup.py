@@ -3,6 +3,8 @@ the error for envs that render no image, and the labels of the action bars."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..agent.policy import action_names_for
@@ -25,19 +27,19 @@ def capped_cubic_video_schedule(episode_id: int) -> bool:
     return episode_id % 1000 == 0
 
 
-def action_labels(env, spec, action_names=None) -> tuple:
+def action_labels(env: Any, spec: Any, action_names: Any = None) -> tuple[Any, ...]:
     """One label per bar: ``action_names`` when given, ALE's / MinAtar's names for Discrete, else the spec's."""
     if spec.kind != "discrete":
         if action_names is not None and len(action_names) == spec.size:
             return tuple(str(n) for n in action_names)
-        return spec.names()
+        return tuple(spec.names())
     n = spec.size
     if action_names is not None and len(action_names) != n:
         raise UsageError(f"action_names has {len(action_names)} names for Discrete({n}) actions.")
     return tuple(str(a) for a in (action_names or action_names_for(env, n)))
 
 
-def probe_callable(policy, fn, observation_space) -> None:
+def probe_callable(policy: Any, fn: Any, observation_space: Any) -> None:
     """One forward of a callable policy on a sampled observation, so a callable that is not a policy (a trigger
     passed where RecordVideo takes it) fails at construction, not when the first episode ends."""
     try:

@@ -27,14 +27,14 @@ def _ceil16(n: int) -> int:
 class FrameStream:
     """An MP4 fed one game frame at a time. The writer starts on the first frame (its size sets the video's)."""
 
-    def __init__(self, path: str | os.PathLike, fps: float, preset: str = "veryfast", crf: int = 23,
+    def __init__(self, path: str | os.PathLike[str], fps: float, preset: str = "veryfast", crf: int = 23,
                  strip: bool = False):
         self.path = Path(path)
         self.fps, self.preset, self.crf, self.strip = float(fps), preset, int(crf), bool(strip)
         self.frames = 0
         self._writer: VideoWriter | None = None
-        self._buf: np.ndarray | None = None
-        self._hw: tuple[int, int] | None = None
+        self._buf: np.ndarray = np.zeros((0, 0, 3), np.uint8)  # set with the writer, by the first frame
+        self._hw: tuple[int, int] = (0, 0)
 
     def write(self, frame: np.ndarray, step: int = 0, reward: float = 0.0, ret: float = 0.0) -> None:
         """Append uint8 [H, W, 3] ``frame``; with the strip, ``step``, ``reward`` and ``ret`` are printed under it."""

@@ -19,9 +19,10 @@ import os
 import re
 import warnings
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -39,6 +40,12 @@ from ..errors import UsageError
 from .internals import Annotations, compute_internals, save_episode_data
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule, probe_callable
 from .stream import FrameStream
+
+if TYPE_CHECKING:  # annotations only: importing them here would load torch and the drawing code early
+    import torch
+
+    from ..agent.policy import Policy
+    from ..draw.compose import ComposeOptions
 
 __all__ = ["RecordEpisode", "RenderModeError", "capped_cubic_video_schedule", "compute_internals",
            "save_episode_data"]
@@ -75,8 +82,8 @@ class RecordEpisode(gym.Wrapper):
     def __init__(  # noqa: C901 - one check per argument
         self,
         env: gym.Env,
-        video_folder: str | os.PathLike,
-        policy=None,
+        video_folder: str | os.PathLike[str],
+        policy: Policy | torch.nn.Module | Callable[..., Any] | None = None,
         *,
         episode_trigger: Callable[[int], bool] | None = None,
         step_trigger: Callable[[int], bool] | None = None,
@@ -89,14 +96,14 @@ class RecordEpisode(gym.Wrapper):
         gamma: float = 0.99,
         saliency: str | None = None,
         saliency_target: str | int = "action",
-        compose_options=None,
+        compose_options: ComposeOptions | None = None,
         preset: str = "veryfast",
         crf: int = 23,
         save_data: bool = True,
-        spool_dir: str | os.PathLike | None = None,
-        action_names=None,
+        spool_dir: str | os.PathLike[str] | None = None,
+        action_names: Sequence[str] | None = None,
         squash: bool = False,
-    ):
+    ) -> None:
         super().__init__(env)
         if env.render_mode in (None, "human", "ansi"):
             raise RenderModeError(
@@ -118,7 +125,7 @@ class RecordEpisode(gym.Wrapper):
             raise UsageError(f"saliency={saliency!r} is not known; use None or one of {SALIENCY_METHODS}.")
         if saliency is not None and self.policy is None:
             raise UsageError(f"saliency={saliency!r} needs policy=...: saliency takes the network apart.")
-        if saliency in ("gradient", "smoothgrad") and not self.policy.differentiable:
+        if saliency in ("gradient", "smoothgrad") and not getattr(self.policy, "differentiable", False):
             raise UsageError(f"saliency={saliency!r} takes gradients, but this policy is forward-only (a numpy "
                              "callable); use saliency='perturbation', which needs forward passes only.")
         if saliency is not None and getattr(self.policy, "stateful", False):
@@ -151,21 +158,21 @@ class RecordEpisode(gym.Wrapper):
         env_spec = getattr(env, "spec", None)
         self.env_id = env_spec.id if env_spec is not None else type(env.unwrapped).__name__
         self.episode_id = self.step_id = -1
-        self.render_history: list = []
+        self.render_history: list[Any] = []
         self.last_video_path: Path | None = None
         self.last_internals: EpisodeInternals | None = None  # without saliency maps (they live on disk)
         self.last_result: EpisodeResult | None = None
         self._mode: str | None = None  # None | "pending" | "stream" | "spool" (see the module docstring)
         self._video_name: str | None = None
         self._stream: FrameStream | None = None
-        self._rec: dict | None = None
-        self._pending = None
+        self._rec: dict[str, Any] | Any = None  # the episode being spooled ("spool" mode)
+        self._pending: tuple[Any, Any, dict[str, Any]] | None = None
         self._annotations = Annotations(self.spec_actions)
-        self._episode_return, self._episode_len, self._seed = 0.0, 0, None
+        self._episode_return, self._episode_len, self._seed = 0.0, 0, cast("int | None", None)
         self._warned_stream_annotate = False
 
     # -- gymnasium API ----------------------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[Any, Any] | None = None) -> Any:
         if self._mode == "spool":  # the previous episode was cut short by this reset
             self._finish(terminated=False, truncated=False)
         obs, info = self.env.reset(seed=seed, options=options)
@@ -186,7 +193,7 @@ class RecordEpisode(gym.Wrapper):
             self._stream_frame(self._grab(), 0.0)
         return obs, info
 
-    def step(self, action):
+    def step(self, action: Any) -> Any:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.step_id += 1
         self._episode_return += float(reward)
@@ -207,8 +214,8 @@ class RecordEpisode(gym.Wrapper):
                 self.last_result = self._result(bool(terminated), bool(truncated), None)
         return obs, reward, terminated, truncated, info
 
-    def render(self):
-        out = self.env.render()
+    def render(self) -> Any:
+        out: Any = self.env.render()
         if self._mode == "stream" and isinstance(out, list):
             for frame in out:  # frames the user collected between steps belong to the video too (as RecordVideo)
                 self._stream_frame(to_rgb_frame(frame), 0.0, count=False)
@@ -217,14 +224,14 @@ class RecordEpisode(gym.Wrapper):
             return history + out
         return out
 
-    def close(self):
+    def close(self) -> None:
         try:
             if self._mode is not None:
                 self.stop_recording()
         finally:
             super().close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         stream = getattr(self, "_stream", None)  # __init__ may have raised before any attribute was set
         if stream is not None:
             stream.abort()
@@ -236,7 +243,7 @@ class RecordEpisode(gym.Wrapper):
         """True while a video is being recorded."""
         return self._mode is not None
 
-    def annotate(self, logits=None, value=None, **extra) -> None:
+    def annotate(self, logits: Any = None, value: Any = None, **extra: Any) -> None:
         """Attach the agent's internals for the coming step (call before ``env.step(action)``): ``logits`` [A]
         (Box actions: ``mean=``, ``std=`` or ``log_std=`` [D]), ``value``, and any scalars of your own
         (``q_taken=...``), each drawn as a curve. The video shows exactly these numbers; the frame after the
@@ -292,7 +299,7 @@ class RecordEpisode(gym.Wrapper):
         return self.last_result
 
     # -- frames only ------------------------------------------------------------------------------
-    def _grab(self):
+    def _grab(self) -> Any:
         """The env's current frame (uint8 RGB), or None when a RenderCollection has just been emptied."""
         frame = self.env.render()
         if isinstance(frame, list):
@@ -304,7 +311,7 @@ class RecordEpisode(gym.Wrapper):
             frame = frame[-1]
         return to_rgb_frame(frame)
 
-    def _stream_frame(self, frame, reward: float, count: bool = True) -> None:
+    def _stream_frame(self, frame: Any, reward: float, count: bool = True) -> None:
         if frame is None:
             return
         if self._stream is None:
@@ -328,7 +335,7 @@ class RecordEpisode(gym.Wrapper):
         self._stream_frame(frame, 0.0)
 
     # -- with internals ---------------------------------------------------------------------------
-    def _start_spool(self, frame, obs, info) -> None:
+    def _start_spool(self, frame: Any, obs: Any, info: Any) -> None:
         self._mode = "spool"
         self._rec = {
             "frames": Spool(frame.shape, np.uint8, dir=self.spool_dir, name="frames"),
@@ -342,7 +349,7 @@ class RecordEpisode(gym.Wrapper):
         self._rec["frames"].append(frame)
         self._rec["obs"].append(obs)
 
-    def _spool_step(self, action, reward, obs, info) -> None:
+    def _spool_step(self, action: Any, reward: Any, obs: Any, info: Any) -> None:
         rec = self._rec
         rec["actions"].extend(np.asarray(action, dtype=np.float64).reshape(-1).tolist())
         rec["rewards"].append(float(reward))
@@ -379,7 +386,7 @@ class RecordEpisode(gym.Wrapper):
             for key in ("frames", "obs"):
                 rec[key].close()
 
-    def _trace(self, rec: dict, terminated: bool, truncated: bool) -> EpisodeTrace:
+    def _trace(self, rec: dict[Any, Any], terminated: bool, truncated: bool) -> EpisodeTrace:
         spec = self.spec_actions
         steps = len(rec["rewards"])
         dtype = np.float32 if spec.continuous else np.int64

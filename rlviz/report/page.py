@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from ..media import atomic_write
 from .data import RunData
@@ -84,7 +85,7 @@ def _cell(v: str):
 
 
 def _get(summary: dict, dotted: str):
-    v = summary
+    v: Any = summary
     for k in dotted.split("."):
         v = v.get(k) if isinstance(v, dict) else None
     return v

@@ -117,7 +117,7 @@ def _parse_spec(spec: str) -> tuple[str, str, dict]:
     kwargs = {}
     if m.group("args") and m.group("args").strip():
         try:
-            call = ast.parse(f"f({m.group('args')})", mode="eval").body
+            call: Any = ast.parse(f"f({m.group('args')})", mode="eval").body
             if call.args:
                 raise ValueError("positional arguments are not supported")
             kwargs = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
@@ -137,9 +137,9 @@ def _import_attr(where: str, name: str):
                 module = sys.modules[mod_name]
             else:
                 spec = importlib.util.spec_from_file_location(mod_name, file)
-                module = importlib.util.module_from_spec(spec)
+                module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]  # a .py file has a spec
                 sys.modules[mod_name] = module
-                spec.loader.exec_module(module)
+                spec.loader.exec_module(module)  # type: ignore[union-attr]
         else:
             module = importlib.import_module(where)
     except UsageError:

@@ -76,7 +76,7 @@ def _shape(state: dict, key: str) -> tuple | None:
 
 def _linear_chain(state: dict, prefix: str) -> list[tuple] | None:
     """Weight shapes of ``prefix.{0,2,4}`` when they chain in -> 64 -> 64 -> out."""
-    shapes = [_shape(state, f"{prefix}.{i}.weight") for i in (0, 2, 4)]
+    shapes = [_shape(state, f"{prefix}.{i}.weight") or () for i in (0, 2, 4)]
     biases = [_shape(state, f"{prefix}.{i}.bias") for i in (0, 2, 4)]
     if any(s is None or len(s) != 2 for s in shapes) or biases != [(s[0],) for s in shapes]:
         return None
@@ -100,8 +100,8 @@ def _sac(state: dict) -> tuple | None:
     names = {f"{p}.{w}" for p in ("fc1", "fc2", "fc_mean", "fc_logstd") for w in ("weight", "bias")}
     if set(state) != names | {"action_scale", "action_bias"}:
         return None
-    fc1, fc2 = _shape(state, "fc1.weight"), _shape(state, "fc2.weight")
-    mean, logstd = _shape(state, "fc_mean.weight"), _shape(state, "fc_logstd.weight")
+    fc1, fc2 = _shape(state, "fc1.weight") or (), _shape(state, "fc2.weight")
+    mean, logstd = _shape(state, "fc_mean.weight") or (), _shape(state, "fc_logstd.weight")
     if len(fc1) != 2 or fc2 != (fc1[0], fc1[0]) or len(mean) != 2 or mean[1] != fc1[0] or logstd != mean:
         return None
     dim = mean[0]

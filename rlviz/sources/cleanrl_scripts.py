@@ -66,6 +66,8 @@ class CleanRLPPO(nn.Module):
     def __init__(self, obs_dim: int, num_actions: int, atari: bool = False, in_channels: int = 4):
         super().__init__()
         self.atari = atari
+        self.actor: nn.Module
+        self.critic: nn.Module
         if atari:
             self.network = nn.Sequential(*_nature_torso(in_channels))
             self.actor, self.critic = nn.Linear(512, num_actions), nn.Linear(512, 1)
@@ -162,7 +164,7 @@ def _mlp_dims(state: dict, prefix: str, hidden: tuple[int, int]) -> tuple[int, i
     names = {f"{prefix}.{i}.{p}" for i in (0, 2, 4) for p in ("weight", "bias")}
     if not names <= set(state):
         return None
-    w0, w2, w4 = (_shape(state, f"{prefix}.{i}.weight") for i in (0, 2, 4))
+    w0, w2, w4 = (_shape(state, f"{prefix}.{i}.weight") or () for i in (0, 2, 4))
     if len(w0) != 2 or w0[0] != hidden[0] or w2 != (hidden[1], hidden[0]) or len(w4) != 2 or w4[1] != hidden[1]:
         return None
     return w0[1], w4[0]
@@ -173,7 +175,7 @@ def _cnn_channels(state: dict) -> int | None:
     ok = (w is not None and len(w) == 4 and w[0] == 32 and w[2:] == (8, 8)
           and _shape(state, "network.2.weight") == (64, 32, 4, 4) and _shape(state, "network.4.weight") == (64, 64, 3, 3)
           and _shape(state, "network.7.weight") == (512, 3136))
-    return w[1] if ok else None
+    return w[1] if ok and w is not None else None
 
 
 def recognise_cleanrl(state) -> CleanRLLayout | None:

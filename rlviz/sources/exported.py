@@ -12,6 +12,7 @@ import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -63,7 +64,7 @@ class ExportedNetwork(nn.Module):
 
     def __init__(self, program: nn.Module):
         super().__init__()
-        self.program = program
+        self.program: Any = program
         self._checked: set = set()  # (shape, dtype, device) of inputs that passed torch's check
 
     def forward(self, obs: torch.Tensor):
@@ -129,7 +130,7 @@ def settle_kind(policy: Policy, observation_space, source: str | None = None) ->
         return
     if source is None:
         raise exc
-    raise EnvError(f"{source}: the network rejects the env's observations of shape {tuple(shape)} "
+    raise EnvError(f"{source}: the network rejects the env's observations of shape {tuple(shape or ())} "
                    f"({_first_line(exc)}); pass the env (and preprocessing) it was trained on.") from None
 
 
@@ -198,7 +199,7 @@ def _network(data: bytes, source: str, device) -> ExportedNetwork:
         ep = _export_load(data)
         dev = resolve_device(device)
         if dev.type != "cpu":
-            ep = torch.export.passes.move_to_device_pass(ep, dev)
+            ep = torch.export.passes.move_to_device_pass(ep, dev)  # type: ignore[attr-defined]
         module = ExportedNetwork(ep.module(check_guards=False))  # (see ExportedNetwork)
     except RlvizError:
         raise

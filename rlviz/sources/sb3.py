@@ -36,13 +36,14 @@ import json
 import re
 import warnings
 import zipfile
+from typing import Any
 
 import torch
 from torch import nn
 
 from ..agent.actions import action_spec
 from ..agent.masking import MaskedTorchPolicy
-from ..agent.policy import TorchPolicy, check_action_space, resolve_device
+from ..agent.policy import Policy, TorchPolicy, check_action_space, resolve_device
 from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, allowed_class
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
 from .sb3_continuous import actor_critic_head, offpolicy_algorithm, offpolicy_module, refuse_sde
@@ -75,7 +76,7 @@ class SB3ActorCritic(nn.Module):
 
     def __init__(self, policy: nn.Module):
         super().__init__()
-        self.policy = policy
+        self.policy: Any = policy  # an SB3 policy (its submodules by name)
 
     def forward(self, obs: torch.Tensor):
         p = self.policy
@@ -93,7 +94,7 @@ class SB3QNetwork(nn.Module):
 
     def __init__(self, policy: nn.Module):
         super().__init__()
-        self.policy = policy
+        self.policy: Any = policy  # an SB3 policy (its submodules by name)
 
     def forward(self, obs: torch.Tensor):
         return self.policy.q_net(obs)
@@ -105,7 +106,7 @@ class SB3QuantileNetwork(nn.Module):
 
     def __init__(self, policy: nn.Module):
         super().__init__()
-        self.policy = policy
+        self.policy: Any = policy  # an SB3 policy (its submodules by name)
 
     def quantiles(self, obs: torch.Tensor) -> torch.Tensor:
         return self.policy.quantile_net(obs)
@@ -115,7 +116,7 @@ class SB3QuantileNetwork(nn.Module):
         return {"logits": quantiles.mean(dim=1), "quantiles": quantiles}
 
 
-def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None) -> TorchPolicy:
+def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None) -> Policy:
     """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``, ``SAC``, ``TD3``, ``DDPG``; sb3-contrib ``QRDQN``,
     ``TQC``) or its ``.policy``; ``vecnormalize``: the statistics it was trained under
     (:func:`rlviz.sources.vecnormalize.read_vecnormalize`), applied to the raw observations in front of the network
@@ -137,11 +138,12 @@ def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None =
     if is_recurrent(policy):
         return SB3RecurrentPolicy(policy, check_action_space(policy.action_space), device=device, obs_transform=norm)
     if type(policy).__module__.startswith("sb3_contrib.common.maskable"):
-        out = MaskedTorchPolicy(SB3ActorCritic(policy), num_actions=check_action_space(policy.action_space),
+        out: TorchPolicy = MaskedTorchPolicy(SB3ActorCritic(policy), num_actions=check_action_space(policy.action_space),
                                 kind="actor_critic", device=device, obs_transform=norm)
         out.obs_format = "raw"
         return out
     squash = False
+    module: nn.Module
     if isinstance(policy, ActorCriticPolicy):
         refuse_sde(policy.use_sde, f"This {type(policy).__name__}")
         module, kind = SB3ActorCritic(policy), "actor_critic"
@@ -263,14 +265,14 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
         raise CheckpointError(f"{source}: the zip's data is not a JSON object.")
     check_fields(doc, _DATA_FIELDS, source, "the zip's data")
     action_spec(action_space)  # a clear error for action spaces rlviz cannot draw
-    saved_kwargs = doc.get("policy_kwargs") if isinstance(doc.get("policy_kwargs"), dict) else {}
+    saved_kwargs: Any = doc.get("policy_kwargs") if isinstance(doc.get("policy_kwargs"), dict) else {}
     refuse_sde(doc.get("use_sde") or saved_kwargs.get("use_sde"), source)
     if trust:
         from stable_baselines3.common.save_util import load_from_zip_file
 
         try:
             full, params, _ = load_from_zip_file(io.BytesIO(data), device="cpu")
-            cls, kwargs = full["policy_class"], dict(full.get("policy_kwargs") or {})
+            cls, kwargs = full["policy_class"], dict(full.get("policy_kwargs") or {})  # type: ignore[index, union-attr]
             state = params["policy"]
         except Exception as exc:
             raise CheckpointError(f"{source}: Stable-Baselines3 could not load it ({type(exc).__name__}: {exc}).") from exc

@@ -22,6 +22,8 @@ observation alone, so there is no per-state distribution to draw.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -48,7 +50,7 @@ class SB3SquashedGaussian(nn.Module):
         self.policy, self.quantiles = policy, quantiles
 
     def forward(self, obs: torch.Tensor):
-        p = self.policy
+        p: Any = self.policy  # an SB3 policy (its submodules by name)
         mean, log_std, _ = p.actor.get_action_dist_params(obs)
         q = p.critic(obs, torch.tanh(mean))
         if self.quantiles:  # TQC: [B, n_critics, n_quantiles]
@@ -66,7 +68,7 @@ class SB3DeterministicActor(nn.Module):
         self.policy = policy
 
     def forward(self, obs: torch.Tensor):
-        p = self.policy
+        p: Any = self.policy  # an SB3 policy (its submodules by name)
         scaled = p.actor(obs)
         return {"mean": _unscale(p, scaled), "value": p.critic.q1_forward(obs, scaled).reshape(-1)}
 

@@ -103,13 +103,16 @@ class VecNormalizeStats:
         """SB3's ``VecNormalize.normalize_obs`` on a numpy batch (float32 out)."""
         if not self.norm_obs:
             return np.asarray(obs)
-        x = (np.asarray(obs) - self.obs_mean) / np.sqrt(self.obs_var + self.epsilon)
+        x = (np.asarray(obs) - self.obs_mean) / np.sqrt(self.obs_var + self.epsilon)  # type: ignore[operator]  # set when norm_obs
         return np.clip(x, -self.clip_obs, self.clip_obs).astype(np.float32)
 
 
 class ObsNormalizer(nn.Module):
     """raw obs float32 [B, *obs] -> normalised obs float32 [B, *obs], as :meth:`VecNormalizeStats.normalize`
     (in float64, then float32), differentiable with respect to the raw observation."""
+
+    mean: torch.Tensor  # buffers
+    scale: torch.Tensor
 
     def __init__(self, stats: VecNormalizeStats):
         super().__init__()
@@ -153,7 +156,7 @@ def _check_opcodes(data: bytes, source: str) -> None:
     """Walk the pickle's opcodes without running them: malformed ones, and memo indices beyond the file's size
     (the C unpickler grows its memo to the index: ``LONG_BINPUT 680809108`` would allocate gigabytes), are refused."""
     for op, arg, _ in pickletools.genops(data):
-        if op.name in _MEMO_OPS and not 0 <= int(arg) <= len(data):
+        if op.name in _MEMO_OPS and not 0 <= int(arg or 0) <= len(data):
             raise CheckpointError(f"{source}: not a readable pickle of plain data (memo index {arg} in a file of "
                                   f"{len(data)} bytes); the file is corrupt.")
 
