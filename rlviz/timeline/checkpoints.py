@@ -68,6 +68,8 @@ class TimelineCheckpoint:
                   ``--heatmap``, ``result.heatmap`` (a FailureHeatmap; ``.counts`` float64 [objects, H, W]).
     summary:      dict | None, render's summary.json dict of that rollout (``returns``, ``diagnostics``...).
     error:        str | None, one line when the checkpoint failed to load or evaluate (then agent/result are None).
+    policy_change: dict | None, how the policy changed from the previous evaluated checkpoint (the ``policy_change``
+                  of timeline.json: ``states``, ``tv_mean``, ``kl_mean``...; :func:`rlviz.timeline.evaluate.policy_change`).
     """
 
     step: int
@@ -79,6 +81,7 @@ class TimelineCheckpoint:
     result: RolloutResult | None = None
     summary: dict | None = None
     error: str | None = None
+    policy_change: dict | None = None
 
     @property
     def evaluated(self) -> bool:
