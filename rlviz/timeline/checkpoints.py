@@ -25,7 +25,7 @@ import json
 import os
 import re
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -207,17 +207,19 @@ def _order(name: str) -> tuple[int, str]:
     return (0 if step_from_name(name) is not None else 1, name)
 
 
-def discover(run: str | os.PathLike | Sequence[str | os.PathLike], *, known: Sequence[Path] = (),
-             require: bool = True) -> tuple[list[TimelineCheckpoint], list[Skipped]]:
+def discover(run: str | os.PathLike | Sequence[str | os.PathLike], *, known: Collection[Path] = (),
+             require: bool = True, ready: Callable[[Path], bool] | None = None,
+             ) -> tuple[list[TimelineCheckpoint], list[Skipped]]:
     """The checkpoints of RUN in step order, and the files left out (no step; a second file for a step).
 
-    known: files already found (``--follow``: their step is not read again). require: raise a UsageError when RUN
-    holds no checkpoint with a step (``--follow`` waits for the first instead)."""
+    known: files already found (``--follow``: never read again). require: raise a UsageError when RUN holds no
+    checkpoint with a step (``--follow`` waits for the first instead). ready: files for which it is False (still
+    being written) are left for a later call, unread."""
     root, files = _candidates(run)
     found: list[TimelineCheckpoint] = []
     skipped: list[Skipped] = []
     for path in sorted(files, key=lambda p: _order(p.name)):
-        if path in known:
+        if path in known or (ready is not None and not ready(path)):
             continue
         name = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
         step, source = step_from_name(path.name), "name"

@@ -1,0 +1,171 @@
+"""rlviz timeline on a real SB3 training run made here (PPO, CheckpointCallback) and a copy with a planted collapse:
+the steps found, a row equal to ``rlviz render`` of its file, the findings, workers, and every bad input."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from _timeline_runs import COLLAPSE_AT, STEPS, trained_runs
+from torch import nn
+
+import rlviz
+from rlviz.cli import main
+from rlviz.errors import UsageError
+from rlviz.timeline.checkpoints import discover, step_from_file, step_from_name
+
+EP = 12
+COMMON = {"env": "CartPole-v1", "episodes": EP, "videos": "none"}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    return trained_runs(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def healthy(runs, tmp_path_factory):
+    return rlviz.timeline(run=runs[0], out=tmp_path_factory.mktemp("t") / "healthy", **COMMON)
+
+
+@pytest.fixture(scope="module")
+def collapsed(runs, tmp_path_factory):
+    return rlviz.timeline(run=runs[1], out=tmp_path_factory.mktemp("t") / "collapsed", **COMMON)
+
+
+def test_steps_found_from_names_and_files(runs, tmp_path):
+    found, skipped = discover(runs[0])
+    assert [c.step for c in found] == STEPS and skipped == []
+    assert [c.name for c in found] == [f"rl_model_{s}_steps.zip" for s in STEPS]
+    assert {c.step_source for c in found} == {"name"}
+    # rl-zoo3 style names without a step: read from the zip's num_timesteps; a second file for a step is reported
+    shutil.copy(runs[0] / "rl_model_2048_steps.zip", tmp_path / "best_model.zip")
+    shutil.copy(runs[0] / "rl_model_4096_steps.zip", tmp_path / "CartPole-v1.zip")
+    shutil.copy(runs[0] / "rl_model_4096_steps.zip", tmp_path / "rl_model_4096_steps.zip")
+    (tmp_path / "rl_model_replay_buffer_4096_steps.pkl").write_bytes(b"never read")
+    (tmp_path / "monitor.csv").write_text("never read")
+    found, skipped = discover(tmp_path)
+    assert [(c.step, c.name, c.step_source) for c in found] == [
+        (2048, "best_model.zip", "file"), (4096, "rl_model_4096_steps.zip", "name")]
+    assert [s.name for s in skipped] == ["CartPole-v1.zip"] and "second file for step 4096" in skipped[0].why
+    assert step_from_file(tmp_path / "best_model.zip") == 2048
+    assert step_from_name("CartPole-v1.zip") is None and step_from_name("agent-1000.pt") == 1000
+
+
+def test_row_equals_render_of_its_file(runs, healthy, tmp_path):
+    row = healthy.data["checkpoints"][1]
+    assert row["step"] == 2048 and row["checkpoint"] == "rl_model_2048_steps.zip" and row["episodes"] == EP
+    rendered = rlviz.render(checkpoint=runs[0] / row["checkpoint"], out=tmp_path / "r", **COMMON).summary
+    ret = dict(row["return"])
+    ci = ret.pop("ci95")
+    assert ret == rendered["returns"] and ci[0] <= ret["mean"] <= ci[1]
+    assert row["diagnostics"] == rendered["diagnostics"]
+    for key in ("lengths", "failures_per_episode", "mean_relative_entropy", "value_explained_variance", "steps"):
+        assert row[key] == rendered[key], key
+    csv_rows = list(csv.DictReader(open(healthy.timeline_csv)))
+    assert list(csv_rows[0])[0] == "step" and [int(r["step"]) for r in csv_rows] == STEPS
+    assert float(csv_rows[1]["return/mean"]) == pytest.approx(rendered["returns"]["mean"])
+
+
+def test_planted_collapse_first_seen_and_regression(collapsed, healthy):
+    data = collapsed.data
+    assert data["first_seen"]["policy_collapsed"] == COLLAPSE_AT
+    assert data["diagnostics_over_training"]["policy_collapsed"]["persisted"] is True
+    assert [r["step"] for r in data["regressions"]][0] == COLLAPSE_AT
+    first = data["regressions"][0]
+    assert first["vs_step"] < COLLAPSE_AT and first["return_diff"]["ci95"][1] < 0
+    at = next(r for r in data["checkpoints"] if r["step"] == COLLAPSE_AT)
+    assert at["regression"] and at["policy_change"]["tv_mean"] > 0.3 and at["policy_change"]["kl_mean"] > 0
+    assert at["policy_change"]["vs_step"] == 2048
+    # the healthy run: no collapse, no regression; the same numbers before the planted step
+    assert "policy_collapsed" not in healthy.data["first_seen"] and healthy.data["regressions"] == []
+    assert not any(r["regression"] for r in healthy.data["checkpoints"])
+    before = [r for r in data["checkpoints"] if r["step"] < COLLAPSE_AT]
+    assert [r["return"] for r in before] == [r["return"] for r in healthy.data["checkpoints"][:len(before)]]
+    on_disk = json.loads(healthy.timeline_json.read_text())
+    assert on_disk["checkpoints"][0]["vs_previous"] is None and on_disk["checkpoints"][1]["vs_previous"]["step"] == 1024
+    assert (healthy.out_dir / "rlviz-run.json").is_file()
+
+
+def test_workers_identical_to_one_process(runs, healthy, tmp_path):
+    two = rlviz.timeline(run=runs[0], out=tmp_path / "w2", workers=2, **COMMON)
+
+    def strip(data):
+        rows = [{k: v for k, v in r.items() if k != "wall_s"} for r in data["checkpoints"]]
+        return {**data, "checkpoints": rows}
+
+    assert strip(two.data) == strip(healthy.data)
+
+
+def test_explicit_files_and_glob(runs, tmp_path):
+    files = [runs[0] / "rl_model_4096_steps.zip", runs[0] / "rl_model_1024_steps.zip"]
+    found, _ = discover(files)
+    assert [c.step for c in found] == [1024, 4096]
+    found, _ = discover(str(runs[0] / "rl_model_*_steps.zip"))
+    assert [c.step for c in found] == STEPS
+
+
+def _tiny(path: Path, env: str, obs: int, actions: int, step: int | None) -> Path:
+    net = nn.Sequential(nn.Linear(obs, 8), nn.Tanh(), nn.Linear(8, actions))
+    torch.manual_seed(0)
+    meta = {} if step is None else {"step": step}
+    rlviz.save_checkpoint(path, net, env=env, kind="logits", metadata=meta)
+    return path
+
+
+def test_pt2_steps_from_metadata_and_mixed_envs(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    _tiny(run / "a.pt2", "CartPole-v1", 4, 2, 100)
+    _tiny(run / "b.pt2", "CartPole-v1", 4, 2, 200)
+    found, _ = discover(run)
+    assert [(c.step, c.step_source) for c in found] == [(100, "file"), (200, "file")]
+    _tiny(run / "c.pt2", "Acrobot-v1", 6, 3, 300)
+    with pytest.raises(UsageError, match="different runs: a.pt2 and c.pt2"):
+        rlviz.timeline(run=run, out=tmp_path / "o", episodes=2, videos="none")
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_inputs(runs, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(UsageError, match="holds no checkpoint"):
+        rlviz.timeline(run=empty, out=tmp_path / "o")
+    nostep = tmp_path / "nostep"
+    nostep.mkdir()
+    torch.save({"w": torch.zeros(2)}, nostep / "agent.pt")
+    with pytest.raises(UsageError, match="none of its 1 checkpoint.*training step"):
+        rlviz.timeline(run=nostep, out=tmp_path / "o")
+    with pytest.raises(UsageError, match="matches no file"):
+        rlviz.timeline(run=str(tmp_path / "nothing_*.zip"), out=tmp_path / "o")
+    with pytest.raises(UsageError, match="RUN is empty"):
+        rlviz.TimelineConfig(run=[])
+    with pytest.raises(UsageError, match="--poll"):
+        rlviz.TimelineConfig(run=empty, poll=0)
+    with pytest.raises(UsageError, match="--follow watches a folder"):
+        rlviz.timeline(run=str(runs[0] / "rl_model_1024_steps.zip"), follow=True, out=tmp_path / "o")
+    # a checkpoint that fails to load among good ones: one line naming it, the others written, exit code 1
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    for s in (1024, 2048):
+        shutil.copy(runs[0] / f"rl_model_{s}_steps.zip", mixed)
+    (mixed / "rl_model_1536_steps.zip").write_bytes(b"PK\x03\x04 not a real zip")
+    rc = main(["timeline", str(mixed), "--env", "CartPole-v1", "--episodes", "2", "--videos", "none",
+               "--out", str(tmp_path / "m")])
+    err = capsys.readouterr().err
+    assert rc == 1 and "rl_model_1536_steps.zip" in err
+    data = json.loads((tmp_path / "m" / "timeline.json").read_text())
+    assert [r["step"] for r in data["checkpoints"]] == [1024, 2048]
+    assert [f["step"] for f in data["failed"]] == [1536] and "corrupt" in data["failed"][0]["error"]
+    assert main(["timeline", str(empty), "--out", str(tmp_path / "e")]) == 2
+
+
+def test_callable_package():
+    import rlviz.timeline.checkpoints  # noqa: F401 - binds the package to rlviz.timeline
+
+    with pytest.raises(UsageError, match="RUN is empty"):
+        rlviz.timeline(run="")
