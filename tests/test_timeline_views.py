@@ -13,6 +13,7 @@ import glob
 import http.server
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,6 +25,7 @@ from PIL import Image
 from torch import nn
 
 from rlviz.agent import load_agent, save_checkpoint
+from rlviz.config import TimelineConfig
 from rlviz.evaluate import rollout, summarize
 from rlviz.evaluate.rollout import episode_seed_for
 from rlviz.media import probe_video, read_video
@@ -53,7 +55,8 @@ def _row(ck: TimelineCheckpoint) -> dict:
             "return": {**ret, "ci95": [ret["mean"] - half, ret["mean"] + half]},
             "mean_relative_entropy": s["mean_relative_entropy"],
             "value_explained_variance": s["value_explained_variance"], "diagnostics": s["diagnostics"],
-            "policy_change": None if ck.step == STEPS[0] else {"tv": 0.25, "kl": 0.5}}
+            "policy_change": None if ck.step == STEPS[0] else {"vs_step": ck.step - 1000, "tv_mean": 0.25, "kl_mean": 0.5},
+            "regression": ck.step == STEPS[2]}
 
 
 @pytest.fixture(scope="module")
@@ -71,9 +74,7 @@ def run(tmp_path_factory):
     data = {"env_id": "CartPole-v1", "checkpoints": rows,
             "first_seen": {"planted_finding": {"step": STEPS[1], "persisted": True}},
             "regressions": [{"step": STEPS[2], "vs_step": STEPS[1], "return_diff": {"mean": -3.0, "ci95": [-5.0, -1.0]}}]}
-    config = SimpleNamespace(seed=0, heatmap=True, env=None, model=None, trust_checkpoint=False, device="cpu",
-                             vecnormalize=None, log_scale=False)
-    return data, cks, config
+    return data, cks, TimelineConfig(run=str(folder), heatmap=True, episodes=EPISODES, seed=0, device="cpu")
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +101,7 @@ def test_timeline_png_has_its_size_and_the_return_line(views):
 def test_progression_is_the_same_seed_at_every_checkpoint_in_order(run, views):
     data, cks, _ = run
     meta = json.loads((views / "progression.json").read_text())
-    assert meta["seed"] == episode_seed_for(0, 0) == progression_seed(SimpleNamespace(seed=0))
+    assert meta["seed"] == episode_seed_for(0, 0) == progression_seed(SimpleNamespace(seed=0, videos="first:1"))
     parts = meta["parts"]
     assert [p["step"] for p in parts] == list(STEPS)
     # each part is the run's first episode of its checkpoint (what `rlviz render --seed 0` plays first)
@@ -145,6 +146,18 @@ def test_followed_views_record_only_new_checkpoints(run, tmp_path):
     assert not list(tmp_path.rglob("*.partial*"))
 
 
+def test_progression_plays_the_chosen_episode_or_none(run, tmp_path):
+    data, cks, config = run
+    worst = int(np.argmin(cks[-1].result.returns))
+    write_views(tmp_path / "worst", data, cks, replace(config, videos="worst:1", heatmap=False))
+    meta = json.loads((tmp_path / "worst" / "progression.json").read_text())
+    assert meta["seed"] == cks[-1].result.episodes[worst].seed
+    assert [p["length"] for p in meta["parts"]] == [c.result.episodes[worst].length for c in cks]
+    write_views(tmp_path / "none", data, cks, replace(config, videos="none", heatmap=False))
+    assert (tmp_path / "none" / "timeline.png").is_file() and (tmp_path / "none" / "report.html").is_file()
+    assert not (tmp_path / "none" / "progression.mp4").exists() and not (tmp_path / "none" / "heatmaps").exists()
+
+
 def test_plot_without_value_head_or_ci(tmp_path):
     rows = [{"step": s, "return": {"mean": float(s)}, "mean_relative_entropy": None} for s in (10, 20)]
     img = Image.open(plot_timeline(tmp_path / "t.png", {"checkpoints": rows}))
@@ -164,7 +177,9 @@ def test_tensorboard_scalars_at_the_training_steps(run, views, tmp_path):
     assert [(e.step, e.value) for e in means] == [(r["step"], pytest.approx(r["return"]["mean"], rel=1e-6))
                                                   for r in data["checkpoints"]]
     assert [e.step for e in acc.Scalars("timeline/return/ci95_low")] == list(STEPS)
-    assert [e.step for e in acc.Scalars("timeline/policy_change/tv")] == list(STEPS[1:])
+    assert [e.step for e in acc.Scalars("timeline/policy_change/tv_mean")] == list(STEPS[1:])
+    assert [e.value for e in acc.Scalars("timeline/regression")] == [0.0, 0.0, 1.0]
+    assert "timeline/policy_change/vs_step" not in acc.Tags()["scalars"]
     (video,) = acc.Images("timeline/progression")
     (png,) = acc.Images("timeline/timeline")
     assert video.step == png.step == STEPS[-1]

@@ -39,7 +39,11 @@ class StepChart {
     g.font = "11px sans-serif"; g.strokeStyle = COLORS.grid; g.strokeRect(PAD.l, PAD.t, W - PAD.l - PAD.r, h);
     g.fillStyle = COLORS.text; g.fillText(fmt(hi), 4, PAD.t + 10); g.fillText(fmt(lo), 4, PAD.t + h);
     g.fillText("return", 4, PAD.t + h / 2); g.fillText("training step", W / 2 - 30, H - 4);
-    this.steps.forEach((s, i) => { if (i === 0 || i === this.steps.length - 1 || i === this.sel) g.fillText(s.toLocaleString("en"), X(s) - 20, PAD.t + h + 14); });
+    this.steps.forEach((s, i) => {
+      if (i !== 0 && i !== this.steps.length - 1 && i !== this.sel) return;
+      const label = s.toLocaleString("en"), w = g.measureText(label).width;
+      g.fillText(label, Math.min(Math.max(X(s) - w / 2, 2), W - w - 2), PAD.t + h + 14);
+    });
     g.fillStyle = "rgba(90,132,200,0.35)"; g.beginPath();  // CI band
     ci.forEach((b, i) => { if (b[1] !== null) (i ? g.lineTo : g.moveTo).call(g, X(this.steps[i]), Y(b[1])); });
     for (let i = ci.length - 1; i >= 0; i--) if (ci[i][0] !== null) g.lineTo(X(this.steps[i]), Y(ci[i][0]));
@@ -76,13 +80,25 @@ function flat(obj, prefix, out) {
   return out;
 }
 
+// the numbers shown first (in this order); the rest are under "all numbers"
+const KEY = ["step", "checkpoint", "episodes", "return.mean", "return.ci95", "return.median", "return.iqm", "return.std",
+             "return.min", "return.max", "lengths.mean", "failures_per_episode", "mean_relative_entropy",
+             "value_explained_variance", "policy_change", "vs_best", "vs_previous"];
+const rank = k => { const i = KEY.findIndex(p => k === p || k.startsWith(p + ".")); return i < 0 ? KEY.length : i; };
+
+function fill(table, entries) {
+  table.textContent = "";
+  entries.forEach(([k, v]) => { const tr = table.insertRow(); const th = document.createElement("th");
+    th.textContent = k; tr.appendChild(th); tr.insertCell().textContent = v; });
+}
+
 function show(i) {
   const row = ROWS[i], step = row.step;
   document.getElementById("tl-heading").textContent = "Checkpoint at training step " + step.toLocaleString("en") +
     (row.checkpoint ? " (" + row.checkpoint + ")" : "");
-  const table = document.getElementById("tl-numbers"); table.textContent = "";
-  flat(row, "", []).forEach(([k, v]) => { const tr = table.insertRow(); const th = document.createElement("th");
-    th.textContent = k; tr.appendChild(th); tr.insertCell().textContent = v; });
+  const all = flat(row, "", []), main = all.filter(([k]) => KEY.some(p => k === p || k.startsWith(p + ".")));
+  fill(document.getElementById("tl-numbers"), main.sort((a, b) => rank(a[0]) - rank(b[0])));
+  fill(document.getElementById("tl-more"), all.filter(e => !main.includes(e)));
   const findings = document.getElementById("tl-findings"); findings.textContent = "";
   TL.regressions.filter(r => r.step === step).forEach(r => {
     const d = document.createElement("div"); d.className = "finding error";

@@ -24,13 +24,14 @@ _SKIP = {"step", "checkpoint", "diagnostics"}
 
 def timeline_scalars(row: Mapping[str, Any]) -> dict[str, float]:
     """The numbers of one timeline row (a ``timeline.json`` checkpoint), flattened with ``/``: ``return/mean``,
-    ``return/ci95_low``, ``return/ci95_high``, ``mean_relative_entropy``, ``policy_change/tv``..., plus
-    ``diagnostics/count`` and ``diagnostics/warnings``. NaN, None, strings and booleans are left out."""
+    ``return/ci95_low``, ``return/ci95_high``, ``mean_relative_entropy``, ``policy_change/tv_mean``...,
+    booleans as 0/1 (``regression``), plus ``diagnostics/count`` and ``diagnostics/warnings``. NaN, None, strings
+    and the steps of other checkpoints (``vs_best/step``) are left out."""
     out: dict[str, float] = {}
 
     def walk(d: Mapping[str, Any], prefix: str) -> None:
         for k, v in d.items():
-            if prefix == "" and k in _SKIP:
+            if (prefix == "" and k in _SKIP) or k in ("step", "vs_step"):  # steps are the x axis, not numbers
                 continue
             key = f"{prefix}{k}"
             if isinstance(v, Mapping):
@@ -39,6 +40,8 @@ def timeline_scalars(row: Mapping[str, Any]) -> dict[str, float]:
                 for end, x in zip(("low", "high"), v):
                     if _number(x):
                         out[f"{key}_{end}"] = float(x)
+            elif isinstance(v, bool):  # e.g. "regression": 1 where the checkpoint is one
+                out[key] = float(v)
             elif _number(v):
                 out[key] = float(v)
 

@@ -24,8 +24,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..config import parse_video_spec
 from ..evaluate.heatmap import FailureHeatmap
 from ..evaluate.rollout import episode_seed_for
+from ..jobs.render import select_episodes
 from ..media import atomic_write
 from ..report.timeline_page import write_timeline_report
 from .plot import plot_timeline, plot_timeline_heatmaps
@@ -42,10 +44,19 @@ PNG, HEATMAPS_PNG, PROGRESSION, PROGRESSION_JSON = ("timeline.png", "timeline_he
 PARTS_DIR, HEATMAPS_DIR = "progression", "heatmaps"
 
 
-def progression_seed(config: Any) -> int:
-    """The episode seed every checkpoint plays in ``progression.mp4``: episode 0 of the run's seeds (what
-    ``rlviz render --seed S`` plays first, so the part is the first episode of each checkpoint's row)."""
-    return episode_seed_for(int(getattr(config, "seed", 0) or 0), 0)
+def progression_seed(config: Any, last: TimelineCheckpoint | None = None) -> int | None:
+    """The episode seed every checkpoint plays in ``progression.mp4``, or None (``--videos none``).
+
+    ``config.videos`` picks it like ``rlviz render --videos``, by its first entry: ``first:1`` (default) is
+    episode 0 of the run's seeds (what ``rlviz render --seed S`` plays first), ``worst:1`` / ``best:1`` /
+    ``median:1`` that episode of the ``last`` checkpoint's rollout."""
+    seed = int(getattr(config, "seed", 0) or 0)
+    spec = parse_video_spec(getattr(config, "videos", None) or "first:1")
+    if not spec:
+        return None
+    returns = getattr(getattr(last, "result", None), "returns", None)
+    index = 0 if returns is None or not len(returns) else select_episodes(returns, spec[:1], seed=seed)[0][1]
+    return episode_seed_for(seed, index)
 
 
 def write_views(out: Path, data: dict, checkpoints: Sequence[TimelineCheckpoint], config: Any) -> None:
@@ -59,7 +70,7 @@ def write_views(out: Path, data: dict, checkpoints: Sequence[TimelineCheckpoint]
     good = sorted((c for c in checkpoints if c.error is None and int(c.step) in rows), key=lambda c: int(c.step))
     plot_timeline(out / PNG, data, title=_title(data, good))
     heatmaps = _heatmap_views(out, good, config) if getattr(config, "heatmap", False) else {}
-    parts = write_progression_views(out, good, config) if getattr(config, "progression", True) else []
+    parts = write_progression_views(out, good, config)
     write_timeline_report(out / "report.html", data, parts, heatmaps, out / PNG,
                           out / HEATMAPS_PNG if (out / HEATMAPS_PNG).is_file() and heatmaps else None)
 
@@ -104,9 +115,10 @@ def _options_key(config: Any, seed: int, c: TimelineCheckpoint) -> str:
 def write_progression_views(out: Path, good: Sequence[TimelineCheckpoint], config: Any) -> list[ProgressionPart]:
     """Record the parts not recorded yet (each checkpoint's agent loaded once, only then), join them into
     ``progression.mp4`` and describe them in ``progression.json``; returns the parts in step order."""
-    if not good:
+    seed = progression_seed(config, good[-1]) if good else None
+    if seed is None:
         return []
-    seed, folder = progression_seed(config), Path(out) / PARTS_DIR
+    folder = Path(out) / PARTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     parts: list[ProgressionPart] = []
     for c in good:
