@@ -279,6 +279,19 @@ _TIMELINE_OVERRIDES = {
 }
 
 
+def _seconds(name: str, value) -> float:
+    message = f"--{name.replace('_', '-')}: expected a positive number of seconds, received {value!r}."
+    if isinstance(value, bool):
+        raise UsageError(message)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(message) from None
+    if not (math.isfinite(v) and v > 0):
+        raise UsageError(message)
+    return v
+
+
 def _timeline_post_init(self) -> None:
     """Validate RUN and ``--follow``'s timings, and the shared options exactly as RenderConfig does."""
     run = self.run
@@ -289,13 +302,10 @@ def _timeline_post_init(self) -> None:
         raise UsageError("RUN is empty; pass the folder a training run saves its checkpoints into (e.g. the "
                          "save_path of SB3's CheckpointCallback), or checkpoint files.")
     object.__setattr__(self, "run", run)
-    for name in ("poll", "settle"):
+    for name in ("poll", "settle", "idle_stop"):
         value = getattr(self, name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value > 0):
-            raise UsageError(f"--{name}: expected a positive number of seconds, received {value!r}.")
-    if self.idle_stop is not None and (isinstance(self.idle_stop, bool) or not isinstance(self.idle_stop, (int, float))
-                                       or not self.idle_stop > 0):
-        raise UsageError(f"--idle-stop: expected a positive number of seconds, received {self.idle_stop!r}.")
+        if value is not None or name != "idle_stop":
+            object.__setattr__(self, name, _seconds(name, value))
     checked = self.render_config("checkpoint")
     for name in TIMELINE_SHARED:
         object.__setattr__(self, name, getattr(checked, name))
