@@ -2,7 +2,7 @@
 
 checkpoints.py (find and order a run's checkpoints: :class:`TimelineCheckpoint`) -> evaluate.py (each checkpoint's
 rollout of the run's N seeds, render's code) -> findings.py (paired differences, ``first_seen``, ``regressions``,
-``policy_change``) -> job.py (timeline.json / timeline.csv, then the views: plot.py, progression.py, views.py);
+``policy_change``) -> job.py / outputs.py (timeline.json / timeline.csv, then the views: plot.py, progression.py, views.py);
 follow.py (``--follow``: evaluate each new checkpoint once while training writes them).
 
 ``rlviz.timeline`` is this package and the job alike: ``rlviz.timeline(TimelineConfig(...))`` (or keyword
@@ -18,7 +18,7 @@ from typing import Any
 
 __all__ = ["timeline", "TimelineCheckpoint", "TimelineOutputs", "discover"]
 
-_EXPORTS = {"timeline": "job", "TimelineOutputs": "job", "TimelineCheckpoint": "checkpoints",
+_EXPORTS = {"timeline": "job", "TimelineOutputs": "outputs", "TimelineCheckpoint": "checkpoints",
             "discover": "checkpoints"}
 
 

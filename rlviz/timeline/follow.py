@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 import zipfile
 from pathlib import Path
@@ -30,7 +29,7 @@ from ..jobs.outdir import MARKER, check_out_dir, is_run_folder
 from ..jobs.shards import open_backend
 from ..media.atomic import atomic_write
 from .checkpoints import Skipped, TimelineCheckpoint, discover
-from .job import Evaluator, TimelineOutputs, outputs_of, timeline_data, write_outputs
+from .outputs import Evaluator, TimelineOutputs, outputs_of, say_stderr, timeline_data, write_outputs
 
 __all__ = ["follow", "FileWatch", "archive_complete"]
 
@@ -81,10 +80,6 @@ def _prepare_out(out: Path, config: Any) -> None:
     atomic_write(out / MARKER, json.dumps(marker, indent=2, sort_keys=True, default=str) + "\n", fsync=False)
 
 
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def follow(config: Any) -> TimelineOutputs:
     """Watch ``config.run`` (a folder) until Ctrl-C, ``--idle-stop`` or the folder disappearing; the outputs as
     after the last evaluated checkpoint."""
@@ -98,15 +93,15 @@ def follow(config: Any) -> TimelineOutputs:
     known: set[Path] = set()
     skipped: list[Skipped] = []
     data = timeline_data([], [], config)
-    evaluator = Evaluator(config, None, _say)
-    _say(f"rlviz: watching {run} for checkpoints (Ctrl-C to stop)")
+    evaluator = Evaluator(config, None, say_stderr)
+    say_stderr(f"rlviz: watching {run} for checkpoints (Ctrl-C to stop)")
     try:
         with progress.enabled(config.progress), open_backend(config) as backend:
             evaluator.backend = backend
             last_new = time.monotonic()
             while True:
                 if not Path(run).is_dir():
-                    _say(f"rlviz: {run} disappeared; stopped with the outputs of {len(evaluator.done)} checkpoint(s) "
+                    say_stderr(f"rlviz: {run} disappeared; stopped with the outputs of {len(evaluator.done)} checkpoint(s) "
                          f"in {out}")
                     break
                 new = _new_checkpoints(run, watch, known, skipped, evaluator)
@@ -116,11 +111,11 @@ def follow(config: Any) -> TimelineOutputs:
                 if new:
                     last_new = time.monotonic()
                 elif config.idle_stop is not None and time.monotonic() - last_new >= config.idle_stop:
-                    _say(f"rlviz: no new checkpoint for {config.idle_stop:g} s; stopped")
+                    say_stderr(f"rlviz: no new checkpoint for {config.idle_stop:g} s; stopped")
                     break
                 time.sleep(config.poll)
     except KeyboardInterrupt:
-        _say(f"rlviz: interrupted; the outputs of {len(evaluator.done)} checkpoint(s) in {out} are complete")
+        say_stderr(f"rlviz: interrupted; the outputs of {len(evaluator.done)} checkpoint(s) in {out} are complete")
     return outputs_of(out, data, evaluator.done)
 
 
@@ -142,5 +137,5 @@ def _new_checkpoints(run: Any, watch: FileWatch, known: set[Path], skipped: list
     for s in left:
         known.add(Path(run).resolve() / s.name)
         skipped.append(s)
-        _say(f"rlviz: skipped {s.why}")
+        say_stderr(f"rlviz: skipped {s.why}")
     return new
