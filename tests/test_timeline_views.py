@@ -158,6 +158,16 @@ def test_progression_plays_the_chosen_episode_or_none(run, tmp_path):
     assert not (tmp_path / "none" / "progression.mp4").exists() and not (tmp_path / "none" / "heatmaps").exists()
 
 
+def test_a_checkpoint_that_no_longer_loads_is_left_out_of_the_progression(run, tmp_path):
+    data, cks, config = run
+    gone = TimelineCheckpoint(step=4000, path=tmp_path / "step_4000.pt2", name="step_4000.pt2", result=cks[0].result)
+    rows = [*data["checkpoints"], {**data["checkpoints"][0], "step": 4000, "checkpoint": gone.name}]
+    with pytest.warns(UserWarning, match=r"leaves out step_4000.pt2 \(step 4000\)"):
+        write_views(tmp_path, {**data, "checkpoints": rows}, [*cks, gone], replace(config, heatmap=False))
+    assert [p["step"] for p in json.loads((tmp_path / "progression.json").read_text())["parts"]] == list(STEPS)
+    assert (tmp_path / "timeline.png").is_file() and (tmp_path / "report.html").is_file()
+
+
 def test_plot_without_value_head_or_ci(tmp_path):
     rows = [{"step": s, "return": {"mean": float(s)}, "mean_relative_entropy": None} for s in (10, 20)]
     img = Image.open(plot_timeline(tmp_path / "t.png", {"checkpoints": rows}))

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import parse_video_spec
+from ..errors import RlvizError
 from ..evaluate.heatmap import FailureHeatmap
 from ..evaluate.rollout import episode_seed_for
 from ..jobs.render import select_episodes
@@ -126,13 +127,18 @@ def write_progression_views(out: Path, good: Sequence[TimelineCheckpoint], confi
         part = load_part(folder, int(c.step), key)
         size = parts[0].size if parts else None
         if part is None or (size is not None and part.size != size):
-            agent = c.load(config)
-            part = record_part(agent, int(c.step), c.name, seed, folder, size=size, options=key,
-                               gamma=getattr(config, "gamma", None), saliency=getattr(config, "saliency", None),
-                               saliency_target=getattr(config, "saliency_target", "action"),
-                               greedy=bool(getattr(config, "greedy", False)),
-                               label=f"training step {int(c.step):,}   {c.name}   seed {seed}")
+            try:
+                part = record_part(c.load(config), int(c.step), c.name, seed, folder, size=size, options=key,
+                                   gamma=getattr(config, "gamma", None), saliency=getattr(config, "saliency", None),
+                                   saliency_target=getattr(config, "saliency_target", "action"),
+                                   greedy=bool(getattr(config, "greedy", False)),
+                                   label=f"training step {int(c.step):,}   {c.name}   seed {seed}")
+            except RlvizError as exc:  # e.g. the file is gone (--follow) or the env draws no frames
+                warnings.warn(f"progression.mp4 leaves out {c.name} (step {c.step}): {exc}", stacklevel=2)
+                continue
         parts.append(part)
+    if not parts:
+        return []
     parts = write_progression(Path(out) / PROGRESSION, parts, folder)
     _drop_stale_parts(folder, {p.video for p in parts})
     atomic_write(Path(out) / PROGRESSION_JSON, json.dumps({"seed": seed, "parts": [p.to_dict() for p in parts]},
