@@ -169,3 +169,41 @@ def test_callable_package():
 
     with pytest.raises(UsageError, match="RUN is empty"):
         rlviz.timeline(run="")
+
+
+def test_tensorboard_scalars_at_the_training_steps(runs, tmp_path):
+    from conftest import tb_accumulator
+
+    out = rlviz.timeline(run=runs[0], out=tmp_path / "o", tensorboard=tmp_path / "tb", env="CartPole-v1", episodes=3,
+                         videos="none")
+    acc = tb_accumulator(tmp_path / "tb")
+    events = acc.Scalars("timeline/return/mean")
+    assert [e.step for e in events] == STEPS
+    assert [e.value for e in events] == pytest.approx([r["return"]["mean"] for r in out.data["checkpoints"]])
+
+
+def test_sb3_callback_and_loop_write_the_same_timeline(tmp_path):
+    from conftest import tb_accumulator
+    from stable_baselines3 import PPO
+
+    from rlviz.agent.sb3 import sb3_policy
+    from rlviz.integrations.loop import TimelineWriter
+    from rlviz.integrations.sb3 import RlvizCallback
+    from rlviz.sinks import TensorBoardSink
+
+    with TensorBoardSink(tmp_path / "tb") as sink:
+        cb = RlvizCallback("CartPole-v1", every_steps=256, sinks=[sink], timeline=tmp_path / "tl",
+                           timeline_episodes=3)
+        model = PPO("MlpPolicy", "CartPole-v1", n_steps=256, batch_size=128, n_epochs=1, seed=0, device="cpu",
+                    policy_kwargs={"net_arch": [16]})
+        model.learn(512, callback=cb)
+    data = json.loads((tmp_path / "tl" / "timeline.json").read_text())
+    assert [r["step"] for r in data["checkpoints"]] == [256, 512]
+    assert data["checkpoints"][1]["policy_change"]["vs_step"] == 256 and data["checkpoints"][0]["episodes"] == 3
+    assert [e.step for e in tb_accumulator(tmp_path / "tb").Scalars("timeline/return/mean")] == [256, 512]
+    # the loop API on the final policy: the same row as rlviz timeline of a file of it would give
+    with TimelineWriter(tmp_path / "loop", "CartPole-v1", episodes=3, videos="none") as writer:
+        row = writer.add(sb3_policy(model, device="cpu"), 512, gamma=model.gamma)
+    assert row["return"] == data["checkpoints"][-1]["return"]
+    with pytest.raises(UsageError, match="already"):
+        writer.add(sb3_policy(model, device="cpu"), 512)

@@ -13,23 +13,28 @@ checkpoint's outputs complete (temporary files are discarded, worker processes s
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 from .. import progress
-from .._version import __version__
-from ..config import config_dict
 from ..errors import UsageError
-from ..jobs.outdir import MARKER, check_out_dir, is_run_folder
+from ..jobs.render import open_sinks
 from ..jobs.shards import open_backend
-from ..media.atomic import atomic_write
 from .checkpoints import Skipped, TimelineCheckpoint, discover
-from .outputs import Evaluator, TimelineOutputs, outputs_of, say_stderr, timeline_data, write_outputs
+from .outputs import (
+    Evaluator,
+    TimelineOutputs,
+    log_end,
+    log_rows,
+    outputs_of,
+    prepare_out_folder,
+    say_stderr,
+    timeline_data,
+    write_outputs,
+)
 
 __all__ = ["follow", "FileWatch", "archive_complete"]
 
@@ -70,16 +75,6 @@ class FileWatch:
         return now - before[2] >= self.settle and archive_complete(path)
 
 
-def _prepare_out(out: Path, config: Any) -> None:
-    """The output folder, marked as an rlviz run now (the outputs appear in it one checkpoint at a time)."""
-    check_out_dir(out, config.overwrite)
-    if out.is_dir() and is_run_folder(out):  # --overwrite (check_out_dir refused it otherwise)
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    marker = {"rlviz_version": __version__, "job": "timeline", "options": config_dict(config)}
-    atomic_write(out / MARKER, json.dumps(marker, indent=2, sort_keys=True, default=str) + "\n", fsync=False)
-
-
 def follow(config: Any) -> TimelineOutputs:
     """Watch ``config.run`` (a folder) until Ctrl-C, ``--idle-stop`` or the folder disappearing; the outputs as
     after the last evaluated checkpoint."""
@@ -88,12 +83,13 @@ def follow(config: Any) -> TimelineOutputs:
         raise UsageError(f"--follow watches a folder; RUN {run!r} is not one. Pass the folder the training run "
                          "saves its checkpoints into (it may be empty when the watch starts).")
     out = Path(config.out)
-    _prepare_out(out, config)
+    prepare_out_folder(out, config)
     watch = FileWatch(config.settle)
     known: set[Path] = set()
     skipped: list[Skipped] = []
     data = timeline_data([], [], config)
     evaluator = Evaluator(config, None, say_stderr)
+    sinks = open_sinks(config)  # fail early (a missing extra)
     say_stderr(f"rlviz: watching {run} for checkpoints (Ctrl-C to stop)")
     try:
         with progress.enabled(config.progress), open_backend(config) as backend:
@@ -108,6 +104,7 @@ def follow(config: Any) -> TimelineOutputs:
                 for cp in new:
                     evaluator.add(cp)
                     data = write_outputs(out, evaluator.done, skipped, config)
+                    log_rows(sinks, data, {cp.step})
                 if new:
                     last_new = time.monotonic()
                 elif config.idle_stop is not None and time.monotonic() - last_new >= config.idle_stop:
@@ -116,6 +113,12 @@ def follow(config: Any) -> TimelineOutputs:
                 time.sleep(config.poll)
     except KeyboardInterrupt:
         say_stderr(f"rlviz: interrupted; the outputs of {len(evaluator.done)} checkpoint(s) in {out} are complete")
+    finally:
+        try:
+            log_end(sinks, out, data)
+        finally:
+            for sink in sinks:
+                sink.close()
     return outputs_of(out, data, evaluator.done)
 
 

@@ -25,9 +25,10 @@ from .. import progress
 from ..config import TimelineConfig, config_dict
 from ..errors import UsageError
 from ..jobs.outdir import check_out_dir, run_folder
+from ..jobs.render import open_sinks
 from ..jobs.shards import open_backend
 from .checkpoints import discover
-from .outputs import Evaluator, TimelineOutputs, outputs_of, say_stderr, write_outputs
+from .outputs import Evaluator, TimelineOutputs, log_end, log_rows, outputs_of, say_stderr, write_outputs
 
 __all__ = ["TimelineConfig", "TimelineOutputs", "timeline"]
 
@@ -48,12 +49,19 @@ def timeline(config: TimelineConfig | None = None, **kwargs: Any) -> TimelineOut
     say = say_stderr if config.progress else (lambda line: None)
     for s in skipped:
         say(f"rlviz: skipped {s.why}")
-    with progress.enabled(config.progress), open_backend(config) as backend:  # started once for every checkpoint
-        evaluator = Evaluator(config, backend, say)
-        with run_folder(config.out, overwrite=config.overwrite, job="timeline", options=config_dict(config)) as tmp:
-            for cp in checkpoints:
-                evaluator.add(cp)
-            data = write_outputs(tmp, evaluator.done, skipped, config)
+    sinks = open_sinks(config)  # fail early (a missing extra) before the long work
+    try:
+        with progress.enabled(config.progress), open_backend(config) as backend:  # started once for the run
+            evaluator = Evaluator(config, backend, say)
+            with run_folder(config.out, overwrite=config.overwrite, job="timeline", options=config_dict(config)) as tmp:
+                for cp in checkpoints:
+                    evaluator.add(cp)
+                data = write_outputs(tmp, evaluator.done, skipped, config)
+                log_rows(sinks, data, {c.step for c in evaluator.done})
+                log_end(sinks, tmp, data)
+    finally:
+        for sink in sinks:
+            sink.close()
     return outputs_of(Path(config.out), data, evaluator.done)
 
 

@@ -10,8 +10,9 @@ import csv
 import io
 import json
 import math
+import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,15 +20,18 @@ from typing import Any
 import numpy as np
 
 from .. import progress
+from .._version import __version__
+from ..config import config_dict
 from ..evaluate.stats import _f
+from ..jobs.outdir import MARKER, check_out_dir, is_run_folder
 from ..jobs.render import _flat_numbers
-from ..media.atomic import atomic_path
+from ..media.atomic import atomic_path, atomic_write
 from .checkpoints import Skipped, TimelineCheckpoint
 from .evaluate import evaluate_checkpoint, policy_change, visited_states
 from .findings import timeline_findings
 
 __all__ = ["TimelineOutputs", "Evaluator", "write_outputs", "timeline_data", "timeline_csv", "format_timeline",
-           "outputs_of", "say_stderr", "JSON_NAME", "CSV_NAME"]
+           "outputs_of", "say_stderr", "prepare_out_folder", "log_rows", "log_end", "JSON_NAME", "CSV_NAME"]
 
 JSON_NAME, CSV_NAME = "timeline.json", "timeline.csv"
 
@@ -95,6 +99,36 @@ def _line(cp: TimelineCheckpoint) -> str:
     tv = f", policy TV {change['tv_mean']:.3f}" if change.get("tv_mean") is not None else ""
     return (f"rlviz: step {cp.step} ({cp.name}): return {_f(s['returns']['mean'])} over {s['episodes']} episodes"
             f"{tv}; " + (f"warnings: {', '.join(warn)}" if warn else "no warnings"))
+
+
+def prepare_out_folder(out: Path, config: Any) -> None:
+    """``out`` made the timeline's folder, marked as an rlviz run now (``--follow`` and the training callbacks
+    write their outputs into it one checkpoint at a time); an earlier run there is removed (with ``overwrite``)."""
+    check_out_dir(out, config.overwrite)
+    if out.is_dir() and is_run_folder(out):  # --overwrite (check_out_dir refused it otherwise)
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    marker = {"rlviz_version": __version__, "job": "timeline", "options": config_dict(config)}
+    atomic_write(out / MARKER, json.dumps(marker, indent=2, sort_keys=True, default=str) + "\n", fsync=False)
+
+
+def log_rows(sinks: Sequence[Any], data: dict, steps: Collection[int]) -> None:
+    """The rows of ``steps`` to the sinks, each at its training step (:func:`rlviz.sinks.log_timeline_checkpoint`)."""
+    if not sinks:
+        return
+    from ..sinks.timeline import log_timeline_checkpoint
+
+    for row in data["checkpoints"]:
+        if row["step"] in steps:
+            log_timeline_checkpoint(sinks, row)
+
+
+def log_end(sinks: Sequence[Any], out: Path, data: dict) -> None:
+    """Once at the end: the progression video and timeline.png at the last checkpoint's step."""
+    if sinks and data["checkpoints"]:
+        from ..sinks.timeline import log_timeline_end
+
+        log_timeline_end(sinks, out, data["checkpoints"][-1]["step"])
 
 
 def outputs_of(out: Path, data: dict, done: Sequence[TimelineCheckpoint]) -> TimelineOutputs:
