@@ -31,7 +31,7 @@ from rlviz.evaluate.rollout import episode_seed_for
 from rlviz.media import probe_video, read_video
 from rlviz.sinks import log_timeline_checkpoint, log_timeline_end
 from rlviz.timeline.checkpoints import TimelineCheckpoint
-from rlviz.timeline.plot import SIZE, plot_timeline
+from rlviz.timeline.plot import SIZE, plot_timeline, plot_timelines
 from rlviz.timeline.progression import BAND
 from rlviz.timeline.views import progression_seed, write_views
 
@@ -172,6 +172,16 @@ def test_plot_without_value_head_or_ci(tmp_path):
     rows = [{"step": s, "return": {"mean": float(s)}, "mean_relative_entropy": None} for s in (10, 20)]
     img = Image.open(plot_timeline(tmp_path / "t.png", {"checkpoints": rows}))
     assert img.size == SIZE
+
+
+def test_two_runs_on_one_step_axis(run, tmp_path):
+    data, _, _ = run
+    twin = {**data, "checkpoints": [{**r, "return": {**r["return"], "mean": r["return"]["mean"] + 50}}
+                                    for r in data["checkpoints"]]}
+    img = np.asarray(Image.open(plot_timelines(tmp_path / "twins.png", {"a": data, "b": twin})).convert("RGB"))
+    assert img.shape == (SIZE[1], SIZE[0], 3)
+    for rgb in ((0x2F, 0x6D, 0xB5), (0xD6, 0x27, 0x28)):  # each run in its colour
+        assert (np.abs(img.astype(int) - rgb).sum(axis=-1) < 30).sum() > 200, rgb
 
 
 def test_tensorboard_scalars_at_the_training_steps(run, views, tmp_path):

@@ -23,7 +23,7 @@ import numpy as np
 from ..evaluate.heatmap import FailureHeatmap, plot_small_multiples
 from ..media import atomic_path
 
-__all__ = ["plot_timeline", "plot_timeline_heatmaps", "row_value", "SIZE", "DPI"]
+__all__ = ["plot_timeline", "plot_timelines", "plot_timeline_heatmaps", "row_value", "SIZE", "DPI"]
 
 #: (width, height) of ``timeline.png`` in pixels.
 SIZE = (1200, 900)
@@ -132,6 +132,43 @@ def _mark_regressions(ax, regressions: Sequence[Mapping[str, Any]], rows: Sequen
                     textcoords="offset points", ha="center", va="top", fontsize=7, color=_REGRESSION)
     if xs:
         ax.plot(xs, ys, "v", color=_REGRESSION, markersize=11, label="regression (95% CI below 0)", zorder=5)
+
+
+#: Colours of the runs in :func:`plot_timelines`, in order.
+RUN_COLORS = ("#2f6db5", "#d62728", "#2a9d6a", "#8a5cd6", "#d98a00", "#17becf")
+
+
+def plot_timelines(path: str | os.PathLike, runs: Mapping[str, Mapping[str, Any]], title: str | None = None) -> Path:
+    """Several training runs' timelines on one step axis (e.g. a run and its twin with a bug): per run, the return
+    mean with its 95% CI band, the entropy H/ln|A| and the value explained variance, in one colour; regressions
+    marked. ``runs``: {label: the ``timeline.json`` dict}. Same size as ``timeline.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(3, 1, sharex=True, figsize=(SIZE[0] / DPI, SIZE[1] / DPI), dpi=DPI,
+                             gridspec_kw={"height_ratios": [3, 1.2, 1.2]}, layout="constrained")
+    for (label, data), color in zip(runs.items(), RUN_COLORS * (1 + len(runs) // len(RUN_COLORS))):
+        rows = list(data.get("checkpoints") or [])
+        steps = np.asarray([row_value(r, "step") for r in rows], dtype=np.float64)
+        ci = np.asarray([_ci(r) for r in rows]).reshape(-1, 2)
+        axes[0].fill_between(steps, ci[:, 0], ci[:, 1], color=color, alpha=0.18, linewidth=0)
+        axes[0].plot(steps, [row_value(r, "return.mean") for r in rows], "o-", color=color, label=label)
+        _mark_regressions(axes[0], data.get("regressions") or [], rows)
+        for ax, key in ((axes[1], "mean_relative_entropy"), (axes[2], "value_explained_variance")):
+            ax.plot(steps, [row_value(r, key) for r in rows], "o-", color=color, markersize=4, label=label)
+    axes[0].set_ylabel("return (mean, 95% CI)")
+    axes[0].legend(loc="best", fontsize=9)
+    axes[0].set_title(title or " vs ".join(runs), fontsize=11)
+    axes[1].set_ylabel("entropy H/ln|A|")
+    axes[1].set_ylim(0.0, None)
+    axes[2].set_ylabel("value expl. var.")
+    axes[2].set_xlabel("training step")
+    axes[2].ticklabel_format(axis="x", style="sci", scilimits=(-3, 5), useMathText=True)
+    for a in axes:
+        a.grid(True, alpha=0.3)
+    return _save(fig, path)
 
 
 def plot_timeline_heatmaps(path: str | os.PathLike, heatmaps: Sequence[FailureHeatmap], steps: Sequence[int],
