@@ -207,3 +207,23 @@ def test_sb3_callback_and_loop_write_the_same_timeline(tmp_path):
     assert row["return"] == data["checkpoints"][-1]["return"]
     with pytest.raises(UsageError, match="already"):
         writer.add(sb3_policy(model, device="cpu"), 512)
+
+
+def test_policy_change_distances():
+    import numpy as np
+
+    from rlviz.timeline.evaluate import _tv_kl_categorical, _tv_kl_gaussian, policy_change
+
+    tv, kl = _tv_kl_categorical(np.array([[0.5, 0.5]]), np.array([[0.9, 0.1]]), None)
+    assert tv[0] == pytest.approx(0.4) and kl[0] == pytest.approx(0.5 * np.log(0.5 / 0.9) + 0.5 * np.log(5.0))
+    # MultiDiscrete: the mean TV over the parts, the KL summed
+    tv, kl = _tv_kl_categorical(np.array([[1.0, 0.0, 0.5, 0.5]]), np.array([[0.0, 1.0, 0.5, 0.5]]), (2, 2))
+    assert tv[0] == pytest.approx(0.5) and kl[0] > 20
+    tv, kl = _tv_kl_gaussian(np.array([[1.0]]), np.array([[1.0]]), np.array([[0.0]]), np.array([[2.0]]))
+    assert kl[0] == pytest.approx(np.log(2.0) + 2.0 / 8.0 - 0.5) and tv[0] == pytest.approx(np.sqrt(kl[0] / 2))
+    net = nn.Sequential(nn.Linear(4, 2))
+    agent = rlviz.LoadedAgent(rlviz.TorchPolicy(net, kind="logits"), rlviz.EnvRecipe.for_env_id("CartPole-v1"),
+                              ("left", "right"), 0.99, "logits")
+    same = policy_change(agent, agent, np.zeros((5, 4), np.float32) + 0.1)
+    assert same["states"] == 5 and same["tv_mean"] == 0.0 and same["kl_mean"] == pytest.approx(0.0, abs=1e-9)
+    assert policy_change(agent, agent, None) is None

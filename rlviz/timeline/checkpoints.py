@@ -147,7 +147,9 @@ def step_from_file(path: str | os.PathLike) -> int | None:
                 meta = json.loads(z.read(names[0]).decode("utf-8")) if names else {}
             except (UnicodeDecodeError, ValueError):
                 return None
-        user = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+        if not isinstance(meta, dict):
+            return None
+        user = meta["metadata"] if isinstance(meta.get("metadata"), dict) else {}
         return next((s for s in (_int_step(meta.get("step")), *(_int_step(user.get(k)) for k in _FILE_STEP_KEYS))
                      if s is not None), None)
     if fmt == "torch-save":

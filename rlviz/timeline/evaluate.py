@@ -165,9 +165,9 @@ def policy_change(earlier: LoadedAgent, later: LoadedAgent, states: np.ndarray |
     with torch_threads(1):
         new, old = later.policy.evaluate(states), earlier.policy.evaluate(states)
     dist = new.dist
-    if dist == "gaussian" and old.std is not None:
+    if new.mean is not None and old.mean is not None and new.std is not None and old.std is not None:
         tv, kl = _tv_kl_gaussian(new.mean, new.std, old.mean, old.std)
-    elif new.mean is not None:  # a deterministic actor: no distribution; the mean distance of the actions
+    elif new.mean is not None and old.mean is not None:  # deterministic actors: the mean distance of the actions
         return {"states": int(len(states)), "tv_mean": None, "kl_mean": None, "distribution": dist,
                 "action_distance_mean": float(np.linalg.norm(new.mean - old.mean, axis=1).mean())}
     else:

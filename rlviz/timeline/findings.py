@@ -55,7 +55,9 @@ def timeline_findings(checkpoints: Sequence[TimelineCheckpoint]) -> dict:
     """``{"checkpoints": rows, "first_seen", "diagnostics_over_training", "regressions"}`` for the evaluated
     checkpoints in step order (failed ones are left out here)."""
     good = sorted((c for c in checkpoints if c.result is not None and c.summary is not None), key=lambda c: c.step)
-    rows, regressions, means = [], [], []
+    rows: list[dict] = []
+    regressions: list[dict] = []
+    means: list[float] = []
     for i, cp in enumerate(good):
         row = checkpoint_row(cp)
         row["vs_previous"] = paired_diff(good[i - 1], cp) if i else None
@@ -69,7 +71,7 @@ def timeline_findings(checkpoints: Sequence[TimelineCheckpoint]) -> dict:
                 row["regression"] = True
                 regressions.append({"step": int(cp.step), "vs_step": int(best.step),
                                     "return_diff": {k: vs_best["return_diff"][k] for k in ("mean", "ci95")}})
-        means.append(float(cp.result.returns.mean()))
+        means.append(float(row["return"]["mean"]))
         rows.append(row)
     over = _diagnostics_over_training(rows)
     return {"checkpoints": rows, "first_seen": {k: v["first_seen"] for k, v in over.items()},

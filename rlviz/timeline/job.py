@@ -33,8 +33,9 @@ from .outputs import Evaluator, TimelineOutputs, log_end, log_rows, outputs_of, 
 __all__ = ["TimelineConfig", "TimelineOutputs", "timeline"]
 
 
-def timeline(config: TimelineConfig | None = None, **kwargs: Any) -> TimelineOutputs:
-    """Run the whole ``rlviz timeline RUN`` job; ``timeline(run=..., episodes=...)`` works too. A checkpoint that
+def timeline(config: Any = None, **kwargs: Any) -> TimelineOutputs:
+    """Run the whole ``rlviz timeline RUN`` job for a :class:`TimelineConfig`; ``timeline(run=..., episodes=...)``
+    works too. A checkpoint that
     fails to load or play is named in ``failed`` (one line); the others are still evaluated and written."""
     if config is None:
         config = TimelineConfig(**kwargs)
