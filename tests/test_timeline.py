@@ -227,3 +227,39 @@ def test_policy_change_distances():
     same = policy_change(agent, agent, np.zeros((5, 4), np.float32) + 0.1)
     assert same["states"] == 5 and same["tv_mean"] == 0.0 and same["kl_mean"] == pytest.approx(0.0, abs=1e-9)
     assert policy_change(agent, agent, None) is None
+
+
+def test_rl_zoo3_run_folder_with_vecnormalize_per_checkpoint(tmp_path):
+    """An rl-zoo3 run (--save-freq under normalize: True): rl_model_<steps>_steps.zip each with its
+    rl_model_vecnormalize_<steps>_steps.pkl, and the final <env id>.zip with <env id>/vecnormalize.pkl; no --env."""
+    from collections import OrderedDict
+
+    import yaml
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import CheckpointCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    run = tmp_path / "ppo" / "CartPole-v1_1"
+    (run / "CartPole-v1").mkdir(parents=True)
+    venv = VecNormalize(make_vec_env("CartPole-v1", n_envs=1, seed=0))
+    model = PPO("MlpPolicy", venv, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu",
+                policy_kwargs={"net_arch": [16]})
+    model.learn(512, callback=CheckpointCallback(256, str(run), save_vecnormalize=True))
+    model.save(run / "CartPole-v1.zip")
+    venv.save(run / "CartPole-v1" / "vecnormalize.pkl")
+    for name, data in (("config.yml", {"normalize": True, "policy": "MlpPolicy"}),
+                       ("args.yml", {"algo": "ppo", "env": "CartPole-v1", "env_kwargs": None, "seed": 0})):
+        (run / "CartPole-v1" / name).write_text(yaml.dump(OrderedDict(sorted(data.items()))))
+    found, skipped = discover(run)
+    assert [(c.step, c.name) for c in found] == [(256, "rl_model_256_steps.zip"), (512, "rl_model_512_steps.zip")]
+    assert [c.vecnormalize.name for c in found] == ["rl_model_vecnormalize_256_steps.pkl",
+                                                    "rl_model_vecnormalize_512_steps.pkl"]
+    assert [s.name for s in skipped] == ["CartPole-v1.zip"]  # the final model: a second file for step 512
+    out = rlviz.timeline(run=run, episodes=4, videos="none", out=tmp_path / "t")
+    assert [r["step"] for r in out.data["checkpoints"]] == [256, 512] and out.data["env_id"] == "CartPole-v1"
+    first = found[0]
+    rendered = rlviz.render(checkpoint=first.path, vecnormalize=first.vecnormalize, episodes=4, videos="none",
+                            out=tmp_path / "r").summary
+    assert out.data["checkpoints"][0]["return"]["mean"] == rendered["returns"]["mean"]
+    assert out.checkpoints[0].agent.metadata["vecnormalize_stats"].endswith("rl_model_vecnormalize_256_steps.pkl")
