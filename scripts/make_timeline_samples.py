@@ -38,10 +38,11 @@ def main(argv=None) -> None:
     args = p.parse_args(argv)
     import rlviz.timeline
 
+    os.chdir(ROOT.parent)  # paths relative to the repository in the outputs' rlviz-run.json
     datas = {}
     for label, name in RUNS.items():
-        config = TimelineConfig(run=str(ROOT / "runs" / name), episodes=args.episodes, heatmap=True, seed=0,
-                                out=str(ROOT / "out" / f"timeline_{name}"), overwrite=True, workers=args.workers)
+        config = TimelineConfig(run=f"samples/runs/{name}", episodes=args.episodes, heatmap=True, seed=0,
+                                out=f"samples/out/timeline_{name}", overwrite=True, workers=args.workers)
         outputs = rlviz.timeline(config)
         print(outputs.table, flush=True)
         datas[label] = outputs.data

@@ -29,6 +29,7 @@ from ..draw.compose import ComposeOptions, Compositor
 from ..draw.style import COLORS, put_text
 from ..envs import make_env
 from ..episode.trace import EpisodeInternals, EpisodeTrace
+from ..errors import VideoError
 from ..media import VideoWriter, atomic_write, concat_videos
 from ..record import RecordEpisode, run_episode
 from ..record.internals import save_episode_data
@@ -47,7 +48,8 @@ class ProgressionPart:
     video: the part's own MP4 (``progression/step_<N>.mp4``, a ``.npz`` of per-step numbers beside it);
     frames: frames in the part (episode steps + 1);  fps: its frame rate;  size: (width, height) of its frames;
     ret, length: the episode's return and steps;  first_frame: where the part starts in ``progression.mp4``
-    (set by :func:`write_progression`; -1 before).
+    (set by :func:`write_progression`; -1 before);  options: a key of what else decided the part (the file, the
+    options), compared by :func:`load_part` before a part is reused.
     """
 
     step: int
@@ -163,7 +165,8 @@ def record_part(
         env.close()
     recorded = Path(played.video_path) if played.video_path is not None else None
     if recorded is None or env.frame_size is None:
-        raise RuntimeError(f"the episode of {checkpoint} was not recorded")  # pragma: no cover - RecordEpisode's job
+        raise VideoError(f"The episode of {checkpoint} (seed {seed}) was not recorded: the env gave no frame. "
+                         "Check that it renders rgb_array frames.")  # pragma: no cover - RecordEpisode's check
     if recorded != video:  # RecordEpisode names it <prefix>-episode-0.mp4
         os.replace(recorded, video)
         os.replace(recorded.with_suffix(".npz"), video.with_suffix(".npz"))
