@@ -91,14 +91,14 @@ def test_planted_collapse_first_seen_and_regression(collapsed, healthy):
     assert (healthy.out_dir / "rlviz-run.json").is_file()
 
 
+def _without_wall(data: dict) -> dict:
+    return {**data, "checkpoints": [{k: v for k, v in r.items() if k != "wall_s"} for r in data["checkpoints"]]}
+
+
 def test_workers_identical_to_one_process(runs, healthy, tmp_path):
     two = rlviz.timeline(run=runs[0], out=tmp_path / "w2", workers=2, **COMMON)
-
-    def strip(data):
-        rows = [{k: v for k, v in r.items() if k != "wall_s"} for r in data["checkpoints"]]
-        return {**data, "checkpoints": rows}
-
-    assert strip(two.data) == strip(healthy.data)
+    assert _without_wall(two.data) == _without_wall(healthy.data)
+    assert all(c.agent is None for c in two.checkpoints)  # the agents were loaded in the workers only
 
 
 def test_explicit_files_and_glob(runs, tmp_path):
@@ -161,6 +161,9 @@ def test_bad_inputs(runs, tmp_path, capsys):
     data = json.loads((tmp_path / "m" / "timeline.json").read_text())
     assert [r["step"] for r in data["checkpoints"]] == [1024, 2048]
     assert [f["step"] for f in data["failed"]] == [1536] and "corrupt" in data["failed"][0]["error"]
+    assert data["checkpoints"][1]["policy_change"]["vs_step"] == 1024  # against the good one before the failed
+    two = rlviz.timeline(run=mixed, env="CartPole-v1", episodes=2, videos="none", out=tmp_path / "m2", workers=2)
+    assert _without_wall(two.data) == _without_wall(data) and len(two.failed) == 1
     assert main(["timeline", str(empty), "--out", str(tmp_path / "e")]) == 2
 
 

@@ -2,9 +2,12 @@
 
 A checkpoint's rollout is :func:`rlviz.jobs.render.run_rollouts` with the checkpoint's
 :meth:`TimelineConfig.render_config` (the same seeds, the same options), so its row equals ``rlviz render FILE``.
-``(checkpoint, episodes)`` is the unit of work for ``--workers`` / ``--ray``: the backend opened once for the whole
-run (:func:`rlviz.jobs.shards.open_backend`: its start-up is paid once), each checkpoint's episodes shared out to its
-workers, each of which loads the checkpoint once (:class:`rlviz.jobs.shards.AgentSource`); the merge is exact, so
+``(checkpoint, episodes)`` is the unit of work for ``--workers`` / ``--ray`` (:class:`CheckpointTask`): the backend
+is opened once for the whole run (:func:`rlviz.jobs.shards.open_backend`: its start-up is paid once) and every
+checkpoint's tasks go to it at once, so no worker waits for another checkpoint to finish; a worker loads each
+checkpoint it needs once (:class:`rlviz.jobs.shards.AgentSource`), plays its episodes with render's shard function
+(:func:`rlviz.jobs.shards.run_shard`) and, for a checkpoint's first shard, measures the policy change against the
+previous checkpoint there too. The driver only merges (exactly: :func:`rlviz.evaluate.workers.merge_rollouts`), so
 the results equal one process's.
 
 :func:`policy_change` compares two consecutive checkpoints' action distributions on the later one's visited states
@@ -13,8 +16,9 @@ the results equal one process's.
 
 from __future__ import annotations
 
+import time
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import gymnasium as gym
@@ -24,16 +28,19 @@ from ..agent import LoadedAgent
 from ..errors import RlvizError, UsageError
 from ..evaluate import replay_episode, summarize
 from ..evaluate.diagnostics import diagnose
+from ..evaluate.rollout import episode_seed_for
 from ..evaluate.threads import torch_threads
+from ..evaluate.workers import merge_rollouts, shard_ranges
 from ..jobs.render import run_rollouts
-from ..jobs.shards import share_agent
+from ..jobs.shards import AgentSource, ShardTask, run_shard, source_for
 from .checkpoints import TimelineCheckpoint
 
-__all__ = ["evaluate_checkpoint", "checkpoint_config", "check_same_run", "visited_states", "policy_change",
-           "STATE_LIMIT"]
+__all__ = ["evaluate_checkpoint", "evaluate_many", "checkpoint_config", "check_same_run", "visited_states",
+           "policy_change", "CheckpointTask", "run_checkpoint", "STATE_LIMIT"]
 
-#: Visited states :func:`policy_change` compares the two policies on (the later checkpoint's first episodes).
-STATE_LIMIT = 2048
+#: Visited states :func:`policy_change` compares the two policies on (the later checkpoint's first episodes; their
+#: replay costs about a third of a 200-episode MinAtar rollout at 512).
+STATE_LIMIT = 512
 
 
 def checkpoint_config(cp: TimelineCheckpoint, config: Any) -> Any:
@@ -45,26 +52,30 @@ def checkpoint_config(cp: TimelineCheckpoint, config: Any) -> Any:
     return rc
 
 
-def check_same_run(reference: TimelineCheckpoint, cp: TimelineCheckpoint, agent: LoadedAgent) -> None:
-    """A usage error unless ``agent`` runs on the reference checkpoint's env with the same actions."""
-    ref = reference.agent
-    if ref is None:
+def _identity(cp: TimelineCheckpoint) -> tuple[str, str] | None:
+    """(env id, recipe JSON) of an evaluated checkpoint: what must match across a run (the env's actions with it)."""
+    if cp.agent is not None:
+        return cp.agent.recipe.env_id, cp.agent.recipe.to_json()
+    if cp.result is not None:
+        return cp.result.env_id, cp.result.recipe_json
+    return None
+
+
+def check_same_run(reference: TimelineCheckpoint, cp: TimelineCheckpoint) -> None:
+    """A usage error unless ``cp`` runs on the reference checkpoint's env with the same actions."""
+    ref, new = _identity(reference), _identity(cp)
+    if ref is None or new is None or ref == new:
         return
-    same_env = ref.recipe.to_json() == agent.recipe.to_json()
-    if same_env and tuple(ref.action_names) == tuple(agent.action_names):
-        return
-    what = (f"env {ref.recipe.env_id!r} vs {agent.recipe.env_id!r}" if ref.recipe.env_id != agent.recipe.env_id
-            else f"different settings of {agent.recipe.env_id!r}" if not same_env
-            else f"{len(ref.action_names)} vs {len(agent.action_names)} actions")
+    what = f"env {ref[0]!r} vs {new[0]!r}" if ref[0] != new[0] else f"different settings of {new[0]!r}"
     raise UsageError(f"RUN mixes checkpoints of different runs: {reference.name} and {cp.name} ({what}); a timeline "
                      "plays every checkpoint on the same seeds of one env: pass the checkpoints of one training run.")
 
 
-def evaluate_checkpoint(cp: TimelineCheckpoint, config: Any, backend: Any = None,
+def evaluate_checkpoint(cp: TimelineCheckpoint, config: Any,
                         reference: TimelineCheckpoint | None = None) -> TimelineCheckpoint:
     """``cp`` with its agent, rollout and summary (``rlviz render``'s); a checkpoint that fails to load or play comes
     back with ``error`` (one line naming the file) instead. ``reference``: an evaluated checkpoint of the run
-    (a different env or action set is a UsageError). ``backend``: None or the run's worker pool."""
+    (a different env is a UsageError). In this process; :func:`evaluate_many` runs checkpoints in workers."""
     rc = checkpoint_config(cp, config)
     try:
         agent = cp.load(rc)
@@ -73,13 +84,11 @@ def evaluate_checkpoint(cp: TimelineCheckpoint, config: Any, backend: Any = None
     except RlvizError as exc:
         return replace(cp, error=f"{cp.name}: {exc}")
     if reference is not None:
-        check_same_run(reference, cp, agent)
+        check_same_run(reference, replace(cp, agent=agent))
     gamma = float(config.gamma if config.gamma is not None else agent.gamma)
-    if backend is not None:
-        share_agent(rc, agent)  # forked workers inherit it
     try:
         with torch_threads(config.threads):
-            result = run_rollouts(agent, rc, gamma, backend)
+            result = run_rollouts(agent, rc, gamma)
     except UsageError:
         raise
     except RlvizError as exc:
@@ -112,26 +121,113 @@ class _Visited(gym.Wrapper):
             self.seen.append(np.array(obs, copy=True))
 
 
-def visited_states(cp: TimelineCheckpoint, config: Any, limit: int = STATE_LIMIT) -> np.ndarray | None:
-    """float/uint8 ``[n <= limit, *obs_shape]``: the observations ``cp``'s policy acted on in the run's first
-    episodes (replayed on their seeds), or None when they are not plain arrays (dict/tuple observations) or the
-    policy carries state between steps (its distribution depends on more than the state)."""
+@dataclass(frozen=True)
+class CheckpointTask:
+    """A worker's unit: episodes ``[first_episode, first_episode + episodes)`` of one checkpoint (``source``), and
+    for its first shard (``previous`` given) the policy change against the previous checkpoint on its states."""
+
+    source: AgentSource
+    gamma: float | None
+    first_episode: int
+    episodes: int
+    num_envs: int
+    previous: AgentSource | None = None
+
+    def __str__(self) -> str:
+        return f"episodes {self.first_episode}-{self.first_episode + self.episodes - 1} of {self.source.path}"
+
+
+@dataclass(frozen=True)
+class CheckpointPart:
+    """What a worker returns for a :class:`CheckpointTask`: the shard's rollout (or ``error``, one line), the
+    policy's kind, and the policy change (first shard only)."""
+
+    result: Any = None
+    kind: str = ""
+    change: dict | None = None
+    error: str | None = None
+
+
+def run_checkpoint(task: CheckpointTask, progress: Any = None) -> CheckpointPart:
+    """A worker's :class:`CheckpointTask` (top level, so workers can import it)."""
+    try:
+        agent = task.source.load()
+        gamma = float(agent.gamma if task.gamma is None else task.gamma)
+        result = run_shard(ShardTask(task.source, gamma, task.first_episode, task.episodes, num_envs=task.num_envs),
+                           progress)
+    except UsageError:
+        raise
+    except RlvizError as exc:
+        return CheckpointPart(error=str(exc))
+    change = None
+    if task.previous is not None:
+        try:
+            earlier = task.previous.load()
+        except RlvizError:  # a checkpoint that failed: the driver measures against the one before it
+            earlier = None
+        change = None if earlier is None else policy_change(earlier, agent, visited_states(agent, task.source.config))
+    return CheckpointPart(result, agent.policy.kind, change)
+
+
+def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, previous: TimelineCheckpoint | None,
+                  reference: TimelineCheckpoint | None) -> list[TimelineCheckpoint]:
+    """``cps`` (in step order, all after ``previous``) evaluated in ``backend``'s workers: each with its result,
+    summary and ``policy_change`` against the checkpoint before it (``previous`` for the first), or its ``error``.
+    The agents stay in the workers (``agent`` None: :meth:`TimelineCheckpoint.load` loads one here if needed)."""
+    configs = [checkpoint_config(cp, config) for cp in cps]
+    sources = [source_for(rc, backend) for rc in configs]
+    before = [None if previous is None else source_for(checkpoint_config(previous, config), backend), *sources[:-1]]
+    n = int(config.episodes)
+    per = max(1, -(-int(getattr(backend, "size", 1)) // max(1, len(cps))))  # split when fewer checkpoints than workers
+    ranges = shard_ranges(n, per, config.num_envs) if per > 1 else [range(n)]
+    tasks = [CheckpointTask(src, config.gamma, r.start, len(r), min(config.num_envs, len(r)), prev if r.start == 0
+                            else None) for src, prev in zip(sources, before) for r in ranges]
+    t0 = time.perf_counter()
+    from .. import progress as bars
+
+    with bars.bar(n * len(cps), "rollouts", unit="ep") as shown:
+        parts = backend.map(run_checkpoint, tasks, progress=lambda ret: shown.update(1, ret=f"{ret:.1f}"),
+                            what="the rollout of")
+    out = []
+    for i, cp in enumerate(cps):
+        mine = parts[i * len(ranges):(i + 1) * len(ranges)]
+        failed = next((p.error for p in mine if p.error is not None), None)
+        if failed is not None:
+            out.append(replace(cp, error=f"{cp.name}: {failed}"))
+            continue
+        result = merge_rollouts([p.result for p in mine], time.perf_counter() - t0)
+        summary = summarize(result, diagnose(result, mine[0].kind)).to_dict()
+        vs = cps[i - 1].step if i else (previous.step if previous is not None else None)
+        change = None if mine[0].change is None or vs is None else {"vs_step": int(vs), **mine[0].change}
+        done = replace(cp, result=result, summary=summary, policy_change=change, error=None)
+        if reference is not None:
+            check_same_run(reference, done)
+        reference = reference or done
+        out.append(done)
+    return out
+
+
+def visited_states(agent: LoadedAgent, config: Any, limit: int = STATE_LIMIT) -> np.ndarray | None:
+    """float/uint8 ``[n <= limit, *obs_shape]``: the observations ``agent``'s policy acted on in the run's first
+    episodes (episode k replayed alone on its seed, as in the rollout), or None when they are not plain arrays
+    (dict/tuple observations) or the policy carries state between steps (its distribution depends on more than
+    the state)."""
     from ..envs import make_env
 
-    agent, result = cp.agent, cp.result
-    if agent is None or result is None or getattr(agent.policy, "stateful", False):
+    if getattr(agent.policy, "stateful", False):
         return None
     gamma = float(config.gamma if config.gamma is not None else agent.gamma)
     env = _Visited(make_env(agent.recipe, render_mode="rgb_array"), limit)
     try:
-        for record in result.episodes:
+        for k in range(int(config.episodes)):
             if len(env.seen) >= limit:
                 break
             with torch_threads(config.threads):
-                replay_episode(agent.recipe, agent.policy, record, env=env, fail_on=config.fail_on, gamma=gamma)
+                replay_episode(agent.recipe, agent.policy, episode_seed_for(config.seed, k), env=env,
+                               greedy=bool(config.greedy), fail_on=config.fail_on, gamma=gamma)
     finally:
         env.close()
-    if not env.seen or any(np.asarray(s).dtype == object for s in env.seen[:1]):
+    if not env.seen or np.asarray(env.seen[0]).dtype == object:
         return None
     return np.stack(env.seen)
 

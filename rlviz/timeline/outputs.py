@@ -27,7 +27,7 @@ from ..jobs.outdir import MARKER, check_out_dir, is_run_folder
 from ..jobs.render import _flat_numbers
 from ..media.atomic import atomic_path, atomic_write
 from .checkpoints import Skipped, TimelineCheckpoint
-from .evaluate import evaluate_checkpoint, policy_change, visited_states
+from .evaluate import evaluate_checkpoint, evaluate_many, policy_change, visited_states
 from .findings import timeline_findings
 
 __all__ = ["TimelineOutputs", "Evaluator", "write_outputs", "timeline_data", "timeline_csv", "format_timeline",
@@ -64,29 +64,54 @@ class Evaluator:
 
     def add(self, cp: TimelineCheckpoint) -> TimelineCheckpoint:
         """Evaluate ``cp`` (its rollout, summary, policy change) and keep it; one progress line."""
+        return self.add_many([cp])[0]
+
+    def add_many(self, cps: Sequence[TimelineCheckpoint]) -> list[TimelineCheckpoint]:
+        """Evaluate ``cps`` and keep them; one progress line each. With a backend all of them go to its workers at
+        once (:func:`rlviz.timeline.evaluate.evaluate_many`); without, one at a time here."""
+        cps = sorted(cps, key=lambda c: c.step)
+        if self.backend is None or not cps:
+            return [self._keep(self._one(cp)) for cp in cps]
         good = self.good
-        reference = good[0] if good else None
+        previous = next((c for c in reversed(good) if c.step < cps[0].step), None)
+        batch = evaluate_many(cps, self.config, self.backend, previous, good[0] if good else None)
+        return [self._keep(cp) for cp in batch]
+
+    def _one(self, cp: TimelineCheckpoint) -> TimelineCheckpoint:
+        good = self.good
         with progress.phase(f"step {cp.step}: {cp.name}"):
-            cp = evaluate_checkpoint(cp, self.config, self.backend, reference)
-        if cp.error is None:
+            return evaluate_checkpoint(cp, self.config, good[0] if good else None)
+
+    def _keep(self, cp: TimelineCheckpoint) -> TimelineCheckpoint:
+        """Insert ``cp`` in step order; its policy change (and its successor's) against the checkpoint before it,
+        measured here unless a worker measured it against that one already."""
+        if cp.error is None and _vs(cp) != _step_before(self.good, cp.step):
             cp = self._with_change(cp)
         self.done = sorted([c for c in self.done if c.step != cp.step] + [cp], key=lambda c: c.step)
-        if cp.error is None:  # a later checkpoint already evaluated compares against this one now
-            later = next((c for c in self.good if c.step > cp.step), None)
-            if later is not None:
-                self._replace(self._with_change(later))
+        later = next((c for c in self.good if c.step > cp.step), None)
+        if later is not None and _vs(later) != _step_before(self.good, later.step):
+            self._replace(self._with_change(later))
         self.say(_line(cp))
         return cp
 
     def _with_change(self, cp: TimelineCheckpoint) -> TimelineCheckpoint:
         before = [c for c in self.good if c.step < cp.step]
-        if not before or cp.agent is None or before[-1].agent is None:
+        if not before:
             return replace(cp, policy_change=None)
-        change = policy_change(before[-1].agent, cp.agent, visited_states(cp, self.config))
+        earlier, later = before[-1].load(self.config), cp.load(self.config)
+        change = policy_change(earlier, later, visited_states(later, self.config))
         return replace(cp, policy_change=None if change is None else {"vs_step": int(before[-1].step), **change})
 
     def _replace(self, cp: TimelineCheckpoint) -> None:
         self.done = [cp if c.step == cp.step else c for c in self.done]
+
+
+def _vs(cp: TimelineCheckpoint) -> int | None:
+    return None if cp.policy_change is None else cp.policy_change.get("vs_step")
+
+
+def _step_before(good: Sequence[TimelineCheckpoint], step: int) -> int | None:
+    return next((int(c.step) for c in reversed(good) if c.step < step), None)
 
 
 def _line(cp: TimelineCheckpoint) -> str:
@@ -143,7 +168,7 @@ def say_stderr(line: str) -> None:
 def timeline_data(done: Sequence[TimelineCheckpoint], skipped: Sequence[Skipped], config: Any) -> dict:
     """The content of timeline.json."""
     good = [c for c in done if c.error is None]
-    env_id = good[0].agent.recipe.env_id if good and good[0].agent is not None else None
+    env_id = good[0].result.env_id if good and good[0].result is not None else None
     return {"env_id": env_id, "episodes": int(config.episodes), "seed": int(config.seed),
             "greedy": bool(config.greedy), **timeline_findings(done),
             "failed": [{"step": int(c.step), "checkpoint": c.name, "error": c.error} for c in done if c.error],
