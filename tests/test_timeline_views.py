@@ -286,3 +286,28 @@ def test_report_click_a_checkpoint(browser, served, run):
     assert [e for e in browser.get_log("browser") if e["level"] == "SEVERE"] == []
     names = browser.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
     assert all(n.startswith(served + "/") or n.startswith("data:") for n in names), names
+
+
+def test_concat_videos_joins_without_reencoding(tmp_path):
+    from rlviz.errors import UsageError, VideoError
+    from rlviz.media import VideoWriter, concat_videos
+
+    paths = []
+    for k, n in enumerate((5, 9)):
+        with VideoWriter(tmp_path / f"p{k}.mp4", 10.0, (32, 16)) as w:
+            for i in range(n):
+                w.write(np.full((16, 32, 3), 150 * k + 10 * i, np.uint8))
+        paths.append(tmp_path / f"p{k}.mp4")
+    out = concat_videos(paths, tmp_path / "joined's.mp4")  # a quote in the name is escaped for ffmpeg
+    frames = list(read_video(out))
+    assert len(frames) == 14 and probe_video(out).fps == 10.0
+    assert np.allclose([f.mean() for f in frames[4:7]], [40, 150, 160], atol=3)  # the second part from frame 5
+    with pytest.raises(UsageError, match="not found"):
+        concat_videos([paths[0], tmp_path / "missing.mp4"], tmp_path / "x.mp4")
+    with VideoWriter(tmp_path / "big.mp4", 10.0, (64, 32)) as w:
+        w.write(np.zeros((32, 64, 3), np.uint8))
+    try:  # another size: ffmpeg refuses or writes a file; either way no temporary file is left
+        concat_videos([paths[0], tmp_path / "big.mp4"], tmp_path / "mixed.mp4")
+    except VideoError:
+        assert not (tmp_path / "mixed.mp4").exists()
+    assert not list(tmp_path.glob(".*partial*"))
