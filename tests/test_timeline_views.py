@@ -136,6 +136,7 @@ def _changed(a: np.ndarray, b: np.ndarray) -> int:
 def test_followed_views_record_only_new_checkpoints(run, tmp_path):
     data, cks, config = run
     first = {**data, "checkpoints": data["checkpoints"][:2], "regressions": []}
+    config = replace(config, heatmap=False)
     write_views(tmp_path, first, cks[:2], config)
     part = tmp_path / "progression" / f"step_{STEPS[0]}.mp4"
     before = part.stat().st_mtime_ns
