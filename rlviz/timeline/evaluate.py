@@ -32,7 +32,7 @@ from ..evaluate.rollout import episode_seed_for
 from ..evaluate.threads import torch_threads
 from ..evaluate.workers import merge_rollouts, shard_ranges
 from ..jobs.render import run_rollouts
-from ..jobs.shards import AgentSource, ShardTask, run_shard, source_for
+from ..jobs.shards import AgentSource, ShardTask, run_shard, share_agent, source_for
 from .checkpoints import TimelineCheckpoint
 
 __all__ = ["evaluate_checkpoint", "evaluate_many", "checkpoint_config", "check_same_run", "visited_states",
@@ -175,6 +175,11 @@ def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, prev
     summary and ``policy_change`` against the checkpoint before it (``previous`` for the first), or its ``error``.
     The agents stay in the workers (``agent`` None: :meth:`TimelineCheckpoint.load` loads one here if needed)."""
     configs = [checkpoint_config(cp, config) for cp in cps]
+    if getattr(backend, "put", None) is None:  # local workers forked from here inherit what the first load imports
+        try:
+            share_agent(configs[0], cps[0].load(configs[0]))
+        except RlvizError:  # its worker says what is wrong with it
+            pass
     sources = [source_for(rc, backend) for rc in configs]
     before = [None if previous is None else source_for(checkpoint_config(previous, config), backend), *sources[:-1]]
     n = int(config.episodes)

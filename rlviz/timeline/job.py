@@ -55,8 +55,7 @@ def timeline(config: Any = None, **kwargs: Any) -> TimelineOutputs:
         with progress.enabled(config.progress), open_backend(config) as backend:  # started once for the run
             evaluator = Evaluator(config, backend, say)
             with run_folder(config.out, overwrite=config.overwrite, job="timeline", options=config_dict(config)) as tmp:
-                for cp in checkpoints:
-                    evaluator.add(cp)
+                evaluator.add_many(checkpoints)  # with workers: every checkpoint's tasks at once
                 data = write_outputs(tmp, evaluator.done, skipped, config)
                 log_rows(sinks, data, {c.step for c in evaluator.done})
                 log_end(sinks, tmp, data)
