@@ -82,10 +82,10 @@ def build_timeline_html(data: Mapping[str, Any], page_dir: str | os.PathLike, pa
         "<p class='readout'>The training run: each point is a checkpoint (return mean over the same episode seeds, "
         "with its 95% CI). Click one to see its numbers, findings, heatmap and episode.</p>"
         "<div id='tl-chart'><canvas id='tl-canvas'></canvas></div><div id='tl-steps'></div>"
-        "<div class='top'><div><h3 id='tl-heading'></h3><table class='summary' id='tl-numbers'></table>"
+        "<div class='top'><div id='tl-left'><h3 id='tl-heading'></h3><table class='summary' id='tl-numbers'></table>"
         "<details><summary>all numbers</summary><table class='summary' id='tl-more'></table></details>"
-        "<div id='tl-findings'></div></div><div class='heatmap' id='tl-heatmap'></div></div>"
-        "<h3>Its episode (the same seed at every checkpoint)</h3><div id='tl-episode'></div>"
+        "<div id='tl-findings'></div></div><div id='tl-right'><div class='heatmap' id='tl-heatmap'></div>"
+        "<h3>Its episode (the same seed at every checkpoint)</h3><div id='tl-episode'></div></div></div>"
         + ("<h3>All checkpoints in training order</h3><video controls muted preload='metadata' id='tl-progression' "
            "src='progression.mp4'></video>" if movie else "")
         + f"<div class='pictures'>{pictures}</div></main>"
