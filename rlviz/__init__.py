@@ -25,7 +25,7 @@ _deprecated.install()
 _EXPORTS = {
     "CallablePolicy": "agent", "LoadedAgent": "sources", "Policy": "agent", "PolicyOutput": "agent", "TorchPolicy": "agent",
     "load_agent": "sources", "load_checkpoint": "sources", "save_checkpoint": "sources",
-    "CompareConfig": "config", "RenderConfig": "config",
+    "CompareConfig": "config", "RenderConfig": "config", "TimelineConfig": "config",
     "ComposeOptions": "draw", "Compositor": "draw", "write_episode_video": "draw",
     "EnvRecipe": "envs", "atari_recipe": "envs", "make_env": "envs", "make_vec_env": "envs",
     "EpisodeInternals": "episode", "EpisodeResult": "episode", "EpisodeTrace": "episode",
@@ -37,6 +37,7 @@ _EXPORTS = {
     "VideoWriter": "media", "probe_video": "media", "read_video": "media",
     "RecordEpisode": "record", "run_episode": "record",
     "CompareOutputs": "jobs", "RenderOutputs": "jobs", "compare": "jobs", "render": "jobs",
+    "timeline": "timeline", "TimelineOutputs": "timeline",
 }
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "compare", "episode_saliency", "format_table", "load_agent", "load_checkpoint", "make_env", "make_vec_env",
     "normalise_episode", "probe_video", "read_video", "render", "replay_episode", "rollout", "run_episode",
     "save_checkpoint", "summarize", "write_episode_video", "__version__",
+    "timeline", "TimelineConfig", "TimelineOutputs",
 ]
 
 
@@ -54,7 +56,9 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'rlviz' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = importlib.import_module(f".{module}", __name__)
+    if not (name == "timeline" == module):  # rlviz.timeline: the package, callable as the job
+        value = getattr(value, name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
 
@@ -65,7 +69,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .agent import CallablePolicy, Policy, PolicyOutput, TorchPolicy
-    from .config import CompareConfig, RenderConfig
+    from .config import CompareConfig, RenderConfig, TimelineConfig
     from .draw import ComposeOptions, Compositor, write_episode_video
     from .envs import EnvRecipe, atari_recipe, make_env, make_vec_env
     from .episode import EpisodeInternals, EpisodeResult, EpisodeTrace
@@ -93,3 +97,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .media import VideoWriter, probe_video, read_video
     from .record import RecordEpisode, run_episode
     from .sources import LoadedAgent, load_agent, load_checkpoint, save_checkpoint
+    from .timeline import TimelineOutputs, timeline

@@ -11,10 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from . import progress
 from ._version import __version__
-from .config import CompareConfig, RenderConfig, cli_options
+from .config import CompareConfig, RenderConfig, TimelineConfig, cli_options
 from .errors import RlvizError, did_you_mean
 
 __all__ = ["main", "build_parser"]
@@ -27,6 +28,7 @@ examples:
   rlviz render state.pt --model mypkg.nets:Agent --env ALE/Pong-v5   # a state_dict + its class
   rlviz render agent.pt2 --episodes 200 --wandb my-project --tensorboard runs/eval
   rlviz compare before.pt2 after.pt2 --episodes 1000 --heatmap --videos worst:1   # same seeds, error bars
+  rlviz timeline checkpoints/ --env CartPole-v1 --episodes 100 --follow   # every checkpoint of a training run
 """
 
 
@@ -56,7 +58,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_cls) -> None:
     """One argument per field of ``config_cls`` that carries CLI metadata (see :func:`rlviz.config.option`)."""
     for opt in cli_options(config_cls):
         if opt.positional:
-            parser.add_argument(opt.name, help=opt.help)
+            extra: dict[str, Any] = {"nargs": opt.nargs, "metavar": opt.metavar} if opt.nargs else {}
+            parser.add_argument(opt.name, help=opt.help, **extra)
         elif opt.kind == "switch":
             parser.add_argument(str(opt.flag), dest=opt.name, action="store_true", help=opt.help)
         elif opt.kind == "negated":
@@ -109,7 +112,22 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_config_arguments(c, CompareConfig)
     c.add_argument("--debug", action="store_true", help="show tracebacks")
+    _add_job(
+        sub, "timeline", TimelineConfig,
+        help="every checkpoint of a training run on the same seeds: when each diagnostic appeared, regressions "
+        "beyond noise, how the policy changed (--follow: while training runs)",
+        description="Evaluate each checkpoint of RUN on the same N episode seeds (each row equals `rlviz render` of "
+        "that file); write timeline.json / timeline.csv (statistics, diagnostics, first_seen, regressions, "
+        "policy_change per checkpoint) and the views (timeline.png, progression.mp4, report.html).",
+    )
     return parser
+
+
+def _add_job(sub, name: str, config_cls, **texts: str) -> None:
+    """A subcommand whose flags are ``config_cls``'s fields (and ``--debug``)."""
+    p = sub.add_parser(name, formatter_class=argparse.RawDescriptionHelpFormatter, epilog=EXAMPLES, **texts)
+    add_config_arguments(p, config_cls)
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
 
 
 def _config(config_cls, args: argparse.Namespace):
@@ -163,7 +181,24 @@ def _run_compare(args) -> int:
     return 0
 
 
-COMMANDS = {"render": _run_render, "compare": _run_compare}
+def _run_timeline(args) -> int:
+    config = _config(TimelineConfig, args)
+    if config.env:
+        from .envs.recipe import require_registered
+
+        require_registered(config.env)
+    with progress.enabled(config.progress), progress.phase("starting (torch, gymnasium)"):  # visible at once
+        from .timeline.job import timeline
+
+    outputs = timeline(config)
+    print(outputs.table)
+    print(f"outputs in {outputs.out_dir}")
+    for line in outputs.failed:
+        print(f"rlviz: error: {line}", file=sys.stderr)
+    return 1 if outputs.failed else 0
+
+
+COMMANDS = {"render": _run_render, "compare": _run_compare, "timeline": _run_timeline}
 
 
 def main(argv: list[str] | None = None) -> int:

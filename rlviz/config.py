@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from .choices import DEFAULT_NUM_ENVS, FAIL_ON, RAY_LOCAL, SALIENCY_METHODS, SALIENCY_TARGETS, VIDEO_KINDS
 from .errors import UsageError
 
-__all__ = ["RenderConfig", "CompareConfig", "option", "cli_options", "CliOption", "config_dict", "parse_video_spec"]
+__all__ = ["RenderConfig", "CompareConfig", "TimelineConfig", "option", "cli_options", "CliOption", "config_dict", "parse_video_spec"]
 
 
 @dataclass(frozen=True)
@@ -36,16 +36,18 @@ class CliOption:
     default: Any = None
     cli_default: Any = None
     const: Any = None
+    nargs: str | None = None
 
 
 def option(default: Any = MISSING, help: str = "", *, flag: str | None = None, kind: str | None = None,
            choices: tuple[Any, ...] | None = None, metavar: str | None = None, positional: bool = False,
-           cli_default: Any = None, const: Any = None) -> Any:
+           cli_default: Any = None, const: Any = None, nargs: str | None = None) -> Any:
     """A config field carrying its CLI spelling and help in ``metadata["cli"]``. ``cli_default``: the value the
     CLI uses when the flag is absent, if it differs from the library's default ("tty": stderr is a terminal);
-    ``const``: the value of an "optional" flag given alone."""
+    ``const``: the value of an "optional" flag given alone; ``nargs``: argparse's, for a positional taking several
+    values ("+")."""
     meta = {"help": help, "flag": flag, "kind": kind, "choices": choices, "metavar": metavar,
-            "positional": positional, "cli_default": cli_default, "const": const}
+            "positional": positional, "cli_default": cli_default, "const": const, "nargs": nargs}
     if default is MISSING:
         return field(metadata={"cli": meta})
     return field(default=default, metadata={"cli": meta})
@@ -216,11 +218,12 @@ _COMPARE_OVERRIDES = {
 }
 
 
-def _shared_field(name: str) -> tuple[str, Any, Any]:
-    """(name, type, field) of RenderConfig's option ``name`` for another config, with compare's overrides."""
+def _shared_field(name: str, overrides: dict[str, dict[str, Any]] | None = None) -> tuple[str, Any, Any]:
+    """(name, type, field) of RenderConfig's option ``name`` for another config, with its overrides (default:
+    compare's)."""
     f = next(f for f in fields(RenderConfig) if f.name == name)
     meta = dict(f.metadata["cli"])
-    over = _COMPARE_OVERRIDES.get(name, {})
+    over = (_COMPARE_OVERRIDES if overrides is None else overrides).get(name, {})
     meta["help"] = over.get("help", meta["help"])
     return name, f.type, field(default=over.get("default", f.default), metadata={"cli": meta})
 
@@ -263,6 +266,87 @@ CompareConfig = make_dataclass(  # type: ignore[misc,assignment]
     frozen=True,
 )
 CompareConfig.__module__ = __name__
+
+
+#: The options of ``rlviz render`` that ``rlviz timeline`` takes too (declared once, in RenderConfig).
+TIMELINE_SHARED = ("env", "model", "vecnormalize", "trust_checkpoint", "episodes", "heatmap", "videos", "out",
+                   "overwrite", "seed", "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on",
+                   "objects", "log_scale", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers",
+                   "ray", "threads")
+#: What timeline says differently (help, default) about a shared option.
+_TIMELINE_OVERRIDES = {
+    "out": {"default": "rlviz-timeline", "help": "output folder, the run's own (default ./rlviz-timeline)"},
+    "episodes": {"help": "episodes per checkpoint, the same seeds at every checkpoint (default 10)"},
+    "videos": {"help": "the episode progression.mp4 plays at every checkpoint: first:1 (default), worst:1 or best:1 "
+                       "(of the last checkpoint), or 'none'"},
+    "heatmap": {"help": "a failure heatmap per checkpoint (how the failures moved over training)"},
+    "vecnormalize": {"help": "SB3 VecNormalize statistics for every checkpoint (default: each checkpoint's "
+                             "<prefix>_vecnormalize_<steps>_steps.pkl, else rl-zoo3's vecnormalize.pkl)"},
+    "wandb_project": {"help": "log each checkpoint's numbers to this W&B project at its training step"},
+    "tensorboard": {"help": "log each checkpoint's numbers to TensorBoard event files here, at its training step"},
+    "workers": {"help": "worker processes; (checkpoint, episodes) is the unit of work, the outputs are the same "
+                        "for any count (default 1: this process)"},
+}
+
+
+def _seconds(name: str, value: Any) -> float:
+    message = f"--{name.replace('_', '-')}: expected a positive number of seconds, received {value!r}."
+    if isinstance(value, bool):
+        raise UsageError(message)
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise UsageError(message) from None
+    if not (math.isfinite(v) and v > 0):
+        raise UsageError(message)
+    return v
+
+
+def _timeline_post_init(self: Any) -> None:
+    """Validate RUN and ``--follow``'s timings, and the shared options exactly as RenderConfig does."""
+    run = self.run
+    if isinstance(run, (list, tuple)):
+        run = tuple(os.fspath(r) for r in run)
+        run = run[0] if len(run) == 1 else run
+    if run is None or run == "" or run == ():
+        raise UsageError("RUN is empty; pass the folder a training run saves its checkpoints into (e.g. the "
+                         "save_path of SB3's CheckpointCallback), or checkpoint files.")
+    object.__setattr__(self, "run", run)
+    for name in ("poll", "settle", "idle_stop"):
+        value = getattr(self, name)
+        if value is not None or name != "idle_stop":
+            object.__setattr__(self, name, _seconds(name, value))
+    checked = self.render_config("checkpoint")
+    for name in TIMELINE_SHARED:
+        object.__setattr__(self, name, getattr(checked, name))
+
+
+def _timeline_render_config(self: Any, checkpoint: Any) -> RenderConfig:
+    """The RenderConfig of one checkpoint of the run with the shared options: ``rlviz render`` of that file."""
+    return RenderConfig(checkpoint=checkpoint, **{n: getattr(self, n) for n in TIMELINE_SHARED})
+
+
+#: Everything ``rlviz timeline RUN`` can be asked: the run, ``--follow``, and the render options that apply
+#: (``TIMELINE_SHARED``, declared in :class:`RenderConfig`). Invalid values raise :class:`UsageError`.
+TimelineConfig = make_dataclass(
+    "TimelineConfig",
+    [("run", "str | os.PathLike | tuple", option(
+        help="the training run: the folder its checkpoints are saved in (SB3 CheckpointCallback, rl-zoo3 run, "
+             ".pt2 with their step), or checkpoint files / globs", positional=True, nargs="+", metavar="RUN")),
+     ("follow", "bool", option(False, "keep watching RUN while training writes to it; evaluate each new checkpoint "
+                                      "once (Ctrl-C ends it; the outputs stay complete)")),
+     ("poll", "float", option(2.0, "--follow: seconds between looks at RUN (default 2)", metavar="S")),
+     ("settle", "float", option(1.0, "--follow: seconds a new file's size and time must stay unchanged before it "
+                                     "is read (default 1)", metavar="S")),
+     ("idle_stop", "float | None", option(None, "--follow: stop after S seconds without a new checkpoint (default: "
+                                               "until Ctrl-C)", metavar="S")),
+     *(_shared_field(n, _TIMELINE_OVERRIDES) for n in TIMELINE_SHARED)],
+    namespace={"__post_init__": _timeline_post_init, "render_config": _timeline_render_config,
+               "__doc__": "Everything ``rlviz timeline RUN`` can be asked: the run, --follow, and the options of "
+                          "``rlviz render`` that apply (declared once, in RenderConfig)."},
+    frozen=True,
+)
+TimelineConfig.__module__ = __name__
 
 
 def config_dict(config: Any) -> dict[str, Any]:

@@ -103,8 +103,11 @@ def load_checkpoint_weights(path: str, env_id: str, obs_shape: tuple, num_action
     return agent
 
 
-def save_rlviz(path: str, agent: nn.Module, recipe: EnvRecipe, example_obs, gamma: float, metadata: dict) -> bool:
-    """Write the rlviz checkpoint; False (with a note) when rlviz.sources.checkpoint is not available yet."""
+def save_rlviz(path: str, agent: nn.Module, recipe: EnvRecipe, example_obs, gamma: float, metadata: dict,
+               step: int | None = None) -> bool:
+    """Write the rlviz checkpoint; False (with a note) when rlviz.sources.checkpoint is not available yet.
+    ``step``: the training step it records (``save_checkpoint(..., step=)`` when it takes one, and
+    ``metadata["step"]`` either way), which ``rlviz timeline`` reads."""
     try:
         from rlviz.sources.checkpoint import save_checkpoint
     except ImportError as exc:
@@ -118,9 +121,16 @@ def save_rlviz(path: str, agent: nn.Module, recipe: EnvRecipe, example_obs, gamm
     env.close()
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     agent = agent.to("cpu").eval()
+    extra: dict = {}
+    if step is not None:
+        import inspect
+
+        metadata = {**metadata, "step": int(step)}
+        if "step" in inspect.signature(save_checkpoint).parameters:
+            extra["step"] = int(step)
     save_checkpoint(
         path, agent, env=recipe, example_obs=example_obs, kind="actor_critic",
-        action_names=names, gamma=gamma, metadata=metadata,
+        action_names=names, gamma=gamma, metadata=metadata, **extra,
     )
     return True
 
@@ -189,8 +199,10 @@ def train(args: argparse.Namespace) -> None:
     step = 0
     stats = {}
     sinks, next_video = _rlviz_sinks(args), args.rlviz_every
+    next_ckpt = args.checkpoint_every
+    ckpt_dir = args.checkpoint_dir or os.path.dirname(os.path.abspath(args.out))
 
-    def save(final: bool) -> None:
+    def save(final: bool, checkpoint: bool = False) -> None:
         meta = {
             "command": command, "total_steps": step, "wall_time_s": round(time.time() - t0, 1),
             "final_train_return": float(np.mean(recent[-100:])) if recent else None,
@@ -200,9 +212,14 @@ def train(args: argparse.Namespace) -> None:
         }
         cfg = {k: v for k, v in vars(args).items() if k != "argv" and (isinstance(v, (int, float, str, bool)) or v is None)}
         save_state(args.state_out, agent, recipe, {"config": cfg, "metadata": meta})
+        declared = args.gamma if args.declared_gamma is None else args.declared_gamma
         if final:
-            declared = args.gamma if args.declared_gamma is None else args.declared_gamma
             save_rlviz(args.out, agent, recipe, obs_buf[0, :1].numpy(), declared, {**meta, "config": cfg})
+        if checkpoint:  # a training-run checkpoint for ``rlviz timeline``: <checkpoint dir>/step_<N>.pt2
+            path = os.path.join(ckpt_dir, f"step_{step}.pt2")
+            save_rlviz(path, agent, recipe, obs_buf[0, :1].numpy(), declared, {**meta, "config": cfg}, step=step)
+            agent.to(device)
+            print(f"checkpoint: {path}", flush=True)
 
     for update in range(1, num_updates + 1):
         if args.anneal_lr:
@@ -303,9 +320,13 @@ def train(args: argparse.Namespace) -> None:
             print(f"rlviz: logged an evaluation episode at step {step} (return {res.episode_return:g})", flush=True)
             next_video += args.rlviz_every
             agent.train()
-        if update % args.save_every == 0:
-            save(final=False)
-        if args.time_limit and time.time() - t0 > args.time_limit * 60:
+        over_time = bool(args.time_limit and time.time() - t0 > args.time_limit * 60)
+        due = bool(args.checkpoint_every) and (step >= next_ckpt or update == num_updates or over_time)
+        if due:
+            next_ckpt = (step // args.checkpoint_every + 1) * args.checkpoint_every
+        if update % args.save_every == 0 or due:
+            save(final=False, checkpoint=due)
+        if over_time:
             print(f"time limit of {args.time_limit} min reached at step {step}; stopping", flush=True)
             break
     save(final=True)
@@ -406,6 +427,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--log-every", type=int, default=10, help="updates between progress lines")
     p.add_argument("--save-every", type=int, default=50, help="updates between state-file saves")
+    p.add_argument("--checkpoint-every", type=int, default=0, metavar="STEPS",
+                   help="every STEPS env steps (and at the end) write <--checkpoint-dir>/step_<N>.pt2 with its step")
+    p.add_argument("--checkpoint-dir", metavar="DIR", help="with --checkpoint-every: where (default: --out's folder)")
     p.add_argument("--time-limit", type=float, default=0.0, help="stop training after this many minutes (0: none)")
     p.add_argument("--init-state", metavar="STATE", help="start from the weights of an earlier run's .state.pt")
     p.add_argument("--init-checkpoint", metavar="PT2", help="start from the weights of an rlviz checkpoint")

@@ -104,7 +104,7 @@ def test_stages_form_a_pipeline_without_cycles():
     assert stage_graph["agent"] <= {"errors", "episode", "_deprecated"}, stage_graph["agent"]
     assert "agent" in stage_graph["sources"] and "envs" in stage_graph["sources"]
     assert not stage_graph["sources"] & {"record", "explain", "draw", "evaluate", "report", "sinks", "jobs"}
-    assert {s for s, deps in stage_graph.items() if "sources" in deps} <= {"jobs", "integrations", "cli"}
+    assert {s for s, deps in stage_graph.items() if "sources" in deps} <= {"jobs", "integrations", "cli", "timeline"}
 
 
 def test_the_sources_are_one_module_per_source_and_the_agent_has_no_loader():
@@ -114,7 +114,7 @@ def test_the_sources_are_one_module_per_source_and_the_agent_has_no_loader():
     assert not {p.stem for p in (PKG / "agent").glob("*.py")} & sources
     # one dispatch: only checkpoint.py (load_agent) calls the per-format loaders' entry points
     callers = {p.stem for p in PKG.rglob("*.py") if "detect_format(" in p.read_text() and p.stem != "files"}
-    assert callers == {"checkpoint"}, callers
+    assert callers == {"checkpoint", "run_folders"}, callers  # run_folders: a step read from the file
 
 
 def test_each_stage_imports_alone_in_a_fresh_interpreter():

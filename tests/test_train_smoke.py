@@ -86,3 +86,16 @@ def test_rlviz_every_logs_evaluation_videos_at_the_global_steps(train_ppo, tmp_p
     (tag,) = [t for t in acc.Tags()["images"] if t.startswith("eval/episode")]
     assert [e.step for e in acc.Images(tag)] == [256, 512, 768]
     assert sorted(p.name for p in videos.rglob("*.mp4")) == [f"episode-step{s}.mp4" for s in (256, 512, 768)]
+
+
+def test_checkpoint_every_writes_a_run_for_rlviz_timeline(train_ppo, tmp_path, capsys):
+    from rlviz.agent import load_agent
+    from rlviz.sources.run_folders import discover
+
+    run = tmp_path / "run"
+    _run(train_ppo, tmp_path, "agent", "--total-steps", "1024", "--checkpoint-every", "512", "--checkpoint-dir", str(run))
+    assert sorted(p.name for p in run.iterdir()) == ["step_1024.pt2", "step_512.pt2"]  # every 512 steps and the end
+    assert "checkpoint: " + str(run / "step_512.pt2") in capsys.readouterr().out
+    assert load_agent(run / "step_512.pt2", device="cpu").metadata["step"] == 512
+    found, skipped = discover(run)
+    assert [c.step for c in found] == [512, 1024] and skipped == []

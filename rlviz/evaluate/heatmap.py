@@ -15,7 +15,7 @@ from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from ..media.atomic import atomic_path
 
-__all__ = ["FailureHeatmap", "HeatmapDiff"]
+__all__ = ["FailureHeatmap", "HeatmapDiff", "plot_small_multiples"]
 
 
 class FailureHeatmap:
@@ -154,15 +154,19 @@ def _figure(frame_shape: tuple[int, int], panels: int, extra_h: float = 0.0):
     return fig, np.atleast_1d(axes)
 
 
-def _panel(fig, ax, name: str, background, heat, *, cmap: str, norm, alpha: float, label: str | None = None) -> None:
-    """One heat panel over the dimmed background frame, titled, with its colour bar."""
+def _panel(fig, ax, name: str, background, heat, *, cmap: str, norm, alpha: float, label: str | None = None,
+           colorbar: bool = True):
+    """One heat panel over the dimmed background frame, titled, with its colour bar (unless ``colorbar=False``);
+    returns the heat's image."""
     if background is not None:
         ax.imshow(to_rgb_frame(background), alpha=0.35, interpolation="nearest")
     im = ax.imshow(heat, cmap=cmap, norm=norm, alpha=alpha, interpolation="nearest")
     ax.set_title(name, fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
-    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03, label=label)
+    if colorbar:
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03, label=label)
+    return im
 
 
 def _save(fig, path, dpi: int) -> Path:
@@ -231,3 +235,39 @@ class HeatmapDiff:
         fig.suptitle(f"{self.a.env_id}: {labels[1]} - {labels[0]}, object positions per failure "
                      f"({labels[0]}: {self.a.failures} failures, {labels[1]}: {self.b.failures})", fontsize=9)
         return _save(fig, path, dpi)
+
+
+def plot_small_multiples(path, heatmaps, titles, log: bool = False, dpi: int = 100) -> Path:
+    """PNG of several heatmaps of one env side by side (e.g. the checkpoints of a training run): one column per
+    heatmap, titled ``titles[i]``; one row per object (plus "all objects" when there are several). Each cell is
+    counts per failure over the heatmap's background, on one colour scale per row, so the columns compare."""
+    from matplotlib.colors import LogNorm, Normalize
+
+    heatmaps = list(heatmaps)
+    if not heatmaps or len(titles) != len(heatmaps):
+        raise UsageError(f"plot_small_multiples needs one title per heatmap; received {len(heatmaps)} heatmap(s) "
+                         f"and {len(titles)} title(s).")
+    for h in heatmaps[1:]:
+        heatmaps[0]._check_compatible(h)
+    names = list(heatmaps[0].object_names)
+    per = [_per_failure(h) for h in heatmaps]  # [objects, H, W] each
+    rows = [(n, [p[i] for p in per]) for i, n in enumerate(names)]
+    if len(names) > 1:
+        rows.append(("all objects", [p.sum(axis=0) for p in per]))
+    import matplotlib.pyplot as plt
+
+    fh, fw = heatmaps[0].frame_shape
+    side = 1.6
+    fig, axes = plt.subplots(len(rows), len(heatmaps), squeeze=False, layout="constrained",
+                             figsize=(side * fw / max(fh, fw) * len(heatmaps) + 1.2, side * fh / max(fh, fw) * len(rows) + 0.6))
+    for r, (name, grids) in enumerate(rows):
+        vmax = max(max(float(g.max()) for g in grids), 1e-9)
+        norm = LogNorm(vmin=vmax * 1e-3, vmax=vmax) if log else Normalize(vmin=0.0, vmax=vmax)
+        im: Any = None
+        for c, (h, grid, title) in enumerate(zip(heatmaps, grids, titles)):
+            im = _panel(fig, axes[r, c], f"{title}\n{h.failures} failures" if r == 0 else "", h.background,
+                        np.ma.masked_where(grid <= 0, grid), cmap="inferno", norm=norm, alpha=0.85, colorbar=False)
+        axes[r, 0].set_ylabel(name, fontsize=9)
+        fig.colorbar(im, ax=list(axes[r]), fraction=0.02, pad=0.01, label="per failure")
+    fig.suptitle(f"{heatmaps[0].env_id}: where each object was on the frame before a failure", fontsize=10)
+    return _save(fig, path, dpi)

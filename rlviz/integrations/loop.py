@@ -12,6 +12,9 @@ Every N steps of your loop::
 
 One evaluation episode is played with the policy on a separate env, recorded with its panels to
 an H.264 MP4, and logged (video + return/length/mean entropy) to every sink at ``step``.
+
+A timeline of the run (``rlviz timeline``'s files, written as training goes): :class:`TimelineWriter`
+(``TimelineWriter(out, env, episodes=..., sinks=...)``, then ``.add(policy, global_step)`` every N steps).
 """
 
 from __future__ import annotations
@@ -30,8 +33,9 @@ from ..envs.recipe import EnvRecipe, make_env
 from ..errors import UsageError
 from ..record import EpisodeResult, RecordEpisode, run_episode
 from ..sinks.base import Sink, as_sinks, check_step
+from ..timeline.live import TimelineWriter
 
-__all__ = ["log_episode", "episode_scalars"]
+__all__ = ["log_episode", "episode_scalars", "TimelineWriter"]
 
 
 def episode_scalars(result: EpisodeResult, recorder: RecordEpisode | None = None) -> dict[str, float]:

@@ -9,12 +9,15 @@
 
 With no ``sinks`` the videos go to the TensorBoard run SB3 itself writes (``tensorboard_log``), as
 animated GIFs in the Images dashboard at the same step as SB3's scalars; pass ``video_folder`` to
-keep the MP4s as well. Needs ``pip install "rlviz[sb3]"``.
+keep the MP4s as well. With ``timeline="runs/timeline"`` it also writes a timeline (``rlviz timeline``'s files:
+every ``every_steps``, ``timeline_episodes`` episodes on the same seeds, :class:`rlviz.timeline.live.TimelineWriter`)
+and logs each checkpoint's numbers to the sinks at the training step. Needs ``pip install "rlviz[sb3]"``.
 """
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
@@ -25,6 +28,9 @@ from ..errors import UsageError, require
 from ..sinks.base import Sink, as_sinks
 from ..sources.sb3 import sb3_policy
 from .loop import log_episode
+
+if TYPE_CHECKING:
+    from ..timeline.live import TimelineWriter
 
 _callbacks = require("stable_baselines3.common.callbacks", "sb3", "the Stable-Baselines3 callback")
 
@@ -46,6 +52,8 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
             also seeds the action sampling. None: a fresh episode each time.
         policy: an rlviz Policy to use instead of the model's own network.
         name, max_steps, saliency: passed to :func:`~rlviz.integrations.loop.log_episode`.
+        timeline: a folder to write a timeline into (see the module docstring); then the episode video is logged
+            only when there are sinks or a ``video_folder``. timeline_episodes: its episodes per checkpoint.
     """
 
     def __init__(
@@ -62,6 +70,8 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         max_steps: int | None = None,
         saliency: str | None = None,
         verbose: int = 0,
+        timeline: str | os.PathLike | None = None,
+        timeline_episodes: int = 10,
     ):
         super().__init__(verbose)
         if isinstance(every_steps, bool) or not isinstance(every_steps, (int, np.integer)) or every_steps < 1:
@@ -82,6 +92,9 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         self._next_step = self.every_steps
         #: (step, EpisodeResult) of every logged episode.
         self.results: list = []
+        self.timeline, self.timeline_episodes = timeline, timeline_episodes
+        #: the TimelineWriter (with ``timeline=``), made when training starts
+        self.timeline_writer: TimelineWriter | None = None
 
     def _init_callback(self) -> None:
         if not self.sinks:
@@ -92,7 +105,7 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
                 from ..sinks.tensorboard_sink import TensorBoardSink
 
                 self._owned_sinks = [TensorBoardSink(writer=writers[0])]
-            elif self.video_folder is None:
+            elif self.video_folder is None and self.timeline is None:
                 raise UsageError(
                     "RlvizCallback has nowhere to log: pass sinks=[...], video_folder=..., or create the model "
                     "with tensorboard_log=<folder> so the videos go to SB3's TensorBoard run."
@@ -103,6 +116,16 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
             self._policy = sb3_policy(self.model, device=self.model.device)
             self.model.policy.set_training_mode(was_training)
         self._next_step = (self.num_timesteps // self.every_steps + 1) * self.every_steps
+        if self.timeline is not None and self.timeline_writer is None:
+            from ..timeline.live import TimelineWriter
+
+            if isinstance(self.eval_env, gym.Env):
+                raise UsageError(
+                    f"RlvizCallback(timeline=...): eval_env is a gymnasium env ({self.eval_env}); the timeline plays "
+                    "its fixed seeds on envs it builds itself, so pass the env id or an rlviz EnvRecipe instead.")
+            self.timeline_writer = TimelineWriter(self.timeline, self.eval_env, episodes=self.timeline_episodes,
+                                                  greedy=self.greedy, sinks=self.sinks + self._owned_sinks,
+                                                  overwrite=True)
 
     def _on_step(self) -> bool:
         if self.num_timesteps >= self._next_step:
@@ -111,8 +134,15 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         return True
 
     def log_now(self) -> None:
-        """Record and log one episode at the current ``num_timesteps``."""
+        """Record and log one episode at the current ``num_timesteps`` (and add a timeline checkpoint)."""
         step = int(self.num_timesteps)
+        if self.timeline_writer is not None and self._policy is not None:  # both set when training starts
+            gamma = float(getattr(self.model, "gamma", 0.99))
+            row = self.timeline_writer.add(self._policy, step, gamma=gamma)
+            if self.verbose:
+                print(f"rlviz: step {step}: timeline return {row['return']['mean']:.6g}")
+            if not (self.sinks or self._owned_sinks or self.video_folder):
+                return
         sb3_pol = self.model.policy
         was_training = sb3_pol.training
         sb3_pol.set_training_mode(False)
@@ -139,6 +169,8 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
             print(f"rlviz: step {step}: return {result.episode_return:.6g} in {result.length} steps")
 
     def _on_training_end(self) -> None:
+        if self.timeline_writer is not None:
+            self.timeline_writer.close()
         for sink in self._owned_sinks:
             sink.close()
         self._owned_sinks = []

@@ -23,7 +23,7 @@ from .atomic import AtomicFile, temp_name
 from .decode import VideoInfo, probe_video, read_video
 from .ffmpeg import ErrorLog, ffmpeg_exe, stop
 
-__all__ = ["VideoWriter", "VideoInfo", "probe_video", "read_video", "partial_path", "PRESETS"]
+__all__ = ["VideoWriter", "VideoInfo", "probe_video", "read_video", "partial_path", "PRESETS", "concat_videos"]
 
 #: libx264 presets, fastest first.
 PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
@@ -203,3 +203,31 @@ class VideoWriter:
                 self.abort()
         except Exception:
             pass
+
+
+def concat_videos(paths, path: str | os.PathLike) -> Path:
+    """Join MP4s written by :class:`VideoWriter` with the same size and frame rate into one at ``path``, without
+    re-encoding (ffmpeg's concat demuxer, stream copy); written under a temporary name, renamed when complete."""
+    paths = [Path(p).resolve() for p in paths]
+    if not paths:
+        raise UsageError(f"concat_videos({path}) received no videos; expected at least one MP4 to join.")
+    missing = [str(p) for p in paths if not p.is_file()]
+    if missing:
+        raise UsageError(f"concat_videos: {', '.join(missing)} not found; expected MP4s written by VideoWriter.")
+    out = AtomicFile(path)
+    tmp = out.start()
+    listing = tmp.with_suffix(".txt")
+    listing.write_text("".join("file '" + str(p).replace("'", "'\\''") + "'\n" for p in paths), encoding="utf-8")
+    log = ErrorLog()
+    try:
+        rc = subprocess.run([ffmpeg_exe(), "-hide_banner", "-loglevel", "error", "-y", "-f", "concat", "-safe", "0",
+                             "-i", str(listing), "-c", "copy", "-movflags", "+faststart", "-f", "mp4", str(tmp)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.file).returncode
+        if rc != 0 or not tmp.is_file():
+            raise VideoError(f"ffmpeg could not join {len(paths)} video(s) into {path} (exit status {rc}): ffmpeg "
+                             f"said: {log.summary()}. Check that they share size, frame rate and codec.")
+        return out.commit()
+    finally:
+        log.close()
+        listing.unlink(missing_ok=True)
+        out.discard()

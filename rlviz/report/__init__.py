@@ -1,5 +1,6 @@
 """The report page: one self-contained ``report.html`` per run (summary, findings, heatmap, a sortable episode
-table, each video beside a timeline synchronised with it), and the notebook views of the jobs' outputs."""
+table, each video beside its per-step trace, synchronised with it), the page of ``rlviz timeline``
+(:mod:`.timeline_page`), and the notebook views of the jobs' outputs."""
 
 from __future__ import annotations
 

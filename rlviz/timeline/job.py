@@ -1,0 +1,67 @@
+"""``rlviz.timeline``: every checkpoint of a training run on the same episode seeds (``rlviz timeline RUN``).
+
+find the checkpoints (:mod:`rlviz.sources.run_folders`) -> evaluate each on the run's N seeds, its row equal to ``rlviz render``
+of the file (:mod:`.evaluate`) -> what changed over training (:mod:`.findings`) -> outputs. ``--follow``:
+:mod:`.follow` (the same outputs, replaced after each new checkpoint).
+
+Output layout (``out``: a folder of the run's own; see :mod:`rlviz.jobs.outdir`)::
+
+    rlviz-run.json     what wrote the run, with which options
+    timeline.json      env_id, episodes, seed, "checkpoints" (rows in step order: step, checkpoint, episodes,
+                       return {mean, ci95, std, median, iqm, min, max, percentiles}, render's other statistics,
+                       diagnostics [{id, severity, message, evidence}], policy_change, vs_previous, vs_best,
+                       regression), first_seen {id: step}, diagnostics_over_training, regressions
+                       [{step, vs_step, return_diff {mean, ci95}}], failed, skipped
+    timeline.csv       one row per checkpoint, step first
+    (views: timeline.png, heatmaps, progression.mp4, report.html: :mod:`rlviz.timeline.views`)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .. import progress
+from ..config import TimelineConfig, config_dict
+from ..errors import UsageError
+from ..jobs.outdir import check_out_dir, run_folder
+from ..jobs.render import open_sinks
+from ..jobs.shards import open_backend
+from ..sources.run_folders import discover
+from .outputs import Evaluator, TimelineOutputs, log_end, log_rows, outputs_of, say_stderr, write_outputs
+
+__all__ = ["TimelineConfig", "TimelineOutputs", "timeline"]
+
+
+def timeline(config: Any = None, **kwargs: Any) -> TimelineOutputs:
+    """Run the whole ``rlviz timeline RUN`` job for a :class:`TimelineConfig`; ``timeline(run=..., episodes=...)``
+    works too. A checkpoint that
+    fails to load or play is named in ``failed`` (one line); the others are still evaluated and written."""
+    if config is None:
+        config = TimelineConfig(**kwargs)
+    elif kwargs:
+        raise UsageError("timeline() takes either a TimelineConfig or keyword arguments, not both.")
+    check_out_dir(config.out, config.overwrite)  # refuse a bad --out before the long work
+    if config.follow:
+        from .follow import follow
+
+        return follow(config)
+    checkpoints, skipped = discover(config.run)
+    say = say_stderr if config.progress else (lambda line: None)
+    for s in skipped:
+        say(f"rlviz: skipped {s.why}")
+    sinks = open_sinks(config)  # fail early (a missing extra) before the long work
+    try:
+        with progress.enabled(config.progress), open_backend(config) as backend:  # started once for the run
+            evaluator = Evaluator(config, backend, say)
+            with run_folder(config.out, overwrite=config.overwrite, job="timeline", options=config_dict(config)) as tmp:
+                evaluator.add_many(checkpoints)  # with workers: every checkpoint's tasks at once
+                data = write_outputs(tmp, evaluator.done, skipped, config)
+                log_rows(sinks, data, {c.step for c in evaluator.done})
+                log_end(sinks, tmp, data)
+    finally:
+        for sink in sinks:
+            sink.close()
+    return outputs_of(Path(config.out), data, evaluator.done)
+
+

@@ -1,0 +1,190 @@
+"""``progression.mp4``: the same episode seed played by each checkpoint of a training run, in training order.
+
+Each checkpoint's part is recorded once, through :class:`~rlviz.record.RecordEpisode` and
+:func:`~rlviz.record.run_episode` (so it shows rlviz's panels: action probabilities, value, return-to-go, entropy,
+saliency), with a band above the panels naming its training step. A part is its own H.264 file,
+``progression/step_<N>.mp4`` with its per-step numbers in ``.npz`` beside it (the report plays a checkpoint's part
+from them), streamed frame by frame to :class:`~rlviz.media.VideoWriter` from the recorder's disk spool (no
+episode of frames in memory). ``progression.mp4`` is the parts joined without re-encoding
+(:func:`rlviz.media.concat_videos`), so while ``--follow`` adds checkpoints only the new part is recorded.
+
+Every part has the canvas of the first one (same env, same panels: normally the same size; another size is scaled
+to fit and centred) and one frame per step at the env's frame rate: a part of a T-step episode has T+1 frames.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ..draw.compose import ComposeOptions, Compositor
+from ..draw.style import COLORS, put_text
+from ..envs import make_env
+from ..episode.trace import EpisodeInternals, EpisodeTrace
+from ..errors import VideoError
+from ..media import VideoWriter, atomic_write, concat_videos
+from ..record import RecordEpisode, run_episode
+from ..record.internals import save_episode_data
+from ..sources import LoadedAgent
+
+__all__ = ["ProgressionPart", "record_part", "write_progression", "part_path", "load_part", "BAND"]
+
+#: Height in pixels of the label band above each part's panels (a multiple of 16, so frames stay multiples of 16).
+BAND = 32
+
+
+@dataclass(frozen=True)
+class ProgressionPart:
+    """One checkpoint's part of ``progression.mp4``.
+
+    step: the checkpoint's training step;  checkpoint: its name as shown;  seed: the episode seed played;
+    video: the part's own MP4 (``progression/step_<N>.mp4``, a ``.npz`` of per-step numbers beside it);
+    frames: frames in the part (episode steps + 1);  fps: its frame rate;  size: (width, height) of its frames;
+    ret, length: the episode's return and steps;  first_frame: where the part starts in ``progression.mp4``
+    (set by :func:`write_progression`; -1 before);  options: a key of what else decided the part (the file, the
+    options), compared by :func:`load_part` before a part is reused.
+    """
+
+    step: int
+    checkpoint: str
+    seed: int
+    video: str
+    frames: int
+    fps: float
+    size: tuple[int, int]
+    ret: float
+    length: int
+    first_frame: int = -1
+    options: str = ""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["size"] = list(self.size)
+        return d
+
+
+def part_path(folder: str | os.PathLike, step: int) -> Path:
+    """Where the part of the checkpoint at training ``step`` is written in the parts folder."""
+    return Path(folder) / f"step_{int(step)}.mp4"
+
+
+def load_part(folder: str | os.PathLike, step: int, options: str) -> ProgressionPart | None:
+    """The part recorded earlier for ``step`` with the same ``options`` (seed, checkpoint, panels), when its MP4,
+    ``.npz`` and ``.json`` are all there; else None (it is recorded again)."""
+    video = part_path(folder, step)
+    meta = video.with_suffix(".json")
+    if not (video.is_file() and meta.is_file() and video.with_suffix(".npz").is_file()):
+        return None
+    try:
+        d = json.loads(meta.read_text())
+        part = ProgressionPart(**{**d, "size": tuple(d["size"])})
+    except (ValueError, TypeError, KeyError):
+        return None
+    return part if part.options == options else None
+
+
+class _PartRecorder(RecordEpisode):
+    """A :class:`RecordEpisode` whose episode video is a progression part: the label band, then rlviz's panels
+    (:class:`~rlviz.draw.compose.Compositor`), fitted to ``size`` when given; one frame per step."""
+
+    def __init__(self, env, folder: Path, policy, *, label: str, size: tuple[int, int] | None, **kwargs: Any):
+        super().__init__(env, folder, policy, **kwargs)
+        self.label, self.size = label, size
+        self.frames_written = 0
+        self.frame_size: tuple[int, int] | None = None
+
+    def _write(self, trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> None:
+        comp = Compositor(trace, internals, self.compose_options)
+        w, h = self.size or (comp.size[0], comp.size[1] + BAND)
+        canvas = np.empty((h, w, 3), np.uint8)
+        canvas[:] = COLORS["background"]
+        ret = float(np.sum(trace.rewards, dtype=np.float64))
+        put_text(canvas, f"{self.label}   return {ret:g} in {trace.num_steps} steps", 12, BAND - 11, "chosen", 0.6)
+        cv2.line(canvas, (0, BAND - 2), (w - 1, BAND - 2), COLORS["grid"], 1)
+        buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
+        with VideoWriter(path, self.fps, (w, h), preset=self.preset, crf=self.crf) as writer:
+            for t in range(comp.T + 1):
+                _fit_into(canvas[BAND:], comp.render(t, out=buf))
+                writer.write(canvas)
+        self.frames_written, self.frame_size = comp.T + 1, (w, h)
+        save_episode_data(trace, internals, path.with_suffix(".npz"), fps=self.fps)
+
+
+def _fit_into(dst: np.ndarray, src: np.ndarray) -> None:
+    """Copy ``src`` into ``dst`` (both uint8 [h, w, 3]); a different size is scaled to fit, centred on the background."""
+    if src.shape == dst.shape:
+        np.copyto(dst, src)
+        return
+    dh, dw = dst.shape[:2]
+    k = min(dw / src.shape[1], dh / src.shape[0])
+    w, h = max(1, int(src.shape[1] * k)), max(1, int(src.shape[0] * k))
+    dst[:] = COLORS["background"]
+    y, x = (dh - h) // 2, (dw - w) // 2
+    dst[y : y + h, x : x + w] = cv2.resize(src, (w, h), interpolation=cv2.INTER_AREA)
+
+
+def record_part(
+    agent: LoadedAgent,
+    step: int,
+    checkpoint: str,
+    seed: int,
+    folder: str | os.PathLike,
+    *,
+    label: str | None = None,
+    size: tuple[int, int] | None = None,
+    gamma: float | None = None,
+    saliency: str | None = None,
+    saliency_target: str | int = "action",
+    greedy: bool = False,
+    max_steps: int | None = None,
+    options: str = "",
+) -> ProgressionPart:
+    """Play episode ``seed`` with ``agent`` (what ``rlviz render`` plays for that seed) and write its part to
+    ``folder/step_<step>.mp4`` (+ ``.npz``, and a ``.json`` describing it for :func:`load_part`).
+
+    ``size``: (width, height) of the frames, band included (default: this part's own canvas); ``options``: a
+    string identifying what else decides the part (compared by :func:`load_part`)."""
+    folder = Path(folder)
+    video = part_path(folder, step)
+    env = _PartRecorder(
+        make_env(agent.recipe), folder, agent.policy, label=label or f"training step {int(step):,}   {checkpoint}",
+        size=size, name_prefix=video.stem, gamma=agent.gamma if gamma is None else gamma, saliency=saliency,
+        saliency_target=saliency_target, action_names=agent.action_names, save_data=False,
+        compose_options=ComposeOptions(min_seconds=0.0),
+    )
+    try:
+        played = run_episode(env, seed=seed, greedy=greedy, max_steps=max_steps)
+    finally:
+        env.close()
+    recorded = Path(played.video_path) if played.video_path is not None else None
+    if recorded is None or env.frame_size is None:
+        raise VideoError(f"The episode of {checkpoint} (seed {seed}) was not recorded: the env gave no frame. "
+                         "Check that it renders rgb_array frames.")  # pragma: no cover - RecordEpisode's check
+    if recorded != video:  # RecordEpisode names it <prefix>-episode-0.mp4
+        os.replace(recorded, video)
+        os.replace(recorded.with_suffix(".npz"), video.with_suffix(".npz"))
+    part = ProgressionPart(step=int(step), checkpoint=checkpoint, seed=int(seed), video=video.name,
+                           frames=env.frames_written, fps=float(env.fps), size=env.frame_size, ret=float(played.ret),
+                           length=int(played.length), options=options)
+    atomic_write(video.with_suffix(".json"), json.dumps(part.to_dict(), indent=1))
+    return part
+
+
+def write_progression(path: str | os.PathLike, parts: Sequence[ProgressionPart], folder: str | os.PathLike) -> list[ProgressionPart]:
+    """Join the parts' MP4s (in ``folder``) in the given order into one H.264 file at ``path``, without
+    re-encoding; returns the parts with ``first_frame`` set. The parts must share size and frame rate."""
+    parts = list(parts)
+    first, out = 0, []
+    for p in parts:
+        out.append(ProgressionPart(**{**p.to_dict(), "size": p.size, "first_frame": first}))
+        first += p.frames
+    concat_videos([Path(folder) / p.video for p in parts], path)
+    return out
+
