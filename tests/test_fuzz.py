@@ -134,6 +134,36 @@ def _hub_repo(folder: Path) -> Path:
     return root
 
 
+def _load_run(run: Path):
+    """A training run's folder as ``rlviz timeline`` reads it: discovery (steps from names and from the files),
+    then every checkpoint found loaded with its own statistics; returns the last one."""
+    from types import SimpleNamespace
+
+    from rlviz.sources.run_folders import discover
+
+    config = SimpleNamespace(env="CartPole-v1", model=None, trust_checkpoint=False, device="cpu", vecnormalize=None)
+    checkpoints, _ = discover(run)
+    agents = [cp.load(config) for cp in checkpoints]
+    return agents[-1]
+
+
+@reader("training-run-folder", load=_load_run)  # CheckpointCallback's names + statistics, a step read from a file
+def _run_folder(folder: Path) -> Path:
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    run = folder / "checkpoints"
+    run.mkdir()
+    model = _ppo()
+    model.save(run / "rl_model_64_steps.zip")
+    venv = VecNormalize(make_vec_env("CartPole-v1", n_envs=1, seed=0))
+    venv.reset()
+    venv.save(run / "rl_model_vecnormalize_64_steps.pkl")
+    model.num_timesteps = 128
+    model.save(run / "final.zip")  # no step in the name: num_timesteps from the zip's data
+    return run
+
+
 def _one_forward(agent) -> None:
     """One forward on the first observation of the agent's own env, as a rollout would make it."""
     from rlviz.agent.obs import ObsAdapter

@@ -25,6 +25,7 @@ import json
 import os
 import re
 import zipfile
+import zlib
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,6 +125,23 @@ def _int_step(value: Any) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
+def _zip_json(data: bytes, member: str, path: str | os.PathLike) -> Any:
+    """The JSON of the archive member whose name ends with ``member`` (None when absent or not JSON); a damaged
+    archive (bad CRC, truncated, bad compression) is a :class:`CheckpointError` naming the file."""
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            names = [n for n in z.namelist() if n == member or n.endswith("/" + member)]
+            raw = z.read(names[0]) if names else None
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, ValueError) as exc:
+        raise CheckpointError(f"{path}: a damaged zip archive ({exc}); replace the file with an intact copy.") from None
+    if raw is None:
+        return None
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+
+
 def step_from_file(path: str | os.PathLike) -> int | None:
     """The training step a checkpoint records in itself, or None. Read without running anything in the file:
     an SB3 zip's JSON ``data`` (``num_timesteps``), an rlviz .pt2's ``extra/rlviz.json`` (``step`` or
@@ -133,19 +151,10 @@ def step_from_file(path: str | os.PathLike) -> int | None:
     data = read_file(path)
     fmt = detect_format(data)
     if fmt == "sb3-zip":
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            try:
-                doc = json.loads(z.read("data").decode("utf-8"))
-            except (KeyError, UnicodeDecodeError, ValueError):
-                return None
+        doc = _zip_json(data, "data", path)
         return _int_step(doc.get("num_timesteps")) if isinstance(doc, dict) else None
     if fmt == "rlviz":
-        with zipfile.ZipFile(io.BytesIO(data)) as z:
-            names = [n for n in z.namelist() if n.endswith("extra/rlviz.json")]
-            try:
-                meta = json.loads(z.read(names[0]).decode("utf-8")) if names else {}
-            except (UnicodeDecodeError, ValueError):
-                return None
+        meta = _zip_json(data, "extra/rlviz.json", path)
         if not isinstance(meta, dict):
             return None
         user = meta["metadata"] if isinstance(meta.get("metadata"), dict) else {}
