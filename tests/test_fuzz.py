@@ -69,6 +69,16 @@ def _cleanrl(folder: Path) -> Path:
     return folder / "ppo.cleanrl_model"
 
 
+@reader("torch-state-dict-cleanrl-continuous")  # ppo_continuous_action.py's state_dict (Pendulum: env from the name)
+def _cleanrl_continuous(folder: Path) -> Path:
+    from rlviz.sources.cleanrl_continuous import CleanRLPPOContinuous
+
+    torch.manual_seed(0)
+    path = folder / "Pendulum-v1__ppo_continuous_action__1__1.cleanrl_model"
+    torch.save(CleanRLPPOContinuous(3, 1).state_dict(), path)
+    return path
+
+
 def _ppo(env_id: str = "CartPole-v1"):
     from stable_baselines3 import PPO
 

@@ -209,3 +209,31 @@ def test_never_terminates_is_not_raised_for_pendulum_but_is_for_an_env_that_can_
     assert not has_terminal_state("HalfCheetah-v5") and not has_terminal_state("Pendulum-v1")
     assert has_terminal_state("Hopper-v5") and not has_terminal_state("Hopper-v5", {"terminate_when_unhealthy": False})
     assert has_terminal_state("ALE/Breakout-v5") and has_terminal_state("CartPole-v1")
+
+
+# -- a file that loads but cannot run fails at load, in one line naming the file -------------------------------
+def test_a_program_that_loads_but_cannot_run_is_refused_at_load(tmp_path):
+    import io
+    import json
+    import zipfile
+    from pathlib import Path
+
+    from rlviz.errors import CheckpointError
+
+    sample = Path(__file__).resolve().parent.parent / "samples" / "minatar_breakout_ppo.pt2"
+    config = "archive/data/weights/model_weights_config.json"
+    src = zipfile.ZipFile(sample)
+    doc = json.loads(src.read(config))
+    doc["config"]["inner.torso.0.weight"]["tensor_meta"]["dtype"] = 6  # float16: same bytes, half the elements' size
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as dst:
+        for info in src.infolist():
+            blob = src.read(info)
+            dst.writestr(info, json.dumps(doc).encode() if info.filename == config else blob)
+    bad = tmp_path / "half.pt2"
+    bad.write_bytes(buf.getvalue())
+    with pytest.raises(CheckpointError) as info:
+        load_agent(bad)
+    message = str(info.value)
+    assert message.startswith(f"{bad} loads, but its network cannot run on an observation of shape (10, 10, 4)")
+    assert "\n" not in message and "Half" in message

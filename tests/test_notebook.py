@@ -1,4 +1,4 @@
-"""The README's notebook example, executed as a notebook by nbconvert: the render's outputs show inline, video
+"""The docs' notebook example (docs/record.md, "Notebooks"), executed as a notebook by nbconvert: the render's outputs show inline, video
 included; and the inline views of an EpisodeResult."""
 
 from __future__ import annotations
@@ -11,20 +11,20 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _readme_notebook_example() -> str:
-    section = (ROOT / "README.md").read_text().split("### Notebooks", 1)[1]
+def _docs_notebook_example() -> str:
+    section = (ROOT / "docs" / "record.md").read_text().split("## Notebooks", 1)[1]
     return re.search(r"^```python\n(.*?)^```", section, flags=re.S | re.M).group(1)
 
 
 @pytest.mark.slow  # a kernel start and a real render: ~30-60 s on 2 busy cores
-def test_readme_notebook_example_shows_the_video_inline(tmp_path, monkeypatch):
+def test_docs_notebook_example_shows_the_video_inline(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="NOTEBOOK TEST SKIPPED: pip install -e '.[dev]' (nbformat)")
     pytest.importorskip("ipykernel", reason="NOTEBOOK TEST SKIPPED: pip install -e '.[dev]' (ipykernel)")
     from nbconvert.preprocessors import ExecutePreprocessor
 
     (tmp_path / "samples").symlink_to(ROOT / "samples")
     monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the kernel imports this checkout's rlviz
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(_readme_notebook_example())])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(_docs_notebook_example())])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     ExecutePreprocessor(timeout=300, kernel_name="python3").preprocess(nb, {"metadata": {"path": str(tmp_path)}})
     outputs = nb.cells[0].outputs
