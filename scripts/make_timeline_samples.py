@@ -46,7 +46,8 @@ def main(argv=None) -> None:
         outputs = rlviz.timeline(config)
         print(outputs.table, flush=True)
         datas[label] = outputs.data
-    png = plot_timelines(ROOT / "timeline_twins.png", datas, title="MinAtar Breakout PPO: the run and its no-entropy twin")
+    png = plot_timelines(ROOT / "timeline_twins.png", datas,
+                         title="MinAtar Breakout PPO: the run and its no-entropy twin")
     print(f"wrote {png}")
     for label, data in datas.items():
         print(f"\n{label}\n  step       return [95% CI]        entropy  value EV  policy TV  max")
@@ -56,7 +57,8 @@ def main(argv=None) -> None:
             print(f"  {r['step']:>9,}  {ret['mean']:5.2f} [{ret['ci95'][0]:.2f}, {ret['ci95'][1]:.2f}]  "
                   f"{r['mean_relative_entropy']:.3f}   {r['value_explained_variance'] or float('nan'):6.3f}   "
                   f"{'' if tv is None else f'{tv:.3f}':>8}  {ret['max']:g}")
-        print("  first seen:", data.get("first_seen"), " regressions:", [g["step"] for g in data.get("regressions", [])])
+        regressions = [g["step"] for g in data.get("regressions", [])]
+        print("  first seen:", data.get("first_seen"), " regressions:", regressions)
 
 
 if __name__ == "__main__":

@@ -55,7 +55,8 @@ def _row(ck: TimelineCheckpoint) -> dict:
             "return": {**ret, "ci95": [ret["mean"] - half, ret["mean"] + half]},
             "mean_relative_entropy": s["mean_relative_entropy"],
             "value_explained_variance": s["value_explained_variance"], "diagnostics": s["diagnostics"],
-            "policy_change": None if ck.step == STEPS[0] else {"vs_step": ck.step - 1000, "tv_mean": 0.25, "kl_mean": 0.5},
+            "policy_change": None if ck.step == STEPS[0] else {"vs_step": ck.step - 1000, "tv_mean": 0.25,
+                                                                "kl_mean": 0.5},
             "regression": ck.step == STEPS[2]}
 
 
@@ -73,7 +74,8 @@ def run(tmp_path_factory):
     rows = [_row(c) for c in cks]
     data = {"env_id": "CartPole-v1", "checkpoints": rows,
             "first_seen": {"planted_finding": {"step": STEPS[1], "persisted": True}},
-            "regressions": [{"step": STEPS[2], "vs_step": STEPS[1], "return_diff": {"mean": -3.0, "ci95": [-5.0, -1.0]}}]}
+            "regressions": [{"step": STEPS[2], "vs_step": STEPS[1],
+                             "return_diff": {"mean": -3.0, "ci95": [-5.0, -1.0]}}]}
     return data, cks, TimelineConfig(run=str(folder), heatmap=True, episodes=EPISODES, seed=0, device="cpu")
 
 
@@ -263,7 +265,8 @@ def test_report_click_a_checkpoint(browser, served, run):
     heading = browser.find_element("id", "tl-heading").text
     assert f"{STEPS[0]:,}" in heading and cks[0].name in heading
     numbers = dict(browser.execute_script(
-        "return [...document.querySelectorAll('#tl-numbers tr')].map(r => [r.cells[0].textContent, r.cells[1].textContent])"))
+        "return [...document.querySelectorAll('#tl-numbers tr')]"
+        ".map(r => [r.cells[0].textContent, r.cells[1].textContent])"))
     assert float(numbers["return.mean"]) == pytest.approx(data["checkpoints"][0]["return"]["mean"], rel=1e-3)
     assert int(numbers["episodes"]) == EPISODES
     # its heatmap and its episode (its part of the progression, with the per-step trace)

@@ -89,7 +89,7 @@ def test_rlviz_every_logs_evaluation_videos_at_the_global_steps(train_ppo, tmp_p
 
 
 def test_checkpoint_every_writes_a_run_for_rlviz_timeline(train_ppo, tmp_path, capsys):
-    from rlviz.agent import load_agent
+    from rlviz.sources import load_agent
     from rlviz.sources.run_folders import discover
 
     run = tmp_path / "run"

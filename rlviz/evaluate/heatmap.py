@@ -258,8 +258,8 @@ def plot_small_multiples(path, heatmaps, titles, log: bool = False, dpi: int = 1
 
     fh, fw = heatmaps[0].frame_shape
     side = 1.6
-    fig, axes = plt.subplots(len(rows), len(heatmaps), squeeze=False, layout="constrained",
-                             figsize=(side * fw / max(fh, fw) * len(heatmaps) + 1.2, side * fh / max(fh, fw) * len(rows) + 0.6))
+    size = (side * fw / max(fh, fw) * len(heatmaps) + 1.2, side * fh / max(fh, fw) * len(rows) + 0.6)
+    fig, axes = plt.subplots(len(rows), len(heatmaps), squeeze=False, layout="constrained", figsize=size)
     for r, (name, grids) in enumerate(rows):
         vmax = max(max(float(g.max()) for g in grids), 1e-9)
         norm = LogNorm(vmin=vmax * 1e-3, vmax=vmax) if log else Normalize(vmin=0.0, vmax=vmax)

@@ -132,8 +132,8 @@ def _video_html(v, box_id: str, page_dir: Path) -> str:
     what = f"episode {v.episode}" if v.episode >= 0 else html.escape(v.path.name)
     return (f"<div class='video' id='{box_id}'><div><b>{html.escape(v.label)}</b> {what} "
             f"({v.timeline.get('T', '?')} steps)<br><video controls muted playsinline preload='auto' "
-            f"src='{_rel(v.path, page_dir)}'></video></div><div class='timeline'><div class='trace-title'>per-step trace of this episode</div>"
-            "<canvas data-step='0'></canvas>"
+            f"src='{_rel(v.path, page_dir)}'></video></div><div class='timeline'>"
+            "<div class='trace-title'>per-step trace of this episode</div><canvas data-step='0'></canvas>"
             f"<div class='legend'>{series}</div><div class='legend'>{legend}</div><div class='readout'></div>"
             "</div></div>")
 

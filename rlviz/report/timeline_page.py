@@ -70,8 +70,9 @@ def build_timeline_html(data: Mapping[str, Any], page_dir: str | os.PathLike, pa
     }
     text = json.dumps(blob, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     title = f"rlviz timeline: {data.get('env_id') or ''} {len(rows)} checkpoint(s)".replace("  ", " ")
-    pictures = "".join(f"<img alt='{alt}' src='{_rel(p, page_dir)}'>" for alt, p in
-                       (("timeline.png", png), ("timeline_heatmaps.png", heatmaps_png)) if p is not None and p.is_file())
+    shown = (("timeline.png", png), ("timeline_heatmaps.png", heatmaps_png))
+    pictures = "".join(f"<img alt='{alt}' src='{_rel(p, page_dir)}'>" for alt, p in shown
+                       if p is not None and p.is_file())
     movie = (page_dir / "progression.mp4").is_file()
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"

@@ -56,18 +56,21 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))
 
 
-def log_timeline_checkpoint(sinks: Sink | Iterable[Sink] | None, row: Mapping[str, Any], step: int | None = None) -> None:
+def log_timeline_checkpoint(sinks: Sink | Iterable[Sink] | None, row: Mapping[str, Any],
+                            step: int | None = None) -> None:
     """Log one checkpoint's numbers (:func:`timeline_scalars`, under ``timeline/``) and its findings (text) at its
     training ``step`` (default ``row["step"]``)."""
     step = check_step(row.get("step") if step is None else step)
     findings = [f for f in row.get("diagnostics") or [] if isinstance(f, Mapping)]
-    text = "\n".join(f"- **{f.get('severity')}** `{f.get('id')}`: {f.get('message')}" for f in findings) or "no findings"
+    lines = [f"- **{f.get('severity')}** `{f.get('id')}`: {f.get('message')}" for f in findings]
+    text = "\n".join(lines) or "no findings"
     for sink in as_sinks(sinks):
         sink.log_scalars(timeline_scalars(row), step=step, prefix=PREFIX)
         sink.log_text(PREFIX + "diagnostics", f"{row.get('checkpoint', '')}\n\n{text}", step=step)
 
 
-def log_timeline_end(sinks: Sink | Iterable[Sink] | None, out: str | os.PathLike, step: int, fps: float | None = None) -> None:
+def log_timeline_end(sinks: Sink | Iterable[Sink] | None, out: str | os.PathLike, step: int,
+                     fps: float | None = None) -> None:
     """Once at the end: ``progression.mp4`` (a video) and ``timeline.png`` (an image) from ``out``, when they are
     there, at the last checkpoint's training ``step``."""
     out, step = Path(out), check_step(step)

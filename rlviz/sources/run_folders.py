@@ -62,7 +62,8 @@ class TimelineCheckpoint:
     vecnormalize: Path | None, SB3 ``<prefix>_vecnormalize_<steps>_steps.pkl`` saved with it (None: rlviz's default
                   search, :func:`rlviz.sources.vecnormalize.find_vecnormalize`, or ``--vecnormalize``).
     agent:        LoadedAgent | None, the loaded agent once evaluated (its policy, recipe, action names, gamma);
-                  None before evaluation or when it failed to load. :meth:`load` gives it either way.
+                  None before evaluation, when it failed to load, or when it was evaluated in worker processes
+                  (``--workers``/``--ray``: the agents stay there). :meth:`load` gives it either way.
     result:       RolloutResult | None, the rollout of the run's N seeds (the same as ``rlviz render --seed S`` of
                   this file): per-episode rows (``result.episodes``: seed, return, length...) and, with
                   ``--heatmap``, ``result.heatmap`` (a FailureHeatmap; ``.counts`` float64 [objects, H, W]).

@@ -16,7 +16,6 @@ the results equal one process's.
 
 from __future__ import annotations
 
-import time
 import warnings
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from .. import progress
 from ..errors import RlvizError, UsageError
 from ..evaluate import replay_episode, summarize
 from ..evaluate.diagnostics import diagnose
@@ -187,10 +187,7 @@ def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, prev
     ranges = shard_ranges(n, per, config.num_envs) if per > 1 else [range(n)]
     tasks = [CheckpointTask(src, config.gamma, r.start, len(r), min(config.num_envs, len(r)), prev if r.start == 0
                             else None) for src, prev in zip(sources, before) for r in ranges]
-    t0 = time.perf_counter()
-    from .. import progress as bars
-
-    with bars.bar(n * len(cps), "rollouts", unit="ep") as shown:
+    with progress.bar(n * len(cps), "rollouts", unit="ep") as shown:
         parts = backend.map(run_checkpoint, tasks, progress=lambda ret: shown.update(1, ret=f"{ret:.1f}"),
                             what="the rollout of")
     out = []
@@ -200,7 +197,7 @@ def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, prev
         if failed is not None:
             out.append(replace(cp, error=f"{cp.name}: {failed}"))
             continue
-        result = merge_rollouts([p.result for p in mine], time.perf_counter() - t0)
+        result = merge_rollouts([p.result for p in mine], sum(p.result.wall_s for p in mine))  # its workers' time
         summary = summarize(result, diagnose(result, mine[0].kind)).to_dict()
         vs = cps[i - 1].step if i else (previous.step if previous is not None else None)
         change = None if mine[0].change is None or vs is None else {"vs_step": int(vs), **mine[0].change}

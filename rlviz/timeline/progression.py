@@ -118,7 +118,7 @@ class _PartRecorder(RecordEpisode):
 
 
 def _fit_into(dst: np.ndarray, src: np.ndarray) -> None:
-    """Copy ``src`` into ``dst`` (both uint8 [h, w, 3]); a different size is scaled to fit, centred on the background."""
+    """Copy ``src`` into ``dst`` (both uint8 [h, w, 3]); another size is scaled to fit, centred on the background."""
     if src.shape == dst.shape:
         np.copyto(dst, src)
         return
@@ -177,7 +177,8 @@ def record_part(
     return part
 
 
-def write_progression(path: str | os.PathLike, parts: Sequence[ProgressionPart], folder: str | os.PathLike) -> list[ProgressionPart]:
+def write_progression(path: str | os.PathLike, parts: Sequence[ProgressionPart],
+                      folder: str | os.PathLike) -> list[ProgressionPart]:
     """Join the parts' MP4s (in ``folder``) in the given order into one H.264 file at ``path``, without
     re-encoding; returns the parts with ``first_frame`` set. The parts must share size and frame rate."""
     parts = list(parts)

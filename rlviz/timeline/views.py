@@ -63,9 +63,9 @@ def progression_seed(config: Any, last: TimelineCheckpoint | None = None) -> int
 def write_views(out: Path, data: dict, checkpoints: Sequence[TimelineCheckpoint], config: Any) -> None:
     """Write the views of ``data`` (the ``timeline.json`` dict) into ``out`` (see the module docstring).
 
-    ``config``: the run's :class:`~rlviz.config.TimelineConfig`. ``checkpoints``: the evaluated checkpoints (their agents load again only for a progression part not yet
-    recorded; their rollouts' heatmaps feed the heatmap views). A checkpoint that failed (``error``) or has no row
-    in ``data`` is left out of the views."""
+    ``config``: the run's :class:`~rlviz.config.TimelineConfig`. ``checkpoints``: the evaluated checkpoints (their
+    agents load again only for a progression part not yet recorded; their rollouts' heatmaps feed the heatmap
+    views). A checkpoint that failed (``error``) or has no row in ``data`` is left out of the views."""
     out = Path(out)
     rows = {int(r["step"]): r for r in data.get("checkpoints") or [] if isinstance(r, Mapping) and "step" in r}
     good = sorted((c for c in checkpoints if c.error is None and int(c.step) in rows), key=lambda c: int(c.step))
@@ -99,7 +99,7 @@ def _heatmap_views(out: Path, good: Sequence[TimelineCheckpoint], config: Any) -
     if maps:
         try:
             plot_timeline_heatmaps(out / HEATMAPS_PNG, [m for _, m in maps], [s for s, _ in maps], log=log)
-        except Exception as exc:  # noqa: BLE001 - heatmaps of different envs: the per-checkpoint PNGs stay
+        except RlvizError as exc:  # heatmaps of different envs or objects: the per-checkpoint PNGs stay
             warnings.warn(f"timeline_heatmaps.png was not drawn: {exc}", stacklevel=2)
     return pngs
 
