@@ -90,6 +90,7 @@ class Summary:
     fail_on: str
     nonfinite_steps: int = 0
     diagnostics: tuple = ()
+    attention: dict | None = None  # per-object attribution shares (rlviz.evaluate.attention.summarize_attention)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -179,6 +180,10 @@ def format_table(s: Summary) -> str:
     lines += [f"{k:<{width}}  {v}" for k, v in rows[4:]]
     if s.nonfinite_steps:
         lines.append(f"{'non-finite steps (skipped)':<{width}}  {s.nonfinite_steps}")
+    if s.attention:
+        lines += ["", f"attention ({s.attention['attribution']}): share of attribution, all steps / before failures"]
+        for name, r in {**s.attention["objects"], "other": s.attention["other"]}.items():
+            lines.append(f"  {name:<{width - 2}}  {_f(r['share'])} / {_f(r['share_before_failure'])}")
     return "\n".join(lines + format_diagnostics(s.diagnostics))
 
 

@@ -28,6 +28,7 @@ from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
 from ..errors import UsageError
 from ..evaluate import RolloutResult, summarize
+from ..evaluate.attention import attention_paired, with_attention
 from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import _f
@@ -159,7 +160,7 @@ def comparison_dict(results: list[RolloutResult], config: CompareConfig) -> dict
     ra, rb = results
     if [e.seed for e in ra.episodes] != [e.seed for e in rb.episodes]:
         raise UsageError("The rollouts of A and B have different episode seeds; compare needs the same episodes.")
-    summaries = [summarize(r).to_dict() for r in results]
+    summaries = [with_attention(summarize(r), r).to_dict() for r in results]
     flat_a, flat_b = (_flat_numbers(s) for s in summaries)
     diagnostics = {k: flat_b[k] - flat_a[k] for k in flat_a
                    if k in flat_b and k.split("/")[0] not in NOT_DIAGNOSTIC}
@@ -171,6 +172,7 @@ def comparison_dict(results: list[RolloutResult], config: CompareConfig) -> dict
         "seed": int(config.seed),
         **paired_comparison(ra.returns, rb.returns),
         "diagnostics_diff": diagnostics,
+        **({"attention_diff": diff} if (diff := attention_paired(ra.episodes, rb.episodes)) else {}),
         "a": summaries[0],
         "b": summaries[1],
     }

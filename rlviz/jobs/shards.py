@@ -31,6 +31,7 @@ from ..draw.compose import ComposeOptions
 from ..envs import make_env
 from ..episode import EpisodeResult
 from ..errors import RlvizError, require
+from ..evaluate.attention import attention_spec
 from ..evaluate.rollout import rollout
 from ..evaluate.workers import WorkerPool, claimed_indices
 from ..media.atomic import atomic_path
@@ -132,7 +133,7 @@ def run_shard(task: ShardTask, progress=None):
     return rollout(agent.recipe, agent.policy, task.episodes, num_envs=envs, seed=c.seed,
                    greedy=c.greedy, fail_on=c.fail_on, objects=c.objects if c.heatmap else None,
                    heatmap=bool(c.heatmap), progress=progress or False, gamma=task.gamma,
-                   first_episode=task.first_episode, indices=indices)
+                   first_episode=task.first_episode, indices=indices, attention=attention_spec(c))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,315 @@
+"""Attention per object over a rollout: every step's shares, the steps before each failure, CIs over episodes.
+
+On the hot path (:func:`rlviz.evaluate.lockstep.run_lockstep`) :meth:`AttentionTracker.observe` runs once per step for
+all envs: one attribution pass over the input buffer (:class:`~rlviz.explain.attention.AttributionProbe`: one
+backward per forward chunk), the object masks of each active env (the heatmap's extractor, a copy of its own:
+exact extractors read the env's state; extractors that need frames get ``env.render()`` on every step, which costs
+a render per step), and each env's shares go to its :class:`EpisodeAttention`. A failure
+(:meth:`EpisodeAttention.failure`, from :class:`~rlviz.evaluate.runner.Runner`) moves the last ``window`` steps
+(the heatmap's lookback) into the before-failure sums and adds their attribution maps (each normalised to sum 1)
+to the attention map at failure. An episode's numbers land in ``EpisodeResult.attention``; :func:`summarize_attention`
+aggregates them with bootstrap CIs over episodes and :func:`attention_findings` raises the diagnostic.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from dataclasses import replace
+
+import numpy as np
+
+from ..envs.frames import to_rgb_frame
+from ..errors import UsageError
+from ..explain.attention import ATTRIBUTION, AttributionProbe, object_fractions, pooling, step_shares
+from .diagnostics import Finding
+from .paired import bootstrap_indices, percentile_ci
+
+__all__ = ["AttentionSpec", "AttentionTracker", "EpisodeAttention", "summarize_attention", "attention_findings",
+           "attention_map", "attention_spec", "with_attention", "attention_paired", "plot_attention_at_failure", "ATTENTION_DROP_ID", "DROP_RATIO", "MIN_SHARE"]
+
+#: The diagnostic's id: an object's share before failures is below :data:`DROP_RATIO` of its share elsewhere.
+ATTENTION_DROP_ID = "attention_drops_before_failure"
+#: Before-failure share / share on the other steps at or below which the diagnostic fires (its CI must exclude 1).
+DROP_RATIO = 0.5
+#: Objects holding less than this share on the other steps are not judged (too little attention to drop).
+MIN_SHARE = 0.05
+
+
+class AttentionSpec:
+    """What the rollout's attention pass computes: ``method`` (a saliency method), ``target`` (as saliency's)."""
+
+    def __init__(self, method: str = "gradient", target: str | int = "action"):
+        self.method, self.target = str(method), target
+
+    def __repr__(self) -> str:
+        return f"AttentionSpec({self.method!r}, {self.target!r})"
+
+
+class EpisodeAttention:
+    """One episode's running sums; shares float64 [K + 1] per step (objects, then "other"). Steps arrive in order
+    (:meth:`add`, when their attribution pass ran), failures as the steps that led to them (:meth:`failure`,
+    always before that step's :meth:`add`)."""
+
+    def __init__(self, names: tuple, hw: tuple[int, int], window: int):
+        k = len(names) + 1
+        self.names, self.window = names, window
+        self.steps, self.total = 0, np.zeros(k, np.float64)
+        self.before_steps, self.before = 0, np.zeros(k, np.float64)
+        self.map_before: np.ndarray | None = None
+        self.hw = hw
+        self.fail_steps: list = []
+        self.recent: deque = deque(maxlen=window)  # (shares, map) of the steps not yet in a failure's window
+
+    def failure(self, t: int) -> None:
+        """Step ``t``'s action led to a failure."""
+        self.fail_steps.append(int(t))
+
+    def add(self, t: int, shares: np.ndarray, amap: np.ndarray) -> None:
+        """Step ``t``'s shares and map; a failure at ``t`` counts it and the steps before it in its window (those
+        not already counted for an earlier failure)."""
+        if np.isnan(shares[0]):
+            self.recent.append(None)
+        else:
+            self.steps += 1
+            self.total += shares
+            self.recent.append((shares, amap))
+        if t in self.fail_steps:
+            for item in self.recent:
+                if item is not None:
+                    self.before_steps += 1
+                    self.before += item[0]
+                    s = float(item[1].sum())
+                    if s > 0:
+                        if self.map_before is None:
+                            self.map_before = np.zeros(self.hw, np.float64)
+                        self.map_before += item[1] / s
+            self.recent.clear()
+
+    def result(self) -> dict:
+        """What ``EpisodeResult.attention`` holds: names, steps, total (sum of shares), before_steps, before,
+        failures, map_before (float32 [h, w], the sum of the before-failure steps' maps each normalised to 1, or
+        None without one)."""
+        return {"names": self.names, "steps": self.steps, "total": self.total, "before_steps": self.before_steps,
+                "before": self.before, "failures": len(self.fail_steps),
+                "map_before": None if self.map_before is None else self.map_before.astype(np.float32)}
+
+
+class AttentionTracker:
+    """The rollout's attention pass. ``begin`` (each episode start), ``observe`` (each lockstep step: the step's rows
+    and masks join a pending batch, which runs as one attribution pass when full), ``attach`` (at the end: the
+    last pass, then each result gets its episode's numbers)."""
+
+    def __init__(self, spec: AttentionSpec, policy, extractor, window: int):
+        if extractor is None:
+            raise UsageError("attention needs the heatmap's object masks; turn the heatmap on (--heatmap).")
+        self.spec, self.policy, self.window = spec, policy, max(1, int(window))
+        self.extractor = copy.deepcopy(extractor)  # its own per-env state (motion), apart from the heatmap's
+        self.probe: AttributionProbe | None = None
+        self.pool = None
+        self.names: tuple = ()
+        self.episodes: dict = {}  # episode index -> EpisodeAttention
+        self.method = {"method": spec.method, "target": spec.target}
+        self.pending: list = []  # (obs [B, *obs], actions [B], fractions [B, K, h, w], [(EpisodeAttention, t)])
+        self.count = 0  # rows pending
+
+    def begin(self, env, obs, index: int) -> EpisodeAttention:
+        if self.probe is None:
+            self.probe = AttributionProbe(self.policy, obs, self.spec.method, self.spec.target)
+        self.extractor.begin_episode(env)
+        if not self.names:
+            self.names = tuple(self.extractor.names or self._masks(env))
+        ep = self.episodes[index] = EpisodeAttention(self.names, self.probe.hw, self.window)
+        return ep
+
+    def _masks(self, env) -> dict:
+        x = self.extractor
+        frame = to_rgb_frame(env.render()) if x.needs_frame else None
+        masks = x.masks(x.capture(frame, env))
+        if self.pool is None and masks:
+            self.pool = pooling(np.shape(next(iter(masks.values())))[:2], self.probe.hw)
+        return masks
+
+    def observe(self, buf: np.ndarray, rows: np.ndarray, indices: np.ndarray, envs: list, slots: list) -> None:
+        """The step of the active envs ``rows`` (their observations in the input buffer ``buf``, their actions
+        ``indices``): observations, actions and object masks join the pending batch (run first if it is full)."""
+        if self.count + len(rows) > self.probe.rows:
+            self._run()
+        masks = [self._masks(envs[i]) for i in rows]
+        self.pending.append((buf[rows].copy(), np.asarray(indices, np.int64).copy(),
+                             object_fractions(masks, self.names, self.pool),
+                             [(slots[i].attention, slots[i].length) for i in rows]))
+        self.count += len(rows)
+
+    def _run(self) -> None:
+        """One attribution pass over the pending rows (padded to the probe's rows); shares to their episodes."""
+        if not self.pending:
+            return
+        obs = np.concatenate([p[0] for p in self.pending])
+        acts = np.concatenate([p[1] for p in self.pending])
+        fr = np.concatenate([p[2] for p in self.pending])
+        maps = self.probe.maps(obs, acts)
+        shares = step_shares(maps, fr)
+        for j, (ep, t) in enumerate(who for p in self.pending for who in p[3]):
+            ep.add(t, shares[j], maps[j])
+        self.pending, self.count = [], 0
+
+    def attach(self, records: list) -> list:
+        """The rollout's results, each with its episode's ``attention`` (after the last pass)."""
+        self._run()
+        return [replace(r, attention={**self.method, **self.episodes.pop(r.index).result()}) for r in records]
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> float:
+    d = float(den.sum())
+    return float(num.sum()) / d if d > 0 else float("nan")
+
+
+def _boot(num: np.ndarray, den: np.ndarray, idx: np.ndarray) -> list:
+    """The 95% percentile-bootstrap CI over episodes of sum(num) / sum(den) (resampled episode indices ``idx``)."""
+    n, d = num[idx].sum(axis=1), den[idx].sum(axis=1)
+    ok = d > 0
+    if not ok.any():
+        return [None, None]
+    return [round(v, 4) for v in percentile_ci(n[ok] / d[ok])]
+
+
+def _num(x: float) -> float | None:
+    return None if x != x else round(float(x), 4)
+
+
+def summarize_attention(episodes, method: str, target: str | int = "action") -> dict | None:
+    """``summary.json["attention"]`` from the episodes' ``attention``: per object (and "other") the mean share over
+    all steps, over the steps before failures and over the rest, each with its 95% bootstrap CI over episodes,
+    and ``ratio`` = before / rest with its CI. None when no episode carries attention."""
+    eps = [e.attention for e in episodes if getattr(e, "attention", None)]
+    if not eps:
+        return None
+    names = tuple(eps[0]["names"]) + ("other",)
+    steps = np.array([e["steps"] for e in eps], np.float64)
+    bsteps = np.array([e["before_steps"] for e in eps], np.float64)
+    total = np.stack([e["total"] for e in eps])
+    before = np.stack([e["before"] for e in eps])
+    idx = bootstrap_indices(len(eps))
+    rest_steps, rest = steps - bsteps, total - before
+    out: dict = {}
+    for k, name in enumerate(names):
+        row = {
+            "share": _num(_ratio(total[:, k], steps)), "ci95": _boot(total[:, k], steps, idx),
+            "share_before_failure": _num(_ratio(before[:, k], bsteps)),
+            "ci95_before_failure": _boot(before[:, k], bsteps, idx),
+            "share_elsewhere": _num(_ratio(rest[:, k], rest_steps)),
+            "ci95_elsewhere": _boot(rest[:, k], rest_steps, idx),
+        }
+        ratios = (before[idx, k].sum(1) / np.maximum(bsteps[idx].sum(1), 1e-300)) / (
+            rest[idx, k].sum(1) / np.maximum(rest_steps[idx].sum(1), 1e-300))
+        ratios = ratios[np.isfinite(ratios)]
+        point = _ratio(before[:, k], bsteps) / _ratio(rest[:, k], rest_steps) if rest[:, k].sum() > 0 else np.nan
+        row["ratio_before_to_elsewhere"] = _num(point)
+        row["ci95_ratio"] = [round(v, 4) for v in percentile_ci(ratios)] if ratios.size else [None, None]
+        out[name] = row
+    return {"method": method, "attribution": ATTRIBUTION.get(method, method), "target": target,
+            "steps": int(steps.sum()), "steps_before_failure": int(bsteps.sum()),
+            "failures": int(sum(e["failures"] for e in eps)), "episodes": len(eps),
+            "objects": {n: out[n] for n in names[:-1]}, "other": out["other"]}
+
+
+def attention_findings(attention: dict | None) -> list[Finding]:
+    """The attention diagnostic (:data:`ATTENTION_DROP_ID`): an object whose share on the steps before failures is at
+    most :data:`DROP_RATIO` of its share on the other steps, the bootstrap CI of that ratio below 1 (a real drop)."""
+    if not attention or not attention.get("steps_before_failure"):
+        return []
+    found = []
+    for name, row in attention["objects"].items():
+        ratio, ci, rest = row["ratio_before_to_elsewhere"], row["ci95_ratio"], row["share_elsewhere"]
+        if ratio is None or ci[1] is None or rest is None or rest < MIN_SHARE:
+            continue
+        if ratio <= DROP_RATIO and ci[1] < 1.0:
+            found.append(Finding(ATTENTION_DROP_ID, "warning",
+                f"Before failures the agent's attribution on '{name}' drops to {row['share_before_failure']:.2f} "
+                f"of the total, {ratio:.2f}x its share on the other steps ({rest:.2f}; 95% CI of the ratio "
+                f"{ci[0]:.2f}-{ci[1]:.2f}): it stops looking at '{name}' when it matters. Watch the worst "
+                "episodes' saliency before each loss; train longer or on more of these states.",
+                {"object": name, "share_before_failure": row["share_before_failure"], "share_elsewhere": rest,
+                 "ratio": ratio, "ci95_ratio": ci, "steps_before_failure": attention["steps_before_failure"]}))
+    return found
+
+
+def attention_map(episodes) -> np.ndarray | None:
+    """float64 [h, w]: the mean attribution over the steps before failures (each step's map normalised to sum 1),
+    in observation pixels; None without such steps."""
+    eps = [e.attention for e in episodes if getattr(e, "attention", None)]
+    n = sum(e["before_steps"] for e in eps)
+    if not n:
+        return None
+    return np.sum([e["map_before"].astype(np.float64) for e in eps if e["map_before"] is not None], axis=0) / n
+
+
+def attention_spec(config) -> AttentionSpec | None:
+    """The attention a RenderConfig asks for: ``attention=False`` none; True: its saliency method (gradient without
+    one); None (the default): on when both ``saliency`` and ``heatmap`` are."""
+    on = config.attention if config.attention is not None else bool(config.saliency and config.heatmap)
+    if not on:
+        return None
+    return AttentionSpec(config.saliency or "gradient", config.saliency_target)
+
+
+def with_attention(summary, result):
+    """``summary`` (a :class:`~rlviz.evaluate.stats.Summary`) with ``attention`` from ``result``'s episodes and the
+    attention diagnostic added to its findings (unchanged when the rollout computed no attention)."""
+    eps = [e.attention for e in result.episodes if getattr(e, "attention", None)]
+    if not eps:
+        return summary
+    att = summarize_attention(result.episodes, eps[0].get("method", "gradient"), eps[0].get("target", "action"))
+    found = tuple(f.to_dict() for f in attention_findings(att))
+    return replace(summary, attention=att, diagnostics=tuple(summary.diagnostics) + found)
+
+
+def attention_paired(episodes_a, episodes_b) -> dict | None:
+    """Compare: per object (and "other"), B's share minus A's over all steps and before failures, each with a paired
+    95% bootstrap CI (the same resampled seeds for both agents). None unless both rollouts computed attention."""
+    a = [e.attention for e in episodes_a]
+    b = [e.attention for e in episodes_b]
+    if not a or any(x is None for x in a + b) or tuple(a[0]["names"]) != tuple(b[0]["names"]):
+        return None
+    idx = bootstrap_indices(len(a))
+    out = {}
+    for k, name in enumerate(tuple(a[0]["names"]) + ("other",)):
+        row = {}
+        for key, steps in (("total", "steps"), ("before", "before_steps")):
+            na, da = np.array([e[key][k] for e in a]), np.array([e[steps] for e in a], np.float64)
+            nb, db = np.array([e[key][k] for e in b]), np.array([e[steps] for e in b], np.float64)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                boot = nb[idx].sum(1) / db[idx].sum(1) - na[idx].sum(1) / da[idx].sum(1)
+            boot = boot[np.isfinite(boot)]
+            label = "share" if key == "total" else "share_before_failure"
+            row[f"{label}_diff"] = _num(_ratio(nb, db) - _ratio(na, da))
+            row[f"ci95_{label}_diff"] = [round(v, 4) for v in percentile_ci(boot)] if boot.size else [None, None]
+        out[name] = row
+    return out
+
+
+def plot_attention_at_failure(result, heatmap, path, probe_hw: tuple[int, int] | None = None):
+    """attention_at_failure.png: the failure heatmap (all objects) beside the mean attribution over the steps before
+    failures, in frame pixels, over the heatmap's background frame; None when no step preceded a failure."""
+    from ..explain.attention import pooling as _pooling
+    from .heatmap import _figure, _panel, _save
+
+    amap = attention_map(result.episodes)
+    if amap is None or heatmap is None:
+        return None
+    from matplotlib.colors import Normalize
+
+    frame_map = _pooling(heatmap.frame_shape, amap.shape).up(amap)
+    total = heatmap.total()
+    fig, axes = _figure(heatmap.frame_shape, 2)
+    _panel(fig, axes[0], "failure heatmap (all objects)", heatmap.background,
+           np.ma.masked_where(total <= 0, total), cmap="inferno", norm=Normalize(0, max(int(total.max()), 1)),
+           alpha=0.85)
+    _panel(fig, axes[1], "attention before failures", heatmap.background, frame_map / max(frame_map.max(), 1e-12),
+           cmap="viridis", norm=Normalize(0, 1), alpha=0.7, label="mean attribution (max = 1)")
+    att = summarize_attention(result.episodes, "")
+    parts = ", ".join(f"{n} {r['share_before_failure']:.2f} (elsewhere {r['share_elsewhere']:.2f})"
+                      for n, r in att["objects"].items() if r["share_before_failure"] is not None)
+    fig.suptitle(f"{heatmap.env_id}: share of attribution before failures: {parts}", fontsize=8)
+    return _save(fig, path, 120)
