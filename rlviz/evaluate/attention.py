@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 from collections import deque
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -105,8 +106,8 @@ class AttentionTracker:
             raise UsageError("attention needs the heatmap's object masks; turn the heatmap on (--heatmap).")
         self.spec, self.policy, self.window = spec, policy, max(1, int(window))
         self.extractor = copy.deepcopy(extractor)  # its own per-env state (motion), apart from the heatmap's
-        self.probe: AttributionProbe | None = None
-        self.pool = None
+        self.probe: Any = None  # an AttributionProbe from the first episode's observation
+        self.pool: Any = None  # a Pooling from the first masks' frame size
         self.names: tuple = ()
         self.episodes: dict = {}  # episode index -> EpisodeAttention
         self.method = {"method": spec.method, "target": spec.target}
@@ -201,8 +202,8 @@ def summarize_attention(episodes, method: str, target: str | int = "action") -> 
             "share_elsewhere": _num(_ratio(rest[:, k], rest_steps)),
             "ci95_elsewhere": _boot(rest[:, k], rest_steps, idx),
         }
-        ratios = (before[idx, k].sum(1) / np.maximum(bsteps[idx].sum(1), 1e-300)) / (
-            rest[idx, k].sum(1) / np.maximum(rest_steps[idx].sum(1), 1e-300))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratios = (before[idx, k].sum(1) / bsteps[idx].sum(1)) / (rest[idx, k].sum(1) / rest_steps[idx].sum(1))
         ratios = ratios[np.isfinite(ratios)]
         point = _ratio(before[:, k], bsteps) / _ratio(rest[:, k], rest_steps) if rest[:, k].sum() > 0 else np.nan
         row["ratio_before_to_elsewhere"] = _num(point)
@@ -275,7 +276,7 @@ def attention_paired(episodes_a, episodes_b) -> dict | None:
     idx = bootstrap_indices(len(a))
     out = {}
     for k, name in enumerate(tuple(a[0]["names"]) + ("other",)):
-        row = {}
+        row: dict[str, Any] = {}
         for key, steps in (("total", "steps"), ("before", "before_steps")):
             na, da = np.array([e[key][k] for e in a]), np.array([e[steps] for e in a], np.float64)
             nb, db = np.array([e[key][k] for e in b]), np.array([e[steps] for e in b], np.float64)
@@ -289,10 +290,9 @@ def attention_paired(episodes_a, episodes_b) -> dict | None:
     return out
 
 
-def plot_attention_at_failure(result, heatmap, path, probe_hw: tuple[int, int] | None = None):
+def plot_attention_at_failure(result, heatmap, path):
     """attention_at_failure.png: the failure heatmap (all objects) beside the mean attribution over the steps before
     failures, in frame pixels, over the heatmap's background frame; None when no step preceded a failure."""
-    from ..explain.attention import pooling as _pooling
     from .heatmap import _figure, _panel, _save
 
     amap = attention_map(result.episodes)
@@ -300,7 +300,7 @@ def plot_attention_at_failure(result, heatmap, path, probe_hw: tuple[int, int] |
         return None
     from matplotlib.colors import Normalize
 
-    frame_map = _pooling(heatmap.frame_shape, amap.shape).up(amap)
+    frame_map = pooling(heatmap.frame_shape, amap.shape).up(amap)
     total = heatmap.total()
     fig, axes = _figure(heatmap.frame_shape, 2)
     _panel(fig, axes[0], "failure heatmap (all objects)", heatmap.background,
@@ -308,7 +308,7 @@ def plot_attention_at_failure(result, heatmap, path, probe_hw: tuple[int, int] |
            alpha=0.85)
     _panel(fig, axes[1], "attention before failures", heatmap.background, frame_map / max(frame_map.max(), 1e-12),
            cmap="viridis", norm=Normalize(0, 1), alpha=0.7, label="mean attribution (max = 1)")
-    att = summarize_attention(result.episodes, "")
+    att = summarize_attention(result.episodes, "") or {"objects": {}}
     parts = ", ".join(f"{n} {r['share_before_failure']:.2f} (elsewhere {r['share_elsewhere']:.2f})"
                       for n, r in att["objects"].items() if r["share_before_failure"] is not None)
     fig.suptitle(f"{heatmap.env_id}: share of attribution before failures: {parts}", fontsize=8)

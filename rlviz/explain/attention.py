@@ -151,22 +151,23 @@ def pooling(frame_hw: tuple[int, int], obs_hw: tuple[int, int]) -> Pooling:
 
 def object_fractions(masks: list, names: tuple, pool: Pooling) -> np.ndarray:
     """float32 [B, K, h, w]: for each of B steps' masks ({name: bool [H, W]} in frame pixels), each named object's
-    cover of each observation pixel, made exclusive in ``names``' order (a pixel already covered by an earlier
-    object is not counted again), so a pixel's fractions sum to <= 1."""
+    cover of each observation pixel. Objects are made exclusive in frame pixels, in ``names``' order (a pixel of an
+    earlier object is not counted again), so a pixel's fractions sum to <= 1."""
     h, w = pool.rows.shape[0], pool.cols.shape[0]
     frame = (pool.rows.shape[1], pool.cols.shape[1])
     stack = np.zeros((len(masks), len(names)) + frame, np.float32)
     for b, m in enumerate(masks):
+        covered = None
         for k, name in enumerate(names):
             if name in m:
-                stack[b, k] = m[name]
+                mk = np.asarray(m[name], bool)
+                if covered is not None:
+                    mk = mk & ~covered
+                stack[b, k] = mk
+                covered = mk if covered is None else covered | mk
     if frame != (h, w):
         stack = np.einsum("hH,bkHW,wW->bkhw", pool.rows.astype(np.float32), stack, pool.cols.astype(np.float32),
                           optimize=True)
-    covered = np.zeros((len(masks), h, w), np.float32)
-    for k in range(len(names)):
-        np.minimum(stack[:, k], 1.0 - covered, out=stack[:, k])
-        covered += stack[:, k]
     return stack
 
 
