@@ -73,6 +73,7 @@ def test_a_probe_that_reads_one_object_puts_its_attribution_there(channel, reads
     assert objects[reads]["share"] >= 0.8 and objects[reads]["share_before_failure"] >= 0.8
     assert objects[ignores]["share"] <= 0.05
     assert objects[reads]["share"] == 1.0 and objects[ignores]["share"] == 0.0  # |grad x input| is exact here
+    assert objects["ball"]["area"] == 0.01 and 0.01 <= objects["paddle"]["area"] <= 0.02  # 1 of 100 cells (+ trail)
     for e in r.episodes:
         a = e.attention
         assert a["steps"] == e.length and a["failures"] == e.failures  # every step has a share

@@ -56,6 +56,7 @@ class EpisodeAttention:
         k = len(names) + 1
         self.names, self.window = names, window
         self.steps, self.total = 0, np.zeros(k, np.float64)
+        self.area = np.zeros(k - 1, np.float64)  # the objects' summed cover of the observation (fraction of pixels)
         self.before_steps, self.before = 0, np.zeros(k, np.float64)
         self.map_before: np.ndarray | None = None
         self.hw = hw
@@ -66,7 +67,7 @@ class EpisodeAttention:
         """Step ``t``'s action led to a failure."""
         self.fail_steps.append(int(t))
 
-    def add(self, t: int, shares: np.ndarray, amap: np.ndarray) -> None:
+    def add(self, t: int, shares: np.ndarray, amap: np.ndarray, area: np.ndarray) -> None:
         """Step ``t``'s shares and map; a failure at ``t`` counts it and the steps before it in its window (those
         not already counted for an earlier failure)."""
         if np.isnan(shares[0]):
@@ -74,6 +75,7 @@ class EpisodeAttention:
         else:
             self.steps += 1
             self.total += shares
+            self.area += area
             self.recent.append((shares, amap))
         if t in self.fail_steps:
             for item in self.recent:
@@ -91,7 +93,8 @@ class EpisodeAttention:
         """What ``EpisodeResult.attention`` holds: names, steps, total (sum of shares), before_steps, before,
         failures, map_before (float32 [h, w], the sum of the before-failure steps' maps each normalised to 1, or
         None without one)."""
-        return {"names": self.names, "steps": self.steps, "total": self.total, "before_steps": self.before_steps,
+        return {"names": self.names, "steps": self.steps, "total": self.total, "area": self.area,
+                "before_steps": self.before_steps,
                 "before": self.before, "failures": len(self.fail_steps),
                 "map_before": None if self.map_before is None else self.map_before.astype(np.float32)}
 
@@ -151,8 +154,9 @@ class AttentionTracker:
         fr = np.concatenate([p[2] for p in self.pending])
         maps = self.probe.maps(obs, acts)
         shares = step_shares(maps, fr)
+        area = fr.mean(axis=(2, 3), dtype=np.float64)
         for j, (ep, t) in enumerate(who for p in self.pending for who in p[3]):
-            ep.add(t, shares[j], maps[j])
+            ep.add(t, shares[j], maps[j], area[j])
         self.pending, self.count = [], 0
 
     def attach(self, records: list) -> list:
@@ -182,7 +186,9 @@ def _num(x: float) -> float | None:
 def summarize_attention(episodes, method: str, target: str | int = "action") -> dict | None:
     """``summary.json["attention"]`` from the episodes' ``attention``: per object (and "other") the mean share over
     all steps, over the steps before failures and over the rest, each with its 95% bootstrap CI over episodes,
-    and ``ratio`` = before / rest with its CI. None when no episode carries attention."""
+    and ``ratio`` = before / rest with its CI; per object also ``area``, the mean fraction of the observation's pixels
+    it covers (a share far above it: the agent looks at the object more than its size). None when no episode
+    carries attention."""
     eps = [e.attention for e in episodes if getattr(e, "attention", None)]
     if not eps:
         return None
@@ -191,6 +197,7 @@ def summarize_attention(episodes, method: str, target: str | int = "action") -> 
     bsteps = np.array([e["before_steps"] for e in eps], np.float64)
     total = np.stack([e["total"] for e in eps])
     before = np.stack([e["before"] for e in eps])
+    area = np.stack([e["area"] for e in eps])
     idx = bootstrap_indices(len(eps))
     rest_steps, rest = steps - bsteps, total - before
     out: dict = {}
@@ -208,6 +215,8 @@ def summarize_attention(episodes, method: str, target: str | int = "action") -> 
         point = _ratio(before[:, k], bsteps) / _ratio(rest[:, k], rest_steps) if rest[:, k].sum() > 0 else np.nan
         row["ratio_before_to_elsewhere"] = _num(point)
         row["ci95_ratio"] = [round(v, 4) for v in percentile_ci(ratios)] if ratios.size else [None, None]
+        if k < len(names) - 1:
+            row["area"] = _num(_ratio(area[:, k], steps))  # the mean fraction of the observation it covers
         out[name] = row
     return {"method": method, "attribution": ATTRIBUTION.get(method, method), "target": target,
             "steps": int(steps.sum()), "steps_before_failure": int(bsteps.sum()),
