@@ -158,7 +158,28 @@ def test_render_writes_attention_with_saliency_and_heatmap(tmp_path):
     plain = render(RenderConfig(checkpoint=SAMPLE, episodes=2, saliency="gradient", videos="none",
                                 out=tmp_path / "plain"))
     assert plain.summary["attention"] is None and not (tmp_path / "plain" / ATTENTION_PNG).exists()
-    assert RenderConfig(checkpoint=SAMPLE, attention=True).heatmap is True
+
+
+def test_the_attention_option():
+    from rlviz.cli import build_parser
+    from rlviz.errors import UsageError
+    from rlviz.evaluate.attention import attention_spec
+
+    def spec(**kw):
+        s = attention_spec(RenderConfig(checkpoint=SAMPLE, **kw))
+        return None if s is None else s.method
+
+    assert spec() is None and spec(saliency="gradient") is None and spec(heatmap=True) is None
+    assert spec(saliency="smoothgrad", heatmap=True) == "smoothgrad"  # the issue's --saliency METHOD --heatmap
+    assert spec(attention=True) == "gradient" and RenderConfig(checkpoint=SAMPLE, attention=True).heatmap
+    assert spec(saliency="perturbation", heatmap=True, attention="gradient") == "gradient"
+    assert spec(saliency="gradient", heatmap=True, attention="off") is None
+    with pytest.raises(UsageError, match="Did you mean 'gradient'"):
+        RenderConfig(checkpoint=SAMPLE, attention="grad")
+    parse = build_parser().parse_args
+    assert parse(["render", SAMPLE, "--attention"]).attention is True
+    assert parse(["render", SAMPLE, "--attention", "perturbation"]).attention == "perturbation"
+    assert parse(["render", SAMPLE]).attention is None
 
 
 def test_compare_gives_both_agents_shares_and_the_paired_difference(tmp_path):

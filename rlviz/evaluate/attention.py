@@ -256,12 +256,15 @@ def attention_map(episodes) -> np.ndarray | None:
 
 
 def attention_spec(config) -> AttentionSpec | None:
-    """The attention a RenderConfig asks for: ``attention=False`` none; True: its saliency method (gradient without
-    one); None (the default): on when both ``saliency`` and ``heatmap`` are."""
-    on = config.attention if config.attention is not None else bool(config.saliency and config.heatmap)
+    """The attention a RenderConfig asks for: ``attention`` False: none; True: its saliency method (gradient without
+    one); a method name: that method; None (the default): on, with the saliency method, when both ``saliency`` and
+    ``heatmap`` are."""
+    att = config.attention
+    on = att if att is not None else bool(config.saliency and config.heatmap)
     if not on:
         return None
-    return AttentionSpec(config.saliency or "gradient", config.saliency_target)
+    method = att if isinstance(att, str) else (config.saliency or "gradient")
+    return AttentionSpec(method, config.saliency_target)
 
 
 def with_attention(summary, result):
