@@ -155,6 +155,8 @@ def test_render_writes_attention_with_saliency_and_heatmap(tmp_path):
     assert abs(total - 1.0) < 1e-3 and len(att["objects"]["ball"]["ci95"]) == 2
     assert (tmp_path / "run" / ATTENTION_PNG).stat().st_size > 1000
     assert "attention (|gradient x input|)" in out.table
+    page = out.report_html.read_text()
+    assert "<h3>Attention (|gradient x input|)</h3>" in page and f"src='{ATTENTION_PNG}'" in page
     plain = render(RenderConfig(checkpoint=SAMPLE, episodes=2, saliency="gradient", videos="none",
                                 out=tmp_path / "plain"))
     assert plain.summary["attention"] is None and not (tmp_path / "plain" / ATTENTION_PNG).exists()
