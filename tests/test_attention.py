@@ -194,3 +194,4 @@ def test_compare_gives_both_agents_shares_and_the_paired_difference(tmp_path):
     diff = c["attention_diff"]["ball"]
     assert abs(diff["share_diff"] - (b - a)) < 2e-4 and diff["ci95_share_diff"][0] <= diff["share_diff"]
     assert set(c["attention_diff"]) == {"ball", "paddle", "other"}
+    assert "attention ball pre-fail" in out.table

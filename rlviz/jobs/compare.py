@@ -279,6 +279,11 @@ def format_comparison(c: dict, labels=("A", "B")) -> str:
          "(median of the paired differences)"),
     ]
     rows += [(name, fa.get(key), fb.get(key), c["diagnostics_diff"].get(key), "") for name, key in _TABLE_ROWS]
+    for obj, d in c.get("attention_diff", {}).items():  # attention shares, paired over the same seeds
+        rows += [(f"attention {obj}{what}", fa.get(f"attention/{path}/share{key}"),
+                  fb.get(f"attention/{path}/share{key}"), d[f"share{key}_diff"], _ci(d[f"ci95_share{key}_diff"]))
+                 for what, key in (("", ""), (" pre-fail", "_before_failure"))
+                 for path in [f"objects/{obj}" if obj != "other" else "other"]]
     lines = [f"{labels[0]}  vs  {labels[1]}",
              f"{c['env_id']}: {c['episodes']} episodes on the same seeds; {boot['method']}, "
              f"{boot['resamples']} resamples", "", head]
