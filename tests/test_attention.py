@@ -145,7 +145,7 @@ def test_area_pooling_maps_frame_masks_to_observation_pixels():
 def test_render_writes_attention_with_saliency_and_heatmap(tmp_path):
     from rlviz.jobs.render import ATTENTION_PNG, render
 
-    out = render(RenderConfig(checkpoint=SAMPLE, episodes=4, saliency="gradient", heatmap=True, videos="none",
+    out = render(RenderConfig(checkpoint=SAMPLE, episodes=4, saliency="gradient", heatmap=True, videos="first:1",
                               out=tmp_path / "run"))
     summary = json.loads(out.summary_json.read_text())
     att = summary["attention"]
@@ -155,6 +155,10 @@ def test_render_writes_attention_with_saliency_and_heatmap(tmp_path):
     assert abs(total - 1.0) < 1e-3 and len(att["objects"]["ball"]["ci95"]) == 2
     assert (tmp_path / "run" / ATTENTION_PNG).stat().st_size > 1000
     assert "attention (|gradient x input|)" in out.table
+    with np.load(out.videos[0].with_suffix(".npz")) as z:  # the videos' share track, one number per step
+        track = z["extra_attention ball"], z["extra_attention paddle"]
+        assert len(track[0]) == len(z["actions"]) + 1  # T + 1 frames
+        assert ((track[0] >= 0) & (track[0] + track[1] <= 1 + 1e-6)).all() and track[1].max() > 0
     page = out.report_html.read_text()
     assert "<h3>Attention (|gradient x input|)</h3>" in page and f"src='{ATTENTION_PNG}'" in page
     plain = render(RenderConfig(checkpoint=SAMPLE, episodes=2, saliency="gradient", videos="none",

@@ -18,16 +18,17 @@ from collections import deque
 from dataclasses import replace
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
-from ..explain.attention import ATTRIBUTION, AttributionProbe, object_fractions, pooling, step_shares
+from ..explain.attention import ATTRIBUTION, BATCH_WAVES, AttributionProbe, object_fractions, pooling, step_shares
 from .diagnostics import Finding
 from .paired import bootstrap_indices, percentile_ci
 
 __all__ = ["AttentionSpec", "AttentionTracker", "EpisodeAttention", "summarize_attention", "attention_findings",
-           "attention_map", "attention_spec", "with_attention", "attention_paired", "plot_attention_at_failure", "ATTENTION_DROP_ID", "DROP_RATIO", "MIN_SHARE"]
+           "attention_map", "attention_spec", "with_attention", "attention_paired", "plot_attention_at_failure", "ShareTrack", "ATTENTION_DROP_ID", "DROP_RATIO", "MIN_SHARE"]
 
 #: The diagnostic's id: an object's share before failures is below :data:`DROP_RATIO` of its share elsewhere.
 ATTENTION_DROP_ID = "attention_drops_before_failure"
@@ -104,10 +105,10 @@ class AttentionTracker:
     and masks join a pending batch, which runs as one attribution pass when full), ``attach`` (at the end: the
     last pass, then each result gets its episode's numbers)."""
 
-    def __init__(self, spec: AttentionSpec, policy, extractor, window: int):
+    def __init__(self, spec: AttentionSpec, policy, extractor, window: int, waves: int = BATCH_WAVES):
         if extractor is None:
             raise UsageError("attention needs the heatmap's object masks; turn the heatmap on (--heatmap).")
-        self.spec, self.policy, self.window = spec, policy, max(1, int(window))
+        self.spec, self.policy, self.window, self.waves = spec, policy, max(1, int(window)), waves
         self.extractor = copy.deepcopy(extractor)  # its own per-env state (motion), apart from the heatmap's
         self.probe: Any = None  # an AttributionProbe from the first episode's observation
         self.pool: Any = None  # a Pooling from the first masks' frame size
@@ -119,7 +120,7 @@ class AttentionTracker:
 
     def begin(self, env, obs, index: int) -> EpisodeAttention:
         if self.probe is None:
-            self.probe = AttributionProbe(self.policy, obs, self.spec.method, self.spec.target)
+            self.probe = AttributionProbe(self.policy, obs, self.spec.method, self.spec.target, self.waves)
         self.extractor.begin_episode(env)
         if not self.names:
             self.names = tuple(self.extractor.names or self._masks(env))
@@ -325,3 +326,34 @@ def plot_attention_at_failure(result, heatmap, path):
                       for n, r in att["objects"].items() if r["share_before_failure"] is not None)
     fig.suptitle(f"{heatmap.env_id}: share of attribution before failures: {parts}", fontsize=8)
     return _save(fig, path, 120)
+
+
+class ShareTrack(gym.Wrapper):
+    """The videos' share track: wraps a :class:`~rlviz.record.RecordEpisode` (``recorder``, or a wrapper of it) and
+    annotates each step with the objects' shares of its attribution (``"attention <name>"``, drawn as curves under
+    the panels). One attribution pass per step of exactly the policy's forward rows (a video's steps, not the
+    rollout's); ``objects``: the heatmap's extractor (``"module:function"``) or None for the env's default."""
+
+    def __init__(self, recorder, spec: AttentionSpec, policy, env_id: str, objects=None):
+        from .objects import extractor_for, load_extractor
+
+        super().__init__(recorder)
+        extractor = load_extractor(objects) if isinstance(objects, str) else objects or extractor_for(env_id)
+        self.tracker = AttentionTracker(spec, policy, extractor, 1, waves=1)
+        self.recorder, self.obs = recorder, None
+
+    def reset(self, **kwargs):
+        obs, info = self.env.reset(**kwargs)
+        self.obs = np.asarray(obs)
+        self.tracker.begin(self.env, self.obs, -1)
+        return obs, info
+
+    def step(self, action):
+        t = self.tracker
+        fr = object_fractions([t._masks(self.env)], t.names, t.pool)
+        acts = np.asarray([action if np.ndim(action) == 0 else 0], np.int64)
+        shares = step_shares(t.probe.maps(self.obs[None], acts), fr)[0]
+        self.recorder.annotate(**{f"attention {n}": float(v) for n, v in zip(t.names, shares)})
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self.obs = np.asarray(obs)
+        return obs, reward, terminated, truncated, info
