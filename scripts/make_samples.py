@@ -1,7 +1,7 @@
 """Regenerate the outputs shipped in samples/ with the README's main command (library form).
 
     python scripts/make_samples.py                 # all three agents (ALE: --ale-episodes, default 100)
-    python scripts/make_samples.py --only minatar  # one of: minatar, noent, ale, compare
+    python scripts/make_samples.py --only minatar  # one of: minatar, noent, ale, ale_attention, compare
 
 Writes samples/out/<name>/ (summary.json with attention, episodes.csv, heatmap.png/.npz, attention_at_failure.png,
 videos/*.mp4) and the README
@@ -64,12 +64,12 @@ def run_compare(episodes: int) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--only", choices=["minatar", "noent", "ale", "compare"], action="append")
+    ap.add_argument("--only", choices=["minatar", "noent", "ale", "ale_attention", "compare"], action="append")
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--ale-episodes", type=int, default=100)
     args = ap.parse_args()
     os.chdir(ROOT)
-    which = args.only or ["minatar", "noent", "ale", "compare"]
+    which = args.only or ["minatar", "noent", "ale", "ale_attention", "compare"]
     if "minatar" in which:
         out = run("minatar", "minatar_breakout_ppo.pt2", args.episodes, "gradient", "first:1,worst:1")
         still(sorted(out.glob("videos/first-*.mp4"))[0], SAMPLES / "still_minatar.png")
@@ -79,6 +79,8 @@ def main() -> None:
         # gradient attention on every step beside the perturbation videos (perturbation on every step: ~290
         # forwards per step)
         out = run("ale", "ale_breakout_ppo.pt2", args.ale_episodes, "perturbation", "best:1", attention="gradient")
+    if "ale_attention" in which:  # attention on 100 ALE episodes: the first 100 of "ale", a gradient video
+        run("ale_attention", "ale_breakout_ppo.pt2", 100, "gradient", "worst:1")
         still(sorted(out.glob("videos/best-*.mp4"))[0], SAMPLES / "still.png", at=0.3)
     if "compare" in which:
         out = run_compare(args.episodes)

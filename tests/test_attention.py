@@ -74,6 +74,8 @@ def test_a_probe_that_reads_one_object_puts_its_attribution_there(channel, reads
     assert objects[ignores]["share"] <= 0.05
     assert objects[reads]["share"] == 1.0 and objects[ignores]["share"] == 0.0  # |grad x input| is exact here
     assert objects["ball"]["area"] == 0.01 and 0.01 <= objects["paddle"]["area"] <= 0.02  # 1 of 100 cells (+ trail)
+    assert objects["ball"]["visible_before_failure"] == 1.0  # MinAtar's ball is on the grid until it is lost
+    assert objects[reads]["share_before_failure_visible"] == objects[reads]["share_before_failure"]
     for e in r.episodes:
         a = e.attention
         assert a["steps"] == e.length and a["failures"] == e.failures  # every step has a share

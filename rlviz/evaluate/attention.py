@@ -28,14 +28,17 @@ from .diagnostics import Finding
 from .paired import bootstrap_indices, percentile_ci
 
 __all__ = ["AttentionSpec", "AttentionTracker", "EpisodeAttention", "summarize_attention", "attention_findings",
-           "attention_map", "attention_spec", "with_attention", "attention_paired", "plot_attention_at_failure", "ShareTrack", "ATTENTION_DROP_ID", "DROP_RATIO", "MIN_SHARE"]
+           "attention_map", "attention_spec", "with_attention", "attention_paired", "plot_attention_at_failure", "ShareTrack", "ATTENTION_DROP_ID", "DROP_RATIO", "MIN_SHARE",
+           "MIN_LIFT"]
 
 #: The diagnostic's id: an object's share before failures is below :data:`DROP_RATIO` of its share elsewhere.
 ATTENTION_DROP_ID = "attention_drops_before_failure"
 #: Before-failure share / share on the other steps at or below which the diagnostic fires (its CI must exclude 1).
 DROP_RATIO = 0.5
-#: Objects holding less than this share on the other steps are not judged (too little attention to drop).
+#: Objects are judged when their share on the other steps (while visible) is at least this, or at least
+#: :data:`MIN_LIFT` times the fraction of the observation they cover (a 2-pixel Atari ball): the agent watches them.
 MIN_SHARE = 0.05
+MIN_LIFT = 2.0
 
 
 class AttentionSpec:
@@ -59,6 +62,7 @@ class EpisodeAttention:
         self.steps, self.total = 0, np.zeros(k, np.float64)
         self.area = np.zeros(k - 1, np.float64)  # the objects' summed cover of the observation (fraction of pixels)
         self.before_steps, self.before = 0, np.zeros(k, np.float64)
+        self.seen, self.before_seen = np.zeros(k - 1, np.int64), np.zeros(k - 1, np.int64)  # steps it was visible
         self.map_before: np.ndarray | None = None
         self.hw = hw
         self.fail_steps: list = []
@@ -77,12 +81,14 @@ class EpisodeAttention:
             self.steps += 1
             self.total += shares
             self.area += area
-            self.recent.append((shares, amap))
+            self.seen += area > 0
+            self.recent.append((shares, amap, area > 0))
         if t in self.fail_steps:
             for item in self.recent:
                 if item is not None:
                     self.before_steps += 1
                     self.before += item[0]
+                    self.before_seen += item[2]
                     s = float(item[1].sum())
                     if s > 0:
                         if self.map_before is None:
@@ -95,7 +101,7 @@ class EpisodeAttention:
         failures, map_before (float32 [h, w], the sum of the before-failure steps' maps each normalised to 1, or
         None without one)."""
         return {"names": self.names, "steps": self.steps, "total": self.total, "area": self.area,
-                "before_steps": self.before_steps,
+                "before_steps": self.before_steps, "seen": self.seen, "before_seen": self.before_seen,
                 "before": self.before, "failures": len(self.fail_steps),
                 "map_before": None if self.map_before is None else self.map_before.astype(np.float32)}
 
@@ -187,9 +193,10 @@ def _num(x: float) -> float | None:
 def summarize_attention(episodes, method: str, target: str | int = "action") -> dict | None:
     """``summary.json["attention"]`` from the episodes' ``attention``: per object (and "other") the mean share over
     all steps, over the steps before failures and over the rest, each with its 95% bootstrap CI over episodes,
-    and ``ratio`` = before / rest with its CI; per object also ``area``, the mean fraction of the observation's pixels
-    it covers (a share far above it: the agent looks at the object more than its size). None when no episode
-    carries attention."""
+    and ``ratio_before_to_elsewhere`` with its CI; per object also ``area``, the mean fraction of the observation's
+    pixels it covers (a share far above it: the agent looks at the object more than its size), and the shares over
+    the steps where it is visible (``visible_before_failure``: the fraction of before-failure steps it is on the
+    screen), on which its ratio is computed. None when no episode carries attention."""
     eps = [e.attention for e in episodes if getattr(e, "attention", None)]
     if not eps:
         return None
@@ -201,6 +208,9 @@ def summarize_attention(episodes, method: str, target: str | int = "action") -> 
     area = np.stack([e["area"] for e in eps])
     idx = bootstrap_indices(len(eps))
     rest_steps, rest = steps - bsteps, total - before
+    nobj = len(names) - 1
+    seen = np.stack([e["seen"] for e in eps]).astype(np.float64) if nobj else np.zeros((len(eps), 0))
+    bseen = np.stack([e["before_seen"] for e in eps]).astype(np.float64) if nobj else np.zeros((len(eps), 0))
     out: dict = {}
     for k, name in enumerate(names):
         row = {
@@ -210,14 +220,20 @@ def summarize_attention(episodes, method: str, target: str | int = "action") -> 
             "share_elsewhere": _num(_ratio(rest[:, k], rest_steps)),
             "ci95_elsewhere": _boot(rest[:, k], rest_steps, idx),
         }
+        # the drop is judged on the steps where the object is on the screen (an Atari ball leaves it before the
+        # life is lost: no attribution can land on it then)
+        b_den, r_den = (bseen[:, k], seen[:, k] - bseen[:, k]) if k < nobj else (bsteps, rest_steps)
+        if k < nobj:
+            row["area"] = _num(_ratio(area[:, k], steps))  # the mean fraction of the observation it covers
+            row["visible_before_failure"] = _num(_ratio(b_den, bsteps))
+            row["share_before_failure_visible"] = _num(_ratio(before[:, k], b_den))
+            row["share_elsewhere_visible"] = _num(_ratio(rest[:, k], r_den))
         with np.errstate(invalid="ignore", divide="ignore"):
-            ratios = (before[idx, k].sum(1) / bsteps[idx].sum(1)) / (rest[idx, k].sum(1) / rest_steps[idx].sum(1))
+            ratios = (before[idx, k].sum(1) / b_den[idx].sum(1)) / (rest[idx, k].sum(1) / r_den[idx].sum(1))
         ratios = ratios[np.isfinite(ratios)]
-        point = _ratio(before[:, k], bsteps) / _ratio(rest[:, k], rest_steps) if rest[:, k].sum() > 0 else np.nan
+        point = _ratio(before[:, k], b_den) / _ratio(rest[:, k], r_den) if rest[:, k].sum() > 0 else np.nan
         row["ratio_before_to_elsewhere"] = _num(point)
         row["ci95_ratio"] = [round(v, 4) for v in percentile_ci(ratios)] if ratios.size else [None, None]
-        if k < len(names) - 1:
-            row["area"] = _num(_ratio(area[:, k], steps))  # the mean fraction of the observation it covers
         out[name] = row
     return {"method": method, "attribution": ATTRIBUTION.get(method, method), "target": target,
             "steps": int(steps.sum()), "steps_before_failure": int(bsteps.sum()),
@@ -232,16 +248,18 @@ def attention_findings(attention: dict | None) -> list[Finding]:
         return []
     found = []
     for name, row in attention["objects"].items():
-        ratio, ci, rest = row["ratio_before_to_elsewhere"], row["ci95_ratio"], row["share_elsewhere"]
-        if ratio is None or ci[1] is None or rest is None or rest < MIN_SHARE:
+        ratio, ci = row["ratio_before_to_elsewhere"], row["ci95_ratio"]
+        rest, area = row["share_elsewhere_visible"], row["area"] or 0.0
+        if ratio is None or ci[1] is None or rest is None or (rest < MIN_SHARE and rest < MIN_LIFT * area):
             continue
         if ratio <= DROP_RATIO and ci[1] < 1.0:
+            before = row["share_before_failure_visible"]
             found.append(Finding(ATTENTION_DROP_ID, "warning",
-                f"Before failures the agent's attribution on '{name}' drops to {row['share_before_failure']:.2f} "
-                f"of the total, {ratio:.2f}x its share on the other steps ({rest:.2f}; 95% CI of the ratio "
+                f"Before failures the agent's attribution on '{name}' (while it is visible) drops to {before:.3g} of "
+                f"the total, {ratio:.2f}x its share on the other steps ({rest:.3g}; 95% CI of the ratio "
                 f"{ci[0]:.2f}-{ci[1]:.2f}): it stops looking at '{name}' when it matters. Watch the worst "
-                "episodes' saliency before each loss; train longer or on more of these states.",
-                {"object": name, "share_before_failure": row["share_before_failure"], "share_elsewhere": rest,
+                "episodes' videos (their attention track) before each loss; train longer or on more of these states.",
+                {"object": name, "share_before_failure": before, "share_elsewhere": rest,
                  "ratio": ratio, "ci95_ratio": ci, "steps_before_failure": attention["steps_before_failure"]}))
     return found
 
