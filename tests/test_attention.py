@@ -201,3 +201,27 @@ def test_compare_gives_both_agents_shares_and_the_paired_difference(tmp_path):
     assert abs(diff["share_diff"] - (b - a)) < 2e-4 and diff["ci95_share_diff"][0] <= diff["share_diff"]
     assert set(c["attention_diff"]) == {"ball", "paddle", "other"}
     assert "attention ball pre-fail" in out.table
+
+
+@pytest.mark.parametrize("before_share, fires", [(0.3, False), (0.1, True)])
+def test_the_drop_is_judged_while_the_object_is_visible(before_share, fires):
+    from types import SimpleNamespace
+
+    from rlviz.evaluate.attention import EpisodeAttention
+
+    eps = []
+    for _ in range(30):
+        ep = EpisodeAttention(("ball",), (2, 2), window=4)
+        ep.failure(19)  # the last step's action loses the ball; its window is steps 16-19
+        for t in range(20):
+            visible = t < 17  # it leaves the screen 3 steps before the loss (as an Atari ball does)
+            s = (before_share if t >= 16 else 0.3) if visible else 0.0
+            ep.add(t, np.array([s, 1.0 - s]), np.ones((2, 2), np.float32), np.array([0.01 if visible else 0.0]))
+        eps.append(SimpleNamespace(attention=ep.result()))
+    summary = summarize_attention(eps, "gradient")
+    ball = summary["objects"]["ball"]
+    assert ball["share_elsewhere"] == 0.3 and ball["visible_before_failure"] == 0.25
+    assert ball["share_before_failure"] == round(before_share / 4, 4)  # 3 of the 4 steps have no ball to look at
+    assert ball["share_before_failure_visible"] == before_share
+    assert ball["ratio_before_to_elsewhere"] == round(before_share / 0.3, 4)
+    assert [f.id for f in attention_findings(summary)] == ([ATTENTION_DROP_ID] if fires else [])
