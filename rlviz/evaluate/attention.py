@@ -1,14 +1,15 @@
 """Attention per object over a rollout: every step's shares, the steps before each failure, CIs over episodes.
 
-On the hot path (:func:`rlviz.evaluate.lockstep.run_lockstep`) :meth:`AttentionTracker.observe` runs once per step for
-all envs: one attribution pass over the input buffer (:class:`~rlviz.explain.attention.AttributionProbe`: one
-backward per forward chunk), the object masks of each active env (the heatmap's extractor, a copy of its own:
-exact extractors read the env's state; extractors that need frames get ``env.render()`` on every step, which costs
-a render per step), and each env's shares go to its :class:`EpisodeAttention`. A failure
-(:meth:`EpisodeAttention.failure`, from :class:`~rlviz.evaluate.runner.Runner`) moves the last ``window`` steps
-(the heatmap's lookback) into the before-failure sums and adds their attribution maps (each normalised to sum 1)
-to the attention map at failure. An episode's numbers land in ``EpisodeResult.attention``; :func:`summarize_attention`
-aggregates them with bootstrap CIs over episodes and :func:`attention_findings` raises the diagnostic.
+On the hot path (:func:`rlviz.evaluate.lockstep.run_lockstep`) :meth:`AttentionTracker.observe` runs once per step:
+the active envs' observations, actions and object masks (the heatmap's extractor, a copy of its own: exact extractors
+read the env's state; extractors that need frames get ``env.render()`` on every step) join a pending batch, and a full
+batch runs as one attribution pass (:class:`~rlviz.explain.attention.AttributionProbe`: one forward + backward of a
+fixed number of rows, so batch-invariant). Each step's shares go to its episode's :class:`EpisodeAttention`; a
+failure (:meth:`EpisodeAttention.failure`, from :class:`~rlviz.evaluate.runner.Runner`) puts the last ``window``
+steps (the heatmap's lookback) into the before-failure sums and their attribution maps (each normalised to sum 1)
+into the attention map at failure. An episode's numbers land in ``EpisodeResult.attention`` (:meth:`attach`);
+:func:`summarize_attention` aggregates them with bootstrap CIs over episodes, :func:`attention_findings` raises the
+diagnostic, :class:`ShareTrack` draws the shares in the videos.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ from .diagnostics import Finding
 from .paired import bootstrap_indices, percentile_ci
 
 __all__ = ["AttentionSpec", "AttentionTracker", "EpisodeAttention", "summarize_attention", "attention_findings",
-           "attention_map", "attention_spec", "with_attention", "attention_paired", "plot_attention_at_failure", "ShareTrack", "ATTENTION_DROP_ID", "DROP_RATIO", "MIN_SHARE",
-           "MIN_LIFT"]
+           "attention_map", "attention_spec", "with_attention", "attention_paired", "plot_attention_at_failure",
+           "ShareTrack", "ATTENTION_DROP_ID", "DROP_RATIO", "MIN_SHARE", "MIN_LIFT"]
 
 #: The diagnostic's id: an object's share before failures is below :data:`DROP_RATIO` of its share elsewhere.
 ATTENTION_DROP_ID = "attention_drops_before_failure"
@@ -340,7 +341,7 @@ def plot_attention_at_failure(result, heatmap, path):
     _panel(fig, axes[1], "attention before failures", heatmap.background, frame_map / max(frame_map.max(), 1e-12),
            cmap="viridis", norm=Normalize(0, 1), alpha=0.7, label="mean attribution (max = 1)")
     att = summarize_attention(result.episodes, "") or {"objects": {}}
-    parts = ", ".join(f"{n} {r['share_before_failure']:.2f} (elsewhere {r['share_elsewhere']:.2f})"
+    parts = ", ".join(f"{n} {r['share_before_failure']:.3g} (elsewhere {r['share_elsewhere']:.3g})"
                       for n, r in att["objects"].items() if r["share_before_failure"] is not None)
     fig.suptitle(f"{heatmap.env_id}: share of attribution before failures: {parts}", fontsize=8)
     return _save(fig, path, 120)
