@@ -79,9 +79,9 @@ def main() -> None:
         # gradient attention on every step beside the perturbation videos (perturbation on every step: ~290
         # forwards per step)
         out = run("ale", "ale_breakout_ppo.pt2", args.ale_episodes, "perturbation", "best:1", attention="gradient")
+        still(sorted(out.glob("videos/best-*.mp4"))[0], SAMPLES / "still.png", at=0.3)
     if "ale_attention" in which:  # attention on 100 ALE episodes: the first 100 of "ale", a gradient video
         run("ale_attention", "ale_breakout_ppo.pt2", 100, "gradient", "worst:1")
-        still(sorted(out.glob("videos/best-*.mp4"))[0], SAMPLES / "still.png", at=0.3)
     if "compare" in which:
         out = run_compare(args.episodes)
         still(sorted(out.glob("videos/worst-*.mp4"))[0], SAMPLES / "still_compare.png", at=0.5)

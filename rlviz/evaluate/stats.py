@@ -183,7 +183,7 @@ def format_table(s: Summary) -> str:
     if s.attention:
         lines += ["", f"attention ({s.attention['attribution']}): share of attribution, all steps / before failures"]
         for name, r in {**s.attention["objects"], "other": s.attention["other"]}.items():
-            lines.append(f"  {name:<{width - 2}}  {_f(r['share'])} / {_f(r['share_before_failure'])}")
+            lines.append(f"  {name:<{width - 2}}  {_f(r['share'], 3)} / {_f(r['share_before_failure'], 3)}")
     return "\n".join(lines + format_diagnostics(s.diagnostics))
 
 
