@@ -64,7 +64,7 @@ def cli_options(cls: Any) -> list[CliOption]:
         kind = meta["kind"] or ("switch" if isinstance(default, bool) else "value")
         flag = None if meta["positional"] else (meta["flag"] or "--" + f.name.replace("_", "-"))
         out.append(CliOption(f.name, flag, meta["help"], kind, meta["choices"], meta["metavar"], meta["positional"],
-                             default, meta["cli_default"], meta.get("const")))
+                             default, meta["cli_default"], meta.get("const"), meta.get("nargs")))
     return out
 
 
@@ -116,6 +116,17 @@ def parse_video_spec(spec: str | None) -> list[tuple[str, int]]:
     return items
 
 
+def _attention(att: Any) -> bool | str | None:
+    """``attention`` normalised: None, True, False or a saliency method name."""
+    if att is None or isinstance(att, bool):
+        return att
+    if isinstance(att, str) and att.lower() in ("on", "off", "none", "true", "false"):
+        return att.lower() in ("on", "true")
+    if isinstance(att, str):
+        return _choice("attention", att, SALIENCY_METHODS)
+    raise UsageError(f"attention={att!r}; expected True, False, None, 'off' or a saliency method name.")
+
+
 @dataclass(frozen=True)
 class RenderConfig:
     """Everything ``rlviz render`` can be asked. Each field is one CLI flag (``--num-envs`` for ``num_envs``);
@@ -153,6 +164,12 @@ class RenderConfig:
     objects: str | None = option(None, "'module:function' object extractor for the heatmap (default by env)",
                                  metavar="MODULE:FUNCTION")
     log_scale: bool = option(False, "log colour scale for the heatmap")
+    attention: bool | str | None = option(
+        None, "every step's attribution share per heatmap object (summary.json attention, attention_at_failure.png); "
+        "on by default with --saliency METHOD --heatmap, using METHOD; --attention alone: on (gradient without "
+        "--saliency; turns the heatmap on); --attention gradient|smoothgrad|perturbation: that method (e.g. "
+        "gradient attention beside perturbation videos); --attention off", kind="optional", const=True,
+        metavar="METHOD")
     gamma: float | None = option(None, "discount for return-to-go (default: checkpoint's)", metavar="G")
     wandb_project: str | None = option(None, "log videos, heatmap and statistics to this W&B project",
                                        flag="--wandb", metavar="PROJECT")
@@ -203,12 +220,16 @@ class RenderConfig:
                 raise UsageError(f"gamma={self.gamma!r}; expected a number in [0, 1].")
             set_(self, "gamma", g)
         parse_video_spec(self.videos)  # fail now, not after the rollouts
+        set_(self, "attention", _attention(self.attention))
+        if self.attention not in (None, False):
+            set_(self, "heatmap", True)  # attention's objects are the heatmap's
 
 
 #: The options of ``rlviz render`` that ``rlviz compare`` takes too (declared once, in RenderConfig).
 COMPARE_SHARED = ("env", "model", "trust_checkpoint", "episodes", "heatmap", "videos", "out", "overwrite", "seed",
                   "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale",
-                  "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers", "ray", "threads")
+                  "attention", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers", "ray",
+                  "threads")
 #: What compare says differently (help, default) about a shared option.
 _COMPARE_OVERRIDES = {
     "out": {"default": "rlviz-compare", "help": "output folder, the run's own (default ./rlviz-compare)"},
@@ -272,7 +293,7 @@ CompareConfig.__module__ = __name__
 TIMELINE_SHARED = ("env", "model", "vecnormalize", "trust_checkpoint", "episodes", "heatmap", "videos", "out",
                    "overwrite", "seed", "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on",
                    "objects", "log_scale", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers",
-                   "ray", "threads")
+                   "ray", "threads", "attention")
 #: What timeline says differently (help, default) about a shared option.
 _TIMELINE_OVERRIDES = {
     "out": {"default": "rlviz-timeline", "help": "output folder, the run's own (default ./rlviz-timeline)"},

@@ -28,6 +28,7 @@ class EpisodeResult:
                   value was trained on: sign(r) when the recipe clips)
     video_path:   the MP4 when the episode was recorded, else None
     diag:         per-episode numbers of the diagnostics (:mod:`rlviz.evaluate.diagnostics`), or None
+    attention:    with attention on, the episode's attribution shares per object (:mod:`rlviz.evaluate.attention`)
     """
 
     index: int
@@ -43,6 +44,7 @@ class EpisodeResult:
     value_sums: tuple | None = None
     video_path: Path | None = None
     diag: dict | None = None
+    attention: dict | None = None
 
     @property
     def episode_return(self) -> float:

@@ -119,6 +119,19 @@ class Report:
         pass
 
 
+class _NoAttention:
+    """The attention hooks of a rollout without attention: nothing per step, the records as they are."""
+
+    def observe(self, *args) -> None:
+        pass
+
+    def attach(self, records: list) -> list:
+        return records
+
+
+_NO_ATTENTION = _NoAttention()
+
+
 def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress) -> tuple[list, int]:
     """Play the episodes ``indices`` on ``envs`` in lockstep, one batched forward per step; episode k starts
     from seed ``seed_for(k)`` on whichever env is free. ``runner``: the rollout's per-env stepper
@@ -150,6 +163,7 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
     rows = np.array(active, dtype=np.intp)
     policy, greedy, spec = runner.policy, runner.greedy, runner.spec
     stepwise = not plain(policy)  # a state row per env (RecurrentPPO) or the envs' action masks (MaskablePPO)
+    attention = runner.attention or _NO_ATTENTION  # per-object attribution shares (rlviz.evaluate.attention)
     while active:
         used = -(-(active[-1] + 1) // chunk) * chunk
         take = lambda draw, rows=rows: noise.take(draw, rows)  # noqa: E731
@@ -159,6 +173,7 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
         else:
             d = decide(policy, buf[:used], rows if len(active) < used else None, take, greedy, spec)
         log.write(rows, d)
+        attention.observe(buf, rows, d.indices, envs, slots)
         rewards, ended = [], []
         for i, action in zip(active, d.env_actions):
             ob, reward, done, term, trunc = runner.step(envs[i], slots[i], action)
@@ -181,4 +196,4 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
         log.roll(slots)
     progress.close()
     records.sort(key=lambda r: r.index)
-    return records, steps
+    return attention.attach(records), steps

@@ -30,6 +30,7 @@ from ..envs.recipe import EnvRecipe, make_env
 from ..episode.result import EpisodeResult
 from ..errors import EnvError, UsageError
 from ..progress import bar
+from .attention import AttentionSpec, AttentionTracker
 from .heatmap import FailureHeatmap
 from .lockstep import Report, decide, input_buffer, run_lockstep
 from .objects import Extractor, as_extractor, extractor_for
@@ -109,6 +110,7 @@ def rollout(
     lookback: int = 8,
     threads: int | None = DEFAULT_THREADS,
     indices: Iterable[int] | None = None,
+    attention: AttentionSpec | str | None = None,
 ) -> RolloutResult:
     """Run ``episodes`` episodes with ``num_envs`` envs stepped in lockstep, one batched forward per step.
 
@@ -131,20 +133,26 @@ def rollout(
         one at a time as envs free up: any subset of a run (an iterator the workers of a pool share,
         :func:`rlviz.evaluate.workers.claimed_indices`; a dead worker's episodes again). ``episodes`` then only
         sizes the progress bar; ``first_episode`` stays the run's first (the heatmap's background).
+    attention: an :class:`~rlviz.evaluate.attention.AttentionSpec` or a saliency method name: every step's
+        attribution share per heatmap object (turns the heatmap on), in each ``EpisodeResult.attention``.
     """
     recipe = _recipe(recipe)
     _check_rollout_args(policy, episodes, num_envs, max_steps)
     episodes, num_envs = int(episodes), min(int(num_envs), int(episodes))
+    if isinstance(attention, str):
+        attention = AttentionSpec(attention)
+    if attention is not None and heatmap in (None, False):
+        heatmap = True  # attention puts its shares on the heatmap's objects
     extractor = _extractor(recipe, objects, heatmap)
     if indices is None:
         indices = range(int(first_episode), int(first_episode) + episodes)
     with torch_threads(threads):
         return _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma,
-                        progress, max_steps, int(first_episode), lookback, indices)
+                        progress, max_steps, int(first_episode), lookback, indices, attention)
 
 
 def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma, progress,
-             max_steps, first_episode, lookback, indices) -> RolloutResult:
+             max_steps, first_episode, lookback, indices, attention=None) -> RolloutResult:
     if callable(progress):
         progress_bar: Any = Report(progress)
     else:
@@ -165,6 +173,10 @@ def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extracto
                 replay = FailureReplay(own, extractor, hm, lookback, n_actions, copyable)
         runner = Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps, lookback,
                          replay)
+        if attention is not None:
+            runner.attention = AttentionTracker(attention, policy, extractor, lookback)
+            if n_actions == 0:
+                raise UsageError(f"attention explains a Discrete action's logit; {recipe.env_id}'s actions are {space}.")
         t0 = time.perf_counter()
         records, steps = run_lockstep(runner, envs, indices, lambda k: episode_seed_for(seed, k), progress_bar)
         wall = time.perf_counter() - t0

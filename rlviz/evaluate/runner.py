@@ -41,6 +41,7 @@ class EpisodeState:
         self.obs: Any = None  # the observation the next action is chosen on (as the policy sees it)
         self.is_success: bool | None = None
         self.state = None  # a stateful policy's state row for this env (fresh at each episode start)
+        self.attention: Any = None  # with attention on: the episode's EpisodeAttention (rlviz.evaluate.attention)
 
 
 def value_sums(rewards, values, gamma: float) -> tuple:
@@ -80,6 +81,7 @@ class Runner:
         self.fail_on: str | None = None
         self.obs: Any = None  # ObsAdapter: env observations -> the policy's input
         self.spec: Any = None  # the env's ActionSpec, read on the first start()
+        self.attention: Any = None  # an AttentionTracker (rlviz.evaluate.attention) when attention is on
 
     def start(self, env, index: int, seed: int | None):
         if self.spec is None:
@@ -97,6 +99,8 @@ class Runner:
         elif self.extractor is not None:
             self.extractor.begin_episode(env)
             ep.recent = deque([self._capture(env)], maxlen=self.lookback)
+        if self.attention is not None:
+            ep.attention = self.attention.begin(env, obs, index)
         return obs, ep
 
     def evaluate(self, envs: list, eps: list, obs: np.ndarray):
@@ -132,6 +136,8 @@ class Runner:
         ep.lives = lives if lives is not None else ep.lives
         if failed:
             ep.failures += 1
+            if ep.attention is not None:
+                ep.attention.failure(ep.length - 1)
             if ep.log is not None:
                 self.replay.failure(ep.log, ep.length - 1, ep.obs, self.obs.single)
             elif self.heatmap is not None:

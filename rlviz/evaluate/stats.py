@@ -91,6 +91,7 @@ class Summary:
     nonfinite_steps: int = 0
     diagnostics: tuple = ()
     hub: dict | None = None  # the agent's Hugging Face Hub repo, revision and commit (rlviz.sources.hub), if any
+    attention: dict | None = None  # per-object attribution shares (rlviz.evaluate.attention.summarize_attention)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -182,6 +183,10 @@ def format_table(s: Summary) -> str:
     lines += [f"{k:<{width}}  {v}" for k, v in rows[4:]]
     if s.nonfinite_steps:
         lines.append(f"{'non-finite steps (skipped)':<{width}}  {s.nonfinite_steps}")
+    if s.attention:
+        lines += ["", f"attention ({s.attention['attribution']}): share of attribution, all steps / before failures"]
+        for name, r in {**s.attention["objects"], "other": s.attention["other"]}.items():
+            lines.append(f"  {name:<{width - 2}}  {_f(r['share'], 3)} / {_f(r['share_before_failure'], 3)}")
     return "\n".join(lines + format_diagnostics(s.diagnostics))
 
 

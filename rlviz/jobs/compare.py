@@ -28,6 +28,7 @@ from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
 from ..errors import UsageError
 from ..evaluate import RolloutResult, summarize
+from ..evaluate.attention import attention_paired, with_attention
 from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import _f
@@ -164,7 +165,7 @@ def comparison_dict(results: list[RolloutResult], config: CompareConfig) -> dict
     ra, rb = results
     if [e.seed for e in ra.episodes] != [e.seed for e in rb.episodes]:
         raise UsageError("The rollouts of A and B have different episode seeds; compare needs the same episodes.")
-    summaries = [summarize(r).to_dict() for r in results]
+    summaries = [with_attention(summarize(r), r).to_dict() for r in results]
     flat_a, flat_b = (_flat_numbers(s) for s in summaries)
     diagnostics = {k: flat_b[k] - flat_a[k] for k in flat_a
                    if k in flat_b and k.split("/")[0] not in NOT_DIAGNOSTIC}
@@ -176,6 +177,7 @@ def comparison_dict(results: list[RolloutResult], config: CompareConfig) -> dict
         "seed": int(config.seed),
         **paired_comparison(ra.returns, rb.returns),
         "diagnostics_diff": diagnostics,
+        **({"attention_diff": diff} if (diff := attention_paired(ra.episodes, rb.episodes)) else {}),
         "a": summaries[0],
         "b": summaries[1],
     }
@@ -282,6 +284,11 @@ def format_comparison(c: dict[Any, Any], labels: Any = ("A", "B")) -> str:
          "(median of the paired differences)"),
     ]
     rows += [(name, fa.get(key), fb.get(key), c["diagnostics_diff"].get(key), "") for name, key in _TABLE_ROWS]
+    for obj, d in c.get("attention_diff", {}).items():  # attention shares, paired over the same seeds
+        rows += [(f"attention {obj}{what}", fa.get(f"attention/{path}/share{key}"),
+                  fb.get(f"attention/{path}/share{key}"), d[f"share{key}_diff"], _ci(d[f"ci95_share{key}_diff"]))
+                 for what, key in (("", ""), (" pre-fail", "_before_failure"))
+                 for path in [f"objects/{obj}" if obj != "other" else "other"]]
     lines = [f"{labels[0]}  vs  {labels[1]}",
              f"{c['env_id']}: {c['episodes']} episodes on the same seeds; {boot['method']}, "
              f"{boot['resamples']} resamples", "", head]

@@ -32,6 +32,7 @@ from ..envs import make_env, to_rgb_frame
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout, summarize
+from ..evaluate.attention import attention_spec, plot_attention_at_failure, with_attention
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
@@ -174,12 +175,13 @@ def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: 
     """The run's outputs, written into ``folder``: (summary, heatmap npz, heatmap png, video results)."""
     with torch_threads(config.threads):
         result = run_rollouts(agent, config, gamma, backend)
-        summary = summarize(result, diagnose(result, agent.policy.kind))
+        summary = with_attention(summarize(result, diagnose(result, agent.policy.kind)), result)
         summary = replace(summary, hub=agent.metadata.get("hub"))  # hf:// agents: repo and commit
         write_summary_json(summary, folder / "summary.json")
         write_episodes_csv(result, folder / "episodes.csv")
         with progress.phase("heatmap") if result.heatmap is not None else nullcontext():
             heatmap_npz, heatmap_png = write_heatmap(result, agent.recipe, folder, config)
+            plot_attention_at_failure(result, result.heatmap, folder / ATTENTION_PNG)
         videos, fps = record_videos(agent, result, folder / "videos", config, gamma, backend)
     if sinks:
         with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
@@ -230,6 +232,7 @@ def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend
         heatmap=bool(config.heatmap),
         progress=config.progress,
         gamma=gamma,
+        attention=attention_spec(config),
     )
 
 
@@ -294,6 +297,9 @@ def _run_shared(backend: Any, source: Any, config: RenderConfig, gamma: float, r
     return kept + again
 
 
+#: The attention map at failure beside the failure heatmap (with attention on and failures seen).
+ATTENTION_PNG = "attention_at_failure.png"
+
 #: What :func:`write_heatmap` imports (matplotlib: ~1 s), imported while the workers roll out.
 _HEATMAP_IMPORTS = ("matplotlib.colors", "matplotlib.pyplot")
 
@@ -346,6 +352,8 @@ def log_to_sinks(sinks: list[Any], summary: Any, result: RolloutResult, videos: 
             sink.log_video(f"rlviz/{Path(v.video_path or '').stem}", v.video_path, step=0, fps=fps)
         if heatmap_png is not None:
             sink.log_image("rlviz/failure_heatmap", heatmap_png, step=0)
+            if Path(heatmap_png).with_name(ATTENTION_PNG).exists():
+                sink.log_image("rlviz/attention_at_failure", Path(heatmap_png).with_name(ATTENTION_PNG), step=0)
 
 
 def _diagnostics_markdown(findings: Any) -> str:

@@ -28,6 +28,7 @@ from ..draw.compose import ComposeOptions
 from ..envs import make_env
 from ..episode import EpisodeResult
 from ..errors import RlvizError, require
+from ..evaluate.attention import ShareTrack, attention_spec
 from ..evaluate.rollout import rollout
 from ..evaluate.workers import WorkerPool, claimed_indices
 from ..media.atomic import atomic_path
@@ -136,7 +137,7 @@ def run_shard(task: ShardTask, progress: Any = None) -> Any:
     return rollout(agent.recipe, agent.policy, task.episodes, num_envs=envs, seed=c.seed,
                    greedy=c.greedy, fail_on=c.fail_on, objects=c.objects if c.heatmap else None,
                    heatmap=bool(c.heatmap), progress=progress or False, gamma=task.gamma,
-                   first_episode=task.first_episode, indices=indices)
+                   first_episode=task.first_episode, indices=indices, attention=attention_spec(c))
 
 
 @dataclass(frozen=True)
@@ -191,9 +192,11 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
         action_names=agent.action_names,
         compose_options=ComposeOptions(min_seconds=min_seconds),
     )
+    spec = attention_spec(config)  # with attention: the per-object share track under the panels
+    played = env if spec is None else ShareTrack(env, spec, agent.policy, agent.recipe.env_id, config.objects)
     try:
         with progress.phase(f"video {name_prefix.replace('-', ':', 1)} ({record.length} steps)"):
-            replayed = run_episode(env, seed=record.seed, greedy=record.greedy)
+            replayed = run_episode(played, seed=record.seed, greedy=record.greedy)
     finally:
         env.close()
     if not np.isclose(replayed.ret, record.ret):

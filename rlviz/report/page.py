@@ -100,7 +100,7 @@ def _run_html(run: RunData, r: int, page_dir: Path, several: bool) -> str:
     if run.heatmap is not None:
         parts.append(f"<div class='heatmap'><h3>Failure heatmap</h3><img alt='failure heatmap' "
                      f"src='{_rel(run.heatmap, page_dir)}'></div>")
-    parts.append("</div>")
+    parts.append("</div>" + _attention_html(run, page_dir))
     if run.episodes:
         parts.append(f"<h3>Episodes ({len(run.episodes)})</h3><p class='readout'>Click a column to sort; "
                      f"highlighted rows have a video.</p><div class='episodes' id='episodes-{r}'></div>")
@@ -110,6 +110,23 @@ def _run_html(run: RunData, r: int, page_dir: Path, several: bool) -> str:
         parts.append(_video_html(v, f"video-{r}-{i}", page_dir))
     parts.append("</section>")
     return "".join(parts)
+
+
+def _attention_html(run: RunData, page_dir: Path) -> str:
+    """The attention table (share of attribution per object: all steps, before failures, elsewhere, area) and the
+    attention map at failure beside the failure heatmap, when the run computed attention."""
+    att = run.summary.get("attention")
+    if not att:
+        return ""
+    rows = "".join(
+        f"<tr><th>{html.escape(name)}</th>" + "".join(f"<td>{html.escape(_num(r.get(k)) if r.get(k) is not None else '-')}</td>" for k in
+                                                       ("share", "share_before_failure", "share_elsewhere", "area"))
+        + "</tr>" for name, r in {**att["objects"], "other": att["other"]}.items())
+    png = Path(run.folder) / "attention_at_failure.png"
+    img = (f"<img alt='attention at failure' src='{_rel(png, page_dir)}'>" if png.is_file() else "")
+    return (f"<h3>Attention ({html.escape(str(att.get('attribution', '')))})</h3><table class='summary'><tr><th>"
+            "</th><th>share</th><th>before failures</th><th>elsewhere</th><th>area</th></tr>"
+            f"{rows}</table>{img}")
 
 
 def _findings_html(summary: dict) -> str:

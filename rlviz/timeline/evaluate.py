@@ -26,6 +26,7 @@ import numpy as np
 from .. import progress
 from ..errors import RlvizError, UsageError
 from ..evaluate import replay_episode, summarize
+from ..evaluate.attention import with_attention
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.rollout import episode_seed_for
 from ..evaluate.threads import torch_threads
@@ -93,7 +94,7 @@ def evaluate_checkpoint(cp: TimelineCheckpoint, config: Any,
         raise
     except RlvizError as exc:
         return replace(cp, agent=agent, error=f"{cp.name}: {exc}")
-    summary = summarize(result, diagnose(result, agent.policy.kind)).to_dict()
+    summary = with_attention(summarize(result, diagnose(result, agent.policy.kind)), result).to_dict()
     return replace(cp, agent=agent, result=result, summary=summary, error=None)
 
 
@@ -198,7 +199,7 @@ def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, prev
             out.append(replace(cp, error=f"{cp.name}: {failed}"))
             continue
         result = merge_rollouts([p.result for p in mine], sum(p.result.wall_s for p in mine))  # its workers' time
-        summary = summarize(result, diagnose(result, mine[0].kind)).to_dict()
+        summary = with_attention(summarize(result, diagnose(result, mine[0].kind)), result).to_dict()
         vs = cps[i - 1].step if i else (previous.step if previous is not None else None)
         change = None if mine[0].change is None or vs is None else {"vs_step": int(vs), **mine[0].change}
         done = replace(cp, result=result, summary=summary, policy_change=change, error=None)

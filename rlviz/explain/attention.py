@@ -1,0 +1,189 @@
+"""Where the agent looks: each object's share of a step's attribution, for a whole forward batch at once.
+
+Attribution per pixel of the observation (reduced over channels and stacked frames by a sum, so shares add up):
+
+* ``"gradient"``: |gradient x input| (Shrikumar et al. 2016; the plain |gradient| of :mod:`rlviz.explain.saliency`
+  also lights pixels where nothing is: the share must land on what is present);
+* ``"smoothgrad"``: the SmoothGrad mean |gradient| times |input|;
+* ``"perturbation"``: the Greydanus et al. (2018) score (:mod:`rlviz.explain.perturbation`), already spatial.
+
+:class:`AttributionProbe` computes the maps of a forward batch (the rollout's input buffer) in chunks of exactly the
+policy's forward rows (:mod:`rlviz.agent.rows`, the last chunk padded): one backward per chunk, and a row's map
+does not depend on how many envs share the batch. :func:`pooling` and :func:`object_fractions` turn an extractor's
+masks (frame pixels) into the fraction of each observation pixel each object covers, and :func:`step_shares` gives
+each step's shares, objects then "other", summing to 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..agent.policy import Policy
+from ..errors import UsageError
+from .layout import ObsLayout, detect_layout
+from .saliency import _check_no_train_batchnorm, _gradients, _maps, _options, _resolve_target
+
+__all__ = ["AttributionProbe", "Pooling", "pooling", "object_fractions", "step_shares", "ATTRIBUTION", "BATCH_WAVES"]
+
+#: Rows of every attribution pass: this many forward chunks of the policy's rows (:mod:`rlviz.agent.rows`), so 256
+#: MinAtar observations or 128 Atari frames per forward + backward (a small network's pass is mostly fixed cost).
+BATCH_WAVES = 16
+#: (frame, mask) pairs per forward of the perturbation method.
+_PERTURBATION_PAIRS = 4096
+
+#: What each method's attribution is, as the docs and summary.json name it.
+ATTRIBUTION = {"gradient": "|gradient x input|", "smoothgrad": "|smoothgrad x input|",
+               "perturbation": "Greydanus perturbation score"}
+
+
+class _TimesInput:
+    """A layout whose reduce multiplies by |input| and sums over channels (gradient x input, then per pixel)."""
+
+    def __init__(self, layout: ObsLayout, x: torch.Tensor):
+        self.layout, self.absx = layout, x.abs()
+        self.spec, self.hw = layout.spec, layout.hw
+
+    def reduce(self, g: torch.Tensor, how: str = "sum") -> torch.Tensor:
+        return self.layout.reduce(g * self.absx[: g.shape[0]], "sum")
+
+
+class AttributionProbe:
+    """Attribution maps of one policy for a batch of observations, chunked to its forward rows.
+
+    policy: the rollout's :class:`Policy` (not stateful); obs: one observation (no batch axis) as the policy takes it;
+    method: "gradient", "smoothgrad" or "perturbation"; target: as :func:`rlviz.explain.attribute` ("action": the
+    chosen action's logit; for perturbation, the paper's score over all logits). Every pass has exactly
+    ``rows`` = :data:`BATCH_WAVES` x the policy's forward rows (the last one padded): a row's map depends on its
+    observation (and action) only, not on the rows beside it.
+    """
+
+    def __init__(self, policy: Policy, obs: np.ndarray, method: str = "gradient", target: str | int = "action",
+                 waves: int = BATCH_WAVES):
+        if getattr(policy, "stateful", False):
+            raise UsageError(f"attention: the policy is recurrent ({type(policy).__name__}), which saliency does not "
+                             "handle yet; run without attention (attention=False).")
+        if method != "perturbation" and not getattr(policy, "differentiable", True):
+            raise UsageError(f"attention with method={method!r} takes gradients, but {type(policy).__name__} is "
+                             "forward-only; use --saliency perturbation.")
+        obs = np.asarray(obs)
+        try:
+            self.layout = detect_layout(obs.shape, np.bool_ if obs.dtype == np.bool_ else None)
+        except UsageError as exc:
+            raise UsageError(f"attention needs image observations to put objects on: {exc}") from None
+        self.policy, self.method = policy, method
+        self.kind, self.index = _resolve_target(target)
+        self.opts = _options(method, {}, self.layout.hw)
+        self.rows = policy.rows_for(obs.shape) * max(1, int(waves))
+        _check_no_train_batchnorm(policy)
+
+    @property
+    def hw(self) -> tuple[int, int]:
+        return self.layout.hw
+
+    def maps(self, obs: np.ndarray, actions: np.ndarray | None = None) -> np.ndarray:
+        """float32 [n, h, w] >= 0 for observations [n, *obs] (passes of exactly :attr:`rows`, the last padded);
+        ``actions`` int64 [n]: the actions taken (targets "action" and "logprob"; None: each row's argmax)."""
+        n, rows = int(obs.shape[0]), self.rows
+        out = np.empty((n, *self.hw), np.float32)
+        for s in range(0, n, rows):
+            chunk = np.asarray(obs[s : s + rows])
+            k = chunk.shape[0]
+            acts = None if actions is None else np.asarray(actions[s : s + rows], np.int64)
+            if k < rows:
+                chunk = np.concatenate([chunk, np.repeat(chunk[:1], rows - k, axis=0)])
+                acts = None if acts is None else np.concatenate([acts, np.repeat(acts[:1], rows - k)])
+            out[s : s + k] = self._chunk(chunk, acts)[:k]
+        return out
+
+    def _chunk(self, chunk: np.ndarray, acts: np.ndarray | None) -> np.ndarray:
+        policy = self.policy
+        x = policy.to_tensor(chunk)
+        a = None if acts is None or self.kind not in ("action", "logprob") else torch.as_tensor(
+            np.maximum(acts, 0), dtype=torch.long, device=x.device)
+        if self.method == "gradient":
+            g = _gradients(policy, x, self.kind, a, self.index, self.layout)
+            m = self.layout.reduce(g * x.abs(), "sum")
+        elif self.method == "smoothgrad":
+            m = _maps(policy, x, _TimesInput(self.layout, x), "smoothgrad", self.kind, self.index, a, self.opts,
+                      self.rows)
+        else:
+            m = _maps(policy, x, self.layout, "perturbation", self.kind, self.index, a, self.opts,
+                      _PERTURBATION_PAIRS)
+        return m.detach().float().cpu().numpy()
+
+
+def _area_weights(n_in: int, n_out: int) -> np.ndarray:
+    """float64 [n_out, n_in]: the fraction of output cell j's span covered by input pixel i (rows sum to 1)."""
+    edges = np.arange(n_out + 1) * (n_in / n_out)
+    lo, hi = edges[:-1, None], edges[1:, None]
+    pix = np.arange(n_in)[None, :]
+    overlap = np.clip(np.minimum(hi, pix + 1) - np.maximum(lo, pix), 0.0, None)
+    return overlap / overlap.sum(axis=1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class Pooling:
+    """Frame pixels -> observation pixels by area: ``rows`` float64 [h, H], ``cols`` float64 [w, W]."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+
+    def down(self, mask: np.ndarray) -> np.ndarray:
+        """bool/float [H, W] (frame) -> float64 [h, w]: the fraction of each observation pixel it covers."""
+        return self.rows @ np.asarray(mask, np.float64) @ self.cols.T
+
+    def up(self, grid: np.ndarray) -> np.ndarray:
+        """float [h, w] (observation) -> float64 [H, W] (frame): each frame pixel takes its observation pixel's
+        value, weighted by the overlap (the map of a frame-sized picture)."""
+        r = self.rows / self.rows.sum(axis=0, keepdims=True).clip(1e-12)
+        c = self.cols / self.cols.sum(axis=0, keepdims=True).clip(1e-12)
+        return r.T @ np.asarray(grid, np.float64) @ c
+
+
+def pooling(frame_hw: tuple[int, int], obs_hw: tuple[int, int]) -> Pooling:
+    """The area pooling from frames of ``frame_hw`` to observations of ``obs_hw`` (the whole frame resized, as
+    the Atari preprocessing and MinAtar's grid are; identity when the sizes match)."""
+    return Pooling(_area_weights(int(frame_hw[0]), int(obs_hw[0])), _area_weights(int(frame_hw[1]), int(obs_hw[1])))
+
+
+def object_fractions(masks: list, names: tuple, pool: Pooling) -> np.ndarray:
+    """float32 [B, K, h, w]: for each of B steps' masks ({name: bool [H, W]} in frame pixels), each named object's
+    cover of each observation pixel. Objects are made exclusive in frame pixels, in ``names``' order (a pixel of an
+    earlier object is not counted again), so a pixel's fractions sum to <= 1. Pooled over each mask's bounding box
+    only (objects are small: an Atari ball is 8 of 33,600 frame pixels)."""
+    h, w = pool.rows.shape[0], pool.cols.shape[0]
+    same = (pool.rows.shape[1], pool.cols.shape[1]) == (h, w)
+    out = np.zeros((len(masks), len(names), h, w), np.float32)
+    for b, m in enumerate(masks):
+        covered = None
+        for k, name in enumerate(names):
+            if name not in m:
+                continue
+            mk = np.asarray(m[name], bool)
+            if covered is not None:
+                mk = mk & ~covered
+            covered = mk if covered is None else covered | mk
+            if same:
+                out[b, k] = mk
+                continue
+            rows, cols = np.flatnonzero(mk.any(axis=1)), np.flatnonzero(mk.any(axis=0))
+            if rows.size:
+                r0, r1, c0, c1 = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
+                out[b, k] = pool.rows[:, r0:r1] @ mk[r0:r1, c0:c1] @ pool.cols[:, c0:c1].T
+    return out
+
+
+def step_shares(maps: np.ndarray, fractions: np.ndarray) -> np.ndarray:
+    """float64 [B, K + 1]: per step, each object's share of the attribution and "other" last (sums to 1);
+    maps float32 [B, h, w], fractions float32 [B, K, h, w]. A step whose map is all zero gets NaN."""
+    m = maps.astype(np.float64)
+    total = m.sum(axis=(1, 2))
+    obj = np.einsum("bhw,bkhw->bk", m, fractions.astype(np.float64))
+    out = np.concatenate([obj, (total - obj.sum(axis=1))[:, None]], axis=1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out = out / total[:, None]
+    out[total <= 0] = np.nan
+    return np.clip(out, 0.0, 1.0)
