@@ -36,6 +36,7 @@ import json
 import re
 import warnings
 import zipfile
+import zlib
 from typing import Any
 
 import torch
@@ -259,8 +260,9 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
         weights_blob = archive.read("policy.pth")
         version = archive.read("_stable_baselines3_version").decode().strip() if (
             "_stable_baselines3_version" in archive.namelist()) else None
-    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError, ValueError, OSError) as exc:
-        raise CheckpointError(f"{source}: corrupt Stable-Baselines3 zip ({exc}).") from None
+    except (zipfile.BadZipFile, KeyError, UnicodeDecodeError, ValueError, OSError, EOFError, zlib.error,
+            NotImplementedError, RuntimeError) as exc:  # (zipfile: unknown compression, encrypted members)
+        raise CheckpointError(f"{source}: corrupt Stable-Baselines3 zip ({str(exc)[:200]}).") from None
     if not isinstance(doc, dict):
         raise CheckpointError(f"{source}: the zip's data is not a JSON object.")
     check_fields(doc, _DATA_FIELDS, source, "the zip's data")
