@@ -225,3 +225,11 @@ def test_the_drop_is_judged_while_the_object_is_visible(before_share, fires):
     assert ball["share_before_failure_visible"] == before_share
     assert ball["ratio_before_to_elsewhere"] == round(before_share / 0.3, 4)
     assert [f.id for f in attention_findings(summary)] == ([ATTENTION_DROP_ID] if fires else [])
+
+
+def test_worker_processes_give_the_same_attention(tmp_path):
+    from rlviz.jobs.render import render
+
+    runs = [render(RenderConfig(checkpoint=SAMPLE, episodes=6, attention=True, videos="none", num_envs=n, workers=w,
+                                out=tmp_path / f"w{w}")) for w, n in ((1, 16), (2, 2))]
+    assert runs[0].summary["attention"] == runs[1].summary["attention"]
