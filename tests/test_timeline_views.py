@@ -315,3 +315,29 @@ def test_concat_videos_joins_without_reencoding(tmp_path):
     except VideoError:
         assert not (tmp_path / "mixed.mp4").exists()
     assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_timeline_png_draws_the_attention_shares_across_training(tmp_path):
+    """Rows with attention (``--saliency METHOD --heatmap``) get a fourth panel: each object's share over all steps
+    and before failures per checkpoint; rows without it keep three panels. The picture keeps its size."""
+    from PIL import Image
+
+    from rlviz.timeline.plot import SIZE, attention_objects, plot_timeline
+
+    def row(step: int, ball: float) -> dict:
+        return {"step": step, "return": {"mean": 1.0 + step / 1000, "ci95": [0.5, 1.5 + step / 1000]},
+                "mean_relative_entropy": 0.5, "value_explained_variance": 0.8,
+                "attention": {"objects": {"ball": {"share": ball, "share_before_failure": ball / 2},
+                                          "paddle": {"share": 0.2, "share_before_failure": 0.3}}}}
+
+    rows = [row(1000, 0.4), row(2000, 0.3), row(3000, 0.1)]
+    assert attention_objects(rows) == ["ball", "paddle"]
+    plain = [{k: v for k, v in r.items() if k != "attention"} for r in rows]
+    assert attention_objects(plain) == []
+    with_att = np.asarray(Image.open(plot_timeline(tmp_path / "a.png", {"checkpoints": rows})).convert("RGB"))
+    without = np.asarray(Image.open(plot_timeline(tmp_path / "b.png", {"checkpoints": plain})).convert("RGB"))
+    assert with_att.shape == without.shape == (SIZE[1], SIZE[0], 3)
+    # tab10's first colour (the ball's line) appears only in the attention panel, at the bottom of the picture
+    ball = np.all(np.abs(with_att.astype(int) - (31, 119, 180)) < 6, axis=-1)
+    assert ball[int(SIZE[1] * 0.75):].sum() > 100 and ball[: int(SIZE[1] * 0.5)].sum() == 0
+    assert not np.all(np.abs(without.astype(int) - (31, 119, 180)) < 6, axis=-1).any()

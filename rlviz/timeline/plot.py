@@ -5,7 +5,9 @@ Read from the rows of ``timeline.json`` (see :mod:`rlviz.timeline.views`), drawn
 - top: the return mean of each checkpoint with its 95% CI band against the training step; a dashed line where a
   diagnostic was first raised (``first_seen``) and a red triangle at each regression (labelled with the
   checkpoint it fell below);
-- beneath: the mean relative entropy H/ln|A| and the value explained variance, on the same step axis.
+- beneath: the mean relative entropy H/ln|A| and the value explained variance, on the same step axis;
+- with attention (``--saliency METHOD --heatmap``): each object's attribution share over all steps (solid) and over
+  the steps before failures (dashed), so a drop of attention before failures shows where it began.
 
 The picture has a fixed size, :data:`SIZE` pixels (no tight bounding box), so pages and tests can rely on it.
 """
@@ -23,7 +25,8 @@ import numpy as np
 from ..evaluate.heatmap import FailureHeatmap, plot_small_multiples
 from ..media import atomic_path
 
-__all__ = ["plot_timeline", "plot_timelines", "plot_timeline_heatmaps", "row_value", "SIZE", "DPI"]
+__all__ = ["plot_timeline", "plot_timelines", "plot_timeline_heatmaps", "row_value", "attention_objects", "SIZE",
+           "DPI"]
 
 #: (width, height) of ``timeline.png`` in pixels.
 SIZE = (1200, 900)
@@ -64,8 +67,10 @@ def plot_timeline(path: str | os.PathLike, data: Mapping[str, Any], title: str |
     steps = np.asarray([row_value(r, "step") for r in rows], dtype=np.float64)
     mean = np.asarray([row_value(r, "return.mean") for r in rows])
     ci = np.asarray([_ci(r) for r in rows]).reshape(-1, 2)
-    fig, axes = plt.subplots(3, 1, sharex=True, figsize=(SIZE[0] / DPI, SIZE[1] / DPI), dpi=DPI,
-                             gridspec_kw={"height_ratios": [3, 1.2, 1.2]}, layout="constrained")
+    objects = attention_objects(rows)
+    fig, axes = plt.subplots(4 if objects else 3, 1, sharex=True, figsize=(SIZE[0] / DPI, SIZE[1] / DPI), dpi=DPI,
+                             gridspec_kw={"height_ratios": [3, 1.2, 1.2] + ([1.2] if objects else [])},
+                             layout="constrained")
     ax = axes[0]
     ax.fill_between(steps, ci[:, 0], ci[:, 1], color=_BAND, alpha=0.6, linewidth=0, label="95% CI of the mean")
     ax.plot(steps, mean, "o-", color=_RETURN, label="return mean")
@@ -79,11 +84,39 @@ def plot_timeline(path: str | os.PathLike, data: Mapping[str, Any], title: str |
             "entropy H/ln|A|", (0.0, 1.05))
     _series(axes[2], steps, [row_value(r, "value_explained_variance") for r in rows], _EV,
             "value expl. var.", None)
-    axes[2].set_xlabel("training step")
-    axes[2].ticklabel_format(axis="x", style="sci", scilimits=(-3, 5), useMathText=True)
+    if objects:
+        _attention_panel(axes[3], steps, rows, objects)
+    axes[-1].set_xlabel("training step")
+    axes[-1].ticklabel_format(axis="x", style="sci", scilimits=(-3, 5), useMathText=True)
     for a in axes:
         a.grid(True, alpha=0.3)
     return _save(fig, path)
+
+
+def attention_objects(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The object names of the rows' attention summaries (``row["attention"]["objects"]``), in first-seen order;
+    empty when the timeline ran without attention."""
+    names: list[str] = []
+    for r in rows:
+        att = r.get("attention")
+        objs = att.get("objects") if isinstance(att, Mapping) else None
+        names += [n for n in (objs or {}) if n not in names]
+    return names
+
+
+def _attention_panel(ax: Any, steps: np.ndarray, rows: Sequence[Mapping[str, Any]], objects: Sequence[str]) -> None:
+    """Each object's attribution share per checkpoint: over all steps (solid) and before failures (dashed)."""
+    import matplotlib.pyplot as plt
+
+    colors = plt.get_cmap("tab10").colors
+    for i, name in enumerate(objects):
+        color = colors[i % len(colors)]
+        share = [row_value(r, f"attention.objects.{name}.share") for r in rows]
+        before = [row_value(r, f"attention.objects.{name}.share_before_failure") for r in rows]
+        ax.plot(steps, share, "o-", color=color, markersize=3, label=f"{name}")
+        ax.plot(steps, before, "--", color=color, linewidth=1, label=f"{name} before failures")
+    ax.set_ylabel("attention share")
+    ax.legend(loc="best", fontsize=7, ncol=2)
 
 
 def _series(ax, steps: np.ndarray, values: Sequence[float], color: str, label: str, ylim) -> None:
