@@ -108,7 +108,7 @@ def _attention_panel(ax: Any, steps: np.ndarray, rows: Sequence[Mapping[str, Any
     """Each object's attribution share per checkpoint: over all steps (solid) and before failures (dashed)."""
     import matplotlib.pyplot as plt
 
-    colors = plt.get_cmap("tab10").colors
+    colors = plt.get_cmap("tab10").colors  # type: ignore[attr-defined]  # a ListedColormap
     for i, name in enumerate(objects):
         color = colors[i % len(colors)]
         share = [row_value(r, f"attention.objects.{name}.share") for r in rows]
