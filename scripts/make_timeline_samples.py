@@ -5,7 +5,7 @@ both on the same step axis.
     python scripts/make_timeline_samples.py [--episodes 200]
 
 writes samples/out/timeline_minatar_ppo/, samples/out/timeline_minatar_ppo_noent/ (= ``rlviz timeline
-samples/runs/<run> --episodes N --heatmap --seed 0 --out ...``) and samples/timeline_twins.png, then prints
+samples/runs/<run> --episodes N --heatmap --attention gradient --seed 0 --out ...``) and samples/timeline_twins.png, then prints
 each checkpoint's return, entropy, value explained variance and policy change for docs/timeline.md.
 The runs were trained with::
 
@@ -41,7 +41,7 @@ def main(argv=None) -> None:
     os.chdir(ROOT.parent)  # paths relative to the repository in the outputs' rlviz-run.json
     datas = {}
     for label, name in RUNS.items():
-        config = TimelineConfig(run=f"samples/runs/{name}", episodes=args.episodes, heatmap=True, seed=0,
+        config = TimelineConfig(run=f"samples/runs/{name}", episodes=args.episodes, heatmap=True, seed=0, attention="gradient",
                                 out=f"samples/out/timeline_{name}", overwrite=True, workers=args.workers)
         outputs = rlviz.timeline(config)
         print(outputs.table, flush=True)
