@@ -52,7 +52,7 @@ MOVED_0_2 = {f"rlviz.agent.{name}": f"rlviz.sources.{name}" for name in (
 MOVED_NAMES = {"rlviz.agent": ("rlviz.sources", ("LoadedAgent", "cleanrl_policy", "load_agent", "load_checkpoint",
                                                  "save_checkpoint", "to_policy"))}
 
-_RELEASE = {**{old: ("0.2", "0.3") for old in MOVED}, **{old: ("0.3", "0.4") for old in MOVED_0_2}}
+_RELEASE = {**{old: ("0.2", "0.4") for old in MOVED}, **{old: ("0.3", "0.4") for old in MOVED_0_2}}
 _TARGET = {**MOVED, **MOVED_0_2}
 
 
