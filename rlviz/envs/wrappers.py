@@ -11,6 +11,7 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 
+from .envpool_atari import EnvpoolAtari
 from .sb3_atari import SB3AtariPreprocessing, SB3FrameStack
 
 __all__ = ["WRAPPERS"]
@@ -31,4 +32,6 @@ WRAPPERS: dict[str, Callable[..., gym.Env]] = {
     # CleanRL's Atari scripts resize and grey with gymnasium's wrappers
     "resize": lambda env, shape: gym.wrappers.ResizeObservation(env, tuple(shape)),
     "grayscale": lambda env, **kw: gym.wrappers.GrayscaleObservation(env, **kw),
+    # agents trained on envpool's Atari (CleanRL's *_envpool* scripts): its observation pipeline on gymnasium's ALE
+    "envpool_atari": lambda env, **kw: EnvpoolAtari(env, **kw),
 }

@@ -3,7 +3,7 @@
 :func:`load_agent` detects the file kind from its bytes: rlviz checkpoint (written by
 :func:`~rlviz.sources.saving.save_checkpoint`, see there for the format), plain ``torch.export`` program,
 ``torch.save`` file (a state_dict, with ``model=``; a pickled module only with ``trust=True``),
-Stable-Baselines3 ``.zip``. Unusable files raise :class:`CheckpointError`. Loading unpickles nothing and
+Stable-Baselines3 ``.zip``, CleanRL's JAX (flax msgpack) files (:mod:`.cleanrl_jax`). Unusable files raise :class:`CheckpointError`. Loading unpickles nothing and
 acts on no name a file carries (env ids, wrappers, classes) that rlviz does not know, unless the caller
 consents (:mod:`rlviz.envs.trust`): ``env=`` is consent for that env id, ``trust=True`` for the whole file.
 """
@@ -19,6 +19,7 @@ from ..agent.policy import KINDS
 from ..envs.recipe import EnvRecipe
 from ..errors import CheckpointError, UnsafeCheckpointError, UsageError
 from .adapters import build_model, to_policy
+from .cleanrl_jax import load_cleanrl_jax
 from .cleanrl_scripts import recognise_cleanrl
 from .exported import (
     FORMAT_NAME,
@@ -102,6 +103,8 @@ def load_agent(
                                            trust=trust, device=device, vecnormalize=stats)
         check_forward(policy, tuple(obs_space.shape or ()), source)
         return LoadedAgent(policy, recipe, tuple(names), gamma, policy.kind, meta, Path(source), "sb3-zip")
+    if fmt == "flax-msgpack":  # CleanRL's JAX scripts (rlviz.sources.cleanrl_jax); no JAX needed
+        return load_cleanrl_jax(data, source, env=env, device=device)
     if fmt == "torch-save":
         return _load_torch_file(data, source, env=env, model=model, trust=trust, device=device, kind=kind)
     if fmt == "corrupt-zip":

@@ -18,7 +18,8 @@ META_NAME = "rlviz.json"
 _TRUST_HINT = "pass trust=True (CLI: --trust-checkpoint)"
 
 
-EXPECTED = "an rlviz checkpoint (.pt2), a torch.export program, a torch.save file or a Stable-Baselines3 .zip"
+EXPECTED = ("an rlviz checkpoint (.pt2), a torch.export program, a torch.save file, a Stable-Baselines3 .zip or a "
+            "CleanRL JAX (flax) .cleanrl_model")
 _MAGIC = [(b"\x89PNG", "a PNG image"), (b"\xff\xd8\xff", "a JPEG image"), (b"GIF8", "a GIF image"),
           (b"%PDF", "a PDF document"), (b"\x1f\x8b", "a gzip file"), (b"\x93NUMPY", "a NumPy .npy file"),
           (b"\x89HDF", "an HDF5 file")]
@@ -51,7 +52,8 @@ def describe(data: bytes) -> str:
 
 
 def detect_format(data: bytes) -> str:
-    """"rlviz" | "torch-export" | "sb3-zip" | "torch-save" | "zip" (unrecognised) | "corrupt-zip" | "unknown"."""
+    """"rlviz" | "torch-export" | "sb3-zip" | "torch-save" | "flax-msgpack" | "zip" (unrecognised) | "corrupt-zip" |
+    "unknown"."""
     if data[:2] == b"PK":
         import zipfile
 
@@ -74,6 +76,10 @@ def detect_format(data: bytes) -> str:
         return "zip"
     if data[:1] == b"\x80":  # a pickle: torch.save's legacy (non-zip) format
         return "torch-save"
+    from .flax_msgpack import looks_like_flax
+
+    if looks_like_flax(data):  # flax.serialization.to_bytes (CleanRL's JAX scripts)
+        return "flax-msgpack"
     return "unknown"
 
 
