@@ -175,6 +175,12 @@ def _run_folder(folder: Path) -> Path:
     return run
 
 
+@reader("flax-cleanrl-jax")  # CleanRL c51_jax.py's flax msgpack file (nested maps, ext-type arrays, vars(args))
+def _cleanrl_jax(folder: Path) -> Path:
+    (source,) = (Path(__file__).resolve().parent / "fixtures" / "cleanrl_jax").glob("*__c51_jax__*/c51_jax.cleanrl_model")
+    return Path(shutil.copy(source, folder / "c51_jax.cleanrl_model"))
+
+
 def _one_forward(agent) -> None:
     """One forward on the first observation of the agent's own env, as a rollout would make it."""
     from rlviz.agent.obs import ObsAdapter

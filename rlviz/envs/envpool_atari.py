@@ -98,7 +98,7 @@ class EnvpoolAtari(gym.Wrapper):
 
     def _noops_and_fire(self, obs: np.ndarray) -> tuple[np.ndarray, bool]:
         """envpool's Reset after the game state is set: NOOPs, FIRE; (screen, whether a new game began)."""
-        rng = self.env.unwrapped.np_random  # type: ignore[attr-defined]
+        rng = self.env.unwrapped.np_random
         new_game = False
         for _ in range(int(rng.integers(0, self.noop_max)) + 1 - (self.fire is not None)):
             obs, _, terminated, _, _ = self.env.step(0)

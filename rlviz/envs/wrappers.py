@@ -11,6 +11,7 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 
+from .cleanrl_atari import CleanRLLifeReset
 from .envpool_atari import EnvpoolAtari
 from .sb3_atari import SB3AtariPreprocessing, SB3FrameStack
 
@@ -34,4 +35,6 @@ WRAPPERS: dict[str, Callable[..., gym.Env]] = {
     "grayscale": lambda env, **kw: gym.wrappers.GrayscaleObservation(env, **kw),
     # agents trained on envpool's Atari (CleanRL's *_envpool* scripts): its observation pipeline on gymnasium's ALE
     "envpool_atari": lambda env, **kw: EnvpoolAtari(env, **kw),
+    # CleanRL's gymnasium Atari scripts: NOOP, FIRE, 2 after a lost life (EpisodicLifeEnv + FireResetEnv)
+    "cleanrl_life_reset": lambda env, **kw: CleanRLLifeReset(env),
 }

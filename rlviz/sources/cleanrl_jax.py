@@ -25,8 +25,8 @@ The env, first found: ``env=`` (``--env``; an Atari id gets the script's pipelin
 file (c51, PPO); the Hub repo's card or name (:mod:`.hub`); the run folder CleanRL saves into,
 ``runs/{env_id}__{exp_name}__{seed}__{time}/``; an observation and action size that names exactly one
 classic-control env. An env id read from a file passes :mod:`rlviz.envs.trust` (a registered id). The Atari
-scripts' pipeline is :func:`rlviz.sources.cleanrl_scripts.cleanrl_atari_recipe` (CleanRL's wrappers at
-evaluation); the envpool PPO's is :mod:`rlviz.envs.envpool_atari`.
+scripts' pipeline is :func:`cleanrl_jax_atari_recipe` (CleanRL's wrappers as its evaluation plays them,
+:mod:`rlviz.envs.cleanrl_atari`); the envpool PPO's is :mod:`rlviz.envs.envpool_atari`.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from .exported import LoadedAgent, env_facts, settle_kind
 from .flax_msgpack import describe_tree, read_flax
 from .schema import MAX_SIZE
 
-__all__ = ["JaxLayout", "recognise_jax", "envpool_recipe", "load_cleanrl_jax", "SCRIPTS"]
+__all__ = ["JaxLayout", "recognise_jax", "envpool_recipe", "cleanrl_jax_atari_recipe", "load_cleanrl_jax", "SCRIPTS"]
 
 SCRIPTS = ("dqn_jax.py", "dqn_atari_jax.py", "c51_jax.py", "c51_atari_jax.py", "td3_continuous_action_jax.py",
            "ddpg_continuous_action_jax.py", "ppo_atari_envpool_xla_jax_scan.py", "qdagger_dqn_atari_jax_impalacnn.py")
@@ -114,7 +114,7 @@ def _impala(params: Any) -> tuple[int, int] | None:
         if not (isinstance(s, dict) and set(s) == {"Conv_0", "ResidualBlock_0", "ResidualBlock_1"}):
             return None
         k = s["Conv_0"].get("kernel") if isinstance(s["Conv_0"], dict) else None
-        cout = k.shape[3] if _is_array(k, 4) else -1
+        cout = int(k.shape[3]) if isinstance(k, np.ndarray) and _is_array(k, 4) else -1
         got = _conv(s["Conv_0"], 3, cin, cout)
         blocks = [s[f"ResidualBlock_{j}"] for j in (0, 1)]
         if got is None or not all(isinstance(b, dict) and set(b) == {"Conv_0", "Conv_1"} and _conv(
@@ -155,7 +155,7 @@ class JaxLayout:
             return nets.C51Net(t["model_weights"]["params"], "nature" if self.atari else "mlp", atoms)
         if self.box:
             spec = action_spec(action_space)
-            if spec.kind != "box" or spec.size != self.num_actions or not (
+            if spec.kind != "box" or spec.size != self.num_actions or spec.low is None or spec.high is None or not (
                     np.all(np.isfinite(spec.low)) and np.all(np.isfinite(spec.high))):
                 raise EnvError(f"{source} is CleanRL {s}'s agent for {self.num_actions}-dimensional bounded Box "
                                f"actions; the env's actions are {action_space}. Pass the env it was trained on (--env).")
@@ -193,13 +193,26 @@ class JaxLayout:
     def _recipe_for(self, env_id: str) -> EnvRecipe:
         if self.script.startswith("ppo_atari_envpool"):
             return envpool_recipe(env_id, self.obs_dim)
-        return cleanrl_atari_recipe(env_id, self.obs_dim) if self.atari else EnvRecipe.for_env_id(env_id)
+        return cleanrl_jax_atari_recipe(env_id, self.obs_dim) if self.atari else EnvRecipe.for_env_id(env_id)
 
 
 def _run_folder_env(source: str, script: str) -> str | None:
     """The env id in CleanRL's run folder name ``{env_id}__{exp_name}__{seed}__{time}`` holding ``source``."""
-    m = _RUN.fullmatch(Path(source).parent.name)
-    return m.group("env") if m else None
+    folder = Path(source).parent
+    m = _RUN.fullmatch(folder.name)
+    if m is None:
+        return None
+    # an id with a namespace ("ALE/Breakout-v5") makes CleanRL's run_name a folder inside runs/ALE/
+    return f"{folder.parent.name}/{m.group('env')}" if folder.parent.name in ("ALE", "MinAtar") else m.group("env")
+
+
+def cleanrl_jax_atari_recipe(env_id: str, stack: int = 4) -> EnvRecipe:
+    """CleanRL's gymnasium Atari chain as its evaluation plays it: 0.3's chain for CleanRL's torch Atari agents
+    (:func:`~.cleanrl_scripts.cleanrl_atari_recipe`) with the NOOP, FIRE, 2 its resets play after a lost life
+    (:mod:`rlviz.envs.cleanrl_atari`) right after the max-and-skip step."""
+    base = cleanrl_atari_recipe(env_id, stack)
+    wrappers = (base.wrappers[0], WrapperSpec("cleanrl_life_reset", {}), *base.wrappers[1:])
+    return EnvRecipe(base.env_id, base.env_kwargs, wrappers, base.saliency_mode)
 
 
 def envpool_recipe(env_id: str, stack: int = 4) -> EnvRecipe:
@@ -218,7 +231,7 @@ def _c51_args(args: dict, outputs: int, source: str) -> int:
     n, lo, hi = args.get("n_atoms"), args.get("v_min"), args.get("v_max")
     ok = isinstance(n, int) and not isinstance(n, bool) and 1 < n <= MAX_SIZE and outputs % n == 0 and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in (lo, hi))
-    if not ok:
+    if not ok or not isinstance(n, int):
         raise CheckpointError(f"{source}: a CleanRL c51 file whose args give n_atoms={n!r}, v_min={lo!r}, "
                               f"v_max={hi!r} for {outputs} outputs; expected n_atoms dividing the outputs and finite "
                               "v_min, v_max.")

@@ -39,9 +39,7 @@ def dense(p: dict, rows_nhwc: tuple[int, int, int] | None = None) -> nn.Linear:
     if rows_nhwc is not None:
         kernel = flatten_rows_nhwc(kernel, *rows_nhwc)
     layer = nn.Linear(kernel.shape[0], kernel.shape[1])
-    with torch.no_grad():
-        layer.weight.copy_(_t(kernel.T))
-        layer.bias.copy_(_t(p["bias"]))
+    layer.weight, layer.bias = nn.Parameter(_t(kernel.T)), nn.Parameter(_t(p["bias"]))
     return layer
 
 
@@ -54,9 +52,7 @@ def conv(p: dict, stride: int = 1, padding: int = 0) -> nn.Conv2d:
     """``nn.Conv`` params ``{kernel [H, W, I, O], bias [O]}`` as a Conv2d (OIHW)."""
     k = p["kernel"]
     layer = nn.Conv2d(k.shape[2], k.shape[3], (k.shape[0], k.shape[1]), stride=stride, padding=padding)
-    with torch.no_grad():
-        layer.weight.copy_(_t(k.transpose(3, 2, 0, 1)))
-        layer.bias.copy_(_t(p["bias"]))
+    layer.weight, layer.bias = nn.Parameter(_t(k.transpose(3, 2, 0, 1))), nn.Parameter(_t(p["bias"]))
     return layer
 
 
@@ -123,15 +119,14 @@ class ImpalaTorso(nn.Module):
 
     def __init__(self, params: dict, n: int):
         super().__init__()
-        self.seqs = nn.ModuleList()
-        for i in range(n):
-            p = params[f"ConvSequence_{i}"]
-            self.seqs.append(nn.ModuleList([conv(p["Conv_0"], 1, 1), _Residual(p["ResidualBlock_0"]),
-                                            _Residual(p["ResidualBlock_1"])]))
+        seqs = [params[f"ConvSequence_{i}"] for i in range(n)]
+        self.convs = nn.ModuleList(conv(p["Conv_0"], 1, 1) for p in seqs)
+        self.res0 = nn.ModuleList(_Residual(p["ResidualBlock_0"]) for p in seqs)
+        self.res1 = nn.ModuleList(_Residual(p["ResidualBlock_1"]) for p in seqs)
 
     def forward(self, obs: torch.Tensor) -> torch.Tensor:
         x = obs / 255.0
-        for first, res0, res1 in self.seqs:  # type: ignore[misc]  # ModuleList of 3 modules
+        for first, res0, res1 in zip(self.convs, self.res0, self.res1):
             x = res1(res0(_same_max_pool(first(x))))
         return F.relu(x).flatten(1)
 
@@ -142,6 +137,7 @@ class QNet(nn.Module):
     def __init__(self, params: dict, torso: str):
         super().__init__()
         self.torso: nn.Module
+        self.head: nn.Module
         if torso == "mlp":
             self.torso, self.head = nn.Identity(), MLP(params, 3)
         elif torso == "nature":
@@ -162,6 +158,9 @@ class C51Net(nn.Module):
     probabilities themselves: :meth:`pmfs` [B, A, N]. The quantiles are those of each action's categorical
     distribution at levels (k + 0.5) / K (the smallest atom whose cumulative probability reaches the level), which
     is how the Q panel draws a distribution (as QR-DQN's)."""
+
+    atoms: torch.Tensor
+    levels: torch.Tensor
 
     def __init__(self, params: dict, torso: str, atoms: np.ndarray, levels: int = 16):
         super().__init__()
@@ -185,6 +184,9 @@ class C51Net(nn.Module):
 class DeterministicActorCritic(nn.Module):
     """td3/ddpg_continuous_action_jax: obs [B, N] -> {"mean": tanh(actor(obs)) * scale + bias [B, D],
     "value": Q_1(obs, action) [B]} (the critic the actor is trained on; its input is concat(obs, action))."""
+
+    action_scale: torch.Tensor
+    action_bias: torch.Tensor
 
     def __init__(self, actor: dict, critic: dict, scale: np.ndarray, bias: np.ndarray):
         super().__init__()

@@ -36,6 +36,13 @@ MAX_ARRAY_BYTES = 1 << 30  #: one array's data
 MAX_NDIM = 8
 _DTYPES = {"float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
            "bool"}
+_SIMPLE = {0xC0: None, 0xC2: False, 0xC3: True}
+_FIXED = {0xCA: ">f", 0xCB: ">d", 0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h", 0xD2: ">i",
+          0xD3: ">q"}
+#: type byte -> (the length's struct format, what follows)
+_SIZED = {0xC4: (">B", "bin"), 0xC5: (">H", "bin"), 0xC6: (">I", "bin"), 0xC7: (">B", "ext"), 0xC8: (">H", "ext"),
+          0xC9: (">I", "ext"), 0xD9: (">B", "str"), 0xDA: (">H", "str"), 0xDB: (">I", "str"), 0xDC: (">H", "array"),
+          0xDD: (">I", "array"), 0xDE: (">H", "map"), 0xDF: (">I", "map")}
 _MAP_START = set(range(0x81, 0x90)) | {0xDE, 0xDF}
 _STR_START = set(range(0xA0, 0xC0)) | {0xD9, 0xDA, 0xDB}
 
@@ -78,39 +85,32 @@ class _Reader:
         if depth > MAX_DEPTH:
             raise _Bad(f"it nests deeper than {MAX_DEPTH} levels")
         b = self.take(1)[0]
-        if b <= 0x7F:
-            return b
-        if b >= 0xE0:
-            return b - 0x100
-        if 0x80 <= b <= 0x8F:
-            return self.mapping(b & 0x0F, depth)
-        if 0x90 <= b <= 0x9F:
-            return self.array(b & 0x0F, depth)
-        if 0xA0 <= b <= 0xBF:
-            return self.text(b & 0x1F)
-        simple = {0xC0: None, 0xC2: False, 0xC3: True}
-        if b in simple:
-            return simple[b]
-        fixed = {0xCA: ">f", 0xCB: ">d", 0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h",
-                 0xD2: ">i", 0xD3: ">q"}
-        if b in fixed:
-            return self.unpack(fixed[b])
-        sized = {0xC4: ">B", 0xC5: ">H", 0xC6: ">I", 0xD9: ">B", 0xDA: ">H", 0xDB: ">I", 0xDC: ">H", 0xDD: ">I",
-                 0xDE: ">H", 0xDF: ">I", 0xC7: ">B", 0xC8: ">H", 0xC9: ">I"}
-        if b in sized:
-            n = self.unpack(sized[b])
-            if b <= 0xC6:
-                return bytes(self.take(n))
-            if 0xD9 <= b <= 0xDB:
-                return self.text(n)
-            if b in (0xDC, 0xDD):
-                return self.array(n, depth)
-            if b in (0xDE, 0xDF):
-                return self.mapping(n, depth)
-            return self.ext(self.unpack(">b"), n, depth)
-        if 0xD4 <= b <= 0xD8:
-            return self.ext(self.unpack(">b"), 1 << (b - 0xD4), depth)
+        if b <= 0x7F or b >= 0xE0:  # positive / negative fixint
+            return b if b <= 0x7F else b - 0x100
+        if b <= 0xBF:  # fixmap, fixarray, fixstr
+            kind, n = ("map", b & 0x0F) if b <= 0x8F else ("array", b & 0x0F) if b <= 0x9F else ("str", b & 0x1F)
+            return self.sized(kind, n, depth)
+        if b in _SIMPLE:
+            return _SIMPLE[b]
+        if b in _FIXED:
+            return self.unpack(_FIXED[b])
+        if b in _SIZED:
+            fmt, kind = _SIZED[b]
+            return self.sized(kind, self.unpack(fmt), depth)
+        if 0xD4 <= b <= 0xD8:  # fixext 1, 2, 4, 8, 16
+            return self.sized("ext", 1 << (b - 0xD4), depth)
         raise _Bad(f"byte {self.pos - 1} is 0x{b:02x}, which is no msgpack type")
+
+    def sized(self, kind: str, n: int, depth: int) -> Any:
+        if kind == "bin":
+            return bytes(self.take(n))
+        if kind == "str":
+            return self.text(n)
+        if kind == "array":
+            return self.array(n, depth)
+        if kind == "map":
+            return self.mapping(n, depth)
+        return self.ext(self.unpack(">b"), n, depth)
 
     def text(self, n: int) -> str:
         try:
