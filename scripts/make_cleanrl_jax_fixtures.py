@@ -42,6 +42,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 import numpy as np
@@ -81,7 +82,10 @@ def script_namespace(path: Path, classes: tuple[str, ...], extra: str = "") -> d
         elif isinstance(node, ast.ClassDef) and node.name in classes:
             keep.append(node)
     module = ast.Module(body=keep, type_ignores=[])
-    ns: dict = {"__file__": str(path), "__name__": "fixture_" + path.stem}
+    mod = types.ModuleType("fixture_" + path.stem)
+    mod.__file__ = str(path)
+    sys.modules[mod.__name__] = mod  # dataclasses look their module up
+    ns = mod.__dict__
     exec(compile(module, str(path), "exec"), ns)  # noqa: S102 - CleanRL's own source, the point of the script
     if extra:
         exec(extra, ns)  # noqa: S102

@@ -298,6 +298,10 @@ def load_cleanrl_jax(data: bytes, source: str, *, env: Any = None, device: str =
     layout = recognise_jax(read_flax(data, source), source)
     recipe = layout.recipe(env, source)
     obs_space, act_space, names = env_facts(recipe)
+    spec = action_spec(act_space)
+    if not layout.box and (spec.kind != "discrete" or spec.size != layout.num_actions):
+        raise EnvError(f"{source} is CleanRL {layout.script}'s agent for {layout.num_actions} actions; "
+                       f"{recipe.env_id} has {act_space}. Pass the env it was trained on (--env).")
     policy = layout.policy(layout.build(act_space, source), act_space, device)
     settle_kind(policy, obs_space, source)
     gamma = layout.args.get("gamma")
