@@ -4,7 +4,8 @@ The fixtures (tests/fixtures/cleanrl_jax/, made by scripts/make_cleanrl_jax_fixt
 in a venv with jax 0.4.30 / flax 0.8.5) are the files the eight scripts saved, each in its run folder
 ``{env_id}__{exp_name}__{seed}__{time}`` beside ``<exp>.npz``: the observations and flax's outputs on them. The
 Atari files are stored gzipped and compacted (see the script); they are unpacked into ``tmp_path`` as
-``<exp>.cleanrl_model``. This suite runs with no jax installed.
+``<exp>.cleanrl_model``. This suite runs with no jax installed. ``RLVIZ_CLEANRL_JAX_FIXTURES=DIR`` runs it on
+another folder the script wrote (``--full``: the Atari files exactly as saved, ~4-7 MB each).
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from rlviz.explain.saliency import attribute
 from rlviz.sources.checkpoint import load_agent
 from rlviz.sources.files import detect_format
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "cleanrl_jax"
+# another folder the script wrote (e.g. with --full: the Atari files as the scripts saved them, uncompacted)
+FIXTURES = Path(os.environ.get("RLVIZ_CLEANRL_JAX_FIXTURES") or Path(__file__).resolve().parent / "fixtures"
+                / "cleanrl_jax")
 SCRIPTS = ["dqn_jax", "dqn_atari_jax", "c51_jax", "c51_atari_jax", "td3_continuous_action_jax",
            "ddpg_continuous_action_jax", "ppo_atari_envpool_xla_jax_scan", "qdagger_dqn_atari_jax_impalacnn"]
 
