@@ -89,3 +89,30 @@ def test_a_lost_life_is_followed_by_noops_and_fire_and_the_game_goes_on():
     assert terminated and not truncated and lives[-1] == 0
     assert sorted(set(lives), reverse=True) == [5, 4, 3, 2, 1, 0]
     assert steps < 5000
+
+
+class _Counts:
+    """Stands in for the env's generator: the NOOP counts envpool drew, in order (found by the recording script
+    from the ALE RAM envpool reported after each of its resets)."""
+
+    def __init__(self, counts):
+        self.counts = iter(int(c) for c in counts)
+
+    def integers(self, low, high=None):
+        return next(self.counts)
+
+
+def test_observations_equal_envpools_own():
+    """envpool's observations, recorded by scripts/compare_envpool_atari.py (envpool 1.2.5, ``Breakout-v5`` made
+    as CleanRL makes it, 400 random actions through 13 resets: the first, after lost lives, after a game over):
+    rlviz's wrapper given the same NOOP counts returns the same [4, 84, 84] stacks, byte for byte."""
+    from pathlib import Path
+
+    trace = np.load(Path(__file__).resolve().parent / "fixtures" / "cleanrl_jax" / "envpool_breakout_trace.npz")
+    assert str(trace["game"]) == "Breakout-v5" and (trace["noops"] >= 0).all() and len(trace["calls"]) > 300
+    env = EnvpoolAtari(_raw())
+    env.reset(seed=0)
+    env.unwrapped.np_random = _Counts(trace["noops"])
+    for i, ((reset, action), expected) in enumerate(zip(trace["calls"], trace["obs"])):
+        obs = env.reset()[0] if reset else env.step(int(action))[0]
+        assert np.array_equal(obs, expected), f"call {i}"

@@ -41,7 +41,9 @@ max-pool                                  the pixel-wise max of the last two of 
 
 Not equal: envpool draws its NOOP counts from its own ``std::mt19937``; here they come from the env's seeded
 generator, so the same seed gives a different (equally distributed) start. Rewards during the resets' NOOPs are
-dropped, as envpool's reset reports 0.
+dropped, as envpool's reset reports 0. Given envpool's NOOP counts, the observations are envpool's byte for byte
+(``scripts/compare_envpool_atari.py``: envpool 1.2.5, Breakout, Pong, MsPacman, SpaceInvaders, every stack and
+reward of 2,000 steps each; ``tests/test_envpool_atari.py`` replays a recorded trace).
 """
 
 from __future__ import annotations
