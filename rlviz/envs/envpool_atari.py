@@ -26,7 +26,10 @@ max-pool                                  the pixel-wise max of the last two of 
                                           with its frame
 ``noop_max=30``, ``use_fire_reset=True``  reset: ``randint(0, 29) + 1 - fire`` NOOPs (a new game if one ends
                                           meanwhile), then FIRE once when the minimal set has it; the
-                                          observation is that frame, not max-pooled
+                                          observation is that frame, not max-pooled. The counts are drawn
+                                          as envpool draws them (libstdc++'s ``uniform_int_distribution`` on
+                                          ``std::mt19937(seed)``), so ``reset(seed=s)`` starts as
+                                          ``envpool.make(..., seed=s, num_envs=1)`` does
 ``episodic_life=True``                    a lost life (lives fall and stay above 0) ends the *agent's*
                                           episode in envpool and its next reset keeps the game: NOOPs + FIRE
                                           as above and one frame pushed on the stack. Here the game goes on
@@ -39,11 +42,11 @@ max-pool                                  the pixel-wise max of the last two of 
 ``zero_discount_on_life_loss=False``      nothing to rebuild
 ========================================  ==================================================================
 
-Not equal: envpool draws its NOOP counts from its own ``std::mt19937``; here they come from the env's seeded
-generator, so the same seed gives a different (equally distributed) start. Rewards during the resets' NOOPs are
-dropped, as envpool's reset reports 0. Given envpool's NOOP counts, the observations are envpool's byte for byte
-(``scripts/compare_envpool_atari.py``: envpool 1.2.5, Breakout, Pong, MsPacman, SpaceInvaders, every stack and
-reward of 2,000 steps each; ``tests/test_envpool_atari.py`` replays a recorded trace).
+Rewards during the resets' NOOPs are dropped, as envpool's reset reports 0. A reset without a seed (rlviz's own
+seeded resets seed the ALE env underneath) seeds the NOOP generator from the env's seeded generator: the same
+episode seed gives the same start, though not envpool's start for that number. With ``reset(seed=s)`` the
+observations and rewards are envpool's byte for byte (``scripts/compare_envpool_atari.py``; ``tests/
+test_envpool_atari.py`` replays a recorded envpool trace).
 """
 
 from __future__ import annotations
@@ -89,6 +92,7 @@ class EnvpoolAtari(gym.Wrapper):
         self._pool = [np.zeros(shape, np.uint8), np.zeros(shape, np.uint8)]
         self._stack = np.zeros((self.stack_num, self.size, self.size), np.uint8)
         self._lives, self._elapsed = 0, 0
+        self._mt = np.random.MT19937(0)
         self.observation_space = gym.spaces.Box(0, 255, self._stack.shape, np.uint8)
 
     def _push(self, frame: np.ndarray, push_all: bool = False) -> None:
@@ -100,9 +104,8 @@ class EnvpoolAtari(gym.Wrapper):
 
     def _noops_and_fire(self, obs: np.ndarray) -> tuple[np.ndarray, bool]:
         """envpool's Reset after the game state is set: NOOPs, FIRE; (screen, whether a new game began)."""
-        rng = self.env.unwrapped.np_random
         new_game = False
-        for _ in range(int(rng.integers(0, self.noop_max)) + 1 - (self.fire is not None)):
+        for _ in range(self._noop_draw() + 1 - (self.fire is not None)):
             obs, _, terminated, _, _ = self.env.step(0)
             if terminated:
                 obs, _ = self.env.reset()
@@ -111,8 +114,26 @@ class EnvpoolAtari(gym.Wrapper):
             obs = self.env.step(self.fire)[0]
         return obs, new_game
 
-    def reset(self, **kwargs):
-        obs, info = self.env.reset(**kwargs)
+    def _noop_draw(self) -> int:
+        """envpool's ``dist_noop_(gen_)``: libstdc++'s ``uniform_int_distribution(0, noop_max - 1)`` on a
+        ``std::mt19937`` (32-bit draws; those at or above the largest multiple of the range are redrawn)."""
+        span = self.noop_max
+        scaling = 0xFFFFFFFF // span
+        while True:
+            r = int(self._mt.random_raw())
+            if r < span * scaling:
+                return r // scaling
+
+    def _seed_noops(self, seed: int | None) -> None:
+        """envpool seeds its generator with the env's seed (+ its index in the pool: 0 for one env); without a
+        seed (rlviz's cheap seeded resets seed the ALE env underneath), one is drawn from the env's generator."""
+        noop_seed = seed if seed is not None else int(self.env.unwrapped.np_random.integers(1 << 32))
+        self._mt = np.random.MT19937()
+        self._mt._legacy_seeding(int(noop_seed) & 0xFFFFFFFF)  # std::mt19937(seed)'s state
+
+    def reset(self, *, seed: int | None = None, options=None):
+        self._seed_noops(seed)
+        obs, info = self.env.reset(seed=seed, options=options)
         obs, _ = self._noops_and_fire(obs)
         self._pool[0] = np.array(obs, np.uint8)
         self._push(self._pool[0], push_all=True)
