@@ -15,7 +15,9 @@ What it does, per script (each run in a temporary folder, ``PYTHONPATH`` = the c
 * ``qdagger_dqn_atari_jax_impalacnn`` downloads its teacher from the Hub: it is given this run's own
   ``dqn_atari_jax`` file from an offline Hugging Face cache (``HF_HOME`` + ``HF_HUB_OFFLINE=1``) as
   ``cleanrl/BreakoutNoFrameskip-v4-dqn_atari_jax-seed1``.
-* ``ppo_atari_envpool_xla_jax_scan`` needs envpool, which does not run here: its ``Network``/``Actor``/``Critic``
+* ``ppo_atari_envpool_xla_jax_scan`` does not run unchanged with jax 0.4.30: envpool 0.8.4's XLA ops use
+  ``jax.interpreters.xla.backend_specific_translations`` (gone from jax), envpool 1.2.5's pool refuses the script's
+  ``envs.num_envs = num_envs``. Its ``Network``/``Actor``/``Critic``
   classes and ``Args`` are taken from the script's source (``ast``), initialised as the script does (seed 1) and
   saved with the script's own expression ``to_bytes([vars(args), [network, actor, critic]])``: untrained.
 
