@@ -1,7 +1,7 @@
 """How light the recorder is in a training process: import cost, and how long ``step()`` takes with recording on.
 
     python scripts/bench_light.py                      # imports (9 fresh processes each) and steps (3 repeats)
-    python scripts/bench_light.py --part imports --reps 15
+    python scripts/bench_light.py --part imports --reps 15 --baseline /path/to/rlviz-0.3.0
     python scripts/bench_light.py --part steps --steps 3000 --repeats 5
 
 imports: one fresh interpreter per measurement, the kinds interleaved (order alternating), ``--reps`` each:
@@ -61,23 +61,25 @@ print(json.dumps({{"s": dt, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).r
 """
 
 
-def child(code: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def child(code: str, tree: Path = ROOT) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = subprocess.run([sys.executable, "-c", CHILD.format(code=code, heavy=HEAVY)], capture_output=True,
-                         text=True, env=env, check=True)
+                         text=True, env=env, check=True, cwd=tempfile.gettempdir())  # not a tree: PYTHONPATH picks it
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench_imports(reps: int) -> None:
-    got: dict[str, list[dict]] = {k: [] for k in IMPORTS}
+def bench_imports(reps: int, baseline: Path | None = None) -> None:
+    kinds = list(IMPORTS) + (["rlviz recorder (baseline tree)"] if baseline else [])
+    got: dict[str, list[dict]] = {k: [] for k in kinds}
     for rep in range(reps):
-        for k in IMPORTS if rep % 2 == 0 else list(IMPORTS)[::-1]:
-            got[k].append(child(IMPORTS[k]))
+        for k in kinds if rep % 2 == 0 else kinds[::-1]:
+            base = k.endswith("(baseline tree)")
+            got[k].append(child(IMPORTS["rlviz recorder"], baseline) if base and baseline else child(IMPORTS[k]))
     print(f"imports, {reps} fresh processes each (seconds inside the child; peak RSS of the whole process):")
     for k, rows in got.items():
         s = [r["s"] for r in rows]
         m = [r["rss_mb"] for r in rows]
-        print(f"  {k:16s} min {min(s):6.3f}  median {statistics.median(s):6.3f} s   peak RSS min {min(m):6.1f}  "
+        print(f"  {k:30s} min {min(s):6.3f}  median {statistics.median(s):6.3f} s   peak RSS min {min(m):6.1f}  "
               f"median {statistics.median(m):6.1f} MB   loaded: {sorted(set().union(*map(set, (r['loaded'] for r in rows))))}")
     g = [r["s"] for r in got["gymnasium"]]
     r = [r["s"] for r in got["rlviz recorder"]]
@@ -146,6 +148,8 @@ def bench_steps(steps: int, repeats: int, trigger: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=("imports", "steps", "both"), default="both")
+    ap.add_argument("--baseline", type=Path, help="another checkout (e.g. release 0.3.0) whose recorder import is "
+                                                  "measured too, interleaved")
     ap.add_argument("--reps", type=int, default=9, help="fresh processes per import kind")
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--repeats", type=int, default=3)
@@ -156,7 +160,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     print(f"load average: {os.getloadavg()[0]:.2f}")
     if args.part in ("imports", "both"):
-        bench_imports(args.reps)
+        bench_imports(args.reps, args.baseline)
     if args.part in ("steps", "both"):
         bench_steps(args.steps, args.repeats, args.trigger)
 

@@ -60,11 +60,11 @@ from ..agent.actions import ActionSpec
 from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool
 from ..errors import UsageError
 from .internals import Annotations
-from .stream import FrameStream
 from .writer import BackgroundWriter
 
 if TYPE_CHECKING:
     from ..draw.compose import ComposeOptions
+    from .stream import FrameStream
 
 __all__ = ["EpisodeVideo", "RecordOptions"]
 
@@ -258,6 +258,8 @@ class EpisodeVideo:
     # (the methods below run on the writer's thread when there is one)
     def _write_frame(self, frame: Any, reward: float, step: int, ret: float) -> None:
         if self._stream is None:
+            from .stream import FrameStream  # the video machinery loads with the first video
+
             opt = self.options
             self._stream = FrameStream(self.path, self.fps, opt.preset, opt.crf, opt.strip)
         self._stream.write(frame, step, reward, ret)
