@@ -192,3 +192,28 @@ def test_panel_videos_written_in_the_background_equal_those_written_in_step(tmp_
         for key in a.files:
             np.testing.assert_array_equal(a[key], b[key])
         assert probe_video(tmp_path / "True" / f"rl-video-episode-{ep}.mp4").num_frames == len(a["rewards"]) + 1
+
+
+def test_a_policys_panels_show_its_weights_when_the_episode_ended_not_when_drawn(tmp_path):
+    import threading
+
+    from rlviz import RecordEpisode
+
+    torch.manual_seed(0)
+    net = torch.nn.Linear(4, 2)
+    env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path, policy=net)
+    release = threading.Event()
+    env._writer.submit(release.wait)  # the writer's thread is busy until the training step below is done
+    obs, _ = env.reset(seed=0)
+    seen = [obs]
+    for t in range(12):
+        obs, _, term, trunc, _ = env.step(t % 2)
+        seen.append(obs)
+    env.reset(seed=1)  # ends episode 0: its numbers are computed now, its video drawn later
+    with torch.no_grad():
+        want = net(torch.as_tensor(np.stack(seen), dtype=torch.float32)).numpy()
+        net.weight.add_(1.0)  # a training step before the writer draws episode 0
+    release.set()
+    env.close()
+    got = np.load(tmp_path / "rl-video-episode-0.npz")["logits"]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

@@ -213,14 +213,21 @@ class EpisodeVideo:
         if policy is not None and not self.with_observations:
             self._abort(rec)
             raise UsageError("EpisodeVideo.finish(policy=...) needs the observations: make it with_observations=True.")
+        # a policy's numbers are those of its weights now (training goes on): computed here, drawn on the writer;
+        # saliency takes the network itself apart, so that video is made here as a whole
+        background = self.writer is not None and (policy is None or self.options.saliency is None)
         try:
             trace = self._trace(rec, terminated, truncated)
-            if self.writer is not None:
-                self.writer.submit(self._write, rec, trace, policy, observation_space, video=True)
+            if background and policy is not None:
+                policy = _evaluated(policy, trace, observation_space)
+            if background:
+                self.writer.submit(self._write, rec, trace, policy, observation_space, video=True)  # type: ignore[union-attr]
         except BaseException:  # (with a writer: an earlier video's error surfacing here) this one's spools go too
             self._abort(rec)
             raise
-        if self.writer is None:
+        if not background:
+            if self.writer is not None:
+                self.writer.wait()  # the videos before this one first, in order
             self._write(rec, trace, policy, observation_space)
         return self.path
 
@@ -330,3 +337,29 @@ class EpisodeVideo:
             for key in ("frames", "obs"):
                 if rec[key] is not None:
                     rec[key].close()
+
+
+class _Evaluated:
+    """A policy's numbers on one episode, computed when the episode ended (in the loop's thread, with the weights of
+    that moment) and handed back by ``evaluate`` when the writer's thread draws the panels; all else is the policy's."""
+
+    obs_format = "raw"  # compute_internals hands the observations over as they are (they are not read again)
+
+    def __init__(self, policy: Any, out: Any) -> None:
+        self._policy, self._out = policy, out
+
+    def evaluate(self, obs: Any, masks: Any = None) -> Any:
+        return self._out
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)
+
+
+def _evaluated(policy: Any, trace: EpisodeTrace, observation_space: Any) -> _Evaluated:
+    from ..agent.obs import FlatView, ObsAdapter, is_plain
+    from ..agent.stepping import evaluate_episode
+
+    obs: Any = trace.observations
+    if observation_space is not None and not is_plain(observation_space):
+        obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
+    return _Evaluated(policy, evaluate_episode(policy, obs, trace.action_masks))
