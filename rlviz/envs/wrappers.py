@@ -12,6 +12,7 @@ import gymnasium as gym
 import numpy as np
 
 from .cleanrl_atari import CleanRLLifeReset
+from .compat import frame_stack, grayscale
 from .envpool_atari import EnvpoolAtari
 from .sb3_atari import SB3AtariPreprocessing, SB3FrameStack
 
@@ -24,7 +25,7 @@ def _clip_reward(env: gym.Env) -> gym.Env:
 
 WRAPPERS: dict[str, Callable[..., gym.Env]] = {
     "atari": lambda env, **kw: gym.wrappers.AtariPreprocessing(env, **kw),
-    "frame_stack": lambda env, **kw: gym.wrappers.FrameStackObservation(env, **kw),
+    "frame_stack": frame_stack,  # gymnasium 1.x's FrameStackObservation (rebuilt on 0.29: envs/compat.py)
     "clip_reward": lambda env, **kw: _clip_reward(env),
     "time_limit": lambda env, **kw: gym.wrappers.TimeLimit(env, **kw),
     # Stable-Baselines3 / rl-zoo3 Atari agents: AtariWrapper + VecFrameStack (+ VecTransposeImage), rebuilt exactly
@@ -32,7 +33,7 @@ WRAPPERS: dict[str, Callable[..., gym.Env]] = {
     "sb3_frame_stack": lambda env, **kw: SB3FrameStack(env, **kw),
     # CleanRL's Atari scripts resize and grey with gymnasium's wrappers
     "resize": lambda env, shape: gym.wrappers.ResizeObservation(env, tuple(shape)),
-    "grayscale": lambda env, **kw: gym.wrappers.GrayscaleObservation(env, **kw),
+    "grayscale": grayscale,  # gymnasium 1.x's GrayscaleObservation (rebuilt on 0.29)
     # agents trained on envpool's Atari (CleanRL's *_envpool* scripts): its observation pipeline on gymnasium's ALE
     "envpool_atari": lambda env, **kw: EnvpoolAtari(env, **kw),
     # CleanRL's gymnasium Atari scripts: NOOP, FIRE, 2 after a lost life (EpisodicLifeEnv + FireResetEnv)
