@@ -1,0 +1,312 @@
+"""RecordVectorEpisode: whole episodes of chosen sub-envs under every autoreset mode, Sync and Async, gymnasium 0.29
+(this file also runs in the gymnasium-0.29.1 venv) and 1.x; results bit-identical to an unwrapped twin.
+
+The probe env paints each frame with its step in the episode (left half) and its episode count (right half), so
+a decoded video says which episode and which steps it holds."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from rlviz.errors import UsageError
+from rlviz.media.decode import probe_video, read_video
+from rlviz.record.vector import RecordVectorEpisode
+from rlviz.record.vector_parts import NEXT_STEP, SAME_STEP
+
+HAS_MODES = hasattr(gym.vector, "AutoresetMode")
+MODES = ["NextStep", "SameStep", "Disabled"] if HAS_MODES else [None]
+
+
+class Painted(gym.Env):
+    """obs float32 [2] = (t, episode count); Discrete(2); reward = 1 + action; episodes of 3..9 steps drawn from
+    the env's RNG, ended by termination or (one in three) truncation. Frames 48x48: left half 20*t, right half
+    40 * (episode count mod 6) + 20."""
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 20}
+
+    def __init__(self, render_mode=None):
+        self.render_mode = render_mode
+        self.observation_space = gym.spaces.Box(0.0, 1e6, (2,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.t, self.count, self.L, self.cut = 0, -1, 3, False
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.count = 0, self.count + 1
+        self.L, self.cut = int(self.np_random.integers(3, 10)), bool(self.np_random.integers(0, 3) == 0)
+        return np.array([0, self.count], np.float32), {"count": self.count}
+
+    def step(self, action):
+        self.t += 1
+        end = self.t >= self.L
+        obs = np.array([self.t, self.count], np.float32)
+        return obs, 1.0 + float(action), end and not self.cut, end and self.cut, {"count": self.count}
+
+    def render(self):
+        frame = np.zeros((48, 48, 3), np.uint8)
+        frame[:, :24] = min(20 * self.t, 255)
+        frame[:, 24:] = 40 * (self.count % 6) + 20
+        return frame
+
+
+def make_vec(n=3, mode=None, kind="sync"):
+    fns = [lambda: Painted(render_mode="rgb_array") for _ in range(n)]
+    kwargs = {"autoreset_mode": mode} if mode is not None else {}
+    if kind == "async":
+        return gym.vector.AsyncVectorEnv(fns, **kwargs)
+    return gym.vector.SyncVectorEnv(fns, **kwargs)
+
+
+def drive(envs, twin, steps, seed=0, annotate=None):
+    """Step envs and twin alike (seeded random actions), checking every result bit for bit; returns each sub-env's
+    completed episodes as (count, length, terminated) and the infos seen."""
+    rng = np.random.default_rng(seed)
+    out_a, out_b = envs.reset(seed=seed), twin.reset(seed=seed)
+    same_results(out_a, out_b)
+    n = envs.num_envs
+    disabled = getattr(envs, "autoreset_mode", None) == "disabled"
+    lengths, episodes = np.zeros(n, int), [[] for _ in range(n)]
+    counts = np.zeros(n, int)
+    skip = np.zeros(n, bool)  # NEXT_STEP: the step after an episode's end is its reset
+    for _ in range(steps):
+        actions = rng.integers(0, 2, n)
+        if annotate is not None:
+            annotate(envs, rng)
+        a, b = envs.step(actions), twin.step(actions)
+        same_results(a, b)
+        done = a[2] | a[3]
+        for i in range(n):
+            if skip[i]:
+                skip[i], lengths[i], counts[i] = False, 0, counts[i] + 1
+                continue
+            lengths[i] += 1
+            if done[i]:
+                episodes[i].append((int(counts[i]), int(lengths[i]), bool(a[2][i])))
+                if envs.autoreset_mode == SAME_STEP:
+                    lengths[i], counts[i] = 0, counts[i] + 1
+                else:
+                    skip[i] = not disabled
+        if disabled and done.any():
+            same_results(envs.reset(options={"reset_mask": done}), twin.reset(options={"reset_mask": done}))
+            for i in np.flatnonzero(done):
+                lengths[i], counts[i] = 0, counts[i] + 1
+    return episodes
+
+
+def same_results(a, b):
+    assert type(a) is type(b) and len(a) == len(b)
+    for x, y in zip(a, b):
+        if isinstance(x, dict):
+            assert x.keys() == y.keys()
+            for k in x:
+                if isinstance(x[k], np.ndarray) and x[k].dtype != object:
+                    assert x[k].dtype == y[k].dtype and np.array_equal(x[k], y[k])
+        else:
+            x, y = np.asarray(x), np.asarray(y)
+            assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def decoded_marks(path):
+    """(steps painted on each frame, episode marks) read back from a video."""
+    steps, marks = [], []
+    for frame in read_video(path):
+        steps.append(int(round(float(frame[8:40, 4:20].mean()) / 20)))
+        marks.append(int(round((float(frame[8:40, 28:44].mean()) - 20) / 40)))
+    return steps, marks
+
+
+def check_videos(rec, episodes, indices):
+    """Every completed episode of the recorded sub-envs is one video holding exactly its frames."""
+    whole = [v for v in rec.recorded if v.terminated or v.truncated]
+    for i in indices:
+        got = sorted((v.episode_id, v.steps, v.terminated) for v in whole if v.env_index == i)
+        assert got == sorted(episodes[i]), (i, got, episodes[i])
+    for v in whole:
+        length = v.steps
+        expect = length if rec.autoreset_mode == SAME_STEP else length + 1
+        assert v.frames == expect == probe_video(v.path).num_frames
+        steps, marks = decoded_marks(v.path)
+        assert steps == list(range(expect)), steps
+        assert set(marks) == {v.episode_id % 6}
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_each_autoreset_mode_records_whole_episodes(tmp_path, mode):
+    envs, twin = make_vec(3, mode), make_vec(3, mode)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(0, 2), episode_trigger=lambda k: True, sinks=None)
+    assert rec.autoreset_mode == {None: SAME_STEP, "NextStep": NEXT_STEP, "SameStep": SAME_STEP,
+                                  "Disabled": "disabled"}[mode]
+    episodes = drive(rec, twin, 80)
+    rec.close(), twin.close()
+    assert all(len(episodes[i]) >= 5 for i in (0, 2))
+    check_videos(rec, episodes, (0, 2))
+    assert not [v for v in rec.recorded if v.env_index == 1]
+    names = {v.path.name for v in rec.recorded}
+    assert "rl-video-env-0-episode-0.mp4" in names and "rl-video-env-2-episode-3.mp4" in names
+
+
+@pytest.mark.parametrize("mode", [MODES[0], MODES[1]] if HAS_MODES else MODES)
+def test_async_envs(tmp_path, mode):
+    envs, twin = make_vec(2, mode, "async"), make_vec(2, mode, "sync")
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: k % 2 == 0, sinks=None)
+    episodes = drive(rec, twin, 50)
+    rec.close(), twin.close()
+    kept = [e for e in episodes[1] if e[0] % 2 == 0]
+    check_videos(rec, [[], kept], (1,))
+    assert {v.episode_id for v in rec.recorded} <= set(range(0, 40, 2))
+
+
+def test_default_trigger_is_capped_cubic_on_sub_env_0(tmp_path):
+    envs, twin = make_vec(2), make_vec(2)
+    rec = RecordVectorEpisode(envs, tmp_path, sinks=None)
+    episodes = drive(rec, twin, 120)
+    rec.close(), twin.close()
+    assert len(episodes[0]) > 9
+    whole = [v for v in rec.recorded if v.terminated or v.truncated]
+    assert [v.episode_id for v in whole] == [0, 1, 8]
+    assert {v.env_index for v in rec.recorded} == {0}
+
+
+def test_close_mid_episode_finishes_the_video(tmp_path):
+    envs = make_vec(2)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(0, 1), episode_trigger=lambda k: True, sinks=None)
+    rec.reset(seed=3)
+    rec.step(np.array([0, 1]))
+    rec.step(np.array([1, 1]))
+    assert rec.recording
+    rec.close()
+    assert not rec.recording
+    cut = [v for v in rec.recorded if not (v.terminated or v.truncated)]
+    assert sorted(v.env_index for v in cut) == [0, 1]
+    for v in cut:
+        assert v.steps == 2 and v.frames == 3 and decoded_marks(v.path)[0] == [0, 1, 2]
+
+
+def test_step_trigger_and_video_length(tmp_path):
+    envs, twin = make_vec(2), make_vec(2)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(0,), step_trigger=lambda s: s in (5, 30),
+                              video_length=4, sinks=None)
+    drive(rec, twin, 40)
+    rec.close(), twin.close()
+    names = [v.path.name for v in rec.recorded]
+    assert names == ["rl-video-env-0-step-5.mp4", "rl-video-env-0-step-30.mp4"]
+    for v in rec.recorded:
+        steps, marks = decoded_marks(v.path)
+        assert 1 <= v.frames <= 5 and len(steps) == v.frames
+        assert len(set(marks)) == 1  # never two episodes in one video
+        assert steps == list(range(steps[0], steps[0] + len(steps)))
+
+
+def test_grid(tmp_path):
+    envs, twin = make_vec(3), make_vec(3)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record="grid", step_trigger=lambda s: s % 20 == 0,
+                              video_length=9, grid_width=64, sinks=None)
+    drive(rec, twin, 45)
+    rec.close(), twin.close()
+    assert [v.path.name for v in rec.recorded] == [f"rl-video-grid-step-{s}.mp4" for s in (0, 20, 40)]
+    assert [v.frames for v in rec.recorded] == [10, 10, 6]
+    info = probe_video(rec.recorded[0].path)
+    assert info.num_frames == 10 and (info.width, info.height) == (64, 64)  # 2x2 tiles of 32x32 (48 shrunk)
+    first = next(iter(read_video(rec.recorded[0].path)))
+    assert abs(float(first[4:28, 20:28].mean()) - 20) < 6  # tile 0's right half: episode 0's mark
+    assert float(first[36:60, 36:60].mean()) < 6  # the fourth tile is empty
+
+
+def test_annotate_reads_only_recorded_rows_and_writes_npz(tmp_path):
+    envs, twin = make_vec(3), make_vec(3)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: k < 2, sinks=None)
+    seen = []
+
+    class Tracked:  # a tensor look-alike: records which rows are read before the copy to the host
+        def __init__(self, a):
+            self.a, self.shape, self.ndim = a, a.shape, a.ndim
+
+        def detach(self):
+            return self
+
+        def __getitem__(self, key):
+            seen.append(key)
+            return Tracked(self.a[key])
+
+        def cpu(self):
+            return self
+
+        def numpy(self):
+            return self.a
+
+    def annotate(envs, rng):
+        import torch
+
+        logits = rng.normal(size=(3, 2)).astype(np.float32)
+        value = rng.normal(size=(3, 1)).astype(np.float32)
+        envs.annotate(logits=torch.from_numpy(logits), value=Tracked(value), q=np.arange(3.0))
+        annotated.append((logits, value))
+
+    annotated: list = []
+    drive(rec, twin, 30, annotate=annotate)
+    rec.close(), twin.close()
+    assert seen and all(k == [1] for k in seen)
+    first = rec.recorded[0]
+    data = np.load(first.path.with_suffix(".npz"))
+    assert first.terminated or first.truncated
+    logits = np.stack([a[0][1] for a in annotated[:first.steps]])
+    np.testing.assert_array_equal(data["logits"][:first.steps], logits)
+    np.testing.assert_array_equal(data["value"][:first.steps], [a[1][1, 0] for a in annotated[:first.steps]])
+    np.testing.assert_array_equal(data["extra_q"][:first.steps], 1.0)
+    assert data["rewards"].shape == (first.steps,)
+    info = probe_video(first.path)
+    assert info.num_frames == first.frames and info.width > 48  # the panels beside the game
+
+
+def test_annotate_value_alone(tmp_path):
+    envs = make_vec(2)
+    rec = RecordVectorEpisode(envs, tmp_path, episode_trigger=lambda k: k == 0, sinks=None)
+    rec.reset(seed=0)
+    for _ in range(12):
+        rec.annotate(value=np.array([0.5, 2.0]))
+        rec.step(np.array([0, 0]))
+    rec.close()
+    data = np.load(rec.recorded[0].path.with_suffix(".npz"))
+    assert np.all(data["value"] == 0.5) and np.isnan(data["logits"]).all()
+
+
+def test_policy_computes_panels_for_recorded_steps_only(tmp_path):
+    calls = []
+
+    def policy(obs):
+        calls.append(len(obs))
+        return np.stack([obs[:, 0], -obs[:, 0]], 1), obs[:, 1]
+
+    envs = make_vec(2)
+    rec = RecordVectorEpisode(envs, tmp_path, episode_trigger=lambda k: k == 1, policy=policy, sinks=None)
+    rec.reset(seed=0)
+    for _ in range(25):
+        rec.step(np.array([1, 0]))
+    rec.close()
+    video = rec.recorded[0]
+    data = np.load(video.path.with_suffix(".npz"))
+    assert video.episode_id == 1 and data["logits"].shape == (video.steps + 1, 2)
+    np.testing.assert_array_equal(data["logits"][:, 0], np.arange(video.steps + 1))
+    np.testing.assert_array_equal(data["value"], 1.0)  # the episode count seen in its observations
+
+
+def test_errors(tmp_path):
+    envs = make_vec(2)
+    with pytest.raises(UsageError, match="envs_to_record"):
+        RecordVectorEpisode(envs, tmp_path, envs_to_record=(2,))
+    with pytest.raises(UsageError, match="envs_to_record"):
+        RecordVectorEpisode(envs, tmp_path, envs_to_record="all")
+    bare = gym.vector.SyncVectorEnv([lambda: Painted() for _ in range(2)])
+    with pytest.raises(ValueError, match="render_mode"):
+        RecordVectorEpisode(bare, tmp_path)
+    rec = RecordVectorEpisode(envs, tmp_path, episode_trigger=lambda k: True, sinks=None)
+    rec.reset(seed=0)
+    with pytest.raises(UsageError, match="one per sub-env"):
+        rec.annotate(value=np.zeros(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rec.close()
