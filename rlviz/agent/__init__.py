@@ -1,19 +1,47 @@
 """The agent: the :class:`Policy` contract (action specs, outputs, observations, stepping, masks, callables), the
 CleanRL-module adapter and the reference networks. Where agents come from (checkpoint files, SB3, rl-zoo3,
-CleanRL, the Hub) is :mod:`rlviz.sources`."""
+CleanRL, the Hub) is :mod:`rlviz.sources`.
+
+Names load on first use: ``rlviz.agent.actions`` / ``.obs`` / ``.policy_output`` are numpy only, so the
+recorders and the drawing code use them without importing torch (``.policy`` and the rest import it)."""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .._deprecated import moved_attribute
-from .actions import ActionSpec, action_spec
-from .callable_policy import CallablePolicy, as_policy
-from .models import MinAtarAgent, NatureCNNAgent
-from .policy import Policy, PolicyOutput, TorchPolicy, relative_entropy, resolve_device, sample_actions
+
+#: public name -> the module of this package that defines it
+_EXPORTS = {
+    "ActionSpec": "actions", "action_spec": "actions", "sample_actions": "actions", "relative_entropy": "actions",
+    "CallablePolicy": "callable_policy", "as_policy": "callable_policy",
+    "MinAtarAgent": "models", "NatureCNNAgent": "models",
+    "PolicyOutput": "policy_output", "Policy": "policy", "TorchPolicy": "policy", "resolve_device": "policy",
+}
 
 __all__ = ["ActionSpec", "CallablePolicy", "action_spec", "as_policy", "MinAtarAgent", "NatureCNNAgent", "Policy",
            "PolicyOutput", "TorchPolicy", "relative_entropy", "resolve_device", "sample_actions"]
 
 
-def __getattr__(name: str):
-    """The loaders' names of release 0.2 (``rlviz.agent.load_agent``...), now in :mod:`rlviz.sources`."""
-    return moved_attribute(__name__, name)
+def __getattr__(name: str) -> Any:
+    """The package's names on first use; the loaders' names of release 0.2 (``rlviz.agent.load_agent``...),
+    now in :mod:`rlviz.sources`, with a warning."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        return moved_attribute(__name__, name)
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from .actions import ActionSpec, action_spec, relative_entropy, sample_actions
+    from .callable_policy import CallablePolicy, as_policy
+    from .models import MinAtarAgent, NatureCNNAgent
+    from .policy import Policy, TorchPolicy, resolve_device
+    from .policy_output import PolicyOutput

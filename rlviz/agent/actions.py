@@ -253,4 +253,26 @@ def space_from_json(d: dict | None):
     raise UsageError(f"action space kind {d.get('kind')!r} is not one of {ACTION_KINDS}.")
 
 
-__all__ += ["space_to_json", "space_from_json", "squash_to_bounds", "noise_draw", "draw_noise", "actions_from_noise"]
+__all__ += ["space_to_json", "space_from_json", "squash_to_bounds", "noise_draw", "draw_noise", "actions_from_noise",
+            "action_names_for", "MINATAR_ACTIONS"]
+
+
+def action_names_for(env, num_actions: int) -> Sequence[str]:
+    """``get_action_meanings()`` on ALE (looked up through wrappers), the action indices otherwise."""
+    base = getattr(env, "unwrapped", env)
+    getter = getattr(base, "get_action_meanings", None)
+    if callable(getter):
+        try:
+            names = list(getter())
+            if len(names) == num_actions:
+                return tuple(str(n) for n in names)
+        except Exception:  # pragma: no cover - exotic envs
+            pass
+    action_set = getattr(base, "action_set", None)  # MinAtar: indices into n, l, u, r, d, f
+    if type(base).__module__.startswith("minatar") and action_set is not None and len(action_set) == num_actions:
+        return tuple(MINATAR_ACTIONS[int(a)] for a in action_set)
+    return tuple(str(i) for i in range(num_actions))
+
+
+#: MinAtar's full action list, in the order its ``action_set`` indexes it.
+MINATAR_ACTIONS = ("NOOP", "LEFT", "UP", "RIGHT", "DOWN", "FIRE")

@@ -18,18 +18,25 @@ or Q-values (``kind="q"``: the panel shows Q-values and the value is ``max_a Q``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
 import torch
 
-from ..episode.trace import distribution_of
 from ..errors import UsageError
-from .actions import ActionSpec, action_spec, policy_entropy, relative_entropy, sample_actions
+from .actions import (
+    MINATAR_ACTIONS,
+    ActionSpec,
+    action_names_for,
+    action_spec,
+    policy_entropy,
+    relative_entropy,
+    sample_actions,
+)
 from .cleanrl import cleanrl_module, cleanrl_num_actions, is_cleanrl_agent
 from .outputs import split_box_output, split_output
+from .policy_output import PolicyOutput
 from .rows import FORWARD_ROWS, PIXEL_FORWARD_ROWS, forward_rows_for
 
 __all__ = ["PolicyOutput", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "policy_entropy", "KINDS",
@@ -52,54 +59,6 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise UsageError(f"device={device!r} was asked for but CUDA is not available here; use device='auto' or 'cpu'.")
     return dev
-
-
-@dataclass(frozen=True)
-class PolicyOutput:
-    """What a policy says about a batch of B observations (numpy, on the CPU).
-
-    Discrete actions (``Discrete(A)``; ``nvec`` None):
-    logits: float32 [B, A]  -- action logits; for ``kind="q"`` the Q-values.
-    probs:  float32 [B, A]  -- softmax(logits); for ``kind="q"`` the greedy policy (one-hot argmax).
-
-    MultiDiscrete / MultiBinary (``nvec``: the parts' sizes, MultiBinary (2,)*n):
-    logits, probs: float32 [B, sum(nvec)], the softmax taken per part (a Bernoulli logit l is the pair (0, l)).
-
-    Box actions [D] (``mean`` not None; ``logits`` is ``mean`` and ``probs`` is [B, 0]):
-    mean:   float32 [B, D]  -- Gaussian mean (before tanh when ``squash``); a deterministic actor's action.
-    std:    float32 [B, D] or None -- Gaussian standard deviation; None for a deterministic actor.
-    squash: True for a tanh-squashed Gaussian (SAC): actions are ``low + (tanh(u) + 1) / 2 * (high - low)``.
-    low, high: float32 [D] action bounds (may be infinite) or None.
-
-    value:  float32 [B] or None -- V(s); for ``kind="q"`` max_a Q(s, a); None when the model has no value head.
-    kind:   "actor_critic" | "logits" | "q"
-    quantiles: float32 [B, N, A] or None -- a distributional Q-network's N quantiles per action (QR-DQN; logits
-            are their mean)
-    """
-
-    logits: np.ndarray
-    probs: np.ndarray
-    value: np.ndarray | None
-    kind: str
-    nvec: tuple | None = None
-    mean: np.ndarray | None = None
-    std: np.ndarray | None = None
-    squash: bool = False
-    low: np.ndarray | None = None
-    high: np.ndarray | None = None
-    quantiles: np.ndarray | None = None
-
-    @property
-    def dist(self) -> str:
-        """"categorical" | "multi_categorical" | "gaussian" | "deterministic" (see rlviz.episode.trace.DISTRIBUTIONS)."""
-        return distribution_of(self.mean, self.std, self.nvec)
-
-    @property
-    def entropy(self) -> np.ndarray:
-        """float32 [B]: relative entropy H / ln|A| (discrete; the mean over parts for MultiDiscrete), the Gaussian
-        differential entropy in nats summed over dimensions (of the pre-tanh Gaussian when squashed), NaN for a
-        deterministic actor."""
-        return policy_entropy(self.probs, self.nvec, self.mean, self.std)
 
 
 class Policy:
@@ -345,25 +304,4 @@ def check_action_space(space, num_actions: int | None = None) -> int:
     )
 
 
-def action_names_for(env, num_actions: int) -> Sequence[str]:
-    """``get_action_meanings()`` on ALE (looked up through wrappers), the action indices otherwise."""
-    base = getattr(env, "unwrapped", env)
-    getter = getattr(base, "get_action_meanings", None)
-    if callable(getter):
-        try:
-            names = list(getter())
-            if len(names) == num_actions:
-                return tuple(str(n) for n in names)
-        except Exception:  # pragma: no cover - exotic envs
-            pass
-    action_set = getattr(base, "action_set", None)  # MinAtar: indices into n, l, u, r, d, f
-    if type(base).__module__.startswith("minatar") and action_set is not None and len(action_set) == num_actions:
-        return tuple(MINATAR_ACTIONS[int(a)] for a in action_set)
-    return tuple(str(i) for i in range(num_actions))
-
-
-#: MinAtar's full action list, in the order its ``action_set`` indexes it.
-MINATAR_ACTIONS = ("NOOP", "LEFT", "UP", "RIGHT", "DOWN", "FIRE")
-
-
-__all__ += ["check_action_space", "action_names_for", "sample_actions", "split_box_output", "ActionSpec"]
+__all__ += ["check_action_space", "action_names_for", "MINATAR_ACTIONS", "sample_actions", "split_box_output", "ActionSpec"]

@@ -1,11 +1,14 @@
-"""Recording: the :class:`RecordEpisode` wrapper (a ``RecordVideo`` drop-in with internals) and :func:`run_episode`."""
+"""Recording: the :class:`RecordEpisode` wrapper (a ``RecordVideo`` drop-in with internals), :func:`run_episode`,
+and the torch-free core both recorders build on (:mod:`.frames`: :class:`EpisodeVideo`, :class:`RecordOptions`).
+Importing it loads no torch, matplotlib or ffmpeg."""
 
 from __future__ import annotations
 
 from ..episode.result import EpisodeResult
 from .episode import find_recorder, run_episode
+from .frames import EpisodeVideo, RecordOptions
 from .internals import Annotations, compute_internals, save_episode_data
 from .wrapper import RecordEpisode, RenderModeError, capped_cubic_video_schedule
 
-__all__ = ["Annotations", "find_recorder", "save_episode_data", "EpisodeResult", "RecordEpisode", "RenderModeError",
-           "capped_cubic_video_schedule", "compute_internals", "run_episode"]
+__all__ = ["Annotations", "EpisodeVideo", "RecordOptions", "find_recorder", "save_episode_data", "EpisodeResult",
+           "RecordEpisode", "RenderModeError", "capped_cubic_video_schedule", "compute_internals", "run_episode"]

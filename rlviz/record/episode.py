@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import numpy as np
 
-from ..agent.policy import Policy
 from ..episode.result import EpisodeResult
 from ..errors import UsageError
-from ..evaluate.rollout import replay_episode
 from .wrapper import RecordEpisode
+
+if TYPE_CHECKING:  # torch loads with the policy, not with the recorder
+    from ..agent.policy import Policy
 
 __all__ = ["run_episode", "find_recorder"]
 
@@ -49,6 +51,8 @@ def run_episode(
         raise UsageError("run_episode needs a policy: pass policy=..., or wrap env in RecordEpisode(..., policy=...).")
     if rng is not None and not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
+    from ..evaluate.rollout import replay_episode
+
     played = replay_episode(None, policy, seed, env=env, greedy=greedy, max_steps=max_steps, rng=rng)
     if recorder is None:
         return played

@@ -4,17 +4,20 @@ user's loop (one per step), or both (annotated numbers win); and the per-step ``
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from ..agent.actions import ActionSpec
 from ..agent.obs import FlatView, ObsAdapter, is_plain
-from ..agent.policy import Policy, PolicyOutput
-from ..agent.stepping import evaluate_episode
+from ..agent.policy_output import PolicyOutput
 from ..episode.trace import EpisodeInternals, EpisodeTrace, returns_to_go
 from ..errors import UsageError
 from ..media.atomic import atomic_path
+from .arrays import as_numpy
+
+if TYPE_CHECKING:  # torch is imported only when a policy is evaluated (annotations alone need none)
+    from ..agent.policy import Policy
 
 __all__ = ["Annotations", "compute_internals", "save_episode_data"]
 
@@ -47,9 +50,7 @@ class Annotations:
         for key, v in fields.items():
             if v is None:
                 continue
-            if hasattr(v, "detach"):  # a torch tensor, without importing torch here
-                v = v.detach().cpu().numpy()
-            arr = np.asarray(v, dtype=np.float32).reshape(-1)
+            arr = as_numpy(v, np.float32).reshape(-1)  # torch tensors on any device, without importing torch
             want = sizes.get(key, (1,))
             if arr.size not in want:
                 what = "one number per step, e.g. annotate(q_taken=float(q[a]))" if key not in _NAMED else (
@@ -149,7 +150,11 @@ def compute_internals(
     obs: Any = trace.observations
     if policy is not None and observation_space is not None and not is_plain(observation_space):
         obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
-    out = evaluate_episode(policy, obs, trace.action_masks) if policy is not None else None
+    out = None
+    if policy is not None:
+        from ..agent.stepping import evaluate_episode
+
+        out = evaluate_episode(policy, obs, trace.action_masks)
     ann = None
     if annotations and any(k in annotations.rows for k in ("logits", "mean")):
         if spec is None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..agent.policy import action_names_for
+from ..agent.actions import action_names_for
 from ..errors import EnvError, UsageError
 
 __all__ = ["RenderModeError", "capped_cubic_video_schedule", "action_labels", "probe_callable"]

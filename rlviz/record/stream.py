@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from ..media.video import VideoWriter
@@ -54,6 +53,8 @@ class FrameStream:
             y0 = self._hw[0]
             buf[y0 : y0 + STRIP_HEIGHT] = _BG
             text = f"step {step}   reward {reward:+.3g}   return {ret:.5g}"
+            import cv2  # only for the strip: cv2 costs an import a training process may never need
+
             cv2.putText(buf, text, (4, y0 + STRIP_HEIGHT - 6), cv2.FONT_HERSHEY_SIMPLEX, 0.4, _TEXT, 1, cv2.LINE_AA)
         self._writer.write(buf)
         self.frames += 1

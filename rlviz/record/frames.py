@@ -1,0 +1,283 @@
+"""One env's episode as a video, fed step by step: the torch-free core of the recorders.
+
+:class:`~rlviz.record.RecordEpisode` (one gymnasium env) and ``RecordVectorEpisode`` (sub-envs of a vector env)
+both record through :class:`EpisodeVideo`; nothing here imports torch, matplotlib or ffmpeg before a video's
+first frame (``media.VideoWriter`` starts ffmpeg then), and torch only when ``finish`` is given a policy.
+
+API (stable)
+------------
+``RecordOptions``: a frozen dataclass of how videos look and what is kept (see its docstring); the recorders
+take one as ``options=``.
+
+``EpisodeVideo(path, fps, spec, options=None, *, action_names=None, env_id="", episode_id=0, seed=None,
+panels=None, with_observations=False)``: one MP4 at ``path`` (``.mp4``) of one env's episode; ``spec`` is the
+env's :class:`~rlviz.agent.actions.ActionSpec` (``action_spec(env.action_space)``). Feed it in order:
+
+* ``start(frame, obs=None, lives=-1, masks=None)``: frame 0, the reset's (uint8 [H, W, 3]; any render output
+  goes through ``envs.to_rgb_frame`` first);
+* ``annotate(**fields) -> bool``: the loop's numbers for the step about to be taken: ``logits`` [A] (Box:
+  ``mean``, ``std`` or ``log_std`` [D]), ``value``, and scalars of your own, each any array-like (a torch tensor
+  on any device is read through its own ``detach().cpu()``, never importing torch). False when the video
+  records frames only (nothing is kept then);
+* ``step(frame, reward, action=None, obs=None, lives=-1, masks=None, *, step=None, ret=None)``: after each env
+  step, the frame it rendered (None: not captured; a panel video repeats the previous one). ``action`` is
+  needed by panel videos; ``step``/``ret`` label the strip (default: this video's own count and return);
+* ``add_frame(frame)``: one more frame in a frames-only video (a ``render()`` collection), no step;
+* ``finish(terminated=False, truncated=False, policy=None, observation_space=None) -> Path | None``: writes
+  the video (and, for a panel video with ``options.save_data``, its per-step numbers at
+  ``path.with_suffix(".npz")``: :func:`~rlviz.record.internals.save_episode_data`, the annotated values under
+  their names, extras as ``extra_<name>``); None when no frame came (no file). ``policy`` computes the panels'
+  numbers from the spooled observations (annotated numbers win where both exist);
+* ``abort()``: stops without a file.
+
+Attributes: ``mode`` ("pending" | "stream" | "panels" | None once finished), ``steps`` (steps fed), ``frames``
+(frames fed), ``episode_return``, ``internals`` (after ``finish`` of a panel video: its
+:class:`~rlviz.episode.trace.EpisodeInternals` without saliency maps, else None), ``path``.
+
+Frames per video: one from ``start`` and one per ``step``, so T + 1 for a whole T-step episode (a video begun by
+``step`` alone, e.g. from a step trigger, has T). ``panels=False``: frames go straight to the encoder (padded to
+multiples of 16, nothing held); ``panels=True``: frames (and observations when ``with_observations``) are spooled
+to disk and the panels drawn by ``finish``; ``panels=None``: decided at the first ``step``: panels when
+``annotate`` was called before it, frames only otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..agent.actions import ActionSpec
+from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool
+from ..errors import UsageError
+from .internals import Annotations
+from .stream import FrameStream
+
+if TYPE_CHECKING:
+    from ..draw.compose import ComposeOptions
+
+__all__ = ["EpisodeVideo", "RecordOptions"]
+
+
+@dataclass(frozen=True)
+class RecordOptions:
+    """How recorded videos look and what is kept beside them (one object for every recorder).
+
+    strip: frames-only videos: a thin strip under the game with the step, the reward and the return so far.
+    gamma: discount of the return-to-go drawn beside the value trace.
+    saliency: None, "gradient", "smoothgrad" or "perturbation" (needs a policy; computed per episode in batches).
+    saliency_target: "action" (the chosen action's logit), "logprob", "value" or an action index.
+    compose_options: a :class:`rlviz.draw.ComposeOptions` (panel sizes, minimum video length...).
+    preset, crf: libx264's speed preset and quality (lower crf: better, larger).
+    save_data: panel videos also write their per-step numbers as ``.npz`` beside the ``.mp4``.
+    spool_dir: where an episode's frames and observations wait on disk (default: the system temp folder).
+    action_names: labels of the action bars (default: ALE's / MinAtar's names, else the indices).
+    squash: Box actions: the policy is a tanh-squashed Gaussian (SAC), drawn in action units.
+    """
+
+    strip: bool = False
+    gamma: float = 0.99
+    saliency: str | None = None
+    saliency_target: str | int = "action"
+    compose_options: ComposeOptions | None = None
+    preset: str = "veryfast"
+    crf: int = 23
+    save_data: bool = True
+    spool_dir: str | os.PathLike[str] | None = None
+    action_names: tuple[str, ...] | None = None
+    squash: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= float(self.gamma) <= 1.0:
+            raise UsageError(f"gamma={self.gamma} is outside [0, 1].")
+        if not 0 <= int(self.crf) <= 51:
+            raise UsageError(f"crf={self.crf}; libx264 takes 0 (lossless) to 51.")
+        if self.action_names is not None and not isinstance(self.action_names, tuple):
+            object.__setattr__(self, "action_names", tuple(str(n) for n in self.action_names))
+
+
+class EpisodeVideo:
+    """One video of one env's episode (see the module docstring for the API and the frame count)."""
+
+    def __init__(self, path: str | os.PathLike[str], fps: float, spec: ActionSpec, options: RecordOptions | None = None,
+                 *, action_names: tuple[str, ...] | None = None, env_id: str = "", episode_id: int = 0,
+                 seed: int | None = None, panels: bool | None = None, with_observations: bool = False) -> None:
+        self.path = Path(path)
+        self.fps, self.spec = float(fps), spec
+        self.options = options or RecordOptions()
+        self.action_names = tuple(action_names if action_names is not None else spec.names())
+        self.env_id, self.episode_id, self.seed = env_id, int(episode_id), seed
+        self.with_observations = bool(with_observations)
+        self.mode: str | None = {None: "pending", True: "panels", False: "stream"}[panels]
+        self.steps = self.frames = 0
+        self.episode_return = 0.0
+        self.internals: EpisodeInternals | None = None
+        self._annotations = Annotations(spec)
+        self._stream: FrameStream | None = None
+        self._first: tuple[Any, Any, int, Any] | None = None  # start()'s frame while the mode is pending
+        self._rec: dict[str, Any] | None = None
+        self._step0 = 0  # steps fed before frame 0 (a panel video begun by step())
+
+    # -- feeding --------------------------------------------------------------------------------
+    def start(self, frame: Any, obs: Any = None, lives: int = -1, masks: Any = None) -> None:
+        """Frame 0: what the env shows after its reset."""
+        if self.frames or self.steps:
+            raise UsageError(f"EpisodeVideo.start() after {self.frames} frames; start() gives frame 0 only.")
+        if self.mode == "pending":
+            self._first = (frame, obs, lives, masks)
+        elif self.mode == "panels":
+            self._open_spool(frame, obs, lives, masks)
+        elif self.mode == "stream":
+            self._stream_write(frame, 0.0)
+        self.frames += 1
+
+    def annotate(self, **fields: Any) -> bool:
+        """The loop's numbers for the coming step; False (and nothing kept) when this video records frames only."""
+        if self.mode not in ("pending", "panels"):
+            return False
+        self._annotations.add(self.steps - self._step0, fields)
+        return True
+
+    def step(self, frame: Any, reward: float, action: Any = None, obs: Any = None, lives: int = -1, masks: Any = None,
+             *, step: int | None = None, ret: float | None = None) -> None:
+        """One env step and the frame rendered after it."""
+        if self.mode is None:
+            raise UsageError(f"EpisodeVideo.step() after finish() of {self.path.name}.")
+        if self.mode == "pending":
+            self._decide()
+        self.steps += 1
+        self.episode_return += float(reward)
+        if self.mode == "stream":
+            self._stream_write(frame, float(reward), self.steps if step is None else step,
+                               self.episode_return if ret is None else ret)
+            self.frames += frame is not None
+            return
+        if action is None:
+            raise UsageError("EpisodeVideo.step(action=None) in a video with panels; pass the action the env took.")
+        if self._rec is None:  # a panel video begun without start(): this step's frame is its frame 0
+            if frame is not None:
+                self._open_spool(frame, obs, lives, masks)
+                self._step0 = self.steps
+                self.frames += 1
+            return
+        rec = self._rec
+        rec["frames"].append(frame if frame is not None else rec["frames"].view()[-1])
+        if rec["obs"] is not None:
+            rec["obs"].append(obs)
+        rec["actions"].extend(np.asarray(action, dtype=np.float64).reshape(-1).tolist())
+        rec["rewards"].append(float(reward))
+        rec["lives"].append(int(lives))
+        if masks is not None:
+            rec["masks"].append(np.asarray(masks, dtype=bool))
+        self.frames += 1
+
+    def add_frame(self, frame: Any) -> None:
+        """A frame between steps (gymnasium's ``render()`` collections): frames-only videos keep it, no step."""
+        if self.mode == "stream":
+            self._stream_write(frame, 0.0, self.steps, self.episode_return)
+            self.frames += 1
+
+    # -- ending ---------------------------------------------------------------------------------
+    def finish(self, terminated: bool = False, truncated: bool = False, policy: Any = None,
+               observation_space: Any = None) -> Path | None:
+        """Write the video (see the module docstring); the path, or None when it has no frame."""
+        if self.mode == "pending":
+            if self._first is None:
+                self.mode = None
+                return None
+            self._decide(panels=bool(self._annotations) or policy is not None)
+        if self.mode == "stream":
+            self.mode = None
+            stream, self._stream = self._stream, None
+            return stream.close() if stream is not None else None
+        rec, self._rec, self.mode = self._rec, None, None
+        if rec is None:
+            return None
+        try:
+            trace = self._trace(rec, terminated, truncated)
+            self.internals = self._write(trace, policy, observation_space)
+        finally:
+            for spool in (rec["frames"], rec["obs"]):
+                if spool is not None:
+                    spool.close()
+        return self.path
+
+    def abort(self) -> None:
+        """Stop without writing a file."""
+        stream, rec, self._stream, self._rec, self.mode = self._stream, self._rec, None, None, None
+        if stream is not None:
+            stream.abort()
+        for spool in (rec or {}).values():
+            if isinstance(spool, Spool) or hasattr(spool, "close"):
+                spool.close()
+
+    # -- inside ---------------------------------------------------------------------------------
+    def _decide(self, panels: bool | None = None) -> None:
+        """Pending -> panels (annotated before the first step) or frames only."""
+        panels = bool(self._annotations) if panels is None else panels
+        first, self._first = self._first, None
+        self.mode = "panels" if panels else "stream"
+        if first is None:
+            return
+        frame, obs, lives, masks = first
+        if panels:
+            self._open_spool(frame, obs, lives, masks)
+        else:
+            self._stream_write(frame, 0.0)
+
+    def _stream_write(self, frame: Any, reward: float, step: int = 0, ret: float = 0.0) -> None:
+        if frame is None:
+            return
+        if self._stream is None:
+            opt = self.options
+            self._stream = FrameStream(self.path, self.fps, opt.preset, opt.crf, opt.strip)
+        self._stream.write(frame, step, reward, ret)
+
+    def _open_spool(self, frame: Any, obs: Any, lives: int, masks: Any) -> None:
+        where = self.options.spool_dir
+        keep_obs = self.with_observations and obs is not None
+        frames = Spool(np.shape(frame), np.uint8, dir=where, name="frames")
+        self._rec = {"frames": frames, "obs": make_spool(obs, dir=where, name="obs") if keep_obs else None,
+                     "actions": array("d"), "rewards": array("d"), "lives": array("l", [int(lives)]), "masks": []}
+        frames.append(frame)
+        if keep_obs:
+            self._rec["obs"].append(obs)
+        if masks is not None:
+            self._rec["masks"].append(np.asarray(masks, dtype=bool))
+
+    def _trace(self, rec: dict[str, Any], terminated: bool, truncated: bool) -> EpisodeTrace:
+        spec = self.spec
+        steps = len(rec["rewards"])
+        lives = np.asarray(rec["lives"], dtype=np.int32)
+        frames = rec["frames"].view()
+        obs = rec["obs"].view() if rec["obs"] is not None else np.zeros((len(frames), 0), np.float32)
+        actions = np.asarray(rec["actions"]).reshape((steps,) + tuple(spec.shape))
+        masks = rec["masks"]
+        return EpisodeTrace(
+            frames=frames, observations=obs, actions=actions.astype(np.float32 if spec.continuous else np.int64),
+            rewards=np.asarray(rec["rewards"], dtype=np.float32), lives=None if (lives < 0).all() else lives,
+            terminated=bool(terminated), truncated=bool(truncated), action_names=self.action_names,
+            episode_id=self.episode_id, seed=self.seed, fps=self.fps, env_id=self.env_id,
+            action_masks=np.stack(masks) if masks and len(masks) == len(frames) else None,
+        )
+
+    def _write(self, trace: EpisodeTrace, policy: Any, observation_space: Any) -> EpisodeInternals:
+        from ..draw.compose import ComposeOptions
+        from ..draw.video import video_timing, write_episode_video
+        from .internals import compute_internals, save_episode_data
+
+        opt = self.options
+        if policy is not None and not self.with_observations:
+            raise UsageError("EpisodeVideo.finish(policy=...) needs the observations: make it with_observations=True.")
+        internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target, self._annotations,
+                                      self.spec, observation_space=observation_space)
+        compose = opt.compose_options or ComposeOptions()
+        write_episode_video(trace, internals, self.path, options=compose, fps=self.fps, preset=opt.preset, crf=opt.crf)
+        if opt.save_data:
+            rate, _ = video_timing(trace.num_steps + 1, self.fps, compose.min_seconds)
+            save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=rate)
+        return replace(internals, saliency=None)

@@ -1,0 +1,154 @@
+"""The torch-free recording core (``rlviz.record.frames.EpisodeVideo``) and how light the recorder is in a training
+process: importing it, and recording frames and annotated numbers without a policy, load no torch, matplotlib
+or ffmpeg wrapper before they are needed (checked in fresh interpreters)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+from rlviz.agent.actions import action_spec
+from rlviz.envs import to_rgb_frame
+from rlviz.errors import UsageError
+from rlviz.media import probe_video, read_video
+from rlviz.record.arrays import as_numpy
+from rlviz.record.frames import EpisodeVideo, RecordOptions
+
+HEAVY = ("torch", "matplotlib", "imageio_ffmpeg")
+
+
+def play(video: EpisodeVideo, steps: int, annotate: bool, seed: int = 0):
+    """CartPole for ``steps`` steps (or to its end) into ``video``; the frames given, the actions taken."""
+    env = gym.make("CartPole-v1", render_mode="rgb_array")
+    env.reset(seed=seed)
+    frames = [to_rgb_frame(env.render())]
+    video.start(frames[0])
+    actions, done = [], False
+    t = 0
+    while t < steps and not done:
+        if annotate:
+            logits = torch.tensor([0.1 * t, -0.1 * t], requires_grad=True) * 2  # a tensor with grad, as a loop has
+            video.annotate(logits=logits, value=torch.tensor(0.5 * t), q=np.float64(t))
+        a = t % 2
+        _, r, term, trunc, _ = env.step(a)
+        done = term or trunc
+        frames.append(to_rgb_frame(env.render()))
+        video.step(frames[-1], float(r), a)
+        actions.append(a)
+        t += 1
+    env.close()
+    return frames, actions
+
+
+def test_frames_only_video_has_one_frame_per_step_plus_the_reset_frame(tmp_path):
+    env = gym.make("CartPole-v1")
+    video = EpisodeVideo(tmp_path / "v.mp4", 50, action_spec(env.action_space), panels=False)
+    frames, _ = play(video, 12, annotate=False)
+    assert video.annotate(value=1.0) is False  # frames only: annotations are not kept
+    path = video.finish()
+    assert path == tmp_path / "v.mp4" and not (tmp_path / "v.npz").exists()
+    info = probe_video(path)
+    assert info.num_frames == len(frames) == 13 and (info.width, info.height) == (608, 400)  # 600 padded to 16
+    for got, want in zip(read_video(path), frames):
+        assert np.abs(got[:400, :600].astype(int) - want).mean() < 3.0  # H.264, not bit-exact
+
+
+def test_annotations_from_tensors_make_a_panel_video_and_npz_of_exactly_those_numbers(tmp_path):
+    env = gym.make("CartPole-v1")
+    video = EpisodeVideo(tmp_path / "a.mp4", 50, action_spec(env.action_space), RecordOptions(gamma=0.9))
+    assert video.mode == "pending"
+    frames, actions = play(video, 8, annotate=True)
+    assert video.mode == "panels"
+    path = video.finish(truncated=True)
+    data = np.load(path.with_suffix(".npz"))
+    want = np.array([[0.2 * t, -0.2 * t] for t in range(8)] + [[0.2 * 7, -0.2 * 7]], np.float32)
+    np.testing.assert_allclose(data["logits"], want, rtol=1e-6)
+    np.testing.assert_allclose(data["value"], [0.5 * t for t in range(8)] + [3.5], rtol=1e-6)
+    np.testing.assert_array_equal(data["extra_q"], list(range(8)) + [7])
+    np.testing.assert_array_equal(data["actions"], actions)
+    assert bool(data["truncated"]) and probe_video(path).num_frames == len(frames) == 9
+    assert video.internals is not None and video.internals.gamma == 0.9
+
+
+def test_a_video_fed_nothing_writes_nothing_and_abort_leaves_no_file(tmp_path):
+    spec = action_spec(gym.spaces.Discrete(2))
+    assert EpisodeVideo(tmp_path / "none.mp4", 30, spec).finish() is None
+    video = EpisodeVideo(tmp_path / "cut.mp4", 30, spec, panels=False)
+    video.start(np.zeros((32, 32, 3), np.uint8))
+    video.abort()
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(UsageError, match="action"):
+        panel = EpisodeVideo(tmp_path / "p.mp4", 30, spec, panels=True)
+        panel.start(np.zeros((32, 32, 3), np.uint8))
+        panel.step(np.zeros((32, 32, 3), np.uint8), 1.0)  # a panel video needs the action taken
+
+
+def test_as_numpy_reads_tensors_of_any_dtype_and_lookalikes_without_torch():
+    t = torch.linspace(0, 1, 5, requires_grad=True)
+    np.testing.assert_array_equal(as_numpy(t * 1), np.linspace(0, 1, 5, dtype=np.float32))
+    bf = torch.tensor([1.5, -2.0], dtype=torch.bfloat16)  # numpy has no bfloat16: widened first
+    np.testing.assert_array_equal(as_numpy(bf, np.float32), [1.5, -2.0])
+
+    class DeviceTensor:  # what as_numpy relies on: detach() and cpu() (a CUDA tensor's way to the host)
+        calls: list[str] = []
+
+        def detach(self):
+            self.calls.append("detach")
+            return self
+
+        def cpu(self):
+            self.calls.append("cpu")
+            return np.array([3.0, 4.0])
+
+    np.testing.assert_array_equal(as_numpy(DeviceTensor()), [3.0, 4.0])
+    assert DeviceTensor.calls == ["detach", "cpu"]
+
+
+def _fresh(code: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_recorder_loads_no_torch_matplotlib_or_ffmpeg(tmp_path):
+    got = _fresh(f"""
+        import importlib.util, json, sys
+        from rlviz import RecordEpisode
+        names = ["RecordEpisode"]
+        if importlib.util.find_spec("rlviz.record.vector") is not None:
+            from rlviz import RecordVectorEpisode
+            names.append("RecordVectorEpisode")
+        print(json.dumps({{"names": names, "loaded": [m for m in {HEAVY!r} if m in sys.modules]}}))
+    """)
+    assert got["loaded"] == [], got
+
+
+def test_recording_frames_and_annotations_without_a_policy_never_imports_torch(tmp_path):
+    got = _fresh(f"""
+        import json, sys
+        import gymnasium as gym
+        import numpy as np
+        from rlviz import RecordEpisode
+        env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), {str(tmp_path)!r},
+                            episode_trigger=lambda k: True)
+        before = [m for m in {HEAVY!r} if m in sys.modules]
+        for ep in range(2):
+            env.reset(seed=ep)
+            for t in range(6):
+                if ep == 1:
+                    env.annotate(logits=np.array([0.1 * t, -0.1 * t]), value=float(t))
+                env.step(t % 2)
+        env.close()
+        print(json.dumps({{"before": before, "after": [m for m in {HEAVY!r} if m in sys.modules]}}))
+    """)
+    assert got["before"] == []  # nothing heavy until the first video starts
+    assert "torch" not in got["after"] and "matplotlib" not in got["after"], got
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4",
+                                                          "rl-video-episode-1.npz"]
