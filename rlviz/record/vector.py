@@ -159,10 +159,6 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
                 if hasattr(envs, name):
                     setattr(self, name, getattr(envs, name))
         self._reader = FrameReader(envs)
-        mode = self._reader.render_mode()
-        if mode not in ("rgb_array", "rgb_array_list"):
-            raise RenderModeError(f"RecordVectorEpisode needs frames, but the sub-envs' render_mode is {mode!r}. "
-                                  "Make them with render_mode='rgb_array', e.g. gym.make(env_id, render_mode='rgb_array').")
         n = int(envs.num_envs)
         self.grid = isinstance(envs_to_record, str)
         if self.grid and envs_to_record != "grid":
@@ -170,6 +166,11 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         indices = tuple(range(n)) if self.grid else tuple(int(i) for i in envs_to_record)  # type: ignore[union-attr]
         if not indices or any(not 0 <= i < n for i in indices) or len(set(indices)) != len(indices):
             raise UsageError(f"envs_to_record={envs_to_record!r}; expected distinct sub-env indices in 0..{n - 1}.")
+        bad = {i: m for i, m in zip(indices, self._reader.render_modes(indices)) if m != "rgb_array"}
+        if bad:
+            raise RenderModeError(f"RecordVectorEpisode needs frames, but sub-envs {sorted(bad)} have render_mode "
+                                  f"{sorted(set(map(str, bad.values())))}. Make the recorded sub-envs with render_mode="
+                                  "'rgb_array', e.g. gym.make(env_id, render_mode='rgb_array').")
         if re.search(r"[\\/]", name_prefix):
             raise UsageError(f"name_prefix={name_prefix!r} must be a file name prefix, not a path.")
         if int(video_length) < 0:

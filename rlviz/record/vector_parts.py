@@ -12,6 +12,7 @@ import numpy as np
 
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
+from .arrays import as_numpy
 
 __all__ = ["NEXT_STEP", "SAME_STEP", "DISABLED", "autoreset_mode", "FrameReader", "env_rows", "obs_row",
            "final_obs_row", "tile_frames", "grid_shape", "VideoSinks"]
@@ -55,11 +56,10 @@ class FrameReader:
             target = target.env
         return tuple(target.call(name))
 
-    def render_mode(self) -> Any:
-        if self._subs is not None:
-            return self._subs[0].render_mode
-        mode = getattr(getattr(self._envs, "unwrapped", self._envs), "render_mode", None)
-        return mode if mode is not None else self.call("render_mode")[0]
+    def render_modes(self, indices: Any) -> list[Any]:
+        """The render modes of sub-envs ``indices`` (CleanRL makes only sub-env 0 with ``rgb_array``)."""
+        modes = [e.render_mode for e in self._subs] if self._subs is not None else list(self.call("render_mode"))
+        return [modes[i] for i in indices]
 
     def frames(self, indices: Any) -> dict[int, np.ndarray]:
         """uint8 [H, W, 3] RGB per sub-env index (the index order of ``indices``)."""
@@ -76,18 +76,11 @@ class FrameReader:
 
 
 def _as_array(value: Any, rows: list[int]) -> np.ndarray:
-    """Rows ``rows`` of ``value`` as numpy: a torch tensor (any device) is indexed where it lives, then only those
-    rows are copied to the host through its own ``detach().cpu()`` (torch is never imported here)."""
-    if hasattr(value, "detach") and hasattr(value, "cpu"):
-        value = value.detach()
-        if getattr(value, "ndim", 0) == 0:
-            return np.asarray(value.cpu().float().numpy())
-        part = value[rows].cpu()
-        try:
-            return np.asarray(part.numpy())
-        except TypeError:  # bfloat16 and other dtypes numpy lacks
-            return np.asarray(part.float().numpy())
-    arr = np.asarray(value)
+    """Rows ``rows`` of ``value`` as numpy: a torch tensor (any device) is indexed where it lives and only those rows
+    are copied to the host (:func:`~rlviz.record.arrays.as_numpy`; torch is never imported here)."""
+    if hasattr(value, "detach") and getattr(value, "ndim", 0) > 0:
+        return as_numpy(value.detach()[rows])
+    arr = as_numpy(value)
     return arr if arr.ndim == 0 else arr[rows]
 
 
