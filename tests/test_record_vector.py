@@ -310,3 +310,52 @@ def test_errors(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         rec.close()
+
+
+def test_videos_go_to_tensorboard_at_their_env_step(tmp_path):
+    pytest.importorskip("tensorboard")
+    from conftest import tb_accumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    writer = SummaryWriter(str(tmp_path / "runs"))
+    envs = make_vec(2)
+    rec = RecordVectorEpisode(envs, tmp_path / "videos", episode_trigger=lambda k: k in (0, 2), sinks=writer)
+    rec.reset(seed=0)
+    ends = []
+    for _ in range(40):
+        out = rec.step(np.array([0, 1]))
+        if out[2][0] or out[3][0]:
+            ends.append(rec.step_id * 2)
+    rec.close()
+    writer.close()
+    acc = tb_accumulator(tmp_path / "runs")
+    steps = [e.step for e in acc.Images("videos/env-0")]
+    assert steps == [ends[0], ends[2]] and len(rec.recorded) == 2
+
+
+def test_videos_go_to_the_active_wandb_run(tmp_path, wandb_offline, no_network):
+    import glob
+    from pathlib import Path
+
+    import wandb
+    from conftest import wandb_flushed, wandb_items, wandb_records
+
+    run = wandb.init(project="rlviz-test", dir=str(wandb_offline))
+    envs = make_vec(2)
+    rec = RecordVectorEpisode(envs, tmp_path / "videos", envs_to_record=(1,), episode_trigger=lambda k: k == 1)
+    rec.reset(seed=0)
+    ends = []
+    for _ in range(25):
+        out = rec.step(np.array([1, 1]))
+        if out[2][1] or out[3][1]:
+            ends.append(rec.step_id * 2)
+    rec.close()
+    run.finish()
+    wandb_flushed()
+    (video,) = rec.recorded
+    (log,) = Path(glob.glob(str(wandb_offline / "wandb" / "offline-run-*"))[0]).glob("run-*.wandb")
+    rows = [wandb_items(r.history.item) for r in wandb_records(log) if r.WhichOneof("record_type") == "history"]
+    logged = [row for row in rows if ("videos/env-1", "_type") in row]
+    assert len(logged) == 1 and logged[0][("videos/env-1", "_type")] == "video-file"
+    assert logged[0][("global_step",)] == ends[1]
+    assert not no_network[0]
