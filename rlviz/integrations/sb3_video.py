@@ -58,7 +58,7 @@ class FramesWritten:
         return f"<{self.count} frames written>"
 
 
-class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[misc, name-defined]
+class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
     """Record a Stable-Baselines3 VecEnv to MP4 (``VecVideoRecorder``'s arguments; see the module docstring).
 
     Args:

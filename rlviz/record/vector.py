@@ -30,81 +30,37 @@ import math
 import re
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from ..agent.actions import action_spec
 from ..errors import UsageError
-from .frames import EpisodeVideo, RecordOptions
+from .frames import RecordOptions
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
 from .stream import FrameStream
-from .vector_parts import (DISABLED, SAME_STEP, FrameReader, VideoSinks, autoreset_mode, env_rows, final_obs_row,
-                           obs_row, tile_frames)
-
-if TYPE_CHECKING:
-    from ..episode.trace import EpisodeInternals, EpisodeTrace
+from .vector_parts import (
+    DISABLED,
+    SAME_STEP,
+    FrameReader,
+    RecordedVideo,
+    SubEnvVideo,
+    VideoSinks,
+    autoreset_mode,
+    env_rows,
+    final_obs_row,
+    obs_row,
+    tile_frames,
+)
 
 __all__ = ["RecordVectorEpisode", "RecordedVideo", "GRID_VIDEO_LENGTH", "GRID_STEP_EVERY"]
 
-_Base: Any = getattr(gym.vector, "VectorWrapper", None) or gym.vector.VectorEnvWrapper
+_Base: Any = getattr(gym.vector, "VectorWrapper", None) or gym.vector.VectorEnvWrapper  # type: ignore[attr-defined]  # 1.x, 0.29
 
 #: ``envs_to_record="grid"`` defaults: a video every GRID_STEP_EVERY steps, GRID_VIDEO_LENGTH frames long.
 GRID_STEP_EVERY, GRID_VIDEO_LENGTH = 10_000, 200
-
-
-@dataclass(frozen=True)
-class RecordedVideo:
-    """One finished video: ``path`` (.mp4), the sub-env (``env_index``, -1 for the grid), its ``episode_id`` (-1 for
-    step-triggered videos), ``start_step`` (``step()`` calls before its first frame), ``steps`` and ``frames``
-    in it, the return over those steps, and how the episode ended (both False when cut by the trigger,
-    ``video_length``, a ``reset()`` or ``close()``). ``internals``: the panels' numbers, or None."""
-
-    path: Path
-    env_index: int
-    episode_id: int
-    start_step: int
-    steps: int
-    frames: int
-    episode_return: float
-    terminated: bool
-    truncated: bool
-    internals: EpisodeInternals | None = None
-
-
-class _SubEnvVideo(EpisodeVideo):
-    """An EpisodeVideo whose last step may have no frame (same-step autoreset): its panel video then has T frames."""
-
-    drop_last = False
-
-    def _write(self, trace: EpisodeTrace, policy: Any, observation_space: Any) -> EpisodeInternals:
-        with warnings.catch_warnings():  # steps without logits (annotate(value=...) alone) have NaN probabilities
-            warnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
-            if not self.drop_last:
-                return super()._write(trace, policy, observation_space)
-            return self._write_without_last(trace, policy, observation_space)
-
-    def _write_without_last(self, trace: EpisodeTrace, policy: Any, observation_space: Any) -> EpisodeInternals:
-        from dataclasses import replace
-
-        from ..draw.compose import ComposeOptions, Compositor
-        from ..media.video import VideoWriter
-        from .internals import compute_internals, save_episode_data
-
-        opt = self.options
-        internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target, self._annotations,
-                                      self.spec, observation_space=observation_space)
-        comp = Compositor(trace, internals, opt.compose_options or ComposeOptions())
-        buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
-        with VideoWriter(self.path, self.fps, comp.size, preset=opt.preset, crf=opt.crf) as writer:
-            for t in range(comp.T):  # frame T (after the terminal step) was never rendered
-                writer.write(comp.render(t, out=buf))
-        if opt.save_data:
-            save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=self.fps)
-        return replace(internals, saliency=None)
 
 
 class RecordVectorEpisode(_Base):  # type: ignore[misc]
@@ -163,7 +119,7 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         self.grid = isinstance(envs_to_record, str)
         if self.grid and envs_to_record != "grid":
             raise UsageError(f"envs_to_record={envs_to_record!r}; expected sub-env indices such as (0,) or 'grid'.")
-        indices = tuple(range(n)) if self.grid else tuple(int(i) for i in envs_to_record)  # type: ignore[union-attr]
+        indices = tuple(range(n)) if self.grid else tuple(int(i) for i in envs_to_record)
         if not indices or any(not 0 <= i < n for i in indices) or len(set(indices)) != len(indices):
             raise UsageError(f"envs_to_record={envs_to_record!r}; expected distinct sub-env indices in 0..{n - 1}.")
         bad = {i: m for i, m in zip(indices, self._reader.render_modes(indices)) if m != "rgb_array"}
@@ -207,7 +163,7 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         self.step_id = 0
         self.recorded: list[RecordedVideo] = []
         self._episode = dict.fromkeys(indices, -1)
-        self._video: dict[int, _SubEnvVideo | None] = dict.fromkeys(indices)
+        self._video: dict[int, SubEnvVideo | None] = dict.fromkeys(indices)
         self._meta: dict[int, tuple[int, int]] = {}  # env -> (episode id, start step) of its video
         self._autoreset_next: set[int] = set()  # NEXT_STEP: sub-envs whose coming step() is their reset
         self._grid: FrameStream | None = None
@@ -302,8 +258,8 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
     def _wants(self, episode_id: int) -> bool:
         return self.episode_trigger is not None and bool(self.episode_trigger(episode_id))
 
-    def _new_video(self, i: int, name: str, episode_id: int) -> _SubEnvVideo:
-        video = _SubEnvVideo(self.video_folder / f"{name}.mp4", self.fps, self._spec, self.options,
+    def _new_video(self, i: int, name: str, episode_id: int) -> SubEnvVideo:
+        video = SubEnvVideo(self.video_folder / f"{name}.mp4", self.fps, self._spec, self.options,
                              action_names=self._action_names, env_id=self.env_id, episode_id=max(episode_id, 0),
                              panels=True if self.policy is not None else None,
                              with_observations=self.policy is not None)

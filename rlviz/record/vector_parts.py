@@ -1,20 +1,28 @@
 """What :class:`~rlviz.record.vector.RecordVectorEpisode` needs from a gymnasium vector env, across versions: its
 autoreset mode, the frames of chosen sub-envs, one env's row of a batched observation or annotation, the grid of
-all sub-envs' frames, and the sinks finished videos are logged to. Nothing here imports torch."""
+all sub-envs' frames, the sinks finished videos are logged to, and what a finished video was
+(:class:`RecordedVideo`). Nothing here imports torch."""
 
 from __future__ import annotations
 
 import math
 import sys
-from typing import Any
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from .arrays import as_numpy
+from .frames import EpisodeVideo
 
-__all__ = ["NEXT_STEP", "SAME_STEP", "DISABLED", "autoreset_mode", "FrameReader", "env_rows", "obs_row",
+if TYPE_CHECKING:
+    from ..episode.trace import EpisodeInternals, EpisodeTrace
+
+__all__ = ["RecordedVideo", "SubEnvVideo", "NEXT_STEP", "SAME_STEP", "DISABLED", "autoreset_mode", "FrameReader", "env_rows", "obs_row",
            "final_obs_row", "tile_frames", "grid_shape", "VideoSinks"]
 
 NEXT_STEP, SAME_STEP, DISABLED = "next_step", "same_step", "disabled"
@@ -190,3 +198,54 @@ class VideoSinks:
     def close(self) -> None:
         for sink in self._sinks or []:
             sink.flush()
+
+
+@dataclass(frozen=True)
+class RecordedVideo:
+    """One finished video: ``path`` (.mp4), the sub-env (``env_index``, -1 for the grid), its ``episode_id`` (-1 for
+    step-triggered videos), ``start_step`` (``step()`` calls before its first frame), ``steps`` and ``frames``
+    in it, the return over those steps, and how the episode ended (both False when cut by the trigger,
+    ``video_length``, a ``reset()`` or ``close()``). ``internals``: the panels' numbers, or None."""
+
+    path: Path
+    env_index: int
+    episode_id: int
+    start_step: int
+    steps: int
+    frames: int
+    episode_return: float
+    terminated: bool
+    truncated: bool
+    internals: EpisodeInternals | None = None
+
+
+class SubEnvVideo(EpisodeVideo):
+    """An EpisodeVideo whose last step may have no frame (same-step autoreset): its panel video then has T frames."""
+
+    drop_last = False
+
+    def _write(self, trace: EpisodeTrace, policy: Any, observation_space: Any) -> EpisodeInternals:
+        with warnings.catch_warnings():  # steps without logits (annotate(value=...) alone) have NaN probabilities
+            warnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
+            if not self.drop_last:
+                return super()._write(trace, policy, observation_space)
+            return self._write_without_last(trace, policy, observation_space)
+
+    def _write_without_last(self, trace: EpisodeTrace, policy: Any, observation_space: Any) -> EpisodeInternals:
+        from dataclasses import replace
+
+        from ..draw.compose import ComposeOptions, Compositor
+        from ..media.video import VideoWriter
+        from .internals import compute_internals, save_episode_data
+
+        opt = self.options
+        internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target, self._annotations,
+                                      self.spec, observation_space=observation_space)
+        comp = Compositor(trace, internals, opt.compose_options or ComposeOptions())
+        buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
+        with VideoWriter(self.path, self.fps, comp.size, preset=opt.preset, crf=opt.crf) as writer:
+            for t in range(comp.T):  # frame T (after the terminal step) was never rendered
+                writer.write(comp.render(t, out=buf))
+        if opt.save_data:
+            save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=self.fps)
+        return replace(internals, saliency=None)
