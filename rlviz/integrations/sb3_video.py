@@ -161,7 +161,7 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
         else:
             spec = action_spec(self.venv.action_space)
             self._stream = EpisodeVideo(self.video_path, self.frames_per_sec, spec, self.options, panels=True,
-                                        with_observations=True, env_id=type(self).__name__)
+                                        with_observations=True, env_id=self._env_id())
 
     def _capture_frame(self, reward: float, obs: Any, first: bool = False) -> None:
         stream = self._stream
@@ -198,6 +198,13 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
             self.videos.append(Path(path))
             self._sinks.log(f"videos/{self.name_prefix}", path, self.step_id * int(self.num_envs),
                             self.frames_per_sec, Path(path).stem)
+
+    def _env_id(self) -> str:
+        try:
+            spec = self.venv.get_attr("spec", indices=[self.env_index])[0]
+        except Exception:  # a VecEnv that does not hold gymnasium envs
+            spec = None
+        return str(getattr(spec, "id", None) or type(self).__name__)
 
     def _model_policy(self) -> Any:
         if self._policy is None:

@@ -158,7 +158,7 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
 
             self.policy = as_policy(policy, envs.single_action_space, self.options.squash)
         self._sinks = VideoSinks(sinks)
-        spec = getattr(envs, "spec", None)
+        spec = subs[indices[0]].spec if subs else self._reader.call("spec")[indices[0]]
         self.env_id = getattr(spec, "id", None) or type(getattr(envs, "unwrapped", envs)).__name__
         self.step_id = 0
         self.recorded: list[RecordedVideo] = []
