@@ -135,6 +135,7 @@ def test_episode_trigger_reset_midway_and_close(tmp_path):
     for _ in range(3):
         env.step(1)
     env.reset()  # episode 2: not recorded
+    env.wait()  # panel videos are drawn on the recorder's thread: complete after wait() (or close(), last_*)
     assert probe_video(tmp_path / "rl-video-episode-1.mp4").num_frames == 4
     run_episode(env, rng=0)  # episode 3 recorded, finished
     env.reset()  # episode 4: not recorded

@@ -120,12 +120,14 @@ def _fresh(code: str) -> dict:
 def test_importing_the_recorder_loads_no_torch_matplotlib_or_ffmpeg(tmp_path):
     got = _fresh(f"""
         import importlib.util, json, sys
+        import gymnasium  # what gymnasium loads itself is not the recorder's (0.29 imports matplotlib)
+        own = [m for m in {HEAVY!r} if m in sys.modules]
         from rlviz import RecordEpisode
         names = ["RecordEpisode"]
         if importlib.util.find_spec("rlviz.record.vector") is not None:
             from rlviz import RecordVectorEpisode
             names.append("RecordVectorEpisode")
-        print(json.dumps({{"names": names, "loaded": [m for m in {HEAVY!r} if m in sys.modules]}}))
+        print(json.dumps({{"names": names, "loaded": [m for m in {HEAVY!r} if m in sys.modules and m not in own]}}))
     """)
     assert got["loaded"] == [], got
 
@@ -135,10 +137,11 @@ def test_recording_frames_and_annotations_without_a_policy_never_imports_torch(t
         import json, sys
         import gymnasium as gym
         import numpy as np
+        own = [m for m in {HEAVY!r} if m in sys.modules]  # gymnasium's own imports (0.29: matplotlib)
         from rlviz import RecordEpisode
         env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), {str(tmp_path)!r},
                             episode_trigger=lambda k: True)
-        before = [m for m in {HEAVY!r} if m in sys.modules]
+        before = [m for m in {HEAVY!r} if m in sys.modules and m not in own]
         for ep in range(2):
             env.reset(seed=ep)
             for t in range(6):
@@ -146,7 +149,7 @@ def test_recording_frames_and_annotations_without_a_policy_never_imports_torch(t
                     env.annotate(logits=np.array([0.1 * t, -0.1 * t]), value=float(t))
                 env.step(t % 2)
         env.close()
-        print(json.dumps({{"before": before, "after": [m for m in {HEAVY!r} if m in sys.modules]}}))
+        print(json.dumps({{"before": before, "after": [m for m in {HEAVY!r} if m in sys.modules and m not in own]}}))
     """)
     assert got["before"] == []  # nothing heavy until the first video starts
     assert "torch" not in got["after"] and "matplotlib" not in got["after"], got

@@ -58,6 +58,16 @@ def _craft(template, ale_seed: int) -> bytes:
     return bytes(b)
 
 
+def _serialize(state) -> bytes:
+    """An ALEState's bytes: ``serialize()``; ale-py 0.9 (gymnasium 0.29's) returns them as text and fails to decode
+    them, so there they come from the state's pickle support."""
+    try:
+        blob = state.serialize()
+    except UnicodeDecodeError:
+        blob = state.__getstate__()[0]
+    return blob.encode("latin-1") if isinstance(blob, str) else bytes(blob)
+
+
 def _forget_last_action(env) -> None:
     """MinAtar's sticky actions repeat ``last_action``, which its reset keeps from the previous episode: a
     seeded episode would then depend on what the env played before (on ``--num-envs``). Set it to 0 (NOOP),
@@ -80,7 +90,7 @@ def seeded_reset(env, seed: int):
         # Genuine seeded load, exactly as AtariEnv.reset(seed) does it; capture the state as template.
         _, ale_seed = u.seed_game(int(seed))
         u.load_game()
-        blob = u.ale.cloneState(include_rng=True).serialize()
+        blob = _serialize(u.ale.cloneState(include_rng=True))
         tpl = _split(blob)
         _TEMPLATES[key] = tpl if tpl is not None and _craft(tpl, int(ale_seed)) == blob else None
         return env.reset()

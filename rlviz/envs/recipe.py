@@ -14,6 +14,7 @@ from typing import Any
 import gymnasium as gym
 
 from ..errors import EnvError, UsageError, did_you_mean
+from .compat import same_step_vector_env
 from .trust import check_recipe_names
 from .wrappers import WRAPPERS
 
@@ -251,5 +252,4 @@ def make_vec_env(
     if num_envs < 1:
         raise UsageError(f"num_envs={num_envs}; expected at least 1.")
     fns = [lambda: make_env(recipe, render_mode=render_mode, training=training) for _ in range(num_envs)]
-    cls = gym.vector.AsyncVectorEnv if vectorization_mode == "async" else gym.vector.SyncVectorEnv
-    return cls(fns, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    return same_step_vector_env(fns, asynchronous=vectorization_mode == "async")

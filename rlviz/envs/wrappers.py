@@ -11,6 +11,7 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 
+from .compat import frame_stack, grayscale
 from .sb3_atari import SB3AtariPreprocessing, SB3FrameStack
 
 __all__ = ["WRAPPERS"]
@@ -22,7 +23,7 @@ def _clip_reward(env: gym.Env) -> gym.Env:
 
 WRAPPERS: dict[str, Callable[..., gym.Env]] = {
     "atari": lambda env, **kw: gym.wrappers.AtariPreprocessing(env, **kw),
-    "frame_stack": lambda env, **kw: gym.wrappers.FrameStackObservation(env, **kw),
+    "frame_stack": frame_stack,  # gymnasium 1.x's FrameStackObservation (rebuilt on 0.29: envs/compat.py)
     "clip_reward": lambda env, **kw: _clip_reward(env),
     "time_limit": lambda env, **kw: gym.wrappers.TimeLimit(env, **kw),
     # Stable-Baselines3 / rl-zoo3 Atari agents: AtariWrapper + VecFrameStack (+ VecTransposeImage), rebuilt exactly
@@ -30,5 +31,5 @@ WRAPPERS: dict[str, Callable[..., gym.Env]] = {
     "sb3_frame_stack": lambda env, **kw: SB3FrameStack(env, **kw),
     # CleanRL's Atari scripts resize and grey with gymnasium's wrappers
     "resize": lambda env, shape: gym.wrappers.ResizeObservation(env, tuple(shape)),
-    "grayscale": lambda env, **kw: gym.wrappers.GrayscaleObservation(env, **kw),
+    "grayscale": grayscale,  # gymnasium 1.x's GrayscaleObservation (rebuilt on 0.29)
 }

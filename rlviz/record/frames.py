@@ -10,7 +10,7 @@ API (stable)
 take one as ``options=``.
 
 ``EpisodeVideo(path, fps, spec, options=None, *, action_names=None, env_id="", episode_id=0, seed=None,
-panels=None, with_observations=False)``: one MP4 at ``path`` (``.mp4``) of one env's episode; ``spec`` is the
+panels=None, with_observations=False, writer=None)``: one MP4 at ``path`` (``.mp4``) of one env's episode; ``spec`` is the
 env's :class:`~rlviz.agent.actions.ActionSpec` (``action_spec(env.action_space)``). Feed it in order:
 
 * ``start(frame, obs=None, lives=-1, masks=None)``: frame 0, the reset's (uint8 [H, W, 3]; any render output
@@ -34,6 +34,11 @@ Attributes: ``mode`` ("pending" | "stream" | "panels" | None once finished), ``s
 (frames fed), ``episode_return``, ``internals`` (after ``finish`` of a panel video: its
 :class:`~rlviz.episode.trace.EpisodeInternals` without saliency maps, else None), ``path``.
 
+``writer``: a :class:`~rlviz.record.writer.BackgroundWriter` (one per recorder, shared by its videos): the
+encoding, and the drawing of a panel video, then run on its thread, in order, and ``finish`` returns at once
+(the file is complete after ``writer.wait()``; ``internals`` is set then; errors surface at the writer's next
+``submit`` or ``wait``). Without one, everything runs in the caller's thread.
+
 Frames per video: one from ``start`` and one per ``step``, so T + 1 for a whole T-step episode (a video begun by
 ``step`` alone, e.g. from a step trigger, has T). ``panels=False``: frames go straight to the encoder (padded to
 multiples of 16, nothing held); ``panels=True``: frames (and observations when ``with_observations``) are spooled
@@ -56,6 +61,7 @@ from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool
 from ..errors import UsageError
 from .internals import Annotations
 from .stream import FrameStream
+from .writer import BackgroundWriter
 
 if TYPE_CHECKING:
     from ..draw.compose import ComposeOptions
@@ -77,6 +83,8 @@ class RecordOptions:
     spool_dir: where an episode's frames and observations wait on disk (default: the system temp folder).
     action_names: labels of the action bars (default: ALE's / MinAtar's names, else the indices).
     squash: Box actions: the policy is a tanh-squashed Gaussian (SAC), drawn in action units.
+    background: encode, and draw panel videos, on a thread of the recorder's own, so ``step()`` hands a frame over
+        and returns (:mod:`rlviz.record.writer`); False: all in ``step()``, the video complete when it returns.
     """
 
     strip: bool = False
@@ -90,6 +98,7 @@ class RecordOptions:
     spool_dir: str | os.PathLike[str] | None = None
     action_names: tuple[str, ...] | None = None
     squash: bool = False
+    background: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 <= float(self.gamma) <= 1.0:
@@ -105,13 +114,15 @@ class EpisodeVideo:
 
     def __init__(self, path: str | os.PathLike[str], fps: float, spec: ActionSpec, options: RecordOptions | None = None,
                  *, action_names: tuple[str, ...] | None = None, env_id: str = "", episode_id: int = 0,
-                 seed: int | None = None, panels: bool | None = None, with_observations: bool = False) -> None:
+                 seed: int | None = None, panels: bool | None = None, with_observations: bool = False,
+                 writer: BackgroundWriter | None = None) -> None:
         self.path = Path(path)
         self.fps, self.spec = float(fps), spec
         self.options = options or RecordOptions()
         self.action_names = tuple(action_names if action_names is not None else spec.names())
         self.env_id, self.episode_id, self.seed = env_id, int(episode_id), seed
         self.with_observations = bool(with_observations)
+        self.writer = writer
         self.mode: str | None = {None: "pending", True: "panels", False: "stream"}[panels]
         self.steps = self.frames = 0
         self.episode_return = 0.0
@@ -192,28 +203,30 @@ class EpisodeVideo:
             self._decide(panels=bool(self._annotations) or policy is not None)
         if self.mode == "stream":
             self.mode = None
-            stream, self._stream = self._stream, None
-            return stream.close() if stream is not None else None
+            if self.writer is None:
+                return self._close_stream()
+            self.writer.submit(self._close_stream)
+            return self.path if self.frames else None
         rec, self._rec, self.mode = self._rec, None, None
         if rec is None:
             return None
-        try:
-            trace = self._trace(rec, terminated, truncated)
-            self.internals = self._write(trace, policy, observation_space)
-        finally:
-            for spool in (rec["frames"], rec["obs"]):
-                if spool is not None:
-                    spool.close()
+        if policy is not None and not self.with_observations:
+            self._abort(rec)
+            raise UsageError("EpisodeVideo.finish(policy=...) needs the observations: make it with_observations=True.")
+        trace = self._trace(rec, terminated, truncated)
+        if self.writer is None:
+            self._write(rec, trace, policy, observation_space)
+        else:
+            self.writer.submit(self._write, rec, trace, policy, observation_space, video=True)
         return self.path
 
     def abort(self) -> None:
         """Stop without writing a file."""
-        stream, rec, self._stream, self._rec, self.mode = self._stream, self._rec, None, None, None
-        if stream is not None:
-            stream.abort()
-        for spool in (rec or {}).values():
-            if isinstance(spool, Spool) or hasattr(spool, "close"):
-                spool.close()
+        rec, self._rec, self.mode = self._rec, None, None
+        if self.writer is None:
+            self._abort(rec)
+        else:
+            self.writer.submit(self._abort, rec)
 
     # -- inside ---------------------------------------------------------------------------------
     def _decide(self, panels: bool | None = None) -> None:
@@ -232,10 +245,30 @@ class EpisodeVideo:
     def _stream_write(self, frame: Any, reward: float, step: int = 0, ret: float = 0.0) -> None:
         if frame is None:
             return
+        if self.writer is None:
+            self._write_frame(frame, reward, step, ret)
+            return
+        frame = np.array(frame, dtype=np.uint8, copy=True)  # the env may reuse its buffer before the thread runs
+        self.writer.submit(self._write_frame, frame, reward, step, ret, nbytes=frame.nbytes)
+
+    # (the methods below run on the writer's thread when there is one)
+    def _write_frame(self, frame: Any, reward: float, step: int, ret: float) -> None:
         if self._stream is None:
             opt = self.options
             self._stream = FrameStream(self.path, self.fps, opt.preset, opt.crf, opt.strip)
         self._stream.write(frame, step, reward, ret)
+
+    def _close_stream(self) -> Path | None:
+        stream, self._stream = self._stream, None
+        return stream.close() if stream is not None else None
+
+    def _abort(self, rec: dict[str, Any] | None) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            stream.abort()
+        for key in ("frames", "obs"):
+            if rec is not None and rec[key] is not None:
+                rec[key].close()
 
     def _open_spool(self, frame: Any, obs: Any, lives: int, masks: Any) -> None:
         where = self.options.spool_dir
@@ -265,19 +298,23 @@ class EpisodeVideo:
             action_masks=np.stack(masks) if masks and len(masks) == len(frames) else None,
         )
 
-    def _write(self, trace: EpisodeTrace, policy: Any, observation_space: Any) -> EpisodeInternals:
+    def _write(self, rec: dict[str, Any], trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
         from ..draw.compose import ComposeOptions
         from ..draw.video import video_timing, write_episode_video
         from .internals import compute_internals, save_episode_data
 
         opt = self.options
-        if policy is not None and not self.with_observations:
-            raise UsageError("EpisodeVideo.finish(policy=...) needs the observations: make it with_observations=True.")
-        internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target, self._annotations,
-                                      self.spec, observation_space=observation_space)
-        compose = opt.compose_options or ComposeOptions()
-        write_episode_video(trace, internals, self.path, options=compose, fps=self.fps, preset=opt.preset, crf=opt.crf)
-        if opt.save_data:
-            rate, _ = video_timing(trace.num_steps + 1, self.fps, compose.min_seconds)
-            save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=rate)
-        return replace(internals, saliency=None)
+        try:
+            internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target,
+                                          self._annotations, self.spec, observation_space=observation_space)
+            compose = opt.compose_options or ComposeOptions()
+            write_episode_video(trace, internals, self.path, options=compose, fps=self.fps, preset=opt.preset,
+                                crf=opt.crf)
+            if opt.save_data:
+                rate, _ = video_timing(trace.num_steps + 1, self.fps, compose.min_seconds)
+                save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=rate)
+            self.internals = replace(internals, saliency=None)
+        finally:
+            for key in ("frames", "obs"):
+                if rec[key] is not None:
+                    rec[key].close()

@@ -39,6 +39,7 @@ from ..errors import UsageError
 from .frames import EpisodeVideo, RecordOptions
 from .internals import compute_internals, save_episode_data
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule, probe_callable
+from .writer import BackgroundWriter
 
 if TYPE_CHECKING:  # annotations only: importing them here would load torch and the drawing code early
     import torch
@@ -167,9 +168,10 @@ class RecordEpisode(gym.Wrapper):
         self.env_id = env_spec.id if env_spec is not None else type(env.unwrapped).__name__
         self.episode_id = self.step_id = -1
         self.render_history: list[Any] = []
-        self.last_video_path: Path | None = None
-        self.last_internals: EpisodeInternals | None = None  # without saliency maps (they live on disk)
-        self.last_result: EpisodeResult | None = None
+        self._writer = BackgroundWriter() if opt.background else None  # encodes and draws off step()'s thread
+        self._last_path: Path | None = None
+        self._last_panels: EpisodeVideo | None = None  # the last panel video (its internals)
+        self._last_result: EpisodeResult | None = None
         self._video: EpisodeVideo | None = None  # the video being recorded
         self._episode_return, self._episode_len, self._seed = 0.0, 0, cast("int | None", None)
         self._warned_stream_annotate = False
@@ -184,6 +186,29 @@ class RecordEpisode(gym.Wrapper):
     crf = property(lambda self: self.options.crf)
     save_data = property(lambda self: self.options.save_data)
 
+    @property
+    def last_video_path(self) -> Path | None:
+        """The last finished video (complete on disk when this returns)."""
+        self.wait()
+        return self._last_path
+
+    @property
+    def last_internals(self) -> EpisodeInternals | None:
+        """The internals drawn in the last panel video, without saliency maps (they live on disk)."""
+        self.wait()
+        return self._last_panels.internals if self._last_panels is not None else None
+
+    @property
+    def last_result(self) -> EpisodeResult | None:
+        """The last episode's result (its video complete on disk when this returns)."""
+        self.wait()
+        return self._last_result
+
+    def wait(self) -> None:
+        """Block until every video finished so far is written (they are encoded on the recorder's thread)."""
+        if self._writer is not None:
+            self._writer.wait()
+
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[Any, Any] | None = None) -> Any:
         if self._video is not None and self._video.mode == "panels":  # the previous episode was cut by this reset
@@ -193,7 +218,7 @@ class RecordEpisode(gym.Wrapper):
         if self._video is not None and self.video_length == math.inf:
             self.stop_recording()
         self._episode_return, self._episode_len, self._seed = 0.0, 0, seed
-        self.last_result = None
+        self._last_result = None
         if self.episode_trigger is not None and self.episode_trigger(self.episode_id):
             self.start_recording(f"{self.name_prefix}-episode-{self.episode_id}")
             frame = self._grab()
@@ -220,7 +245,7 @@ class RecordEpisode(gym.Wrapper):
             if self._video is not None and self._video.mode == "panels":
                 self._finish(bool(terminated), bool(truncated))
             else:
-                self.last_result = self._result(bool(terminated), bool(truncated), None)
+                self._last_result = self._result(bool(terminated), bool(truncated), None)
         return obs, reward, terminated, truncated, info
 
     def render(self) -> Any:
@@ -237,6 +262,7 @@ class RecordEpisode(gym.Wrapper):
         try:
             if self._video is not None:
                 self.stop_recording()
+            self.wait()
         finally:
             super().close()
 
@@ -275,7 +301,8 @@ class RecordEpisode(gym.Wrapper):
         panels = False if frames_only else (True if self.policy is not None else None)
         self._video = EpisodeVideo(self.video_folder / f"{video_name}.mp4", self.fps, self.spec_actions, self.options,
                                    action_names=self.action_names, env_id=self.env_id, episode_id=self.episode_id,
-                                   seed=self._seed, panels=panels, with_observations=self.policy is not None)
+                                   seed=self._seed, panels=panels, with_observations=self.policy is not None,
+                                   writer=self._writer)
 
     def stop_recording(self) -> None:
         """Finish the current video and write it (nothing is written for a video of zero frames)."""
@@ -286,9 +313,10 @@ class RecordEpisode(gym.Wrapper):
         else:
             video, self._video = self._video, None
             path = video.finish()
+            self.wait()  # frames only: the file is complete when the episode is over, as RecordVideo's
             if path is None:
                 warnings.warn("RecordEpisode: ignored saving a video with zero frames.", stacklevel=2)
-            self.last_video_path = path or self.last_video_path
+            self._last_path = path or self._last_path
         if self.gc_trigger is not None and self.gc_trigger(self.episode_id):
             gc.collect()
 
@@ -300,13 +328,14 @@ class RecordEpisode(gym.Wrapper):
             self._finish(terminated=False, truncated=bool(truncated))
         elif self._video is not None:
             self.stop_recording()
-            if self.last_result is None:
-                self.last_result = self._result(False, bool(truncated), self.last_video_path)
+            if self._last_result is None:
+                self._last_result = self._result(False, bool(truncated), self._last_path)
             else:
-                self.last_result = replace(self.last_result, video_path=self.last_video_path)
-        elif self.last_result is None and self.episode_id >= 0:
-            self.last_result = self._result(False, bool(truncated), None)
-        return self.last_result
+                self._last_result = replace(self._last_result, video_path=self._last_path)
+        elif self._last_result is None and self.episode_id >= 0:
+            self._last_result = self._result(False, bool(truncated), None)
+        self.wait()
+        return self._last_result
 
     # -- inside -----------------------------------------------------------------------------------
     def _grab(self) -> Any:
@@ -341,7 +370,7 @@ class RecordEpisode(gym.Wrapper):
     def _finish(self, terminated: bool, truncated: bool) -> None:
         video, self._video = cast(EpisodeVideo, self._video), None
         path = video.finish(terminated, truncated, policy=self.policy, observation_space=self.observation_space)
-        self.last_video_path = path or self.last_video_path
-        if video.internals is not None:
-            self.last_internals = video.internals
-        self.last_result = self._result(terminated, truncated, path)
+        self._last_path = path or self._last_path
+        if path is not None:
+            self._last_panels = video
+        self._last_result = self._result(terminated, truncated, path)

@@ -12,7 +12,8 @@ import torch
 from ..errors import CheckpointError, RlvizError, UnsafeCheckpointError
 from ..media.atomic import atomic_write
 
-__all__ = ["read_file", "describe", "detect_format", "atomic_write", "torch_load", "EXPECTED", "META_NAME"]
+__all__ = ["read_file", "describe", "detect_format", "atomic_write", "torch_load", "require_safe_torch_load",
+           "SAFE_TORCH", "EXPECTED", "META_NAME"]
 
 META_NAME = "rlviz.json"
 _TRUST_HINT = "pass trust=True (CLI: --trust-checkpoint)"
@@ -77,7 +78,32 @@ def detect_format(data: bytes) -> str:
     return "unknown"
 
 
+#: the first torch release whose ``torch.load(weights_only=True)`` runs no code from the file (CVE-2025-32434)
+SAFE_TORCH = (2, 6)
+
+
+def _torch_version() -> tuple[int, int]:
+    parts = str(torch.__version__).split("+")[0].split(".")
+    try:
+        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+    except (IndexError, ValueError):  # an unparseable local build: assume it is recent
+        return SAFE_TORCH
+
+
+def require_safe_torch_load(source: str) -> None:
+    """Refuse to read ``source`` with ``torch.load(weights_only=True)`` under a torch that file can still run code
+    in (before 2.6): rlviz needs no torch floor for recording, only for reading untrusted torch files."""
+    if _torch_version() < SAFE_TORCH:
+        raise UnsafeCheckpointError(
+            f"{source}: torch {torch.__version__} runs code hidden in a torch file even with weights_only=True "
+            f"(CVE-2025-32434), so rlviz does not read it with this torch; pip install 'torch>=2.6', or, if you trust "
+            f"the file, {_TRUST_HINT}."
+        )
+
+
 def torch_load(data: bytes, source: str, weights_only: bool):
+    if weights_only:
+        require_safe_torch_load(source)
     try:
         return torch.load(io.BytesIO(data), map_location="cpu", weights_only=weights_only)
     except pickle.UnpicklingError as exc:

@@ -37,6 +37,7 @@ import tokenize
 import torch
 
 from ..errors import CheckpointError, UnsafeCheckpointError
+from .files import require_safe_torch_load
 
 __all__ = ["verify_export_archive", "read_export_archive"]
 
@@ -91,6 +92,7 @@ def verify_export_archive(data: bytes, source: str) -> dict[str, bytes]:
     Returns the members (as :func:`read_export_archive`). Corrupt archives raise :class:`CheckpointError`.
     """
     members = read_export_archive(data, source)
+    require_safe_torch_load(source)  # its sample inputs are read with torch.load(weights_only=True)
     try:
         _check_members(members)
         _check_payload_config(members, "data/weights/model_weights_config.json", "weight_")

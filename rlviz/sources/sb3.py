@@ -47,6 +47,7 @@ from ..agent.masking import MaskedTorchPolicy
 from ..agent.policy import Policy, TorchPolicy, check_action_space, resolve_device
 from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, allowed_class
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
+from .files import require_safe_torch_load
 from .sb3_continuous import actor_critic_head, offpolicy_algorithm, offpolicy_module, refuse_sde
 from .sb3_recurrent import SB3RecurrentPolicy, is_recurrent
 from .schema import NUMBER, Field, check_fields, check_sizes
@@ -281,6 +282,7 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
     else:
         cls = _policy_class(doc.get("policy_class"), source)
         kwargs = _policy_kwargs(doc.get("policy_kwargs"), source)
+        require_safe_torch_load(source)
         try:
             state = torch.load(io.BytesIO(weights_blob), map_location="cpu", weights_only=True)
         except Exception as exc:
