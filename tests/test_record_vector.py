@@ -111,11 +111,13 @@ def same_results(a, b):
 
 
 def decoded_marks(path):
-    """(steps painted on each frame, episode marks) read back from a video."""
+    """(steps painted on each frame, episode marks) read back from a video: frames-only videos hold the 48x48 frame
+    as it is, panel videos scale it by 480 // 48 (ComposeOptions.display_height) at the top left."""
     steps, marks = [], []
     for frame in read_video(path):
-        steps.append(int(round(float(frame[8:40, 4:20].mean()) / 20)))
-        marks.append(int(round((float(frame[8:40, 28:44].mean()) - 20) / 40)))
+        k = 1 if frame.shape[1] < 100 else 480 // 48
+        steps.append(int(round(float(frame[8 * k:40 * k, 4 * k:20 * k].mean()) / 20)))
+        marks.append(int(round((float(frame[8 * k:40 * k, 28 * k:44 * k].mean()) - 20) / 40)))
     return steps, marks
 
 
@@ -359,3 +361,20 @@ def test_videos_go_to_the_active_wandb_run(tmp_path, wandb_offline, no_network):
     assert len(logged) == 1 and logged[0][("videos/env-1", "_type")] == "video-file"
     assert logged[0][("global_step",)] == ends[1]
     assert not no_network[0]
+
+
+def test_writing_in_the_loops_thread_gives_the_same_videos(tmp_path):
+    from rlviz.record.frames import RecordOptions
+
+    got = {}
+    for background in (True, False):
+        envs, twin = make_vec(2), make_vec(2)
+        rec = RecordVectorEpisode(envs, tmp_path / str(background), envs_to_record=(0, 1), sinks=None,
+                                  episode_trigger=lambda k: k % 2 == 1, options=RecordOptions(background=background))
+        episodes = drive(rec, twin, 40, annotate=lambda e, rng: e.annotate(value=rng.normal(size=2)))
+        if not background:  # without the writer thread a finished episode's video is complete at once
+            assert all(v.path.is_file() for v in rec.recorded)
+        rec.close(), twin.close()
+        check_videos(rec, [[e for e in eps if e[0] % 2 == 1] for eps in episodes], (0, 1))
+        got[background] = [(v.path.name, v.frames) for v in rec.recorded]
+    assert got[True] == got[False]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -36,8 +36,8 @@ from ..envs.frames import to_rgb_frame
 from ..errors import UsageError, require
 from ..record.frames import EpisodeVideo, RecordOptions
 from ..record.setup import RenderModeError
-from ..record.stream import FrameStream
 from ..record.vector_parts import VideoSinks
+from ..record.writer import BackgroundWriter
 
 _vec = require("stable_baselines3.common.vec_env", "sb3", "VecRecordEpisode")
 
@@ -102,8 +102,9 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
         self.env_index, self.options = int(env_index), options or RecordOptions()
         self.model = model
         self._policy: Any = None
-        self._stream: FrameStream | EpisodeVideo | None = None
+        self._stream: EpisodeVideo | None = None
         self._sinks = VideoSinks(sinks)
+        self._writer = BackgroundWriter() if self.options.background else None  # encodes and draws off step()
         #: paths of the finished videos, in order
         self.videos: list[Path] = []
 
@@ -133,10 +134,12 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
         self.venv.step_async(actions)
 
     def close(self) -> None:
-        """Close the VecEnv, then finish the video in progress."""
+        """Close the VecEnv, then finish the video in progress and wait until every video is written."""
         _vec.VecEnvWrapper.close(self)
         if self.recording:
             self._stop_recording()
+        if self._writer is not None:
+            self._writer.wait()
 
     def __del__(self) -> None:
         if getattr(self, "recording", False):
@@ -156,17 +159,19 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
             self._stop_recording()
         self.recording = True
         self.recorded_frames = FramesWritten()
-        if self.model is None:
-            self._stream = FrameStream(self.video_path, self.frames_per_sec, self.options.preset, self.options.crf)
-        else:
-            spec = action_spec(self.venv.action_space)
-            self._stream = EpisodeVideo(self.video_path, self.frames_per_sec, spec, self.options, panels=True,
-                                        with_observations=True, env_id=self._env_id())
+        model = self.model is not None
+        spec = action_spec(self.venv.action_space)
+        self._stream = EpisodeVideo(self.video_path, self.frames_per_sec, spec, self.options, panels=model,
+                                    with_observations=model, env_id=self._env_id() if model else "",
+                                    writer=self._writer)
 
     def _capture_frame(self, reward: float, obs: Any, first: bool = False) -> None:
         stream = self._stream
-        if isinstance(stream, FrameStream):
-            frame = self.env.render()
+        if stream is None:
+            return
+        row, action = None, cast(Any, None)
+        if self.model is None:
+            frame = self.env.render()  # SB3's tiling of every sub-env
             if not isinstance(frame, np.ndarray):
                 self._stop_recording()
                 import warnings
@@ -174,15 +179,14 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
                 warnings.warn(f"Recording stopped: render() returned {type(frame).__name__}, not a numpy array.",
                               stacklevel=3)
                 return
-            stream.write(to_rgb_frame(frame))
-        elif stream is not None:
-            frame = to_rgb_frame(self.venv.env_method("render", indices=[self.env_index])[0])
+        else:
+            frame = self.venv.env_method("render", indices=[self.env_index])[0]
             row = None if obs is None else np.array(obs[self.env_index], copy=True)
-            if first:
-                stream.start(frame, row)
-            else:
-                action = np.asarray(self._actions)[self.env_index]
-                stream.step(frame, reward, action, row)
+            action = None if first else np.asarray(self._actions)[self.env_index]  # panels need the action
+        if first:
+            stream.start(to_rgb_frame(frame), row)
+        else:
+            stream.step(to_rgb_frame(frame), reward, action, row)
         self.recorded_frames.count += 1
 
     def _stop_recording(self) -> None:
@@ -190,14 +194,19 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
         self.recording = False
         if stream is None:
             return
-        if isinstance(stream, FrameStream):
-            path = stream.close()
+        policy = self._model_policy() if self.model is not None else None
+        path = stream.finish(policy=policy, observation_space=self.venv.observation_space)
+        if path is None:
+            return
+        step = self.step_id * int(self.num_envs)
+        if self._writer is None:
+            self._done(Path(path), step)
         else:
-            path = stream.finish(policy=self._model_policy(), observation_space=self.venv.observation_space)
-        if path is not None:
-            self.videos.append(Path(path))
-            self._sinks.log(f"videos/{self.name_prefix}", path, self.step_id * int(self.num_envs),
-                            self.frames_per_sec, Path(path).stem)
+            self._writer.submit(self._done, Path(path), step)
+
+    def _done(self, path: Path, step: int) -> None:
+        self.videos.append(path)
+        self._sinks.log(f"videos/{self.name_prefix}", path, step, self.frames_per_sec, path.stem)
 
     def _env_id(self) -> str:
         try:

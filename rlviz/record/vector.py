@@ -30,6 +30,7 @@ import math
 import re
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,9 +39,8 @@ import numpy as np
 
 from ..agent.actions import action_spec
 from ..errors import UsageError
-from .frames import RecordOptions
+from .frames import EpisodeVideo, RecordOptions
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
-from .stream import FrameStream
 from .vector_parts import (
     DISABLED,
     SAME_STEP,
@@ -54,6 +54,7 @@ from .vector_parts import (
     obs_row,
     tile_frames,
 )
+from .writer import BackgroundWriter
 
 __all__ = ["RecordVectorEpisode", "RecordedVideo", "GRID_VIDEO_LENGTH", "GRID_STEP_EVERY"]
 
@@ -166,8 +167,9 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         self._video: dict[int, SubEnvVideo | None] = dict.fromkeys(indices)
         self._meta: dict[int, tuple[int, int]] = {}  # env -> (episode id, start step) of its video
         self._autoreset_next: set[int] = set()  # NEXT_STEP: sub-envs whose coming step() is their reset
-        self._grid: FrameStream | None = None
+        self._grid: EpisodeVideo | None = None
         self._grid_start = 0
+        self._writer = BackgroundWriter() if self.options.background else None  # encodes and draws off step()
 
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> Any:
@@ -220,11 +222,18 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         return target.call(name, *args, **kwargs)
 
     def close(self, **kwargs: Any) -> None:
-        """Finish every video in progress (a cut episode is still a video), then close the vector env."""
+        """Finish every video in progress (a cut episode is still a video), wait until all are written and logged,
+        then close the vector env."""
         try:
             self._finish_all()
         finally:
             self.env.close(**kwargs)
+
+    def wait(self) -> None:
+        """Block until every finished video is written (and logged): videos are encoded, and panels drawn, on a
+        thread of the recorder's own unless ``options.background`` is False."""
+        if self._writer is not None:
+            self._writer.wait()
 
     def __del__(self) -> None:
         if any(getattr(self, "_video", {}).values()) or getattr(self, "_grid", None) is not None:
@@ -260,9 +269,9 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
 
     def _new_video(self, i: int, name: str, episode_id: int) -> SubEnvVideo:
         video = SubEnvVideo(self.video_folder / f"{name}.mp4", self.fps, self._spec, self.options,
-                             action_names=self._action_names, env_id=self.env_id, episode_id=max(episode_id, 0),
-                             panels=True if self.policy is not None else None,
-                             with_observations=self.policy is not None)
+                            action_names=self._action_names, env_id=self.env_id, episode_id=max(episode_id, 0),
+                            panels=True if self.policy is not None else None,
+                            with_observations=self.policy is not None, writer=self._writer)
         self._video[i] = video
         self._meta[i] = (episode_id, self.step_id)
         return video
@@ -323,24 +332,34 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         if video is None:
             return
         episode_id, start = self._meta.pop(i)
-        path = video.finish(terminated, truncated, policy=self.policy,
-                            observation_space=self.single_observation_space)
+        frames = video.frames - int(video.drop_last)
+        path = video.finish(terminated, truncated, policy=self.policy, observation_space=self.single_observation_space)
         if path is None:
             return
-        done = RecordedVideo(path, i, episode_id, start, video.steps, video.frames - int(video.drop_last),
-                             video.episode_return, terminated, truncated, video.internals)
-        self._record(done, f"videos/env-{i}")
+        self._after_write(self._done, video, RecordedVideo(path, i, episode_id, start, video.steps, frames,
+                                                           video.episode_return, terminated, truncated),
+                          f"videos/env-{i}", self.step_id * int(self.num_envs))
 
-    def _record(self, done: RecordedVideo, name: str) -> None:
+    def _after_write(self, fn: Callable[..., None], *args: Any) -> None:
+        """``fn(*args)`` once the videos finished so far are written (on the writer's thread when there is one)."""
+        if self._writer is None:
+            fn(*args)
+        else:
+            self._writer.submit(fn, *args)
+
+    def _done(self, video: EpisodeVideo | None, done: RecordedVideo, name: str, step: int) -> None:
+        if video is not None and video.internals is not None:
+            done = replace(done, internals=video.internals)
         self.recorded.append(done)
         what = f"episode {done.episode_id}" if done.episode_id >= 0 else f"from step {done.start_step}"
-        self._sinks.log(name, done.path, self.step_id * int(self.num_envs), self.fps,
+        self._sinks.log(name, done.path, step, self.fps,
                         f"{done.path.stem}: {what}, {done.steps} steps, return {done.episode_return:.6g}")
 
     def _finish_all(self) -> None:
         for i in self.envs_to_record:
             self._finish(i, False, False)
         self._grid_end()
+        self.wait()
         self._sinks.close()
 
     # -- grid -------------------------------------------------------------------------------------
@@ -351,23 +370,25 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
             self._grid_frame()
 
     def _grid_frame(self, start: bool = False) -> None:
+        frame = tile_frames(self._reader.all_frames(), self.grid_width)
         if start:
             self._grid_end()
             path = self.video_folder / f"{self.name_prefix}-grid-step-{self.step_id}.mp4"
-            self._grid = FrameStream(path, self.fps, self.options.preset, self.options.crf)
+            self._grid = EpisodeVideo(path, self.fps, self._spec, replace(self.options, strip=False), panels=False,
+                                      writer=self._writer)
             self._grid_start = self.step_id
-        grid = self._grid
-        assert grid is not None  # noqa: S101 - set just above or by an earlier start
-        grid.write(tile_frames(self._reader.all_frames(), self.grid_width))
-        if grid.frames > self.video_length:
+            self._grid.start(frame)
+        else:
+            assert self._grid is not None  # noqa: S101 - _grid_step checked
+            self._grid.step(frame, 0.0)
+        if self._grid.frames > self.video_length:
             self._grid_end()
 
     def _grid_end(self) -> None:
         grid, self._grid = self._grid, None
         if grid is None:
             return
-        frames = grid.frames
-        path = grid.close()
+        path = grid.finish()
         if path is not None:
-            self._record(RecordedVideo(path, -1, -1, self._grid_start, max(frames - 1, 0), frames, 0.0, False, False),
-                         "videos/grid")
+            done = RecordedVideo(path, -1, -1, self._grid_start, grid.steps, grid.frames, 0.0, False, False)
+            self._after_write(self._done, None, done, "videos/grid", self.step_id * int(self.num_envs))

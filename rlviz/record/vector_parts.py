@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import sys
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -224,14 +223,10 @@ class SubEnvVideo(EpisodeVideo):
 
     drop_last = False
 
-    def _write(self, trace: EpisodeTrace, policy: Any, observation_space: Any) -> EpisodeInternals:
-        with warnings.catch_warnings():  # steps without logits (annotate(value=...) alone) have NaN probabilities
-            warnings.filterwarnings("ignore", "All-NaN slice", RuntimeWarning)
-            if not self.drop_last:
-                return super()._write(trace, policy, observation_space)
-            return self._write_without_last(trace, policy, observation_space)
-
-    def _write_without_last(self, trace: EpisodeTrace, policy: Any, observation_space: Any) -> EpisodeInternals:
+    def _write(self, rec: dict[str, Any], trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
+        if not self.drop_last:
+            super()._write(rec, trace, policy, observation_space)
+            return
         from dataclasses import replace
 
         from ..draw.compose import ComposeOptions, Compositor
@@ -239,13 +234,18 @@ class SubEnvVideo(EpisodeVideo):
         from .internals import compute_internals, save_episode_data
 
         opt = self.options
-        internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target, self._annotations,
-                                      self.spec, observation_space=observation_space)
-        comp = Compositor(trace, internals, opt.compose_options or ComposeOptions())
-        buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
-        with VideoWriter(self.path, self.fps, comp.size, preset=opt.preset, crf=opt.crf) as writer:
-            for t in range(comp.T):  # frame T (after the terminal step) was never rendered
-                writer.write(comp.render(t, out=buf))
-        if opt.save_data:
-            save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=self.fps)
-        return replace(internals, saliency=None)
+        try:
+            internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target,
+                                          self._annotations, self.spec, observation_space=observation_space)
+            comp = Compositor(trace, internals, opt.compose_options or ComposeOptions())
+            buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
+            with VideoWriter(self.path, self.fps, comp.size, preset=opt.preset, crf=opt.crf) as writer:
+                for t in range(comp.T):  # frame T (after the terminal step) was never rendered
+                    writer.write(comp.render(t, out=buf))
+            if opt.save_data:
+                save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=self.fps)
+            self.internals = replace(internals, saliency=None)
+        finally:
+            for key in ("frames", "obs"):
+                if rec[key] is not None:
+                    rec[key].close()
