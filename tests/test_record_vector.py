@@ -277,18 +277,20 @@ def test_annotate_value_alone(tmp_path):
 
 
 def test_policy_computes_panels_for_recorded_steps_only(tmp_path):
-    calls = []
+    scale = [1.0]  # the "weights": changed by training once the recorded episode is over
 
     def policy(obs):
-        calls.append(len(obs))
-        return np.stack([obs[:, 0], -obs[:, 0]], 1), obs[:, 1]
+        return np.stack([obs[:, 0], -obs[:, 0]], 1) * scale[0], obs[:, 1]
 
     envs = make_vec(2)
     rec = RecordVectorEpisode(envs, tmp_path, episode_trigger=lambda k: k == 1, policy=policy, sinks=None)
     rec.reset(seed=0)
     for _ in range(25):
-        rec.step(np.array([1, 0]))
+        out = rec.step(np.array([1, 0]))
+        if (out[2][0] or out[3][0]) and out[0][0][1] == 1:  # episode 1 of sub-env 0 is over: train on
+            scale[0] = 100.0
     rec.close()
+    assert scale[0] == 100.0
     video = rec.recorded[0]
     data = np.load(video.path.with_suffix(".npz"))
     assert video.episode_id == 1 and data["logits"].shape == (video.steps + 1, 2)

@@ -34,9 +34,9 @@ import numpy as np
 from ..agent.actions import action_spec
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError, require
-from ..record.frames import EpisodeVideo, RecordOptions
+from ..record.frames import RecordOptions
 from ..record.setup import RenderModeError
-from ..record.vector_parts import VideoSinks
+from ..record.vector_parts import SubEnvVideo, VideoSinks
 from ..record.writer import BackgroundWriter
 
 _vec = require("stable_baselines3.common.vec_env", "sb3", "VecRecordEpisode")
@@ -102,7 +102,7 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
         self.env_index, self.options = int(env_index), options or RecordOptions()
         self.model = model
         self._policy: Any = None
-        self._stream: EpisodeVideo | None = None
+        self._stream: SubEnvVideo | None = None
         self._sinks = VideoSinks(sinks)
         self._writer = BackgroundWriter() if self.options.background else None  # encodes and draws off step()
         #: paths of the finished videos, in order
@@ -161,7 +161,7 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
         self.recorded_frames = FramesWritten()
         model = self.model is not None
         spec = action_spec(self.venv.action_space)
-        self._stream = EpisodeVideo(self.video_path, self.frames_per_sec, spec, self.options, panels=model,
+        self._stream = SubEnvVideo(self.video_path, self.frames_per_sec, spec, self.options, panels=model,
                                     with_observations=model, env_id=self._env_id() if model else "",
                                     writer=self._writer)
 
