@@ -316,6 +316,19 @@ def test_errors(tmp_path):
         rec.close()
 
 
+def episode_ends(rec, i, steps):
+    """Step a 2-env recorder ``steps`` times from a seeded reset, then close it; the env steps (step() calls x 2) at
+    which sub-env ``i``'s episodes ended."""
+    rec.reset(seed=0)
+    ends = []
+    for _ in range(steps):
+        out = rec.step(np.array([1, 1]))
+        if out[2][i] or out[3][i]:
+            ends.append(rec.step_id * 2)
+    rec.close()
+    return ends
+
+
 def test_videos_go_to_tensorboard_at_their_env_step(tmp_path):
     pytest.importorskip("tensorboard")
     from conftest import tb_accumulator
@@ -324,13 +337,7 @@ def test_videos_go_to_tensorboard_at_their_env_step(tmp_path):
     writer = SummaryWriter(str(tmp_path / "runs"))
     envs = make_vec(2)
     rec = RecordVectorEpisode(envs, tmp_path / "videos", episode_trigger=lambda k: k in (0, 2), sinks=writer)
-    rec.reset(seed=0)
-    ends = []
-    for _ in range(40):
-        out = rec.step(np.array([0, 1]))
-        if out[2][0] or out[3][0]:
-            ends.append(rec.step_id * 2)
-    rec.close()
+    ends = episode_ends(rec, 0, 40)
     writer.close()
     acc = tb_accumulator(tmp_path / "runs")
     steps = [e.step for e in acc.Images("videos/env-0")]
@@ -347,13 +354,7 @@ def test_videos_go_to_the_active_wandb_run(tmp_path, wandb_offline, no_network):
     run = wandb.init(project="rlviz-test", dir=str(wandb_offline))
     envs = make_vec(2)
     rec = RecordVectorEpisode(envs, tmp_path / "videos", envs_to_record=(1,), episode_trigger=lambda k: k == 1)
-    rec.reset(seed=0)
-    ends = []
-    for _ in range(25):
-        out = rec.step(np.array([1, 1]))
-        if out[2][1] or out[3][1]:
-            ends.append(rec.step_id * 2)
-    rec.close()
+    ends = episode_ends(rec, 1, 25)
     run.finish()
     wandb_flushed()
     (video,) = rec.recorded
@@ -380,3 +381,28 @@ def test_writing_in_the_loops_thread_gives_the_same_videos(tmp_path):
         check_videos(rec, [[e for e in eps if e[0] % 2 == 1] for eps in episodes], (0, 1))
         got[background] = [(v.path.name, v.frames) for v in rec.recorded]
     assert got[True] == got[False]
+
+
+def test_recording_with_annotations_imports_no_torch(tmp_path):
+    """Recording, annotating and drawing panels need no torch: only ``policy=`` brings it in."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys
+import gymnasium as gym
+import numpy as np
+import rlviz
+envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1", render_mode="rgb_array") for _ in range(2)])
+envs = rlviz.RecordVectorEpisode(envs, {str(tmp_path)!r}, envs_to_record=(0, 1), episode_trigger=lambda k: k == 0)
+envs.reset(seed=0)
+for _ in range(30):
+    envs.annotate(logits=np.zeros((2, 2)), value=np.ones(2))
+    envs.step(np.array([0, 1]))
+envs.close()
+assert len(envs.recorded) == 2 and all(v.path.with_suffix(".npz").is_file() for v in envs.recorded)
+print(sorted(m for m in ("torch", "moviepy") if m in sys.modules))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
