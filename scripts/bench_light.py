@@ -1,7 +1,7 @@
 """How light the recorder is in a training process: import cost, and how long ``step()`` takes with recording on.
 
     python scripts/bench_light.py                      # imports (9 fresh processes each) and steps (3 repeats)
-    python scripts/bench_light.py --part imports --reps 15
+    python scripts/bench_light.py --part imports --reps 15 --baseline /path/to/rlviz-0.3.0
     python scripts/bench_light.py --part steps --steps 3000 --repeats 5
 
 imports: one fresh interpreter per measurement, the kinds interleaved (order alternating), ``--reps`` each:
@@ -11,7 +11,8 @@ imports: one fresh interpreter per measurement, the kinds interleaved (order alt
     RecordVideo       ``from gymnasium.wrappers import RecordVideo``
     rlviz recorder    ``from rlviz import RecordEpisode`` (and ``RecordVectorEpisode`` when it exists)
 
-each timed inside the child around the import (perf_counter), its peak RSS (``ru_maxrss``) and whether torch,
+each timed inside the child around the import (wall: perf_counter; CPU: process_time, steadier on a loaded
+machine), its peak RSS (``ru_maxrss``) and whether torch,
 matplotlib, cv2 or imageio_ffmpeg were loaded; min and median. Target: rlviz recorder <= gymnasium + 0.15 s.
 
 steps: CartPole-v1, seeded random actions, every episode recorded (``--trigger cubic``: RecordVideo's default
@@ -53,36 +54,41 @@ IMPORTS = {
 
 CHILD = """
 import json, resource, sys, time
-t0 = time.perf_counter()
+t0, c0 = time.perf_counter(), time.process_time()
 {code}
-dt = time.perf_counter() - t0
-print(json.dumps({{"s": dt, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+dt, cpu = time.perf_counter() - t0, time.process_time() - c0
+print(json.dumps({{"s": dt, "cpu": cpu, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "loaded": [m for m in {heavy!r} if m in sys.modules]}}))
 """
 
 
-def child(code: str) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+def child(code: str, tree: Path = ROOT) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     out = subprocess.run([sys.executable, "-c", CHILD.format(code=code, heavy=HEAVY)], capture_output=True,
-                         text=True, env=env, check=True)
+                         text=True, env=env, check=True, cwd=tempfile.gettempdir())  # not a tree: PYTHONPATH picks it
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def bench_imports(reps: int) -> None:
-    got: dict[str, list[dict]] = {k: [] for k in IMPORTS}
+def bench_imports(reps: int, baseline: Path | None = None) -> None:
+    kinds = list(IMPORTS) + (["rlviz recorder (baseline tree)"] if baseline else [])
+    got: dict[str, list[dict]] = {k: [] for k in kinds}
     for rep in range(reps):
-        for k in IMPORTS if rep % 2 == 0 else list(IMPORTS)[::-1]:
-            got[k].append(child(IMPORTS[k]))
-    print(f"imports, {reps} fresh processes each (seconds inside the child; peak RSS of the whole process):")
+        for k in kinds if rep % 2 == 0 else kinds[::-1]:
+            base = k.endswith("(baseline tree)")
+            got[k].append(child(IMPORTS["rlviz recorder"], baseline) if base and baseline else child(IMPORTS[k]))
+    print(f"imports, {reps} fresh processes each (wall and CPU seconds inside the child around the import; peak RSS "
+          "of the whole process):")
     for k, rows in got.items():
-        s = [r["s"] for r in rows]
-        m = [r["rss_mb"] for r in rows]
-        print(f"  {k:16s} min {min(s):6.3f}  median {statistics.median(s):6.3f} s   peak RSS min {min(m):6.1f}  "
-              f"median {statistics.median(m):6.1f} MB   loaded: {sorted(set().union(*map(set, (r['loaded'] for r in rows))))}")
-    g = [r["s"] for r in got["gymnasium"]]
-    r = [r["s"] for r in got["rlviz recorder"]]
-    print(f"rlviz recorder - gymnasium: min {min(r) - min(g):+.3f} s, median {statistics.median(r) - statistics.median(g):+.3f} s "
-          f"(target <= +0.15 s)")
+        s, c, m = ([r[f] for r in rows] for f in ("s", "cpu", "rss_mb"))
+        loaded = sorted(set().union(*(set(r["loaded"]) for r in rows)))
+        print(f"  {k:30s} wall min {min(s):6.3f} median {statistics.median(s):6.3f}   CPU min {min(c):6.3f} "
+              f"median {statistics.median(c):6.3f} s   peak RSS min {min(m):6.1f} median {statistics.median(m):6.1f} MB"
+              f"   loaded: {loaded}")
+    for f, what in (("s", "wall"), ("cpu", "CPU")):
+        g = [r[f] for r in got["gymnasium"]]
+        r = [r[f] for r in got["rlviz recorder"]]
+        print(f"rlviz recorder - gymnasium ({what}): min {min(r) - min(g):+.3f} s, median "
+              f"{statistics.median(r) - statistics.median(g):+.3f} s (target <= +0.15 s)")
 
 
 def loop(kind: str, steps: int, folder: str, trigger: str = "every") -> tuple[list[float], float]:
@@ -146,6 +152,8 @@ def bench_steps(steps: int, repeats: int, trigger: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--part", choices=("imports", "steps", "both"), default="both")
+    ap.add_argument("--baseline", type=Path, help="another checkout (e.g. release 0.3.0) whose recorder import is "
+                                                  "measured too, interleaved")
     ap.add_argument("--reps", type=int, default=9, help="fresh processes per import kind")
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--repeats", type=int, default=3)
@@ -156,7 +164,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     print(f"load average: {os.getloadavg()[0]:.2f}")
     if args.part in ("imports", "both"):
-        bench_imports(args.reps)
+        bench_imports(args.reps, args.baseline)
     if args.part in ("steps", "both"):
         bench_steps(args.steps, args.repeats, args.trigger)
 

@@ -155,3 +155,40 @@ def test_recording_frames_and_annotations_without_a_policy_never_imports_torch(t
     assert "torch" not in got["after"] and "matplotlib" not in got["after"], got
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rl-video-episode-0.mp4", "rl-video-episode-1.mp4",
                                                           "rl-video-episode-1.npz"]
+
+
+def test_the_writer_thread_runs_jobs_in_order_and_hands_errors_to_the_loop():
+    from rlviz.record.writer import BackgroundWriter
+
+    writer, done = BackgroundWriter(), []
+    writer.submit(done.append, 1)
+    writer.submit(lambda: (_ for _ in ()).throw(OSError("disk full")))
+    writer.submit(done.append, 2)  # the jobs after a failure still run
+    with pytest.raises(OSError, match="disk full"):
+        writer.wait()
+    assert done == [1, 2] and writer.idle
+    writer.wait()  # the error was handed over once
+
+
+def test_panel_videos_written_in_the_background_equal_those_written_in_step(tmp_path):
+    from rlviz import RecordEpisode
+
+    for background in (False, True):
+        env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path / str(background),
+                            options=RecordOptions(background=background), episode_trigger=lambda k: True)
+        for ep in range(3):
+            obs, _ = env.reset(seed=ep)
+            for t in range(200):
+                env.annotate(logits=np.array([-obs[2], obs[2]]) * 10, value=float(t))
+                obs, _, term, trunc, _ = env.step(int(obs[2] > 0))
+                if term or trunc:
+                    break
+            if not background:  # written inside step(): complete when the episode's last step returns
+                assert (tmp_path / "False" / f"rl-video-episode-{ep}.npz").exists()
+        env.close()
+    for ep in range(3):
+        a, b = (np.load(tmp_path / d / f"rl-video-episode-{ep}.npz") for d in ("False", "True"))
+        assert sorted(a.files) == sorted(b.files)
+        for key in a.files:
+            np.testing.assert_array_equal(a[key], b[key])
+        assert probe_video(tmp_path / "True" / f"rl-video-episode-{ep}.mp4").num_frames == len(a["rewards"]) + 1

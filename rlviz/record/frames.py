@@ -60,11 +60,11 @@ from ..agent.actions import ActionSpec
 from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool
 from ..errors import UsageError
 from .internals import Annotations
-from .stream import FrameStream
 from .writer import BackgroundWriter
 
 if TYPE_CHECKING:
     from ..draw.compose import ComposeOptions
+    from .stream import FrameStream
 
 __all__ = ["EpisodeVideo", "RecordOptions"]
 
@@ -213,11 +213,15 @@ class EpisodeVideo:
         if policy is not None and not self.with_observations:
             self._abort(rec)
             raise UsageError("EpisodeVideo.finish(policy=...) needs the observations: make it with_observations=True.")
-        trace = self._trace(rec, terminated, truncated)
+        try:
+            trace = self._trace(rec, terminated, truncated)
+            if self.writer is not None:
+                self.writer.submit(self._write, rec, trace, policy, observation_space, video=True)
+        except BaseException:  # (with a writer: an earlier video's error surfacing here) this one's spools go too
+            self._abort(rec)
+            raise
         if self.writer is None:
             self._write(rec, trace, policy, observation_space)
-        else:
-            self.writer.submit(self._write, rec, trace, policy, observation_space, video=True)
         return self.path
 
     def abort(self) -> None:
@@ -254,6 +258,8 @@ class EpisodeVideo:
     # (the methods below run on the writer's thread when there is one)
     def _write_frame(self, frame: Any, reward: float, step: int, ret: float) -> None:
         if self._stream is None:
+            from .stream import FrameStream  # the video machinery loads with the first video
+
             opt = self.options
             self._stream = FrameStream(self.path, self.fps, opt.preset, opt.crf, opt.strip)
         self._stream.write(frame, step, reward, ret)
@@ -273,14 +279,20 @@ class EpisodeVideo:
     def _open_spool(self, frame: Any, obs: Any, lives: int, masks: Any) -> None:
         where = self.options.spool_dir
         keep_obs = self.with_observations and obs is not None
-        frames = Spool(np.shape(frame), np.uint8, dir=where, name="frames")
-        self._rec = {"frames": frames, "obs": make_spool(obs, dir=where, name="obs") if keep_obs else None,
-                     "actions": array("d"), "rewards": array("d"), "lives": array("l", [int(lives)]), "masks": []}
-        frames.append(frame)
-        if keep_obs:
-            self._rec["obs"].append(obs)
+        rec: dict[str, Any] = {"frames": None, "obs": None, "actions": array("d"), "rewards": array("d"),
+                               "lives": array("l", [int(lives)]), "masks": []}
+        try:
+            rec["frames"] = Spool(np.shape(frame), np.uint8, dir=where, name="frames")
+            rec["frames"].append(frame)
+            if keep_obs:
+                rec["obs"] = make_spool(obs, dir=where, name="obs")
+                rec["obs"].append(obs)
+        except BaseException:  # a full disk: nothing of this episode stays behind
+            self._abort(rec)
+            raise
         if masks is not None:
-            self._rec["masks"].append(np.asarray(masks, dtype=bool))
+            rec["masks"].append(np.asarray(masks, dtype=bool))
+        self._rec = rec
 
     def _trace(self, rec: dict[str, Any], terminated: bool, truncated: bool) -> EpisodeTrace:
         spec = self.spec

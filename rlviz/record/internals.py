@@ -13,7 +13,6 @@ from ..agent.obs import FlatView, ObsAdapter, is_plain
 from ..agent.policy_output import PolicyOutput
 from ..episode.trace import EpisodeInternals, EpisodeTrace, returns_to_go
 from ..errors import UsageError
-from ..media.atomic import atomic_path
 from .arrays import as_numpy
 
 if TYPE_CHECKING:  # torch is imported only when a policy is evaluated (annotations alone need none)
@@ -222,6 +221,8 @@ def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Pa
         data["squash"] = np.bool_(internals.squash)
     for name, v in (internals.extras or {}).items():
         data[f"extra_{name}"] = v
+    from ..media.atomic import atomic_path  # (rlviz.media loads with the first video, not with the recorder)
+
     with atomic_path(path) as tmp:
         np.savez_compressed(tmp, **data)
     return path
