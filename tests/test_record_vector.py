@@ -408,3 +408,17 @@ print(sorted(m for m in ("torch", "moviepy") if m in sys.modules))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_reset_mid_episode_cuts_the_video_there(tmp_path):
+    envs = make_vec(2)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: True, sinks=None)
+    rec.reset(seed=5)
+    rec.step(np.array([0, 0]))
+    rec.reset(seed=6)  # the training code starts over: the episode in progress ends here, cut
+    rec.step(np.array([0, 0]))
+    rec.close()
+    first, second = rec.recorded
+    assert (first.path.name, first.steps, first.frames, first.terminated, first.truncated) == (
+        "rl-video-env-1-episode-0.mp4", 1, 2, False, False)
+    assert second.path.name == "rl-video-env-1-episode-1.mp4" and decoded_marks(second.path) == ([0, 1], [1, 1])
