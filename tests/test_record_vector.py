@@ -422,3 +422,23 @@ def test_reset_mid_episode_cuts_the_video_there(tmp_path):
     assert (first.path.name, first.steps, first.frames, first.terminated, first.truncated) == (
         "rl-video-env-1-episode-0.mp4", 1, 2, False, False)
     assert second.path.name == "rl-video-env-1-episode-1.mp4" and decoded_marks(second.path) == ([0, 1], [1, 1])
+
+
+def test_gaussian_outputs_on_box_actions(tmp_path):
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1", render_mode="rgb_array", max_episode_steps=12)
+                                     for _ in range(2)])
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: k == 0, sinks=None)
+    rec.reset(seed=0)
+    means = []
+    for t in range(12):
+        mean = np.array([[0.1 * t], [-0.1 * t]], np.float32)
+        rec.annotate(mean=mean, log_std=np.full((2, 1), -1.0, np.float32), value=np.array([1.0, 2.0]))
+        means.append(mean[1, 0])
+        rec.step(mean)
+    rec.close()
+    (video,) = rec.recorded
+    data = np.load(video.path.with_suffix(".npz"))
+    assert video.truncated and video.steps == 12
+    np.testing.assert_allclose(data["mean"][:12, 0], means, rtol=1e-6)
+    np.testing.assert_allclose(data["std"][:12, 0], np.exp(-1.0), rtol=1e-6)
+    np.testing.assert_array_equal(data["value"], 2.0)
