@@ -24,6 +24,7 @@ recorder's work included: grabbing the frame, piping it to ffmpeg, and at an epi
     frames            ``RecordEpisode`` without a policy: frames piped to ffmpeg as they come
     annotated         ``RecordEpisode`` with ``annotate(logits=, value=)`` before each step: panels drawn when the
                       episode ends
+    ... (in step)     the same with ``RecordOptions(background=False)``: encoding and drawing inside ``step()``
 
 the repeats interleaved; per kind the median, 99th percentile and maximum step time (min / median over repeats)
 and the whole loop's wall time. A long maximum is a stall: a step that waited for a video to be written.
@@ -101,15 +102,18 @@ def loop(kind: str, steps: int, folder: str, trigger: str = "every") -> tuple[li
     every = (lambda k: True) if trigger == "every" else None  # None: RecordVideo's capped cubic schedule
     if kind == "RecordVideo":
         env = gym.wrappers.RecordVideo(env, folder, episode_trigger=every, disable_logger=True)
-    elif kind in ("frames", "annotated"):
-        env = RecordEpisode(env, folder, episode_trigger=every)
+    elif kind.startswith(("frames", "annotated")):
+        from rlviz import RecordOptions
+
+        env = RecordEpisode(env, folder, episode_trigger=every,
+                            options=RecordOptions(background="in step" not in kind))
     rng = np.random.default_rng(0)
     times = []
     t_all = time.perf_counter()
     env.reset(seed=0)
     for t in range(steps):
         a = int(rng.integers(2))
-        if kind == "annotated":
+        if kind.startswith("annotated"):
             logits = np.array([0.1 * (t % 50), -0.1 * (t % 50)], np.float32)
             env.annotate(logits=logits, value=float(t % 50))
         t0 = time.perf_counter()
@@ -124,7 +128,7 @@ def loop(kind: str, steps: int, folder: str, trigger: str = "every") -> tuple[li
 
 
 def bench_steps(steps: int, repeats: int, trigger: str) -> None:
-    kinds = ["bare + render", "frames", "annotated"]
+    kinds = ["bare + render", "frames", "frames (in step)", "annotated", "annotated (in step)"]
     try:
         import moviepy  # noqa: F401
 
@@ -146,7 +150,7 @@ def bench_steps(steps: int, repeats: int, trigger: str) -> None:
         for i, name in enumerate(("median", "p99", "max", "wall")):
             vals = [x[i] for x in r]
             cols.append(f"{name} {min(vals):7.3f} / {statistics.median(vals):7.3f}")
-        print(f"  {k:14s} " + "   ".join(cols))
+        print(f"  {k:20s} " + "   ".join(cols))
 
 
 def main() -> None:
