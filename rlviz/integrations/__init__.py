@@ -1,17 +1,17 @@
 """Training-time hooks: :func:`log_episode` for hand-written loops, ``RlvizCallback`` for Stable-Baselines3.
 
-``RlvizCallback`` (``rlviz.integrations.sb3``) needs ``pip install "rlviz[sb3]"`` and is imported only when used.
+``RlvizCallback`` and ``VecRecordEpisode`` (``rlviz.integrations.sb3``) need ``pip install "rlviz[sb3]"`` and are imported only when used.
 """
 
 from __future__ import annotations
 
 from .loop import episode_scalars, log_episode
 
-__all__ = ["log_episode", "episode_scalars", "RlvizCallback"]
+__all__ = ["log_episode", "episode_scalars", "RlvizCallback", "VecRecordEpisode"]
 
 
 def __getattr__(name: str):
-    if name == "RlvizCallback":
+    if name in ("RlvizCallback", "VecRecordEpisode"):
         import importlib
 
         return getattr(importlib.import_module(".sb3", __name__), name)

@@ -12,6 +12,8 @@ animated GIFs in the Images dashboard at the same step as SB3's scalars; pass ``
 keep the MP4s as well. With ``timeline="runs/timeline"`` it also writes a timeline (``rlviz timeline``'s files:
 every ``every_steps``, ``timeline_episodes`` episodes on the same seeds, :class:`rlviz.timeline.live.TimelineWriter`)
 and logs each checkpoint's numbers to the sinks at the training step. Needs ``pip install "rlviz[sb3]"``.
+
+:class:`VecRecordEpisode` (:mod:`rlviz.integrations.sb3_video`) replaces SB3's ``VecVideoRecorder``.
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ from ..errors import UsageError, require
 from ..sinks.base import Sink, as_sinks
 from ..sources.sb3 import sb3_policy
 from .loop import log_episode
+from .sb3_video import VecRecordEpisode
 
 if TYPE_CHECKING:
     from ..timeline.live import TimelineWriter
 
 _callbacks = require("stable_baselines3.common.callbacks", "sb3", "the Stable-Baselines3 callback")
 
-__all__ = ["RlvizCallback"]
+__all__ = ["RlvizCallback", "VecRecordEpisode"]
 
 
 class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]

@@ -1,0 +1,224 @@
+"""``VecRecordEpisode``: a drop-in for Stable-Baselines3's ``VecVideoRecorder`` without moviepy, which can also draw
+the model's internals.
+
+::
+
+    from rlviz.integrations.sb3 import VecRecordEpisode      # was: from stable_baselines3.common.vec_env import VecVideoRecorder
+
+    vec_env = VecRecordEpisode(vec_env, "videos", record_video_trigger=lambda x: x % 2000 == 0, video_length=200)
+    model = PPO("MlpPolicy", vec_env).learn(10_000)
+    vec_env.close()
+
+Same arguments, attributes and files as ``VecVideoRecorder``: a video starts at a step ``record_video_trigger``
+accepts (``step_id``: ``step()`` calls since the wrapper was made) and holds ``video_length + 1`` frames of
+``venv.render()`` (SB3's tiling of every sub-env), written to ``{name_prefix}-step-{a}-to-step-{b}.mp4`` with
+``b = a + video_length``. Frames stream to our H.264 writer as they come: none is kept in memory (SB3 keeps every
+frame of a video, then encodes it through moviepy).
+
+``model=`` (an SB3 algorithm or its policy): the video shows sub-env ``env_index`` alone with the model's
+panels (action probabilities, value, entropy) beside it, computed for the recorded steps only when the video ends,
+and the per-step numbers go to a ``.npz`` beside it. A clip may span episode ends (as SB3's does): its
+return-to-go is then that of the clip's rewards. ``sinks``: where finished videos are logged at their env step
+(``step_id * num_envs``), as :class:`rlviz.RecordVectorEpisode` does (default ``"auto"``: an active W&B run).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from ..agent.actions import action_spec
+from ..envs.frames import to_rgb_frame
+from ..errors import UsageError, require
+from ..record.frames import RecordOptions
+from ..record.setup import RenderModeError
+from ..record.vector_parts import SubEnvVideo, VideoSinks
+from ..record.writer import BackgroundWriter
+
+_vec = require("stable_baselines3.common.vec_env", "sb3", "VecRecordEpisode")
+
+__all__ = ["VecRecordEpisode", "FramesWritten"]
+
+
+class FramesWritten:
+    """``recorded_frames`` of a video in progress: only how many frames went to the encoder (``len``); the frames
+    themselves are not kept."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        return f"<{self.count} frames written>"
+
+
+class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
+    """Record a Stable-Baselines3 VecEnv to MP4 (``VecVideoRecorder``'s arguments; see the module docstring).
+
+    Args:
+        venv, video_folder, record_video_trigger, video_length, name_prefix: as ``VecVideoRecorder``.
+        model: an SB3 algorithm (or its ``.policy``) whose internals are drawn beside sub-env ``env_index``.
+        env_index: the sub-env recorded with ``model``.
+        sinks: see :class:`rlviz.RecordVectorEpisode` (``"auto"``, None, Sinks, a SummaryWriter).
+        options: a :class:`rlviz.RecordOptions` (panels, encoder).
+    """
+
+    video_name: str
+    video_path: str
+
+    def __init__(self, venv: Any, video_folder: str, record_video_trigger: Callable[[int], bool],
+                 video_length: int = 200, name_prefix: str = "rl-video", *, model: Any = None, env_index: int = 0,
+                 sinks: Any = "auto", options: RecordOptions | None = None) -> None:
+        _vec.VecEnvWrapper.__init__(self, venv)
+        self.env = venv
+        base = venv
+        while isinstance(base, _vec.VecEnvWrapper):
+            base = base.venv
+        if isinstance(base, (_vec.DummyVecEnv, _vec.SubprocVecEnv)):
+            self.env.metadata = base.get_attr("metadata")[0]
+        if self.env.render_mode != "rgb_array":
+            raise RenderModeError(f"VecRecordEpisode needs frames, but the VecEnv's render_mode is "
+                                  f"{self.env.render_mode!r}; make its envs with render_mode='rgb_array' "
+                                  "(make_vec_env(..., env_kwargs={'render_mode': 'rgb_array'})).")
+        if not callable(record_video_trigger):
+            raise UsageError(f"record_video_trigger={record_video_trigger!r}; expected a function of the step count.")
+        if int(video_length) < 1:
+            raise UsageError(f"video_length={video_length}; expected a positive number of steps.")
+        if not 0 <= int(env_index) < venv.num_envs:
+            raise UsageError(f"env_index={env_index}; the VecEnv has sub-envs 0..{venv.num_envs - 1}.")
+        self.frames_per_sec = float(self.env.metadata.get("render_fps", 30) or 30)
+        self.record_video_trigger = record_video_trigger
+        self.video_folder = os.path.abspath(video_folder)
+        os.makedirs(self.video_folder, exist_ok=True)
+        self.name_prefix, self.video_length = name_prefix, int(video_length)
+        self.step_id, self.recording = 0, False
+        self.recorded_frames = FramesWritten()
+        self.env_index, self.options = int(env_index), options or RecordOptions()
+        self.model = model
+        self._policy: Any = None
+        self._stream: SubEnvVideo | None = None
+        self._sinks = VideoSinks(sinks)
+        self._writer = BackgroundWriter() if self.options.background else None  # encodes and draws off step()
+        #: paths of the finished videos, in order
+        self.videos: list[Path] = []
+
+    # -- VecEnv API -------------------------------------------------------------------------------
+    def reset(self) -> Any:
+        obs = self.venv.reset()
+        self._last_obs = obs
+        if self.record_video_trigger(self.step_id):
+            self._start_video_recorder()
+        return obs
+
+    def step_wait(self) -> Any:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        self.step_id += 1
+        reward = float(np.asarray(rewards)[self.env_index])
+        if self.recording:
+            self._capture_frame(reward, obs)
+            if len(self.recorded_frames) > self.video_length:
+                self._stop_recording()
+        elif self.record_video_trigger(self.step_id):
+            self._start_video_recorder()
+        self._last_obs = obs
+        return obs, rewards, dones, infos
+
+    def step_async(self, actions: np.ndarray) -> None:
+        self._actions = actions
+        self.venv.step_async(actions)
+
+    def close(self) -> None:
+        """Close the VecEnv, then finish the video in progress and wait until every video is written."""
+        _vec.VecEnvWrapper.close(self)
+        if self.recording:
+            self._stop_recording()
+        if self._writer is not None:
+            self._writer.wait()
+
+    def __del__(self) -> None:
+        if getattr(self, "recording", False):
+            import warnings
+
+            warnings.warn("VecRecordEpisode: the last video was not finished; call close().", stacklevel=1)
+
+    # -- recording --------------------------------------------------------------------------------
+    def _start_video_recorder(self) -> None:
+        self.video_name = f"{self.name_prefix}-step-{self.step_id}-to-step-{self.step_id + self.video_length}.mp4"
+        self.video_path = os.path.join(self.video_folder, self.video_name)
+        self._start_recording()
+        self._capture_frame(0.0, getattr(self, "_last_obs", None), first=True)
+
+    def _start_recording(self) -> None:
+        if self.recording:
+            self._stop_recording()
+        self.recording = True
+        self.recorded_frames = FramesWritten()
+        model = self.model is not None
+        spec = action_spec(self.venv.action_space)
+        self._stream = SubEnvVideo(self.video_path, self.frames_per_sec, spec, self.options, panels=model,
+                                    with_observations=model, env_id=self._env_id() if model else "",
+                                    writer=self._writer)
+
+    def _capture_frame(self, reward: float, obs: Any, first: bool = False) -> None:
+        stream = self._stream
+        if stream is None:
+            return
+        row, action = None, cast(Any, None)
+        if self.model is None:
+            frame = self.env.render()  # SB3's tiling of every sub-env
+            if not isinstance(frame, np.ndarray):
+                self._stop_recording()
+                import warnings
+
+                warnings.warn(f"Recording stopped: render() returned {type(frame).__name__}, not a numpy array.",
+                              stacklevel=3)
+                return
+        else:
+            frame = self.venv.env_method("render", indices=[self.env_index])[0]
+            row = None if obs is None else np.array(obs[self.env_index], copy=True)
+            action = None if first else np.asarray(self._actions)[self.env_index]  # panels need the action
+        if first:
+            stream.start(to_rgb_frame(frame), row)
+        else:
+            stream.step(to_rgb_frame(frame), reward, action, row)
+        self.recorded_frames.count += 1
+
+    def _stop_recording(self) -> None:
+        stream, self._stream = self._stream, None
+        self.recording = False
+        if stream is None:
+            return
+        policy = self._model_policy() if self.model is not None else None
+        path = stream.finish(policy=policy, observation_space=self.venv.observation_space)
+        if path is None:
+            return
+        step = self.step_id * int(self.num_envs)
+        if self._writer is None:
+            self._done(Path(path), step)
+        else:
+            self._writer.submit(self._done, Path(path), step)
+
+    def _done(self, path: Path, step: int) -> None:
+        self.videos.append(path)
+        self._sinks.log(f"videos/{self.name_prefix}", path, step, self.frames_per_sec, path.stem)
+
+    def _env_id(self) -> str:
+        try:
+            spec = self.venv.get_attr("spec", indices=[self.env_index])[0]
+        except Exception:  # a VecEnv that does not hold gymnasium envs
+            spec = None
+        return str(getattr(spec, "id", None) or type(self).__name__)
+
+    def _model_policy(self) -> Any:
+        if self._policy is None:
+            from ..sources.sb3 import sb3_policy
+
+            self._policy = sb3_policy(self.model, device="cpu" if not hasattr(self.model, "device") else
+                                      self.model.device)
+        return self._policy
