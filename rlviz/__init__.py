@@ -36,7 +36,7 @@ _EXPORTS = {
     "attribute": "explain", "episode_saliency": "explain", "normalise_episode": "explain",
     "VideoWriter": "media", "probe_video": "media", "read_video": "media",
     "RecordEpisode": "record", "RecordOptions": "record", "run_episode": "record",
-    "RecordVectorEpisode": "record.vector",  # (in __all__ once rlviz/record/vector.py is merged)
+    "RecordVectorEpisode": "record.vector",
     "CompareOutputs": "jobs", "RenderOutputs": "jobs", "compare": "jobs", "render": "jobs",
     "timeline": "timeline", "TimelineOutputs": "timeline",
 }
@@ -44,7 +44,7 @@ _EXPORTS = {
 __all__ = [
     "CallablePolicy", "CheckpointError", "CompareConfig", "CompareOutputs", "ComposeOptions", "Compositor", "EnvError", "EnvRecipe", "EpisodeInternals", "EpisodeRecord",
     "EpisodeResult", "EpisodeTrace", "FailureHeatmap", "LoadedAgent", "MissingDependencyError", "Policy",
-    "PolicyOutput", "RecordEpisode", "RecordOptions", "RenderConfig", "RenderOutputs", "RlvizError", "RolloutResult", "Summary",
+    "PolicyOutput", "RecordEpisode", "RecordOptions", "RecordVectorEpisode", "RenderConfig", "RenderOutputs", "RlvizError", "RolloutResult", "Summary",
     "TorchPolicy", "UnsafeCheckpointError", "UsageError", "VideoError", "VideoWriter", "atari_recipe", "attribute",
     "compare", "episode_saliency", "format_table", "load_agent", "load_checkpoint", "make_env", "make_vec_env",
     "normalise_episode", "probe_video", "read_video", "render", "replay_episode", "rollout", "run_episode",
@@ -97,5 +97,6 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .jobs import CompareOutputs, RenderOutputs, compare, render  # type: ignore[no-redef]
     from .media import VideoWriter, probe_video, read_video
     from .record import RecordEpisode, RecordOptions, run_episode
+    from .record.vector import RecordVectorEpisode
     from .sources import LoadedAgent, load_agent, load_checkpoint, save_checkpoint
     from .timeline import TimelineOutputs, timeline
