@@ -96,7 +96,7 @@ class TimelineWriter:
         self._names: tuple | None = None
         self._evaluator = Evaluator(self.config)
         self.data: dict = {"checkpoints": []}
-        prepare_out_folder(self.out, self.config)
+        prepare_out_folder(self.out, self.config, inputs=())  # (its config's run is the folder itself)
 
     def add(self, policy: Policy, step: int, *, action_names: tuple | None = None,
             gamma: float = 0.99) -> dict:

@@ -27,10 +27,11 @@ from ..sources.run_folders import Skipped, TimelineCheckpoint
 __all__ = ["OutputSet", "prepare_out_folder"]
 
 
-def prepare_out_folder(out: Path, config: Any) -> None:
+def prepare_out_folder(out: Path, config: Any, inputs: Sequence[Path] | None = None) -> None:
     """``out`` made the timeline's folder, marked as an rlviz run now (listing no file yet); an earlier rlviz run
-    there is removed first (with ``overwrite``: only the files its marker lists, see :mod:`rlviz.jobs.outdir`)."""
-    check_out_dir(out, config.overwrite, job_inputs(config))
+    there is removed first (with ``overwrite``: only the files its marker lists, see :mod:`rlviz.jobs.outdir`).
+    ``inputs``: what the job reads (default: what ``config`` names; a timeline written during training reads none)."""
+    check_out_dir(out, config.overwrite, job_inputs(config) if inputs is None else inputs)
     if out.is_dir() and is_run_folder(out):  # --overwrite (check_out_dir refused it otherwise)
         remove_run(out)
     out.mkdir(parents=True, exist_ok=True)
