@@ -334,7 +334,7 @@ def test_follow_retries_a_checkpoint_filled_in_place(runs, tmp_path):
     try:
         _wait(lambda: (out / "rlviz-run.json").exists(), proc)
         target = run / "rl_model_1024_steps.zip"
-        target.write_bytes(b"PK\x03\x04" + b"\0" * 200)  # a zip header, then nothing: looks complete, fails
+        target.write_bytes(b"not yet a zip " * 20)  # complete as far as a watcher can tell; fails to load
         _wait(lambda: _steps(out, "failed") == [1024], proc)
         with open(target, "r+b") as fh:  # filled in place (not renamed), as CheckpointCallback saves
             fh.write(good)
