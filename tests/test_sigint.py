@@ -105,11 +105,14 @@ def test_ctrl_c_during_follow(tmp_path, at):
 def test_minatar_import_keeps_a_ctrl_c(tmp_path):
     """A Ctrl-C while MinAtar imports is raised (MinAtar's bare ``except`` around its seaborn import swallowed it),
     and seaborn itself is not imported until a frame is drawn."""
-    code = ("import os, signal, sys, threading\nfrom rlviz.envs.recipe import register_envs\n"
-            "register_envs('ALE/Pong-v5')\n"  # (ale-py imported first: the signal falls in MinAtar's import)
-            "threading.Timer(0.1, lambda: os.kill(os.getpid(), signal.SIGINT)).start()\n"
+    code = ("import builtins, os, signal, sys\nfrom rlviz.envs.recipe import register_envs\n"
+            "real_import = builtins.__import__\n"
+            "def ctrl_c_at_seaborn(name, *args, **kwargs):\n"  # the Ctrl-C arrives as MinAtar imports seaborn
+            "    if name == 'seaborn':\n        os.kill(os.getpid(), signal.SIGINT)\n"
+            "    return real_import(name, *args, **kwargs)\n"
+            "builtins.__import__ = ctrl_c_at_seaborn\n"
             "try:\n    register_envs('MinAtar/Breakout-v1')\nexcept KeyboardInterrupt:\n    print('interrupted')\n"
-            "else:\n    print('swallowed')\n"
+            "else:\n    print('swallowed')\nbuiltins.__import__ = real_import\n"
             "print('seaborn imported' if 'seaborn.palettes' in sys.modules else 'seaborn deferred')\n")
     env = {**os.environ, "PYTHONPATH": str(CODE)}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
