@@ -28,10 +28,12 @@ import torch
 from _bombs import DEEP_JSON, DEEP_YAML, YAML_BOMB, measured, zip_with_bomb
 from torch import nn
 
+import rlviz
 from rlviz.cli import main
 from rlviz.errors import CheckpointError, HubError, RlvizError, UsageError
 
 ROOT = Path(__file__).resolve().parents[1]
+CODE = str(Path(rlviz.__file__).resolve().parents[1])  # the rlviz under test: subprocesses run the same one
 #: what a job has imported before it reads a file (the bombs' time and memory are measured from here)
 STARTUP = ("import gymnasium, stable_baselines3, torch, yaml\nimport rlviz.sources.sb3, rlviz.sources.zoo\n"
            "from rlviz.sources import load_agent\n")
@@ -144,7 +146,7 @@ def test_a_forged_marker_never_removes_anything_outside_out(tmp_path):
 
 # -- 2. one writer per --out, --follow included ----------------------------------------------------------------
 def _follow(run: Path, out: Path, *extra: str) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": CODE}
     cmd = [sys.executable, "-m", "rlviz", "timeline", str(run), "--follow", "--env", "CartPole-v1", "--episodes", "2",
            "--videos", "none", "--poll", "0.2", "--settle", "0.4", "--out", str(out), *extra]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -186,12 +188,12 @@ def test_a_zip_bomb_is_refused_fast_and_small(tmp_path):
     assert (run / "final.zip").stat().st_size < 2 << 20
     (run / "rl_model_5_steps.zip").write_bytes(b"PK\x03\x04")  # its step from its name: not read by discovery
     got = measured(STARTUP + "from rlviz.sources.run_folders import discover",
-                   f"(lambda f, s: ([c.name for c in f], [x.why for x in s]))(*discover({str(run)!r}))")
+                   f"(lambda f, s: ([c.name for c in f], [x.why for x in s]))(*discover({str(run)!r}))", pythonpath=CODE)
     assert got["s"] < 2 and got["mb"] < 300, got
     assert "['rl_model_5_steps.zip']" in got["outcome"] and "final.zip: archive member 'data' inflates" in got["outcome"] \
         and "to 1.0 GiB" in got["outcome"], got
     weights = zip_with_bomb(tmp_path / "w.zip", {"data": b"{}", "_stable_baselines3_version": b"2.4.0"}, "policy.pth")
-    got = measured(STARTUP, f"load_agent({str(weights)!r}, env='CartPole-v1')")
+    got = measured(STARTUP, f"load_agent({str(weights)!r}, env='CartPole-v1')", pythonpath=CODE)
     assert got["s"] < 2 and got["mb"] < 300 and got["outcome"].startswith("CheckpointError") \
         and "inflates" in got["outcome"], got
 
@@ -202,7 +204,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(tmp_path):
     (run / "CartPole-v1.zip").write_bytes(b"PK\x03\x04")
     (run / "CartPole-v1" / "config.yml").write_text("policy: MlpPolicy\n")
     (run / "CartPole-v1" / "args.yml").write_text(YAML_BOMB + "env: CartPole-v1\nenv_kwargs: {k: *i}\n")
-    got = measured(STARTUP, f"load_agent({str(run)!r})")
+    got = measured(STARTUP, f"load_agent({str(run)!r})", pythonpath=CODE)
     assert got["s"] < 2 and got["mb"] < 300, got
     assert got["outcome"].startswith("CheckpointError") and "100,000 nodes" in got["outcome"] \
         and "args.yml" in got["outcome"], got
@@ -436,7 +438,7 @@ def test_symlink_loops_are_listed_among_skipped_files(tmp_path):
 def test_no_torch_warning_before_rlvizs_one_line(tmp_path):
     path = tmp_path / "model.pt"
     torch.save(nn.Linear(4, 2), path, pickle_protocol=4)  # a full pickle, protocol 4: torch warns, then refuses
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONWARNINGS": "default"}
+    env = {**os.environ, "PYTHONPATH": CODE, "PYTHONWARNINGS": "default"}
     proc = subprocess.run([sys.executable, "-m", "rlviz", "render", str(path), "--env", "CartPole-v1", "--out",
                            str(tmp_path / "o")], capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "full pickle" in proc.stderr, proc.stderr
@@ -456,7 +458,7 @@ def test_docstrings_name_modules_that_exist():
 
     old = set(MOVED) | set(MOVED_0_2)
     bad = []
-    for f in sorted((ROOT / "rlviz").rglob("*.py")):
+    for f in sorted((Path(CODE) / "rlviz").rglob("*.py")):
         if f.name == "_deprecated.py":
             continue
         for i, line in enumerate(f.read_text().splitlines(), 1):
@@ -466,7 +468,7 @@ def test_docstrings_name_modules_that_exist():
                     continue  # a file name (rlviz.json, rlviz-run.json)
                 for k in range(len(parts), 0, -1):
                     mod = ".".join(parts[:k])
-                    p = ROOT.joinpath(*parts[:k])
+                    p = Path(CODE).joinpath(*parts[:k])
                     if p.with_suffix(".py").exists() or (p / "__init__.py").exists():
                         break
                 else:

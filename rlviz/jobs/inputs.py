@@ -72,7 +72,9 @@ def _paths(value: Any) -> Iterable[Path]:
 def job_inputs(config: Any) -> list[Path]:
     """The inputs a job's config (or its :func:`rlviz.config.config_dict`) names, as given (resolved when
     checked)."""
-    get = config.get if isinstance(config, dict) else (lambda name: getattr(config, name, None))
+    def get(name: str) -> Any:
+        return config.get(name) if isinstance(config, dict) else getattr(config, name, None)
+
     return [p for name in INPUT_FIELDS for p in _paths(get(name))]
 
 

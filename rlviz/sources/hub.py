@@ -312,8 +312,7 @@ def _card_names(hf: ModuleType, readme: Path) -> list[str]:
 def _card_metadata(readme: Path) -> Any:
     """The YAML front matter of a model card (``---`` ... ``---`` at its top), read with a cap and safe YAML under
     :mod:`.limits`' node budget (huggingface_hub's ``metadata_load`` would expand an alias bomb)."""
-    import yaml
-
+    yaml = require("yaml", "hub", "model cards")
     text = read_text_capped(readme, readme, 1 << 20)
     match = re.match(r"\s*---[\r\n]+([\S\s]*?)[\r\n]+---(\r\n|\n|$)", text)
     return load_yaml(yaml, yaml.SafeLoader, match.group(1), readme) if match else None

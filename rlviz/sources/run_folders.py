@@ -26,7 +26,7 @@ import os
 import re
 import zipfile
 import zlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -255,7 +255,7 @@ def _order(name: str) -> tuple[int, str]:
     return (0 if step_from_name(name) is not None else 1, name)
 
 
-def discover(run: str | os.PathLike | Sequence[str | os.PathLike], *, known: Collection[Path] = (),
+def discover(run: str | os.PathLike | Sequence[str | os.PathLike], *, known: Container[Path] = (),
              require: bool = True, ready: Callable[[Path], bool] | None = None,
              ) -> tuple[list[TimelineCheckpoint], list[Skipped]]:
     """The checkpoints of RUN in step order, and the files left out (no step; a second file for a step).
