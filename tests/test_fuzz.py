@@ -7,9 +7,17 @@ folder and returns what to load; ``load`` loads it). Each input mutates one file
 payloads (a pickle ``__reduce__``, a YAML ``!!python/object/apply`` tag, an SB3 ``:serialized:`` entry) would
 create a marker file if anything ran them; the marker must never appear.
 
+The folders around the files are fuzzed too (:func:`test_run_folders_and_hub_caches_survive_mutation`): a training
+run's folder and a Hub cache, copied per input and changed 1-3 times (symlink loops, dangling links, links out of
+them, a FIFO or a folder with an agent's name, a mutated checkpoint, an empty one; refs holding paths, ``..``, control
+characters or another hash; a snapshot linked outside, blobs deleted, a YAML bomb for a model card): discovery,
+loading and (every 6th) a whole ``timeline`` job load or raise one RlvizError line, never hang, and nothing outside
+``--out`` is written or deleted (every entry's lstat compared).
+
 Environment: ``RLVIZ_FUZZ_SEED`` (default 0, so the suite is deterministic; ``random``: a fresh seed, printed on
 failure, to explore), ``RLVIZ_FUZZ_COUNT`` (inputs
-per run across all readers, default 2000), ``RLVIZ_FUZZ_ONLY`` (one input index: reproduce one failure).
+per run across all readers, default 2000), ``RLVIZ_FUZZ_ONLY`` (one input index: reproduce one failure),
+``RLVIZ_FUZZ_FOLDERS`` (sandboxes of the folder test, default 60).
 """
 
 from __future__ import annotations

@@ -121,12 +121,16 @@ def follow(config: Any) -> TimelineOutputs:
     out = Path(config.out)
     with claim_out_dir(out, config.overwrite, job_inputs(config)):  # one writer, until the last output is in place
         sinks = open_sinks(config)  # fail early (a missing extra)
-        prepare_out_folder(out, config)
-        outputs = OutputSet(out, config)
+        outputs = None
         try:
+            prepare_out_folder(out, config)
+            outputs = OutputSet(out, config)
             return _watch(config, out, outputs, sinks)
+        except KeyboardInterrupt:
+            raise _interrupted(out, outputs) from None
         finally:
-            outputs.close()
+            if outputs is not None:
+                outputs.close()
             for sink in sinks:
                 sink.close()
 
@@ -138,39 +142,38 @@ def _watch(config: Any, out: Path, outputs: OutputSet, sinks: list) -> TimelineO
     data = timeline_data([], [], config)
     evaluator = Evaluator(config, None, say_stderr)
     say_stderr(f"rlviz: watching {run} for checkpoints (Ctrl-C to stop)")
-    try:
-        with progress.enabled(config.progress), open_backend(config) as backend:
-            evaluator.backend = backend
-            last_new = time.monotonic()
-            while True:
-                if not Path(run).is_dir():
-                    say_stderr(f"rlviz: {run} disappeared; stopped with the outputs of {outputs.count} "
-                               f"checkpoint(s) in {out}")
-                    break
-                new = _new_checkpoints(run, watch, looked, skipped, evaluator)
-                for cp in new:
-                    before = looked.signature(cp.path)  # (a file changed while it was read is read again)
-                    done = evaluator.add(cp)
-                    if done.error is None:
-                        looked.ok(cp.path)
-                    else:
-                        looked.failure(cp.path, before)
-                    data = outputs.publish(evaluator.done, skipped)
-                    log_rows(sinks, data, {cp.step})
-                if new:
-                    last_new = time.monotonic()
-                elif config.idle_stop is not None and time.monotonic() - last_new >= config.idle_stop:
-                    say_stderr(f"rlviz: no new checkpoint for {config.idle_stop:g} s; stopped")
-                    break
-                time.sleep(config.poll)
-    except KeyboardInterrupt:
-        raise _interrupted(out, outputs) from None
+    with progress.enabled(config.progress), open_backend(config) as backend:
+        evaluator.backend = backend
+        last_new = time.monotonic()
+        while True:
+            if not Path(run).is_dir():
+                say_stderr(f"rlviz: {run} disappeared; stopped with the outputs of {outputs.count} "
+                           f"checkpoint(s) in {out}")
+                break
+            new = _new_checkpoints(run, watch, looked, skipped, evaluator)
+            for cp in new:
+                before = looked.signature(cp.path)  # (a file changed while it was read is read again)
+                done = evaluator.add(cp)
+                if done.error is None:
+                    looked.ok(cp.path)
+                else:
+                    looked.failure(cp.path, before)
+                data = outputs.publish(evaluator.done, skipped)
+                log_rows(sinks, data, {cp.step})
+            if new:
+                last_new = time.monotonic()
+            elif config.idle_stop is not None and time.monotonic() - last_new >= config.idle_stop:
+                say_stderr(f"rlviz: no new checkpoint for {config.idle_stop:g} s; stopped")
+                break
+            time.sleep(config.poll)
     log_end(sinks, out, data)
     return outputs_of(out, data, evaluator.done)
 
 
-def _interrupted(out: Path, outputs: OutputSet) -> Interrupted:
+def _interrupted(out: Path, outputs: OutputSet | None) -> Interrupted:
     """The one line Ctrl-C leaves; with no checkpoint published, ``out`` (only rlviz's marker) is removed."""
+    if outputs is None:  # (before the folder was made ours)
+        return Interrupted("no checkpoint was evaluated; nothing was written")
     if outputs.count == 0:
         remove_run(out)
         return Interrupted(f"no checkpoint was evaluated; nothing was written ({out} removed)")
