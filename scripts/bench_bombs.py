@@ -46,7 +46,7 @@ def _files(work: Path) -> dict[str, str]:
     with zipfile.ZipFile(work / "good.pt2") as z, zipfile.ZipFile(work / "deep.pt2", "w") as out:
         for info in z.infolist():
             out.writestr(info, DEEP_JSON if info.filename.endswith("extra/rlviz.json") else z.read(info))
-    return {"zip bomb (data), discover": f"discover({str(run)!r})",
+    return {"zip bomb (data), discover": f"discover({str(run)!r}, require=False)[1][0].why",
             "zip bomb (policy.pth), load_agent": f"load_agent({str(weights)!r}, env='CartPole-v1')",
             "YAML alias bomb (args.yml), load_agent": f"load_agent({str(zoo)!r})",
             "100,000-deep JSON (.pt2), load_agent": f"load_agent({str(work / 'deep.pt2')!r})"}
