@@ -3,7 +3,7 @@ as one consistent set after each checkpoint.
 
 Each round writes timeline.json, timeline.csv and the views into a private work folder beside ``out``
 (``.<out>.<pid>.work``, where the progression parts already recorded are kept), links every file that changed into
-``out`` under a temporary name, then renames them all into place with Ctrl-C held (:func:`rlviz.interrupts.
+``out`` under a temporary name, then renames them all into place (timeline.json last) with Ctrl-C held (:func:`rlviz.interrupts.
 deferred_sigint`: a few renames, milliseconds). So ``out`` always holds the complete set of some round: a Ctrl-C while
 a round is written leaves the previous round's set, never a timeline.json of one round beside a timeline.png of
 another. The marker (``rlviz-run.json``) is rewritten last in the same step and lists every file published.
@@ -57,14 +57,14 @@ class OutputSet:
 
     def publish(self, done: Sequence[TimelineCheckpoint], skipped: Sequence[Skipped]) -> dict:
         """Write the outputs of ``done`` into the work folder, then into ``out`` as one set; the timeline.json data."""
-        from .outputs import write_outputs
+        from .outputs import JSON_NAME, write_outputs
 
         data = write_outputs(self.work, done, skipped, self.config)
         changed = {rel: _signature(self.work / rel) for rel in written_files(self.work)}
         changed = {rel: sig for rel, sig in changed.items() if self.published.get(rel) != sig}
         pending: list[tuple[Path, Path]] = []
-        try:
-            for rel in changed:
+        try:  # timeline.json last: who sees its new rows finds the rest of the set already in place
+            for rel in sorted(changed, key=lambda r: r == JSON_NAME):
                 dest = self.out / rel
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 tmp = temp_name(dest)
