@@ -400,11 +400,26 @@ def _mutate_folders(root: Path, rng: np.random.Generator, marker: Path) -> str:
 
 
 def _folder_calls(root: Path, out: Path, config: SimpleNamespace, job: bool) -> list[Callable[[], object]]:
-    import rlviz
-    from rlviz.sources.run_folders import discover
+    """Discovery and loading of the run (links that lead nowhere are listed among the skipped files, never dropped
+    silently), the Hub agent (the commit it records is the resolved hash), and a timeline job."""
+    import re
 
-    calls: list[Callable[[], object]] = [lambda: [cp.load(config) for cp in discover(root / "run")[0]],
-                                         lambda: load_agent(f"hf://{FOLDER_REPO}")]
+    import rlviz
+    from rlviz.sources.run_folders import AGENT_SUFFIXES, discover
+
+    def run_folder() -> None:
+        found, skipped = discover(root / "run")
+        broken = {p.name for p in (root / "run").iterdir() if p.is_symlink() and not p.exists()
+                  and p.name.endswith(AGENT_SUFFIXES) and not p.name.startswith(".")}
+        assert broken <= {s.name for s in skipped}, f"links that lead nowhere, not listed: {broken}"
+        for cp in found:
+            cp.load(config)
+
+    def hub() -> None:
+        commit = load_agent(f"hf://{FOLDER_REPO}").metadata["hub"]["commit"]
+        assert re.fullmatch(r"[0-9a-f]{40}", commit), f"recorded commit {commit!r}"
+
+    calls: list[Callable[[], object]] = [run_folder, hub]
     if job:
         calls.append(lambda: rlviz.timeline(run=root / "run", env="CartPole-v1", episodes=1, videos="none", out=out))
     return calls
