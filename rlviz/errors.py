@@ -22,6 +22,7 @@ __all__ = [
     "WorkerError",
     "MissingDependencyError",
     "HubError",
+    "Interrupted",
     "require",
     "did_you_mean",
 ]
@@ -70,6 +71,11 @@ class MissingDependencyError(RlvizError, ImportError):
 class HubError(CheckpointError):
     """A Hugging Face Hub repo (``hf://ORG/REPO``) cannot be fetched (not found, gated or private without a token,
     offline and not cached) or holds no agent file rlviz loads."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C ended a job; the message (one line) says what it left: complete outputs, or none. A
+    ``KeyboardInterrupt``, so code that stops on Ctrl-C stops on it too; the CLI prints it and exits 130."""
 
 
 def require(module: str, extra: str, what: str | None = None) -> ModuleType:

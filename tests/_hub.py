@@ -57,7 +57,7 @@ def cache_repo(cache: Path, repo_id: str, files: dict[str, bytes | str | Path], 
         link = snapshot / name
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(os.path.relpath(blob, link.parent))
-    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / revision).parent.mkdir(parents=True, exist_ok=True)  # (refs/pr/1, feature/x: folders)
     (repo / "refs" / revision).write_text(commit)
     return snapshot
 

@@ -7,9 +7,17 @@ folder and returns what to load; ``load`` loads it). Each input mutates one file
 payloads (a pickle ``__reduce__``, a YAML ``!!python/object/apply`` tag, an SB3 ``:serialized:`` entry) would
 create a marker file if anything ran them; the marker must never appear.
 
+The folders around the files are fuzzed too (:func:`test_run_folders_and_hub_caches_survive_mutation`): a training
+run's folder and a Hub cache, copied per input and changed 1-3 times (symlink loops, dangling links, links out of
+them, a FIFO or a folder with an agent's name, a mutated checkpoint, an empty one; refs holding paths, ``..``, control
+characters or another hash; a snapshot linked outside, blobs deleted, a YAML bomb for a model card): discovery,
+loading and (every 6th) a whole ``timeline`` job load or raise one RlvizError line, never hang, and nothing outside
+``--out`` is written or deleted (every entry's lstat compared).
+
 Environment: ``RLVIZ_FUZZ_SEED`` (default 0, so the suite is deterministic; ``random``: a fresh seed, printed on
 failure, to explore), ``RLVIZ_FUZZ_COUNT`` (inputs
-per run across all readers, default 2000), ``RLVIZ_FUZZ_ONLY`` (one input index: reproduce one failure).
+per run across all readers, default 2000), ``RLVIZ_FUZZ_ONLY`` (one input index: reproduce one failure),
+``RLVIZ_FUZZ_FOLDERS`` (sandboxes of the folder test, default 60).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -282,3 +291,192 @@ def test_every_reader_survives_mutated_files(built, tmp_path):
     assert not failures, f"{len(failures)} of the inputs (seed {seed}) escaped:\n" + "\n".join(failures[:20])
     if only is None:
         assert all(t["refused"] > 0 for t in tally.values()), tally  # the mutator reaches every reader
+
+
+# -- run folders and Hub caches: the folders around the files -------------------------------------------------------
+FOLDER_INPUTS = int(os.environ.get("RLVIZ_FUZZ_FOLDERS", "60"))  # sandboxes mutated (a timeline job every 6th)
+FOLDER_REPO = "fuzz/agent"
+
+
+def _sandbox(root: Path) -> None:
+    """A training run's folder, a Hub cache holding an agent, and a folder ``outside`` nothing may touch."""
+    from _hub import cache_repo, model_card
+
+    from rlviz.sources.saving import save_checkpoint
+
+    run = root / "run"
+    run.mkdir(parents=True)
+    model = _ppo()
+    model.save(run / "rl_model_64_steps.zip")
+    model.num_timesteps = 128
+    model.save(run / "final.zip")
+    torch.manual_seed(0)
+    save_checkpoint(run / "step_200.pt2", torch.nn.Linear(4, 2), env="CartPole-v1", kind="logits")
+    (root / "outside").mkdir()
+    (root / "outside" / "secret.txt").write_text("never read, written or deleted")
+    cache = root / "hf" / "hub"
+    cache_repo(cache, FOLDER_REPO, {"agent.pt2": run / "step_200.pt2", "README.md": model_card("CartPole-v1")})
+
+
+def _tree(root: Path, skip: Path) -> dict:
+    """Every entry under ``root`` but ``skip``: (kind, size, mtime) by lstat, links not followed."""
+    found = {}
+    for top, dirs, names in os.walk(root, followlinks=False):
+        if Path(top) == skip or skip in Path(top).parents:
+            continue
+        for name in (*dirs, *names):
+            p = Path(top) / name
+            if p == skip:
+                continue
+            st = p.lstat()
+            found[str(p.relative_to(root))] = (st.st_mode, st.st_size, st.st_mtime_ns,
+                                               os.readlink(p) if p.is_symlink() else None)
+    return found
+
+
+def _mutate_run(run: Path, outside: Path, kind: int, rng: np.random.Generator, marker: Path) -> None:
+    """One change to a training run's folder: links (loops, dangling, out of it), odd entries, a mutated file."""
+    if kind == 0 and not (run / "a.zip").is_symlink():
+        (run / "a.zip").symlink_to(run / "b.zip")
+        (run / "b.zip").symlink_to(run / "a.zip")
+    elif kind == 1:
+        (run / f"gone_{rng.integers(1 << 30)}.pt").symlink_to(run / "nothing")
+    elif kind == 2 and not (run / "rl_model_7_steps.zip").is_symlink():
+        (run / "rl_model_7_steps.zip").symlink_to(outside / "secret.txt")
+    elif kind == 3 and not (run / "d_9.zip").is_symlink():
+        (run / "d_9.zip").symlink_to(outside, target_is_directory=True)
+    elif kind == 4 and not (run / "sub_11.pt").exists():
+        (run / "sub_11.pt").mkdir()
+        os.mkfifo(run / "pipe_13.zip")
+    elif kind == 5:
+        victims = sorted(p for p in run.iterdir() if p.is_file() and not p.is_symlink() and p.stat().st_size)
+        if victims:
+            mutate_file(victims[int(rng.integers(len(victims)))], rng, marker)
+    else:
+        (run / "step_300.pt2").write_bytes(b"")  # a checkpoint still being written: empty
+
+
+def _mutate_cache(repo: Path, outside: Path, kind: int, rng: np.random.Generator) -> None:
+    """One change to a Hub cache's repo folder: its ref, its snapshot, the snapshot's links, its blobs, its card."""
+    snapshot = next((repo / "snapshots").iterdir())
+    ref = repo / "refs" / "main"
+    if snapshot.is_symlink():
+        return
+    if kind == 0:
+        values = ["../../../../outside", str(outside), "main", "", "a" * 40, "G" * 40, "0" * 40,
+                  snapshot.name + "\nrlviz: forged", "\0" * 40, "../" * 8 + "outside/secret.txt"]
+        ref.unlink()
+        ref.write_text(values[int(rng.integers(len(values)))])
+    elif kind == 1:
+        ref.unlink()
+        ref.symlink_to([outside / "secret.txt", ref, repo / "refs"][int(rng.integers(3))])
+    elif kind == 2:
+        shutil.rmtree(snapshot)
+        snapshot.symlink_to(outside, target_is_directory=True)
+    elif kind == 3:
+        link = snapshot / "agent.pt2"
+        link.unlink(missing_ok=True)
+        link.symlink_to([outside / "secret.txt", link, repo.parent][int(rng.integers(3))])
+    elif kind == 4:
+        for blob in (repo / "blobs").iterdir():
+            blob.unlink()
+    elif kind == 5 and not (snapshot / "loop").is_symlink():
+        (snapshot / "loop").symlink_to(snapshot, target_is_directory=True)
+    else:
+        from _bombs import DEEP_YAML, YAML_BOMB
+
+        readme = snapshot / "README.md"
+        readme.unlink(missing_ok=True)
+        readme.write_text("---\n" + [YAML_BOMB, DEEP_YAML][int(rng.integers(2))] + "---\n")
+
+
+def _mutate_folders(root: Path, rng: np.random.Generator, marker: Path) -> str:
+    """1-3 changes to the run folder or the Hub cache, as a hostile or careless user makes them; what was done."""
+    from _hub import repo_folder
+
+    done = []
+    for _ in range(int(rng.integers(1, 4))):
+        kind = int(rng.integers(14))
+        if kind < 7:
+            _mutate_run(root / "run", root / "outside", kind, rng, marker)
+        else:
+            _mutate_cache(repo_folder(root / "hf" / "hub", FOLDER_REPO), root / "outside", kind - 7, rng)
+        done.append(str(kind))
+    return "mutations " + ",".join(done)
+
+
+def _folder_calls(root: Path, out: Path, config: SimpleNamespace, job: bool) -> list[Callable[[], object]]:
+    """Discovery and loading of the run (links that lead nowhere are listed among the skipped files, never dropped
+    silently), the Hub agent (the commit it records is the resolved hash), and a timeline job."""
+    import re
+
+    import rlviz
+    from rlviz.sources.run_folders import AGENT_SUFFIXES, discover
+
+    def run_folder() -> None:
+        found, skipped = discover(root / "run")
+        broken = {p.name for p in (root / "run").iterdir() if p.is_symlink() and not p.exists()
+                  and p.name.endswith(AGENT_SUFFIXES) and not p.name.startswith(".")}
+        assert broken <= {s.name for s in skipped}, f"links that lead nowhere, not listed: {broken}"
+        for cp in found:
+            cp.load(config)
+
+    def hub() -> None:
+        commit = load_agent(f"hf://{FOLDER_REPO}").metadata["hub"]["commit"]
+        assert re.fullmatch(r"[0-9a-f]{40}", commit), f"recorded commit {commit!r}"
+
+    calls: list[Callable[[], object]] = [run_folder, hub]
+    if job:
+        calls.append(lambda: rlviz.timeline(run=root / "run", env="CartPole-v1", episodes=1, videos="none", out=out))
+    return calls
+
+
+def test_run_folders_and_hub_caches_survive_mutation(tmp_path):
+    """Each sandbox mutated (links, loops, refs, snapshots, files): discovery and loading of the run, and the Hub
+    agent, load or raise one RlvizError line; a timeline job (every 6th) writes nothing outside its --out; nothing
+    hangs; ``outside`` never changes."""
+    given = os.environ.get("RLVIZ_FUZZ_SEED", "0")
+    seed = secrets.randbits(32) if given == "random" else int(given)
+    base = tmp_path / "base"
+    _sandbox(base)
+    marker = tmp_path / "marker"
+    config = SimpleNamespace(env="CartPole-v1", model=None, trust_checkpoint=False, device="cpu", vecnormalize=None)
+    failures: list[str] = []
+    old_handler = signal.signal(signal.SIGALRM, _alarm)
+    try:
+        for i in range(FOLDER_INPUTS):
+            rng = np.random.default_rng([seed, 10_000 + i])
+            root = tmp_path / f"in{i}"
+            shutil.copytree(base, root, symlinks=True)
+            how = _mutate_folders(root, rng, marker)
+            out = root / "out"
+            before = _tree(root, out)
+            where = f"input {i} ({how}); reproduce with RLVIZ_FUZZ_SEED={seed}"
+            signal.setitimer(signal.ITIMER_REAL, 3 * PER_INPUT_S)
+            try:
+                with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    from _hub import offline_hub
+
+                    offline_hub(mp, root)
+                    for call in _folder_calls(root, out, config, job=i % 6 == 0):
+                        try:
+                            call()
+                        except RlvizError as exc:
+                            assert "\n" not in str(exc).strip(), f"a message of several lines: {exc}"
+            except _Hang:
+                failures.append(f"hang on {where}")
+            except Exception as exc:
+                failures.append(f"{type(exc).__name__} escaped on {where}: {str(exc).splitlines()[:1]}")
+            finally:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            after = _tree(root, out)
+            if after != before:
+                changed = sorted(set(after.items()) ^ set(before.items()))[:3]
+                failures.append(f"written or deleted outside --out on {where}: {changed}")
+            assert (root / "outside" / "secret.txt").read_text() == "never read, written or deleted"
+            assert not marker.exists(), f"code from a file ran on {where}"
+            shutil.rmtree(root)
+    finally:
+        signal.signal(signal.SIGALRM, old_handler)
+    assert not failures, f"{len(failures)} of {FOLDER_INPUTS} sandboxes (seed {seed}):\n" + "\n".join(failures[:20])

@@ -148,7 +148,8 @@ def test_bad_inputs(runs, tmp_path, capsys):
         rlviz.TimelineConfig(run=empty, poll=0)
     with pytest.raises(UsageError, match="--follow watches a folder"):
         rlviz.timeline(run=str(runs[0] / "rl_model_1024_steps.zip"), follow=True, out=tmp_path / "o")
-    # a checkpoint that fails to load among good ones: one line naming it, the others written, exit code 1
+    # a checkpoint that fails to load among good ones: one line naming it (once), the others written, exit code 0:
+    # only a run none of whose checkpoints loads fails
     mixed = tmp_path / "mixed"
     mixed.mkdir()
     for s in (1024, 2048):
@@ -157,7 +158,7 @@ def test_bad_inputs(runs, tmp_path, capsys):
     rc = main(["timeline", str(mixed), "--env", "CartPole-v1", "--episodes", "2", "--videos", "none",
                "--out", str(tmp_path / "m")])
     err = capsys.readouterr().err
-    assert rc == 1 and "rl_model_1536_steps.zip" in err
+    assert rc == 0 and err.count("rl_model_1536_steps.zip") == 1, err
     data = json.loads((tmp_path / "m" / "timeline.json").read_text())
     assert [r["step"] for r in data["checkpoints"]] == [1024, 2048]
     assert [f["step"] for f in data["failed"]] == [1536] and "corrupt" in data["failed"][0]["error"]

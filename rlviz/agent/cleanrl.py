@@ -1,5 +1,5 @@
 """CleanRL-style agents (``get_action_and_value(x, action)``, ``get_value(x)``, no ``forward``) as modules
-returning ``(logits, value)``: the one adapter behind ``TorchPolicy(agent)``, :func:`rlviz.agent.cleanrl_policy`
+returning ``(logits, value)``: the one adapter behind ``TorchPolicy(agent)``, :func:`rlviz.sources.cleanrl_policy`
 and the CLI.
 
 The fast path composes the agent's parts as CleanRL's scripts do: ``actor``/``critic`` on ``network(x)``

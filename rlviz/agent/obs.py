@@ -8,7 +8,7 @@ its parts in the space's key order (gymnasium sorts the keys), each flattened an
 
 A policy that preprocesses observations itself (SB3's policies do: ``obs_format = "raw"``) is given
 them stacked as they come. The env's observation itself stays whole wherever rlviz keeps it (the
-recorded episode: :func:`rlviz.episode.make_spool`).
+recorded episode: :func:`rlviz.episode.trace.make_spool`).
 """
 
 from __future__ import annotations

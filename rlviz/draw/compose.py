@@ -116,7 +116,7 @@ class PanelLayout:
 
 
 def fast_blend(frame: np.ndarray, heat: np.ndarray, color_img: np.ndarray, alpha: float) -> np.ndarray:
-    """Same result as :func:`rlviz.overlay.blend` (within 1 grey level), about 5x faster (cv2.blendLinear).
+    """Same result as :func:`rlviz.draw.overlay.blend` (within 1 grey level), about 5x faster (cv2.blendLinear).
 
     frame uint8 [H, W, 3]; heat float32 [H, W] in [0, 1]; color_img uint8 [H, W, 3] filled with the tint.
     """

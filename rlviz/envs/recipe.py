@@ -131,13 +131,9 @@ def _register_ale() -> None:
 
 def _register_minatar() -> None:
     try:
-        import warnings
+        from .minatar_import import import_minatar_gym  # Ctrl-C kept, seaborn deferred: only for a MinAtar id
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import minatar.gym  # imports seaborn: seconds, so only when a MinAtar id is asked for
-
-            minatar.gym.register_envs()
+        import_minatar_gym().register_envs()
     except (ImportError, gym.error.Error):
         pass
 

@@ -5,7 +5,7 @@ Reproducibility: episode ``k`` of ``rollout(seed=S)`` starts from ``env.reset(se
 and samples its actions with its own ``np.random.default_rng(episode_seed)``, where
 ``episode_seed = episode_seed_for(S, k)``. So :func:`replay_episode` re-runs it alone, on a fresh
 env or on one the caller wraps (a video recorder). ALE seeded resets normally reload the ROM
-(~15x an unseeded reset); :mod:`rlviz._ale_seed` makes them exact and cheap.
+(~15x an unseeded reset); :mod:`rlviz.envs.ale_seed` makes them exact and cheap.
 
 The envs are managed here rather than in a ``SyncVectorEnv``: each sub-env gets a seeded reset
 per episode (gymnasium's same-step autoreset would first do an unseeded one), idle sub-envs are

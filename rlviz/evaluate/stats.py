@@ -123,7 +123,7 @@ def _value_stats(records, n_total):
 
 
 def summarize(result, diagnostics=()) -> Summary:
-    """A :class:`Summary` of a :class:`~rlviz.rollout.RolloutResult`; ``diagnostics``: its findings
+    """A :class:`Summary` of a :class:`~rlviz.evaluate.rollout.RolloutResult`; ``diagnostics``: its findings
     (:class:`~rlviz.evaluate.diagnostics.Finding` objects or dicts) to carry along."""
     recs = list(getattr(result, "episodes", ()))
     if not recs:

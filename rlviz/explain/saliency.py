@@ -13,7 +13,7 @@ Methods (``method=``):
   sigma = ``noise_level`` x (max - min) of each frame. The same ``n_samples`` noise patterns
   (seeded by ``seed``) are used for every frame, so a frame's map does not depend on its batch or
   chunk, and consecutive frames do not flicker from fresh noise.
-* ``"perturbation"``: Greydanus et al. 2018, see :mod:`rlviz.perturbation`.
+* ``"perturbation"``: Greydanus et al. 2018, see :mod:`rlviz.explain.perturbation`.
 
 Targets (``target=``): ``"action"`` the chosen action's logit (``actions``, default argmax);
 an int: that action's logit; ``"logprob"``: log-softmax of the chosen action; ``"value"``: the
@@ -316,19 +316,19 @@ def attribute(
     """Saliency maps for a batch of observations.
 
     Args:
-        policy: an rlviz :class:`~rlviz.policy.Policy`; computation runs on ``policy.device``.
+        policy: an rlviz :class:`~rlviz.agent.policy.Policy`; computation runs on ``policy.device``.
         obs: ndarray or Tensor [B, *obs_shape] (any dtype; bool and uint8 become float32), e.g.
             Atari [B, 4, 84, 84], MinAtar [B, 10, 10, C], images [B, H, W, 3]; or any array-like with
             shape/dtype and slicing (memmap, trace.SpoolArray), read chunk by chunk, never whole.
         method: "gradient" | "smoothgrad" | "perturbation".
         target: "action" | "logprob" | "value" | int (see the module docstring).
         actions: int [B], the action chosen on each frame (default: argmax of the logits).
-        layout: "chw" | "hwc" | ... (default: detected, see :func:`~rlviz.obs_layout.detect_layout`).
+        layout: "chw" | "hwc" | ... (default: detected, see :func:`~rlviz.explain.layout.detect_layout`).
         batch_size: inputs per forward (noisy copies or perturbed frames count one each); default:
             what fits ``memory_budget_mb``.
         options: gradient: ``reduce="max"|"sum"``; smoothgrad: ``n_samples=16, noise_level=0.15,
             seed=0, reduce``; perturbation: ``radius, stride, blur_sigma`` (defaults per size, see
-            :func:`rlviz.perturbation.default_options`).
+            :func:`rlviz.explain.perturbation.default_options`).
 
     Returns: float32 [B, H, W], >= 0, not normalised (see :func:`normalise_episode`).
     """
@@ -358,7 +358,7 @@ def episode_saliency(
     """Saliency for a recorded episode, in batches, for the recorder.
 
     observations: [T+1, *obs_shape], any array-like sliceable along axis 0 (a np.memmap or a
-    :class:`rlviz.trace.SpoolArray`: read ``chunk`` frames at a time, never whole); actions: int [T]
+    :class:`rlviz.episode.trace.SpoolArray`: read ``chunk`` frames at a time, never whole); actions: int [T]
     (the last frame has none: its argmax is used) or [T+1]. Returns (maps float32 [T+1, h, w] in
     [0, 1], normalised over the episode by :func:`normalise_episode`, label e.g. "gradient · chosen action's logit").
     The maps go to ``out`` if given, else to a disk-backed np.memmap in the temp folder (its file is

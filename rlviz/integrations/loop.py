@@ -72,7 +72,7 @@ def log_episode(
         env_or_recipe: an env id, an :class:`~rlviz.envs.EnvRecipe` (built and closed here) or an
             env made with ``render_mode="rgb_array"`` (wrapped for this episode, not closed). Use a
             separate evaluation env, not the one you train on: the episode resets it.
-        policy: an rlviz :class:`~rlviz.policy.Policy` (e.g. ``TorchPolicy(agent_net)``).
+        policy: an rlviz :class:`~rlviz.agent.policy.Policy` (e.g. ``TorchPolicy(agent_net)``).
         sinks: a sink or a list of sinks (None: only keep the MP4 in ``video_folder``).
         step: the training step to log at (e.g. ``global_step``).
         seed: reset seed of the episode; ``rng`` (int or Generator) seeds the action sampling.

@@ -37,7 +37,7 @@ from ..media.atomic import atomic_path
 from ..report import REPORT_NAME, RunData, VideoData, timeline, write_report
 from ..sources import LoadedAgent, load_agent
 from ..sources.hub import pinned_id
-from .outdir import claim_out_dir, run_folder
+from .outdir import claim_out_dir, job_inputs, run_folder
 from .render import (
     MIN_VIDEO_SECONDS,
     _flat_numbers,
@@ -78,7 +78,7 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
     elif kwargs:
         raise UsageError("compare() takes either a CompareConfig or keyword arguments, not both.")
     # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
-    with claim_out_dir(config.out, config.overwrite), progress.enabled(config.progress):
+    with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress):
         agents = []
         for path in (config.a, config.b):
             with progress.phase(f"loading {Path(path).name}"):

@@ -11,6 +11,12 @@ second run into the same folder refuses at once with one line naming the holder'
 waiting would spend a whole run only to refuse at the end (the folder then holds the first run) or, with
 ``--overwrite``, to replace the first run moments after its user was told it was there. The kernel releases the
 lock when its holder dies, so the lock file of a dead process is stale and the next run takes it over.
+
+Inputs are never outputs: every job names its inputs (:func:`job_inputs`: model files, run folders, the Hub cache
+folder of an ``hf://`` repo, VecNormalize files), and an ``--out`` that is an input folder, lies inside one, or holds
+an input is refused with one line naming both. ``--overwrite`` removes only what rlviz wrote: the marker lists every
+file of the run (``"files"``, paths relative to ``--out``), and a folder holding anything else (or whose marker lists
+no files, as 0.3's did not) is refused instead of replaced.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -27,8 +33,10 @@ from typing import Any
 from .._version import __version__
 from ..errors import StorageError, UsageError
 from ..media.atomic import temp_name
+from .inputs import check_not_input, job_inputs, listed_files, marker_dict, remove_listed, written_files
 
-__all__ = ["MARKER", "check_out_dir", "claim_out_dir", "run_folder", "is_run_folder", "lock_path"]
+__all__ = ["MARKER", "check_out_dir", "claim_out_dir", "run_folder", "is_run_folder", "lock_path", "job_inputs",
+           "foreign_files", "remove_run", "write_marker"]
 
 #: The file that marks a folder as an rlviz run (what wrote it, with which options).
 MARKER = "rlviz-run.json"
@@ -38,8 +46,16 @@ def is_run_folder(path: Path) -> bool:
     return (Path(path) / MARKER).is_file()
 
 
-def check_out_dir(out: str | os.PathLike[str], overwrite: bool) -> Path:
-    """Refuse an ``--out`` the run may not use (one line saying why and what to do); returns it as a Path."""
+def foreign_files(out: Path) -> list[str]:
+    """The files (and links) under ``out`` that its marker does not list as rlviz's: what ``--overwrite`` must never
+    remove. All of them when the marker lists no files (0.3's markers, or a marker rlviz did not write)."""
+    listed = set(listed_files(out) or ())
+    return [f for f in written_files(out) if f != MARKER and f not in listed]
+
+
+def check_out_dir(out: str | os.PathLike[str], overwrite: bool, inputs: Sequence[Path] = ()) -> Path:
+    """Refuse an ``--out`` the run may not use (one line saying why and what to do); returns it as a Path.
+    ``inputs``: the job's inputs (:func:`job_inputs`), which ``--out`` may not be, hold or lie inside."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; rlviz writes a run into a folder: choose a new folder name.")
@@ -47,6 +63,7 @@ def check_out_dir(out: str | os.PathLike[str], overwrite: bool) -> Path:
     if resolved == Path.cwd().resolve() or resolved == resolved.parent:
         raise UsageError(f"--out {out} is the current (or root) folder; give the run a folder of its own, "
                          "e.g. --out rlviz-out.")
+    check_not_input(out, inputs)
     if out.is_dir() and any(out.iterdir()):
         if not is_run_folder(out):
             raise UsageError(f"--out {out} is a folder with other files in it (not an rlviz run); rlviz writes a run "
@@ -54,7 +71,27 @@ def check_out_dir(out: str | os.PathLike[str], overwrite: bool) -> Path:
         if not overwrite:
             raise UsageError(f"--out {out} holds an earlier rlviz run; pass --overwrite to replace it (the old run "
                              "stays until the new one is complete), or choose another --out.")
+        foreign = foreign_files(out)
+        if foreign:
+            why = "lists no files (written by rlviz 0.3 or edited)" if listed_files(out) is None else \
+                "does not list it"
+            raise UsageError(f"--out {out} holds {len(foreign)} file(s) rlviz did not write there (e.g. {foreign[0]}; "
+                             f"its {MARKER} {why}); --overwrite removes only what rlviz wrote: move them away, delete "
+                             "the folder yourself, or choose another --out.")
     return out
+
+
+def write_marker(folder: Path, job: str, options: dict[str, Any], files: Sequence[str]) -> None:
+    """``folder/rlviz-run.json``: what wrote the run, with which options, and every file it wrote (relative)."""
+    from ..media.atomic import atomic_write
+
+    atomic_write(folder / MARKER, json.dumps(marker_dict(__version__, job, options, files), indent=2,
+                                             sort_keys=True, default=str) + "\n", fsync=False)
+
+
+def remove_run(out: Path) -> None:
+    """Remove what the marker of ``out`` lists (and the marker, and the folders left empty); nothing else."""
+    remove_listed(out, listed_files(out) or [], MARKER)
 
 
 _HELD: dict[Path, list[int]] = {}  # resolved --out -> [lock file descriptor, nesting depth] (this process's claims)
@@ -97,10 +134,10 @@ def _lock(path: Path, out: Path) -> int:
 
 
 @contextmanager
-def claim_out_dir(out: str | os.PathLike[str], overwrite: bool) -> Iterator[Path]:
+def claim_out_dir(out: str | os.PathLike[str], overwrite: bool, inputs: Sequence[Path] = ()) -> Iterator[Path]:
     """Hold ``out``'s lock (see the module docstring) and :func:`check_out_dir` it under the lock; re-entrant
     within a process. A second process claiming it meanwhile gets a one-line :class:`UsageError`."""
-    check_out_dir(out, overwrite)  # the plain refusals first (no lock file is made for them)
+    check_out_dir(out, overwrite, inputs)  # the plain refusals first (no lock file is made for them)
     key = Path(out).resolve()
     with _HELD_LOCK:
         if key in _HELD:
@@ -109,7 +146,7 @@ def claim_out_dir(out: str | os.PathLike[str], overwrite: bool) -> Iterator[Path
             key.parent.mkdir(parents=True, exist_ok=True)
             _HELD[key] = [_lock(lock_path(out), Path(out)), 1]
     try:
-        yield check_out_dir(out, overwrite)  # again: another run may have finished into it before we held it
+        yield check_out_dir(out, overwrite, inputs)  # again: another run may have finished into it meanwhile
     finally:
         with _HELD_LOCK:
             _HELD[key][1] -= 1
@@ -124,13 +161,16 @@ def claim_out_dir(out: str | os.PathLike[str], overwrite: bool) -> Iterator[Path
 
 
 @contextmanager
-def run_folder(out: str | os.PathLike[str], *, overwrite: bool, job: str, options: dict[Any, Any]) -> Iterator[Path]:
-    """Yield the staging folder to write the run into; on success it becomes ``out`` (see the module docstring)."""
-    with claim_out_dir(out, overwrite) as out:
-        yield from _staged(out, overwrite, job, options)
+def run_folder(out: str | os.PathLike[str], *, overwrite: bool, job: str, options: dict[Any, Any],
+               inputs: Sequence[Path] | None = None) -> Iterator[Path]:
+    """Yield the staging folder to write the run into; on success it becomes ``out`` (see the module docstring).
+    ``inputs``: the job's inputs; by default those its ``options`` name (:func:`job_inputs`)."""
+    inputs = job_inputs(options) if inputs is None else inputs
+    with claim_out_dir(out, overwrite, inputs) as out:
+        yield from _staged(out, overwrite, job, options, inputs)
 
 
-def _staged(out: Path, overwrite: bool, job: str, options: dict[str, Any]) -> Iterator[Path]:
+def _staged(out: Path, overwrite: bool, job: str, options: dict[str, Any], inputs: Sequence[Path]) -> Iterator[Path]:
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = temp_name(parent / out.name)  # the one temp-name scheme (media.atomic): pid inside
@@ -138,17 +178,17 @@ def _staged(out: Path, overwrite: bool, job: str, options: dict[str, Any]) -> It
     staging.mkdir()
     try:
         yield staging
-        marker = {"rlviz_version": __version__, "job": job, "options": options}
-        (staging / MARKER).write_text(json.dumps(marker, indent=2, sort_keys=True, default=str) + "\n")
-        _swap(staging, out.resolve(), overwrite)
+        write_marker(staging, job, options, written_files(staging))
+        _swap(staging, out.resolve(), overwrite, inputs)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)  # (a private folder this process made: all of it is ours)
 
 
-def _swap(staging: Path, out: Path, overwrite: bool) -> None:
-    """Move the complete run to ``out``; an earlier run there is moved aside first and deleted afterwards."""
+def _swap(staging: Path, out: Path, overwrite: bool, inputs: Sequence[Path]) -> None:
+    """Move the complete run to ``out``; an earlier run there is moved aside first, and what its marker lists is
+    deleted afterwards (anything else stays: see :func:`remove_run`)."""
     old = None
-    check_out_dir(out, overwrite)  # (the lock keeps other rlviz runs out; this keeps anything else's files safe)
+    check_out_dir(out, overwrite, inputs)  # (the lock keeps other rlviz runs out; this keeps anything else's files safe)
     if out.exists():
         if any(out.iterdir()):
             old = out.parent / f".{out.name}.old-{os.getpid()}"
@@ -157,4 +197,4 @@ def _swap(staging: Path, out: Path, overwrite: bool) -> None:
             out.rmdir()
     os.replace(staging, out)
     if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+        remove_run(old)

@@ -42,7 +42,7 @@ from ..report import REPORT_NAME, load_run, write_report
 from ..report.notebook import outputs_html
 from ..sources import LoadedAgent, load_agent
 from ..sources.hub import pinned_id
-from .outdir import claim_out_dir, run_folder
+from .outdir import claim_out_dir, job_inputs, run_folder
 from .shards import (
     MIN_VIDEO_SECONDS,
     ShardTask,
@@ -135,7 +135,7 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
     # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
-    with claim_out_dir(config.out, config.overwrite), progress.enabled(config.progress), \
+    with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress), \
             open_backend(config) as backend:  # Ray / spawned workers start now
         with progress.phase(f"loading {Path(config.checkpoint).name}"):
             agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,

@@ -51,6 +51,16 @@ def _clean(v: Any) -> Any:
     return str(v)
 
 
+def _not_evaluated(data: Mapping[str, Any]) -> str:
+    """The checkpoints that failed to load or play, and the files left out, each with its one-line reason."""
+    lines = [f"step {f.get('step')}: {f.get('error')}" for f in data.get("failed") or []]
+    lines += [str(s.get("why")) for s in data.get("skipped") or []]
+    if not lines:
+        return ""
+    items = "".join(f"<li>{html.escape(line)}</li>" for line in lines)
+    return f"<h3>Not evaluated ({len(lines)})</h3><ul class='not-evaluated'>{items}</ul>"
+
+
 def build_timeline_html(data: Mapping[str, Any], page_dir: str | os.PathLike, parts: Sequence[Any] = (),
                         heatmaps: Mapping[int, Path] | None = None, png: Path | None = None,
                         heatmaps_png: Path | None = None) -> str:
@@ -89,7 +99,7 @@ def build_timeline_html(data: Mapping[str, Any], page_dir: str | os.PathLike, pa
         "<h3>Its episode (the same seed at every checkpoint)</h3><div id='tl-episode'></div></div></div>"
         + ("<h3>All checkpoints in training order</h3><video controls muted preload='metadata' id='tl-progression' "
            "src='progression.mp4'></video>" if movie else "")
-        + f"<div class='pictures'>{pictures}</div></main>"
+        + f"<div class='pictures'>{pictures}</div>{_not_evaluated(data)}</main>"
         f"<script type='application/json' id='rlviz-data'>{text}</script>"
         f"<script>{_asset('page.js')}\n{_asset('timeline.js')}</script></body></html>\n"
     )

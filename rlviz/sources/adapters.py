@@ -1,4 +1,4 @@
-"""Turn the networks people already have into a :class:`~rlviz.policy.Policy`.
+"""Turn the networks people already have into a :class:`~rlviz.agent.policy.Policy`.
 
 Supported, checked in this order by :func:`to_policy`:
 

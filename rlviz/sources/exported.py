@@ -9,7 +9,6 @@ themselves, or the caller trusts the file.
 from __future__ import annotations
 
 import io
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from ..agent.policy import KINDS, Policy, TorchPolicy, action_names_for, resolve
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import CheckpointError, EnvError, RlvizError, UsageError
 from .files import META_NAME
+from .limits import loads_json
 from .safety import read_export_archive, verify_export_archive
 from .schema import NUMBER, Field, check_fields, check_recipe
 
@@ -153,10 +153,7 @@ def _meta_from(members: dict[str, bytes], source: str) -> dict | None:
     blob = members.get(f"extra/{META_NAME}")
     if blob is None:
         return None
-    try:
-        meta = json.loads(blob.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CheckpointError(f"{source}: extra/{META_NAME} is not valid JSON ({exc}).") from exc
+    meta = loads_json(blob, source, f"extra/{META_NAME}")  # bounded: size and depth (limits.py)
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
         raise CheckpointError(f"{source}: extra/{META_NAME} does not describe an rlviz checkpoint.")
     version = meta.get("format_version")

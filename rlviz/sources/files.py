@@ -5,15 +5,19 @@ from __future__ import annotations
 
 import io
 import pickle
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
 
 from ..errors import CheckpointError, RlvizError, UnsafeCheckpointError
 from ..media.atomic import atomic_write
+from .limits import check_zip_bytes
 
-__all__ = ["read_file", "describe", "detect_format", "atomic_write", "torch_load", "require_safe_torch_load",
-           "SAFE_TORCH", "EXPECTED", "META_NAME"]
+__all__ = ["read_file", "describe", "detect_format", "atomic_write", "torch_load", "quiet_torch_load",
+           "require_safe_torch_load", "SAFE_TORCH", "EXPECTED", "META_NAME"]
 
 META_NAME = "rlviz.json"
 _TRUST_HINT = "pass trust=True (CLI: --trust-checkpoint)"
@@ -107,11 +111,24 @@ def require_safe_torch_load(source: str) -> None:
         )
 
 
+@contextmanager
+def quiet_torch_load() -> Iterator[None]:
+    """torch.load without its own warnings about the file (e.g. "Detected pickle protocol N"): rlviz says in one
+    line what is wrong with a file, and a file that loads needs no remark."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"(?s).*(pickle protocol|weights_only|TorchScript archive)")
+        yield
+
+
 def torch_load(data: bytes, source: str, weights_only: bool):
+    """``torch.load`` of a file's bytes (archive members checked against :mod:`.limits` first, and refused under a
+    torch < 2.6 when ``weights_only``); one :class:`CheckpointError` line for anything wrong with it."""
     if weights_only:
         require_safe_torch_load(source)
+    check_zip_bytes(data, source)
     try:
-        return torch.load(io.BytesIO(data), map_location="cpu", weights_only=weights_only)
+        with quiet_torch_load():
+            return torch.load(io.BytesIO(data), map_location="cpu", weights_only=weights_only)
     except pickle.UnpicklingError as exc:
         if weights_only and "Weights only load failed" in str(exc):
             raise UnsafeCheckpointError(

@@ -36,6 +36,8 @@ from typing import Any
 
 from .. import progress
 from ..errors import HubError, UsageError, require
+from .hub_cache import COMMIT, cached_snapshot, check_wanted, snapshot_files
+from .limits import load_yaml, read_text_capped
 
 __all__ = ["SCHEME", "HubRef", "HubAgent", "is_hub_ref", "parse_hub_ref", "check_hub_ref", "fetch_hub_agent",
            "pinned_id"]
@@ -49,6 +51,9 @@ _STATS_FILES = ("vec_normalize.pkl", "vecnormalize.pkl")
 _PART = re.compile(r"[A-Za-z0-9][\w.-]*")
 _ENV_LIKE = re.compile(r"[\w.:/-]*-v\d+")
 _FORMAT = "hf://ORG/REPO[@REVISION][/FILE], e.g. hf://sb3/ppo-CartPole-v1"
+_CONTROL = re.compile("[\x00-\x1f\x7f\x85\u2028\u2029]")
+_REVISION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,199}")
+
 
 
 @dataclass(frozen=True)
@@ -61,7 +66,10 @@ class HubRef:
     filename: str | None = None
 
     def __str__(self) -> str:
-        rev = f"@{self.revision}" if self.revision else ""
+        revision = self.revision or ""
+        if self.filename and "/" in revision and not re.fullmatch(r"refs/pr/\d+", revision):
+            revision = revision.replace("/", "%2F")  # (parse_hub_ref reads it back as one revision)
+        rev = f"@{revision}" if revision else ""
         return f"{SCHEME}{self.repo_id}{rev}" + (f"/{self.filename}" if self.filename else "")
 
 
@@ -94,15 +102,38 @@ def is_hub_ref(path: object) -> bool:
 
 
 def parse_hub_ref(text: str) -> HubRef:
-    """``hf://ORG/REPO[@REVISION][/FILE]`` as a :class:`HubRef`; :class:`UsageError` for anything else."""
+    """``hf://ORG/REPO[@REVISION][/FILE]`` as a :class:`HubRef`; :class:`UsageError` for anything else.
+
+    REVISION is a branch, tag or commit: ``refs/pr/N`` is one revision, and a branch name with ``/`` is one too when
+    no FILE follows (``@feature/x``); before a FILE (a name ending in .zip, .cleanrl_model or .pt2) the revision ends
+    at the first ``/``, so write a ``/`` inside it as ``%2F`` (``@feature%2Fx/agent.zip``), as the Hub's URLs do."""
+    if not isinstance(text, str) or _CONTROL.search(text):
+        raise UsageError(f"{text!r} is not a Hugging Face Hub id (it holds control characters); expected {_FORMAT}.")
     parts = text[len(SCHEME):].split("/") if is_hub_ref(text) else []
     name, at, revision = parts[1].partition("@") if len(parts) > 1 else ("", "", "")
     if not (_PART.fullmatch(parts[0] if parts else "") and _PART.fullmatch(name)) or (at and not revision):
         raise UsageError(f"{text!r} is not a Hugging Face Hub id; expected {_FORMAT}.")
-    filename = "/".join(parts[2:]) or None
-    if filename is not None and any(p in ("", ".", "..") for p in parts[2:]):
+    rest = parts[2:]
+    if at:
+        revision, rest = _split_revision([revision, *rest])
+        if not _REVISION.fullmatch(revision) or ".." in revision or "//" in revision or revision.endswith("/"):
+            raise UsageError(f"{text!r}: the revision {revision!r} is not a branch, tag or commit name (letters, "
+                             f"digits, '.', '_', '-' and '/', as refs/pr/1); expected {_FORMAT}.")
+    filename = "/".join(rest) or None
+    if filename is not None and any(p in ("", ".", "..") for p in rest):
         raise UsageError(f"{text!r}: the file part {filename!r} is not a path inside the repo; expected {_FORMAT}.")
     return HubRef(f"{parts[0]}/{name}", revision or None, filename)
+
+
+def _split_revision(segments: list[str]) -> tuple[str, list[str]]:
+    """(revision, the file's path segments) of what follows ``@`` (see :func:`parse_hub_ref`)."""
+    if len(segments) >= 3 and segments[:2] == ["refs", "pr"] and segments[2].isdigit():
+        revision, rest = "/".join(segments[:3]), segments[3:]
+    elif len(segments) > 1 and segments[-1].endswith(MODEL_SUFFIXES):
+        revision, rest = segments[0], segments[1:]
+    else:
+        revision, rest = "/".join(segments), []
+    return revision.replace("%2F", "/").replace("%2f", "/"), rest
 
 
 def pinned_id(checkpoint: Any, agent: Any) -> Any:
@@ -171,22 +202,24 @@ def _listing(hf: ModuleType, ref: HubRef) -> tuple[str, list[str], bool]:
     if not hf.constants.HF_HUB_OFFLINE:
         try:
             info = hf.HfApi().model_info(ref.repo_id, revision=ref.revision)
+            if not COMMIT.fullmatch(str(info.sha)):
+                raise HubError(f"{ref}: the Hub answered with commit {str(info.sha)[:60]!r}, not a commit hash (40 "
+                               "hex digits); retry later.")
             return str(info.sha), sorted(s.rfilename for s in info.siblings or ()), False
+        except HubError:
+            raise
         except Exception as exc:  # refused or unknown: say so; unreachable: read the cache
             known = _access_error(hf, exc, ref)
             if known is not None:
                 raise known from None
             why = f"the Hub could not be reached ({type(exc).__name__})"
-    try:
-        folder = Path(hf.snapshot_download(ref.repo_id, revision=ref.revision, local_files_only=True))
-    except Exception as exc:
-        known = _access_error(hf, exc, ref)
-        raise known or HubError(
+    folder = cached_snapshot(Path(hf.constants.HF_HUB_CACHE), ref)
+    if folder is None:
+        raise HubError(
             f"{ref} is not in the Hugging Face cache ({hf.constants.HF_HUB_CACHE}) and {why}: run once with "
             f"network access{' (HF_HUB_OFFLINE unset)' if 'OFFLINE' in why else ''} to download it, or check the "
-            "repo name.") from None
-    files = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
-    return folder.name, files, True
+            "repo name.")
+    return folder.name, snapshot_files(folder, Path(hf.constants.HF_HUB_CACHE), ref), True
 
 
 def _choose(ref: HubRef, commit: str, files: list[str]) -> tuple[str, list[str]]:
@@ -239,6 +272,11 @@ def _hf_bars(hf: ModuleType) -> Iterator[None]:
 def _download(hf: ModuleType, ref: HubRef, commit: str, wanted: list[str], cached: bool) -> Path:
     """The snapshot folder holding ``wanted`` (downloaded into the cache unless ``cached``: the listing came from
     the cache, so the Hub is not asked again)."""
+    cache = Path(hf.constants.HF_HUB_CACHE)
+    if cached:  # the listing came from the validated cache: its snapshot, as validated
+        folder = cached_snapshot(cache, ref, commit)
+        if folder is not None:
+            return check_wanted(ref, commit, folder, wanted, cache)
     try:
         with _hf_bars(hf):
             folder = Path(hf.snapshot_download(ref.repo_id, revision=commit, allow_patterns=list(wanted),
@@ -248,19 +286,15 @@ def _download(hf: ModuleType, ref: HubRef, commit: str, wanted: list[str], cache
         raise known or HubError(f"{ref}: downloading {', '.join(wanted)} failed ({type(exc).__name__}: "
                                 f"{str(exc).splitlines()[0] if str(exc) else ''}); check the connection and "
                                 "retry.") from None
-    missing = [f for f in wanted if not (folder / f).is_file()]
-    if missing:
-        raise HubError(f"{ref}: {', '.join(missing)} of commit {commit[:12]} not in the Hugging Face cache and "
-                       "HF_HUB_OFFLINE is set (or the Hub could not be reached); run once with network access.")
-    return folder
+    return check_wanted(ref, commit, folder, wanted, cache)
 
 
 # -- the env, from the repo's own files -----------------------------------------------------------
 def _card_names(hf: ModuleType, readme: Path) -> list[str]:
-    """Env ids a model card names: model-index datasets (type, name), then tags. YAML data only (safe_load)."""
+    """Env ids a model card names: model-index datasets (type, name), then tags. YAML data only (safe, bounded)."""
     try:
-        meta = hf.repocard.metadata_load(readme) if readme.is_file() else None
-    except Exception:  # a malformed card names nothing
+        meta = _card_metadata(readme) if readme.is_file() else None
+    except Exception:  # a malformed card names nothing (an alias bomb, too deep, not YAML: refused unexpanded)
         meta = None
     if not isinstance(meta, dict):
         return []
@@ -273,6 +307,15 @@ def _card_names(hf: ModuleType, readme: Path) -> list[str]:
     tags = meta.get("tags")
     names += tags if isinstance(tags, list) else []
     return [n for n in names if isinstance(n, str)]
+
+
+def _card_metadata(readme: Path) -> Any:
+    """The YAML front matter of a model card (``---`` ... ``---`` at its top), read with a cap and safe YAML under
+    :mod:`.limits`' node budget (huggingface_hub's ``metadata_load`` would expand an alias bomb)."""
+    yaml = require("yaml", "hub", "model cards")
+    text = read_text_capped(readme, readme, 1 << 20)
+    match = re.match(r"\s*---[\r\n]+([\S\s]*?)[\r\n]+---(\r\n|\n|$)", text)
+    return load_yaml(yaml, yaml.SafeLoader, match.group(1), readme) if match else None
 
 
 def _name_parts(repo_name: str) -> list[str]:

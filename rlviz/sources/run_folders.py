@@ -5,7 +5,7 @@ RUN is a folder (its files, not its subfolders) or an explicit list of files / g
 * SB3 ``CheckpointCallback`` files ``<prefix>_<steps>_steps.zip`` (any prefix; default ``rl_model``), each with its
   ``<prefix>_vecnormalize_<steps>_steps.pkl`` when present;
 * rl-zoo3 run folders: those checkpoints, ``best_model.zip`` and the final ``<env id>.zip`` (their step from the
-  zip's ``num_timesteps``; the run's ``vecnormalize.pkl`` is found by :func:`rlviz.agent.load_agent`);
+  zip's ``num_timesteps``; the run's ``vecnormalize.pkl`` is found by :func:`rlviz.sources.load_agent`);
 * rlviz ``.pt2`` files recording their step (``save_checkpoint(..., metadata={"step": N})``, ``step_<N>.pt2``);
 * CleanRL saves (``.cleanrl_model``, ``.pt``, ``.pth``): the step from the name (``agent_<N>.pt``), else a
   ``global_step`` / ``step`` number saved beside the weights.
@@ -19,25 +19,26 @@ logs, monitor files, evaluations) are never read. Two files for one step: the fi
 
 from __future__ import annotations
 
+import errno
 import glob
 import io
-import json
 import os
 import re
 import zipfile
 import zlib
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import CheckpointError, UsageError
+from ..errors import CheckpointError, RlvizError, UsageError
+from .limits import check_archive, loads_json, read_member
 
 if TYPE_CHECKING:  # pragma: no cover
     from .exported import LoadedAgent
 
 __all__ = ["TimelineCheckpoint", "Skipped", "discover", "step_from_name", "step_from_file", "vecnormalize_for",
-           "AGENT_SUFFIXES", "NOT_AGENT"]
+           "AGENT_SUFFIXES", "NOT_AGENT", "reason_line"]
 
 #: File endings that may hold an agent (anything else in RUN is never opened).
 AGENT_SUFFIXES = (".zip", ".pt2", ".pt", ".pth", ".cleanrl_model")
@@ -127,20 +128,17 @@ def _int_step(value: Any) -> int | None:
 
 
 def _zip_json(data: bytes, member: str, path: str | os.PathLike) -> Any:
-    """The JSON of the archive member whose name ends with ``member`` (None when absent or not JSON); a damaged
-    archive (bad CRC, truncated, bad compression) is a :class:`CheckpointError` naming the file."""
+    """The JSON of the archive member whose name ends with ``member`` (None when absent); a damaged archive (bad
+    CRC, truncated, bad compression), a member over its limit or JSON that is invalid or too deep
+    (:mod:`rlviz.sources.limits`) is a :class:`CheckpointError` naming the file."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as z:
+            check_archive(z, path)
             names = [n for n in z.namelist() if n == member or n.endswith("/" + member)]
-            raw = z.read(names[0]) if names else None
+            raw = read_member(z, names[0], path) if names else None
     except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, ValueError) as exc:
         raise CheckpointError(f"{path}: a damaged zip archive ({exc}); replace the file with an intact copy.") from None
-    if raw is None:
-        return None
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
-        return None
+    return None if raw is None else loads_json(raw, path, f"its {member}")
 
 
 def step_from_file(path: str | os.PathLike) -> int | None:
@@ -148,8 +146,10 @@ def step_from_file(path: str | os.PathLike) -> int | None:
     an SB3 zip's JSON ``data`` (``num_timesteps``), an rlviz .pt2's ``extra/rlviz.json`` (``step`` or
     ``metadata.step``), a torch.save dict's ``global_step`` / ``step`` (``weights_only=True``)."""
     from .files import detect_format, read_file
+    from .limits import check_zip_bytes
 
     data = read_file(path)
+    check_zip_bytes(data, path)  # a bomb is refused from the archive's directory
     fmt = detect_format(data)
     if fmt == "sb3-zip":
         doc = _zip_json(data, "data", path)
@@ -188,11 +188,48 @@ def _is_agent_file(path: Path) -> bool:
         and not path.name.startswith(".")
 
 
-def _candidates(run: str | os.PathLike | Sequence[str | os.PathLike]) -> tuple[Path, list[Path]]:
-    """(the folder names are relative to, the agent files of RUN)."""
+def _broken_link(path: Path) -> str | None:
+    """Why an agent-named entry of RUN that is not a file cannot be read (a symlink loop, a dangling link), or None
+    (a folder, or not an agent's name: not a candidate at all)."""
+    if not path.is_symlink() or not path.name.endswith(AGENT_SUFFIXES) or NOT_AGENT.search(path.name) \
+            or path.name.startswith(".") or path.exists():
+        return None
+    try:
+        path.resolve(strict=True)
+    except RuntimeError:
+        return "a symlink loop"
+    except OSError as exc:
+        return "a symlink loop" if exc.errno == errno.ELOOP else "a symlink to nothing (dangling)"
+    return None
+
+
+def reason_line(name: str, path: Path, exc: BaseException) -> str:
+    """One line: ``name`` once, then why (an error's message names the file by its full path: that is dropped)."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    for prefix in (str(path), name):
+        if text.startswith(prefix):
+            text = text[len(prefix):].lstrip(": ")
+            break
+    if not isinstance(exc, RlvizError):
+        text = f"cannot be read ({type(exc).__name__}: {text[:200]})"
+    return f"{name}: {text}"
+
+
+def _candidates(run: str | os.PathLike | Sequence[str | os.PathLike],
+                broken: list[Skipped] | None = None) -> tuple[Path, list[Path]]:
+    """(the folder names are relative to, the agent files of RUN); agent-named links that lead nowhere (loops,
+    dangling) go into ``broken``."""
     if isinstance(run, (str, os.PathLike)) and Path(run).is_dir():
         root = Path(run).resolve()
-        return root, sorted(p for p in root.iterdir() if _is_agent_file(p))
+        try:
+            entries = sorted(root.iterdir())
+        except OSError as exc:
+            raise UsageError(f"RUN {run}: cannot list the folder ({exc.strerror or exc}).") from None
+        for p in entries:
+            why = _broken_link(p)
+            if why is not None and broken is not None:
+                broken.append(Skipped(p.name, f"{p.name}: {why}; not read."))
+        return root, [p for p in entries if _is_agent_file(p)]
     items = [run] if isinstance(run, (str, os.PathLike)) else list(run)
     files: list[Path] = []
     for item in items:
@@ -218,7 +255,7 @@ def _order(name: str) -> tuple[int, str]:
     return (0 if step_from_name(name) is not None else 1, name)
 
 
-def discover(run: str | os.PathLike | Sequence[str | os.PathLike], *, known: Collection[Path] = (),
+def discover(run: str | os.PathLike | Sequence[str | os.PathLike], *, known: Container[Path] = (),
              require: bool = True, ready: Callable[[Path], bool] | None = None,
              ) -> tuple[list[TimelineCheckpoint], list[Skipped]]:
     """The checkpoints of RUN in step order, and the files left out (no step; a second file for a step).
@@ -226,9 +263,10 @@ def discover(run: str | os.PathLike | Sequence[str | os.PathLike], *, known: Col
     known: files already found (``--follow``: never read again). require: raise a UsageError when RUN holds no
     checkpoint with a step (``--follow`` waits for the first instead). ready: files for which it is False (still
     being written) are left for a later call, unread."""
-    root, files = _candidates(run)
-    found: list[TimelineCheckpoint] = []
     skipped: list[Skipped] = []
+    root, files = _candidates(run, skipped)
+    skipped = [s for s in skipped if root / s.name not in known]
+    found: list[TimelineCheckpoint] = []
     for path in sorted(files, key=lambda p: _order(p.name)):
         if path in known or (ready is not None and not ready(path)):
             continue
@@ -237,8 +275,8 @@ def discover(run: str | os.PathLike | Sequence[str | os.PathLike], *, known: Col
         if step is None:
             try:
                 step, source = step_from_file(path), "file"
-            except CheckpointError as exc:
-                skipped.append(Skipped(name, str(exc)))
+            except (Exception, RecursionError) as exc:  # any file that cannot be read is skipped with its reason
+                skipped.append(Skipped(name, reason_line(name, path, exc)))
                 continue
         if step is None:
             skipped.append(Skipped(name, f"{name}: no training step in its name or in the file; name it with its "

@@ -30,14 +30,14 @@ what is loaded.
 from __future__ import annotations
 
 import io
-import json
 import re
 import tokenize
 
 import torch
 
 from ..errors import CheckpointError, UnsafeCheckpointError
-from .files import require_safe_torch_load
+from .files import quiet_torch_load, require_safe_torch_load
+from .limits import check_zip_bytes, loads_json
 
 __all__ = ["verify_export_archive", "read_export_archive"]
 
@@ -78,6 +78,7 @@ class _Unsafe(Exception):
 
 def read_export_archive(data: bytes, source: str) -> dict[str, bytes]:
     """All members of a .pt2 archive as {name relative to the archive root: bytes}, read with torch's reader."""
+    check_zip_bytes(data, source)  # declared member sizes first: torch's reader inflates what they declare
     try:
         reader = torch._C.PyTorchFileReader(io.BytesIO(data))
         return {name: bytes(reader.get_record(name)) for name in reader.get_all_records()}
@@ -117,9 +118,9 @@ def verify_export_archive(data: bytes, source: str) -> dict[str, bytes]:
 
 def _json(members: dict[str, bytes], name: str):
     try:
-        return json.loads(members[name].decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise CheckpointError(f"{name} in the archive is not valid JSON ({exc})") from exc
+        return loads_json(members[name], "the archive", name)
+    except CheckpointError as exc:
+        raise CheckpointError(str(exc).removeprefix("the archive: ").rstrip(".")) from None
 
 
 def _check_members(members: dict[str, bytes]) -> None:
@@ -156,7 +157,8 @@ def _check_sample_inputs(blob: bytes) -> None:
     if not blob:
         return
     try:
-        obj = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
+        with quiet_torch_load():
+            obj = torch.load(io.BytesIO(blob), map_location="cpu", weights_only=True)
     except Exception as exc:
         raise _Unsafe(f"its sample inputs do not load with weights_only=True ({type(exc).__name__})") from None
     if not isinstance(obj, (tuple, dict)):
@@ -243,9 +245,9 @@ def _check_expr(expr) -> None:
 
 def _check_treespec(spec) -> None:
     try:
-        protocol, schema = json.loads(spec)
-    except (TypeError, ValueError):
-        raise _Unsafe("a pytree spec is not valid JSON") from None
+        protocol, schema = loads_json(spec, "the archive", "a pytree spec", max_depth=40)
+    except (TypeError, ValueError, CheckpointError):
+        raise _Unsafe("a pytree spec is not valid JSON of at most 40 levels") from None
 
     def visit(node, depth=0):
         if depth > 32 or not isinstance(node, dict) or node.get("type") not in _PYTREE_TYPES:
@@ -254,9 +256,9 @@ def _check_treespec(spec) -> None:
         if context is not None:
             try:
                 ok = isinstance(context, str) and "__enum__" not in context and isinstance(
-                    json.loads(context), (list, type(None))
+                    loads_json(context, "the archive", "a pytree context", max_depth=40), (list, type(None))
                 )
-            except ValueError:
+            except (ValueError, CheckpointError):
                 ok = False
             if not ok:
                 raise _Unsafe("a pytree spec carries an object context")

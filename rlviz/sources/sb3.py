@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import ast
 import io
-import json
 import re
 import warnings
 import zipfile
@@ -47,7 +46,8 @@ from ..agent.masking import MaskedTorchPolicy
 from ..agent.policy import Policy, TorchPolicy, check_action_space, resolve_device
 from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, allowed_class
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
-from .files import require_safe_torch_load
+from .files import quiet_torch_load, require_safe_torch_load
+from .limits import MAX_MEMBER_BYTES, check_archive, loads_json, read_member
 from .sb3_continuous import actor_critic_head, offpolicy_algorithm, offpolicy_module, refuse_sde
 from .sb3_recurrent import SB3RecurrentPolicy, is_recurrent
 from .schema import NUMBER, Field, check_fields, check_sizes
@@ -257,9 +257,10 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
     require("stable_baselines3", "sb3", "Stable-Baselines3 .zip files")
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-        doc = json.loads(archive.read("data").decode("utf-8"))
-        weights_blob = archive.read("policy.pth")
-        version = archive.read("_stable_baselines3_version").decode().strip() if (
+        check_archive(archive, source)  # declared sizes first: a bomb is refused before a byte is inflated
+        doc = loads_json(read_member(archive, "data", source), source, "the zip's data")
+        weights_blob = read_member(archive, "policy.pth", source, MAX_MEMBER_BYTES)
+        version = read_member(archive, "_stable_baselines3_version", source, 256).decode().strip() if (
             "_stable_baselines3_version" in archive.namelist()) else None
     except (zipfile.BadZipFile, KeyError, UnicodeDecodeError, ValueError, OSError, EOFError, zlib.error,
             NotImplementedError, RuntimeError) as exc:  # (zipfile: unknown compression, encrypted members)
@@ -284,7 +285,8 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
         kwargs = _policy_kwargs(doc.get("policy_kwargs"), source)
         require_safe_torch_load(source)
         try:
-            state = torch.load(io.BytesIO(weights_blob), map_location="cpu", weights_only=True)
+            with quiet_torch_load():
+                state = torch.load(io.BytesIO(weights_blob), map_location="cpu", weights_only=True)
         except Exception as exc:
             raise CheckpointError(f"{source}: policy.pth does not load as plain weights ({type(exc).__name__}).") from None
     _check_spaces(doc, observation_space, action_space, source)

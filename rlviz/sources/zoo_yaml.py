@@ -19,6 +19,7 @@ from typing import Any
 
 from ..envs.trust import check_env_kwargs, check_wrapper_name
 from ..errors import CheckpointError, require
+from .limits import load_yaml, read_text_capped
 
 __all__ = ["Tagged", "read_zoo_yaml", "zoo_env_wrappers"]
 
@@ -70,15 +71,14 @@ def _loader():
 
 
 def read_zoo_yaml(path: str | os.PathLike) -> Any:
-    """The data of an rl-zoo3 YAML file: dicts, lists, scalars and :class:`Tagged`; nothing is imported or built."""
+    """The data of an rl-zoo3 YAML file: dicts, lists, scalars and :class:`Tagged`; nothing is imported or built.
+    A file over :data:`~rlviz.sources.limits.MAX_META_BYTES`, or whose aliases expand beyond
+    :data:`~rlviz.sources.limits.MAX_YAML_NODES` nodes, is refused before it is built."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{p}: cannot read it as a YAML text file ({exc}).") from None
+    text = read_text_capped(p, p)
     yaml, loader = _loader()
-    try:
-        return yaml.load(text, Loader=loader)  # noqa: S506 - a SafeLoader subclass
+    try:  # the composed graph is checked (node budget, depth) before anything is built: limits.load_yaml
+        return load_yaml(yaml, loader, text, p)
     except (yaml.YAMLError, ValueError, TypeError, RecursionError) as exc:  # PyYAML's constructors raise the others
         first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise CheckpointError(f"{p}: not a valid rl-zoo3 YAML file ({first}).") from None

@@ -1,9 +1,10 @@
 """``rlviz timeline RUN``: the agent across its training, on the same seeds at every checkpoint.
 
-checkpoints.py (find and order a run's checkpoints: :class:`TimelineCheckpoint`) -> evaluate.py (each checkpoint's
+:mod:`rlviz.sources.run_folders` (find and order a run's checkpoints: :class:`TimelineCheckpoint`) -> evaluate.py (each checkpoint's
 rollout of the run's N seeds, render's code) -> findings.py (paired differences, ``first_seen``, ``regressions``,
 ``policy_change``) -> job.py / outputs.py (timeline.json / timeline.csv, then the views: plot.py, progression.py, views.py);
-follow.py (``--follow``: evaluate each new checkpoint once while training writes them).
+follow.py (``--follow``: evaluate each new checkpoint once while training writes them; publish.py: its outputs
+published as one consistent set after each).
 
 ``rlviz.timeline`` is this package and the job alike: ``rlviz.timeline(TimelineConfig(...))`` (or keyword
 arguments) runs :func:`rlviz.timeline.job.timeline`, whichever was imported first.
@@ -18,15 +19,15 @@ from typing import Any
 
 __all__ = ["timeline", "TimelineCheckpoint", "TimelineOutputs", "discover"]
 
-_EXPORTS = {"timeline": "job", "TimelineOutputs": "outputs", "TimelineCheckpoint": "checkpoints",
-            "discover": "checkpoints"}
+_EXPORTS = {"timeline": ".job", "TimelineOutputs": ".outputs", "TimelineCheckpoint": "..sources.run_folders",
+            "discover": "..sources.run_folders"}
 
 
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+    return getattr(importlib.import_module(module, __name__), name)
 
 
 class _CallablePackage(types.ModuleType):

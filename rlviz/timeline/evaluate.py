@@ -24,7 +24,7 @@ import gymnasium as gym
 import numpy as np
 
 from .. import progress
-from ..errors import RlvizError, UsageError
+from ..errors import CheckpointError, RlvizError, UsageError
 from ..evaluate import replay_episode, summarize
 from ..evaluate.attention import with_attention
 from ..evaluate.diagnostics import diagnose
@@ -34,7 +34,7 @@ from ..evaluate.workers import merge_rollouts, shard_ranges
 from ..jobs.render import run_rollouts
 from ..jobs.shards import AgentSource, ShardTask, run_shard, share_agent, source_for
 from ..sources import LoadedAgent
-from ..sources.run_folders import TimelineCheckpoint
+from ..sources.run_folders import TimelineCheckpoint, reason_line
 
 __all__ = ["evaluate_checkpoint", "evaluate_many", "checkpoint_config", "check_same_run", "visited_states",
            "policy_change", "CheckpointTask", "run_checkpoint", "STATE_LIMIT"]
@@ -82,8 +82,8 @@ def evaluate_checkpoint(cp: TimelineCheckpoint, config: Any,
         agent = cp.load(rc)
     except UsageError:
         raise
-    except RlvizError as exc:
-        return replace(cp, error=f"{cp.name}: {exc}")
+    except (Exception, RecursionError) as exc:  # a file that does not load is this checkpoint's failure alone
+        return replace(cp, error=reason_line(cp.name, cp.path, exc))
     if reference is not None:
         check_same_run(reference, replace(cp, agent=agent))
     gamma = float(config.gamma if config.gamma is not None else agent.gamma)
@@ -93,7 +93,7 @@ def evaluate_checkpoint(cp: TimelineCheckpoint, config: Any,
     except UsageError:
         raise
     except RlvizError as exc:
-        return replace(cp, agent=agent, error=f"{cp.name}: {exc}")
+        return replace(cp, agent=agent, error=reason_line(cp.name, cp.path, exc))
     summary = with_attention(summarize(result, diagnose(result, agent.policy.kind)), result).to_dict()
     return replace(cp, agent=agent, result=result, summary=summary, error=None)
 
@@ -152,7 +152,13 @@ class CheckpointPart:
 def run_checkpoint(task: CheckpointTask, progress: Any = None) -> CheckpointPart:
     """A worker's :class:`CheckpointTask` (top level, so workers can import it)."""
     try:
-        agent = task.source.load()
+        try:
+            agent = task.source.load()
+        except (UsageError, RlvizError):
+            raise
+        except (Exception, RecursionError) as exc:  # the file's failure, said in one line by the driver
+            first = (str(exc).strip().splitlines() or [""])[0][:200]
+            raise CheckpointError(f"cannot be read ({type(exc).__name__}: {first})") from None
         gamma = float(agent.gamma if task.gamma is None else task.gamma)
         result = run_shard(ShardTask(task.source, gamma, task.first_episode, task.episodes, num_envs=task.num_envs),
                            progress)
@@ -196,7 +202,7 @@ def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, prev
         mine = parts[i * len(ranges):(i + 1) * len(ranges)]
         failed = next((p.error for p in mine if p.error is not None), None)
         if failed is not None:
-            out.append(replace(cp, error=f"{cp.name}: {failed}"))
+            out.append(replace(cp, error=reason_line(cp.name, cp.path, CheckpointError(failed))))
             continue
         result = merge_rollouts([p.result for p in mine], sum(p.result.wall_s for p in mine))  # its workers' time
         summary = with_attention(summarize(result, diagnose(result, mine[0].kind)), result).to_dict()

@@ -1,14 +1,18 @@
 """``rlviz timeline RUN --follow``: watch a training run's folder and evaluate each new checkpoint once.
 
-A new file is read only when it is complete: its size and modification time unchanged for ``--settle`` seconds
-and, for zip archives (SB3 zips, .pt2), the archive readable to its end (every member's CRC checked). SB3 writes
-its zip in place over seconds; such a file is waited for, never read half-written. Each file is looked at once:
-evaluated, or left out with a line (no step; a second file for a step); never evaluated twice.
+A new file is read only when it is complete: not empty, its size and modification time unchanged for ``--settle``
+seconds and, for zip archives (SB3 zips, .pt2), the archive readable to its end (every member's CRC checked; an
+archive whose directory declares a bomb is left to the loader, which refuses it in one line). SB3 writes its zip in
+place over seconds; such a file is waited for, never read half-written. Each file is evaluated once; a file that
+failed (to load, or to give a step) is tried again when its size or modification time changes (a checkpoint filled
+in place after it looked complete).
 
-After each checkpoint the outputs (timeline.json, timeline.csv, the views) are replaced atomically
-(:func:`rlviz.media.atomic_path`): a reader never sees a torn file. Ctrl-C ends the watch with every evaluated
-checkpoint's outputs complete (temporary files are discarded, worker processes stopped); so does ``--idle-stop S``
-(S seconds without a new checkpoint) and RUN disappearing (one line; the outputs are kept).
+One writer: the ``--out`` lock (:func:`rlviz.jobs.outdir.claim_out_dir`) is held from the first check until the
+last output is in place. After each checkpoint the outputs (timeline.json, timeline.csv, the views, the report) are
+published as one consistent set (:class:`rlviz.timeline.publish.OutputSet`). Ctrl-C stops the watch within a second
+or two, exit code 130: ``out`` keeps the complete set of the checkpoints evaluated before it (a round being written
+is dropped whole), and holds nothing when none was (the folder is removed). ``--idle-stop S`` (S seconds without a
+new checkpoint) and RUN disappearing end it normally (one line; the outputs are kept).
 """
 
 from __future__ import annotations
@@ -16,27 +20,21 @@ from __future__ import annotations
 import os
 import time
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
 from .. import progress
-from ..errors import UsageError
+from ..errors import CheckpointError, Interrupted, UsageError
+from ..jobs.outdir import claim_out_dir, job_inputs, remove_run
 from ..jobs.render import open_sinks
 from ..jobs.shards import open_backend
+from ..sources.limits import check_archive
 from ..sources.run_folders import Skipped, TimelineCheckpoint, discover
-from .outputs import (
-    Evaluator,
-    TimelineOutputs,
-    log_end,
-    log_rows,
-    outputs_of,
-    prepare_out_folder,
-    say_stderr,
-    timeline_data,
-    write_outputs,
-)
+from .outputs import Evaluator, TimelineOutputs, log_end, log_rows, outputs_of, say_stderr, timeline_data
+from .publish import OutputSet, prepare_out_folder
 
-__all__ = ["follow", "FileWatch", "archive_complete"]
+__all__ = ["follow", "FileWatch", "Looked", "archive_complete"]
 
 
 def archive_complete(path: Path) -> bool:
@@ -49,13 +47,18 @@ def archive_complete(path: Path) -> bool:
             infos = z.infolist()
             if not infos or min(i.header_offset for i in infos) != 0:
                 return False  # (a truncated archive may expose an inner zip's directory)
+            try:
+                check_archive(z, path)
+            except CheckpointError:  # a bomb by its directory: "complete", so the loader refuses it in one line
+                return True
             return z.testzip() is None
-    except (OSError, zipfile.BadZipFile, EOFError, ValueError):
+    except (OSError, zipfile.BadZipFile, EOFError, ValueError, zlib.error, NotImplementedError, RuntimeError):
         return False
 
 
 class FileWatch:
-    """Says when a file is complete: unchanged (size, mtime) for ``settle`` seconds, and its archive readable."""
+    """Says when a file is complete: not empty, unchanged (size, mtime) for ``settle`` seconds, and its archive
+    readable."""
 
     def __init__(self, settle: float, clock: Any = time.monotonic):
         self.settle, self.clock = float(settle), clock
@@ -72,73 +75,132 @@ class FileWatch:
         if before is None or before[:2] != sig:
             self._seen[path] = (*sig, now)
             return False
-        return now - before[2] >= self.settle and archive_complete(path)
+        return st.st_size > 0 and now - before[2] >= self.settle and archive_complete(path)
+
+
+class Looked:
+    """The files ``--follow`` has looked at (``path in looked`` for :func:`~rlviz.sources.run_folders.discover`):
+    an evaluated file stays looked at; one that failed is looked at again once its size or mtime changed."""
+
+    def __init__(self) -> None:
+        self.done: set[Path] = set()
+        self.failed: dict[Path, tuple[int, int] | None] = {}
+
+    @staticmethod
+    def signature(path: Path) -> tuple[int, int] | None:
+        try:
+            st = path.stat()
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
+
+    def __contains__(self, path: object) -> bool:
+        if path in self.done:
+            return True
+        if isinstance(path, Path) and path in self.failed:
+            return self.failed[path] == self.signature(path)
+        return False
+
+    def ok(self, path: Path) -> None:
+        self.done.add(path)
+        self.failed.pop(path, None)
+
+    def failure(self, path: Path, signature: tuple[int, int] | None = None) -> None:
+        """``path`` failed as it was when ``signature`` (size, mtime_ns) was taken (default: now)."""
+        self.failed[path] = signature if signature is not None else self.signature(path)
 
 
 def follow(config: Any) -> TimelineOutputs:
     """Watch ``config.run`` (a folder) until Ctrl-C, ``--idle-stop`` or the folder disappearing; the outputs as
-    after the last evaluated checkpoint."""
+    after the last evaluated checkpoint. Ctrl-C raises :class:`~rlviz.errors.Interrupted` (see the module
+    docstring) once the outputs are as it says."""
     run = config.run
     if not isinstance(run, (str, os.PathLike)) or not Path(run).is_dir():
         raise UsageError(f"--follow watches a folder; RUN {run!r} is not one. Pass the folder the training run "
                          "saves its checkpoints into (it may be empty when the watch starts).")
     out = Path(config.out)
-    prepare_out_folder(out, config)
-    watch = FileWatch(config.settle)
-    known: set[Path] = set()
+    with claim_out_dir(out, config.overwrite, job_inputs(config)):  # one writer, until the last output is in place
+        sinks = open_sinks(config)  # fail early (a missing extra)
+        outputs = None
+        try:
+            prepare_out_folder(out, config)
+            outputs = OutputSet(out, config)
+            return _watch(config, out, outputs, sinks)
+        except KeyboardInterrupt:
+            raise _interrupted(out, outputs) from None
+        finally:
+            if outputs is not None:
+                outputs.close()
+            for sink in sinks:
+                sink.close()
+
+
+def _watch(config: Any, out: Path, outputs: OutputSet, sinks: list) -> TimelineOutputs:
+    run = config.run
+    watch, looked = FileWatch(config.settle), Looked()
     skipped: list[Skipped] = []
     data = timeline_data([], [], config)
     evaluator = Evaluator(config, None, say_stderr)
-    sinks = open_sinks(config)  # fail early (a missing extra)
     say_stderr(f"rlviz: watching {run} for checkpoints (Ctrl-C to stop)")
-    try:
-        with progress.enabled(config.progress), open_backend(config) as backend:
-            evaluator.backend = backend
-            last_new = time.monotonic()
-            while True:
-                if not Path(run).is_dir():
-                    say_stderr(f"rlviz: {run} disappeared; stopped with the outputs of {len(evaluator.done)} checkpoint(s) "
-                         f"in {out}")
-                    break
-                new = _new_checkpoints(run, watch, known, skipped, evaluator)
-                for cp in new:
-                    evaluator.add(cp)
-                    data = write_outputs(out, evaluator.done, skipped, config)
-                    log_rows(sinks, data, {cp.step})
-                if new:
-                    last_new = time.monotonic()
-                elif config.idle_stop is not None and time.monotonic() - last_new >= config.idle_stop:
-                    say_stderr(f"rlviz: no new checkpoint for {config.idle_stop:g} s; stopped")
-                    break
-                time.sleep(config.poll)
-    except KeyboardInterrupt:
-        say_stderr(f"rlviz: interrupted; the outputs of {len(evaluator.done)} checkpoint(s) in {out} are complete")
-    finally:
-        try:
-            log_end(sinks, out, data)
-        finally:
-            for sink in sinks:
-                sink.close()
+    with progress.enabled(config.progress), open_backend(config) as backend:
+        evaluator.backend = backend
+        last_new = time.monotonic()
+        while True:
+            if not Path(run).is_dir():
+                say_stderr(f"rlviz: {run} disappeared; stopped with the outputs of {outputs.count} "
+                           f"checkpoint(s) in {out}")
+                break
+            new = _new_checkpoints(run, watch, looked, skipped, evaluator)
+            for cp in new:
+                before = looked.signature(cp.path)  # (a file changed while it was read is read again)
+                done = evaluator.add(cp)
+                if done.error is None:
+                    looked.ok(cp.path)
+                else:
+                    looked.failure(cp.path, before)
+                data = outputs.publish(evaluator.done, skipped)
+                log_rows(sinks, data, {cp.step})
+            if new:
+                last_new = time.monotonic()
+            elif config.idle_stop is not None and time.monotonic() - last_new >= config.idle_stop:
+                say_stderr(f"rlviz: no new checkpoint for {config.idle_stop:g} s; stopped")
+                break
+            time.sleep(config.poll)
+    log_end(sinks, out, data)
     return outputs_of(out, data, evaluator.done)
 
 
-def _new_checkpoints(run: Any, watch: FileWatch, known: set[Path], skipped: list[Skipped],
+def _interrupted(out: Path, outputs: OutputSet | None) -> Interrupted:
+    """The one line Ctrl-C leaves; with no checkpoint published, ``out`` (only rlviz's marker) is removed."""
+    if outputs is None:  # (before the folder was made ours)
+        return Interrupted("no checkpoint was evaluated; nothing was written")
+    if outputs.count == 0:
+        remove_run(out)
+        return Interrupted(f"no checkpoint was evaluated; nothing was written ({out} removed)")
+    return Interrupted(f"the outputs of the {outputs.count} checkpoint(s) evaluated before it are complete in {out}")
+
+
+def _new_checkpoints(run: Any, watch: FileWatch, looked: Looked, skipped: list[Skipped],
                      evaluator: Evaluator) -> list[TimelineCheckpoint]:
-    """The complete checkpoints not looked at before, in step order (each file is looked at once)."""
+    """The complete checkpoints not looked at before (or changed since they failed), in step order."""
     try:
-        found, left = discover(run, known=known, require=False, ready=watch.ready)
+        found, left = discover(run, known=looked, require=False, ready=watch.ready)
     except UsageError:  # RUN vanished between the check and the listing: the next look says so
         return []
-    steps = {c.step for c in evaluator.done}
+    good = {c.step: c.path for c in evaluator.done if c.error is None}
     new = []
     for cp in found:
-        known.add(cp.path)
-        if cp.step in steps:
+        if cp.step in good and good[cp.step] != cp.path:
             left.append(Skipped(cp.name, f"{cp.name}: a second file for step {cp.step} (already evaluated)."))
+        elif cp.step in good:  # (evaluated already; changed in place since: not evaluated twice)
+            looked.ok(cp.path)
         else:
             new.append(cp)
+            skipped[:] = [k for k in skipped if k.name != cp.name]  # (skipped before, readable now)
+    root = Path(run).resolve()
     for s in left:
-        known.add(Path(run).resolve() / s.name)
-        skipped.append(s)
+        path = root / s.name
+        looked.failure(path)
+        skipped[:] = [k for k in skipped if k.name != s.name] + [s]
         say_stderr(f"rlviz: skipped {s.why}")
     return new

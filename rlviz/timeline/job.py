@@ -23,8 +23,8 @@ from typing import Any
 
 from .. import progress
 from ..config import TimelineConfig, config_dict
-from ..errors import UsageError
-from ..jobs.outdir import check_out_dir, run_folder
+from ..errors import CheckpointError, UsageError
+from ..jobs.outdir import check_out_dir, job_inputs, run_folder
 from ..jobs.render import open_sinks
 from ..jobs.shards import open_backend
 from ..sources.run_folders import discover
@@ -36,12 +36,13 @@ __all__ = ["TimelineConfig", "TimelineOutputs", "timeline"]
 def timeline(config: Any = None, **kwargs: Any) -> TimelineOutputs:
     """Run the whole ``rlviz timeline RUN`` job for a :class:`TimelineConfig`; ``timeline(run=..., episodes=...)``
     works too. A checkpoint that
-    fails to load or play is named in ``failed`` (one line); the others are still evaluated and written."""
+    fails to load or play is named in ``failed`` (one line); the others are still evaluated and written. Only a run
+    none of whose checkpoints can be evaluated fails (:class:`~rlviz.errors.CheckpointError`, nothing written)."""
     if config is None:
         config = TimelineConfig(**kwargs)
     elif kwargs:
         raise UsageError("timeline() takes either a TimelineConfig or keyword arguments, not both.")
-    check_out_dir(config.out, config.overwrite)  # refuse a bad --out before the long work
+    check_out_dir(config.out, config.overwrite, job_inputs(config))  # refuse a bad --out before the long work
     if config.follow:
         from .follow import follow
 
@@ -56,6 +57,9 @@ def timeline(config: Any = None, **kwargs: Any) -> TimelineOutputs:
             evaluator = Evaluator(config, backend, say)
             with run_folder(config.out, overwrite=config.overwrite, job="timeline", options=config_dict(config)) as tmp:
                 evaluator.add_many(checkpoints)  # with workers: every checkpoint's tasks at once
+                if not evaluator.good:  # only this fails the job: a bad checkpoint among good ones is listed
+                    raise CheckpointError(f"RUN {config.run}: none of its {len(evaluator.done)} checkpoint(s) could "
+                                          f"be evaluated (e.g. {evaluator.done[0].error}); nothing was written.")
                 data = write_outputs(tmp, evaluator.done, skipped, config)
                 log_rows(sinks, data, {c.step for c in evaluator.done})
                 log_end(sinks, tmp, data)

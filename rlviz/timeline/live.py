@@ -23,14 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from ..agent import Policy
-from ..config import TimelineConfig
+from ..config import TimelineConfig, config_dict
 from ..envs.recipe import EnvRecipe
 from ..errors import UsageError
+from ..jobs.inputs import written_files
+from ..jobs.outdir import MARKER, write_marker
 from ..sinks.base import Sink, as_sinks, check_step
 from ..sources import LoadedAgent
 from ..sources.exported import coerce_recipe, env_facts
 from ..sources.run_folders import TimelineCheckpoint
-from .outputs import Evaluator, log_end, log_rows, prepare_out_folder, write_outputs
+from .outputs import Evaluator, log_end, log_rows, write_outputs
+from .publish import prepare_out_folder
 
 __all__ = ["TimelineWriter"]
 
@@ -93,7 +96,7 @@ class TimelineWriter:
         self._names: tuple | None = None
         self._evaluator = Evaluator(self.config)
         self.data: dict = {"checkpoints": []}
-        prepare_out_folder(self.out, self.config)
+        prepare_out_folder(self.out, self.config, inputs=())  # (its config's run is the folder itself)
 
     def add(self, policy: Policy, step: int, *, action_names: tuple | None = None,
             gamma: float = 0.99) -> dict:
@@ -114,6 +117,8 @@ class TimelineWriter:
         if done.error is not None:
             raise UsageError(f"TimelineWriter.add: {done.error}")
         self.data = write_outputs(self.out, self._evaluator.done, [], self.config)
+        write_marker(self.out, "timeline", config_dict(self.config),  # what --overwrite may remove later
+                     [f for f in written_files(self.out) if f != MARKER])
         log_rows(self.sinks, self.data, {step})
         return next(r for r in self.data["checkpoints"] if r["step"] == step)
 

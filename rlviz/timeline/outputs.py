@@ -10,7 +10,6 @@ import csv
 import io
 import json
 import math
-import shutil
 import sys
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
@@ -20,18 +19,15 @@ from typing import Any
 import numpy as np
 
 from .. import progress
-from .._version import __version__
-from ..config import config_dict
 from ..evaluate.stats import _f
-from ..jobs.outdir import MARKER, check_out_dir, is_run_folder
 from ..jobs.render import _flat_numbers
-from ..media.atomic import atomic_path, atomic_write
+from ..media.atomic import atomic_path
 from ..sources.run_folders import Skipped, TimelineCheckpoint
 from .evaluate import evaluate_checkpoint, evaluate_many, policy_change, visited_states
 from .findings import timeline_findings
 
 __all__ = ["TimelineOutputs", "Evaluator", "write_outputs", "timeline_data", "timeline_csv", "format_timeline",
-           "outputs_of", "say_stderr", "prepare_out_folder", "log_rows", "log_end", "JSON_NAME", "CSV_NAME"]
+           "outputs_of", "say_stderr", "log_rows", "log_end", "JSON_NAME", "CSV_NAME"]
 
 JSON_NAME, CSV_NAME = "timeline.json", "timeline.csv"
 
@@ -126,17 +122,6 @@ def _line(cp: TimelineCheckpoint) -> str:
             f"{tv}; " + (f"warnings: {', '.join(warn)}" if warn else "no warnings"))
 
 
-def prepare_out_folder(out: Path, config: Any) -> None:
-    """``out`` made the timeline's folder, marked as an rlviz run now (``--follow`` and the training callbacks
-    write their outputs into it one checkpoint at a time); an earlier run there is removed (with ``overwrite``)."""
-    check_out_dir(out, config.overwrite)
-    if out.is_dir() and is_run_folder(out):  # --overwrite (check_out_dir refused it otherwise)
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    marker = {"rlviz_version": __version__, "job": "timeline", "options": config_dict(config)}
-    atomic_write(out / MARKER, json.dumps(marker, indent=2, sort_keys=True, default=str) + "\n", fsync=False)
-
-
 def log_rows(sinks: Sequence[Any], data: dict, steps: Collection[int]) -> None:
     """The rows of ``steps`` to the sinks, each at its training step (:func:`rlviz.sinks.log_timeline_checkpoint`)."""
     if not sinks:
@@ -158,7 +143,7 @@ def log_end(sinks: Sequence[Any], out: Path, data: dict) -> None:
 
 def outputs_of(out: Path, data: dict, done: Sequence[TimelineCheckpoint]) -> TimelineOutputs:
     return TimelineOutputs(out, data, format_timeline(data), out / JSON_NAME, out / CSV_NAME, tuple(done),
-                           tuple(f"{f['checkpoint']}: {f['error']}" for f in data["failed"]))
+                           tuple(str(f["error"]) for f in data["failed"]))  # (each line names its file once)
 
 
 def say_stderr(line: str) -> None:
