@@ -257,6 +257,8 @@ def _compare_post_init(self: Any) -> None:
     checked = self.render_config("a")
     for name in COMPARE_SHARED:
         object.__setattr__(self, name, getattr(checked, name))
+    object.__setattr__(self, "disagreements", _whole("disagreements", self.disagreements, 0))
+    object.__setattr__(self, "disagreement_horizon", _whole("disagreement_horizon", self.disagreement_horizon, 1))
 
 
 def _render_config(self: Any, side: str) -> RenderConfig:
@@ -268,6 +270,9 @@ if TYPE_CHECKING:  # what type checkers see of the dataclass made below
     class CompareConfig:
         a: str | os.PathLike[str]
         b: str | os.PathLike[str]
+        disagreements: int
+        disagreement_horizon: int
+        disagreement_to_end: bool
 
         def __init__(self, a: str | os.PathLike[str], b: str | os.PathLike[str], **options: Any) -> None: ...
         def render_config(self, side: str) -> RenderConfig: ...
@@ -280,7 +285,16 @@ CompareConfig = make_dataclass(  # type: ignore[misc,assignment]
     [("a", "str | os.PathLike", option(help="checkpoint A (the baseline)", positional=True)),
      ("b", "str | os.PathLike", option(help="checkpoint B (e.g. after a fix), run on the same seeds as A",
                                        positional=True)),
-     *(_shared_field(n) for n in COMPARE_SHARED)],
+     *(_shared_field(n) for n in COMPARE_SHARED),
+     ("disagreements", "int", option(
+         0, "the K states where A and B disagree most (total variation of their action distributions, each agent "
+         "asked on the other's states; one per --disagreement-horizon steps of an episode), each played out by both "
+         "agents from the saved state: disagreements.json/.csv, a side-by-side video per state (default 0: off)",
+         metavar="K")),
+     ("disagreement_horizon", "int", option(50, "steps each agent plays from a disagreement state (default 50)",
+                                            metavar="H")),
+     ("disagreement_to_end", "bool", option(False, "play the branches from a disagreement state to the end of the "
+                                                   "episode instead of --disagreement-horizon steps"))],
     namespace={"__post_init__": _compare_post_init, "render_config": _render_config,
                "__doc__": "Everything ``rlviz compare A B`` can be asked: the two checkpoints and the options of "
                           "``rlviz render`` that apply (declared once, in RenderConfig)."},
