@@ -6,8 +6,8 @@ decision of the playing agent, one batched forward of the other agent on the sam
 whole padded input: :meth:`~rlviz.agent.policy.Policy.evaluate` forwards fixed-size chunks, so the numbers do not
 depend on how many envs share the batch); its per-slot columns are written with numpy per step (no per-env
 Python) and cut into one :class:`EpisodeDisagreement` per episode when it ends. With an object extractor that
-reads no frames (the rollout's heatmap on: MinAtar, classic control, ALE colour extractors), the objects of every
-state where the two agents' greedy actions differ go into a :class:`~rlviz.evaluate.heatmap.FailureHeatmap` (an
+reads no frames (the rollout's heatmap on: MinAtar, classic control, ALE colour extractors; one that reads
+frames gets those states rendered), the objects of every state where the two agents' greedy actions differ go into a :class:`~rlviz.evaluate.heatmap.FailureHeatmap` (an
 "event" is such a state): where on the screen they disagree.
 """
 
@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..agent.stepping import plain
+from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from ..evaluate.distance import action_distance, greedy_actions
 from ..evaluate.heatmap import FailureHeatmap
@@ -71,7 +72,8 @@ def check_probe_policies(own: Any, other: Any) -> None:
 
 class DisagreementProbe:
     """The probe of ``side``'s rollout asking ``other`` (a Policy) on its states. ``extractor``: the rollout's
-    object extractor (with the heatmap on) for the disagreement heatmap, or None. After the rollout,
+    object extractor (with the heatmap on) for the disagreement heatmap, or None (extractors that remember earlier
+    frames, ``history``, are left out: these states are rendered alone). After the rollout,
     ``episodes`` holds an :class:`EpisodeDisagreement` per episode index and ``heatmap`` the disagreement heatmap
     (or None)."""
 
@@ -96,9 +98,9 @@ class DisagreementProbe:
             grown[k][: old.shape[0], : old.shape[1]] = old
         self.cols = grown
 
-    def observe(self, obs: np.ndarray, rows: np.ndarray, out: Any, slots: list) -> None:
+    def observe(self, obs: np.ndarray, rows: np.ndarray, out: Any, slots: list, envs: list) -> None:
         """One step: ``obs`` the playing agent's padded input [used, *obs], ``rows`` [B] the active ones, ``out`` its
-        PolicyOutput on them."""
+        PolicyOutput on them; ``slots`` the running episodes and ``envs`` the envs, a row each."""
         theirs = self.other.evaluate(obs)
         theirs = _rows(theirs, rows)
         dist = action_distance(out, theirs)
@@ -117,7 +119,9 @@ class DisagreementProbe:
         if self.extractor is not None and differ.any():
             for i in rows[differ]:
                 recent = getattr(slots[i], "recent", None)
-                if recent:  # the capture of this state (exact extractors capture every step)
+                if self.extractor.needs_frame:  # rendered for these states only
+                    self._add(self.extractor(to_rgb_frame(envs[i].render()), envs[i]))
+                elif recent:  # the capture of this state (exact extractors capture every step)
                     self._add(self.extractor.masks(recent[-1]))
 
     def _add(self, masks: dict) -> None:

@@ -71,7 +71,8 @@ def probed_rollouts(agents: list[Any], config: Any, gammas: list[float]) -> tupl
     for i, side in enumerate("ab"):
         agent, other, rc = agents[i], agents[1 - i], config.render_config(side)
         extractor = _extractor(agent, rc)
-        probe = DisagreementProbe(other.policy, side, None if extractor is None or extractor.needs_frame else extractor)
+        usable = extractor is not None and not getattr(extractor, "history", 0)
+        probe = DisagreementProbe(other.policy, side, extractor if usable else None)
         results.append(rollout(
             agent.recipe, agent.policy, rc.episodes, num_envs=min(rc.num_envs, rc.episodes), seed=rc.seed,
             greedy=rc.greedy, fail_on=rc.fail_on, objects=extractor, heatmap=bool(rc.heatmap),
@@ -124,7 +125,8 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
                         "video_folder": folder / s, "name_prefix": f"state-{rank}", "saliency": config.saliency,
                         "saliency_target": config.saliency_target}
                     branches.append(play_branch(agents[i], s, saved, horizon, gamma=gammas[i], record=record, **kw))
-                video = None if folder is None else _side_by_side(branches, folder / f"state-{rank}.mp4", fps, labels)
+                named = tuple(f"{label} from {pick.side.upper()}'s ep {pick.episode} step {pick.step}" for label in labels)
+                video = None if folder is None else _side_by_side(branches, folder / f"state-{rank}.mp4", fps, named)
                 out.append(BranchedState(rank, pick, branches[0], branches[1], better_of(*branches), video))
     finally:
         env.close()

@@ -3,7 +3,8 @@
 :func:`top_states` ranks every state of both agents' episodes by the total-variation distance of the two action
 distributions there and takes the top K, at most one per window of ``window`` steps of an episode (the states
 around one moment of disagreement are near-copies of each other; the next pick comes from another moment or
-another episode). States with TV below :data:`MIN_TV` are not disagreements (identical agents give exactly 0).
+another episode), and a state met again in another episode (the same TV and values: a deterministic game's
+opening) is picked once. States with TV below :data:`MIN_TV` are not disagreements (identical agents give 0).
 The order is total (TV, then agent, episode, step), so the picks do not depend on how the rollouts were run.
 """
 
@@ -57,13 +58,19 @@ def top_states(episodes: Sequence[EpisodeDisagreement], k: int, window: int) -> 
     ok = np.isfinite(tv) & (tv >= MIN_TV)
     order = np.lexsort((step[ok], index[ok], side[ok], -tv[ok]))  # the last key sorts first
     taken: dict[int, list[int]] = {}
+    seen: set[tuple[float, float, float]] = set()
     picks: list[Pick] = []
     for j in np.flatnonzero(ok)[order]:
         near = taken.setdefault(int(which[j]), [])
         if any(abs(int(step[j]) - s) < window for s in near):
             continue
+        pick = _pick(episodes[int(which[j])], int(step[j]))
+        same = (pick.tv, pick.value_a, pick.value_b)
+        if same in seen:  # the same state in another episode (a deterministic game's opening): once is enough
+            continue
+        seen.add(same)
         near.append(int(step[j]))
-        picks.append(_pick(episodes[int(which[j])], int(step[j])))
+        picks.append(pick)
         if len(picks) == k:
             break
     return picks

@@ -176,7 +176,7 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
         log.write(rows, d)
         attention.observe(buf, rows, d.indices, envs, slots)
         if probe is not None:  # another policy asked on the same states (rlviz.disagree.probe)
-            probe.observe(buf[:used], rows, d.out, slots)
+            probe.observe(buf[:used], rows, d.out, slots, envs)
         rewards, ended = [], []
         for i, action in zip(active, d.env_actions):
             ob, reward, done, term, trunc = runner.step(envs[i], slots[i], action)
