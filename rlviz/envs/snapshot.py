@@ -10,7 +10,7 @@ env's ``np_random``: everything a wrapper keeps is Python state), taken when :fu
   the RNG of sticky actions) and put back by :func:`restore` (``restoreState``). The copies share one emulator:
   play the branches one after another, each restored just before it plays.
 - MinAtar (its ``Environment``: the game's state and its ``numpy`` RandomState), classic control (the env's
-  ``state`` and ``np_random``) and any env whose deep copy plays on exactly as the original: the copy itself.
+  ``state`` and ``np_random``; its pygame window and clock are left out of the copy) and any env whose deep copy plays on exactly as the original: the copy itself.
   Callers check that with :func:`rlviz.evaluate.pixel_heatmap.copies_faithfully` once per env
   (:func:`restorable_kind` does).
 - Box2D (SWIG bodies) and others whose copy fails: :class:`NotRestorable`.
@@ -53,7 +53,12 @@ def snapshot_kind(env: Any) -> str:
 
 
 def _copy(env: Any, shared: Any) -> Any:
-    memo = {} if shared is None else {id(shared): shared}
+    """A deep copy of the wrapper stack; ``shared`` (ALE's env) is not copied, nor is a renderer's window or clock
+    (pygame objects, which cannot be copied: the copy makes its own when it renders)."""
+    memo: dict[int, Any] = {} if shared is None else {id(shared): shared}
+    for value in vars(env.unwrapped).values():
+        if type(value).__module__.split(".")[0] == "pygame":
+            memo[id(value)] = None
     return copy.deepcopy(env, memo)
 
 
