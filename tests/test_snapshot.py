@@ -99,3 +99,17 @@ def test_an_env_that_cannot_be_copied_is_not_restorable():
     env.unwrapped.handle = Handle()
     with pytest.raises(NotRestorable, match="cannot be copied"):
         save(env)
+
+
+def test_states_reached_together_are_the_states_reached_alone():
+    from rlviz.disagree.branches import reach_many
+
+    agent = load_agent(SAMPLES / "minatar_breakout_ppo.pt2")
+    targets = [(episode_seed_for(0, k), step) for k, step in ((0, 30), (1, 0), (2, 75))]
+    kw = {"greedy": False, "fail_on": "auto", "gamma": 0.99}
+    together = reach_many(agent, [make_env(agent.recipe, render_mode="rgb_array") for _ in targets], targets, **kw)
+    for (seed, step), got in zip(targets, together):
+        alone = reach(agent, make_env(agent.recipe, render_mode="rgb_array"), seed, step, **kw)
+        assert got.step == alone.step == step
+        assert np.array_equal(got.obs, alone.obs) and np.array_equal(got.snapshot.frame, alone.snapshot.frame)
+        assert got.rng.bit_generator.state == alone.rng.bit_generator.state

@@ -1,8 +1,8 @@
 """Both agents played from the same saved state: the branches of a disagreement state.
 
-To reach state t of episode k of agent X, the episode is replayed alone on its seed with X's policy and X's action
-generator (:func:`rlviz.evaluate.replay_episode`, ``max_steps=t``: the rollout's episode exactly, forwards being
-batch-invariant), so the env, its wrappers (frame stacks, time limits, life counters) and X's generator are where
+To reach state t of episode k of agent X, the episode is replayed on its seed with X's policy and X's action
+generator (:func:`reach_many`: the picked episodes in lockstep, one batched forward per step, each row what a lone
+replay computes: the rollout's episode exactly, forwards being batch-invariant), so the env, its wrappers (frame stacks, time limits, life counters) and X's generator are where
 the rollout had them. The env's state is saved there (:mod:`rlviz.envs.snapshot`), then each agent plays from a
 restored copy for the horizon (or to the episode's end), with a copy of the same generator: the same env
 randomness and the same action noise for both. A branch of X itself is therefore the original episode's
@@ -26,13 +26,15 @@ import numpy as np
 
 from ..draw import ComposeOptions
 from ..envs import make_env, to_rgb_frame
-from ..envs.ale_seed import seeded_reset
+from ..agent.actions import draw_noise
 from ..envs.snapshot import EnvSnapshot, NotRestorable, restore, save, snapshot_kind
 from ..errors import EnvError
 from ..evaluate.pixel_heatmap import copies_faithfully
+from ..evaluate.lockstep import decide, input_buffer
 from ..evaluate.rollout import replay_episode
+from ..evaluate.runner import Runner
 
-__all__ = ["Resumed", "SavedState", "BranchResult", "reach", "play_branch", "check_restorable"]
+__all__ = ["Resumed", "SavedState", "BranchResult", "reach", "reach_many", "play_branch", "check_restorable"]
 
 
 class _Tap(gym.Wrapper):
@@ -115,20 +117,42 @@ def check_restorable(recipe: Any, seed: int, num_actions: int) -> str:
 
 def reach(agent: Any, env: Any, seed: int, step: int, *, greedy: bool, fail_on: str, gamma: float) -> SavedState:
     """Replay ``agent``'s episode on seed ``seed`` on ``env`` (built from its recipe, ``rgb_array``) up to state
-    ``step`` and save it there."""
-    rng = np.random.default_rng(seed)  # the rollout's action generator of this episode
-    tap = _Tap(env)
-    if step == 0:
-        seeded_reset(tap, seed)
-    else:
-        played = replay_episode(None, agent.policy, seed, env=tap, greedy=greedy, fail_on=fail_on, gamma=gamma,
-                                max_steps=step, rng=rng)
-        if played.length != step or played.terminated:
-            raise EnvError(f"Replaying episode seed {seed} to step {step} ended at step {played.length}: the env is "
-                           "not deterministic under its seed, so its states cannot be branched from.")
-    obs, info = tap.last
-    frame = to_rgb_frame(env.render())
-    return SavedState(step, save(env, frame), obs, dict(info), rng)
+    ``step`` and save it there (:func:`reach_many` for one state)."""
+    return reach_many(agent, [env], [(seed, step)], greedy=greedy, fail_on=fail_on, gamma=gamma)[0]
+
+
+def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: str, gamma: float) -> list[SavedState]:
+    """State ``step`` of each ``(seed, step)`` in ``targets`` of ``agent``'s episodes, saved: the episodes replayed
+    in lockstep, one on each of ``envs`` (``rgb_array``; left at the saved states, ALE snapshots need them),
+    one batched forward per step. Each row is what a lone replay computes (forwards of fixed-size chunks) and
+    samples with its episode's own generator, so each state is the rollout's."""
+    policy = agent.policy
+    runner = Runner(policy, greedy, fail_on, None, None, float(gamma), False, None)
+    taps = [_Tap(e) for e in envs]
+    starts = [runner.start(tap, -1, seed) for tap, (seed, _) in zip(taps, targets)]
+    eps = [ep for _, ep in starts]
+    buf = input_buffer(starts[0][0], len(taps))
+    for i, (ob, _) in enumerate(starts):
+        buf[i] = ob
+    goal = [int(step) for _, step in targets]
+    active = [i for i in range(len(taps)) if goal[i] > 0]
+    while active:
+        rows = np.array(active, np.intp)
+        d = decide(policy, buf[: len(taps)], rows, lambda draw: np.concatenate(  # noqa: B023 - used at once
+            [draw_noise(eps[i].rng, draw) for i in active]), greedy, runner.spec)
+        for i, action in zip(active, d.env_actions):
+            ob, _, done, _, _ = runner.step(taps[i], eps[i], action)
+            if done:
+                raise EnvError(f"Replaying episode seed {targets[i][0]} to step {goal[i]} ended at step "
+                               f"{eps[i].length}: the env is not deterministic under its seed, so its states cannot "
+                               "be branched from.")
+            buf[i] = ob
+        active = [i for i in active if eps[i].length < goal[i]]
+    saved = []
+    for tap, env, ep, step in zip(taps, envs, eps, goal):
+        obs, info = tap.last
+        saved.append(SavedState(step, save(env, to_rgb_frame(env.render())), obs, dict(info), ep.rng))
+    return saved
 
 
 def play_branch(agent: Any, side: str, saved: SavedState, horizon: int | None, *, greedy: bool, fail_on: str,

@@ -18,7 +18,7 @@ from ..envs.snapshot import NotRestorable
 from ..evaluate.heatmap import FailureHeatmap
 from ..evaluate.objects import extractor_for, load_extractor
 from ..evaluate.rollout import RolloutResult, episode_seed_for, rollout
-from .branches import BranchResult, check_restorable, play_branch, reach
+from .branches import BranchResult, check_restorable, play_branch, reach_many
 from .probe import DisagreementProbe, EpisodeDisagreement, check_probe_policies
 from .select import Pick, summarize_disagreement, top_states
 
@@ -111,14 +111,21 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
         return [BranchedState(r, p) for r, p in enumerate(picks, 1)], note
     horizon = None if config.disagreement_to_end else int(config.disagreement_horizon)
     kw = {"greedy": bool(config.greedy), "fail_on": config.fail_on}
-    env = make_env(recipe, render_mode="rgb_array")
-    fps = float(env.metadata.get("render_fps") or 30)
+    envs = [make_env(recipe, render_mode="rgb_array") for _ in picks]
+    fps = float(envs[0].metadata.get("render_fps") or 30)
     out = []
     try:
+        states: dict[int, Any] = {}
+        with progress.phase(f"replaying to {len(picks)} states"):
+            for side, agent, gamma in zip("ab", agents, gammas):  # each side's episodes by its own agent
+                mine = [j for j, p in enumerate(picks) if p.side == side]
+                if mine:
+                    got = reach_many(agent, [envs[j] for j in mine], [(picks[j].seed, picks[j].step) for j in mine],
+                                     gamma=gamma, **kw)
+                    states.update(zip(mine, got))
         for rank, pick in enumerate(picks, 1):
             with progress.phase(f"branches {rank}/{len(picks)}"):
-                side = 0 if pick.side == "a" else 1
-                saved = reach(agents[side], env, pick.seed, pick.step, gamma=gammas[side], **kw)
+                saved = states[rank - 1]
                 branches = []
                 for i, s in enumerate("ab"):
                     record = None if folder is None else {
@@ -129,7 +136,8 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
                 video = None if folder is None else _side_by_side(branches, folder / f"state-{rank}.mp4", fps, named)
                 out.append(BranchedState(rank, pick, branches[0], branches[1], better_of(*branches), video))
     finally:
-        env.close()
+        for env in envs:
+            env.close()
     return out, None
 
 
