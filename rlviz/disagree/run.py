@@ -6,6 +6,7 @@ Used by :func:`rlviz.jobs.compare` (``--disagreements K``); the outputs are writ
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,8 @@ from .select import Pick, summarize_disagreement, top_states
 
 __all__ = ["BranchedState", "Disagreements", "probed_rollouts", "branch_states", "better_of", "analyse"]
 
+#: States whose branches are played and recorded at the same time.
+BRANCH_THREADS = 2
 #: Seconds a side-by-side branch video lasts at least (short horizons play slower and hold their end).
 MIN_BRANCH_SECONDS = 2.0
 
@@ -113,7 +116,6 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
     kw = {"greedy": bool(config.greedy), "fail_on": config.fail_on}
     envs = [make_env(recipe, render_mode="rgb_array") for _ in picks]
     fps = float(envs[0].metadata.get("render_fps") or 30)
-    out = []
     try:
         states: dict[int, Any] = {}
         with progress.phase(f"replaying to {len(picks)} states"):
@@ -123,18 +125,21 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
                     got = reach_many(agent, [envs[j] for j in mine], [(picks[j].seed, picks[j].step) for j in mine],
                                      gamma=gamma, **kw)
                     states.update(zip(mine, got))
-        for rank, pick in enumerate(picks, 1):
-            with progress.phase(f"branches {rank}/{len(picks)}"):
-                saved = states[rank - 1]
-                branches = []
-                for i, s in enumerate("ab"):
-                    record = None if folder is None else {
-                        "video_folder": folder / s, "name_prefix": f"state-{rank}", "saliency": config.saliency,
-                        "saliency_target": config.saliency_target}
-                    branches.append(play_branch(agents[i], s, saved, horizon, gamma=gammas[i], record=record, **kw))
-                named = tuple(f"{label} from {pick.side.upper()}'s ep {pick.episode} step {pick.step}" for label in labels)
-                video = None if folder is None else _side_by_side(branches, folder / f"state-{rank}.mp4", fps, named)
-                out.append(BranchedState(rank, pick, branches[0], branches[1], better_of(*branches), video))
+        def branched(rank: int, pick: Pick) -> BranchedState:
+            saved, branches = states[rank - 1], []
+            for i, s in enumerate("ab"):  # one after the other: an ALE state's copies share its emulator
+                record = None if folder is None else {
+                    "video_folder": folder / s, "name_prefix": f"state-{rank}", "saliency": config.saliency,
+                    "saliency_target": config.saliency_target}
+                branches.append(play_branch(agents[i], s, saved, horizon, gamma=gammas[i], record=record, **kw))
+            named = tuple(f"{label} from {pick.side.upper()}'s ep {pick.episode} step {pick.step}" for label in labels)
+            video = None if folder is None else _side_by_side(branches, folder / f"state-{rank}.mp4", fps, named)
+            return BranchedState(rank, pick, branches[0], branches[1], better_of(*branches), video)
+
+        # the states' branches and videos overlap (most of a short video's time is its ffmpeg processes starting)
+        with progress.phase(f"branches from {len(picks)} states"), \
+                ThreadPoolExecutor(BRANCH_THREADS if folder is not None else 1) as pool:
+            out = list(pool.map(branched, range(1, len(picks) + 1), picks))
     finally:
         for env in envs:
             env.close()
