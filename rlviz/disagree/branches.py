@@ -24,13 +24,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ..agent.actions import draw_noise
 from ..draw import ComposeOptions
 from ..envs import make_env, to_rgb_frame
-from ..agent.actions import draw_noise
 from ..envs.snapshot import EnvSnapshot, NotRestorable, restore, save, snapshot_kind
 from ..errors import EnvError
-from ..evaluate.pixel_heatmap import copies_faithfully
 from ..evaluate.lockstep import decide, input_buffer
+from ..evaluate.pixel_heatmap import copies_faithfully
 from ..evaluate.rollout import replay_episode
 from ..evaluate.runner import Runner
 
@@ -138,8 +138,8 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
     active = [i for i in range(len(taps)) if goal[i] > 0]
     while active:
         rows = np.array(active, np.intp)
-        d = decide(policy, buf[: len(taps)], rows, lambda draw: np.concatenate(  # noqa: B023 - used at once
-            [draw_noise(eps[i].rng, draw) for i in active]), greedy, runner.spec)
+        d = decide(policy, buf[: len(taps)], rows, lambda draw, act=tuple(active): np.concatenate(
+            [draw_noise(eps[i].rng, draw) for i in act]), greedy, runner.spec)
         for i, action in zip(active, d.env_actions):
             ob, _, done, _, _ = runner.step(taps[i], eps[i], action)
             if done:

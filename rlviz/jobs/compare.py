@@ -19,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -125,21 +126,23 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
         else:
             results = [run_rollouts(agent, config.render_config(side), gamma, backend)
                        for agent, side, gamma in zip(agents, "ab", gammas)]
-        found = None
-        if probes:
-            with progress.phase("disagreements"):
-                branch_videos = folder / "videos" / "disagreements" if parse_video_spec(config.videos) else None
-                found = analyse(agents, probes, results, config, gammas, branch_videos, labels)
     comparison = comparison_dict(results, config)
     comparison.update({f"{side}_hub": a.metadata["hub"] for a, side in zip(agents, "ab") if "hub" in a.metadata})
+    # the disagreements' branches and videos are made while this thread records the paired videos: most of a short
+    # video's time is its ffmpeg processes starting
+    with torch_threads(config.threads) if probes else nullcontext(), ThreadPoolExecutor(1) as pool:
+        branch_videos = folder / "videos" / "disagreements" if parse_video_spec(config.videos) else None
+        pending = pool.submit(analyse, agents, probes, results, config, gammas, branch_videos, labels) if probes else None
+        with progress.phase("heatmap difference") if results[0].heatmap is not None else nullcontext():
+            heatmap_npz, heatmap_png = _write_heatmap_diff(results, folder)
+        videos, fps = _record_side_by_side(agents, results, folder / "videos", config, gammas, labels)
+        with progress.phase("disagreements") if pending is not None else nullcontext():
+            found = None if pending is None else pending.result()
     disagreements = None if found is None else write_disagreements(found, config, folder)
     if disagreements is not None:
         comparison["disagreements"] = {**disagreements["summary"], "branches": disagreements["branches"]}
     _write_text(folder / "comparison.json", json.dumps(comparison, indent=2) + "\n")
     _write_text(folder / "episodes.csv", paired_csv(results))
-    with progress.phase("heatmap difference") if results[0].heatmap is not None else nullcontext():
-        heatmap_npz, heatmap_png = _write_heatmap_diff(results, folder)
-    videos, fps = _record_side_by_side(agents, results, folder / "videos", config, gammas, labels)
     if sinks:
         with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
             _log(sinks, comparison, videos, heatmap_png, fps)
