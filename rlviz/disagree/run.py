@@ -16,6 +16,7 @@ from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
 from ..envs import make_env
 from ..envs.snapshot import NotRestorable
+from ..evaluate.attention import attention_spec
 from ..evaluate.heatmap import FailureHeatmap
 from ..evaluate.objects import extractor_for, load_extractor
 from ..evaluate.rollout import RolloutResult, episode_seed_for, rollout
@@ -79,15 +80,9 @@ def probed_rollouts(agents: list[Any], config: Any, gammas: list[float]) -> tupl
         results.append(rollout(
             agent.recipe, agent.policy, rc.episodes, num_envs=min(rc.num_envs, rc.episodes), seed=rc.seed,
             greedy=rc.greedy, fail_on=rc.fail_on, objects=extractor, heatmap=bool(rc.heatmap),
-            progress=rc.progress, gamma=gammas[i], attention=_attention(rc), probe=probe))
+            progress=rc.progress, gamma=gammas[i], attention=attention_spec(rc), probe=probe))
         probes.append(probe)
     return results, probes
-
-
-def _attention(rc: Any) -> Any:
-    from ..jobs.render import attention_spec
-
-    return attention_spec(rc)
 
 
 def better_of(a: BranchResult, b: BranchResult) -> str:
@@ -132,7 +127,8 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
                     "video_folder": folder / s, "name_prefix": f"state-{rank}", "saliency": config.saliency,
                     "saliency_target": config.saliency_target}
                 branches.append(play_branch(agents[i], s, saved, horizon, gamma=gammas[i], record=record, **kw))
-            named = tuple(f"{label} from {pick.side.upper()}'s ep {pick.episode} step {pick.step}" for label in labels)
+            where = f" from {pick.side.upper()}'s ep {pick.episode} step {pick.step}"
+            named = (labels[0] + where, labels[1] + where)
             video = None if folder is None else _side_by_side(branches, folder / f"state-{rank}.mp4", fps, named)
             return BranchedState(rank, pick, branches[0], branches[1], better_of(*branches), video)
 

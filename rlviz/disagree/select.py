@@ -93,7 +93,8 @@ def _numbers(eps: list[EpisodeDisagreement]) -> dict[str, Any]:
         return {"states": 0}
     tv = np.concatenate([e.tv for e in eps]).astype(np.float64)
     differ = np.concatenate([e.differ for e in eps])
-    va, vb = [], []
+    va: list[np.ndarray] = []
+    vb: list[np.ndarray] = []
     for e in eps:
         (va if e.side == "a" else vb).append(e.own_value)
         (vb if e.side == "a" else va).append(e.other_value)
