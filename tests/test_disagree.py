@@ -190,3 +190,25 @@ def test_options_are_checked(agents, tmp_path):
         compare(a=agents["careful"], b=agents["reckless"], disagreements=-1, out=tmp_path / "x")
     with pytest.raises(UsageError, match="--disagreement-horizon"):
         compare(a=agents["careful"], b=agents["reckless"], disagreements=1, disagreement_horizon=0, out=tmp_path / "y")
+
+
+def test_timeline_pairs_find_where_the_collapsed_policy_chooses_differently(tmp_path_factory, tmp_path):
+    from _timeline_runs import COLLAPSE_AT, trained_runs
+
+    from rlviz.config import TimelineConfig
+    from rlviz.timeline.disagreements import timeline_disagreements
+
+    _, collapsed = trained_runs(tmp_path_factory)
+    config = TimelineConfig(run=collapsed, env="CartPole-v1", episodes=3, videos="none", seed=0)
+    outs = timeline_disagreements(config, tmp_path / "tl", 3, against=COLLAPSE_AT - 1024, horizon=100)
+    assert [o.out_dir.name for o in outs] == ["2048-vs-1024", "2048-vs-3072", "2048-vs-4096"]
+    data = json.loads((outs[1].out_dir / "disagreements.json").read_text())
+    before = json.loads((outs[0].out_dir / "disagreements.json").read_text())
+    # from 3072 on the policy always pushes left: wherever the 2048 one pushes right they disagree (between two
+    # healthy checkpoints the greedy actions agree); the top states are the collapsed policy's, where its pole falls
+    assert before["summary"]["all"]["greedy_differ_share"] < 0.05
+    assert data["summary"]["all"]["greedy_differ_share"] > 0.5 and len(data["states"]) == 3
+    for s in data["states"]:
+        assert s["states_of"] == "b" and s["greedy_differ"] and s["tv"] > 0.5 and s["b_failed"]
+    with pytest.raises(Exception, match="no checkpoint at that step"):
+        timeline_disagreements(config, tmp_path / "x", 1, against=5)
