@@ -230,6 +230,8 @@ COMPARE_SHARED = ("env", "model", "trust_checkpoint", "episodes", "heatmap", "vi
                   "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale",
                   "attention", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers", "ray",
                   "threads")
+#: The options only ``rlviz compare`` has (after A, B and the shared ones): the disagreement analysis.
+COMPARE_ONLY = ("disagreements", "disagreement_horizon", "disagreement_to_end")
 #: What compare says differently (help, default) about a shared option.
 _COMPARE_OVERRIDES = {
     "out": {"default": "rlviz-compare", "help": "output folder, the run's own (default ./rlviz-compare)"},
