@@ -113,3 +113,11 @@ def test_states_reached_together_are_the_states_reached_alone():
         assert got.step == alone.step == step
         assert np.array_equal(got.obs, alone.obs) and np.array_equal(got.snapshot.frame, alone.snapshot.frame)
         assert got.rng.bit_generator.state == alone.rng.bit_generator.state
+
+
+def test_box_action_envs_are_checked_too():
+    from rlviz.envs import EnvRecipe
+
+    assert check_restorable(EnvRecipe.for_env_id("Pendulum-v1"), 0, 0) == "copy"
+    with pytest.raises(NotRestorable):
+        check_restorable(EnvRecipe.for_env_id("LunarLanderContinuous-v3"), 0, 0)  # Box2D bodies

@@ -101,6 +101,19 @@ class BranchResult:
         return self.failures > 0
 
 
+class _IndexedActions(gym.ActionWrapper):
+    """Action k of a non-Discrete space as a fixed valid action (for :func:`copies_faithfully`'s probe actions)."""
+
+    def action(self, action: Any) -> Any:
+        space, k = self.env.action_space, int(action)
+        if isinstance(space, gym.spaces.Box):
+            low, high = np.clip(space.low, -1, 1), np.clip(space.high, -1, 1)
+            return (low + (k % 5) / 4 * (high - low)).astype(space.dtype)
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            return (k + np.arange(space.nvec.size)) % space.nvec
+        return space.sample()
+
+
 def check_restorable(recipe: Any, seed: int, num_actions: int) -> str:
     """"ale" or "copy": how this env's states are saved; :class:`NotRestorable` when they cannot be (a deep copy
     that fails or does not play on exactly as the original)."""
@@ -109,6 +122,8 @@ def check_restorable(recipe: Any, seed: int, num_actions: int) -> str:
     if kind == "ale":
         env.close()
         return kind
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        env, num_actions = _IndexedActions(env), 5
     if not copies_faithfully(env, seed, num_actions):  # (closes env)
         raise NotRestorable(f"{recipe.env_id}'s state cannot be saved and restored exactly (a copy of it does not "
                             "play on as the original)")

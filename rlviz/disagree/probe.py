@@ -108,7 +108,7 @@ class _Outputs:
     def take(self, idx: np.ndarray) -> Any:
         """A PolicyOutput of the rows ``idx``."""
         kw = {k: (self.arrays[k][idx] if k in self.arrays else None) for k in _FIELDS}
-        return replace(self.template, **kw)
+        return replace(self.template, quantiles=None, **kw)
 
 
 class DisagreementProbe:
