@@ -44,6 +44,7 @@ def main() -> None:
     ap.add_argument("--disagreements", type=int, default=10)
     ap.add_argument("--horizon", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--videos-for", type=int, default=None, help="--disagreement-videos (default: every state)")
     ap.add_argument("--videos", default="first:1")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -51,7 +52,8 @@ def main() -> None:
     flags = dict(episodes=args.episodes, videos=args.videos, seed=0, progress=False, overwrite=True)
     jobs = {"plain": CompareConfig(a=A, b=B, out=work / "plain", **flags),
             "disagree": CompareConfig(a=A, b=B, out=work / "disagree", disagreements=args.disagreements,
-                                      disagreement_horizon=args.horizon, **flags)}
+                                      disagreement_horizon=args.horizon,
+                                      disagreement_videos=args.videos_for, **flags)}
     times: dict[str, list[float]] = {name: [] for name in jobs}
     try:
         for config in jobs.values():  # warm-up, not timed: imports, torch init, first-call costs
@@ -62,8 +64,8 @@ def main() -> None:
                 print(f"repeat {r}: {name:<9} {times[name][-1]:7.1f} s", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    print(f"\n{args.episodes} episodes, --disagreements {args.disagreements} (horizon {args.horizon}), videos "
-          f"{args.videos!r}, {args.repeats} repeats")
+    print(f"\n{args.episodes} episodes, --disagreements {args.disagreements} (horizon {args.horizon}, branch videos "
+          f"{'all' if args.videos_for is None else args.videos_for}), videos {args.videos!r}, {args.repeats} repeats")
     for name, ts in times.items():
         print(f"{name:<9} min {min(ts):7.1f} s   median {statistics.median(ts):7.1f} s")
     print(f"with / without: min {min(times['disagree']) / min(times['plain']):.2f}x   "

@@ -212,3 +212,12 @@ def test_timeline_pairs_find_where_the_collapsed_policy_chooses_differently(tmp_
         assert s["states_of"] == "b" and s["greedy_differ"] and s["tv"] > 0.5 and s["b_failed"]
     with pytest.raises(Exception, match="no checkpoint at that step"):
         timeline_disagreements(config, tmp_path / "x", 1, against=5)
+
+
+def test_branch_videos_for_the_top_states_only(agents, tmp_path):
+    out = compare(a=agents["careful"], b=agents["reckless"], episodes=1, disagreements=3, disagreement_videos=1,
+                  disagreement_horizon=2, out=tmp_path / "one", seed=6)
+    data, rows = _read(out.out_dir)
+    assert [s["video"] for s in data["states"]] == ["videos/disagreements/state-1.mp4", None, None]
+    assert all(s["better"] == "a" for s in data["states"])  # every state still played out both ways
+    assert sorted(p.name for p in (out.out_dir / "videos" / "disagreements").glob("*.mp4")) == ["state-1.mp4"]

@@ -112,6 +112,7 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
         return [BranchedState(r, p) for r, p in enumerate(picks, 1)], note
     horizon = None if config.disagreement_to_end else int(config.disagreement_horizon)
     kw = {"greedy": bool(config.greedy), "fail_on": config.fail_on}
+    videos = len(picks) if config.disagreement_videos is None else int(config.disagreement_videos)
     envs = [make_env(recipe, render_mode="rgb_array") for _ in picks]
     fps = float(envs[0].metadata.get("render_fps") or 30)
     try:
@@ -126,13 +127,14 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
         def branched(rank: int, pick: Pick) -> BranchedState:
             saved, branches = states[rank - 1], []
             for i, s in enumerate("ab"):  # one after the other: an ALE state's copies share its emulator
-                record = None if folder is None else {
+                record = None if folder is None or rank > videos else {
                     "video_folder": folder / s, "name_prefix": f"state-{rank}", "saliency": config.saliency,
                     "saliency_target": config.saliency_target, "preset": BRANCH_PRESET}
                 branches.append(play_branch(agents[i], s, saved, horizon, gamma=gammas[i], record=record, **kw))
             where = f" from {pick.side.upper()}'s ep {pick.episode} step {pick.step}"
             named = (labels[0] + where, labels[1] + where)
-            video = None if folder is None else _side_by_side(branches, folder / f"state-{rank}.mp4", fps, named)
+            video = None if record is None or folder is None else _side_by_side(
+                branches, folder / f"state-{rank}.mp4", fps, named)
             return BranchedState(rank, pick, branches[0], branches[1], better_of(*branches), video)
 
         # the states' branches and videos overlap (most of a short video's time is its ffmpeg processes starting)
