@@ -230,6 +230,8 @@ COMPARE_SHARED = ("env", "model", "trust_checkpoint", "episodes", "heatmap", "vi
                   "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale",
                   "attention", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers", "ray",
                   "threads")
+#: The options only ``rlviz compare`` has (after A, B and the shared ones): the disagreement analysis.
+COMPARE_ONLY = ("disagreements", "disagreement_horizon", "disagreement_to_end", "disagreement_videos")
 #: What compare says differently (help, default) about a shared option.
 _COMPARE_OVERRIDES = {
     "out": {"default": "rlviz-compare", "help": "output folder, the run's own (default ./rlviz-compare)"},
@@ -257,6 +259,10 @@ def _compare_post_init(self: Any) -> None:
     checked = self.render_config("a")
     for name in COMPARE_SHARED:
         object.__setattr__(self, name, getattr(checked, name))
+    object.__setattr__(self, "disagreements", _whole("disagreements", self.disagreements, 0))
+    object.__setattr__(self, "disagreement_horizon", _whole("disagreement_horizon", self.disagreement_horizon, 1))
+    if self.disagreement_videos is not None:
+        object.__setattr__(self, "disagreement_videos", _whole("disagreement_videos", self.disagreement_videos, 0))
 
 
 def _render_config(self: Any, side: str) -> RenderConfig:
@@ -268,6 +274,10 @@ if TYPE_CHECKING:  # what type checkers see of the dataclass made below
     class CompareConfig:
         a: str | os.PathLike[str]
         b: str | os.PathLike[str]
+        disagreements: int
+        disagreement_horizon: int
+        disagreement_to_end: bool
+        disagreement_videos: int | None
 
         def __init__(self, a: str | os.PathLike[str], b: str | os.PathLike[str], **options: Any) -> None: ...
         def render_config(self, side: str) -> RenderConfig: ...
@@ -280,7 +290,19 @@ CompareConfig = make_dataclass(  # type: ignore[misc,assignment]
     [("a", "str | os.PathLike", option(help="checkpoint A (the baseline)", positional=True)),
      ("b", "str | os.PathLike", option(help="checkpoint B (e.g. after a fix), run on the same seeds as A",
                                        positional=True)),
-     *(_shared_field(n) for n in COMPARE_SHARED)],
+     *(_shared_field(n) for n in COMPARE_SHARED),
+     ("disagreements", "int", option(
+         0, "the K states where A and B disagree most (total variation of their action distributions, each agent "
+         "asked on the other's states; one per --disagreement-horizon steps of an episode), each played out by both "
+         "agents from the saved state: disagreements.json/.csv, a side-by-side video per state (default 0: off)",
+         metavar="K")),
+     ("disagreement_horizon", "int", option(50, "steps each agent plays from a disagreement state (default 50)",
+                                            metavar="H")),
+     ("disagreement_to_end", "bool", option(False, "play the branches from a disagreement state to the end of the "
+                                                   "episode instead of --disagreement-horizon steps")),
+     ("disagreement_videos", "int | None", option(None, "side-by-side branch videos for the top N states only (default: "
+                                                        "one per state; each costs about two short recordings)",
+                                                  metavar="N"))],
     namespace={"__post_init__": _compare_post_init, "render_config": _render_config,
                "__doc__": "Everything ``rlviz compare A B`` can be asked: the two checkpoints and the options of "
                           "``rlviz render`` that apply (declared once, in RenderConfig)."},

@@ -15,7 +15,7 @@ from _envs import TIME_LIMIT, ProbeEnv
 
 from rlviz import CompareConfig, RenderConfig, compare
 from rlviz.cli import main
-from rlviz.config import COMPARE_SHARED, cli_options
+from rlviz.config import COMPARE_ONLY, COMPARE_SHARED, cli_options
 from rlviz.draw.side_by_side import GAP, HEADER, side_by_side
 from rlviz.draw.video import video_timing
 from rlviz.errors import UsageError
@@ -223,7 +223,7 @@ def test_compare_config_shares_render_options():
     render = {o.name: o for o in cli_options(RenderConfig)}
     opts = {o.name: o for o in cli_options(CompareConfig)}
     assert [o.name for o in cli_options(CompareConfig)][:2] == ["a", "b"]
-    assert set(opts) == {"a", "b", *COMPARE_SHARED} and set(COMPARE_SHARED) <= set(render)
+    assert set(opts) == {"a", "b", *COMPARE_SHARED, *COMPARE_ONLY} and set(COMPARE_SHARED) <= set(render)
     for name in COMPARE_SHARED:
         same = ("flag", "kind", "choices", "metavar")
         assert [getattr(opts[name], k) for k in same] == [getattr(render[name], k) for k in same]

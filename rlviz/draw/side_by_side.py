@@ -58,10 +58,11 @@ class _Canvas:
 
 
 def side_by_side(path_a: str | os.PathLike, path_b: str | os.PathLike, out: str | os.PathLike, fps: float,
-                 labels: tuple[str, str] = ("A", "B"), min_frames: int = 0) -> tuple[Path, int]:
+                 labels: tuple[str, str] = ("A", "B"), min_frames: int = 0, preset: str = "veryfast") -> tuple[Path, int]:
     """Write ``out``: the video at ``path_a`` left of the one at ``path_b``, frame ``t`` beside frame ``t``,
     each labelled; the shorter one's last frame held (marked "ended"), and the last pair held until the video has
-    ``min_frames`` frames (short episodes stay watchable). Returns (path, frames written)."""
+    ``min_frames`` frames (short episodes stay watchable); ``preset``: libx264's (:class:`~rlviz.media.VideoWriter`).
+    Returns (path, frames written)."""
     streams = [read_video(path_a), read_video(path_b)]
     try:
         current = [next(s, None) for s in streams]
@@ -71,7 +72,7 @@ def side_by_side(path_a: str | os.PathLike, path_b: str | os.PathLike, out: str 
         canvas = _Canvas(current[0], current[1], labels)  # type: ignore[arg-type]  # neither is None (above)
         ended = [False, False]
         frames = 0
-        with VideoWriter(out, fps, (canvas.width, canvas.height)) as writer:
+        with VideoWriter(out, fps, (canvas.width, canvas.height), preset=preset) as writer:
             while True:
                 writer.write(canvas.compose(current, ended))
                 frames += 1

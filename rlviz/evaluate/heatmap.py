@@ -122,9 +122,10 @@ class FailureHeatmap:
         return h
 
     # -- plotting -----------------------------------------------------------------------------
-    def plot(self, path, background: np.ndarray | None = None, log: bool = False, dpi: int = 120) -> Path:
+    def plot(self, path, background: np.ndarray | None = None, log: bool = False, dpi: int = 120,
+             title: str | None = None) -> Path:
         """PNG: one panel per object plus "all objects", heat over a dimmed background frame,
-        colour bars, title with failures / episodes. ``background`` defaults to the stored frame."""
+        colour bars, title with failures / episodes (or ``title``). ``background`` defaults to the stored frame."""
         from matplotlib.colors import LogNorm, Normalize
 
         bg = self.background if background is None else np.asarray(background)
@@ -136,7 +137,7 @@ class FailureHeatmap:
             vmax = max(int(grid.max()), 1)
             norm = LogNorm(vmin=1, vmax=max(vmax, 2)) if log else Normalize(vmin=0, vmax=vmax)
             _panel(fig, ax, name, bg, np.ma.masked_where(grid <= 0, grid), cmap="inferno", norm=norm, alpha=0.85)
-        fig.suptitle(f"{self.env_id}: {self.failures} failures / {self.episodes} episodes", fontsize=10)
+        fig.suptitle(title or f"{self.env_id}: {self.failures} failures / {self.episodes} episodes", fontsize=10)
         return _save(fig, path, dpi)
 
 

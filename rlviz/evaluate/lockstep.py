@@ -132,6 +132,19 @@ class _NoAttention:
 _NO_ATTENTION = _NoAttention()
 
 
+class _NoProbe:
+    """The probe of a rollout without one (:attr:`rlviz.evaluate.runner.Runner.probe`): nothing per step."""
+
+    def observe(self, *args) -> None:
+        pass
+
+    def end(self, *args) -> None:
+        pass
+
+
+_NO_PROBE = _NoProbe()
+
+
 def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress) -> tuple[list, int]:
     """Play the episodes ``indices`` on ``envs`` in lockstep, one batched forward per step; episode k starts
     from seed ``seed_for(k)`` on whichever env is free. ``runner``: the rollout's per-env stepper
@@ -164,6 +177,7 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
     policy, greedy, spec = runner.policy, runner.greedy, runner.spec
     stepwise = not plain(policy)  # a state row per env (RecurrentPPO) or the envs' action masks (MaskablePPO)
     attention = runner.attention or _NO_ATTENTION  # per-object attribution shares (rlviz.evaluate.attention)
+    probe = runner.probe or _NO_PROBE  # told each step's states and decisions (observe) and episode ends (end)
     while active:
         used = -(-(active[-1] + 1) // chunk) * chunk
         take = lambda draw, rows=rows: noise.take(draw, rows)  # noqa: E731
@@ -174,6 +188,7 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
             d = decide(policy, buf[:used], rows if len(active) < used else None, take, greedy, spec)
         log.write(rows, d)
         attention.observe(buf, rows, d.indices, envs, slots)
+        probe.observe(buf[:used], rows, d.out, slots, envs)  # e.g. another policy asked (rlviz.disagree.probe)
         rewards, ended = [], []
         for i, action in zip(active, d.env_actions):
             ob, reward, done, term, trunc = runner.step(envs[i], slots[i], action)
@@ -185,6 +200,7 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
         log.end_step(rows, rewards)
         for i, term, trunc in ended:
             log.fold(i, slots[i])
+            probe.end(i, slots[i])
             records.append(runner.finish(slots[i], term, trunc))
             progress.update(1, ret=f"{records[-1].ret:.1f}")
             slots[i] = None

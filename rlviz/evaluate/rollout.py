@@ -111,6 +111,7 @@ def rollout(
     threads: int | None = DEFAULT_THREADS,
     indices: Iterable[int] | None = None,
     attention: AttentionSpec | str | None = None,
+    probe: Any = None,
 ) -> RolloutResult:
     """Run ``episodes`` episodes with ``num_envs`` envs stepped in lockstep, one batched forward per step.
 
@@ -135,6 +136,9 @@ def rollout(
         sizes the progress bar; ``first_episode`` stays the run's first (the heatmap's background).
     attention: an :class:`~rlviz.evaluate.attention.AttentionSpec` or a saliency method name: every step's
         attribution share per heatmap object (turns the heatmap on), in each ``EpisodeResult.attention``.
+    probe: an object the lockstep loop tells each step's states and decisions (:attr:`Runner.probe`, e.g.
+        :class:`rlviz.disagree.probe.DisagreementProbe`: another policy asked on the same states); it does not
+        change the episodes.
     """
     recipe = _recipe(recipe)
     _check_rollout_args(policy, episodes, num_envs, max_steps)
@@ -148,11 +152,11 @@ def rollout(
         indices = range(int(first_episode), int(first_episode) + episodes)
     with torch_threads(threads):
         return _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma,
-                        progress, max_steps, int(first_episode), lookback, indices, attention)
+                        progress, max_steps, int(first_episode), lookback, indices, attention, probe)
 
 
 def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma, progress,
-             max_steps, first_episode, lookback, indices, attention=None) -> RolloutResult:
+             max_steps, first_episode, lookback, indices, attention=None, probe=None) -> RolloutResult:
     if callable(progress):
         progress_bar: Any = Report(progress)
     else:
@@ -177,6 +181,7 @@ def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extracto
             runner.attention = AttentionTracker(attention, policy, extractor, lookback)
             if n_actions == 0:
                 raise UsageError(f"attention explains a Discrete action's logit; {recipe.env_id}'s actions are {space}.")
+        runner.probe = probe
         t0 = time.perf_counter()
         records, steps = run_lockstep(runner, envs, indices, lambda k: episode_seed_for(seed, k), progress_bar)
         wall = time.perf_counter() - t0

@@ -82,6 +82,10 @@ class Runner:
         self.obs: Any = None  # ObsAdapter: env observations -> the policy's input
         self.spec: Any = None  # the env's ActionSpec, read on the first start()
         self.attention: Any = None  # an AttentionTracker (rlviz.evaluate.attention) when attention is on
+        # a per-step probe of the lockstep loop: ``observe(obs [rows_used, *obs], rows [B], out, slots, envs)`` after
+        # each decision (``obs`` the policy's whole padded input, ``out`` its PolicyOutput for ``rows``), ``end(slot,
+        # episode_state)`` when an episode ends (rlviz.disagree.probe.DisagreementProbe); None: nothing is called
+        self.probe: Any = None
 
     def start(self, env, index: int, seed: int | None):
         if self.spec is None:

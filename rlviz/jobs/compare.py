@@ -10,6 +10,8 @@ own, written complete or not at all; see :mod:`rlviz.jobs.outdir`)::
     episodes.csv         per seed: A's and B's episode rows side by side, and the return difference
     heatmap_diff.npz/.png  counts of A and B and the per-failure difference (with --heatmap)
     videos/<label>-<k>.mp4  A and B on episode k's seed side by side (singles in videos/a, videos/b)
+    disagreements.json/.csv, disagreement_heatmap.*, videos/disagreements/   with --disagreements K: the states
+                         where A and B choose differently, each played out by both (:mod:`rlviz.disagree`)
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,6 +27,8 @@ from typing import Any
 
 from .. import progress
 from ..config import CompareConfig, config_dict, parse_video_spec
+from ..disagree.outputs import JSON_NAME, log_disagreements, write_disagreements
+from ..disagree.run import analyse, probed_rollouts
 from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
 from ..errors import UsageError
@@ -35,6 +40,7 @@ from ..evaluate.stats import _f
 from ..evaluate.threads import torch_threads
 from ..media.atomic import atomic_path
 from ..report import REPORT_NAME, RunData, VideoData, timeline, write_report
+from ..report.disagreements import disagreements_html
 from ..sources import LoadedAgent, load_agent
 from ..sources.hub import pinned_id
 from .outdir import claim_out_dir, job_inputs, run_folder
@@ -68,6 +74,7 @@ class CompareOutputs:
     heatmap_png: Path | None = None
     heatmap_npz: Path | None = None
     videos: tuple[Any, ...] = field(default_factory=tuple)
+    disagreements_json: Path | None = None
 
 
 def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutputs:
@@ -92,7 +99,7 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts
         try:
             with run_folder(config.out, overwrite=config.overwrite, job="compare", options=config_dict(config)) as tmp:
-                comparison, table, heatmap_npz, heatmap_png, videos = _compare_into(tmp, agents, config, sinks)
+                comparison, table, heatmap_npz, heatmap_png, videos, found = _compare_into(tmp, agents, config, sinks)
         finally:
             for sink in sinks:
                 sink.close()
@@ -102,36 +109,56 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         return None if path is None else out / Path(path).relative_to(tmp)
 
     return CompareOutputs(out, comparison, table, out / "comparison.json", out / "episodes.csv", final(heatmap_png),
-                          final(heatmap_npz), tuple(final(v) for v in videos))
+                          final(heatmap_npz), tuple(final(v) for v in videos), final(found))
 
 
 def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list[Any]) -> tuple[Any, ...]:
-    """The run's outputs, written into ``folder``: (comparison, table, heatmap npz, heatmap png, videos)."""
+    """The run's outputs, written into ``folder``: (comparison, table, heatmap npz, heatmap png, videos,
+    disagreements.json or None)."""
     gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
     labels = (f"A: {Path(config.a).name}", f"B: {Path(config.b).name}")
+    probes: list[Any] = []
     with torch_threads(config.threads), open_backend(config) as backend:  # --workers / --ray: both agents' shards
         for agent, side in zip(agents, "ab"):
             share_agent(config.render_config(side), agent)
-        results = [run_rollouts(agent, config.render_config(side), gamma, backend)
-                   for agent, side, gamma in zip(agents, "ab", gammas)]
+        if config.disagreements:  # each agent asked on the other's states: the rollouts run here, probed
+            results, probes = probed_rollouts(agents, config, gammas)
+        else:
+            results = [run_rollouts(agent, config.render_config(side), gamma, backend)
+                       for agent, side, gamma in zip(agents, "ab", gammas)]
     comparison = comparison_dict(results, config)
     comparison.update({f"{side}_hub": a.metadata["hub"] for a, side in zip(agents, "ab") if "hub" in a.metadata})
+    # the disagreements' branches and videos are made while this thread records the paired videos: most of a short
+    # video's time is its ffmpeg processes starting
+    with torch_threads(config.threads) if probes else nullcontext(), ThreadPoolExecutor(1) as pool:
+        branch_videos = folder / "videos" / "disagreements" if parse_video_spec(config.videos) else None
+        pending = pool.submit(analyse, agents, probes, results, config, gammas, branch_videos, labels) if probes else None
+        with progress.phase("heatmap difference") if results[0].heatmap is not None else nullcontext():
+            heatmap_npz, heatmap_png = _write_heatmap_diff(results, folder)
+        videos, fps = _record_side_by_side(agents, results, folder / "videos", config, gammas, labels)
+        with progress.phase("disagreements") if pending is not None else nullcontext():
+            found = None if pending is None else pending.result()
+    disagreements = None if found is None else write_disagreements(found, config, folder)
+    if disagreements is not None:
+        comparison["disagreements"] = {**disagreements["summary"], "branches": disagreements["branches"]}
     _write_text(folder / "comparison.json", json.dumps(comparison, indent=2) + "\n")
     _write_text(folder / "episodes.csv", paired_csv(results))
-    with progress.phase("heatmap difference") if results[0].heatmap is not None else nullcontext():
-        heatmap_npz, heatmap_png = _write_heatmap_diff(results, folder)
-    videos, fps = _record_side_by_side(agents, results, folder / "videos", config, gammas, labels)
     if sinks:
         with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
             _log(sinks, comparison, videos, heatmap_png, fps)
+            if found is not None and disagreements is not None:
+                log_disagreements(sinks, found, disagreements, folder, fps)
     with progress.phase("report"):
-        _write_report(folder, comparison, results, labels, heatmap_png)
-    return comparison, format_comparison(comparison, labels), heatmap_npz, heatmap_png, videos
+        extra = "" if disagreements is None else disagreements_html(disagreements, folder, folder)
+        _write_report(folder, comparison, results, labels, heatmap_png, extra)
+    return (comparison, format_comparison(comparison, labels), heatmap_npz, heatmap_png, videos,
+            None if disagreements is None else folder / JSON_NAME)
 
 
-def _write_report(folder: Path, comparison: dict[Any, Any], results: Any, labels: Any, heatmap_png: Path | None) -> Path:
+def _write_report(folder: Path, comparison: dict[Any, Any], results: Any, labels: Any, heatmap_png: Path | None,
+                  extra: str = "") -> Path:
     """report.html: both agents side by side (summary, findings, episode table, each agent's videos with their
-    timelines), the heatmap difference with A's column."""
+    timelines), the heatmap difference with A's column; ``extra``: HTML sections below (the disagreements)."""
     runs = []
     for side, result, label in zip("ab", results, labels):
         videos = tuple(VideoData(path=p, episode=_episode_of(p), label=p.stem, timeline=timeline(p))
@@ -139,7 +166,7 @@ def _write_report(folder: Path, comparison: dict[Any, Any], results: Any, labels
         runs.append(RunData(title=label, folder=folder, summary=comparison[side],
                             episodes=[e.to_row() for e in result.episodes],
                             heatmap=heatmap_png if side == "a" else None, videos=videos))
-    return write_report(folder / REPORT_NAME, runs, title=f"{labels[0]} vs {labels[1]}")
+    return write_report(folder / REPORT_NAME, runs, title=f"{labels[0]} vs {labels[1]}", extra=extra)
 
 
 def _episode_of(path: Path) -> int:

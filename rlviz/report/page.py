@@ -32,13 +32,14 @@ _SUMMARY_ROWS = [("episodes", "episodes"), ("steps", "steps"), ("return mean", "
 _PALETTE = ["#5c84c8", "#ffb028", "#78e678", "#ff78c8", "#b48cff", "#5ac8ff", "#ff5050", "#c8c864"]
 
 
-def write_report(path: str | os.PathLike, runs: Sequence[RunData], title: str | None = None) -> Path:
-    """Write the page for ``runs`` (one run, or several side by side) to ``path``, atomically."""
+def write_report(path: str | os.PathLike, runs: Sequence[RunData], title: str | None = None, extra: str = "") -> Path:
+    """Write the page for ``runs`` (one run, or several side by side) to ``path``, atomically; ``extra``: HTML
+    sections below the runs (e.g. :func:`rlviz.report.disagreements.disagreements_html`)."""
     path = Path(path)
-    return atomic_write(path, build_html(runs, path.parent, title))
+    return atomic_write(path, build_html(runs, path.parent, title, extra))
 
 
-def build_html(runs: Sequence[RunData], page_dir: str | os.PathLike, title: str | None = None) -> str:
+def build_html(runs: Sequence[RunData], page_dir: str | os.PathLike, title: str | None = None, extra: str = "") -> str:
     """The page's HTML; paths are written relative to ``page_dir`` (the folder the page will be in)."""
     page_dir = Path(page_dir)
     title = title or " vs ".join(r.title for r in runs) or "rlviz report"
@@ -50,7 +51,7 @@ def build_html(runs: Sequence[RunData], page_dir: str | os.PathLike, title: str 
         "<meta http-equiv='Content-Security-Policy' content=\"default-src 'none'; img-src 'self' data:; "
         "media-src 'self' data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'\">"
         f"<title>{html.escape(title)}</title><link rel='icon' href='data:,'><style>{_asset('page.css')}</style>"
-        f"</head><body><main><h1>{html.escape(title)}</h1><div class='runs'>{body}</div></main>"
+        f"</head><body><main><h1>{html.escape(title)}</h1><div class='runs'>{body}</div>{extra}</main>"
         f"<script type='application/json' id='rlviz-data'>{blob}</script><script>{_asset('page.js')}</script>"
         "</body></html>\n"
     )

@@ -28,6 +28,8 @@ from ..errors import CheckpointError, RlvizError, UsageError
 from ..evaluate import replay_episode, summarize
 from ..evaluate.attention import with_attention
 from ..evaluate.diagnostics import diagnose
+from ..evaluate.distance import tv_kl_categorical as _tv_kl_categorical
+from ..evaluate.distance import tv_kl_gaussian as _tv_kl_gaussian
 from ..evaluate.rollout import episode_seed_for
 from ..evaluate.threads import torch_threads
 from ..evaluate.workers import merge_rollouts, shard_ranges
@@ -239,25 +241,6 @@ def visited_states(agent: LoadedAgent, config: Any, limit: int = STATE_LIMIT) ->
     if not env.seen or np.asarray(env.seen[0]).dtype == object:
         return None
     return np.stack(env.seen)
-
-
-def _tv_kl_categorical(p: np.ndarray, q: np.ndarray, nvec: tuple | None) -> tuple[np.ndarray, np.ndarray]:
-    """Per state: total variation and KL(p || q) of (products of) categoricals; [B] each."""
-    bounds = np.cumsum((0,) + (tuple(nvec) if nvec else (p.shape[1],)))
-    tv, kl = np.zeros(p.shape[0]), np.zeros(p.shape[0])
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        pa, qa = p[:, a:b], q[:, a:b]
-        tv += 0.5 * np.abs(pa - qa).sum(axis=1)
-        kl += np.where(pa > 0, pa * (np.log(np.clip(pa, 1e-12, None)) - np.log(np.clip(qa, 1e-12, None))), 0).sum(1)
-    return tv / (len(bounds) - 1), kl
-
-
-def _tv_kl_gaussian(m1: np.ndarray, s1: np.ndarray, m0: np.ndarray, s0: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per state: KL(N(m1, s1) || N(m0, s0)) summed over dimensions, and the total variation bound
-    ``min(1, sqrt(KL / 2))`` (Pinsker; exact TV has no closed form in several dimensions)."""
-    s1, s0 = np.maximum(s1, 1e-12), np.maximum(s0, 1e-12)
-    kl = (np.log(s0 / s1) + (s1 ** 2 + (m1 - m0) ** 2) / (2 * s0 ** 2) - 0.5).sum(axis=1)
-    return np.minimum(1.0, np.sqrt(np.maximum(kl, 0) / 2)), kl
 
 
 def policy_change(earlier: LoadedAgent, later: LoadedAgent, states: np.ndarray | None) -> dict | None:

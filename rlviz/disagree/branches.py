@@ -1,0 +1,192 @@
+"""Both agents played from the same saved state: the branches of a disagreement state.
+
+To reach state t of episode k of agent X, the episode is replayed on its seed with X's policy and X's action
+generator (:func:`reach_many`: the picked episodes in lockstep, one batched forward per step, each row what a lone
+replay computes: the rollout's episode exactly, forwards being batch-invariant), so the env, its wrappers (frame stacks, time limits, life counters) and X's generator are where
+the rollout had them. The env's state is saved there (:mod:`rlviz.envs.snapshot`), then each agent plays from a
+restored copy for the horizon (or to the episode's end), with a copy of the same generator: the same env
+randomness and the same action noise for both. A branch of X itself is therefore the original episode's
+continuation, step for step.
+
+A branch is played by the rollouts' single-episode loop (``replay_episode`` on a :class:`Resumed` env, whose
+``reset()`` hands back the saved observation instead of resetting); recorded, it goes through
+:class:`rlviz.record.RecordEpisode` with the branch agent's policy, so its video has that agent's panels and starts
+from the shared frame.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from ..agent.actions import draw_noise
+from ..draw import ComposeOptions
+from ..envs import make_env, to_rgb_frame
+from ..envs.snapshot import EnvSnapshot, NotRestorable, restore, save, snapshot_kind
+from ..errors import EnvError
+from ..evaluate.lockstep import decide, input_buffer
+from ..evaluate.pixel_heatmap import copies_faithfully
+from ..evaluate.rollout import replay_episode
+from ..evaluate.runner import Runner
+
+__all__ = ["Resumed", "SavedState", "BranchResult", "reach", "reach_many", "play_branch", "check_restorable"]
+
+
+class _Tap(gym.Wrapper):
+    """Keeps the last observation and info the env returned (raw, as the wrappers give them)."""
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.last = self.env.reset(**kwargs)
+        return self.last
+
+    def step(self, action: Any) -> Any:
+        out = self.env.step(action)
+        self.last = (out[0], out[4])
+        return out
+
+
+class Resumed(gym.Wrapper):
+    """An env restored at a saved state: ``reset()`` returns the saved (observation, info) without resetting, and
+    ``render()`` the saved frame until the first step (an ALE emulator's screen is not part of its state)."""
+
+    def __init__(self, env: Any, obs: Any, info: dict, frame: Any):
+        super().__init__(env)
+        self._saved, self._frame = (obs, dict(info)), frame
+
+    def reset(self, **kwargs: Any) -> Any:
+        return copy.deepcopy(self._saved)
+
+    def step(self, action: Any) -> Any:
+        self._frame = None
+        return self.env.step(action)
+
+    def render(self) -> Any:
+        return self._frame if self._frame is not None else self.env.render()
+
+    def close(self) -> None:  # the restored copy may share its emulator (ALE) or pygame with others: left open
+        pass
+
+
+@dataclass(frozen=True)
+class SavedState:
+    """Step ``step`` of an episode, saved: the env (``snapshot``, frame included), the observation and info there
+    (raw, as the env returned them) and the playing agent's action generator at that step."""
+
+    step: int
+    snapshot: EnvSnapshot
+    obs: Any
+    info: dict
+    rng: np.random.Generator
+
+
+@dataclass(frozen=True)
+class BranchResult:
+    """One agent played from a saved state: return over the branch, steps, failures (the run's ``fail_on``),
+    whether the episode ended (terminated) within it, and its video (or None)."""
+
+    agent: str
+    ret: float
+    steps: int
+    failures: int
+    terminated: bool
+    video: Path | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.failures > 0
+
+
+class _IndexedActions(gym.ActionWrapper):
+    """Action k of a non-Discrete space as a fixed valid action (for :func:`copies_faithfully`'s probe actions)."""
+
+    def action(self, action: Any) -> Any:
+        space, k = self.env.action_space, int(action)
+        if isinstance(space, gym.spaces.Box):
+            low, high = np.clip(space.low, -1, 1), np.clip(space.high, -1, 1)
+            return (low + (k % 5) / 4 * (high - low)).astype(space.dtype)
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            return (k + np.arange(space.nvec.size)) % space.nvec
+        return space.sample()
+
+
+def check_restorable(recipe: Any, seed: int, num_actions: int) -> str:
+    """"ale" or "copy": how this env's states are saved; :class:`NotRestorable` when they cannot be (a deep copy
+    that fails or does not play on exactly as the original)."""
+    env = make_env(recipe, render_mode="rgb_array")
+    kind = snapshot_kind(env)
+    if kind == "ale":
+        env.close()
+        return kind
+    if not isinstance(env.action_space, gym.spaces.Discrete):
+        env, num_actions = _IndexedActions(env), 5
+    if not copies_faithfully(env, seed, num_actions):  # (closes env)
+        raise NotRestorable(f"{recipe.env_id}'s state cannot be saved and restored exactly (a copy of it does not "
+                            "play on as the original)")
+    return kind
+
+
+def reach(agent: Any, env: Any, seed: int, step: int, *, greedy: bool, fail_on: str, gamma: float) -> SavedState:
+    """Replay ``agent``'s episode on seed ``seed`` on ``env`` (built from its recipe, ``rgb_array``) up to state
+    ``step`` and save it there (:func:`reach_many` for one state)."""
+    return reach_many(agent, [env], [(seed, step)], greedy=greedy, fail_on=fail_on, gamma=gamma)[0]
+
+
+def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: str, gamma: float) -> list[SavedState]:
+    """State ``step`` of each ``(seed, step)`` in ``targets`` of ``agent``'s episodes, saved: the episodes replayed
+    in lockstep, one on each of ``envs`` (``rgb_array``; left at the saved states, ALE snapshots need them),
+    one batched forward per step. Each row is what a lone replay computes (forwards of fixed-size chunks) and
+    samples with its episode's own generator, so each state is the rollout's."""
+    policy = agent.policy
+    runner = Runner(policy, greedy, fail_on, None, None, float(gamma), False, None)
+    taps = [_Tap(e) for e in envs]
+    starts = [runner.start(tap, -1, seed) for tap, (seed, _) in zip(taps, targets)]
+    eps = [ep for _, ep in starts]
+    buf = input_buffer(starts[0][0], len(taps))
+    for i, (ob, _) in enumerate(starts):
+        buf[i] = ob
+    goal = [int(step) for _, step in targets]
+    active = [i for i in range(len(taps)) if goal[i] > 0]
+    while active:
+        rows = np.array(active, np.intp)
+        d = decide(policy, buf[: len(taps)], rows, lambda draw, act=tuple(active): np.concatenate(
+            [draw_noise(eps[i].rng, draw) for i in act]), greedy, runner.spec)
+        for i, action in zip(active, d.env_actions):
+            ob, _, done, _, _ = runner.step(taps[i], eps[i], action)
+            if done:
+                raise EnvError(f"Replaying episode seed {targets[i][0]} to step {goal[i]} ended at step "
+                               f"{eps[i].length}: the env is not deterministic under its seed, so its states cannot "
+                               "be branched from.")
+            buf[i] = ob
+        active = [i for i in active if eps[i].length < goal[i]]
+    saved = []
+    for tap, env, ep, step in zip(taps, envs, eps, goal):
+        obs, info = tap.last
+        saved.append(SavedState(step, save(env, to_rgb_frame(env.render())), obs, dict(info), ep.rng))
+    return saved
+
+
+def play_branch(agent: Any, side: str, saved: SavedState, horizon: int | None, *, greedy: bool, fail_on: str,
+                gamma: float, record: dict | None = None) -> BranchResult:
+    """``agent`` (labelled ``side``) played from ``saved`` for ``horizon`` steps (None: to the episode's end).
+    ``record``: None, or RecordEpisode's arguments (``video_folder``, ``name_prefix``, ``saliency``...) to record
+    the branch with the agent's panels."""
+    env: Any = Resumed(restore(saved.snapshot), saved.obs, saved.info, saved.snapshot.frame)
+    recorder = None
+    if record is not None:
+        from ..record import RecordEpisode
+
+        recorder = env = RecordEpisode(env, policy=agent.policy, action_names=agent.action_names, gamma=gamma,
+                                       compose_options=ComposeOptions(min_seconds=0.0), **record)
+    played = replay_episode(None, agent.policy, None, env=env, greedy=greedy, fail_on=fail_on, gamma=gamma,
+                            max_steps=horizon, rng=copy.deepcopy(saved.rng))
+    video = None
+    if recorder is not None:
+        done = recorder.finish_episode(truncated=played.truncated)
+        video = None if done is None or done.video_path is None else Path(done.video_path)
+    return BranchResult(side, float(played.ret), int(played.length), int(played.failures), bool(played.terminated),
+                        video)

@@ -1,0 +1,186 @@
+"""Compare's disagreement analysis from end to end: the probed rollouts (each agent asked on the other's states),
+the top states, their branches (outcomes and side-by-side videos).
+
+Used by :func:`rlviz.jobs.compare` (``--disagreements K``); the outputs are written by :mod:`.outputs`.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import progress
+from ..draw.side_by_side import side_by_side
+from ..draw.video import video_timing
+from ..envs import make_env
+from ..envs.snapshot import NotRestorable
+from ..evaluate.attention import attention_spec
+from ..evaluate.heatmap import FailureHeatmap
+from ..evaluate.objects import extractor_for, load_extractor
+from ..evaluate.rollout import RolloutResult, episode_seed_for, rollout
+from .branches import BranchResult, check_restorable, play_branch, reach_many
+from .probe import DisagreementProbe, EpisodeDisagreement, check_probe_policies
+from .select import Pick, summarize_disagreement, top_states
+
+__all__ = ["BranchedState", "Disagreements", "probed_rollouts", "branch_states", "better_of", "analyse"]
+
+#: States whose branches are played and recorded at the same time.
+BRANCH_THREADS = 2
+#: libx264 preset of the branch videos: short clips, where the encoder is most of the cost (ultrafast: ~1.6x
+#: veryfast's speed, larger files).
+BRANCH_PRESET = "ultrafast"
+#: Seconds a side-by-side branch video lasts at least (short horizons play slower and hold their end).
+MIN_BRANCH_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class BranchedState:
+    """A top disagreement state (``rank`` 1 = the largest TV) and both agents' branches from it (None when the env
+    is not restorable); ``better``: "a", "b" or "tie" (higher return over the branch, then fewer failures);
+    ``video``: the two branches side by side, or None."""
+
+    rank: int
+    pick: Pick
+    a: BranchResult | None = None
+    b: BranchResult | None = None
+    better: str | None = None
+    video: Path | None = None
+
+
+@dataclass(frozen=True)
+class Disagreements:
+    """The analysis of one comparison. summary: :func:`~.select.summarize_disagreement`'s numbers; states: the
+    branched top states, by rank; episodes: every episode's per-state numbers (A's episodes, then B's);
+    heatmap: where the greedy actions differ (object positions), or None; note: why there are no branches
+    (one line), or None; horizon: steps per branch (None: to the end of the episode)."""
+
+    summary: dict[str, Any]
+    states: tuple[BranchedState, ...]
+    episodes: tuple[EpisodeDisagreement, ...] = field(repr=False)
+    heatmap: FailureHeatmap | None = None
+    note: str | None = None
+    horizon: int | None = None
+
+
+def _extractor(agent: Any, config: Any) -> Any:
+    if not config.heatmap:
+        return None
+    return load_extractor(config.objects) if config.objects else extractor_for(agent.recipe.env_id)
+
+
+def probed_rollouts(agents: list[Any], config: Any, gammas: list[float]) -> tuple[list[RolloutResult], list[Any]]:
+    """A's and B's rollouts (as :func:`rlviz.jobs.render.run_rollouts` plays them, in this process), each with the
+    other agent asked on its states: (results, the two :class:`DisagreementProbe`)."""
+    check_probe_policies(agents[0].policy, agents[1].policy)
+    results, probes = [], []
+    for i, side in enumerate("ab"):
+        agent, other, rc = agents[i], agents[1 - i], config.render_config(side)
+        extractor = _extractor(agent, rc)
+        usable = extractor is not None and not getattr(extractor, "history", 0)
+        probe = DisagreementProbe(other.policy, side, extractor if usable else None)
+        results.append(rollout(
+            agent.recipe, agent.policy, rc.episodes, num_envs=min(rc.num_envs, rc.episodes), seed=rc.seed,
+            greedy=rc.greedy, fail_on=rc.fail_on, objects=extractor, heatmap=bool(rc.heatmap),
+            progress=rc.progress, gamma=gammas[i], attention=attention_spec(rc), probe=probe))
+        probes.append(probe)
+    return results, probes
+
+
+def better_of(a: BranchResult, b: BranchResult) -> str:
+    """"a", "b" or "tie": the branch with the higher return, then the one with fewer failures."""
+    if a.ret != b.ret:
+        return "a" if a.ret > b.ret else "b"
+    if a.failures != b.failures:
+        return "a" if a.failures < b.failures else "b"
+    return "tie"
+
+
+def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: list[float], folder: Path | None,
+                  labels: tuple[str, str]) -> tuple[list[BranchedState], str | None]:
+    """Both agents' branches from each picked state; with ``folder``, one side-by-side video per state there
+    (``state-<rank>.mp4``; the single branches in ``a/`` and ``b/``). Returns (states, note): without a
+    restorable env the states come back unbranched and the note says why."""
+    if not picks:
+        return [], None
+    recipe = agents[0].recipe
+    try:
+        check_restorable(recipe, episode_seed_for(config.seed, 0), int(getattr(agents[0].policy, "num_actions", 1)))
+    except NotRestorable as exc:
+        note = f"no branches: they need a restorable env ({exc})."
+        return [BranchedState(r, p) for r, p in enumerate(picks, 1)], note
+    horizon = None if config.disagreement_to_end else int(config.disagreement_horizon)
+    kw = {"greedy": bool(config.greedy), "fail_on": config.fail_on}
+    videos = len(picks) if config.disagreement_videos is None else int(config.disagreement_videos)
+    envs = [make_env(recipe, render_mode="rgb_array") for _ in picks]
+    fps = float(envs[0].metadata.get("render_fps") or 30)
+    try:
+        states: dict[int, Any] = {}
+        with progress.phase(f"replaying to {len(picks)} states"):
+            for side, agent, gamma in zip("ab", agents, gammas):  # each side's episodes by its own agent
+                mine = [j for j, p in enumerate(picks) if p.side == side]
+                if mine:
+                    got = reach_many(agent, [envs[j] for j in mine], [(picks[j].seed, picks[j].step) for j in mine],
+                                     gamma=gamma, **kw)
+                    states.update(zip(mine, got))
+        def branched(rank: int, pick: Pick) -> BranchedState:
+            saved, branches = states[rank - 1], []
+            for i, s in enumerate("ab"):  # one after the other: an ALE state's copies share its emulator
+                record = None if folder is None or rank > videos else {
+                    "video_folder": folder / s, "name_prefix": f"state-{rank}", "saliency": config.saliency,
+                    "saliency_target": config.saliency_target, "preset": BRANCH_PRESET}
+                branches.append(play_branch(agents[i], s, saved, horizon, gamma=gammas[i], record=record, **kw))
+            where = f" from {pick.side.upper()}'s ep {pick.episode} step {pick.step}"
+            named = (labels[0] + where, labels[1] + where)
+            video = None if record is None or folder is None else _side_by_side(
+                branches, folder / f"state-{rank}.mp4", fps, named)
+            return BranchedState(rank, pick, branches[0], branches[1], better_of(*branches), video)
+
+        # the states' branches and videos overlap (most of a short video's time is its ffmpeg processes starting)
+        with progress.phase(f"branches from {len(picks)} states"), \
+                ThreadPoolExecutor(BRANCH_THREADS if folder is not None else 1) as pool:
+            out = list(pool.map(branched, range(1, len(picks) + 1), picks))
+    finally:
+        for env in envs:
+            env.close()
+    return out, None
+
+
+def _side_by_side(branches: list[BranchResult], path: Path, fps: float, labels: tuple[str, str]) -> Path | None:
+    if any(b.video is None for b in branches):
+        return None
+    longest = max(b.steps for b in branches) + 1
+    rate, held = video_timing(longest, fps, MIN_BRANCH_SECONDS)
+    made, _ = side_by_side(branches[0].video, branches[1].video, path, fps=rate, labels=labels,  # type: ignore[arg-type]
+                           min_frames=longest + held, preset=BRANCH_PRESET)
+    return made
+
+
+def analyse(agents: list[Any], probes: list[Any], results: list[RolloutResult], config: Any, gammas: list[float],
+            folder: Path | None, labels: tuple[str, str]) -> Disagreements:
+    """The whole analysis after :func:`probed_rollouts`: summaries, the heatmap, the top
+    ``config.disagreements`` states and their branches (videos under ``folder`` unless ``config.videos`` is
+    'none' or ``folder`` None)."""
+    episodes = tuple(p.episodes[e.index] for p, r in zip(probes, results) for e in r.episodes)
+    horizon = None if config.disagreement_to_end else int(config.disagreement_horizon)
+    picks = top_states(episodes, int(config.disagreements), int(config.disagreement_horizon))
+    states, note = branch_states(agents, picks, config, gammas, folder, labels)
+    return Disagreements(summarize_disagreement(episodes), tuple(states), episodes, _heatmap(probes, results), note,
+                         horizon)
+
+
+def _heatmap(probes: list[Any], results: list[RolloutResult]) -> FailureHeatmap | None:
+    """The two probes' heatmaps in one (A's states and B's), over a frame of the game."""
+    maps = [p.heatmap for p in probes if p.heatmap is not None]
+    if not maps:
+        return None
+    hm = FailureHeatmap(maps[0].frame_shape, maps[0].object_names, results[0].env_id)
+    for m in maps:
+        for n in hm.object_names:
+            hm.counts[n] += m.counts[n]
+        hm.failures += m.failures
+    hm.episodes = sum(len(r.episodes) for r in results)
+    backgrounds = [r.heatmap.background for r in results if r.heatmap is not None and r.heatmap.background is not None]
+    hm.background = backgrounds[0] if backgrounds else None
+    return hm
