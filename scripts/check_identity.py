@@ -5,8 +5,8 @@
     python scripts/check_identity.py --keep /tmp/ident    # keep both trees' outputs there
     python scripts/check_identity.py --baseline-rev REV   # against another commit
 
-The baseline is ``git archive REV`` unpacked in a temporary folder (the repository is not touched); HEAD is the
-working tree this script sits in, uncommitted changes included. Each job runs on each tree in a fresh process
+The baseline is ``git archive REV`` unpacked in a temporary folder (the repository is not touched); HEAD is a copy
+of the working tree this script sits in, uncommitted changes included, taken when it starts. Each job runs on each tree in a fresh process
 (``python -m rlviz ...`` with ``PYTHONPATH`` set to the tree), on the same inputs (the SAC Pendulum zip is trained
 here once, for seconds, and given to both).
 
@@ -65,10 +65,10 @@ JOBS: dict[str, list[str]] = {
     "sac": ["render", "{sac}", "--env", "Pendulum-v1", "--episodes", "4", "--videos", "first:1,worst:1",
             "--out", "{out}", "--no-progress"],
     # compare: two MinAtar agents on the same seeds, heatmaps, one side-by-side video with saliency
-    "compare": ["compare", MINATAR, MINATAR_NOENT, "--episodes", "40", "--heatmap", "--videos", "worst:1",
+    "compare": ["compare", MINATAR, MINATAR_NOENT, "--episodes", "20", "--heatmap", "--videos", "worst:1",
                 "--saliency", "gradient", "--out", "{out}", "--no-progress"],
     # a timeline of the shipped run (12 checkpoints)
-    "timeline": ["timeline", "samples/runs/minatar_ppo", "--episodes", "8", "--heatmap", "--out", "{out}",
+    "timeline": ["timeline", "samples/runs/minatar_ppo", "--episodes", "4", "--heatmap", "--out", "{out}",
                  "--no-progress"],
 }
 
@@ -80,7 +80,7 @@ INTENDED: dict[tuple[str, str, str], str] = {}
 IGNORED_KEYS = ("*wall_s*", "*seconds*", "*elapsed*", "*created*", "*started*", "*finished*", "*version*",
                 "*time*", "*per_s*", "*steps_per_second*", "*_path", "*path", "*out*", "*checkpoint*", "*file*",
                 "*host*", "*pid*", "*python*", "*torch*", "*platform*", "*machine*", "*cwd*", "*date*",
-                "*video*", "*sha256*", "*digest*", "*threads*")
+                "*video*", "*sha256*", "*digest*", "*threads*", "options")
 #: Files that are not results (the page is built from the files compared here).
 IGNORED_FILES = {"report.html": "the page, built from the files compared here",
                  "*.lock": "a lock file", "rlviz-run.json": "what wrote the run: version, options, time"}
@@ -105,10 +105,24 @@ def baseline_tree(rev: str, into: Path) -> Path:
     return into
 
 
+def head_tree(into: Path) -> Path:
+    """A copy of this working tree as it is now (tracked and untracked files, not ignored ones), so edits made
+    while the jobs run do not mix into them."""
+    names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           check=True, capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, names):
+        src = ROOT / name
+        if src.is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, into / name)
+    return into
+
+
 def train_sac(path: Path) -> Path:
     """A SAC Pendulum agent trained for seconds (seeded), saved as an SB3 zip."""
-    code = ("from stable_baselines3 import SAC; m = SAC('MlpPolicy', 'Pendulum-v1', seed=0, learning_starts=100,"
-            " device='cpu'); m.learn(600); m.save(r'%s')" % path.with_suffix(""))
+    code = ("import torch; torch.set_num_threads(1); from stable_baselines3 import SAC; m = SAC('MlpPolicy', "
+            "'Pendulum-v1', seed=0, learning_starts=100, device='cpu'); m.learn(300); "
+            f"m.save(r'{path.with_suffix('')}')")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
                    capture_output=True)
     return path
@@ -188,7 +202,7 @@ def intended(job: str, path: str, key: str) -> str | None:
     return None
 
 
-def compare_json(a: Any, b: Any, d: Diffs, key: str = "", ta: Any = None, tb: Any = None) -> None:
+def compare_json(a: Any, b: Any, d: Diffs, key: str = "") -> None:
     if key and _match(key.rsplit("/", 1)[-1], IGNORED_KEYS):
         d.ignored.append(key.rsplit("/", 1)[-1])
         return
@@ -206,17 +220,19 @@ def compare_json(a: Any, b: Any, d: Diffs, key: str = "", ta: Any = None, tb: An
             return
         for i, (x, y) in enumerate(zip(a, b)):
             compare_json(x, y, d, f"{key}/{i}")
-    elif isinstance(a, bool) or isinstance(b, bool) or isinstance(a, str) or isinstance(b, str) or a is None or b is None:
-        if a != b:
-            d.add(key, f"{str(a)[:60]!r} vs {str(b)[:60]!r}")
-    elif isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        if a != b:
-            if numbers_close(float(a), float(b), repr(a), repr(b)):
-                d.close = True
-            else:
-                d.add(key, f"{a!r} vs {b!r}")
-    elif a != b:
-        d.add(key, f"{a!r} vs {b!r}")
+    else:
+        compare_scalars(a, b, d, key)
+
+
+def compare_scalars(a: Any, b: Any, d: Diffs, key: str) -> None:
+    """Two JSON scalars: strings, bools and null exactly, numbers within float32 rounding."""
+    if a == b and type(a) is type(b):
+        return
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (a, b))
+    if numbers and numbers_close(float(a), float(b), repr(a), repr(b)):
+        d.close = True
+    else:
+        d.add(key, f"{str(a)[:60]!r} vs {str(b)[:60]!r}")
 
 
 def compare_csv(pa: Path, pb: Path, d: Diffs) -> None:
@@ -386,11 +402,12 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True)
     try:
         base = baseline_tree(args.baseline_rev, work / "baseline-tree")
+        head = head_tree(work / "head-tree")
         sac = train_sac(work / "sac_pendulum.zip") if "sac" in names else None
         rows: list[Row] = []
         for name in names:
             outs = {}
-            for side, tree in (("0.3.0", base), ("HEAD", ROOT)):
+            for side, tree in (("0.3.0", base), ("HEAD", head)):
                 out = work / side / name
                 out.parent.mkdir(parents=True, exist_ok=True)
                 secs = run_job(tree, JOBS[name], out, sac, work / f"{side}-{name}.log")

@@ -72,7 +72,7 @@ def test_gradient_attention_comes_from_the_rollouts_forward(tmp_path):
     assert rows_on == rows_off  # attention changes no episode
     steps = sum(int(r["length"]) for r in rows_on)
     summary = (tmp_path / "on" / "summary.json").read_text()
-    assert '"attention"' in summary and '"steps": %d' % steps in summary
+    assert '"attention"' in summary and f'"steps": {steps}' in summary
     assert (on - off) / steps <= 0.1, f"{on - off} rows beyond the render without attention for {steps} steps"
 
 

@@ -26,10 +26,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..agent.stepping import plain
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from ..explain.attention import BATCH_WAVES, AttributionProbe, object_fractions, pooling, step_shares
-from ..agent.stepping import plain
 from ..explain.saliency import _select
 
 __all__ = ["AttentionSpec", "AttentionTracker", "EpisodeAttention"]

@@ -24,7 +24,6 @@ import numpy as np
 
 from .. import progress
 from ..config import RenderConfig
-from ..draw.compose import ComposeOptions
 from ..envs import make_env
 from ..episode import EpisodeResult
 from ..errors import RlvizError, require
@@ -182,6 +181,8 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
     """Replay one rollout episode through :class:`RecordEpisode` into ``folder``: its result (with
     ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
     to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`)."""
+    from ..draw.compose import ComposeOptions  # (the drawing code loads with the first video)
+
     env = RecordEpisode(
         make_env(agent.recipe),
         folder,

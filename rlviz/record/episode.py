@@ -79,14 +79,13 @@ def play_actions(
         seeded_reset(env, record.seed)
     else:
         env.reset()
-    ret, done = 0.0, False
+    ret = 0.0
     for t, action in enumerate(record.actions):
         if recorder is not None and annotations is not None and t < len(annotations):
             recorder.annotate(**annotations[t])
         _, reward, terminated, truncated, _ = env.step(action.item() if np.ndim(action) == 0 else action)
         ret += float(reward)
         if terminated or truncated:
-            done = True
             break
     recorded = None if recorder is None else recorder.finish_episode(truncated=True)
     video = None if recorded is None else recorded.video_path
