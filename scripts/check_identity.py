@@ -203,14 +203,15 @@ def intended(job: str, path: str, key: str) -> str | None:
 
 
 def compare_json(a: Any, b: Any, d: Diffs, key: str = "") -> None:
-    if key and _match(key.rsplit("/", 1)[-1], IGNORED_KEYS):
+    leaf = not isinstance(a, (dict, list)) and not isinstance(b, (dict, list))
+    if leaf and key and _match(key.rsplit("/", 1)[-1], IGNORED_KEYS):  # a time, version or path: not a result
         d.ignored.append(key.rsplit("/", 1)[-1])
         return
     if isinstance(a, dict) and isinstance(b, dict):
         for k in sorted(set(a) | set(b)):
             sub = f"{key}/{k}" if key else str(k)
             if k not in a or k not in b:
-                if not _match(str(k), IGNORED_KEYS):
+                if not _match(str(k), IGNORED_KEYS) or isinstance(a.get(k, b.get(k)), (dict, list)):
                     d.add(sub, "only in " + ("HEAD" if k in b else "0.3.0"))
                 continue
             compare_json(a[k], b[k], d, sub)

@@ -152,7 +152,7 @@ class AttentionTracker:
         parts: dict = {}
         self.graph = []
         for at in range(0, obs.shape[0], rows):
-            chunk = obs[at : at + rows]
+            chunk = np.array(obs[at : at + rows])  # a copy: the buffer's rows change before the backward
             if chunk.shape[0] < rows:
                 chunk = np.concatenate([chunk, np.repeat(chunk[:1], rows - chunk.shape[0], axis=0)])
             x = policy.to_tensor(chunk).detach().requires_grad_(True)
@@ -162,45 +162,46 @@ class AttentionTracker:
             self.graph.append((x, h))
         return policy.output_of(parts, obs.shape[0])
 
-    def _graph_maps(self, rows: np.ndarray, indices: np.ndarray) -> np.ndarray:
-        """float32 [B, h, w]: |gradient x input| of the active rows ``rows`` (their actions ``indices``), from the
-        step's forward (:meth:`forward`): one backward over its chunks; the graph is freed."""
-        probe, graph, self.graph = self.probe, self.graph, []
-        size = graph[0][0].shape[0]
-        sel, xs, where = [], [], []
-        for c, (x, h) in enumerate(graph):
-            take = (rows >= c * size) & (rows < (c + 1) * size)
-            if not take.any():
-                continue
-            local = torch.as_tensor(rows[take] - c * size, dtype=torch.long)
-            logits, value = h["logits"], h.get("value")
-            if probe.kind == "index":
-                a = torch.full((size,), int(probe.index), dtype=torch.long, device=logits.device)
-            else:
-                a = torch.zeros(size, dtype=torch.long, device=logits.device)
-                a[local] = torch.as_tensor(np.maximum(indices[take], 0), dtype=torch.long, device=logits.device)
-            with torch.enable_grad():
-                sel.append(_select(probe.kind, logits, None if value is None else value.reshape(-1), a)[local].sum())
-            xs.append(x)
-            where.append(local)
+    def _targets(self, rows: np.ndarray, indices: np.ndarray) -> tuple:
+        """The step's forward (its graph taken from :meth:`forward`) and what :meth:`_graph_maps` needs of it: (the
+        chunks' inputs, logits and values, the active rows ``rows`` and their actions ``indices``)."""
+        graph, self.graph = self.graph, []
+        value = graph[0][1].get("value")
+        return ([x for x, _ in graph], [h["logits"] for _, h in graph],
+                None if value is None else [h["value"].reshape(-1) for _, h in graph], rows, indices)
+
+    def _graph_maps(self, steps: list) -> np.ndarray:
+        """float32 [B, h, w]: |gradient x input| of the pending steps' active rows (``steps``: each step's
+        :meth:`_targets`, in order), from their own forwards' graphs: one backward for them all."""
+        probe = self.probe
+        xs = [x for step in steps for x in step[0]]
+        size = xs[0].shape[0]
+        # every step's rows as rows of one [sum of chunks x size] table: the targets are taken in one gather
+        base = np.cumsum([0] + [len(step[0]) * size for step in steps])[:-1]
+        where = torch.as_tensor(np.concatenate([b + step[3] for b, step in zip(base, steps)]), dtype=torch.long)
         with torch.enable_grad():
-            total = torch.stack(sel).sum()
+            logits = torch.cat([lg for step in steps for lg in step[1]])
+            value = None if steps[0][2] is None else torch.cat([v for step in steps for v in step[2]])
+            if probe.kind == "index":
+                a = torch.full((logits.shape[0],), int(probe.index), dtype=torch.long)
+            else:
+                a = torch.zeros(logits.shape[0], dtype=torch.long)
+                a[where] = torch.as_tensor(np.maximum(np.concatenate([step[4] for step in steps]), 0))
+            total = _select(probe.kind, logits, value, a.to(logits.device))[where.to(logits.device)].sum()
             grads = torch.autograd.grad(total, xs, allow_unused=True) if total.requires_grad else [None] * len(xs)
-        maps = []
-        for x, g, local in zip(xs, grads, where):
-            g = torch.zeros_like(x) if g is None else g.abs()
-            maps.append(probe.layout.reduce(g * x.abs(), "sum")[local])
-        return torch.cat(maps).detach().float().cpu().numpy()
+        g = torch.cat([torch.zeros_like(x) if gi is None else gi for x, gi in zip(xs, grads)])
+        maps = probe.layout.reduce(g.abs() * torch.cat(xs).detach().abs(), "sum")[where.to(g.device)]
+        return maps.float().cpu().numpy()
 
     def observe(self, buf: np.ndarray, rows: np.ndarray, indices: np.ndarray, envs: list, slots: list) -> None:
         """The step of the active envs ``rows`` (their observations in the input buffer ``buf``, their actions
-        ``indices``): their maps (from the step's forward) or observations and actions, and their object masks,
-        join the pending batch (whose shares go to their episodes first when it is full)."""
+        ``indices``): the targets of the step's forward (gradient) or its observations and actions, and its
+        object masks, join the pending batch (whose maps and shares are computed first when it is full)."""
         if self.count + len(rows) > self.probe.rows:
             self._run()
         masks = [self._masks(envs[i]) for i in rows]
         if self.from_forward:
-            obs, what = None, self._graph_maps(rows, np.asarray(indices, np.int64))
+            obs, what = None, self._targets(rows, np.asarray(indices, np.int64))
         else:
             obs, what = buf[rows].copy(), np.asarray(indices, np.int64).copy()
         self.pending.append((obs, what, object_fractions(masks, self.names, self.pool),
@@ -208,13 +209,13 @@ class AttentionTracker:
         self.count += len(rows)
 
     def _run(self) -> None:
-        """The pending rows' maps (the ones not taken from the forward: one attribution pass, padded to the probe's
-        rows); their shares to their episodes (whose env steps, and failures, are known by now)."""
+        """The pending rows' maps (one backward through the steps' own forwards, or one attribution pass padded to
+        the probe's rows); their shares to their episodes (whose env steps, and failures, are known by now)."""
         if not self.pending:
             return
         fr = np.concatenate([p[2] for p in self.pending])
         if self.from_forward:
-            maps = np.concatenate([p[1] for p in self.pending])
+            maps = self._graph_maps([p[1] for p in self.pending])
         else:
             maps = self.probe.maps(np.concatenate([p[0] for p in self.pending]),
                                    np.concatenate([p[1] for p in self.pending]))
