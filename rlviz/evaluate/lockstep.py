@@ -165,7 +165,7 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
     stepwise = not plain(policy)  # a state row per env (RecurrentPPO) or the envs' action masks (MaskablePPO)
     attention = runner.attention or _NO_ATTENTION  # per-object attribution shares (rlviz.evaluate.attention)
     # gradient attention: the step's forward is the tracker's (with gradients), its maps from that forward's graph
-    forward = attention.forward if getattr(attention, "from_forward", False) else None
+    forward = runner.attention.forward if getattr(runner.attention, "from_forward", False) else None
     while active:
         used = -(-(active[-1] + 1) // chunk) * chunk
         take = lambda draw, rows=rows: noise.take(draw, rows)  # noqa: E731

@@ -150,13 +150,14 @@ def compute_internals(
     if policy is not None and observation_space is not None and not is_plain(observation_space):
         obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
     maps, label = None, ""
-    if saliency == "gradient" and _one_pass(policy, trace, obs):  # the internals and the saliency: one forward
-        from ..explain.onepass import outputs_with_gradient_saliency
+    out: PolicyOutput | None = None
+    if saliency == "gradient" and policy is not None and _one_pass(policy, trace, obs):
+        from ..explain.onepass import outputs_with_gradient_saliency  # the internals and the saliency: one forward
 
-        out, maps, label = outputs_with_gradient_saliency(policy, obs, _targets(trace, policy, saliency,  # type: ignore[arg-type]
-                                                                                  saliency_target), saliency_target)
-    else:
-        out = evaluate_episode(policy, obs, trace.action_masks) if policy is not None else None
+        taken = _targets(trace, policy, saliency, saliency_target)
+        out, maps, label = outputs_with_gradient_saliency(policy, obs, taken, saliency_target)
+    elif policy is not None:
+        out = evaluate_episode(policy, obs, trace.action_masks)
     ann = None
     if annotations and any(k in annotations.rows for k in ("logits", "mean")):
         if spec is None:
