@@ -31,8 +31,6 @@ from ..evaluate.attention import ShareTrack, attention_spec
 from ..evaluate.rollout import rollout
 from ..evaluate.workers import WorkerPool, claimed_indices
 from ..media.atomic import atomic_path
-from ..record import RecordEpisode, run_episode
-from ..record.episode import play_actions
 from ..sources import LoadedAgent, load_agent
 from ..sources.hub import is_hub_ref
 from ..sources.vecnormalize import FILE_NAME as VECNORMALIZE_FILE
@@ -181,7 +179,9 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
     """Replay one rollout episode through :class:`RecordEpisode` into ``folder``: its result (with
     ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
     to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`)."""
-    from ..draw.compose import ComposeOptions  # (the drawing code loads with the first video)
+    from ..draw.compose import ComposeOptions  # (the recorder and the drawing code load with the first video)
+    from ..record import RecordEpisode, run_episode
+    from ..record.episode import play_actions
 
     env = RecordEpisode(
         make_env(agent.recipe),
