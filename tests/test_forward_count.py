@@ -3,7 +3,8 @@
 Counted with a global forward pre-hook on the outermost module call (the policy's module; its submodules' calls
 nest inside it and are not counted), rows = the first input's batch size. Measured on 0.3.0 for the first test:
 11,178 rows beyond the same render without videos, 18 per recorded step (each video replayed its episode through
-the policy in padded batches of 16, then ran a separate saliency pass); for the second: 1.0 row per env step.
+the policy in padded batches of 16, then ran a separate saliency pass); for the second: 1.0 row per env step (the
+default still: :data:`rlviz.evaluate.attention_pass.GRADIENT_FROM_FORWARD` says why).
 """
 
 from __future__ import annotations
@@ -66,13 +67,25 @@ def test_a_recorded_step_costs_one_row(tmp_path):
     assert 0.9 <= per_step <= 1.1, f"{drawn - base} rows beyond the render without videos for {steps} steps"
 
 
-def test_gradient_attention_comes_from_the_rollouts_forward(tmp_path):
+def test_gradient_attention_from_the_rollouts_forward(tmp_path, monkeypatch):
+    """With GRADIENT_FROM_FORWARD, attention forwards no row twice, and its numbers are the batched passes'."""
+    import json
+
+    from rlviz.evaluate import attention_pass
+
     off, rows_off = _render(tmp_path, "off", episodes=8, videos="none", heatmap=True, attention=False)
+    passes, rows_passes = _render(tmp_path, "passes", episodes=8, videos="none", heatmap=True, attention="gradient")
+    monkeypatch.setattr(attention_pass, "GRADIENT_FROM_FORWARD", True)
     on, rows_on = _render(tmp_path, "on", episodes=8, videos="none", heatmap=True, attention="gradient")
-    assert rows_on == rows_off  # attention changes no episode
+    assert rows_on == rows_off == rows_passes  # attention changes no episode
     steps = sum(int(r["length"]) for r in rows_on)
-    summary = (tmp_path / "on" / "summary.json").read_text()
-    assert '"attention"' in summary and f'"steps": {steps}' in summary
+    att = json.loads((tmp_path / "on" / "summary.json").read_text())["attention"]
+    ref = json.loads((tmp_path / "passes" / "summary.json").read_text())["attention"]
+    assert att["steps"] == steps
+    for name, row in att["objects"].items():  # (rounded to 4 decimals: one unit of difference at most)
+        assert row["share"] == pytest.approx(ref["objects"][name]["share"], abs=1.01e-4)
+        assert row["share_before_failure"] == pytest.approx(ref["objects"][name]["share_before_failure"], abs=1.01e-4)
+    assert (passes - off) / steps >= 0.9  # the batched passes forward each step again
     assert (on - off) / steps <= 0.1, f"{on - off} rows beyond the render without attention for {steps} steps"
 
 
