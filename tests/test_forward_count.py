@@ -121,3 +121,38 @@ def test_one_pass_internals_equal_two_passes(tmp_path, target):
     assert label == ref_label
     np.testing.assert_allclose(maps, ref_maps, rtol=1e-5, atol=1e-6)
     assert float(np.asarray(maps).max()) > 0
+
+
+def test_a_video_from_the_stored_actions_equals_the_policys_replay(tmp_path):
+    """play_actions (the env replays the rollout's actions; one batched pass for the panels and the gradient saliency)
+    writes what run_episode (the policy plays the episode again, then a saliency pass) wrote in 0.3: the same
+    per-step numbers and frames."""
+    import numpy as np
+
+    from rlviz.evaluate import rollout
+    from rlviz.media.decode import read_video
+    from rlviz.record import RecordEpisode, run_episode
+    from rlviz.record.episode import play_actions
+    from rlviz.sources import load_agent
+
+    agent = load_agent(SAMPLE, device="cpu")
+    record = rollout(agent.recipe, agent.policy, 2, seed=5, progress=False).episodes[1]
+    assert record.actions is not None and len(record.actions) == record.length
+    paths = {}
+    for how in ("actions", "policy"):
+        env = RecordEpisode(rlviz.make_env(agent.recipe), tmp_path / how, agent.policy, name_prefix=how,
+                            saliency="gradient", action_names=agent.action_names)
+        try:
+            got = play_actions(env, record) if how == "actions" else run_episode(env, seed=record.seed)
+        finally:
+            env.close()
+        assert got.ret == record.ret and got.length == record.length
+        paths[how] = got.video_path
+    a, b = (np.load(p.with_suffix(".npz")) for p in (paths["actions"], paths["policy"]))
+    assert sorted(a.files) == sorted(b.files)
+    for key in a.files:
+        np.testing.assert_array_equal(a[key], b[key])
+    frames = [list(read_video(p)) for p in (paths["actions"], paths["policy"])]
+    assert len(frames[0]) == len(frames[1]) == record.length + 1
+    for x, y in zip(*frames):
+        np.testing.assert_array_equal(x, y)
