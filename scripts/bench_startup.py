@@ -3,6 +3,7 @@
     python scripts/bench_startup.py                                # this tree alone, 5 repetitions
     python scripts/bench_startup.py --baseline /path/to/other/tree # against another checkout, interleaved
     python scripts/bench_startup.py --samples minatar --reps 9 --no-command
+    python scripts/bench_startup.py --fixed --baseline /path/to/0.3.0 --reps 7   # the fixed cost only (below)
 
 Phases (one fresh interpreter per repetition, run in this order, each timed on its own):
 
@@ -14,7 +15,11 @@ Phases (one fresh interpreter per repetition, run in this order, each timed on i
     first forward      one ``policy.evaluate`` of the 16 reset observations
     pool start (2)     a ``WorkerPool(2)`` (as ``--workers 2`` starts it) running two empty tasks, then closed
 
-and the whole command, ``rlviz render SAMPLE --episodes 16 --videos none --no-progress`` (and with ``--workers
+``--fixed``: the fixed cost of a short job: ``rlviz render SAMPLE --episodes 1 --num-envs 1 --videos none`` (the
+report included) minus ``python -c "import torch, gymnasium"``, both timed from outside in the same repetition, one
+fresh process each, every tree interleaved (their order alternating); min and median over the repetitions.
+
+Otherwise, the whole command, ``rlviz render SAMPLE --episodes 16 --videos none --no-progress`` (and with ``--workers
 2``), timed from outside. Every tree and sample runs once per repetition, interleaved (a shared machine: the load
 is printed beside each repetition); figures are the min and median over repetitions, ratios the min and median of
 the per-repetition ratios against the baseline.
@@ -100,6 +105,37 @@ def command(tree: Path, sample: str, out: Path, *extra: str) -> float:
     return wall
 
 
+def wall(cmd: list, env: dict, cwd: Path) -> float:
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=cwd)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(map(str, cmd))} failed: {done.stderr.strip()[-800:]}")
+    return time.perf_counter() - t0
+
+
+def fixed_costs(trees: dict, sample: str, reps: int, tmp: Path) -> None:
+    """Print each tree's fixed cost (a one-episode render minus importing torch and gymnasium), min / median."""
+    costs: dict = {label: [] for label in trees}
+    for rep in range(reps):
+        imports = wall([sys.executable, "-c", "import torch, gymnasium"], dict(os.environ), ROOT)
+        line = []
+        for label, tree in list(trees.items())[:: 1 if rep % 2 == 0 else -1]:
+            cmd = [sys.executable, "-m", "rlviz", "render", str(ROOT / SAMPLES[sample]), "--episodes", "1",
+                   "--num-envs", "1", "--videos", "none", "--no-progress", "--overwrite", "--out", str(tmp / label)]
+            job = wall(cmd, _env(tree), tree)
+            costs[label].append(job - imports)
+            line.append(f"{label} {job:.2f}s")
+        print(f"  rep {rep + 1}: load {os.getloadavg()[0]:.1f}; import torch, gymnasium {imports:.2f}s; "
+              + ", ".join(line), flush=True)
+    print(f"\nfixed cost beyond `import torch, gymnasium` ({sample}, 1 episode, --videos none), min / median of {reps}:")
+    for label, xs in costs.items():
+        print(f"  {label:<12} {min(xs):6.2f} / {statistics.median(xs):6.2f} s")
+    labels = list(trees)
+    if len(labels) > 1:
+        r = [b / a for a, b in zip(costs[labels[0]], costs[labels[-1]]) if a > 0]
+        print(f"  ratio {labels[-1]} / {labels[0]}: {min(r):.2f}x / {statistics.median(r):.2f}x (min / median)")
+
+
 def one_repetition(trees: dict, samples: list, run_command: bool, tmp: Path, rep: int) -> dict:
     """{(tree label, sample): {phase: seconds}} of one interleaved repetition (the trees' order alternates with
     ``rep``: neither always runs on the other's warm file cache)."""
@@ -149,11 +185,16 @@ def main() -> None:
     ap.add_argument("--samples", nargs="+", choices=sorted(SAMPLES), default=["minatar", "ale"])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--no-command", action="store_true", help="the phases only, not the whole command")
+    ap.add_argument("--fixed", action="store_true", help="only the fixed cost beyond importing torch and gymnasium")
     args = ap.parse_args()
     trees = {"this tree": ROOT}
     if args.baseline is not None:
         trees = {"baseline": args.baseline.resolve(), "this tree": ROOT}
     print(f"{os.cpu_count()} CPUs; trees: " + ", ".join(f"{k}: {v}" for k, v in trees.items()), flush=True)
+    if args.fixed:
+        with tempfile.TemporaryDirectory(prefix="rlviz-bench-startup-") as d:
+            fixed_costs(trees, args.samples[0], args.reps, Path(d))
+        return
     runs = []
     with tempfile.TemporaryDirectory(prefix="rlviz-bench-startup-") as d:
         for rep in range(args.reps):

@@ -25,9 +25,14 @@ from rlviz.sources.checkpoint import load_checkpoint
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
 
+def fields(e) -> tuple:
+    """Every field of an episode, its actions (an array) as a list."""
+    return tuple(x.tolist() if isinstance(x, np.ndarray) else x for x in dataclasses.astuple(e))
+
+
 def rows(result) -> list[tuple]:
-    """Every field of every episode (returns, lengths, seeds, entropies, value sums, diagnostics...)."""
-    return [dataclasses.astuple(e) for e in result.episodes]
+    """Every field of every episode (returns, lengths, seeds, entropies, value sums, diagnostics, actions...)."""
+    return [fields(e) for e in result.episodes]
 
 
 def same_counts(a, b) -> bool:
@@ -35,7 +40,7 @@ def same_counts(a, b) -> bool:
 
 
 def same_episode(a, b) -> None:
-    assert dataclasses.astuple(a) == dataclasses.astuple(b)
+    assert fields(a) == fields(b)
 
 
 @pytest.fixture(scope="module")

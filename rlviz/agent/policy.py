@@ -146,6 +146,10 @@ class Policy:
             chunk = np.asarray(obs[start : start + block])
             for at in range(0, chunk.shape[0], rows):
                 self._forward_padded(chunk[at : at + rows], rows, parts)
+        return self.output_of(parts, n)
+
+    def output_of(self, parts: dict, n: int) -> PolicyOutput:
+        """The PolicyOutput of the first ``n`` rows of the heads gathered by :meth:`add_heads`, chunk by chunk."""
         out = {k: (torch.cat(v) if len(v) > 1 else v[0])[:n].numpy() for k, v in parts.items()}
         spec = self.action_spec
         if "mean" in out:
@@ -161,12 +165,16 @@ class Policy:
         """Forward ``chunk`` (at most ``rows`` observations) padded to exactly ``rows``; append each head."""
         if chunk.shape[0] < rows:
             chunk = np.concatenate([chunk, np.repeat(chunk[:1], rows - chunk.shape[0], axis=0)])
-        h = self.heads(self.to_tensor(chunk))
+        self.add_heads(self.heads(self.to_tensor(chunk)), parts)
+
+    def add_heads(self, h: dict, parts: dict) -> None:
+        """Append one forward chunk's heads (:meth:`heads`' dict, with or without a graph) to ``parts``, the
+        probabilities computed from the logits; :meth:`output_of` turns them into a PolicyOutput."""
         if "logits" in h and "mean" not in h:
-            h["probs"] = self.probs_from_logits(h["logits"].float())
+            h["probs"] = self.probs_from_logits(h["logits"].detach().float())
         for key, v in h.items():
             if v is not None:
-                v = v.float()
+                v = v.detach().float()
                 parts.setdefault(key, []).append((v.reshape(-1) if key == "value" else v).cpu())
 
     def act(

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from .display import table_html, video_html
 
@@ -29,6 +31,9 @@ class EpisodeResult:
     video_path:   the MP4 when the episode was recorded, else None
     diag:         per-episode numbers of the diagnostics (:mod:`rlviz.evaluate.diagnostics`), or None
     attention:    with attention on, the episode's attribution shares per object (:mod:`rlviz.evaluate.attention`)
+    actions:      the actions the episode took, as the env took them ([T] int32 for Discrete actions, else
+                  [T, *action_shape]), from rollouts and replays (None otherwise): its video replays the env from
+                  them, without the policy (:func:`rlviz.record.play_actions`)
     """
 
     index: int
@@ -45,6 +50,7 @@ class EpisodeResult:
     video_path: Path | None = None
     diag: dict | None = None
     attention: dict | None = None
+    actions: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def episode_return(self) -> float:

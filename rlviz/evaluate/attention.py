@@ -1,10 +1,8 @@
 """Attention per object over a rollout: every step's shares, the steps before each failure, CIs over episodes.
 
-On the hot path (:func:`rlviz.evaluate.lockstep.run_lockstep`) :meth:`AttentionTracker.observe` runs once per step:
-the active envs' observations, actions and object masks (the heatmap's extractor, a copy of its own: exact extractors
-read the env's state; extractors that need frames get ``env.render()`` on every step) join a pending batch, and a full
-batch runs as one attribution pass (:class:`~rlviz.explain.attention.AttributionProbe`: one forward + backward of a
-fixed number of rows, so batch-invariant). Each step's shares go to its episode's :class:`EpisodeAttention`; a
+On the hot path (:func:`rlviz.evaluate.lockstep.run_lockstep`) :class:`AttentionTracker`
+(:mod:`rlviz.evaluate.attention_pass`) gives each step its attribution map (gradient: from the rollout's own forward)
+and its objects' shares. Each step's shares go to its episode's :class:`EpisodeAttention`; a
 failure (:meth:`EpisodeAttention.failure`, from :class:`~rlviz.evaluate.runner.Runner`) puts the last ``window``
 steps (the heatmap's lookback) into the before-failure sums and their attribution maps (each normalised to sum 1)
 into the attention map at failure. An episode's numbers land in ``EpisodeResult.attention`` (:meth:`attach`);
@@ -14,17 +12,14 @@ diagnostic, :class:`ShareTrack` draws the shares in the videos.
 
 from __future__ import annotations
 
-import copy
-from collections import deque
 from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from ..envs.frames import to_rgb_frame
-from ..errors import UsageError
-from ..explain.attention import ATTRIBUTION, BATCH_WAVES, AttributionProbe, object_fractions, pooling, step_shares
+from ..explain.attention import ATTRIBUTION, object_fractions, pooling, step_shares
+from .attention_pass import AttentionSpec, AttentionTracker, EpisodeAttention
 from .diagnostics import Finding
 from .paired import bootstrap_indices, percentile_ci
 
@@ -40,137 +35,6 @@ DROP_RATIO = 0.5
 #: :data:`MIN_LIFT` times the fraction of the observation they cover (a 2-pixel Atari ball): the agent watches them.
 MIN_SHARE = 0.05
 MIN_LIFT = 2.0
-
-
-class AttentionSpec:
-    """What the rollout's attention pass computes: ``method`` (a saliency method), ``target`` (as saliency's)."""
-
-    def __init__(self, method: str = "gradient", target: str | int = "action"):
-        self.method, self.target = str(method), target
-
-    def __repr__(self) -> str:
-        return f"AttentionSpec({self.method!r}, {self.target!r})"
-
-
-class EpisodeAttention:
-    """One episode's running sums; shares float64 [K + 1] per step (objects, then "other"). Steps arrive in order
-    (:meth:`add`, when their attribution pass ran), failures as the steps that led to them (:meth:`failure`,
-    always before that step's :meth:`add`)."""
-
-    def __init__(self, names: tuple, hw: tuple[int, int], window: int):
-        k = len(names) + 1
-        self.names, self.window = names, window
-        self.steps, self.total = 0, np.zeros(k, np.float64)
-        self.area = np.zeros(k - 1, np.float64)  # the objects' summed cover of the observation (fraction of pixels)
-        self.before_steps, self.before = 0, np.zeros(k, np.float64)
-        self.seen, self.before_seen = np.zeros(k - 1, np.int64), np.zeros(k - 1, np.int64)  # steps it was visible
-        self.map_before: np.ndarray | None = None
-        self.hw = hw
-        self.fail_steps: list = []
-        self.recent: deque = deque(maxlen=window)  # (shares, map) of the steps not yet in a failure's window
-
-    def failure(self, t: int) -> None:
-        """Step ``t``'s action led to a failure."""
-        self.fail_steps.append(int(t))
-
-    def add(self, t: int, shares: np.ndarray, amap: np.ndarray, area: np.ndarray) -> None:
-        """Step ``t``'s shares and map; a failure at ``t`` counts it and the steps before it in its window (those
-        not already counted for an earlier failure)."""
-        if np.isnan(shares[0]):
-            self.recent.append(None)
-        else:
-            self.steps += 1
-            self.total += shares
-            self.area += area
-            self.seen += area > 0
-            self.recent.append((shares, amap, area > 0))
-        if t in self.fail_steps:
-            for item in self.recent:
-                if item is not None:
-                    self.before_steps += 1
-                    self.before += item[0]
-                    self.before_seen += item[2]
-                    s = float(item[1].sum())
-                    if s > 0:
-                        if self.map_before is None:
-                            self.map_before = np.zeros(self.hw, np.float64)
-                        self.map_before += item[1] / s
-            self.recent.clear()
-
-    def result(self) -> dict:
-        """What ``EpisodeResult.attention`` holds: names, steps, total (sum of shares), before_steps, before,
-        failures, map_before (float32 [h, w], the sum of the before-failure steps' maps each normalised to 1, or
-        None without one)."""
-        return {"names": self.names, "steps": self.steps, "total": self.total, "area": self.area,
-                "before_steps": self.before_steps, "seen": self.seen, "before_seen": self.before_seen,
-                "before": self.before, "failures": len(self.fail_steps),
-                "map_before": None if self.map_before is None else self.map_before.astype(np.float32)}
-
-
-class AttentionTracker:
-    """The rollout's attention pass. ``begin`` (each episode start), ``observe`` (each lockstep step: the step's rows
-    and masks join a pending batch, which runs as one attribution pass when full), ``attach`` (at the end: the
-    last pass, then each result gets its episode's numbers)."""
-
-    def __init__(self, spec: AttentionSpec, policy, extractor, window: int, waves: int = BATCH_WAVES):
-        if extractor is None:
-            raise UsageError("attention needs the heatmap's object masks; turn the heatmap on (--heatmap).")
-        self.spec, self.policy, self.window, self.waves = spec, policy, max(1, int(window)), waves
-        self.extractor = copy.deepcopy(extractor)  # its own per-env state (motion), apart from the heatmap's
-        self.probe: Any = None  # an AttributionProbe from the first episode's observation
-        self.pool: Any = None  # a Pooling from the first masks' frame size
-        self.names: tuple = ()
-        self.episodes: dict = {}  # episode index -> EpisodeAttention
-        self.method = {"method": spec.method, "target": spec.target}
-        self.pending: list = []  # (obs [B, *obs], actions [B], fractions [B, K, h, w], [(EpisodeAttention, t)])
-        self.count = 0  # rows pending
-
-    def begin(self, env, obs, index: int) -> EpisodeAttention:
-        if self.probe is None:
-            self.probe = AttributionProbe(self.policy, obs, self.spec.method, self.spec.target, self.waves)
-        self.extractor.begin_episode(env)
-        if not self.names:
-            self.names = tuple(self.extractor.names or self._masks(env))
-        ep = self.episodes[index] = EpisodeAttention(self.names, self.probe.hw, self.window)
-        return ep
-
-    def _masks(self, env) -> dict:
-        x = self.extractor
-        frame = to_rgb_frame(env.render()) if x.needs_frame else None
-        masks = x.masks(x.capture(frame, env))
-        if self.pool is None and masks:
-            self.pool = pooling(np.shape(next(iter(masks.values())))[:2], self.probe.hw)
-        return masks
-
-    def observe(self, buf: np.ndarray, rows: np.ndarray, indices: np.ndarray, envs: list, slots: list) -> None:
-        """The step of the active envs ``rows`` (their observations in the input buffer ``buf``, their actions
-        ``indices``): observations, actions and object masks join the pending batch (run first if it is full)."""
-        if self.count + len(rows) > self.probe.rows:
-            self._run()
-        masks = [self._masks(envs[i]) for i in rows]
-        self.pending.append((buf[rows].copy(), np.asarray(indices, np.int64).copy(),
-                             object_fractions(masks, self.names, self.pool),
-                             [(slots[i].attention, slots[i].length) for i in rows]))
-        self.count += len(rows)
-
-    def _run(self) -> None:
-        """One attribution pass over the pending rows (padded to the probe's rows); shares to their episodes."""
-        if not self.pending:
-            return
-        obs = np.concatenate([p[0] for p in self.pending])
-        acts = np.concatenate([p[1] for p in self.pending])
-        fr = np.concatenate([p[2] for p in self.pending])
-        maps = self.probe.maps(obs, acts)
-        shares = step_shares(maps, fr)
-        area = fr.mean(axis=(2, 3), dtype=np.float64)
-        for j, (ep, t) in enumerate(who for p in self.pending for who in p[3]):
-            ep.add(t, shares[j], maps[j], area[j])
-        self.pending, self.count = [], 0
-
-    def attach(self, records: list) -> list:
-        """The rollout's results, each with its episode's ``attention`` (after the last pass)."""
-        self._run()
-        return [replace(r, attention={**self.method, **self.episodes.pop(r.index).result()}) for r in records]
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> float:

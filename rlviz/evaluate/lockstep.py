@@ -178,6 +178,8 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
     stepwise = not plain(policy)  # a state row per env (RecurrentPPO) or the envs' action masks (MaskablePPO)
     attention = runner.attention or _NO_ATTENTION  # per-object attribution shares (rlviz.evaluate.attention)
     probe = runner.probe or _NO_PROBE  # told each step's states and decisions (observe) and episode ends (end)
+    # gradient attention: the step's forward is the tracker's (with gradients), its maps from that forward's graph
+    forward = runner.attention.forward if getattr(runner.attention, "from_forward", False) else None
     while active:
         used = -(-(active[-1] + 1) // chunk) * chunk
         take = lambda draw, rows=rows: noise.take(draw, rows)  # noqa: E731
@@ -185,7 +187,7 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
             d = decide(policy, buf[rows], None, take, greedy, spec, forward=lambda o, act=active: runner.evaluate(
                 [envs[i] for i in act], [slots[i] for i in act], o))
         else:
-            d = decide(policy, buf[:used], rows if len(active) < used else None, take, greedy, spec)
+            d = decide(policy, buf[:used], rows if len(active) < used else None, take, greedy, spec, forward=forward)
         log.write(rows, d)
         attention.observe(buf, rows, d.indices, envs, slots)
         probe.observe(buf[:used], rows, d.out, slots, envs)  # e.g. another policy asked (rlviz.disagree.probe)

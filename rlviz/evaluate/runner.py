@@ -34,6 +34,7 @@ class EpisodeState:
         self.diag = EpisodeDiagnostics(num_actions)
         self.rng = np.random.default_rng(seed)
         self.ret, self.length, self.failures, self.ent_sum = 0.0, 0, 0, 0.0
+        self.actions: list = []  # the actions taken, in parts (StepLog.fold): the episode replays from them
         self.rewards: list = []  # with a value head: the episode's rewards and values, in parts (StepLog.fold)
         self.values: list = []
         self.recent: deque = deque()  # the last few captures, newest last
@@ -165,4 +166,5 @@ class Runner:
         return EpisodeResult(
             ep.index, ep.seed, ep.ret, ep.length, ep.failures, terminated, truncated, ep.is_success,
             ep.ent_sum / max(ep.length, 1), self.greedy, vs, diag=ep.diag.finish(),
+            actions=np.concatenate(ep.actions) if ep.actions else None,
         )

@@ -39,6 +39,9 @@ class StepLog:
         for name, a in heads.items():
             if a is not None:
                 self.arrays[name] = np.zeros((self.ROWS, n) + a.shape[1:], a.dtype)
+        if len(d.indices) and d.indices[0] < 0:  # not Discrete: the actions as the env took them
+            taken = np.asarray(d.env_actions)
+            self.arrays["action"] = np.zeros((self.ROWS, n) + taken.shape[1:], taken.dtype)
 
     def write(self, cols, d) -> None:
         """The current row of the slots ``cols`` (an index array, in the order of the Decision ``d``'s rows)."""
@@ -51,6 +54,8 @@ class StepLog:
                         ("value", d.values)):
             if a is not None:
                 arr[name][g, cols] = a
+        if "action" in arr:
+            arr["action"][g, cols] = np.asarray(d.env_actions)
 
     def end_step(self, cols, rewards: list) -> None:
         """The rewards the slots ``cols`` received; moves to the next row."""
@@ -77,6 +82,7 @@ class StepLog:
         ent = policy_entropy(col.get("probs"), self.nvec, col.get("mean"), col.get("std"))
         bad = nonfinite_rows(col["logits"], col["probs"], col.get("value"))  # row by row: as per step
         ep.diag.fold(col["keys"], col["index"], ent, col["reward"], None if bad is None else np.flatnonzero(bad))
+        ep.actions.append(col["action"].copy() if "action" in col else col["index"].astype(np.int32))
         ep.ent_sum = float(np.add.accumulate(np.concatenate([[ep.ent_sum], ent.astype(np.float64)]))[-1])
         if "value" in col:
             r = col["reward"]

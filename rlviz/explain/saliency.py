@@ -378,15 +378,20 @@ def episode_saliency(
     with bar(n, f"saliency ({method})", unit="frame") as progress:
         out = _episode_maps(policy, observations, acts, method, target, chunk, out, progress, layout=layout,
                             batch_size=batch_size, memory_budget_mb=memory_budget_mb, **options)
-    if method in ("gradient", "smoothgrad") and not any(np.any(out[s : s + chunk]) for s in range(0, n, chunk)):
+    warn_if_all_zero(method, out, n, chunk)
+    return normalise_episode(out, percentile, out=out), saliency_label(method, target)
+
+
+def warn_if_all_zero(method: str, maps: np.ndarray, n: int, chunk: int = 256) -> None:
+    """A :class:`ZeroSaliencyWarning` when a gradient method's maps [n, h, w] are all exactly zero (read in chunks)."""
+    if method in ("gradient", "smoothgrad") and not any(np.any(maps[s : s + chunk]) for s in range(0, n, chunk)):
         warnings.warn(
             f"{method} saliency is exactly 0 on all {n} frames of this episode: the policy is not differentiable "
             "w.r.t. its input (an argmax, rounding, integer cast or detached tensor in its forward); use "
             "saliency='perturbation' (CLI: --saliency perturbation), which needs no gradients.",
             ZeroSaliencyWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-    return normalise_episode(out, percentile, out=out), saliency_label(method, target)
 
 
 def _episode_maps(policy, observations, acts, method, target, chunk, out, progress, **kwargs) -> np.ndarray:

@@ -24,7 +24,6 @@ import numpy as np
 
 from .. import progress
 from ..config import RenderConfig
-from ..draw.compose import ComposeOptions
 from ..envs import make_env
 from ..episode import EpisodeResult
 from ..errors import RlvizError, require
@@ -32,7 +31,6 @@ from ..evaluate.attention import ShareTrack, attention_spec
 from ..evaluate.rollout import rollout
 from ..evaluate.workers import WorkerPool, claimed_indices
 from ..media.atomic import atomic_path
-from ..record import RecordEpisode, run_episode
 from ..sources import LoadedAgent, load_agent
 from ..sources.hub import is_hub_ref
 from ..sources.vecnormalize import FILE_NAME as VECNORMALIZE_FILE
@@ -181,6 +179,10 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
     """Replay one rollout episode through :class:`RecordEpisode` into ``folder``: its result (with
     ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
     to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`)."""
+    from ..draw.compose import ComposeOptions  # (the recorder and the drawing code load with the first video)
+    from ..record import RecordEpisode, run_episode
+    from ..record.episode import play_actions
+
     env = RecordEpisode(
         make_env(agent.recipe),
         folder,
@@ -193,10 +195,16 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
         compose_options=ComposeOptions(min_seconds=min_seconds),
     )
     spec = attention_spec(config)  # with attention: the per-object share track under the panels
-    played = env if spec is None else ShareTrack(env, spec, agent.policy, agent.recipe.env_id, config.objects)
+    track = share_track(record) if spec is not None else None
     try:
         with progress.phase(f"video {name_prefix.replace('-', ':', 1)} ({record.length} steps)"):
-            replayed = run_episode(played, seed=record.seed, greedy=record.greedy)
+            if record.actions is not None and (spec is None or track is not None):
+                # the env replays the rollout's actions; the policy runs once, batched, for the panels
+                replayed = play_actions(env, record, track)
+            else:  # a record without its actions (or attention shares): played again by the policy
+                played = env if spec is None else ShareTrack(env, spec, agent.policy, agent.recipe.env_id,
+                                                             config.objects)
+                replayed = run_episode(played, seed=record.seed, greedy=record.greedy)
     finally:
         env.close()
     if not np.isclose(replayed.ret, record.ret):
@@ -207,6 +215,17 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
             stacklevel=2,
         )
     return replace(replayed, index=record.index), env.fps
+
+
+def share_track(record: EpisodeResult) -> list[dict[str, float]] | None:
+    """The video's share track from the rollout's attention (``EpisodeResult.attention["track"]``: each step's
+    share per object): ``[{"attention <name>": share}]`` per step, or None when the rollout kept none."""
+    att = record.attention or {}
+    track = att.get("track")
+    if track is None:
+        return None
+    keys = [f"attention {n}" for n in att["names"]]
+    return [dict(zip(keys, map(float, row))) for row in np.asarray(track)]
 
 
 @contextlib.contextmanager

@@ -149,8 +149,14 @@ def compute_internals(
     obs: Any = trace.observations
     if policy is not None and observation_space is not None and not is_plain(observation_space):
         obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
-    out = None
-    if policy is not None:
+    maps, label = None, ""
+    out: PolicyOutput | None = None
+    if saliency == "gradient" and policy is not None and _one_pass(policy, trace, obs):
+        from ..explain.onepass import outputs_with_gradient_saliency  # the internals and the saliency: one forward
+
+        taken = _targets(trace, policy, saliency, saliency_target)
+        out, maps, label = outputs_with_gradient_saliency(policy, obs, taken, saliency_target)
+    elif policy is not None:
         from ..agent.stepping import evaluate_episode
 
         out = evaluate_episode(policy, obs, trace.action_masks)
@@ -164,8 +170,7 @@ def compute_internals(
         raise UsageError("compute_internals needs a policy or annotations; received neither.")
     bootstrap = float(out.value[-1]) if trace.truncated and out.value is not None else 0.0
     rtg = returns_to_go(trace.rewards, gamma, bootstrap)
-    maps, label = None, ""
-    if saliency is not None:
+    if saliency is not None and maps is None:
         maps, label = _saliency(trace, policy, out, saliency, saliency_target)
     extras = {k: cast(np.ndarray, annotations.array(k, n - 1))[:, 0] for k in annotations.rows if k not in _NAMED} if annotations else {}
     return EpisodeInternals(
@@ -176,19 +181,39 @@ def compute_internals(
     )
 
 
+def _one_pass(policy: Any, trace: EpisodeTrace, obs: Any) -> bool:
+    """Whether the episode's internals and gradient saliency come from one forward (:mod:`rlviz.explain.onepass`):
+    a differentiable policy without state, not given action masks, on observations it takes as they are."""
+    masked = trace.action_masks is not None and getattr(policy, "needs_action_masks", False)
+    return (policy is not None and obs is trace.observations and getattr(policy, "differentiable", False)
+            and not getattr(policy, "stateful", False) and not masked)
+
+
+def _targets(trace: Any, policy: Any, method: Any, target: Any, dist: str | None = None) -> np.ndarray | None:
+    """The actions the saliency explains ([T]: the taken ones; the last frame's is its argmax), or None when the
+    target ignores them (the value, the whole-policy perturbation score). ``dist``: the output's distribution
+    (default: from the policy's action spec)."""
+    if policy is None:
+        raise UsageError(f"saliency={method!r} needs a policy to take apart; annotations alone have no network.")
+    if dist is None:
+        spec = getattr(policy, "action_spec", None)
+        dist = "categorical" if spec is None or spec.kind == "discrete" else (
+            "gaussian" if spec.continuous else "multi_categorical")
+    if dist == "categorical":
+        return np.asarray(trace.actions, np.int64)
+    if target == "value" or (method == "perturbation" and target == "action"):
+        return None
+    raise UsageError(f"saliency target={target!r} picks one discrete action; for {dist} actions use "
+                     "saliency_target='value', or method='perturbation' with target='action' (the whole policy).")
+
+
 def _saliency(trace: Any, policy: Any, out: Any, method: Any, target: Any) -> Any:
     from ..explain.saliency import episode_saliency
 
-    if policy is None:
-        raise UsageError(f"saliency={method!r} needs a policy to take apart; annotations alone have no network.")
-    if out.dist == "categorical":
-        chosen = np.concatenate([trace.actions, out.logits[-1:].argmax(-1)]).astype(np.int64)
-    elif target == "value" or (method == "perturbation" and target == "action"):
-        chosen = None
-    else:
-        raise UsageError(f"saliency target={target!r} picks one discrete action; for {out.dist} actions use "
-                         "saliency_target='value', or method='perturbation' with target='action' (the whole policy).")
-    if chosen is None:  # the value and the whole-policy perturbation score ignore the actions
+    taken = _targets(trace, policy, method, target, out.dist)
+    if taken is not None:
+        chosen = np.concatenate([taken, out.logits[-1:].argmax(-1)]).astype(np.int64)
+    else:  # the value and the whole-policy perturbation score ignore the actions
         chosen = np.zeros(trace.num_steps + 1, np.int64)
     # maps live in an unlinked temporary file (np.memmap), freed with the array
     return episode_saliency(policy, trace.observations, chosen, method=method, target=target)
