@@ -6,13 +6,17 @@ from __future__ import annotations
 import re
 
 from .base import RamGame
+from .maze import Frostbite, Kangaroo, MontezumaRevenge, MsPacman, Pitfall, Qbert, Venture
+from .racing import BeamRider, Enduro, Freeway, Riverraid, Skiing
 from .shooters import Asterix, Seaquest, SpaceInvaders
 from .sports import Bowling, Boxing, Breakout, Pong, Tennis
 
 __all__ = ["GAMES", "game_for_env_id", "game_for_rom", "rom_name"]
 
 #: ALE ROM name -> the game's RAM map class
-GAMES: dict[str, type[RamGame]] = {g.name: g for g in (Breakout, Pong, Tennis, Boxing, Bowling, SpaceInvaders, Seaquest, Asterix)}
+GAMES: dict[str, type[RamGame]] = {g.name: g for g in (
+    Breakout, Pong, SpaceInvaders, Seaquest, MsPacman, Freeway, Boxing, Asterix, Qbert, Enduro, BeamRider, Riverraid,
+    Tennis, Bowling, Kangaroo, Frostbite, MontezumaRevenge, Pitfall, Skiing, Venture)}
 
 _ID = re.compile(r"^(?:ALE/)?([A-Za-z0-9]+?)(?:NoFrameskip|Deterministic)?-v\d+$")
 

@@ -1,0 +1,95 @@
+"""RAM maps of racing and flying games: Freeway, Enduro, Skiing, BeamRider, Riverraid.
+
+Addresses and offsets from OCAtari's RAM modules (Delfosse et al. 2023, https://github.com/k4ntz/OC_Atari, MIT
+licence: ocatari/ram/freeway.py, enduro.py, skiing.py, beamrider.py, riverraid.py), re-checked here against
+``ale.getScreenRGB()`` (see docs/atari-objects.md); the code is rlviz's own. Each map reads one RAM snapshot (no
+history): River Raid's descending enemies, which OCAtari follows across steps, are left out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Box, RamGame, box_if
+
+__all__ = ["Freeway", "Enduro", "Skiing", "BeamRider", "Riverraid"]
+
+_CAR_COLOURS = ((167, 26, 26), (180, 231, 117), (105, 105, 15), (228, 111, 111), (24, 26, 167), (162, 98, 33),
+                (84, 92, 214), (184, 50, 50), (135, 183, 84), (210, 210, 64))
+
+
+class Freeway(RamGame):
+    """The agent's chicken at (44, 193 - RAM[14]), 6x8; car i (0-9) at column RAM[117 - i] - 3, row 27 + 16 i, 8x10."""
+
+    name = "freeway"
+    categories = ("player", "car")
+    colours = {"player": ((252, 252, 84),), "car": _CAR_COLOURS}
+
+    def detect(self, ram: np.ndarray) -> list[Box]:
+        return [Box("player", 44, 193 - int(ram[14]), 6, 8)] + [
+            Box("car", int(ram[117 - i]) - 3, 27 + 16 * i, 8, 10) for i in range(10)]
+
+
+class Enduro(RamGame):
+    """The agent's car at column 77 shifted by the drift RAM[46] (signed, halved) and row 89 + RAM[52], 16x11."""
+
+    name = "enduro"
+    categories = ("player",)
+    colours = {"player": ((192, 192, 192),)}
+
+    def detect(self, ram: np.ndarray) -> list[Box]:
+        d = int(ram[46])
+        x = 77 + ((255 - d) >> 1) + 2 if d & 128 else 77 - (d >> 1)
+        return [Box("player", x, 89 + int(ram[52]), 16, 11)]
+
+
+_TREE_COLOURS = ((110, 156, 66), (82, 126, 45), (158, 208, 101), (72, 160, 72))
+
+
+class Skiing(RamGame):
+    """Skier at (RAM[25], RAM[26] - 80), 10x18. Object slot i (0-7): type RAM[70 + i] (2 a pair of flags 32 px apart,
+    5 a mogul, 85 a tree), column RAM[62 + i], row 178 - RAM[86 + i], height RAM[54 + i] (0 or 255: empty)."""
+
+    name = "skiing"
+    categories = ("player", "flag", "tree", "mogul")
+    colours = {"player": ((214, 92, 92),), "flag": ((10, 10, 255), (184, 50, 50)), "tree": _TREE_COLOURS,
+               "mogul": ((214, 214, 214),)}
+
+    def detect(self, ram: np.ndarray) -> list[Box]:
+        out = [Box("player", int(ram[25]), int(ram[26]) - 80, 10, 18)]
+        for i in range(8):
+            kind, h, x, y = int(ram[70 + i]), int(ram[54 + i]), int(ram[62 + i]), 178 - int(ram[86 + i])
+            if h in (0, 255) or not 0 <= y <= 177:
+                continue
+            if kind == 85:
+                out.append(Box("tree", x - 3, y + 4, 16, min(175 - y, h, 30)))
+            elif kind == 5:
+                out.append(Box("mogul", x + 2, y + 3, 16, min(176 - y, 7)))
+            elif kind == 2:
+                fh = min(173 - y, 14)
+                out += [Box("flag", x + 1, y + 4, 5, fh), Box("flag", x + 33, y + 4, 5, fh)]
+        return out
+
+
+class BeamRider(RamGame):
+    """The agent's ship at column 1.5 RAM[41] - 115, row 167, 15x13 (it moves between five beams)."""
+
+    name = "beam_rider"
+    categories = ("player",)
+    colours = {"player": ((210, 210, 64),)}
+
+    def detect(self, ram: np.ndarray) -> list[Box]:
+        return [Box("player", int(int(ram[41]) * 1.5) - 115, 167, 15, 13)]
+
+
+class Riverraid(RamGame):
+    """The agent's jet at (RAM[51] + 1, 145), 7x13, while RAM[58] != 0; its missile at (RAM[117] - 1, 162 - RAM[50]),
+    1x8, while RAM[117] != 0."""
+
+    name = "riverraid"
+    categories = ("player", "missile")
+    colours = {"player": ((232, 232, 74),), "missile": ((232, 232, 74),)}
+
+    def detect(self, ram: np.ndarray) -> list[Box]:
+        out = box_if("player", int(ram[51]) + 1, 145, 7, 13, ram[58] != 0)
+        return out + box_if("missile", int(ram[117]) - 1, 162 - int(ram[50]), 1, 8, ram[117] != 0 and ram[50] <= 162)
