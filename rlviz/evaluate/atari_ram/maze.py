@@ -111,7 +111,7 @@ class Kangaroo(RamGame):
 
     name = "kangaroo"
     categories = ("player", "monkey", "coconut")
-    colours = {"player": ((223, 183, 85),), "monkey": ((227, 159, 89),), "coconut": ((162, 98, 33), (227, 159, 89))}
+    colours = {"player": ((223, 183, 85),), "monkey": ((227, 151, 89),), "coconut": ((162, 98, 33), (227, 151, 89))}
 
     def detect(self, ram: np.ndarray) -> list[Box]:
         pose = int(ram[18])

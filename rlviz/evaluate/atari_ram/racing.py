@@ -52,8 +52,8 @@ class Skiing(RamGame):
 
     name = "skiing"
     categories = ("player", "flag", "tree", "mogul")
-    colours = {"player": ((214, 92, 92),), "flag": ((10, 10, 255), (184, 50, 50)), "tree": _TREE_COLOURS,
-               "mogul": ((214, 214, 214),)}
+    colours = {"player": ((214, 92, 92),), "flag": ((66, 72, 200), (184, 50, 50)), "tree": _TREE_COLOURS,
+               "mogul": ((192, 192, 192), (214, 214, 214))}
 
     def detect(self, ram: np.ndarray) -> list[Box]:
         out = [Box("player", int(ram[25]), int(ram[26]) - 80, 10, 18)]
