@@ -44,7 +44,7 @@ class SpaceInvaders(RamGame):
 
 
 class Seaquest(RamGame):
-    """Submarine (player) at (RAM[70], RAM[97] + 33), 16x11, hidden while 0 < RAM[105] < 15. Lane i (0 bottom ..
+    """Submarine (player) at (RAM[70], RAM[97] + 33), 16x11 (also while it is destroyed, 0 < RAM[105] < 15: the heatmap wants where it was when the life was lost). Lane i (0 bottom ..
     3 top, rows 141 - 24 i): three slots, slot j present when bit 2 - j of RAM[36 + i] is set, at column
     RAM[30 + i] + 16 j; the lane holds submarines when 3 < RAM[89 + i] % 8 < 7, else sharks (8x7, row + RAM[93] - 4).
     RAM[71 + i] (lane 3 - i) is the column of that lane's enemy torpedo (submarine lanes) or diver. The player's
@@ -52,7 +52,7 @@ class Seaquest(RamGame):
 
     name = "seaquest"
     categories = ("player", "shark", "submarine", "diver", "missile", "enemy_missile")
-    colours = {"player": ((187, 187, 53),), "submarine": ((170, 170, 170),), "diver": ((66, 72, 200),),
+    colours = {"player": ((187, 187, 53), (236, 236, 236)), "submarine": ((170, 170, 170),), "diver": ((66, 72, 200),),
                "missile": ((187, 187, 53),), "enemy_missile": ((66, 72, 200),),
                "shark": ((92, 186, 92), (160, 171, 79), (213, 130, 74), (170, 170, 170), (210, 210, 64),
                          (24, 26, 167), (198, 108, 58), (160, 107, 50), (72, 160, 72), (66, 72, 200),
@@ -60,7 +60,7 @@ class Seaquest(RamGame):
                          (111, 210, 111), (236, 236, 236), (214, 92, 92), (227, 151, 89), (45, 109, 152))}
 
     def detect(self, ram: np.ndarray) -> list[Box]:
-        out = box_if("player", int(ram[70]), int(ram[97]) + 33, 16, 11, not 0 < ram[105] < 15)
+        out = [Box("player", int(ram[70]), int(ram[97]) + 33, 16, 11)]
         for i in range(4):
             sub = 3 < int(ram[89 + i]) % 8 < 7
             for j in range(3):
