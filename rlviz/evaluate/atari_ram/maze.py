@@ -104,7 +104,8 @@ class Venture(RamGame):
 
 
 class Kangaroo(RamGame):
-    """Mother kangaroo at (RAM[17] + 15, 8 RAM[16] + 4), 8x24 (16 ducking, 23/15 jumping by RAM[18]). Monkey i (0-3)
+    """Mother kangaroo at (RAM[17] + 15, 8 RAM[16] + 4), 8x24 (16 ducking, 23/15 jumping by RAM[18]); not drawn while
+    RAM[16] > 20 (between lives). Monkey i (0-3)
     at (RAM[15 - i] + 16, 8 RAM[11 - i] + 5), 6x15, while RAM[3 - i] is neither 0 nor 212. Coconuts: the falling one
     at (RAM[34] + 14, 8 (RAM[33] - 22 RAM[36]) + 9) while RAM[33] != 255, thrown ones at (RAM[28 + i] + 15,
     8 RAM[25 + i] + 1) while RAM[25 + i] != 255; 2x3."""
@@ -116,7 +117,7 @@ class Kangaroo(RamGame):
     def detect(self, ram: np.ndarray) -> list[Box]:
         pose = int(ram[18])
         h = 16 if pose in (20, 28) else 15 if pose in (66, 74) else 23 if pose in (65, 73) else 24
-        out = [Box("player", int(ram[17]) + 15, 8 * int(ram[16]) + 4, 8, h)]
+        out = box_if("player", int(ram[17]) + 15, 8 * int(ram[16]) + 4, 8, h, ram[16] <= 20)  # row 21+: gone
         for i in range(4):
             out += box_if("monkey", int(ram[15 - i]) + 16, 8 * int(ram[11 - i]) + 5, 6, 15, ram[3 - i] not in (0, 212))
         out += box_if("coconut", int(ram[34]) + 14, 8 * (int(ram[33]) - 22 * int(ram[36])) + 9, 2, 3, ram[33] != 255)

@@ -66,7 +66,7 @@ class Seaquest(RamGame):
             for j in range(3):
                 if int(ram[36 + i]) >> (2 - j) & 1:
                     x = (int(ram[30 + i]) + 16 * j) % 256
-                    if x <= 165:
+                    if 8 <= x < 160:  # (columns 0-7: under the black border; 160-255: off the right edge)
                         if sub:
                             out.append(Box("submarine", x, 141 - 24 * i, 8, 11))
                         else:
@@ -91,7 +91,8 @@ class Asterix(RamGame):
     categories = ("player", "enemy", "item")
     colours = {"player": ((187, 187, 53),), "enemy": ((228, 111, 111),),
                "item": ((200, 200, 200), (214, 92, 92), (184, 50, 50), (198, 108, 58), (210, 210, 64),
-                        (84, 138, 210), (236, 236, 236), (187, 187, 53), (135, 183, 84), (160, 171, 79))}
+                        (84, 138, 210), (236, 236, 236), (187, 187, 53), (135, 183, 84), (160, 171, 79), (170, 170, 170),
+                        (198, 89, 179), (127, 92, 213))}
     flicker = ("enemy", "item")
 
     def detect(self, ram: np.ndarray) -> list[Box]:
