@@ -78,8 +78,8 @@ def render_ratio(episodes: int, repeats: int, num_envs: int) -> None:
 
 
 def table(steps: int) -> None:
-    import gymnasium as gym
     import ale_py
+    import gymnasium as gym
 
     from rlviz.evaluate.atari_ram import GAMES, check_game
 
@@ -91,8 +91,8 @@ def table(steps: int) -> None:
         camel = "".join(p.capitalize() for p in rom.split("_"))
         env = gym.make(f"ALE/{camel}-v5", frameskip=1, repeat_action_probability=0.0)
         env.reset(seed=0)
-        rng = np.random.default_rng(0)
-        check = check_game(game, env, steps, lambda t: int(rng.integers(env.action_space.n)))
+        rng, n_actions = np.random.default_rng(0), int(env.action_space.n)
+        check = check_game(game, env, steps, lambda t, rng=rng, n=n_actions: int(rng.integers(n)))
         env.close()
         env = gym.make(f"ALE/{camel}-v5", repeat_action_probability=0.0)
         env.reset(seed=0)

@@ -1,7 +1,7 @@
-"""RAM maps of shooters: SpaceInvaders, Seaquest, BeamRider, Riverraid, Asterix.
+"""RAM maps of shooters: SpaceInvaders, Seaquest, Asterix.
 
 Addresses and offsets from OCAtari's RAM modules (Delfosse et al. 2023, https://github.com/k4ntz/OC_Atari, MIT
-licence: ocatari/ram/spaceinvaders.py, seaquest.py, beamrider.py, riverraid.py, asterix.py), re-checked here
+licence: ocatari/ram/spaceinvaders.py, seaquest.py, asterix.py), re-checked here
 against ``ale.getScreenRGB()`` (see docs/atari-objects.md); the code is rlviz's own. OCAtari tracks these games'
 objects across steps; the maps here read one RAM snapshot each (no history), keeping only what one snapshot tells.
 """
@@ -12,7 +12,7 @@ import numpy as np
 
 from .base import Box, RamGame, box_if
 
-__all__ = ["SpaceInvaders", "Seaquest", "BeamRider", "Riverraid", "Asterix"]
+__all__ = ["SpaceInvaders", "Seaquest", "Asterix"]
 
 
 class SpaceInvaders(RamGame):
