@@ -38,7 +38,7 @@ MIN_HIT = {
     "qbert": {"player": 0.95, "enemy": 0.0},
     "enduro": {"player": 0.95},
     "beam_rider": {"player": 0.95},
-    "riverraid": {"player": 0.95, "missile": 0.95},
+    "riverraid": {"player": 0.95, "missile": 0.95, "enemy": 0.95, "fuel": 0.9, "bridge": 0.9},
     "tennis": {"player": 0.95, "enemy": 0.95, "ball": 0.85, "shadow": 0.9},
     "bowling": {"player": 0.95, "ball": 0.95, "pin": 0.95},
     "kangaroo": {"player": 0.95, "monkey": 0.95, "coconut": 0.95},
@@ -156,13 +156,17 @@ PLAUSIBLE = {
 }
 
 
-@pytest.mark.parametrize("game", ["SpaceInvaders", "Seaquest"])
-def test_render_heatmap_draws_per_category_layers_where_the_game_draws_them(game, random_agents, tmp_path):
+@pytest.mark.parametrize("game, flags", [("SpaceInvaders", ["--attention", "gradient"]), ("Seaquest", [])])
+def test_render_heatmap_draws_per_category_layers_where_the_game_draws_them(game, flags, random_agents, tmp_path):
+    """`rlviz render --heatmap` with no --objects: the RAM map's categories are the heatmap's layers, each where the
+    game draws that category; with attention (SpaceInvaders), the shares are per category too."""
+    import json
+
     from rlviz.cli import main
 
     out = tmp_path / "out"
     code = main(["render", str(random_agents[game]), "--episodes", "2", "--num-envs", "2", "--heatmap",
-                 "--videos", "none", "--out", str(out), "--no-progress"])
+                 "--videos", "none", "--out", str(out), "--no-progress", *flags])
     assert code == 0
     with np.load(out / "heatmap.npz") as z:
         names, counts, failures = [str(n) for n in z["object_names"]], z["counts"], int(z["failures"])
@@ -174,3 +178,22 @@ def test_render_heatmap_draws_per_category_layers_where_the_game_draws_them(game
         rows, cols = np.nonzero(grid)
         assert r0 <= rows.min() and rows.max() < r1 and c0 <= cols.min() and cols.max() < c1, (category, rows, cols)
     assert (out / "heatmap.png").stat().st_size > 1000
+    if flags:
+        att = json.loads((out / "summary.json").read_text())["attention"]
+        assert list(att["objects"]) == names
+        shares = [r["share"] for r in att["objects"].values()]
+        assert all(0.0 <= v <= 1.0 for v in shares) and shares[names.index("alien")] > 0  # the grid gets a share
+
+
+def test_objects_pixels_keeps_the_moving_pixels_fallback_and_ram_reads_the_rom(random_agents):
+    import rlviz
+
+    agent = rlviz.load_agent(random_agents["SpaceInvaders"])
+    pixels = rlviz.rollout(agent.recipe, agent.policy, 1, num_envs=1, heatmap=True, objects="pixels", seed=0)
+    ram = rlviz.rollout(agent.recipe, agent.policy, 1, num_envs=1, heatmap=True, objects="ram", seed=0)
+    default = rlviz.rollout(agent.recipe, agent.policy, 1, num_envs=1, heatmap=True, seed=0)
+    assert pixels.heatmap.object_names == ("moving",)
+    assert ram.heatmap.object_names == default.heatmap.object_names == GAMES["space_invaders"].categories
+    assert ram.heatmap.failures == default.heatmap.failures == pixels.heatmap.failures >= 1
+    for name in ram.heatmap.object_names:  # the same episode, the same objects
+        np.testing.assert_array_equal(ram.heatmap.counts[name], default.heatmap.counts[name])

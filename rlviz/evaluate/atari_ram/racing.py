@@ -3,7 +3,7 @@
 Addresses and offsets from OCAtari's RAM modules (Delfosse et al. 2023, https://github.com/k4ntz/OC_Atari, MIT
 licence: ocatari/ram/freeway.py, enduro.py, skiing.py, beamrider.py, riverraid.py), re-checked here against
 ``ale.getScreenRGB()`` (see docs/atari-objects.md); the code is rlviz's own. Each map reads one RAM snapshot (no
-history): River Raid's descending enemies, which OCAtari follows across steps, are left out.
+history).
 """
 
 from __future__ import annotations
@@ -82,14 +82,38 @@ class BeamRider(RamGame):
         return [Box("player", int(int(ram[41]) * 1.5) - 115, 167, 15, 13)]
 
 
+#: River Raid's object types (RAM[32 + i]) -> (category, width, height, rows above the slot's anchor)
+_RIVER_OBJECTS = {4: ("enemy", 9, 6, 15), 5: ("enemy", 8, 10, 16), 6: ("enemy", 8, 10, 16), 7: ("enemy", 17, 9, 13),
+                  8: ("bridge", 33, 23, 21), 10: ("fuel", 7, 24, 23)}
+
+
+def _nibble(v: int) -> int:
+    """A 4-bit two's complement value."""
+    return v - 16 if v & 8 else v
+
+
 class Riverraid(RamGame):
     """The agent's jet at (RAM[51] + 1, 145), 7x13, while RAM[58] != 0; its missile at (RAM[117] - 1, 162 - RAM[50]),
-    1x8, while RAM[117] != 0."""
+    1x8, while RAM[117] != 0. Six object slots i (0 the lowest), each 32 rows apart, scrolled by RAM[11]: type
+    RAM[32 + i] (4 jet, 5-6 helicopter, 7 tanker: enemies; 8 bridge; 10 fuel depot; houses are scenery), column
+    15 RAM[20 + i] - (high nibble of RAM[26 + i], signed) + 6, row 32 (5 - i) + RAM[11] - the type's offset."""
 
     name = "riverraid"
-    categories = ("player", "missile")
-    colours = {"player": ((232, 232, 74),), "missile": ((232, 232, 74),)}
+    categories = ("player", "missile", "enemy", "fuel", "bridge")
+    colours = {"player": ((232, 232, 74),), "missile": ((232, 232, 74),),
+               "enemy": ((117, 181, 239), (0, 64, 48), (84, 160, 197)),
+               "fuel": ((214, 92, 92),), "bridge": ((134, 134, 29), (105, 105, 15))}
 
     def detect(self, ram: np.ndarray) -> list[Box]:
         out = box_if("player", int(ram[51]) + 1, 145, 7, 13, ram[58] != 0)
-        return out + box_if("missile", int(ram[117]) - 1, 162 - int(ram[50]), 1, 8, ram[117] != 0 and ram[50] <= 162)
+        out += box_if("missile", int(ram[117]) - 1, 162 - int(ram[50]), 1, 8, ram[117] != 0 and ram[50] <= 162)
+        for i in range(6):
+            kind = _RIVER_OBJECTS.get(int(ram[32 + i]))
+            if kind is None:
+                continue
+            cat, w, h, off = kind
+            x = 15 * int(ram[20 + i]) - _nibble(int(ram[26 + i]) >> 4) + 6
+            y = 32 * (5 - i) + int(ram[11]) - off
+            top, bottom = max(y, 2), min(y + h, 163)
+            out += box_if(cat, x, top, w, bottom - top, bottom > top)
+        return out
