@@ -43,7 +43,7 @@ MIN_HIT = {
     "bowling": {"player": 0.95, "ball": 0.95, "pin": 0.95},
     "kangaroo": {"player": 0.95, "monkey": 0.95, "coconut": 0.95},
     "frostbite": {"player": 0.95, "enemy": 0.95, "floe": 0.95},
-    "montezuma_revenge": {"player": 0.95},
+    "montezuma_revenge": {"player": 0.95, "enemy": 0.9},
     "pitfall": {"player": 0.7},
     "skiing": {"player": 0.95, "tree": 0.8, "mogul": 0.9, "flag": 0.9},
     "venture": {"player": 0.95},

@@ -66,15 +66,31 @@ class Qbert(RamGame):
 
 
 class MontezumaRevenge(RamGame):
-    """Panama Joe at (RAM[42] - 1, 308 - RAM[43]), 8x20. (The room's skulls, spiders, snakes and items: OCAtari
-    reads them with per-room tables; not mapped here.)"""
+    """Panama Joe at (RAM[42] - 1, 308 - RAM[43]), 8x20. Room RAM[3]. Enemies: in the first room (1) the rolling
+    skull at (RAM[47] + 32, 406 - RAM[46]) while bit 1 of RAM[67] is set; in other rooms below 16, while
+    4 < RAM[49] < 11 (5 a skull, 6-8 snakes, 9-10 a spider), one at (RAM[44] - 1, base + 255 - RAM[45], 4 or 8 rows
+    lower when RAM[45] < 216; base 55 in room 0, 54 in room 7, 53 elsewhere) and a second 16, 32 or 64 px right by
+    RAM[84]'s bits 0-2. (Items, lasers and ropes: per-room tables in OCAtari; not mapped here.)"""
 
     name = "montezuma_revenge"
-    categories = ("player",)
-    colours = {"player": ((210, 164, 74), (228, 111, 111), (200, 72, 72), (92, 186, 92))}
+    categories = ("player", "enemy")
+    colours = {"player": ((210, 164, 74), (228, 111, 111), (200, 72, 72), (92, 186, 92)),
+               "enemy": ((236, 236, 236), (192, 192, 192), (92, 186, 92))}
 
     def detect(self, ram: np.ndarray) -> list[Box]:
-        return [Box("player", int(ram[42]) - 1, 308 - int(ram[43]), 8, 20)]
+        out = [Box("player", int(ram[42]) - 1, 308 - int(ram[43]), 8, 20)]
+        room, kind = int(ram[3]), int(ram[49])
+        if room == 1:
+            out += box_if("enemy", int(ram[47]) + 32, 406 - int(ram[46]), 7, 13, int(ram[67]) & 2 != 0)
+        elif room < 16 and 4 < kind < 11:
+            x = int(ram[44]) - 1 + (1 if 5 < kind < 9 else 0)
+            y = {0: 55, 7: 54}.get(room, 53) + 255 - int(ram[45]) + (8 if ram[45] < 216 else 0)
+            out.append(Box("enemy", x, y, 8, 13))
+            pair = int(ram[84])
+            for bit, dx in ((1, 16), (2, 32), (4, 64)):
+                if pair & bit:
+                    out.append(Box("enemy", x + dx, y, 8, 13))
+        return out
 
 
 class Pitfall(RamGame):
