@@ -165,7 +165,8 @@ def test_render_heatmap_draws_per_category_layers_where_the_game_draws_them(game
     from rlviz.cli import main
 
     out = tmp_path / "out"
-    code = main(["render", str(random_agents[game]), "--episodes", "2", "--num-envs", "2", "--heatmap",
+    episodes = "1" if flags else "2"  # (attention: one episode of three lives)
+    code = main(["render", str(random_agents[game]), "--episodes", episodes, "--num-envs", episodes, "--heatmap",
                  "--videos", "none", "--out", str(out), "--no-progress", *flags])
     assert code == 0
     with np.load(out / "heatmap.npz") as z:
@@ -185,15 +186,16 @@ def test_render_heatmap_draws_per_category_layers_where_the_game_draws_them(game
         assert all(0.0 <= v <= 1.0 for v in shares) and shares[names.index("alien")] > 0  # the grid gets a share
 
 
-def test_objects_pixels_keeps_the_moving_pixels_fallback_and_ram_reads_the_rom(random_agents):
+def test_objects_ram_reads_the_rom_and_equals_the_default(random_agents):
+    """``objects="ram"`` (the game read from the env) and the default by env id give the same heatmap; the string
+    keywords go through the same loader as ``--objects`` (``"pixels"``: tested above, the 0.3 fallback)."""
     import rlviz
 
     agent = rlviz.load_agent(random_agents["SpaceInvaders"])
-    pixels = rlviz.rollout(agent.recipe, agent.policy, 1, num_envs=1, heatmap=True, objects="pixels", seed=0)
     ram = rlviz.rollout(agent.recipe, agent.policy, 1, num_envs=1, heatmap=True, objects="ram", seed=0)
     default = rlviz.rollout(agent.recipe, agent.policy, 1, num_envs=1, heatmap=True, seed=0)
-    assert pixels.heatmap.object_names == ("moving",)
     assert ram.heatmap.object_names == default.heatmap.object_names == GAMES["space_invaders"].categories
-    assert ram.heatmap.failures == default.heatmap.failures == pixels.heatmap.failures >= 1
+    assert ram.heatmap.failures == default.heatmap.failures >= 1
     for name in ram.heatmap.object_names:  # the same episode, the same objects
         np.testing.assert_array_equal(ram.heatmap.counts[name], default.heatmap.counts[name])
+    assert ram.heatmap.counts["player"].sum() > 0
