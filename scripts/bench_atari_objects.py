@@ -3,6 +3,7 @@
 
     python scripts/bench_atari_objects.py                       # render ratio, 100 episodes per game, 3 repeats
     python scripts/bench_atari_objects.py --episodes 1000 --repeats 3   # the full size
+    python scripts/bench_atari_objects.py --games MsPacman --episodes 100 --repeats 2   # one game
     python scripts/bench_atari_objects.py --table --steps 300   # docs/atari-objects.md's table
 
 Render ratio: ``rlviz render`` of N episodes of Breakout (the shipped samples/ale_breakout_ppo.pt2), SpaceInvaders
@@ -34,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 GAMES_RENDERED = (("Breakout", None), ("SpaceInvaders", 6), ("MsPacman", 9))
 
 
-def _agents(work: Path) -> dict[str, Path]:
+def _agents(work: Path, games) -> dict[str, Path]:
     import torch
 
     from rlviz.agent.models import NatureCNNAgent
@@ -43,6 +44,8 @@ def _agents(work: Path) -> dict[str, Path]:
     torch.manual_seed(0)
     out = {}
     for game, n in GAMES_RENDERED:
+        if game not in games:
+            continue
         if n is None:
             out[game] = ROOT / "samples" / "ale_breakout_ppo.pt2"
         else:
@@ -50,12 +53,12 @@ def _agents(work: Path) -> dict[str, Path]:
     return out
 
 
-def render_ratio(episodes: int, repeats: int, num_envs: int) -> None:
+def render_ratio(episodes: int, repeats: int, num_envs: int, games) -> None:
     from rlviz import RenderConfig, render
 
     work = Path(tempfile.mkdtemp(prefix="bench_atari_objects_"))
     try:
-        agents = _agents(work)
+        agents = _agents(work, games)
         for game, ckpt in agents.items():
             base = RenderConfig(checkpoint=ckpt, episodes=episodes, videos="none", seed=0, progress=False,
                                 overwrite=True, num_envs=num_envs, out=work / game)
@@ -129,13 +132,14 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--num-envs", type=int, default=8)
+    ap.add_argument("--games", default="Breakout,SpaceInvaders,MsPacman", help="comma-separated (default all three)")
     ap.add_argument("--table", action="store_true", help="print the per-game table instead")
     ap.add_argument("--steps", type=int, default=300, help="decisions per game for --table")
     args = ap.parse_args()
     if args.table:
         table(args.steps)
     else:
-        render_ratio(args.episodes, args.repeats, args.num_envs)
+        render_ratio(args.episodes, args.repeats, args.num_envs, args.games.split(","))
 
 
 if __name__ == "__main__":
