@@ -199,3 +199,14 @@ def test_objects_ram_reads_the_rom_and_equals_the_default(random_agents):
     for name in ram.heatmap.object_names:  # the same episode, the same objects
         np.testing.assert_array_equal(ram.heatmap.counts[name], default.heatmap.counts[name])
     assert ram.heatmap.counts["player"].sum() > 0
+
+
+def test_objects_ram_on_an_env_without_a_map_says_what_to_do():
+    from rlviz.errors import UsageError
+
+    for env_id in ("ALE/Atlantis-v5", "CartPole-v1"):
+        env = gym.make(env_id)
+        env.reset(seed=0)
+        with pytest.raises(UsageError, match="no RAM object map|not an ALE env|--objects pixels"):
+            load_extractor("ram").capture(None, env)
+        env.close()
