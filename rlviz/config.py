@@ -161,8 +161,9 @@ class RenderConfig:
     num_envs: int = option(DEFAULT_NUM_ENVS, f"parallel envs for rollouts (default {DEFAULT_NUM_ENVS})", metavar="N")
     fail_on: str = option("auto", "what counts as a failure (auto: life loss when the env has lives)",
                           choices=FAIL_ON)
-    objects: str | None = option(None, "'module:function' object extractor for the heatmap (default by env)",
-                                 metavar="MODULE:FUNCTION")
+    objects: str | None = option(None, "object extractor for the heatmap and attention: 'pixels' (moving pixels), "
+                                 "'ram' (the ALE game's RAM map) or 'module:function' (default by env: RAM objects for "
+                                 "20 ALE games, docs/atari-objects.md)", metavar="pixels|ram|MODULE:FUNCTION")
     log_scale: bool = option(False, "log colour scale for the heatmap")
     attention: bool | str | None = option(
         None, "every step's attribution share per heatmap object (summary.json attention, attention_at_failure.png); "

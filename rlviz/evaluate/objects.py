@@ -11,7 +11,8 @@ the state or the frame) and :meth:`Extractor.masks` (only for the frame before a
 Built in: exact MinAtar extractors (from the game-state channels), exact classic-control and Box2D
 extractors (object positions computed from the env's state as its renderer computes them:
 :mod:`rlviz.evaluate.classic_objects`), colour segmentation for ALE Breakout (ball, paddle) and Pong
-(ball, own paddle), and a generic "moving pixels" fallback.
+(ball, own paddle), RAM object maps for 20 ALE games (:mod:`rlviz.evaluate.atari_ram`: player, enemy, ball,
+missile, ... read from the console's RAM), and a generic "moving pixels" fallback.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "breakout_extractor",
     "pong_extractor",
     "extractor_for",
+    "KEYWORDS",
     "load_extractor",
     "as_extractor",
     "last_seen",
@@ -329,21 +331,38 @@ for _id, _objects in CLASSIC_OBJECTS.items():
 
 
 def extractor_for(env_id: str) -> Extractor:
-    """The default extractor for an env id: exact ones for known games (Atari Breakout and Pong, MinAtar,
-    gymnasium's classic control and LunarLander), all state channels for other MinAtar games, else
+    """The default extractor for an env id: exact ones for known games (Atari Breakout and Pong by colour as in
+    0.3, MinAtar, gymnasium's classic control and LunarLander), the RAM map of the ALE games rlviz has one for
+    (:mod:`rlviz.evaluate.atari_ram`; v5 and v4 ids alike), all state channels for other MinAtar games, else
     :class:`MotionExtractor`."""
     if env_id in _BY_ID:
         return _BY_ID[env_id]()
     if env_id.startswith("MinAtar/"):
         return MinAtarExtractor()
-    return MotionExtractor()
+    from .atari_ram import ram_extractor_for  # (it builds on this module)
+
+    ram = ram_extractor_for(env_id)
+    return ram if ram is not None else MotionExtractor()
+
+
+#: ``--objects`` keywords: the extractor each names, in place of ``module:function``
+KEYWORDS = ("pixels", "ram")
 
 
 def load_extractor(spec: str) -> Extractor:
     """``"package.module:function"`` -> an :class:`Extractor` (a function ``(frame, env) -> masks``
-    is wrapped in :class:`FunctionExtractor`; an Extractor subclass or instance is used as is)."""
+    is wrapped in :class:`FunctionExtractor`; an Extractor subclass or instance is used as is). Keywords:
+    ``"pixels"``: :class:`MotionExtractor` (moving pixels, any rgb env); ``"ram"``: the ALE game's RAM map
+    (:class:`rlviz.evaluate.atari_ram.RamExtractor`, its game read from the env on the first step)."""
+    if spec == "pixels":
+        return MotionExtractor()
+    if spec == "ram":
+        from .atari_ram import RamExtractor
+
+        return RamExtractor()
     if not isinstance(spec, str) or spec.count(":") != 1:
-        raise UsageError(f"Object extractor {spec!r}: expected 'module:function', e.g. 'mygame.objects:extract'.")
+        raise UsageError(f"Object extractor {spec!r}: expected 'pixels', 'ram' or 'module:function', "
+                         "e.g. 'mygame.objects:extract'.")
     mod_name, attr = spec.split(":")
     try:
         obj = getattr(importlib.import_module(mod_name), attr)

@@ -1,0 +1,16 @@
+"""Objects of Atari games read from the console's RAM: one map per game (:class:`RamGame`), the extractor the
+heatmap and attention use (:class:`RamExtractor`), the registry by env id, and the screen check. The games, their
+categories, hit rates and cost: docs/atari-objects.md."""
+
+from .base import Box, RamExtractor, RamGame
+from .check import ScreenCheck, check_game
+from .registry import GAMES, game_for_env_id, game_for_rom, rom_name
+
+__all__ = ["Box", "RamExtractor", "RamGame", "ScreenCheck", "check_game", "GAMES", "game_for_env_id",
+           "game_for_rom", "rom_name", "ram_extractor_for"]
+
+
+def ram_extractor_for(env_id: str) -> RamExtractor | None:
+    """A :class:`RamExtractor` for the env id's game, or None when rlviz has no RAM map for it."""
+    game = game_for_env_id(env_id)
+    return RamExtractor(game) if game is not None else None

@@ -1,0 +1,119 @@
+"""RAM maps of racing and flying games: Freeway, Enduro, Skiing, BeamRider, Riverraid.
+
+Addresses and offsets from OCAtari's RAM modules (Delfosse et al. 2023, https://github.com/k4ntz/OC_Atari, MIT
+licence: ocatari/ram/freeway.py, enduro.py, skiing.py, beamrider.py, riverraid.py), re-checked here against
+``ale.getScreenRGB()`` (see docs/atari-objects.md); the code is rlviz's own. Each map reads one RAM snapshot (no
+history).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .base import Box, RamGame, box_if
+
+__all__ = ["Freeway", "Enduro", "Skiing", "BeamRider", "Riverraid"]
+
+_CAR_COLOURS = ((167, 26, 26), (180, 231, 117), (105, 105, 15), (228, 111, 111), (24, 26, 167), (162, 98, 33),
+                (84, 92, 214), (184, 50, 50), (135, 183, 84), (210, 210, 64))
+
+
+class Freeway(RamGame):
+    """The agent's chicken at (44, 193 - RAM[14]), 6x8; car i (0-9) at column RAM[117 - i] - 3, row 27 + 16 i, 8x10."""
+
+    name = "freeway"
+    categories = ("player", "car")
+    colours = {"player": ((252, 252, 84),), "car": _CAR_COLOURS}
+
+    def detect(self, ram: np.ndarray) -> list[Box]:
+        return [Box("player", 44, 193 - int(ram[14]), 6, 8)] + [
+            Box("car", int(ram[117 - i]) - 3, 27 + 16 * i, 8, 10) for i in range(10)]
+
+
+class Enduro(RamGame):
+    """The agent's car at column 77 shifted by the drift RAM[46] (signed, halved) and row 89 + RAM[52], 16x11."""
+
+    name = "enduro"
+    categories = ("player",)
+    colours = {"player": ((192, 192, 192),)}
+
+    def detect(self, ram: np.ndarray) -> list[Box]:
+        d = int(ram[46])
+        x = 77 + ((255 - d) >> 1) + 2 if d & 128 else 77 - (d >> 1)
+        return [Box("player", x, 89 + int(ram[52]), 16, 11)]
+
+
+_TREE_COLOURS = ((110, 156, 66), (82, 126, 45), (158, 208, 101), (72, 160, 72))
+
+
+class Skiing(RamGame):
+    """Skier at (RAM[25], RAM[26] - 80), 10x18. Object slot i (0-7): type RAM[70 + i] (2 a pair of flags 32 px apart,
+    5 a mogul, 85 a tree), column RAM[62 + i], row 178 - RAM[86 + i], height RAM[54 + i] (0 or 255: empty)."""
+
+    name = "skiing"
+    categories = ("player", "flag", "tree", "mogul")
+    colours = {"player": ((214, 92, 92),), "flag": ((66, 72, 200), (184, 50, 50)), "tree": _TREE_COLOURS,
+               "mogul": ((192, 192, 192), (214, 214, 214))}
+
+    def detect(self, ram: np.ndarray) -> list[Box]:
+        out = [Box("player", int(ram[25]), int(ram[26]) - 80, 10, 18)]
+        for i in range(8):
+            kind, h, x, y = int(ram[70 + i]), int(ram[54 + i]), int(ram[62 + i]), 178 - int(ram[86 + i])
+            if h in (0, 255) or not 0 <= y <= 177:
+                continue
+            if kind == 85:
+                out.append(Box("tree", x - 3, y + 4, 16, min(175 - y, h, 30)))
+            elif kind == 5:
+                out.append(Box("mogul", x + 2, y + 3, 16, min(176 - y, 7)))
+            elif kind == 2:
+                fh = min(173 - y, 14)
+                out += [Box("flag", x + 1, y + 4, 5, fh), Box("flag", x + 33, y + 4, 5, fh)]
+        return out
+
+
+class BeamRider(RamGame):
+    """The agent's ship at column 1.5 RAM[41] - 115, row 167, 15x13 (it moves between five beams)."""
+
+    name = "beam_rider"
+    categories = ("player",)
+    colours = {"player": ((210, 210, 64),)}
+
+    def detect(self, ram: np.ndarray) -> list[Box]:
+        return [Box("player", int(int(ram[41]) * 1.5) - 115, 167, 15, 13)]
+
+
+#: River Raid's object types (RAM[32 + i]) -> (category, width, height, rows above the slot's anchor)
+_RIVER_OBJECTS = {4: ("enemy", 9, 6, 15), 5: ("enemy", 8, 10, 16), 6: ("enemy", 8, 10, 16), 7: ("enemy", 17, 9, 13),
+                  8: ("bridge", 33, 23, 21), 10: ("fuel", 7, 24, 23)}
+
+
+def _nibble(v: int) -> int:
+    """A 4-bit two's complement value."""
+    return v - 16 if v & 8 else v
+
+
+class Riverraid(RamGame):
+    """The agent's jet at (RAM[51] + 1, 145), 7x13, while RAM[58] != 0; its missile at (RAM[117] - 1, 162 - RAM[50]),
+    1x8, while RAM[117] != 0. Six object slots i (0 the lowest), each 32 rows apart, scrolled by RAM[11]: type
+    RAM[32 + i] (4 jet, 5-6 helicopter, 7 tanker: enemies; 8 bridge; 10 fuel depot; houses are scenery), column
+    15 RAM[20 + i] - (high nibble of RAM[26 + i], signed) + 6, row 32 (5 - i) + RAM[11] - the type's offset."""
+
+    name = "riverraid"
+    categories = ("player", "missile", "enemy", "fuel", "bridge")
+    colours = {"player": ((232, 232, 74),), "missile": ((232, 232, 74),),
+               "enemy": ((117, 181, 239), (0, 64, 48), (84, 160, 197)),
+               "fuel": ((214, 92, 92),), "bridge": ((134, 134, 29), (105, 105, 15))}
+
+    def detect(self, ram: np.ndarray) -> list[Box]:
+        out = box_if("player", int(ram[51]) + 1, 145, 7, 13, ram[58] != 0)
+        out += box_if("missile", int(ram[117]) - 1, 162 - int(ram[50]), 1, 8, ram[117] != 0 and ram[50] <= 162)
+        for i in range(6):
+            kind = _RIVER_OBJECTS.get(int(ram[32 + i]))
+            if kind is None:
+                continue
+            cat, w, h, off = kind
+            x = 15 * int(ram[20 + i]) - _nibble(int(ram[26 + i]) >> 4) + 6
+            y = 32 * (5 - i) + int(ram[11]) - off
+            top, bottom = max(y, 2), min(y + h, 163)
+            out += box_if(cat, x, top, w, bottom - top, bottom > top)
+        return out

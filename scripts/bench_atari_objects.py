@@ -1,0 +1,151 @@
+#!/usr/bin/env python
+"""Benchmark and table of the Atari RAM object maps (rlviz.evaluate.atari_ram).
+
+    python scripts/bench_atari_objects.py                       # render ratio, 100 episodes per game, 3 repeats
+    python scripts/bench_atari_objects.py --episodes 1000 --repeats 3   # the issue's full size
+    python scripts/bench_atari_objects.py --games MsPacman --episodes 100 --repeats 2   # one game
+    python scripts/bench_atari_objects.py --table --steps 300   # docs/atari-objects.md's table
+
+Render ratio: ``rlviz render`` of N episodes of Breakout (the shipped samples/ale_breakout_ppo.pt2), SpaceInvaders
+and MsPacman (random-weight Nature-CNN agents saved here: a near-uniform policy) with ``--heatmap`` against the same
+render without it (``--videos none``, seed 0), interleaved (plain, heatmap, heatmap, plain, ...) in one process;
+prints min and median seconds of each and the ratio heatmap / plain, of wall clock and of the process's CPU time
+(rollouts run in this process: the CPU time is the robust figure on a loaded machine). Target: <= 1.3x.
+
+Table: per game, each category's screen-check hit rate (tests/test_atari_objects.py's check: random decisions of 4
+frames, seed 0) and the cost of detection (``RamGame.detect`` on one RAM snapshot) relative to one ``env.step`` of
+ALE/<Game>-v5 (frame skip 4), and of the 128-byte capture; min of 3 timed passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+GAMES_RENDERED = (("Breakout", None), ("SpaceInvaders", 6), ("MsPacman", 9))
+
+
+def _agents(work: Path, games) -> dict[str, Path]:
+    import torch
+
+    from rlviz.agent.models import NatureCNNAgent
+    from rlviz.sources.checkpoint import save_checkpoint
+
+    torch.manual_seed(0)
+    out = {}
+    for game, n in GAMES_RENDERED:
+        if game not in games:
+            continue
+        if n is None:
+            out[game] = ROOT / "samples" / "ale_breakout_ppo.pt2"
+        else:
+            out[game] = save_checkpoint(work / f"{game}.pt2", NatureCNNAgent(n), env=f"ALE/{game}-v5")
+    return out
+
+
+def render_ratio(episodes: int, repeats: int, num_envs: int, games) -> None:
+    from rlviz import RenderConfig, render
+
+    work = Path(tempfile.mkdtemp(prefix="bench_atari_objects_"))
+    try:
+        agents = _agents(work, games)
+        for game, ckpt in agents.items():
+            base = RenderConfig(checkpoint=ckpt, episodes=episodes, videos="none", seed=0, progress=False,
+                                overwrite=True, num_envs=num_envs, out=work / game)
+            configs = {"plain": replace(base, heatmap=False), "heatmap": replace(base, heatmap=True)}
+            for c in configs.values():  # warm-up, untimed
+                render(replace(c, episodes=2))
+            times: dict[str, list[float]] = {k: [] for k in configs}
+            cpu: dict[str, list[float]] = {k: [] for k in configs}
+            for r in range(repeats):
+                order = list(configs) if r % 2 == 0 else list(reversed(configs))
+                for name in order:
+                    t, c = time.perf_counter(), time.process_time()
+                    render(configs[name])
+                    times[name].append(time.perf_counter() - t)
+                    cpu[name].append(time.process_time() - c)
+            for label, d in (("wall", times), ("cpu", cpu)):  # cpu: this process's CPU time (all its threads)
+                p, h = d["plain"], d["heatmap"]
+                print(f"{game:14s} {episodes} episodes, {label}: plain min {min(p):.1f} s median "
+                      f"{statistics.median(p):.1f} s; heatmap min {min(h):.1f} s median {statistics.median(h):.1f} s; "
+                      f"ratio min {min(h) / min(p):.3f} median {statistics.median(h) / statistics.median(p):.3f}",
+                      flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def table(steps: int) -> None:
+    import ale_py
+    import gymnasium as gym
+
+    from rlviz.evaluate.atari_ram import GAMES, check_game
+
+    gym.register_envs(ale_py)
+    print("| game | categories: hit rate (boxes) | detect / env.step | capture / env.step |")
+    print("|---|---|---|---|")
+    for rom, cls in GAMES.items():
+        game = cls()
+        camel = "".join(p.capitalize() for p in rom.split("_"))
+        env = gym.make(f"ALE/{camel}-v5", frameskip=1, repeat_action_probability=0.0)
+        env.reset(seed=0)
+        rng, n_actions = np.random.default_rng(0), int(env.action_space.n)
+        check = check_game(game, env, steps, lambda t, rng=rng, n=n_actions: int(rng.integers(n)))
+        env.close()
+        env = gym.make(f"ALE/{camel}-v5", repeat_action_probability=0.0)
+        env.reset(seed=0)
+        ale, rams, step_t = env.unwrapped.ale, [], []
+        for _ in range(3):
+            t = time.perf_counter()
+            for _ in range(200):
+                _, _, term, trunc, _ = env.step(int(rng.integers(env.action_space.n)))
+                if term or trunc:
+                    env.reset()
+            step_t.append((time.perf_counter() - t) / 200)
+        for _ in range(200):
+            env.step(int(rng.integers(env.action_space.n)))
+            rams.append(np.array(ale.getRAM(), dtype=np.uint8))
+        det_t, cap_t = [], []
+        for _ in range(3):
+            t = time.perf_counter()
+            for r in rams:
+                game.detect(np.asarray(r, dtype=np.int64))
+            det_t.append((time.perf_counter() - t) / len(rams))
+            t = time.perf_counter()
+            for _ in rams:
+                np.array(ale.getRAM(), dtype=np.uint8, copy=True)
+            cap_t.append((time.perf_counter() - t) / len(rams))
+        env.close()
+        rates = ", ".join(
+            f"{c} {check.rate(c):.2f} ({check.boxes[c]})" if check.rate(c) is not None else f"{c} - (0)"
+            for c in game.categories)
+        print(f"| {camel} | {rates} | {min(det_t) / min(step_t):.3f} | {min(cap_t) / min(step_t):.4f} |", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--episodes", type=int, default=100)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--num-envs", type=int, default=8)
+    ap.add_argument("--games", default="Breakout,SpaceInvaders,MsPacman", help="comma-separated (default all three)")
+    ap.add_argument("--table", action="store_true", help="print the per-game table instead")
+    ap.add_argument("--steps", type=int, default=300, help="decisions per game for --table")
+    args = ap.parse_args()
+    if args.table:
+        table(args.steps)
+    else:
+        render_ratio(args.episodes, args.repeats, args.num_envs, args.games.split(","))
+
+
+if __name__ == "__main__":
+    main()
