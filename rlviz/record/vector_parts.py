@@ -21,7 +21,7 @@ from .frames import EpisodeVideo
 if TYPE_CHECKING:
     from ..episode.trace import EpisodeInternals, EpisodeTrace
 
-__all__ = ["RecordedVideo", "SubEnvVideo", "PolicySnapshot", "NEXT_STEP", "SAME_STEP", "DISABLED", "autoreset_mode", "FrameReader", "env_rows", "obs_row",
+__all__ = ["RecordedVideo", "SubEnvVideo", "NEXT_STEP", "SAME_STEP", "DISABLED", "autoreset_mode", "FrameReader", "env_rows", "obs_row",
            "final_obs_row", "tile_frames", "grid_shape", "VideoSinks"]
 
 NEXT_STEP, SAME_STEP, DISABLED = "next_step", "same_step", "disabled"
@@ -218,43 +218,12 @@ class RecordedVideo:
     internals: EpisodeInternals | None = None
 
 
-class PolicySnapshot:
-    """What ``policy`` says on an episode's observations, computed when made (in the training loop's thread, with the
-    weights of that moment) and handed back by ``evaluate``: the writer thread draws the panels later, while the
-    training goes on changing the weights. Every other attribute is the policy's."""
-
-    def __init__(self, policy: Any, rec: dict[str, Any], observation_space: Any):
-        from ..agent.obs import FlatView, ObsAdapter, is_plain
-        from ..agent.stepping import evaluate_episode
-
-        self._policy = policy
-        obs: Any = rec["obs"].view()
-        if observation_space is not None and not is_plain(observation_space):
-            obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
-        masks = np.stack(rec["masks"]) if rec["masks"] and len(rec["masks"]) == len(rec["frames"]) else None
-        self._out = evaluate_episode(policy, obs, masks)
-        self.obs_format = "raw"  # compute_internals hands the observations over as they are; they are not read
-
-    def evaluate(self, obs: Any, masks: Any = None) -> Any:
-        return self._out
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._policy, name)
-
-
 class SubEnvVideo(EpisodeVideo):
     """An EpisodeVideo whose last step may have no frame (same-step autoreset): its panel video then has T frames.
-    With a writer thread, a policy's numbers are computed in ``finish`` (:class:`PolicySnapshot`), not when drawn."""
+    (With a writer thread, a policy's numbers are computed in ``finish``, with the weights of that moment, by
+    :class:`EpisodeVideo` itself.)"""
 
     drop_last = False
-
-    def finish(self, terminated: bool = False, truncated: bool = False, policy: Any = None,
-               observation_space: Any = None) -> Path | None:
-        rec = self._rec
-        if (policy is not None and self.writer is not None and rec is not None and rec["obs"] is not None
-                and self.options.saliency is None):  # saliency takes the network apart: it needs the policy itself
-            policy = PolicySnapshot(policy, rec, observation_space)
-        return super().finish(terminated, truncated, policy, observation_space)
 
     def _write(self, rec: dict[str, Any], trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
         if not self.drop_last:
