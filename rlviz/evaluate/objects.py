@@ -27,6 +27,7 @@ import numpy as np
 
 from ..errors import UsageError
 from .classic_objects import CLASSIC_OBJECTS
+from .extractor import Extractor
 
 __all__ = [
     "Extractor",
@@ -43,29 +44,6 @@ __all__ = [
     "as_extractor",
     "last_seen",
 ]
-
-
-class Extractor:
-    """Base class. ``names``: the object names, in panel order; ``needs_frame``: masks come from rendered
-    frames (rollouts then replay failing episodes to render only the frames before each failure);
-    ``history``: how many earlier frames :meth:`capture` remembers (1 for :class:`MotionExtractor`)."""
-
-    names: tuple[str, ...] = ()
-    needs_frame: bool = True
-    history: int = 0
-
-    def capture(self, frame: np.ndarray | None, env) -> Any:
-        """Called on every step with the frame the next action is chosen on; keep what masks() needs."""
-        return None if frame is None else np.array(frame, copy=True)
-
-    def masks(self, captured: Any) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def begin_episode(self, env) -> None:
-        """Called after each reset (extractors with per-episode state override this)."""
-
-    def __call__(self, frame: np.ndarray | None, env) -> dict[str, np.ndarray]:
-        return self.masks(self.capture(frame, env))
 
 
 class FunctionExtractor(Extractor):
@@ -357,9 +335,9 @@ def load_extractor(spec: str) -> Extractor:
     if spec == "pixels":
         return MotionExtractor()
     if spec == "ram":
-        from .atari_ram import RamExtractor
+        from .atari_ram import ram_extractor_for
 
-        return RamExtractor()
+        return ram_extractor_for()  # type: ignore[return-value]  # (never None without an env id)
     if not isinstance(spec, str) or spec.count(":") != 1:
         raise UsageError(f"Object extractor {spec!r}: expected 'pixels', 'ram' or 'module:function', "
                          "e.g. 'mygame.objects:extract'.")

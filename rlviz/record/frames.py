@@ -318,32 +318,37 @@ class EpisodeVideo:
         )
 
     def _write(self, rec: dict[str, Any], trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
-        from ..draw.compose import ComposeOptions
-        from ..draw.video import video_timing, write_episode_video
-        from .internals import compute_internals, save_episode_data
+        from .internals import compute_internals
 
         opt = self.options
         try:
             internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target,
                                           self._annotations, self.spec, observation_space=observation_space)
-            compose = opt.compose_options or ComposeOptions()
-            write_episode_video(trace, internals, self.path, options=compose, fps=self.fps, preset=opt.preset,
-                                crf=opt.crf)
-            if opt.save_data:
-                rate, _ = video_timing(trace.num_steps + 1, self.fps, compose.min_seconds)
-                save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=rate)
+            self._draw(trace, internals)
             self.internals = replace(internals, saliency=None)
         finally:
             for key in ("frames", "obs"):
                 if rec[key] is not None:
                     rec[key].close()
 
+    def _draw(self, trace: EpisodeTrace, internals: EpisodeInternals) -> None:
+        """Write the episode's panel video to ``self.path`` (and its ``.npz`` when ``save_data``): rlviz's frame
+        layout. A subclass that draws another layout overrides this (the timeline's progression parts do)."""
+        from ..draw.compose import ComposeOptions
+        from ..draw.video import video_timing, write_episode_video
+        from .internals import save_episode_data
+
+        opt = self.options
+        compose = opt.compose_options or ComposeOptions()
+        write_episode_video(trace, internals, self.path, options=compose, fps=self.fps, preset=opt.preset, crf=opt.crf)
+        if opt.save_data:
+            rate, _ = video_timing(trace.num_steps + 1, self.fps, compose.min_seconds)
+            save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=rate)
+
 
 class _Evaluated:
     """A policy's numbers on one episode, computed when the episode ended (in the loop's thread, with the weights of
     that moment) and handed back by ``evaluate`` when the writer's thread draws the panels; all else is the policy's."""
-
-    obs_format = "raw"  # compute_internals hands the observations over as they are (they are not read again)
 
     def __init__(self, policy: Any, out: Any) -> None:
         self._policy, self._out = policy, out

@@ -81,6 +81,10 @@ class RecordEpisode(gym.Wrapper):
         squash: Box actions: the policy is a tanh-squashed Gaussian (SAC), drawn in action units.
     """
 
+    #: what one recorded episode is made with: a subclass of :class:`~rlviz.record.frames.EpisodeVideo` that
+    #: overrides ``_draw`` writes another layout (the timeline's progression parts)
+    video_class: type[EpisodeVideo] = EpisodeVideo
+
     def __init__(  # noqa: C901 - one check per argument
         self,
         env: gym.Env,
@@ -299,7 +303,7 @@ class RecordEpisode(gym.Wrapper):
         if self._video is not None:
             self.stop_recording()
         panels = False if frames_only else (True if self.policy is not None else None)
-        self._video = EpisodeVideo(self.video_folder / f"{video_name}.mp4", self.fps, self.spec_actions, self.options,
+        self._video = self.video_class(self.video_folder / f"{video_name}.mp4", self.fps, self.spec_actions, self.options,
                                    action_names=self.action_names, env_id=self.env_id, episode_id=self.episode_id,
                                    seed=self._seed, panels=panels, with_observations=self.policy is not None,
                                    writer=self._writer)

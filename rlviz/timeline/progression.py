@@ -31,6 +31,7 @@ from ..episode.trace import EpisodeInternals, EpisodeTrace
 from ..errors import VideoError
 from ..media import VideoWriter, atomic_write, concat_videos
 from ..record import RecordEpisode, run_episode
+from ..record.frames import EpisodeVideo
 from ..record.internals import save_episode_data
 from ..sources import LoadedAgent
 
@@ -90,31 +91,44 @@ def load_part(folder: str | os.PathLike, step: int, options: str) -> Progression
     return part if part.options == options else None
 
 
+class _PartVideo(EpisodeVideo):
+    """One progression part: the label band, then rlviz's panels (:class:`~rlviz.draw.compose.Compositor`), fitted to
+    the recorder's ``size`` when given; one frame per step. What it drew is told to the recorder (``part``)."""
+
+    part: _PartRecorder
+
+    def _draw(self, trace: EpisodeTrace, internals: EpisodeInternals) -> None:
+        part, opt = self.part, self.options
+        comp = Compositor(trace, internals, opt.compose_options or ComposeOptions())
+        w, h = part.size or (comp.size[0], comp.size[1] + BAND)
+        canvas = np.empty((h, w, 3), np.uint8)
+        canvas[:] = COLORS["background"]
+        ret = float(np.sum(trace.rewards, dtype=np.float64))
+        put_text(canvas, f"{part.label}   return {ret:g} in {trace.num_steps} steps", 12, BAND - 11, "chosen", 0.6)
+        cv2.line(canvas, (0, BAND - 2), (w - 1, BAND - 2), COLORS["grid"], 1)
+        buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
+        with VideoWriter(self.path, self.fps, (w, h), preset=opt.preset, crf=opt.crf) as writer:
+            for t in range(comp.T + 1):
+                _fit_into(canvas[BAND:], comp.render(t, out=buf))
+                writer.write(canvas)
+        part.frames_written, part.frame_size = comp.T + 1, (w, h)
+        save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=self.fps)
+
+
 class _PartRecorder(RecordEpisode):
-    """A :class:`RecordEpisode` whose episode video is a progression part: the label band, then rlviz's panels
-    (:class:`~rlviz.draw.compose.Compositor`), fitted to ``size`` when given; one frame per step."""
+    """A :class:`RecordEpisode` whose episode videos are progression parts (:class:`_PartVideo`)."""
 
     def __init__(self, env, folder: Path, policy, *, label: str, size: tuple[int, int] | None, **kwargs: Any):
         super().__init__(env, folder, policy, **kwargs)
         self.label, self.size = label, size
         self.frames_written = 0
         self.frame_size: tuple[int, int] | None = None
+        recorder = self
 
-    def _write(self, trace: EpisodeTrace, internals: EpisodeInternals, path: Path) -> None:
-        comp = Compositor(trace, internals, self.compose_options)
-        w, h = self.size or (comp.size[0], comp.size[1] + BAND)
-        canvas = np.empty((h, w, 3), np.uint8)
-        canvas[:] = COLORS["background"]
-        ret = float(np.sum(trace.rewards, dtype=np.float64))
-        put_text(canvas, f"{self.label}   return {ret:g} in {trace.num_steps} steps", 12, BAND - 11, "chosen", 0.6)
-        cv2.line(canvas, (0, BAND - 2), (w - 1, BAND - 2), COLORS["grid"], 1)
-        buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
-        with VideoWriter(path, self.fps, (w, h), preset=self.preset, crf=self.crf) as writer:
-            for t in range(comp.T + 1):
-                _fit_into(canvas[BAND:], comp.render(t, out=buf))
-                writer.write(canvas)
-        self.frames_written, self.frame_size = comp.T + 1, (w, h)
-        save_episode_data(trace, internals, path.with_suffix(".npz"), fps=self.fps)
+        class _Part(_PartVideo):
+            part = recorder
+
+        self.video_class = _Part
 
 
 def _fit_into(dst: np.ndarray, src: np.ndarray) -> None:

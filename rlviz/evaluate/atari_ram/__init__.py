@@ -10,7 +10,10 @@ __all__ = ["Box", "RamExtractor", "RamGame", "ScreenCheck", "check_game", "GAMES
            "game_for_rom", "rom_name", "ram_extractor_for"]
 
 
-def ram_extractor_for(env_id: str) -> RamExtractor | None:
-    """A :class:`RamExtractor` for the env id's game, or None when rlviz has no RAM map for it."""
+def ram_extractor_for(env_id: str | None = None) -> RamExtractor | None:
+    """A :class:`RamExtractor` for the env id's game, or None when rlviz has no RAM map for it; with no env id, one
+    that reads the game from the env on its first capture (``--objects ram``)."""
+    if env_id is None:
+        return RamExtractor(lookup=game_for_rom)
     game = game_for_env_id(env_id)
     return RamExtractor(game) if game is not None else None

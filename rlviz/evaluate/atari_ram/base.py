@@ -15,12 +15,13 @@ frame when it has another size).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
 
 from ...errors import UsageError
-from ..objects import Extractor
+from ..extractor import Extractor
 
 __all__ = ["Box", "RamGame", "RamExtractor", "SCREEN", "box_if"]
 
@@ -67,8 +68,9 @@ class RamExtractor(Extractor):
 
     needs_frame = False
 
-    def __init__(self, game: RamGame | None = None):
+    def __init__(self, game: RamGame | None = None, lookup: Callable[[str], RamGame | None] | None = None):
         self.game = game
+        self.lookup = lookup  # ALE's ROM name -> a fresh map (registry.game_for_rom), for game=None
         self.frame_shape: tuple[int, int] | None = None
 
     @property
@@ -77,10 +79,8 @@ class RamExtractor(Extractor):
 
     def _resolve(self, env) -> RamGame:
         if self.game is None:
-            from .registry import game_for_rom
-
             rom = str(getattr(getattr(env, "unwrapped", env), "_game", ""))
-            game = game_for_rom(rom)
+            game = self.lookup(rom) if self.lookup is not None else None
             if game is None:
                 raise UsageError(f"--objects ram: {env!r} (ROM {rom!r}) has no RAM object map in rlviz; "
                                  "see docs/atari-objects.md for the games that have one, or use --objects pixels.")
