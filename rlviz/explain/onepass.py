@@ -82,7 +82,7 @@ def outputs_with_gradient_saliency(
             maps[s : s + k] = m
     out = policy.output_of(parts, n)
     warn_if_all_zero("gradient", maps, n)
-    return out, normalise_episode(maps, percentile, out=maps), saliency_label("gradient", target)
+    return out, normalise_episode(maps, percentile, out=maps), saliency_label("gradient", target, continuous_actions(policy))
 
 
 def _chunk(policy: Policy, chunk: np.ndarray, k: int, acts: np.ndarray | None, kind: str, index: int | None,

@@ -72,10 +72,13 @@ class ZeroSaliencyWarning(UserWarning):
     """Gradient saliency came out exactly zero on every frame of an episode."""
 
 
-def saliency_label(method: str, target="action") -> str:
+def saliency_label(method: str, target="action", continuous: bool = False) -> str:
     """Short overlay caption naming what the map explains, e.g. ``"gradient · chosen action's logit"``,
-    ``"perturbation · value"``, ``"gradient · logit of action 2"``."""
+    ``"perturbation · value"``, ``"gradient · logit of action 2"``; Box actions (``continuous``) with target
+    "action": ``"gradient · action mean (sum over dims)"``."""
     kind, index = _resolve_target(target)
+    if continuous and kind == "action" and method != "perturbation":
+        return f"{method} · action mean (sum over dims)"
     who = {"value": "value", "index": f"logit of action {index}",
            "logprob": "chosen action's log-prob"}.get(kind, "chosen action's logit")
     return f"{method} · {who}"
@@ -398,7 +401,7 @@ def episode_saliency(
         out = _episode_maps(policy, observations, acts, method, target, chunk, out, progress, layout=layout,
                             batch_size=batch_size, memory_budget_mb=memory_budget_mb, **options)
     warn_if_all_zero(method, out, n, chunk)
-    return normalise_episode(out, percentile, out=out), saliency_label(method, target)
+    return normalise_episode(out, percentile, out=out), saliency_label(method, target, continuous_actions(policy))
 
 
 def warn_if_all_zero(method: str, maps: np.ndarray, n: int, chunk: int = 256) -> None:
