@@ -18,9 +18,9 @@ import numpy as np
 from ..episode.trace import EpisodeInternals, EpisodeTrace
 from ..errors import UsageError
 from .overlay import ACTOR_COLOR, saliency_to_frame
-from .panels_features import FeaturePanel, feature_names, feature_rows
 from .panels_continuous import GaussianPanel
 from .panels_discrete import BarsPanel
+from .panels_features import FeaturePanel, feature_names, feature_rows
 from .plot import TimePlot, extras_series, value_plot_series
 from .style import COLORS, FONT, ceil16, put_text, short, text_width
 
@@ -184,11 +184,10 @@ class Compositor:
         self._sal_mode = opt.saliency_mode
         self._color_img = np.empty((fh, fw, 3), np.uint8)
         self._color_img[:] = opt.saliency_color
-        self.features = None
-        if self._vector_sal and self.layout.features is not None:
+        self.features: FeaturePanel | None = None  # per-feature saliency bars (vector observations)
+        if sal is not None and self._vector_sal and self.layout.features is not None:
             fx, fy, fw_, frow = self.layout.features
-            self.features = FeaturePanel(internals.saliency, feature_names(trace.env_id, internals.saliency.shape[1]),
-                                         (fx, fy, fw_), frow, fs)
+            self.features = FeaturePanel(sal, feature_names(trace.env_id, sal.shape[1]), (fx, fy, fw_), frow, fs)
             self.features.draw_static(self._background)
         if internals.saliency is not None and not self._vector_sal and self._sal_mode == "auto":
             h, w = internals.saliency.shape[1:]

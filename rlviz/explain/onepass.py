@@ -23,9 +23,9 @@ from .layout import detect_layout
 from .saliency import (
     _check_actions,
     _check_no_train_batchnorm,
-    continuous_actions,
     _resolve_target,
     _select,
+    continuous_actions,
     normalise_episode,
     saliency_label,
     warn_if_all_zero,
