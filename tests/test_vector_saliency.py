@@ -123,3 +123,20 @@ def test_cli_render_of_cartpole_saves_and_draws_per_feature_saliency(tmp_path):
     region = (slice(panel.y, panel.y + 4 * panel.row_h), slice(panel.bar_x0, panel.bar_x0 + panel.bar_len))
     t = changed[0]
     assert np.abs(frames[t][region].astype(int) - frames[t - 1][region].astype(int)).mean() > 5
+
+
+def test_cli_smoothgrad_on_cartpole_and_explicit_attention_is_still_refused(tmp_path, capsys):
+    """SmoothGrad of a linear policy is its weight row too (every noisy copy has the same gradient); the default
+    attention stays off for vectors, an explicit --attention still refuses in one line."""
+    ckpt = save_checkpoint(tmp_path / "linear.pt2", Linear(), env="CartPole-v1")
+    out = tmp_path / "out"
+    assert main(["render", str(ckpt), "--episodes", "1", "--videos", "first:1", "--saliency", "smoothgrad",
+                 "--out", str(out), "--no-progress"]) == 0
+    (video,) = (out / "videos").glob("*.mp4")
+    data = np.load(video.with_suffix(".npz"))
+    np.testing.assert_array_equal(data["saliency"][:-1], np.abs(W[data["actions"]]) / 2)
+    capsys.readouterr()
+    assert main(["render", str(ckpt), "--episodes", "1", "--heatmap", "--attention", "gradient", "--out",
+                 str(tmp_path / "att"), "--no-progress"]) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("rlviz:")]
+    assert len(err) == 1 and err[0].startswith("rlviz: error: attention needs image observations")
