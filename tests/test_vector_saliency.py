@@ -140,3 +140,15 @@ def test_cli_smoothgrad_on_cartpole_and_explicit_attention_is_still_refused(tmp_
                  str(tmp_path / "att"), "--no-progress"]) == 2
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("rlviz:")]
     assert len(err) == 1 and err[0].startswith("rlviz: error: attention needs image observations")
+
+
+def test_compare_of_cartpole_agents_with_gradient_saliency(tmp_path):
+    """compare takes the same flags: the default attention stays off for vectors, each side's .npz has the bars."""
+    ckpt = save_checkpoint(tmp_path / "linear.pt2", Linear(), env="CartPole-v1")
+    out = tmp_path / "out"
+    assert main(["compare", str(ckpt), str(ckpt), "--episodes", "2", "--heatmap", "--videos", "first:1",
+                 "--saliency", "gradient", "--out", str(out), "--no-progress"]) == 0
+    for side in "ab":
+        (npz,) = (out / "videos" / side).glob("*.npz")
+        data = np.load(npz)
+        np.testing.assert_array_equal(data["saliency"][:-1], np.abs(W[data["actions"]]) / 2)
