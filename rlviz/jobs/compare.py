@@ -96,7 +96,7 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         config = replace(config, a=pinned_id(config.a, agents[0]),  # type: ignore[type-var]  # hf://
                          b=pinned_id(config.b, agents[1]))
         # vector observations: no default attention (it needs an image); their saliency is per feature
-        config = replace(config, attention=vector_attention_off(agents[0], config.render_config("a")).attention)
+        config = replace(config, attention=vector_attention_off(agents[0], config.render_config("a")).attention)  # type: ignore[type-var]
         for agent, side in zip(agents, "ab"):
             check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts
