@@ -182,14 +182,19 @@ def _render(path, out: Path, saliency: bool = True) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("exp", SCRIPTS)
 def test_render_with_no_other_flag(tmp_path, exp, capsys):
-    """The issue's command for each fixture. Vector observations (CartPole, Pendulum) have no pixels: rlviz
-    refuses spatial saliency for them in one line (as for any agent), and renders them without it."""
+    """The issue's command for each fixture, with --saliency gradient and no other flag. Vector observations
+    (CartPole, Pendulum) get one saliency number per observation feature, saved in the .npz as [T+1, D]."""
     path, _ = fixture(exp, tmp_path / "runs")
+    summary = _render(path, tmp_path / "out")
+    (video,) = (tmp_path / "out" / "videos").glob("*.mp4")
+    data = np.load(video.with_suffix(".npz"))
     if exp in VECTOR:
-        assert main(["render", str(path), "--episodes", "20", "--saliency", "gradient", "--out",
-                     str(tmp_path / "refused"), "--no-progress"]) == 2
-        assert "no pixels" in capsys.readouterr().err
-    summary = _render(path, tmp_path / "out", saliency=exp not in VECTOR)
+        d = 4 if "CartPole" in summary["env_id"] else 3
+        assert data["saliency"].shape == (len(data["actions"]) + 1, d)
+        assert data["saliency"].dtype == np.float32
+        assert 0.0 <= data["saliency"].min() and data["saliency"].max() <= 1.0 and data["saliency"].max() > 0.5
+    else:
+        assert "saliency" not in data.files  # image maps are drawn, not saved (as in 0.3.0)
     assert summary["episodes"] == 20
     assert summary["env_id"] == {"dqn_jax": "CartPole-v1", "c51_jax": "CartPole-v1",
                                  "ppo_atari_envpool_xla_jax_scan": "ALE/Breakout-v5"}.get(

@@ -232,8 +232,9 @@ def test_batchnorm_in_training_mode_is_refused():
 
 def test_usage_errors():
     cart = TorchPolicy(nn.Linear(4, 2), device="cpu")
-    with pytest.raises(UsageError, match="image observations"):
-        attribute(cart, np.zeros((3, 4), np.float32))
+    assert attribute(cart, np.zeros((3, 4), np.float32)).shape == (3, 4)  # vectors: one number per feature
+    with pytest.raises(UsageError, match="Use --saliency gradient"):
+        attribute(cart, np.zeros((3, 4), np.float32), method="perturbation")
     logits_only = TorchPolicy(lambda x: x.flatten(1)[:, :3] * 2, kind="logits", device="cpu")
     with pytest.raises(UsageError, match="no value head"):
         attribute(logits_only, np.ones((1, 3, 8, 8), np.float32), target="value")

@@ -382,11 +382,11 @@ def test_gradient_saliency_the_agent_cannot_take_is_refused_before_the_rollout(t
         "use --saliency perturbation, which needs forward passes only."
     ))
     vector = save_checkpoint(tmp_path / "vector.pt2", ActorCritic(), env="rlviz-sec/Frame-v0")
-    code, line = _cli(["render", str(vector), "--saliency", "gradient", "--out", str(tmp_path / "o")], capsys)
+    code, line = _cli(["render", str(vector), "--saliency", "perturbation", "--out", str(tmp_path / "o")], capsys)
     assert (code, line) == (2, (
-        "rlviz: error: Spatial saliency needs image observations ([H, W], [C, H, W] or [H, W, C]); the observations "
-        "have shape (4,) (e.g. CartPole's 4 numbers), which has no pixels to highlight. Record without saliency, or "
-        "attribute over the vector yourself with torch.autograd.grad."
+        "rlviz: error: Perturbation saliency blurs image regions; the observations are a vector of 4 numbers with no "
+        "regions to blur. Use --saliency gradient (or smoothgrad; API: method='gradient'), which gives one number per "
+        "observation feature."
     ))
     assert not list(tmp_path.rglob("summary.json"))
 

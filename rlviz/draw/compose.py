@@ -20,6 +20,7 @@ from ..errors import UsageError
 from .overlay import ACTOR_COLOR, saliency_to_frame
 from .panels_continuous import GaussianPanel
 from .panels_discrete import BarsPanel
+from .panels_features import FeaturePanel, feature_names, feature_rows
 from .plot import TimePlot, extras_series, value_plot_series
 from .style import COLORS, FONT, ceil16, put_text, short, text_width
 
@@ -112,6 +113,7 @@ class PanelLayout:
     plot: tuple
     entropy_bar: tuple
     extras_plot: tuple | None = None
+    features: tuple | None = None  # (x, y, w, row_h) of the per-feature saliency bars (vector observations)
 
 
 
@@ -158,6 +160,8 @@ class Compositor:
         self.A = len(trace.action_names)
         _, fh, fw, _ = trace.frames.shape
         self.frame_hw = (fh, fw)
+        sal = internals.saliency
+        self._vector_sal = sal is not None and sal.ndim == 2  # per-feature saliency [T+1, D]: bars, not a tint
         fs = float(opt.font_scale)
         (_, th), base = cv2.getTextSize("Ag", FONT, fs, 1)
         self._lh = th + base + 6
@@ -180,7 +184,12 @@ class Compositor:
         self._sal_mode = opt.saliency_mode
         self._color_img = np.empty((fh, fw, 3), np.uint8)
         self._color_img[:] = opt.saliency_color
-        if internals.saliency is not None and self._sal_mode == "auto":
+        self.features: FeaturePanel | None = None  # per-feature saliency bars (vector observations)
+        if sal is not None and self._vector_sal and self.layout.features is not None:
+            fx, fy, fw_, frow = self.layout.features
+            self.features = FeaturePanel(sal, feature_names(trace.env_id, sal.shape[1]), (fx, fy, fw_), frow, fs)
+            self.features.draw_static(self._background)
+        if internals.saliency is not None and not self._vector_sal and self._sal_mode == "auto":
             h, w = internals.saliency.shape[1:]
             self._sal_mode = "nearest" if fh % h == 0 and fw % w == 0 else "linear"
 
@@ -211,12 +220,18 @@ class Compositor:
             y += lh + 6
             extras = (px + m, y, pw - 2 * m, int(opt.extras_height))
             y += extras[3] + 4
+        features = None
+        if self._vector_sal:  # title line, then one row per observation feature
+            d = int(self.internals.saliency.shape[1])  # type: ignore[union-attr]
+            y += lh + 6
+            features = (px + m, y, pw - 2 * m, feature_rows(d, lh))
+            y += d * features[3] + 4
         y += (2 if self.internals.saliency is not None else 1) * lh + m  # saliency line (and its colour scale)
         height = ceil16(max(gh, int(opt.min_height), y))
         width = ceil16(gw + pw)
         self._names = names
         self.layout = PanelLayout(width, height, k, (0, (height - gh) // 2, gw, gh), px, bar_x0, bar_len, rows,
-                                  row_h - 4, plot, ebar, extras)
+                                  row_h - 4, plot, ebar, extras, features)
 
     @property
     def size(self) -> tuple[int, int]:
@@ -264,6 +279,11 @@ class Compositor:
             self._text(img, sal + f"   |   {self.trace.env_id}", x0, L.height - 12, "dim")
             return img
         self._text(img, sal, x0, L.height - 12 - lh, "dim")
+        if L.features is not None:
+            self._text(img, "saliency per observation feature (full bar = episode max)", x0, L.features[1] - 6,
+                       "dim", small)
+            self._text(img, f"bars per feature   |   {self.trace.env_id}", x0, L.height - 12, "dim")
+            return img
         x = self._saliency_scale(img, x0, L.height - 12, small)  # what the tint means: 0 .. the episode's max
         self._text(img, f"|   {self.trace.env_id}", x, L.height - 12, "dim")
         return img
@@ -313,7 +333,7 @@ class Compositor:
         """uint8 [H, W, 3]: frame t at its own size, with the saliency overlay when there is one."""
         frame = np.asarray(self.trace.frames[t])
         sal = self.internals.saliency
-        if sal is not None:
+        if sal is not None and not self._vector_sal:
             heat = saliency_to_frame(np.asarray(sal[t], dtype=np.float32), self.frame_hw, self._sal_mode)
             frame = fast_blend(frame, heat, self._color_img, self.options.saliency_alpha)
         return frame
@@ -342,6 +362,8 @@ class Compositor:
             self.extras_plot.draw(out, t)
             self._draw_extras_numbers(out, d)
         self._draw_entropy(out, d)
+        if self.features is not None:
+            self.features.draw(out, t)
         return out
 
     def _draw_entropy(self, img, d: PanelData) -> None:

@@ -287,7 +287,9 @@ class EpisodeInternals:
     returns_to_go: float32 [T+1]  discounted return from frame t on (gamma below); 0 after the end
     gamma:    discount used for returns_to_go
     kind:     "actor_critic" | "logits" | "q"
-    saliency: float32 [T+1, h, w] in [0, 1] in observation space, normalised over the whole episode, or None
+    saliency: float32 [T+1, h, w] in [0, 1] in observation space, normalised over the whole episode, or None;
+                  for flat vector observations [D]: float32 [T+1, D], one number per feature (drawn as bars,
+                  saved in the per-step .npz as ``saliency``)
     saliency_label: e.g. "gradient (actor)"; "" when saliency is None
     nvec:     MultiDiscrete/MultiBinary parts (logits/probs are [T+1, sum(nvec)], softmax per part), else None
     mean, std: Box actions: float32 [T+1, D] (std None for a deterministic actor); logits is mean, probs [T+1, 0],

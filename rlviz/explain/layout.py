@@ -2,6 +2,8 @@
 
 Saliency is computed in the policy's own observation layout and then reduced over every
 non-spatial axis (colour channels, stacked frames, MinAtar object planes) to a map [B, H, W].
+A flat vector observation [D] (CartPole, Pendulum, MuJoCo) has the layout "f" (``vector=True`` in
+:func:`detect_layout`): its saliency is one number per feature, [B, D], with nothing to reduce.
 """
 
 from __future__ import annotations
@@ -22,11 +24,17 @@ class ObsLayout:
 
     obs_shape: shape of one observation (no batch axis), e.g. (4, 84, 84) or (10, 10, 4)
     spec:      one letter per axis; "h" and "w" mark the spatial axes, any other letter is reduced
-               ("c" channels, "s" stacked frames): "chw" (Atari), "hwc" (MinAtar, RGB images), "hw", "shwc"
+               ("c" channels, "s" stacked frames): "chw" (Atari), "hwc" (MinAtar, RGB images), "hw", "shwc";
+               "f": a flat vector of features [D] (no image: saliency is per feature)
     """
 
     obs_shape: tuple
     spec: str
+
+    @property
+    def is_vector(self) -> bool:
+        """A flat vector [D]: saliency is one number per feature ([N, D]), not a map."""
+        return self.spec == "f"
 
     @property
     def h_axis(self) -> int:
@@ -38,6 +46,8 @@ class ObsLayout:
 
     @property
     def hw(self) -> tuple[int, int]:
+        if self.is_vector:
+            return 1, int(self.obs_shape[0])
         return int(self.obs_shape[self.h_axis]), int(self.obs_shape[self.w_axis])
 
     @property
@@ -64,7 +74,9 @@ class ObsLayout:
         return x.reshape(x.shape[0], *other, *self.hw).permute(inverse)
 
     def reduce(self, x: torch.Tensor, how: str = "max") -> torch.Tensor:
-        """[N, *obs_shape] -> [N, H, W]: max (or sum) over the non-spatial axes."""
+        """[N, *obs_shape] -> [N, H, W]: max (or sum) over the non-spatial axes; a vector layout: [N, D] as is."""
+        if self.is_vector:
+            return x.reshape(x.shape[0], -1)
         c = self.to_canonical(x)
         return c.amax(dim=1) if how == "max" else c.sum(dim=1)
 
@@ -77,15 +89,19 @@ def _not_image(obs_shape: tuple) -> UsageError:
     )
 
 
-def detect_layout(obs_shape, dtype=None, layout: str | None = None) -> ObsLayout:
+def detect_layout(obs_shape, dtype=None, layout: str | None = None, *, vector: bool = False) -> ObsLayout:
     """Find (or check) the layout of observations shaped ``obs_shape`` (one observation, no batch axis).
 
     Rules: 2-D -> "hw". 3-D -> the smaller of the first and last axes is the channel axis
     ([4, 84, 84] -> "chw", [10, 10, 4] / [84, 84, 3] -> "hwc"); when they tie, boolean observations
     are taken as MinAtar's channels-last grids and anything else needs ``layout=``.
     4-D [S, H, W, C] with C in (1, 3, 4) -> "shwc". Pass ``layout`` to override.
+    ``vector=True``: a 1-D observation [D] (D >= 1) is the vector layout "f" (per-feature saliency) instead of
+    an error (the callers that can attribute per feature: gradient and smoothgrad saliency).
     """
     shape = tuple(int(s) for s in obs_shape)
+    if vector and layout is None and len(shape) == 1 and shape[0] >= 1:
+        return ObsLayout(shape, "f")
     if layout is not None:
         spec = str(layout).lower()
         if len(spec) != len(shape) or spec.count("h") != 1 or spec.count("w") != 1 or len(set(spec)) != len(spec):

@@ -25,6 +25,7 @@ from .saliency import (
     _check_no_train_batchnorm,
     _resolve_target,
     _select,
+    continuous_actions,
     normalise_episode,
     saliency_label,
     warn_if_all_zero,
@@ -45,7 +46,8 @@ def outputs_with_gradient_saliency(
     percentile: float = 99.5,
 ) -> tuple[PolicyOutput, np.ndarray, str]:
     """(the policy's output on each of the T+1 observations [T+1, *obs], the gradient saliency maps float32
-    [T+1, h, w] in [0, 1] normalised over the episode (a disk-backed array), the overlay's label).
+    [T+1, h, w] in [0, 1] normalised over the episode (a disk-backed array; flat vector observations: [T+1, D],
+    one number per feature), the overlay's label).
 
     actions: int [T], the actions taken (targets "action" / "logprob"; the last observation's target is its own
     argmax), or None when the target ignores them ("value", an action index).
@@ -57,7 +59,7 @@ def outputs_with_gradient_saliency(
     if getattr(policy, "stateful", False) or not getattr(policy, "differentiable", True):
         raise UsageError(f"gradient saliency needs a differentiable, stateless policy; {type(policy).__name__} is not.")
     layout = detect_layout(obs_shape, np.bool_ if np.dtype(getattr(observations, "dtype", np.float32)) == np.bool_
-                           else None)
+                           else None, vector=True)
     kind, index = _resolve_target(target)
     _check_no_train_batchnorm(policy)
     rows = policy.rows_for(obs_shape)
@@ -80,13 +82,13 @@ def outputs_with_gradient_saliency(
             maps[s : s + k] = m
     out = policy.output_of(parts, n)
     warn_if_all_zero("gradient", maps, n)
-    return out, normalise_episode(maps, percentile, out=maps), saliency_label("gradient", target)
+    return out, normalise_episode(maps, percentile, out=maps), saliency_label("gradient", target, continuous_actions(policy))
 
 
 def _chunk(policy: Policy, chunk: np.ndarray, k: int, acts: np.ndarray | None, kind: str, index: int | None,
            layout: Any, parts: dict) -> np.ndarray:
     """Forward one chunk (``rows`` observations, the first ``k`` real) with gradients: its heads into ``parts``,
-    its ``k`` maps (float32 [k, h, w], not normalised) returned."""
+    its ``k`` maps (float32 [k, h, w], or [k, D] for vectors, not normalised) returned."""
     x = policy.to_tensor(chunk).detach().requires_grad_(True)
     with torch.enable_grad():
         h = policy.heads(x)
@@ -104,7 +106,7 @@ def _chunk(policy: Policy, chunk: np.ndarray, k: int, acts: np.ndarray | None, k
                 a[: acts.size] = torch.as_tensor(acts, dtype=torch.long, device=a.device)
         if a is not None:
             _check_actions(a[:k], logits.shape[-1])
-        sel = _select(kind, logits, value, a)[:k]
+        sel = _select(kind, logits, value, a, continuous_actions(policy))[:k]
         grad = torch.autograd.grad(sel.sum(), x, allow_unused=True)[0] if sel.requires_grad else None
     if grad is None:
         grad = torch.zeros_like(x)

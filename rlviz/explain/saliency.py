@@ -45,7 +45,7 @@ from . import perturbation as _pert
 from .layout import ObsLayout, detect_layout
 from .scale import episode_scale, normalise_episode
 
-__all__ = ["ZeroSaliencyWarning", "attribute", "normalise_episode", "episode_scale", "episode_saliency", "saliency_label", "METHODS",
+__all__ = ["ZeroSaliencyWarning", "attribute", "continuous_actions", "normalise_episode", "episode_scale", "episode_saliency", "saliency_label", "METHODS",
            "ObsLayout", "detect_layout"]
 
 METHODS = SALIENCY_METHODS
@@ -72,10 +72,13 @@ class ZeroSaliencyWarning(UserWarning):
     """Gradient saliency came out exactly zero on every frame of an episode."""
 
 
-def saliency_label(method: str, target="action") -> str:
+def saliency_label(method: str, target="action", continuous: bool = False) -> str:
     """Short overlay caption naming what the map explains, e.g. ``"gradient · chosen action's logit"``,
-    ``"perturbation · value"``, ``"gradient · logit of action 2"``."""
+    ``"perturbation · value"``, ``"gradient · logit of action 2"``; Box actions (``continuous``) with target
+    "action": ``"gradient · action mean (sum over dims)"``."""
     kind, index = _resolve_target(target)
+    if continuous and kind == "action" and method != "perturbation":
+        return f"{method} · action mean (sum over dims)"
     who = {"value": "value", "index": f"logit of action {index}",
            "logprob": "chosen action's log-prob"}.get(kind, "chosen action's logit")
     return f"{method} · {who}"
@@ -153,8 +156,17 @@ def _batch_size(policy, sample, method, batch_size, memory_budget_mb) -> int:
     return int(np.clip(float(memory_budget_mb) * 2**20 // max(unit, 1), 1, cap))
 
 
-def _select(kind: str, logits, value, actions) -> torch.Tensor:
-    """The scalar per frame whose gradient is wanted."""
+def continuous_actions(policy) -> bool:
+    """Whether the policy's actions are a Box (its forward's first output is the action mean [B, D])."""
+    spec = getattr(policy, "action_spec", None)
+    return bool(spec is not None and getattr(spec, "continuous", False))
+
+
+def _select(kind: str, logits, value, actions, continuous: bool = False) -> torch.Tensor:
+    """The scalar per frame whose gradient is wanted. Box actions (``continuous``) with target "action": the
+    sum of the action mean's dimensions (for a 1-D action such as Pendulum's torque: the action itself)."""
+    if continuous and kind == "action":
+        return logits.sum(dim=-1)
     if kind == "value":
         if value is None:
             raise UsageError("target='value' but the policy has no value head; use target='action'.")
@@ -184,7 +196,7 @@ def _gradients(policy, x, kind, actions, index, layout: ObsLayout):
         elif actions is None:
             actions = logits.detach().argmax(dim=-1)
         _check_actions(actions, logits.shape[-1])
-        sel = _select(kind, logits, value, actions)
+        sel = _select(kind, logits, value, actions, continuous_actions(policy))
         if not sel.requires_grad:
             return torch.zeros_like(x)
         (grad,) = torch.autograd.grad(sel.sum(), x, allow_unused=True)
@@ -272,7 +284,13 @@ def _iter_chunks(policy, obs, method, target, actions, layout, batch_size, memor
                          "depend on its state, not only on the observation), which saliency does not handle yet; "
                          "render it without saliency (--saliency none).")
     is_bool = obs.dtype in (np.bool_, torch.bool)
-    lay = detect_layout(obs.shape[1:], np.bool_ if is_bool else None, layout)
+    lay = detect_layout(obs.shape[1:], np.bool_ if is_bool else None, layout, vector=True)
+    if lay.is_vector and method == "perturbation":
+        raise UsageError(
+            f"Perturbation saliency blurs image regions; the observations are a vector of {lay.obs_shape[0]} numbers "
+            "with no regions to blur. Use --saliency gradient (or smoothgrad; API: method='gradient'), which gives "
+            "one number per observation feature."
+        )
     kind, index = _resolve_target(target)
     opts = _options(method, dict(options), lay.hw)
     _check_no_train_batchnorm(policy)
@@ -330,7 +348,10 @@ def attribute(
             seed=0, reduce``; perturbation: ``radius, stride, blur_sigma`` (defaults per size, see
             :func:`rlviz.explain.perturbation.default_options`).
 
-    Returns: float32 [B, H, W], >= 0, not normalised (see :func:`normalise_episode`).
+    Returns: float32 [B, H, W], >= 0, not normalised (see :func:`normalise_episode`); for flat vector
+    observations [B, D] (CartPole, Pendulum, MuJoCo): float32 [B, D], |d target / d obs| per feature
+    ("gradient", "smoothgrad"; "perturbation" refuses vectors). Box actions with target "action": the
+    target is the sum of the action mean's dimensions.
     """
     out = None
     for s, maps in _iter_chunks(policy, obs, method, target, actions, layout, batch_size, memory_budget_mb, options):
@@ -359,7 +380,8 @@ def episode_saliency(
 
     observations: [T+1, *obs_shape], any array-like sliceable along axis 0 (a np.memmap or a
     :class:`rlviz.episode.trace.SpoolArray`: read ``chunk`` frames at a time, never whole); actions: int [T]
-    (the last frame has none: its argmax is used) or [T+1]. Returns (maps float32 [T+1, h, w] in
+    (the last frame has none: its argmax is used) or [T+1]. Returns (maps float32 [T+1, h, w] (vector
+    observations: [T+1, D], one number per feature) in
     [0, 1], normalised over the episode by :func:`normalise_episode`, label e.g. "gradient · chosen action's logit").
     The maps go to ``out`` if given, else to a disk-backed np.memmap in the temp folder (its file is
     unlinked at once and freed with the array), so RAM does not grow with episode length.
@@ -379,7 +401,7 @@ def episode_saliency(
         out = _episode_maps(policy, observations, acts, method, target, chunk, out, progress, layout=layout,
                             batch_size=batch_size, memory_budget_mb=memory_budget_mb, **options)
     warn_if_all_zero(method, out, n, chunk)
-    return normalise_episode(out, percentile, out=out), saliency_label(method, target)
+    return normalise_episode(out, percentile, out=out), saliency_label(method, target, continuous_actions(policy))
 
 
 def warn_if_all_zero(method: str, maps: np.ndarray, n: int, chunk: int = 256) -> None:

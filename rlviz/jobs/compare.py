@@ -52,6 +52,7 @@ from .render import (
     record_episode,
     run_rollouts,
     select_episodes,
+    vector_attention_off,
 )
 from .shards import open_backend, share_agent
 
@@ -94,6 +95,8 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         check_same_env(agents, (config.a, config.b))
         config = replace(config, a=pinned_id(config.a, agents[0]),  # type: ignore[type-var]  # hf://
                          b=pinned_id(config.b, agents[1]))
+        # vector observations: no default attention (it needs an image); their saliency is per feature
+        config = replace(config, attention=vector_attention_off(agents[0], config.render_config("a")).attention)  # type: ignore[type-var]
         for agent, side in zip(agents, "ab"):
             check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts

@@ -58,6 +58,7 @@ from .shards import (
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
            "write_heatmap", "record_videos", "record_episode", "log_to_sinks", "open_sinks", "check_saliency",
+           "vector_attention_off",
            "MIN_VIDEO_SECONDS"]
 
 
@@ -143,6 +144,7 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         config = replace(config, checkpoint=pinned_id(config.checkpoint, agent))  # hf://: workers load this commit
         share_agent(config, agent)  # forked workers inherit it
         gamma = float(config.gamma if config.gamma is not None else agent.gamma)
+        config = vector_attention_off(agent, config)
         check_saliency(agent, config)  # now, not after the long rollout
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
         try:
@@ -188,6 +190,20 @@ def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: 
             log_to_sinks(sinks, summary, result, videos, heatmap_png, fps)
     write_report(folder / REPORT_NAME, [load_run(folder)])
     return summary, heatmap_npz, heatmap_png, videos
+
+
+def vector_attention_off(agent: LoadedAgent, config: RenderConfig) -> RenderConfig:
+    """``config`` with the default attention (on with --saliency and --heatmap) turned off when the observations
+    are a flat vector: attention shares an image's attribution among its objects, and a vector has no pixels
+    (its saliency is per feature, drawn in the videos). An explicit --attention is left to refuse."""
+    if config.attention is not None or not (config.saliency and config.heatmap):
+        return config
+    env = make_env(agent.recipe, render_mode=None)
+    try:
+        obs = np.asarray(env.reset(seed=config.seed)[0])
+    finally:
+        env.close()
+    return replace(config, attention=False) if obs.ndim < 2 else config
 
 
 def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:

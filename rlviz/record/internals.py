@@ -203,6 +203,8 @@ def _targets(trace: Any, policy: Any, method: Any, target: Any, dist: str | None
         return np.asarray(trace.actions, np.int64)
     if target == "value" or (method == "perturbation" and target == "action"):
         return None
+    if dist == "gaussian" and target == "action":  # gradient methods: d (sum of the action mean) / d obs
+        return None
     raise UsageError(f"saliency target={target!r} picks one discrete action; for {dist} actions use "
                      "saliency_target='value', or method='perturbation' with target='action' (the whole policy).")
 
@@ -241,6 +243,8 @@ def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Pa
                 "low": internals.low, "high": internals.high, "action_masks": internals.action_masks,
                 "quantiles": internals.quantiles,
                 "nvec": None if internals.nvec is None else np.asarray(internals.nvec)}
+    if internals.saliency is not None and internals.saliency.ndim == 2:  # per-feature saliency of vector observations
+        optional["saliency"] = np.asarray(internals.saliency, np.float32)
     data.update({k: v for k, v in optional.items() if v is not None})
     if internals.mean is not None:
         data["squash"] = np.bool_(internals.squash)
