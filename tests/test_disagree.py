@@ -92,6 +92,15 @@ def _read(out):
     return data, rows
 
 
+def _right_half(first: np.ndarray, game: np.ndarray) -> int:
+    """Where the right half's game frame starts: the x (past the left half's game) where the 16x16 cells' centres
+    look most like the left game's (each half is a branch's Compositor frame, game then panels, both one size)."""
+    cells = game[15::30, 15::30]
+    diffs = [np.abs(first[HEADER + 15:HEADER + 480:30, x + 15:x + 480:30].astype(int) - cells).mean()
+             for x in range(480 + GAP, first.shape[1] - 480 + 1)]
+    return 480 + GAP + int(np.argmin(diffs))
+
+
 def test_identical_agents_have_no_disagreement_and_no_branches(agents, tmp_path):
     out = compare(a=agents["careful"], b=agents["careful2"], episodes=4, disagreements=5, videos="none",
                   out=tmp_path / "same", seed=1)
@@ -128,11 +137,14 @@ def test_top_states_lie_where_the_agents_differ_and_the_losing_branches_lose(age
         info = probe_video(path)
         assert info.codec == "h264" and info.duration >= 1.9
         first = next(iter(read_video(path)))
-        single = probe_video(out.out_dir / "videos" / "disagreements" / "a" / f"state-{s['rank']}-episode-0.mp4")
         game = first[HEADER:HEADER + 480, :480].astype(int)  # the 16x16 frame drawn x30 at the left of each half
-        other = first[HEADER:HEADER + 480, single.width + GAP:single.width + GAP + 480].astype(int)
+        other = first[HEADER:HEADER + 480, _right_half(first, game):][:, :480].astype(int)
         assert np.abs(game - other).mean() < 2 and game.max() > 200  # the shared frame, the object on it
         assert np.abs(game[s["step"] * 30 + 15, 8 * 30 + 15] - (255, 0, 0)).max() < 40  # on the trap column
+        for side in "ab":  # each branch's per-step numbers beside the video, one row per step played
+            steps = np.load(out.out_dir / "videos" / "disagreements" / side / f"state-{s['rank']}.npz")
+            assert len(steps["rewards"]) == s[f"{side}_steps"] and len(steps["probs"]) == s[f"{side}_steps"] + 1
+            assert bool(steps["terminated"]) == s[f"{side}_terminated"]
     # where they disagree: the object sits at column 8 on trap states only
     heat = np.load(out.out_dir / "disagreement_heatmap.npz")
     counts = heat["counts"].sum(axis=0)
