@@ -233,3 +233,30 @@ def test_branch_videos_for_the_top_states_only(agents, tmp_path):
     assert [s["video"] for s in data["states"]] == ["videos/disagreements/state-1.mp4", None, None]
     assert all(s["better"] == "a" for s in data["states"])  # every state still played out both ways
     assert sorted(p.name for p in (out.out_dir / "videos" / "disagreements").glob("*.mp4")) == ["state-1.mp4"]
+
+
+def test_timeline_cli_writes_each_pairs_analysis_into_its_out_and_links_it(tmp_path_factory, tmp_path, capsys):
+    from _timeline_runs import COLLAPSE_AT, SAVE_FREQ, trained_runs
+
+    from rlviz.cli import main
+
+    _, collapsed = trained_runs(tmp_path_factory)
+    before, after = COLLAPSE_AT - SAVE_FREQ, COLLAPSE_AT  # a healthy checkpoint, then the collapsed one
+    files = [str(collapsed / f"rl_model_{s}_steps.zip") for s in (before, after)]
+    out = tmp_path / "tl"
+    common = [*files, "--env", "CartPole-v1", "--episodes", "3", "--videos", "none", "--seed", "0", "--out", str(out)]
+    assert main(["timeline", *common, "--disagreements", "2", "--disagreement-horizon", "20"]) == 0
+    pair = out / "disagreements" / f"{before}-vs-{after}"
+    data = json.loads((pair / "disagreements.json").read_text())
+    assert data["disagreements"] == 2 and data["horizon"] == 20 and len(data["states"]) == 2
+    assert data["summary"]["all"]["greedy_differ_share"] > 0.5  # the collapsed policy always pushes left
+    assert all(s["states_of"] == "b" and s["greedy_differ"] and s["b_steps"] <= 20 for s in data["states"])
+    timeline = json.loads((out / "timeline.json").read_text())
+    [row] = timeline["disagreements"]
+    assert (row["a"], row["b"]) == (before, after) and (out / row["report"]).is_file()
+    assert row["all"]["greedy_differ_share"] == data["summary"]["all"]["greedy_differ_share"]
+    assert f"href='{row['report']}'" in (out / "report.html").read_text()
+    capsys.readouterr()
+    # --against without --disagreements: a usage error, one line, nothing written
+    assert main(["timeline", *common[:-1], str(tmp_path / "none"), "--against", str(before)]) == 2
+    assert "--against" in capsys.readouterr().err and not (tmp_path / "none").exists()
