@@ -149,7 +149,7 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
                     c.close()
             return BranchedState(rank, pick, branches[0], branches[1], better_of(*branches), video)
 
-        # the states' branches and videos overlap (most of a short video's time is its ffmpeg processes starting)
+        # the states' branches and videos overlap (a video's time is mostly its encoder's, in its own process)
         with progress.phase(f"branches from {len(picks)} states"), \
                 ThreadPoolExecutor(BRANCH_THREADS if folder is not None else 1) as pool:
             out = list(pool.map(branched, range(1, len(picks) + 1), picks))

@@ -49,7 +49,7 @@ def timeline_disagreements(config: Any, out: str | os.PathLike, disagreements: i
     config's (``--disagreements K``, ``--against STEP``, ``--disagreement-horizon``, ``--disagreement-to-end``,
     ``--disagreement-videos``)."""
     cps, _ = discover(config.run)
-    return pairs_disagreements(config, [cp for cp in cps], out, disagreements, against=against, horizon=horizon,
+    return pairs_disagreements(config, list(cps), out, disagreements, against=against, horizon=horizon,
                                to_end=to_end, videos=videos)
 
 
@@ -58,7 +58,9 @@ def pairs_disagreements(config: Any, cps: list[TimelineCheckpoint], out: str | o
                         to_end: bool | None = None, videos: int | None = None) -> list[CompareOutputs]:
     """:func:`timeline_disagreements` between the checkpoints ``cps`` (in step order: the timeline job's, those it
     could evaluate)."""
-    pick = (lambda given, name, default: given if given is not None else getattr(config, name, default))
+    def pick(given: Any, name: str, default: Any) -> Any:
+        return given if given is not None else getattr(config, name, default)
+
     k = int(pick(disagreements, "disagreements", 10))
     options = {"disagreements": k, "disagreement_horizon": int(pick(horizon, "disagreement_horizon", 50)),
                "disagreement_to_end": bool(pick(to_end, "disagreement_to_end", False)),
