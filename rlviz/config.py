@@ -242,10 +242,10 @@ _COMPARE_OVERRIDES = {
 }
 
 
-def _shared_field(name: str, overrides: dict[str, dict[str, Any]] | None = None) -> tuple[str, Any, Any]:
-    """(name, type, field) of RenderConfig's option ``name`` for another config, with its overrides (default:
-    compare's)."""
-    f = next(f for f in fields(RenderConfig) if f.name == name)
+def _shared_field(name: str, overrides: dict[str, dict[str, Any]] | None = None, source: Any = None) -> tuple[str, Any, Any]:
+    """(name, type, field) of RenderConfig's (or ``source``'s) option ``name`` for another config, with its
+    overrides (default: compare's)."""
+    f = next(f for f in fields(source or RenderConfig) if f.name == name)
     meta = dict(f.metadata["cli"])
     over = (_COMPARE_OVERRIDES if overrides is None else overrides).get(name, {})
     meta["help"] = over.get("help", meta["help"])
@@ -260,6 +260,11 @@ def _compare_post_init(self: Any) -> None:
     checked = self.render_config("a")
     for name in COMPARE_SHARED:
         object.__setattr__(self, name, getattr(checked, name))
+    _check_disagreements(self)
+
+
+def _check_disagreements(self: Any) -> None:
+    """Validate the disagreement analysis's options (compare's, and timeline's between checkpoints)."""
     object.__setattr__(self, "disagreements", _whole("disagreements", self.disagreements, 0))
     object.__setattr__(self, "disagreement_horizon", _whole("disagreement_horizon", self.disagreement_horizon, 1))
     if self.disagreement_videos is not None:
@@ -302,7 +307,7 @@ CompareConfig = make_dataclass(  # type: ignore[misc,assignment]
      ("disagreement_to_end", "bool", option(False, "play the branches from a disagreement state to the end of the "
                                                    "episode instead of --disagreement-horizon steps")),
      ("disagreement_videos", "int | None", option(None, "side-by-side branch videos for the top N states only (default: "
-                                                        "one per state; each costs about two short recordings)",
+                                                        "one per state; each is one short recording of both branches)",
                                                   metavar="N"))],
     namespace={"__post_init__": _compare_post_init, "render_config": _render_config,
                "__doc__": "Everything ``rlviz compare A B`` can be asked: the two checkpoints and the options of "
@@ -317,8 +322,14 @@ TIMELINE_SHARED = ("env", "model", "vecnormalize", "trust_checkpoint", "episodes
                    "overwrite", "seed", "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on",
                    "objects", "log_scale", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers",
                    "ray", "threads", "attention")
+#: The options of ``rlviz compare`` that ``rlviz timeline`` takes too (declared once, in CompareConfig): its
+#: disagreement analysis between checkpoints (:mod:`rlviz.timeline.disagreements`).
+TIMELINE_DISAGREEMENTS = COMPARE_ONLY
 #: What timeline says differently (help, default) about a shared option.
 _TIMELINE_OVERRIDES = {
+    "disagreements": {"help": "between consecutive checkpoints (or --against STEP), compare's analysis of the K "
+                              "states where the two disagree most, each played out by both from the saved state: "
+                              "disagreements/<step A>-vs-<step B>/ (default 0: off)"},
     "out": {"default": "rlviz-timeline", "help": "output folder, the run's own (default ./rlviz-timeline)"},
     "episodes": {"help": "episodes per checkpoint, the same seeds at every checkpoint (default 10)"},
     "videos": {"help": "the episode progression.mp4 plays at every checkpoint: first:1 (default), worst:1 or best:1 "
@@ -363,6 +374,16 @@ def _timeline_post_init(self: Any) -> None:
     checked = self.render_config("checkpoint")
     for name in TIMELINE_SHARED:
         object.__setattr__(self, name, getattr(checked, name))
+    if self.disagreements or self.against is not None:  # compare's analysis between checkpoints
+        _check_disagreements(self)
+        if self.against is not None:
+            object.__setattr__(self, "against", _whole("against", self.against, 0))
+            if not self.disagreements:
+                raise UsageError(f"--against {self.against} picks the checkpoint the others are compared with by "
+                                 "--disagreements K; received no --disagreements. Add --disagreements K (e.g. 10).")
+        if self.follow and self.disagreements:
+            raise UsageError("--disagreements with --follow: the analysis runs once, over the whole run; run "
+                             "`rlviz timeline RUN --disagreements K` after training (or without --follow).")
 
 
 def _timeline_render_config(self: Any, checkpoint: Any) -> RenderConfig:
@@ -384,7 +405,11 @@ TimelineConfig = make_dataclass(
                                      "is read (default 1)", metavar="S")),
      ("idle_stop", "float | None", option(None, "--follow: stop after S seconds without a new checkpoint (default: "
                                                "until Ctrl-C)", metavar="S")),
-     *(_shared_field(n, _TIMELINE_OVERRIDES) for n in TIMELINE_SHARED)],
+     *(_shared_field(n, _TIMELINE_OVERRIDES) for n in TIMELINE_SHARED),
+     *(_shared_field(n, _TIMELINE_OVERRIDES, CompareConfig) for n in TIMELINE_DISAGREEMENTS),
+     ("against", "int | None", option(None, "--disagreements: compare the checkpoint at training step STEP with "
+                                            "each other one (default: each checkpoint with the previous one)",
+                                      metavar="STEP"))],
     namespace={"__post_init__": _timeline_post_init, "render_config": _timeline_render_config,
                "__doc__": "Everything ``rlviz timeline RUN`` can be asked: the run, --follow, and the options of "
                           "``rlviz render`` that apply (declared once, in RenderConfig)."},

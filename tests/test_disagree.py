@@ -92,6 +92,15 @@ def _read(out):
     return data, rows
 
 
+def _right_half(first: np.ndarray, game: np.ndarray) -> int:
+    """Where the right half's game frame starts: the x (past the left half's game) where the 16x16 cells' centres
+    look most like the left game's (each half is a branch's Compositor frame, game then panels, both one size)."""
+    cells = game[15::30, 15::30]
+    diffs = [np.abs(first[HEADER + 15:HEADER + 480:30, x + 15:x + 480:30].astype(int) - cells).mean()
+             for x in range(480 + GAP, first.shape[1] - 480 + 1)]
+    return 480 + GAP + int(np.argmin(diffs))
+
+
 def test_identical_agents_have_no_disagreement_and_no_branches(agents, tmp_path):
     out = compare(a=agents["careful"], b=agents["careful2"], episodes=4, disagreements=5, videos="none",
                   out=tmp_path / "same", seed=1)
@@ -128,11 +137,14 @@ def test_top_states_lie_where_the_agents_differ_and_the_losing_branches_lose(age
         info = probe_video(path)
         assert info.codec == "h264" and info.duration >= 1.9
         first = next(iter(read_video(path)))
-        single = probe_video(out.out_dir / "videos" / "disagreements" / "a" / f"state-{s['rank']}-episode-0.mp4")
         game = first[HEADER:HEADER + 480, :480].astype(int)  # the 16x16 frame drawn x30 at the left of each half
-        other = first[HEADER:HEADER + 480, single.width + GAP:single.width + GAP + 480].astype(int)
+        other = first[HEADER:HEADER + 480, _right_half(first, game):][:, :480].astype(int)
         assert np.abs(game - other).mean() < 2 and game.max() > 200  # the shared frame, the object on it
         assert np.abs(game[s["step"] * 30 + 15, 8 * 30 + 15] - (255, 0, 0)).max() < 40  # on the trap column
+        for side in "ab":  # each branch's per-step numbers beside the video, one row per step played
+            steps = np.load(out.out_dir / "videos" / "disagreements" / side / f"state-{s['rank']}.npz")
+            assert len(steps["rewards"]) == s[f"{side}_steps"] and len(steps["probs"]) == s[f"{side}_steps"] + 1
+            assert bool(steps["terminated"]) == s[f"{side}_terminated"]
     # where they disagree: the object sits at column 8 on trap states only
     heat = np.load(out.out_dir / "disagreement_heatmap.npz")
     counts = heat["counts"].sum(axis=0)
@@ -221,3 +233,30 @@ def test_branch_videos_for_the_top_states_only(agents, tmp_path):
     assert [s["video"] for s in data["states"]] == ["videos/disagreements/state-1.mp4", None, None]
     assert all(s["better"] == "a" for s in data["states"])  # every state still played out both ways
     assert sorted(p.name for p in (out.out_dir / "videos" / "disagreements").glob("*.mp4")) == ["state-1.mp4"]
+
+
+def test_timeline_cli_writes_each_pairs_analysis_into_its_out_and_links_it(tmp_path_factory, tmp_path, capsys):
+    from _timeline_runs import COLLAPSE_AT, SAVE_FREQ, trained_runs
+
+    from rlviz.cli import main
+
+    _, collapsed = trained_runs(tmp_path_factory)
+    before, after = COLLAPSE_AT - SAVE_FREQ, COLLAPSE_AT  # a healthy checkpoint, then the collapsed one
+    files = [str(collapsed / f"rl_model_{s}_steps.zip") for s in (before, after)]
+    out = tmp_path / "tl"
+    common = [*files, "--env", "CartPole-v1", "--episodes", "3", "--videos", "none", "--seed", "0", "--out", str(out)]
+    assert main(["timeline", *common, "--disagreements", "2", "--disagreement-horizon", "20"]) == 0
+    pair = out / "disagreements" / f"{before}-vs-{after}"
+    data = json.loads((pair / "disagreements.json").read_text())
+    assert data["disagreements"] == 2 and data["horizon"] == 20 and len(data["states"]) == 2
+    assert data["summary"]["all"]["greedy_differ_share"] > 0.5  # the collapsed policy always pushes left
+    assert all(s["states_of"] == "b" and s["greedy_differ"] and s["b_steps"] <= 20 for s in data["states"])
+    timeline = json.loads((out / "timeline.json").read_text())
+    [row] = timeline["disagreements"]
+    assert (row["a"], row["b"]) == (before, after) and (out / row["report"]).is_file()
+    assert row["all"]["greedy_differ_share"] == data["summary"]["all"]["greedy_differ_share"]
+    assert f"href='{row['report']}'" in (out / "report.html").read_text()
+    capsys.readouterr()
+    # --against without --disagreements: a usage error, one line, nothing written
+    assert main(["timeline", *common[:-1], str(tmp_path / "none"), "--against", str(before)]) == 2
+    assert "--against" in capsys.readouterr().err and not (tmp_path / "none").exists()

@@ -9,32 +9,32 @@ randomness and the same action noise for both. A branch of X itself is therefore
 continuation, step for step.
 
 A branch is played by the rollouts' single-episode loop (``replay_episode`` on a :class:`Resumed` env, whose
-``reset()`` hands back the saved observation instead of resetting); recorded, it goes through
-:class:`rlviz.record.RecordEpisode` with the branch agent's policy, so its video has that agent's panels and starts
-from the shared frame.
+``reset()`` hands back the saved observation instead of resetting); kept for a video, its frames, observations and
+actions are collected as it is played (:class:`Collect`), and the caller draws them with the branch agent's panels
+(:mod:`.run`: both branches composed side by side and encoded once), starting from the shared frame.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
-from ..agent.actions import draw_noise
-from ..draw import ComposeOptions
+from ..agent.actions import action_spec, draw_noise
 from ..envs import make_env, to_rgb_frame
 from ..envs.snapshot import EnvSnapshot, NotRestorable, restore, save, snapshot_kind
+from ..episode.trace import EpisodeTrace, Spool, make_spool
 from ..errors import EnvError
 from ..evaluate.lockstep import decide, input_buffer
 from ..evaluate.pixel_heatmap import copies_faithfully
 from ..evaluate.rollout import replay_episode
 from ..evaluate.runner import Runner
 
-__all__ = ["Resumed", "SavedState", "BranchResult", "reach", "reach_many", "play_branch", "check_restorable"]
+__all__ = ["Resumed", "SavedState", "BranchResult", "reach", "reach_many", "play_branch", "play_kept", "check_restorable",
+           "Collect"]
 
 
 class _Tap(gym.Wrapper):
@@ -87,14 +87,13 @@ class SavedState:
 @dataclass(frozen=True)
 class BranchResult:
     """One agent played from a saved state: return over the branch, steps, failures (the run's ``fail_on``),
-    whether the episode ended (terminated) within it, and its video (or None)."""
+    and whether the episode ended (terminated) within it."""
 
     agent: str
     ret: float
     steps: int
     failures: int
     terminated: bool
-    video: Path | None = None
 
     @property
     def failed(self) -> bool:
@@ -170,23 +169,89 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
     return saved
 
 
-def play_branch(agent: Any, side: str, saved: SavedState, horizon: int | None, *, greedy: bool, fail_on: str,
-                gamma: float, record: dict | None = None) -> BranchResult:
-    """``agent`` (labelled ``side``) played from ``saved`` for ``horizon`` steps (None: to the episode's end).
-    ``record``: None, or RecordEpisode's arguments (``video_folder``, ``name_prefix``, ``saliency``...) to record
-    the branch with the agent's panels."""
-    env: Any = Resumed(restore(saved.snapshot), saved.obs, saved.info, saved.snapshot.frame)
-    recorder = None
-    if record is not None:
-        from ..record import RecordEpisode
+class Collect(gym.Wrapper):
+    """Keeps a branch's episode as it is played: frames (``render()``, RGB), observations (raw), actions, rewards
+    and lives, in disk spools (:class:`~rlviz.episode.trace.Spool`, never a whole episode in RAM);
+    :meth:`trace` hands them over as an :class:`~rlviz.episode.trace.EpisodeTrace`, :meth:`close` frees them."""
 
-        recorder = env = RecordEpisode(env, policy=agent.policy, action_names=agent.action_names, gamma=gamma,
-                                       compose_options=ComposeOptions(min_seconds=0.0), **record)
+    def __init__(self, env: Any, action_names: Any = None):
+        super().__init__(env)
+        from ..record.setup import action_labels
+
+        self.actions = action_spec(env.action_space)
+        self.action_names = action_labels(env, self.actions, action_names)
+        self._frames: Any = None
+        self._obs: Any = None
+        self._actions: list = []
+        self._rewards: list = []
+        self._lives: list = []
+        self.ended = (False, False)  # (terminated, truncated), as the loop saw it
+
+    def _keep(self, obs: Any, info: dict) -> None:
+        frame = to_rgb_frame(self.env.render())
+        if self._frames is None:
+            self._frames, self._obs = Spool(frame.shape, np.uint8, name="frames"), make_spool(obs, name="obs")
+        self._frames.append(frame)
+        self._obs.append(obs)
+        self._lives.append(int(info.get("lives", -1)))
+
+    def reset(self, **kwargs: Any) -> Any:
+        obs, info = self.env.reset(**kwargs)
+        self._keep(obs, info)
+        return obs, info
+
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._actions.append(np.asarray(action))
+        self._rewards.append(float(reward))
+        self._keep(obs, info)
+        return obs, reward, terminated, truncated, info
+
+    def trace(self, fps: float) -> EpisodeTrace:
+        """The branch as played (valid until :meth:`close`); how it ended: ``ended``, set by :func:`play_kept`."""
+        terminated, truncated = self.ended
+        steps, spec = len(self._rewards), self.actions
+        actions = np.asarray(self._actions).reshape((steps,) + tuple(spec.shape))
+        lives = np.asarray(self._lives, np.int32)
+        env_id = getattr(self.env.unwrapped.spec, "id", None) or type(self.env.unwrapped).__name__
+        return EpisodeTrace(
+            frames=self._frames.view(), observations=self._obs.view(),
+            actions=actions.astype(np.float32 if spec.continuous else np.int64),
+            rewards=np.asarray(self._rewards, np.float32), lives=None if (lives < 0).all() else lives,
+            terminated=bool(terminated), truncated=bool(truncated), action_names=self.action_names, episode_id=0,
+            seed=None, fps=float(fps), env_id=str(env_id))
+
+    def close(self) -> None:  # the spools only: the restored env is left open (see Resumed.close)
+        for spool in (self._frames, self._obs):
+            if spool is not None:
+                spool.close()
+        self._frames = self._obs = None
+
+
+def play_branch(agent: Any, side: str, saved: SavedState, horizon: int | None, *, greedy: bool, fail_on: str,
+                gamma: float) -> BranchResult:
+    """``agent`` (labelled ``side``) played from ``saved`` for ``horizon`` steps (None: to the episode's end)."""
+    return _play(agent, side, saved, horizon, None, greedy=greedy, fail_on=fail_on, gamma=gamma)
+
+
+def play_kept(agent: Any, side: str, saved: SavedState, horizon: int | None, *, greedy: bool, fail_on: str,
+              gamma: float) -> tuple[BranchResult, Collect]:
+    """:func:`play_branch`, the branch's episode kept: its :class:`Collect` (frames, observations, actions; its
+    ``trace()`` is what the branch's video is drawn from). The caller closes it."""
+    env: Any = Resumed(restore(saved.snapshot), saved.obs, saved.info, saved.snapshot.frame)
+    kept = Collect(env, agent.action_names)
+    try:
+        return _play(agent, side, saved, horizon, kept, greedy=greedy, fail_on=fail_on, gamma=gamma), kept
+    except BaseException:
+        kept.close()
+        raise
+
+
+def _play(agent: Any, side: str, saved: SavedState, horizon: int | None, kept: Collect | None, *, greedy: bool,
+          fail_on: str, gamma: float) -> BranchResult:
+    env = kept if kept is not None else Resumed(restore(saved.snapshot), saved.obs, saved.info, saved.snapshot.frame)
     played = replay_episode(None, agent.policy, None, env=env, greedy=greedy, fail_on=fail_on, gamma=gamma,
                             max_steps=horizon, rng=copy.deepcopy(saved.rng))
-    video = None
-    if recorder is not None:
-        done = recorder.finish_episode(truncated=played.truncated)
-        video = None if done is None or done.video_path is None else Path(done.video_path)
-    return BranchResult(side, float(played.ret), int(played.length), int(played.failures), bool(played.terminated),
-                        video)
+    if kept is not None:
+        kept.ended = (bool(played.terminated), bool(played.truncated))
+    return BranchResult(side, float(played.ret), int(played.length), int(played.failures), bool(played.terminated))

@@ -6,7 +6,7 @@
                            agent's states), the options, and the ranked states with both branches' outcomes
     disagreements.csv      one row per ranked state (the same numbers)
     disagreement_heatmap.npz/.png   object positions on the states where the greedy actions differ (with --heatmap)
-    videos/disagreements/state-<rank>.mp4   the two branches side by side (single branches in a/ and b/)
+    videos/disagreements/state-<rank>.mp4   the two branches side by side (per-step numbers: a/ b/state-<rank>.npz)
 """
 
 from __future__ import annotations

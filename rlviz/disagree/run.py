@@ -6,13 +6,17 @@ Used by :func:`rlviz.jobs.compare` (``--disagreements K``); the outputs are writ
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .. import progress
-from ..draw.side_by_side import side_by_side
+from ..draw.compose import ComposeOptions, Compositor
+from ..draw.side_by_side import compose_side_by_side
 from ..draw.video import video_timing
 from ..envs import make_env
 from ..envs.snapshot import NotRestorable
@@ -20,7 +24,8 @@ from ..evaluate.attention import attention_spec
 from ..evaluate.heatmap import FailureHeatmap
 from ..evaluate.objects import extractor_for, load_extractor
 from ..evaluate.rollout import RolloutResult, episode_seed_for, rollout
-from .branches import BranchResult, check_restorable, play_branch, reach_many
+from ..record.internals import compute_internals, save_episode_data
+from .branches import BranchResult, check_restorable, play_branch, play_kept, reach_many
 from .probe import DisagreementProbe, EpisodeDisagreement, check_probe_policies
 from .select import Pick, summarize_disagreement, top_states
 
@@ -100,7 +105,7 @@ def better_of(a: BranchResult, b: BranchResult) -> str:
 def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: list[float], folder: Path | None,
                   labels: tuple[str, str]) -> tuple[list[BranchedState], str | None]:
     """Both agents' branches from each picked state; with ``folder``, one side-by-side video per state there
-    (``state-<rank>.mp4``; the single branches in ``a/`` and ``b/``). Returns (states, note): without a
+    (``state-<rank>.mp4``; each branch's per-step numbers in ``a/`` and ``b/``). Returns (states, note): without a
     restorable env the states come back unbranched and the note says why."""
     if not picks:
         return [], None
@@ -125,19 +130,26 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
                                      gamma=gamma, **kw)
                     states.update(zip(mine, got))
         def branched(rank: int, pick: Pick) -> BranchedState:
-            saved, branches = states[rank - 1], []
-            for i, s in enumerate("ab"):  # one after the other: an ALE state's copies share its emulator
-                record = None if folder is None or rank > videos else {
-                    "video_folder": folder / s, "name_prefix": f"state-{rank}", "saliency": config.saliency,
-                    "saliency_target": config.saliency_target, "preset": BRANCH_PRESET}
-                branches.append(play_branch(agents[i], s, saved, horizon, gamma=gammas[i], record=record, **kw))
-            where = f" from {pick.side.upper()}'s ep {pick.episode} step {pick.step}"
-            named = (labels[0] + where, labels[1] + where)
-            video = None if record is None or folder is None else _side_by_side(
-                branches, folder / f"state-{rank}.mp4", fps, named)
+            saved, branches, kept = states[rank - 1], [], []
+            keep = folder is not None and rank <= videos
+            try:
+                for i, s in enumerate("ab"):  # one after the other: an ALE state's copies share its emulator
+                    if keep:
+                        result, collected = play_kept(agents[i], s, saved, horizon, gamma=gammas[i], **kw)
+                        kept.append(collected)
+                    else:
+                        result = play_branch(agents[i], s, saved, horizon, gamma=gammas[i], **kw)
+                    branches.append(result)
+                where = f" from {pick.side.upper()}'s ep {pick.episode} step {pick.step}"
+                named = (labels[0] + where, labels[1] + where)
+                video = None if not keep or folder is None else _branch_video(
+                    agents, branches, kept, config, gammas, folder, rank, fps, named)
+            finally:
+                for c in kept:
+                    c.close()
             return BranchedState(rank, pick, branches[0], branches[1], better_of(*branches), video)
 
-        # the states' branches and videos overlap (most of a short video's time is its ffmpeg processes starting)
+        # the states' branches and videos overlap (a video's time is mostly its encoder's, in its own process)
         with progress.phase(f"branches from {len(picks)} states"), \
                 ThreadPoolExecutor(BRANCH_THREADS if folder is not None else 1) as pool:
             out = list(pool.map(branched, range(1, len(picks) + 1), picks))
@@ -147,14 +159,32 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
     return out, None
 
 
-def _side_by_side(branches: list[BranchResult], path: Path, fps: float, labels: tuple[str, str]) -> Path | None:
-    if any(b.video is None for b in branches):
-        return None
+def _branch_video(agents: list[Any], branches: list[BranchResult], kept: list[Any], config: Any, gammas: list[float],
+                  folder: Path, rank: int, fps: float, labels: tuple[str, str]) -> Path:
+    """``folder/state-<rank>.mp4``: the two kept branches, each drawn with its agent's panels (one
+    :class:`~rlviz.draw.compose.Compositor` per branch), composed side by side frame by frame and encoded once;
+    each branch's per-step numbers in ``folder/<a|b>/state-<rank>.npz``."""
     longest = max(b.steps for b in branches) + 1
     rate, held = video_timing(longest, fps, MIN_BRANCH_SECONDS)
-    made, _ = side_by_side(branches[0].video, branches[1].video, path, fps=rate, labels=labels,  # type: ignore[arg-type]
-                           min_frames=longest + held, preset=BRANCH_PRESET)
+    comps = []
+    for i, (agent, collected) in enumerate(zip(agents, kept)):
+        trace = collected.trace(fps)
+        internals = compute_internals(trace, agent.policy, gammas[i], config.saliency, config.saliency_target,
+                                      spec=collected.actions, observation_space=collected.observation_space)
+        npz = folder / "ab"[i] / f"state-{rank}.npz"
+        npz.parent.mkdir(parents=True, exist_ok=True)
+        save_episode_data(trace, replace(internals, saliency=None), npz, fps=rate)  # frame t of the video: step t
+        comps.append(Compositor(trace, internals, ComposeOptions(min_seconds=0.0)))
+    made, _ = compose_side_by_side(_frames(comps[0]), _frames(comps[1]), folder / f"state-{rank}.mp4", rate,
+                                   labels, min_frames=longest + held, preset=BRANCH_PRESET)
     return made
+
+
+def _frames(comp: Compositor) -> Iterator[np.ndarray]:
+    """A branch's video frames, drawn one at a time into one buffer."""
+    buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
+    for t in range(comp.T + 1):
+        yield comp.render(t, out=buf)
 
 
 def analyse(agents: list[Any], probes: list[Any], results: list[RolloutResult], config: Any, gammas: list[float],

@@ -1,4 +1,5 @@
-"""Two episode videos in one, side by side and frame-locked (``rlviz compare --videos``).
+"""Two episode videos in one, side by side and frame-locked (``rlviz compare --videos``; from frames in memory,
+:func:`compose_side_by_side`, for the disagreement branches).
 
 Both videos are decoded as streams and composed frame by frame: memory holds one frame of each, whatever the
 episodes' lengths. When one episode ends first, its last frame is held, dimmed and marked "ended", until the
@@ -8,6 +9,7 @@ other ends.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import cv2
@@ -18,7 +20,7 @@ from ..media.video import VideoWriter, read_video
 from .style import COLORS
 from .style import ceil16 as _ceil16
 
-__all__ = ["side_by_side", "HEADER", "GAP"]
+__all__ = ["side_by_side", "compose_side_by_side", "HEADER", "GAP"]
 
 #: Height of the label strip above the two videos, and the gap between them (pixels).
 HEADER = 24
@@ -65,26 +67,35 @@ def side_by_side(path_a: str | os.PathLike, path_b: str | os.PathLike, out: str 
     Returns (path, frames written)."""
     streams = [read_video(path_a), read_video(path_b)]
     try:
-        current = [next(s, None) for s in streams]
-        if any(f is None for f in current):
-            empty = path_a if current[0] is None else path_b
-            raise VideoError(f"{empty} has no frames; expected a recorded episode video.")
-        canvas = _Canvas(current[0], current[1], labels)  # type: ignore[arg-type]  # neither is None (above)
-        ended = [False, False]
-        frames = 0
-        with VideoWriter(out, fps, (canvas.width, canvas.height), preset=preset) as writer:
-            while True:
-                writer.write(canvas.compose(current, ended))
-                frames += 1
-                nxt = [None if done else next(s, None) for s, done in zip(streams, ended)]
-                ended = [done or f is None for f, done in zip(nxt, ended)]
-                if all(ended):
-                    for _ in range(frames, int(min_frames)):  # hold the end: a short video lasts long enough
-                        writer.write(canvas.compose(current, ended))
-                        frames += 1
-                    break
-                current = [c if f is None else f for c, f in zip(current, nxt)]
+        return compose_side_by_side(streams[0], streams[1], out, fps, labels, min_frames, preset,
+                                    names=(str(path_a), str(path_b)))
     finally:
         for s in streams:
             s.close()  # type: ignore[attr-defined]  # read_video's generators
+
+
+def compose_side_by_side(frames_a: Iterator[np.ndarray], frames_b: Iterator[np.ndarray], out: str | os.PathLike,
+                         fps: float, labels: tuple[str, str] = ("A", "B"), min_frames: int = 0,
+                         preset: str = "veryfast", names: tuple[str, str] = ("A's frames", "B's frames"),
+                         ) -> tuple[Path, int]:
+    """:func:`side_by_side` of two streams of frames (uint8 [H, W, 3] RGB, one size per stream; a stream may hand
+    back the same buffer each time, filled anew): encoded once, nothing decoded. ``names``: the streams in errors."""
+    current = [next(frames_a, None), next(frames_b, None)]
+    if any(f is None for f in current):
+        empty = names[0] if current[0] is None else names[1]
+        raise VideoError(f"{empty} has no frames; expected a recorded episode's frames.")
+    canvas = _Canvas(current[0], current[1], labels)  # type: ignore[arg-type]  # neither is None (above)
+    streams, ended, frames = (frames_a, frames_b), [False, False], 0
+    with VideoWriter(out, fps, (canvas.width, canvas.height), preset=preset) as writer:
+        while True:
+            writer.write(canvas.compose(current, ended))
+            frames += 1
+            nxt = [None if done else next(s, None) for s, done in zip(streams, ended)]
+            ended = [done or f is None for f, done in zip(nxt, ended)]
+            if all(ended):
+                for _ in range(frames, int(min_frames)):  # hold the end: a short video lasts long enough
+                    writer.write(canvas.compose(current, ended))
+                    frames += 1
+                break
+            current = [c if f is None else f for c, f in zip(current, nxt)]
     return Path(out), frames

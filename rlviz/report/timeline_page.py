@@ -61,6 +61,22 @@ def _not_evaluated(data: Mapping[str, Any]) -> str:
     return f"<h3>Not evaluated ({len(lines)})</h3><ul class='not-evaluated'>{items}</ul>"
 
 
+def _disagreements(data: Mapping[str, Any]) -> str:
+    """``--disagreements K``: a link per pair of checkpoints to its comparison's page (the states where the two
+    disagree and what each choice led to)."""
+    pairs = data.get("disagreements") or []
+    if not pairs:
+        return ""
+
+    def share(p: Mapping[str, Any]) -> str:
+        v = (p.get("all") or {}).get("greedy_differ_share") if isinstance(p.get("all"), Mapping) else None
+        return "" if not isinstance(v, (int, float)) else f": greedy actions differ on {100 * v:.1f}% of states"
+
+    items = "".join(f"<li><a href='{html.escape(str(p.get('report')), quote=True)}'>step {int(p['a'])} vs step "
+                    f"{int(p['b'])}</a>{html.escape(share(p))}</li>" for p in pairs)
+    return f"<h3>Where checkpoints disagree ({len(pairs)} pairs)</h3><ul class='disagreements'>{items}</ul>"
+
+
 def build_timeline_html(data: Mapping[str, Any], page_dir: str | os.PathLike, parts: Sequence[Any] = (),
                         heatmaps: Mapping[int, Path] | None = None, png: Path | None = None,
                         heatmaps_png: Path | None = None) -> str:
@@ -99,7 +115,7 @@ def build_timeline_html(data: Mapping[str, Any], page_dir: str | os.PathLike, pa
         "<h3>Its episode (the same seed at every checkpoint)</h3><div id='tl-episode'></div></div></div>"
         + ("<h3>All checkpoints in training order</h3><video controls muted preload='metadata' id='tl-progression' "
            "src='progression.mp4'></video>" if movie else "")
-        + f"<div class='pictures'>{pictures}</div>{_not_evaluated(data)}</main>"
+        + f"<div class='pictures'>{pictures}</div>{_disagreements(data)}{_not_evaluated(data)}</main>"
         f"<script type='application/json' id='rlviz-data'>{text}</script>"
         f"<script>{_asset('page.js')}\n{_asset('timeline.js')}</script></body></html>\n"
     )

@@ -5,6 +5,8 @@ timeline's seeds and options.
 One implementation: each pair is :func:`rlviz.jobs.compare` of the two checkpoint files with the timeline config's
 shared options (the same N seeds, ``--greedy``, ``--fail-on``, ``--heatmap``...), written to
 ``OUT/<step A>-vs-<step B>/`` (comparison.json, disagreements.json/.csv, the branch videos, report.html).
+``rlviz timeline RUN --disagreements K`` writes them to its ``--out``'s ``disagreements/`` (:mod:`.job`), and lists
+them in timeline.json's ``"disagreements"`` and on its report page.
 Pairs: consecutive checkpoints, or with ``against=STEP`` the checkpoint at STEP (as A) against each other one.
 """
 
@@ -19,7 +21,7 @@ from ..errors import UsageError
 from ..jobs.compare import CompareOutputs, compare
 from ..sources.run_folders import TimelineCheckpoint, discover
 
-__all__ = ["checkpoint_pairs", "timeline_disagreements"]
+__all__ = ["checkpoint_pairs", "timeline_disagreements", "pairs_disagreements", "pair_folder"]
 
 
 def checkpoint_pairs(cps: list[TimelineCheckpoint], against: int | None = None) -> list[tuple[TimelineCheckpoint,
@@ -34,16 +36,43 @@ def checkpoint_pairs(cps: list[TimelineCheckpoint], against: int | None = None) 
     return [(base, cp) for cp in cps if cp is not base]
 
 
-def timeline_disagreements(config: Any, out: str | os.PathLike, disagreements: int = 10, *, against: int | None = None,
-                           horizon: int = 50, to_end: bool = False) -> list[CompareOutputs]:
+#: Timeline options a pair's compare does not take over: the timeline's sinks get its own rows, not each pair's.
+_NOT_PASSED = ("out", "wandb_project", "wandb_run", "tensorboard")
+
+
+def timeline_disagreements(config: Any, out: str | os.PathLike, disagreements: int | None = None, *,
+                           against: int | None = None, horizon: int | None = None, to_end: bool | None = None,
+                           videos: int | None = None) -> list[CompareOutputs]:
     """Compare's disagreement analysis between the checkpoints of ``config.run`` (a
     :class:`~rlviz.config.TimelineConfig`) with its options, one compare folder per pair under ``out``; returns
-    their :class:`~rlviz.jobs.compare.CompareOutputs` in pair order."""
+    their :class:`~rlviz.jobs.compare.CompareOutputs` in pair order. The analysis's options default to the
+    config's (``--disagreements K``, ``--against STEP``, ``--disagreement-horizon``, ``--disagreement-to-end``,
+    ``--disagreement-videos``)."""
     cps, _ = discover(config.run)
-    shared = {n: getattr(config, n) for n in COMPARE_SHARED if n in TIMELINE_SHARED and n != "out"}
+    return pairs_disagreements(config, list(cps), out, disagreements, against=against, horizon=horizon,
+                               to_end=to_end, videos=videos)
+
+
+def pairs_disagreements(config: Any, cps: list[TimelineCheckpoint], out: str | os.PathLike,
+                        disagreements: int | None = None, *, against: int | None = None, horizon: int | None = None,
+                        to_end: bool | None = None, videos: int | None = None) -> list[CompareOutputs]:
+    """:func:`timeline_disagreements` between the checkpoints ``cps`` (in step order: the timeline job's, those it
+    could evaluate)."""
+    def pick(given: Any, name: str, default: Any) -> Any:
+        return given if given is not None else getattr(config, name, default)
+
+    k = int(pick(disagreements, "disagreements", 10))
+    options = {"disagreements": k, "disagreement_horizon": int(pick(horizon, "disagreement_horizon", 50)),
+               "disagreement_to_end": bool(pick(to_end, "disagreement_to_end", False)),
+               "disagreement_videos": pick(videos, "disagreement_videos", None)}
+    shared = {n: getattr(config, n) for n in COMPARE_SHARED if n in TIMELINE_SHARED and n not in _NOT_PASSED}
     done = []
-    for a, b in checkpoint_pairs(cps, against):
-        done.append(compare(CompareConfig(a=a.path, b=b.path, out=Path(out) / f"{a.step}-vs-{b.step}",
-                                          disagreements=disagreements, disagreement_horizon=horizon,
-                                          disagreement_to_end=to_end, **shared)))
+    for a, b in checkpoint_pairs(cps, pick(against, "against", None)):
+        done.append(compare(CompareConfig(a=a.path, b=b.path, out=Path(out) / pair_folder(a.step, b.step),
+                                          **options, **shared)))
     return done
+
+
+def pair_folder(step_a: int, step_b: int) -> str:
+    """The folder of one pair's comparison, under the analysis's ``out``."""
+    return f"{step_a}-vs-{step_b}"

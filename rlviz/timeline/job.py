@@ -14,6 +14,8 @@ Output layout (``out``: a folder of the run's own; see :mod:`rlviz.jobs.outdir`)
                        [{step, vs_step, return_diff {mean, ci95}}], failed, skipped
     timeline.csv       one row per checkpoint, step first
     (views: timeline.png, heatmaps, progression.mp4, report.html: :mod:`rlviz.timeline.views`)
+    disagreements/<step A>-vs-<step B>/   with --disagreements K: compare's analysis of each pair of checkpoints
+                       (:mod:`rlviz.timeline.disagreements`), listed in timeline.json's "disagreements"
 """
 
 from __future__ import annotations
@@ -31,6 +33,9 @@ from ..sources.run_folders import discover
 from .outputs import Evaluator, TimelineOutputs, log_end, log_rows, outputs_of, say_stderr, write_outputs
 
 __all__ = ["TimelineConfig", "TimelineOutputs", "timeline"]
+
+#: The folder under the timeline's --out that holds one comparison per pair of checkpoints.
+DISAGREEMENTS_DIR = "disagreements"
 
 
 def timeline(config: Any = None, **kwargs: Any) -> TimelineOutputs:
@@ -60,7 +65,8 @@ def timeline(config: Any = None, **kwargs: Any) -> TimelineOutputs:
                 if not evaluator.good:  # only this fails the job: a bad checkpoint among good ones is listed
                     raise CheckpointError(f"RUN {config.run}: none of its {len(evaluator.done)} checkpoint(s) could "
                                           f"be evaluated (e.g. {evaluator.done[0].error}); nothing was written.")
-                data = write_outputs(tmp, evaluator.done, skipped, config)
+                pairs = _disagreements(tmp, evaluator.good, config) if config.disagreements else None
+                data = write_outputs(tmp, evaluator.done, skipped, config, pairs)
                 log_rows(sinks, data, {c.step for c in evaluator.done})
                 log_end(sinks, tmp, data)
     finally:
@@ -69,3 +75,17 @@ def timeline(config: Any = None, **kwargs: Any) -> TimelineOutputs:
     return outputs_of(Path(config.out), data, evaluator.done)
 
 
+def _disagreements(folder: Path, good: list[Any], config: Any) -> dict[str, Any]:
+    """``--disagreements K``: compare's analysis between the evaluated checkpoints (consecutive ones, or
+    ``--against STEP`` with each other one), under ``folder/disagreements/``; timeline.json's entry: per pair, its
+    steps, folder, report page, and the summary compare put in its comparison.json."""
+    from .disagreements import pair_folder, pairs_disagreements
+
+    done = pairs_disagreements(config, sorted(good, key=lambda cp: cp.step), folder / DISAGREEMENTS_DIR)
+    rows = []
+    for out in done:
+        a, b = (int(s) for s in out.out_dir.name.split("-vs-"))
+        where = f"{DISAGREEMENTS_DIR}/{pair_folder(a, b)}"
+        rows.append({"a": a, "b": b, "folder": where, "report": f"{where}/report.html",
+                     **out.comparison.get("disagreements", {})})
+    return {"disagreements": rows}

@@ -160,9 +160,11 @@ def timeline_data(done: Sequence[TimelineCheckpoint], skipped: Sequence[Skipped]
             "skipped": [s.to_dict() for s in skipped]}
 
 
-def write_outputs(folder: Path, done: Sequence[TimelineCheckpoint], skipped: Sequence[Skipped], config: Any) -> dict:
-    """timeline.json and timeline.csv in ``folder`` (each replaced atomically), then the views; the data."""
-    data = timeline_data(done, skipped, config)
+def write_outputs(folder: Path, done: Sequence[TimelineCheckpoint], skipped: Sequence[Skipped], config: Any,
+                  extra: dict | None = None) -> dict:
+    """timeline.json and timeline.csv in ``folder`` (each replaced atomically), then the views; the data
+    (``extra``'s keys added to timeline.json's, e.g. ``"disagreements"``)."""
+    data = {**timeline_data(done, skipped, config), **(extra or {})}
     _write_text(folder / JSON_NAME, json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
     _write_text(folder / CSV_NAME, timeline_csv(data))
     try:
