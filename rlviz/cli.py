@@ -201,22 +201,43 @@ def _run_timeline(args) -> int:
 COMMANDS = {"render": _run_render, "compare": _run_compare, "timeline": _run_timeline}
 
 
+def _from_interrupt(exc: BaseException) -> bool:
+    """Whether a Ctrl-C lies under ``exc``: Python wraps one raised in ``__set_name__`` (a class being defined while
+    a module imports) in a RuntimeError, and a reader then reports that as a file it could not load."""
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        if isinstance(cur, KeyboardInterrupt):
+            return True
+        seen.add(id(cur))
+        cur = cur.__cause__ or cur.__context__
+    return False
+
+
+def _interrupted(exc: BaseException | None) -> int:
+    said = str(exc).strip().splitlines()[0] if isinstance(exc, Interrupted) and str(exc).strip() else \
+        "no partial outputs were left under final names"
+    print(f"rlviz: interrupted; {said}", file=sys.stderr, flush=True)
+    return 130
+
+
 def main(argv: list[str] | None = None) -> int:
     args = argparse.Namespace(debug=False)
     try:  # (a Ctrl-C while the arguments are parsed is one line too)
         args = build_parser().parse_args(argv)
         return COMMANDS[args.command](args)
+    except KeyboardInterrupt as exc:  # (Interrupted: the job says what it left)
+        return _interrupted(exc)
     except RlvizError as exc:
+        if _from_interrupt(exc):  # a Ctrl-C that a library turned into an error (e.g. inside torch's imports)
+            return _interrupted(None)
         if args.debug:
             raise
         print(f"rlviz: error: {exc}", file=sys.stderr)
         return exc.exit_code
-    except KeyboardInterrupt as exc:  # (Interrupted: the job says what it left)
-        said = str(exc).strip().splitlines()[0] if isinstance(exc, Interrupted) and str(exc).strip() else \
-            "no partial outputs were left under final names"
-        print(f"rlviz: interrupted; {said}", file=sys.stderr, flush=True)
-        return 130
     except Exception as exc:  # an rlviz bug or an unexpected library failure
+        if _from_interrupt(exc):
+            return _interrupted(None)
         if args.debug:
             raise
         print(f"rlviz: error: {type(exc).__name__}: {exc} (run again with --debug for the traceback)", file=sys.stderr)

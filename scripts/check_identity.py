@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     work = args.keep or Path(tempfile.mkdtemp(prefix="rlviz-identity-"))
     if args.keep and work.exists():
         shutil.rmtree(work)
-    work.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
     try:
         base = baseline_tree(args.baseline_rev, work / "baseline-tree")
         head = head_tree(work / "head-tree")

@@ -22,7 +22,7 @@ from _procs import alive, ffmpeg_pids
 from rlviz import TorchPolicy
 from rlviz.draw.compose import Compositor
 from rlviz.media.video import VideoWriter
-from rlviz.record import RecordEpisode
+from rlviz.record import RecordEpisode, RecordOptions
 
 
 class StepEnv(gym.Env):
@@ -72,7 +72,9 @@ def test_keyboard_interrupt_while_recording_an_episode(tmp_path, monkeypatch):
 
     monkeypatch.setattr(VideoWriter, "open", open_and_remember)
     monkeypatch.setattr(Compositor, "render", render_until_ctrl_c)
-    env = RecordEpisode(StepEnv(), tmp_path / "videos", TorchPolicy(Linear(), device="cpu"))
+    # drawn in step() (background=False): a Ctrl-C reaches the loop's thread, never the recorder's own writer thread
+    env = RecordEpisode(StepEnv(), tmp_path / "videos", TorchPolicy(Linear(), device="cpu"),
+                        options=RecordOptions(background=False))
     env.reset(seed=0)
     with pytest.raises(KeyboardInterrupt):
         for _ in range(40):  # the episode ends at step 40: RecordEpisode writes its video then

@@ -1,7 +1,7 @@
 """Each agent's states given to the other agent too, during compare's rollouts: per state, how far apart the two
 action distributions are and what each agent's value head says.
 
-:class:`DisagreementProbe` is the rollout's probe (:attr:`rlviz.evaluate.runner.Runner.probe`). The other agent is
+:class:`DisagreementProbe` is the rollout's probe (``probe`` of :class:`rlviz.evaluate.runner.Runner`). The other agent is
 asked once per distinct observation: states repeat a lot (MinAtar Breakout: 3,952 distinct observations in 32,452
 steps of 200 episodes), so its outputs are kept by the observation's digest (BLAKE2b, 128 bits) and the new
 observations wait until there are enough to fill whole forward chunks (``16 x rows_for(obs)``) or an episode with

@@ -133,7 +133,7 @@ _NO_ATTENTION = _NoAttention()
 
 
 class _NoProbe:
-    """The probe of a rollout without one (:attr:`rlviz.evaluate.runner.Runner.probe`): nothing per step."""
+    """The probe of a rollout without one (``probe`` of :class:`rlviz.evaluate.runner.Runner`): nothing per step."""
 
     def observe(self, *args) -> None:
         pass

@@ -19,6 +19,7 @@ import torch
 
 from ..agent.policy import Policy, PolicyOutput
 from ..errors import UsageError
+from ..progress import bar
 from .layout import detect_layout
 from .saliency import (
     _check_actions,
@@ -67,19 +68,21 @@ def outputs_with_gradient_saliency(
     acts = None if actions is None else np.asarray(actions, np.int64).reshape(-1)
     parts: dict = {}
     maps: Any = None
-    for start in range(0, n, block):
-        chunk_block = np.asarray(observations[start : start + block])
-        for at in range(0, chunk_block.shape[0], rows):
-            s = start + at
-            chunk = chunk_block[at : at + rows]
-            k = chunk.shape[0]
-            if k < rows:
-                chunk = np.concatenate([chunk, np.repeat(chunk[:1], rows - k, axis=0)])
-            m = _chunk(policy, chunk, k, None if acts is None else acts[s : s + k], kind, index, layout, parts)
-            if maps is None:
-                maps = np.memmap(tempfile.TemporaryFile(prefix="rlviz-saliency-"), dtype=np.float32, mode="w+",
-                                 shape=(n,) + m.shape[1:])
-            maps[s : s + k] = m
+    with bar(n, "saliency (gradient)", unit="frame") as progress:  # the same phase as the two-pass path's
+        for start in range(0, n, block):
+            chunk_block = np.asarray(observations[start : start + block])
+            for at in range(0, chunk_block.shape[0], rows):
+                s = start + at
+                chunk = chunk_block[at : at + rows]
+                k = chunk.shape[0]
+                if k < rows:
+                    chunk = np.concatenate([chunk, np.repeat(chunk[:1], rows - k, axis=0)])
+                m = _chunk(policy, chunk, k, None if acts is None else acts[s : s + k], kind, index, layout, parts)
+                if maps is None:
+                    maps = np.memmap(tempfile.TemporaryFile(prefix="rlviz-saliency-"), dtype=np.float32, mode="w+",
+                                     shape=(n,) + m.shape[1:])
+                maps[s : s + k] = m
+                progress.update(k)
     out = policy.output_of(parts, n)
     warn_if_all_zero("gradient", maps, n)
     return out, normalise_episode(maps, percentile, out=maps), saliency_label("gradient", target, continuous_actions(policy))

@@ -203,6 +203,8 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
             self._done(Path(path), step)
         else:
             self._writer.submit(self._done, Path(path), step)
+            if policy is None:  # frames only: the file is complete when its clip ends, as VecVideoRecorder's
+                self._writer.wait()
 
     def _done(self, path: Path, step: int) -> None:
         self.videos.append(path)
