@@ -21,7 +21,7 @@ from rlviz.media import probe_video, read_video
 from rlviz.record.arrays import as_numpy
 from rlviz.record.frames import EpisodeVideo, RecordOptions
 
-HEAVY = ("torch", "matplotlib", "imageio_ffmpeg")
+HEAVY = ("torch", "matplotlib", "imageio_ffmpeg", "cv2")
 
 
 def play(video: EpisodeVideo, steps: int, annotate: bool, seed: int = 0):

@@ -13,10 +13,15 @@ import numpy as np
 
 from .cleanrl_atari import CleanRLLifeReset
 from .compat import frame_stack, grayscale
-from .envpool_atari import EnvpoolAtari
 from .sb3_atari import SB3AtariPreprocessing, SB3FrameStack
 
 __all__ = ["WRAPPERS"]
+
+
+def _envpool_atari(env: gym.Env, **kw) -> gym.Env:
+    from .envpool_atari import EnvpoolAtari  # (cv2: loaded with the env that needs it, not by the recorders)
+
+    return EnvpoolAtari(env, **kw)
 
 
 def _clip_reward(env: gym.Env) -> gym.Env:
@@ -35,7 +40,7 @@ WRAPPERS: dict[str, Callable[..., gym.Env]] = {
     "resize": lambda env, shape: gym.wrappers.ResizeObservation(env, tuple(shape)),
     "grayscale": grayscale,  # gymnasium 1.x's GrayscaleObservation (rebuilt on 0.29)
     # agents trained on envpool's Atari (CleanRL's *_envpool* scripts): its observation pipeline on gymnasium's ALE
-    "envpool_atari": lambda env, **kw: EnvpoolAtari(env, **kw),
+    "envpool_atari": lambda env, **kw: _envpool_atari(env, **kw),
     # CleanRL's gymnasium Atari scripts: NOOP, FIRE, 2 after a lost life (EpisodicLifeEnv + FireResetEnv)
     "cleanrl_life_reset": lambda env, **kw: CleanRLLifeReset(env),
 }

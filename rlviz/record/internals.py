@@ -3,6 +3,7 @@ user's loop (one per step), or both (annotated numbers win); and the per-step ``
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -84,7 +85,9 @@ class Annotations:
 
 def _softmax_parts(logits: np.ndarray, nvec: tuple[Any, ...] | None) -> np.ndarray:
     def sm(x: Any) -> Any:
-        z = np.exp(x - np.nanmax(x, axis=-1, keepdims=True))
+        with warnings.catch_warnings():  # steps without logits (value annotated alone) are all NaN: NaN stays NaN
+            warnings.simplefilter("ignore", RuntimeWarning)
+            z = np.exp(x - np.nanmax(x, axis=-1, keepdims=True))
         return z / z.sum(-1, keepdims=True)
 
     if nvec is None:
