@@ -31,7 +31,7 @@ from ..episode.trace import EpisodeInternals, EpisodeTrace
 from ..errors import VideoError
 from ..media import VideoWriter, atomic_write, concat_videos
 from ..record import RecordEpisode, run_episode
-from ..record.frames import EpisodeVideo
+from ..record.frames import EpisodeVideo, RecordOptions
 from ..record.internals import save_episode_data
 from ..sources import LoadedAgent
 
@@ -172,6 +172,7 @@ def record_part(
         size=size, name_prefix=video.stem, gamma=agent.gamma if gamma is None else gamma, saliency=saliency,
         saliency_target=saliency_target, action_names=agent.action_names, save_data=False,
         compose_options=ComposeOptions(min_seconds=0.0),
+        options=RecordOptions(background=False),  # a batch job: drawn here, so a Ctrl-C finds no writer thread busy
     )
     try:
         played = run_episode(env, seed=seed, greedy=greedy, max_steps=max_steps)
