@@ -180,7 +180,7 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
     ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
     to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`)."""
     from ..draw.compose import ComposeOptions  # (the recorder and the drawing code load with the first video)
-    from ..record import RecordEpisode, run_episode
+    from ..record import RecordEpisode, RecordOptions, run_episode
     from ..record.episode import play_actions
 
     env = RecordEpisode(
@@ -193,6 +193,7 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
         saliency_target=config.saliency_target,
         action_names=agent.action_names,
         compose_options=ComposeOptions(min_seconds=min_seconds),
+        options=RecordOptions(background=False),  # a batch job draws in its own thread (no writer thread to stop)
     )
     spec = attention_spec(config)  # with attention: the per-object share track under the panels
     track = share_track(record) if spec is not None else None
