@@ -32,6 +32,7 @@ _EXPORTS = {
     "CheckpointError": "errors", "EnvError": "errors", "MissingDependencyError": "errors", "RlvizError": "errors",
     "UnsafeCheckpointError": "errors", "UsageError": "errors", "VideoError": "errors",
     "EpisodeRecord": "evaluate", "FailureHeatmap": "evaluate", "RolloutResult": "evaluate", "Summary": "evaluate",
+    "RolloutPlan": "evaluate", "RolloutProbes": "evaluate",
     "format_table": "evaluate", "replay_episode": "evaluate", "rollout": "evaluate", "summarize": "evaluate",
     "attribute": "explain", "episode_saliency": "explain", "normalise_episode": "explain",
     "VideoWriter": "media", "probe_video": "media", "read_video": "media",
@@ -49,7 +50,7 @@ __all__ = [
     "compare", "episode_saliency", "format_table", "load_agent", "load_checkpoint", "make_env", "make_vec_env",
     "normalise_episode", "probe_video", "read_video", "render", "replay_episode", "rollout", "run_episode",
     "save_checkpoint", "summarize", "write_episode_video", "__version__",
-    "timeline", "TimelineConfig", "TimelineOutputs",
+    "timeline", "TimelineConfig", "TimelineOutputs", "RolloutPlan", "RolloutProbes",
 ]
 
 
@@ -86,6 +87,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .evaluate import (
         EpisodeRecord,
         FailureHeatmap,
+        RolloutPlan,
+        RolloutProbes,
         RolloutResult,
         Summary,
         format_table,

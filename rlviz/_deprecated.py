@@ -1,5 +1,7 @@
 """Module paths of release 0.1 (``rlviz.checkpoint``, ``rlviz.compose``...) and 0.2 (``rlviz.agent.sb3``,
-``rlviz.agent.zoo``...: the loaders, now in :mod:`rlviz.sources`), each kept for one release.
+``rlviz.agent.zoo``...: the loaders, now in :mod:`rlviz.sources`), each kept for one release; and the keyword
+arguments of 0.3 that 0.4 gathered into one object (:func:`old_keywords`: ``RecordEpisode(..., saliency=...)``,
+``rollout(..., num_envs=...)``), kept for one release the same way.
 
 Importing one gives the module's new home, with a ``DeprecationWarning`` that names it; so does a loader's name
 read from the 0.2 package (``rlviz.agent.load_agent``: :func:`moved_attribute`). Nothing else in rlviz imports
@@ -8,14 +10,19 @@ these paths.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.util
 import sys
 import types
 import warnings
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
-__all__ = ["MOVED", "MOVED_0_2", "MOVED_NAMES", "install", "moved_attribute"]
+__all__ = ["MOVED", "MOVED_0_2", "MOVED_NAMES", "install", "moved_attribute", "old_keywords"]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 #: old module path -> new module path
 MOVED = {
@@ -110,3 +117,31 @@ def install() -> None:
     """Put the alias finder on ``sys.meta_path`` once."""
     if not any(isinstance(f, _AliasFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _AliasFinder())
+
+
+def old_keywords(names: Iterable[str], fold: Callable[[tuple, dict, dict], tuple], into: str,
+                 also: Callable[[tuple], bool] | None = None, release: str = "0.3") -> Callable[[_F], _F]:
+    """Decorator: the function (or ``__init__``) also takes ``names``, its keyword arguments of ``release``, for one
+    more release. Given any of them (or when ``also(args)`` says the positional arguments are the old ones), the
+    call warns (a ``DeprecationWarning`` naming them and ``into``, the object that holds them now) and
+    ``fold(args, kwargs, old) -> args`` moves them onto the new arguments (``kwargs`` edited in place). The
+    function's signature, as ``inspect.signature`` reads it, is the new one alone."""
+    names = frozenset(names)
+
+    def decorate(func: _F) -> _F:
+        where = func.__qualname__.removesuffix(".__init__")
+
+        @functools.wraps(func)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            old = {k: kwargs.pop(k) for k in [k for k in kwargs if k in names]}
+            if old or (also is not None and also(args)):
+                given = ", ".join(f"{k}=..." for k in old) or "positional arguments"
+                warnings.warn(f"{where}({given}): the call of rlviz {release}; pass {into} instead. The old "
+                              "form goes away in rlviz 0.5.", DeprecationWarning, stacklevel=2)
+                args = fold(args, kwargs, old)
+            return func(*args, **kwargs)
+
+        wrapper.__rlviz_old_keywords__ = tuple(sorted(names))  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return decorate

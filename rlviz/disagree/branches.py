@@ -30,7 +30,7 @@ from ..episode.trace import EpisodeTrace, Spool, make_spool
 from ..errors import EnvError
 from ..evaluate.lockstep import decide, input_buffer
 from ..evaluate.pixel_heatmap import copies_faithfully
-from ..evaluate.rollout import replay_episode
+from ..evaluate.rollout import RolloutPlan, replay_episode
 from ..evaluate.runner import Runner
 
 __all__ = ["Resumed", "SavedState", "BranchResult", "reach", "reach_many", "play_branch", "play_kept", "check_restorable",
@@ -141,7 +141,7 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
     one batched forward per step. Each row is what a lone replay computes (forwards of fixed-size chunks) and
     samples with its episode's own generator, so each state is the rollout's."""
     policy = agent.policy
-    runner = Runner(policy, greedy, fail_on, None, None, float(gamma), False, None)
+    runner = Runner(policy, RolloutPlan(len(targets), greedy=greedy, fail_on=fail_on, gamma=gamma))
     taps = [_Tap(e) for e in envs]
     starts = [runner.start(tap, -1, seed) for tap, (seed, _) in zip(taps, targets)]
     eps = [ep for _, ep in starts]
@@ -250,8 +250,8 @@ def play_kept(agent: Any, side: str, saved: SavedState, horizon: int | None, *, 
 def _play(agent: Any, side: str, saved: SavedState, horizon: int | None, kept: Collect | None, *, greedy: bool,
           fail_on: str, gamma: float) -> BranchResult:
     env = kept if kept is not None else Resumed(restore(saved.snapshot), saved.obs, saved.info, saved.snapshot.frame)
-    played = replay_episode(None, agent.policy, None, env=env, greedy=greedy, fail_on=fail_on, gamma=gamma,
-                            max_steps=horizon, rng=copy.deepcopy(saved.rng))
+    plan = RolloutPlan(1, greedy=greedy, fail_on=fail_on, gamma=gamma, max_steps=horizon)
+    played = replay_episode(None, agent.policy, None, plan, env=env, rng=copy.deepcopy(saved.rng))
     if kept is not None:
         kept.ended = (bool(played.terminated), bool(played.truncated))
     return BranchResult(side, float(played.ret), int(played.length), int(played.failures), bool(played.terminated))

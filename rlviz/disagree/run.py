@@ -23,7 +23,7 @@ from ..envs.snapshot import NotRestorable
 from ..evaluate.attention import attention_spec
 from ..evaluate.heatmap import FailureHeatmap
 from ..evaluate.objects import extractor_for, load_extractor
-from ..evaluate.rollout import RolloutResult, episode_seed_for, rollout
+from ..evaluate.rollout import RolloutPlan, RolloutProbes, RolloutResult, episode_seed_for, rollout
 from ..record.internals import compute_internals, save_episode_data
 from .branches import BranchResult, check_restorable, play_branch, play_kept, reach_many
 from .probe import DisagreementProbe, EpisodeDisagreement, check_probe_policies
@@ -85,10 +85,11 @@ def probed_rollouts(agents: list[Any], config: Any, gammas: list[float]) -> tupl
         extractor = _extractor(agent, rc)
         usable = extractor is not None and not getattr(extractor, "history", 0)
         probe = DisagreementProbe(other.policy, side, extractor if usable else None)
-        results.append(rollout(
-            agent.recipe, agent.policy, rc.episodes, num_envs=min(rc.num_envs, rc.episodes), seed=rc.seed,
-            greedy=rc.greedy, fail_on=rc.fail_on, objects=extractor, heatmap=bool(rc.heatmap),
-            progress=rc.progress, gamma=gammas[i], attention=attention_spec(rc), probe=probe))
+        plan = RolloutPlan(rc.episodes, seed=rc.seed, num_envs=min(rc.num_envs, rc.episodes), greedy=rc.greedy,
+                           fail_on=rc.fail_on, gamma=gammas[i], heatmap=bool(rc.heatmap), objects=extractor,
+                           progress=rc.progress)
+        results.append(rollout(agent.recipe, agent.policy, plan,
+                               RolloutProbes(attention=attention_spec(rc), step=probe)))
         probes.append(probe)
     return results, probes
 

@@ -7,8 +7,9 @@ from __future__ import annotations
 from .diagnostics import Finding, diagnose
 from .heatmap import FailureHeatmap
 from .objects import Extractor, FunctionExtractor, extractor_for
+from .plan import RolloutPlan, RolloutProbes
 from .rollout import FAIL_ON, EpisodeRecord, RolloutResult, episode_seed_for, replay_episode, rollout
 from .stats import Summary, explained_variance, format_table, iqm, summarize
 from .workers import WorkerPool, merge_rollouts, shard_ranges
 
-__all__ = ["EpisodeRecord", "Extractor", "FAIL_ON", "FailureHeatmap", "Finding", "diagnose", "FunctionExtractor", "RolloutResult", "Summary", "episode_seed_for", "explained_variance", "extractor_for", "format_table", "iqm", "replay_episode", "rollout", "summarize", "WorkerPool", "merge_rollouts", "shard_ranges"]
+__all__ = ["EpisodeRecord", "Extractor", "FAIL_ON", "FailureHeatmap", "Finding", "diagnose", "FunctionExtractor", "RolloutPlan", "RolloutProbes", "RolloutResult", "Summary", "episode_seed_for", "explained_variance", "extractor_for", "format_table", "iqm", "replay_episode", "rollout", "summarize", "WorkerPool", "merge_rollouts", "shard_ranges"]

@@ -15,31 +15,33 @@ not stepped once the last episodes run, and extractors see each sub-env directly
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import numpy as np
 
+from .._deprecated import old_keywords
 from ..agent.actions import check_policy_actions, draw_noise
 from ..agent.policy import Policy
-from ..choices import DEFAULT_NUM_ENVS, FAIL_ON
+from ..choices import FAIL_ON
 from ..envs.ale_seed import seeded_reset
 from ..envs.frames import to_rgb_frame
 from ..envs.recipe import EnvRecipe, make_env
 from ..episode.result import EpisodeResult
 from ..errors import EnvError, UsageError
 from ..progress import bar
-from .attention import AttentionSpec, AttentionTracker
+from .attention import AttentionTracker
 from .heatmap import FailureHeatmap
 from .lockstep import Report, decide, input_buffer, run_lockstep
 from .objects import Extractor, as_extractor, extractor_for
 from .pixel_heatmap import FailureReplay, copies_faithfully
+from .plan import RolloutPlan, RolloutProbes
 from .runner import Runner
 from .steplog import StepLog
-from .threads import DEFAULT_THREADS, torch_threads
+from .threads import torch_threads
 
-__all__ = ["EpisodeRecord", "RolloutResult", "rollout", "replay_episode", "episode_seed_for", "FAIL_ON"]
+__all__ = ["EpisodeRecord", "RolloutResult", "RolloutPlan", "RolloutProbes", "rollout", "replay_episode",
+           "episode_seed_for", "FAIL_ON"]
 
 
 
@@ -92,75 +94,61 @@ def _clips(recipe: EnvRecipe) -> bool:
     return any(w.name == "clip_reward" for w in recipe.wrappers)
 
 
-def rollout(
-    recipe: EnvRecipe | str,
-    policy: Policy,
-    episodes: int,
-    *,
-    num_envs: int = DEFAULT_NUM_ENVS,
-    seed: int = 0,
-    greedy: bool = False,
-    fail_on: str = "auto",
-    objects: Extractor | str | None = None,
-    heatmap: FailureHeatmap | bool | None = None,
-    gamma: float = 0.99,
-    progress: bool | None | Callable = None,
-    max_steps: int | None = None,
-    first_episode: int = 0,
-    lookback: int = 8,
-    threads: int | None = DEFAULT_THREADS,
-    indices: Iterable[int] | None = None,
-    attention: AttentionSpec | str | None = None,
-    probe: Any = None,
-) -> RolloutResult:
-    """Run ``episodes`` episodes with ``num_envs`` envs stepped in lockstep, one batched forward per step.
+def _fold_rollout(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """0.3's ``rollout(recipe, policy, episodes, num_envs=..., attention=..., probe=...)`` as a plan and probes."""
+    recipe, policy, *rest = args
+    plan = rest[0] if rest else kwargs.pop("plan", None)
+    if isinstance(plan, RolloutPlan):
+        plan = replace(plan, **{k: v for k, v in old.items() if k in _PLAN_FIELDS})
+    else:
+        plan = RolloutPlan(plan if plan is not None else old.pop("episodes"),
+                           **{k: v for k, v in old.items() if k in _PLAN_FIELDS})
+    if "attention" in old or "probe" in old:
+        probes = rest[1] if len(rest) > 1 else kwargs.pop("probes", None) or RolloutProbes()
+        kwargs["probes"] = replace(probes, **{("step" if k == "probe" else k): v for k, v in old.items()
+                                              if k in ("attention", "probe")})
+        rest = rest[:1]
+    return (recipe, policy, plan, *rest[1:])
 
-    fail_on: "auto" (life loss when the env reports lives, else termination), "termination",
-        "life-loss" or "negative-reward" (e.g. Pong: a conceded point). Truncation is never a failure.
-    objects: an Extractor, "module:function", or None; heatmap: a FailureHeatmap to add to, True
-        for a new one, or None. Either one given turns the heatmap on (the other gets its default).
-    max_steps: truncate episodes longer than this (counted as truncated).
-    lookback: for the heatmap, an object not visible on the step before a failure is taken from the
-        latest of this many steps before where it is (1: the step before only).
-    progress: show a progress bar (None: when :func:`rlviz.progress.enabled` is on; the library is silent
-        by default), or a callable called with each finished episode's return (workers report to the
-        driver's one bar this way).
-    threads: torch intra-op threads during the rollout (restored afterwards), default 1: fastest for rollouts'
-        small batches, and it does not collapse on a loaded machine (:mod:`rlviz.evaluate.threads`); None leaves
-        torch's setting.
-    first_episode: index of the first episode: rollouts of indices [0, 500) and [500, 1000) with the
-        same seed are together the same 1000 episodes as one run (merge their heatmaps).
-    indices: the episode indices to play instead of ``range(first_episode, first_episode + episodes)``, taken
-        one at a time as envs free up: any subset of a run (an iterator the workers of a pool share,
-        :func:`rlviz.evaluate.workers.claimed_indices`; a dead worker's episodes again). ``episodes`` then only
-        sizes the progress bar; ``first_episode`` stays the run's first (the heatmap's background).
-    attention: an :class:`~rlviz.evaluate.attention.AttentionSpec` or a saliency method name: every step's
-        attribution share per heatmap object (turns the heatmap on), in each ``EpisodeResult.attention``.
-    probe: an object the lockstep loop tells each step's states and decisions (:attr:`Runner.probe`, e.g.
-        :class:`rlviz.disagree.probe.DisagreementProbe`: another policy asked on the same states); it does not
-        change the episodes.
+
+_PLAN_FIELDS = frozenset(f.name for f in fields(RolloutPlan)) - {"episodes"}
+
+
+@old_keywords(_PLAN_FIELDS | {"episodes", "attention", "probe"}, _fold_rollout, "plan=RolloutPlan(...) (and "
+              "probes=RolloutProbes(attention=..., step=...))", also=lambda args: len(args) > 2 and
+              not isinstance(args[2], RolloutPlan))
+def rollout(recipe: EnvRecipe | str, policy: Policy, plan: RolloutPlan,
+            probes: RolloutProbes | None = None) -> RolloutResult:
+    """Run ``plan`` (a :class:`~rlviz.evaluate.plan.RolloutPlan`: how many episodes, on how many envs stepped in
+    lockstep, seeded how, the failure heatmap...) with one batched forward per step, measuring ``probes`` (a
+    :class:`~rlviz.evaluate.plan.RolloutProbes`: attention per object, a per-step probe) on the way.
+
+    0.3's form, ``rollout(recipe, policy, episodes, num_envs=..., seed=..., attention=..., probe=...)``, still works
+    for one release (with a ``DeprecationWarning``).
     """
     recipe = _recipe(recipe)
-    _check_rollout_args(policy, episodes, num_envs, max_steps)
-    episodes, num_envs = int(episodes), min(int(num_envs), int(episodes))
-    if isinstance(attention, str):
-        attention = AttentionSpec(attention)
+    if not isinstance(policy, Policy):
+        raise UsageError(f"policy is a {type(policy).__name__}; expected an rlviz Policy (e.g. TorchPolicy(module)).")
+    if not isinstance(plan, RolloutPlan):
+        raise UsageError(f"plan={plan!r}; expected a RolloutPlan(episodes, ...).")
+    probes = probes or RolloutProbes()
+    attention = probes.attention_spec()
+    heatmap = plan.heatmap
     if attention is not None and heatmap in (None, False):
         heatmap = True  # attention puts its shares on the heatmap's objects
-    extractor = _extractor(recipe, objects, heatmap)
-    if indices is None:
-        indices = range(int(first_episode), int(first_episode) + episodes)
-    with torch_threads(threads):
-        return _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma,
-                        progress, max_steps, int(first_episode), lookback, indices, attention, probe)
+    extractor = _extractor(recipe, plan.objects, heatmap)
+    with torch_threads(plan.threads):
+        return _rollout(recipe, policy, plan, extractor, heatmap, attention, probes.step)
 
 
-def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extractor, heatmap, gamma, progress,
-             max_steps, first_episode, lookback, indices, attention=None, probe=None) -> RolloutResult:
-    if callable(progress):
-        progress_bar: Any = Report(progress)
+def _rollout(recipe, policy, plan: RolloutPlan, extractor, heatmap, attention, probe) -> RolloutResult:
+    episodes, num_envs = int(plan.episodes), min(int(plan.num_envs), int(plan.episodes))
+    first_episode, seed = int(plan.first_episode), plan.seed
+    indices = plan.indices if plan.indices is not None else range(first_episode, first_episode + episodes)
+    if callable(plan.progress):
+        progress_bar: Any = Report(plan.progress)
     else:
-        progress_bar = bar(episodes, "rollouts", unit="ep", show=progress)  # shown while the envs are built, too
+        progress_bar = bar(episodes, "rollouts", unit="ep", show=plan.progress)  # shown while the envs are built, too
     envs = [make_env(recipe, render_mode="rgb_array") for _ in range(num_envs)]
     replay = None
     try:
@@ -170,18 +158,18 @@ def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extracto
         hm = None
         if extractor is not None:
             own = make_env(recipe, render_mode="rgb_array") if extractor.needs_frame and REPLAY_PIXEL_FAILURES else None
-            first_seed = episode_seed_for(seed, int(first_episode))  # (rendered rollout envs could not be copied)
+            first_seed = episode_seed_for(seed, first_episode)  # (rendered rollout envs could not be copied)
             hm = _start_heatmap(own if own is not None else envs[0], extractor, heatmap, recipe.env_id, first_seed)
             if own is not None:
                 copyable = copies_faithfully(make_env(recipe, render_mode="rgb_array"), first_seed, n_actions)
-                replay = FailureReplay(own, extractor, hm, lookback, n_actions, copyable)
-        runner = Runner(policy, greedy, fail_on, extractor, hm, float(gamma), _clips(recipe), max_steps, lookback,
-                         replay)
+                replay = FailureReplay(own, extractor, hm, plan.lookback, n_actions, copyable)
+        tracker = None
         if attention is not None:
-            runner.attention = AttentionTracker(attention, policy, extractor, lookback)
+            tracker = AttentionTracker(attention, policy, extractor, plan.lookback)
             if n_actions == 0:
                 raise UsageError(f"attention explains a Discrete action's logit; {recipe.env_id}'s actions are {space}.")
-        runner.probe = probe
+        runner = Runner(policy, plan, extractor=extractor, heatmap=hm, clip_values=_clips(recipe), replay=replay,
+                        attention=tracker, probe=probe)
         t0 = time.perf_counter()
         records, steps = run_lockstep(runner, envs, indices, lambda k: episode_seed_for(seed, k), progress_bar)
         wall = time.perf_counter() - t0
@@ -194,17 +182,9 @@ def _rollout(recipe, policy, episodes, num_envs, seed, greedy, fail_on, extracto
         if replay is not None:
             replay.close()
     return RolloutResult(
-        recipe.env_id, tuple(records), hm, steps, wall, float(gamma), int(seed), runner.fail_on, recipe.to_json()  # type: ignore[arg-type]
+        recipe.env_id, tuple(records), hm, steps, wall, float(plan.gamma), int(seed), runner.fail_on,  # type: ignore[arg-type]
+        recipe.to_json()
     )
-
-
-def _check_rollout_args(policy, episodes, num_envs, max_steps) -> None:
-    if not isinstance(policy, Policy):
-        raise UsageError(f"policy is a {type(policy).__name__}; expected an rlviz Policy (e.g. TorchPolicy(module)).")
-    if int(episodes) < 1 or int(num_envs) < 1:
-        raise UsageError(f"episodes={episodes}, num_envs={num_envs}; both must be at least 1.")
-    if max_steps is not None and int(max_steps) < 1:
-        raise UsageError(f"max_steps={max_steps}; expected a positive number of steps or None.")
 
 
 def _extractor(recipe: EnvRecipe, objects, heatmap) -> Extractor | None:
@@ -231,32 +211,41 @@ def _start_heatmap(env, extractor: Extractor, heatmap, env_id: str, seed: int) -
     return hm
 
 
-def replay_episode(
-    recipe: EnvRecipe | str | None,
-    policy: Policy,
-    record: EpisodeResult | int | None,
-    *,
-    env=None,
-    greedy: bool | None = None,
-    fail_on: str = "auto",
-    gamma: float = 0.99,
-    max_steps: int | None = None,
-    rng: np.random.Generator | None = None,
-) -> EpisodeResult:
+def _fold_replay(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """0.3's ``replay_episode(..., greedy=..., fail_on=..., gamma=..., max_steps=...)`` as a plan."""
+    recipe, policy, *rest = args
+    record = rest.pop(0) if rest else kwargs.pop("record", None)
+    plan = rest[0] if rest else kwargs.pop("plan", None)
+    greedy = old.pop("greedy", None)
+    if greedy is not None and isinstance(record, EpisodeResult):
+        record = replace(record, greedy=bool(greedy))  # 0.3: greedy= overrode the record's own
+    elif greedy is not None:
+        old["greedy"] = bool(greedy)
+    kwargs["plan"] = replace(plan or RolloutPlan(1), **old)
+    return (recipe, policy, record)
+
+
+@old_keywords(("greedy", "fail_on", "gamma", "max_steps"), _fold_replay, "plan=RolloutPlan(1, greedy=..., ...)")
+def replay_episode(recipe: EnvRecipe | str | None, policy: Policy, record: EpisodeResult | int | None,
+                   plan: RolloutPlan | None = None, *, env: Any = None,
+                   rng: np.random.Generator | None = None) -> EpisodeResult:
     """Play one episode alone: the one single-episode loop of rlviz (replays, :func:`rlviz.run_episode`).
 
     Seeding is the rollouts' scheme: the env is reset with the episode's seed and actions are sampled
     with ``np.random.default_rng(seed)``, so the same seed replays the same episode.
-    record: an :class:`EpisodeResult` from :func:`rollout`, a bare episode seed (with ``greedy``), or None
-        for an unseeded episode. rng: sample actions with this generator instead.
+    record: an :class:`EpisodeResult` from :func:`rollout` (played greedy or not as it was), a bare episode seed
+        (greedy as ``plan.greedy``), or None for an unseeded episode. rng: sample actions with this generator instead.
+    plan: the rollout's :class:`~rlviz.evaluate.plan.RolloutPlan` for greedy, fail_on, gamma and max_steps (its
+        episode count and envs do not matter here; default ``RolloutPlan(1)``).
     env: run on this env (e.g. wrapped in a recorder; it is reset here and not closed), else a fresh
         ``make_env(recipe)``. Exact: forwards are batch-invariant (:meth:`Policy.evaluate`) and the actions come
         from the rollouts' :func:`~rlviz.evaluate.lockstep.decide`.
     """
+    plan = plan or RolloutPlan(1)
     if isinstance(record, EpisodeResult):
-        index, seed, greedy = record.index, record.seed, record.greedy if greedy is None else greedy
+        index, seed, greedy = record.index, record.seed, record.greedy
     else:
-        index, seed, greedy = -1, None if record is None else int(record), bool(greedy)
+        index, seed, greedy = -1, None if record is None else int(record), bool(plan.greedy)
     if env is None and recipe is None:
         raise UsageError("replay_episode needs a recipe (an EnvRecipe or env id) or env=...; received neither.")
     recipe = _recipe(recipe) if recipe is not None else None
@@ -264,7 +253,7 @@ def replay_episode(
     env = make_env(recipe, render_mode="rgb_array") if own else env  # type: ignore[arg-type]  # own: a recipe was given
     try:
         clips = _clips(recipe) if recipe is not None else False
-        runner = Runner(policy, greedy, fail_on, None, None, float(gamma), clips, max_steps)
+        runner = Runner(policy, replace(plan, greedy=greedy), clip_values=clips)
         obs, ep = runner.start(env, index, seed)
         if rng is not None:
             ep.rng = rng

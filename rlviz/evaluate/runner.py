@@ -6,7 +6,7 @@ failures, lives, heatmap captures) and turns the finished episode into an :class
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,13 @@ from ..errors import UsageError
 from .diagnostics import EpisodeDiagnostics
 from .objects import last_seen
 from .pixel_heatmap import FailureReplay
+from .plan import RolloutPlan
+
+if TYPE_CHECKING:
+    from ..agent.policy import Policy
+    from .attention_pass import AttentionTracker
+    from .heatmap import FailureHeatmap
+    from .objects import Extractor
 
 __all__ = ["Runner", "EpisodeState", "value_sums", "resolve_fail_on", "lives_of"]
 
@@ -70,23 +77,28 @@ def lives_of(info) -> int | None:
 
 
 class Runner:
-    """Steps one env per slot, shared by rollout() and replay_episode()."""
+    """Steps one env per slot, shared by rollout() and replay_episode(): ``plan`` gives greedy, fail_on, gamma,
+    max_steps and lookback. extractor / heatmap: the failure heatmap's (None: no heatmap); clip_values: the env
+    clips its rewards (the diagnostics know); replay: a :class:`FailureReplay` (frames rendered only for failures,
+    by replaying the episode afterwards); attention: an :class:`~rlviz.evaluate.attention.AttentionTracker` when
+    attention is on; probe: a per-step probe of the lockstep loop, ``observe(obs [rows_used, *obs], rows [B], out,
+    slots, envs)`` after each decision (``obs`` the policy's whole padded input, ``out`` its PolicyOutput for
+    ``rows``), ``end(slot, episode_state)`` when an episode ends (rlviz.disagree.probe.DisagreementProbe); None:
+    nothing is called."""
 
-    def __init__(self, policy, greedy, fail_on, extractor, heatmap, gamma, clip_values, max_steps, lookback=8,
-                 replay: FailureReplay | None = None):
-        self.policy, self.greedy, self.fail_on_arg = policy, greedy, fail_on
-        self.lookback = max(1, int(lookback))
-        self.extractor, self.heatmap, self.gamma = extractor, heatmap, gamma
-        self.clip_values, self.max_steps = clip_values, max_steps
-        self.replay: Any = replay  # frames rendered only for failures, by replaying the episode afterwards
+    def __init__(self, policy: Policy, plan: RolloutPlan, *, extractor: Extractor | None = None,
+                 heatmap: FailureHeatmap | None = None, clip_values: bool = False, replay: FailureReplay | None = None,
+                 attention: AttentionTracker | None = None, probe: Any = None) -> None:
+        self.policy, self.greedy, self.fail_on_arg = policy, bool(plan.greedy), plan.fail_on
+        self.lookback = max(1, int(plan.lookback))
+        self.extractor, self.heatmap, self.gamma = extractor, heatmap, float(plan.gamma)
+        self.clip_values, self.max_steps = clip_values, plan.max_steps
+        self.replay: Any = replay
         self.fail_on: str | None = None
         self.obs: Any = None  # ObsAdapter: env observations -> the policy's input
         self.spec: Any = None  # the env's ActionSpec, read on the first start()
-        self.attention: Any = None  # an AttentionTracker (rlviz.evaluate.attention) when attention is on
-        # a per-step probe of the lockstep loop: ``observe(obs [rows_used, *obs], rows [B], out, slots, envs)`` after
-        # each decision (``obs`` the policy's whole padded input, ``out`` its PolicyOutput for ``rows``), ``end(slot,
-        # episode_state)`` when an episode ends (rlviz.disagree.probe.DisagreementProbe); None: nothing is called
-        self.probe: Any = None
+        self.attention: Any = attention
+        self.probe: Any = probe
 
     def start(self, env, index: int, seed: int | None):
         if self.spec is None:

@@ -32,6 +32,7 @@ from ..envs import make_env, to_rgb_frame
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout, summarize
+from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.attention import attention_spec, plot_attention_at_failure, with_attention
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import write_episodes_csv, write_summary_json
@@ -236,20 +237,10 @@ def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend
     there as seed-contiguous shards, merged into the same result."""
     if backend is not None:
         return _run_sharded(backend, config, gamma)
-    return rollout(
-        agent.recipe,
-        agent.policy,
-        config.episodes,
-        num_envs=min(config.num_envs, config.episodes),
-        seed=config.seed,
-        greedy=config.greedy,
-        fail_on=config.fail_on,
-        objects=config.objects if config.heatmap else None,
-        heatmap=bool(config.heatmap),
-        progress=config.progress,
-        gamma=gamma,
-        attention=attention_spec(config),
-    )
+    plan = RolloutPlan(config.episodes, seed=config.seed, num_envs=min(config.num_envs, config.episodes),
+                       greedy=config.greedy, fail_on=config.fail_on, gamma=gamma, heatmap=bool(config.heatmap),
+                       objects=config.objects if config.heatmap else None, progress=config.progress)
+    return rollout(agent.recipe, agent.policy, plan, RolloutProbes(attention=attention_spec(config)))
 
 
 def write_heatmap(result: RolloutResult, recipe: Any, out: Path, config: RenderConfig) -> tuple[Path | None, Path | None]:

@@ -28,7 +28,7 @@ from ..envs import make_env
 from ..episode import EpisodeResult
 from ..errors import RlvizError, require
 from ..evaluate.attention import ShareTrack, attention_spec
-from ..evaluate.rollout import rollout
+from ..evaluate.rollout import RolloutPlan, RolloutProbes, rollout
 from ..evaluate.workers import WorkerPool, claimed_indices
 from ..media.atomic import atomic_path
 from ..sources import LoadedAgent, load_agent
@@ -132,10 +132,10 @@ def run_shard(task: ShardTask, progress: Any = None) -> Any:
     else:
         indices, most = task.indices, task.episodes if task.indices is None else len(task.indices)
     envs = task.num_envs or min(c.num_envs, most)
-    return rollout(agent.recipe, agent.policy, task.episodes, num_envs=envs, seed=c.seed,
-                   greedy=c.greedy, fail_on=c.fail_on, objects=c.objects if c.heatmap else None,
-                   heatmap=bool(c.heatmap), progress=progress or False, gamma=task.gamma,
-                   first_episode=task.first_episode, indices=indices, attention=attention_spec(c))
+    plan = RolloutPlan(task.episodes, seed=c.seed, num_envs=envs, greedy=c.greedy, fail_on=c.fail_on,
+                       gamma=task.gamma, first_episode=task.first_episode, indices=indices, heatmap=bool(c.heatmap),
+                       objects=c.objects if c.heatmap else None, progress=progress or False)
+    return rollout(agent.recipe, agent.policy, plan, RolloutProbes(attention=attention_spec(c)))
 
 
 @dataclass(frozen=True)

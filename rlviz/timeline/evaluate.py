@@ -30,7 +30,7 @@ from ..evaluate.attention import with_attention
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.distance import tv_kl_categorical as _tv_kl_categorical
 from ..evaluate.distance import tv_kl_gaussian as _tv_kl_gaussian
-from ..evaluate.rollout import episode_seed_for
+from ..evaluate.rollout import RolloutPlan, episode_seed_for
 from ..evaluate.threads import torch_threads
 from ..evaluate.workers import merge_rollouts, shard_ranges
 from ..jobs.render import run_rollouts
@@ -234,8 +234,8 @@ def visited_states(agent: LoadedAgent, config: Any, limit: int = STATE_LIMIT) ->
             if len(env.seen) >= limit:
                 break
             with torch_threads(config.threads):
-                replay_episode(agent.recipe, agent.policy, episode_seed_for(config.seed, k), env=env,
-                               greedy=bool(config.greedy), fail_on=config.fail_on, gamma=gamma)
+                replay_episode(agent.recipe, agent.policy, episode_seed_for(config.seed, k),
+                               RolloutPlan(1, greedy=bool(config.greedy), fail_on=config.fail_on, gamma=gamma), env=env)
     finally:
         env.close()
     if not env.seen or np.asarray(env.seen[0]).dtype == object:
