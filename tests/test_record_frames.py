@@ -20,6 +20,7 @@ from rlviz.errors import UsageError
 from rlviz.media import probe_video, read_video
 from rlviz.record.arrays import as_numpy
 from rlviz.record.frames import EpisodeVideo, RecordOptions
+from rlviz.record.modes import Panels, Pending
 
 HEAVY = ("torch", "matplotlib", "imageio_ffmpeg", "cv2")
 
@@ -63,9 +64,9 @@ def test_frames_only_video_has_one_frame_per_step_plus_the_reset_frame(tmp_path)
 def test_annotations_from_tensors_make_a_panel_video_and_npz_of_exactly_those_numbers(tmp_path):
     env = gym.make("CartPole-v1")
     video = EpisodeVideo(tmp_path / "a.mp4", 50, action_spec(env.action_space), RecordOptions(gamma=0.9))
-    assert video.mode == "pending"
+    assert isinstance(video.mode, Pending)
     frames, actions = play(video, 8, annotate=True)
-    assert video.mode == "panels"
+    assert isinstance(video.mode, Panels) and video.panels
     path = video.finish(truncated=True)
     data = np.load(path.with_suffix(".npz"))
     want = np.array([[0.2 * t, -0.2 * t] for t in range(8)] + [[0.2 * 7, -0.2 * 7]], np.float32)

@@ -31,7 +31,7 @@ import numpy as np
 from ..agent.policy import Policy
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import UsageError
-from ..record import EpisodeResult, RecordEpisode, run_episode
+from ..record import EpisodeResult, RecordEpisode, RecordOptions, run_episode
 from ..sinks.base import Sink, as_sinks, check_step
 from ..timeline.live import TimelineWriter
 
@@ -101,9 +101,8 @@ def log_episode(
     folder = Path(video_folder) if video_folder is not None else Path(str(tmp))
     prefix = re.sub(r"[^A-Za-z0-9._=+-]+", "_", name).strip("_") or "episode"
     try:
-        recorder = RecordEpisode(
-            env, folder, policy=policy, name_prefix=f"{prefix}-step{step}", fps=fps, gamma=gamma, saliency=saliency
-        )
+        recorder = RecordEpisode(env, folder, policy=policy, name_prefix=f"{prefix}-step{step}", fps=fps,
+                                 options=RecordOptions(gamma=gamma, saliency=saliency))
         result = run_episode(recorder, seed=seed, greedy=greedy, rng=rng, max_steps=max_steps)
         if result.video_path is None:
             raise UsageError("The evaluation episode was not recorded (it ended before its first step?).")

@@ -34,7 +34,7 @@ import numpy as np
 from ..agent.actions import action_spec
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError, require
-from ..record.frames import RecordOptions
+from ..record.frames import RecordOptions, VideoLabels
 from ..record.setup import RenderModeError
 from ..record.vector_parts import SubEnvVideo, VideoSinks
 from ..record.writer import BackgroundWriter
@@ -162,8 +162,8 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
         model = self.model is not None
         spec = action_spec(self.venv.action_space)
         self._stream = SubEnvVideo(self.video_path, self.frames_per_sec, spec, self.options, panels=model,
-                                    with_observations=model, env_id=self._env_id() if model else "",
-                                    writer=self._writer)
+                                   with_observations=model, labels=VideoLabels(self._env_id() if model else ""),
+                                   writer=self._writer)
 
     def _capture_frame(self, reward: float, obs: Any, first: bool = False) -> None:
         stream = self._stream

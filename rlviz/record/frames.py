@@ -9,9 +9,10 @@ API (stable)
 ``RecordOptions``: a frozen dataclass of how videos look and what is kept (see its docstring); the recorders
 take one as ``options=``.
 
-``EpisodeVideo(path, fps, spec, options=None, *, action_names=None, env_id="", episode_id=0, seed=None,
-panels=None, with_observations=False, writer=None)``: one MP4 at ``path`` (``.mp4``) of one env's episode; ``spec`` is the
-env's :class:`~rlviz.agent.actions.ActionSpec` (``action_spec(env.action_space)``). Feed it in order:
+``EpisodeVideo(path, fps, spec, options=None, *, labels=None, panels=None, with_observations=False, writer=None)``:
+one MP4 at ``path`` (``.mp4``) of one env's episode; ``spec`` is the env's :class:`~rlviz.agent.actions.ActionSpec`
+(``action_spec(env.action_space)``); ``labels`` a :class:`VideoLabels` (the env id, episode, seed and action names the
+video and its ``.npz`` carry). Feed it in order:
 
 * ``start(frame, obs=None, lives=-1, masks=None)``: frame 0, the reset's (uint8 [H, W, 3]; any render output
   goes through ``envs.to_rgb_frame`` first);
@@ -30,7 +31,8 @@ env's :class:`~rlviz.agent.actions.ActionSpec` (``action_spec(env.action_space)`
   numbers from the spooled observations (annotated numbers win where both exist);
 * ``abort()``: stops without a file.
 
-Attributes: ``mode`` ("pending" | "stream" | "panels" | None once finished), ``steps`` (steps fed), ``frames``
+Attributes: ``mode`` (one of :mod:`rlviz.record.modes`' classes: ``Pending``, ``Stream``, ``Panels``, ``Finished``;
+``mode.open`` is False once finished), ``steps`` (steps fed), ``frames``
 (frames fed), ``episode_return``, ``internals`` (after ``finish`` of a panel video: its
 :class:`~rlviz.episode.trace.EpisodeInternals` without saliency maps, else None), ``path``.
 
@@ -60,13 +62,14 @@ from ..agent.actions import ActionSpec
 from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool
 from ..errors import UsageError
 from .internals import Annotations
+from .modes import Finished, Panels, VideoMode, initial_mode
 from .writer import BackgroundWriter
 
 if TYPE_CHECKING:
     from ..draw.compose import ComposeOptions
     from .stream import FrameStream
 
-__all__ = ["EpisodeVideo", "RecordOptions"]
+__all__ = ["EpisodeVideo", "RecordOptions", "VideoLabels"]
 
 
 @dataclass(frozen=True)
@@ -109,46 +112,56 @@ class RecordOptions:
             object.__setattr__(self, "action_names", tuple(str(n) for n in self.action_names))
 
 
+@dataclass(frozen=True)
+class VideoLabels:
+    """What a video is of: ``env_id``, ``episode_id``, the reset ``seed`` (None: unseeded) and the action bars'
+    labels (``action_names``; None: the spec's own names)."""
+
+    env_id: str = ""
+    episode_id: int = 0
+    seed: int | None = None
+    action_names: tuple[str, ...] | None = None
+
+
 class EpisodeVideo:
     """One video of one env's episode (see the module docstring for the API and the frame count)."""
 
     def __init__(self, path: str | os.PathLike[str], fps: float, spec: ActionSpec, options: RecordOptions | None = None,
-                 *, action_names: tuple[str, ...] | None = None, env_id: str = "", episode_id: int = 0,
-                 seed: int | None = None, panels: bool | None = None, with_observations: bool = False,
+                 *, labels: VideoLabels | None = None, panels: bool | None = None, with_observations: bool = False,
                  writer: BackgroundWriter | None = None) -> None:
+        labels = labels or VideoLabels()
         self.path = Path(path)
         self.fps, self.spec = float(fps), spec
         self.options = options or RecordOptions()
-        self.action_names = tuple(action_names if action_names is not None else spec.names())
-        self.env_id, self.episode_id, self.seed = env_id, int(episode_id), seed
+        self.action_names = tuple(labels.action_names if labels.action_names is not None else spec.names())
+        self.env_id, self.episode_id, self.seed = labels.env_id, int(labels.episode_id), labels.seed
         self.with_observations = bool(with_observations)
         self.writer = writer
-        self.mode: str | None = {None: "pending", True: "panels", False: "stream"}[panels]
+        self.mode: VideoMode = initial_mode(panels)
         self.steps = self.frames = 0
         self.episode_return = 0.0
         self.internals: EpisodeInternals | None = None
         self._annotations = Annotations(spec)
         self._stream: FrameStream | None = None
-        self._first: tuple[Any, Any, int, Any] | None = None  # start()'s frame while the mode is pending
         self._rec: dict[str, Any] | None = None
         self._step0 = 0  # steps fed before frame 0 (a panel video begun by step())
 
-    # -- feeding --------------------------------------------------------------------------------
+    @property
+    def panels(self) -> bool:
+        """A video with panels (its mode is :class:`~rlviz.record.modes.Panels`)."""
+        return isinstance(self.mode, Panels)
+
+    # -- feeding (each call handed to the mode: rlviz.record.modes) -------------------------------
     def start(self, frame: Any, obs: Any = None, lives: int = -1, masks: Any = None) -> None:
         """Frame 0: what the env shows after its reset."""
         if self.frames or self.steps:
             raise UsageError(f"EpisodeVideo.start() after {self.frames} frames; start() gives frame 0 only.")
-        if self.mode == "pending":
-            self._first = (frame, obs, lives, masks)
-        elif self.mode == "panels":
-            self._open_spool(frame, obs, lives, masks)
-        elif self.mode == "stream":
-            self._stream_write(frame, 0.0)
+        self.mode.start(self, frame, obs, lives, masks)
         self.frames += 1
 
     def annotate(self, **fields: Any) -> bool:
         """The loop's numbers for the coming step; False (and nothing kept) when this video records frames only."""
-        if self.mode not in ("pending", "panels"):
+        if not self.mode.annotates:
             return False
         self._annotations.add(self.steps - self._step0, fields)
         return True
@@ -156,58 +169,29 @@ class EpisodeVideo:
     def step(self, frame: Any, reward: float, action: Any = None, obs: Any = None, lives: int = -1, masks: Any = None,
              *, step: int | None = None, ret: float | None = None) -> None:
         """One env step and the frame rendered after it."""
-        if self.mode is None:
-            raise UsageError(f"EpisodeVideo.step() after finish() of {self.path.name}.")
-        if self.mode == "pending":
-            self._decide()
-        self.steps += 1
-        self.episode_return += float(reward)
-        if self.mode == "stream":
-            self._stream_write(frame, float(reward), self.steps if step is None else step,
-                               self.episode_return if ret is None else ret)
-            self.frames += frame is not None
-            return
-        if action is None:
-            raise UsageError("EpisodeVideo.step(action=None) in a video with panels; pass the action the env took.")
-        if self._rec is None:  # a panel video begun without start(): this step's frame is its frame 0
-            if frame is not None:
-                self._open_spool(frame, obs, lives, masks)
-                self._step0 = self.steps
-                self.frames += 1
-            return
-        rec = self._rec
-        rec["frames"].append(frame if frame is not None else rec["frames"].view()[-1])
-        if rec["obs"] is not None:
-            rec["obs"].append(obs)
-        rec["actions"].extend(np.asarray(action, dtype=np.float64).reshape(-1).tolist())
-        rec["rewards"].append(float(reward))
-        rec["lives"].append(int(lives))
-        if masks is not None:
-            rec["masks"].append(np.asarray(masks, dtype=bool))
-        self.frames += 1
+        self.mode.step(self, frame, reward, action, obs, lives, masks, (step, ret))
 
     def add_frame(self, frame: Any) -> None:
         """A frame between steps (gymnasium's ``render()`` collections): frames-only videos keep it, no step."""
-        if self.mode == "stream":
-            self._stream_write(frame, 0.0, self.steps, self.episode_return)
-            self.frames += 1
+        self.mode.add_frame(self, frame)
 
     # -- ending ---------------------------------------------------------------------------------
     def finish(self, terminated: bool = False, truncated: bool = False, policy: Any = None,
                observation_space: Any = None) -> Path | None:
         """Write the video (see the module docstring); the path, or None when it has no frame."""
-        if self.mode == "pending":
-            if self._first is None:
-                self.mode = None
-                return None
-            self._decide(panels=bool(self._annotations) or policy is not None)
-        if self.mode == "stream":
-            self.mode = None
-            if self.writer is None:
-                return self._close_stream()
-            self.writer.submit(self._close_stream)
-            return self.path if self.frames else None
-        rec, self._rec, self.mode = self._rec, None, None
+        return self.mode.finish(self, terminated, truncated, policy, observation_space)
+
+    def abort(self) -> None:
+        """Stop without writing a file."""
+        rec, self._rec, self.mode = self._rec, None, Finished()
+        if self.writer is None:
+            self._abort(rec)
+        else:
+            self.writer.submit(self._abort, rec)
+
+    def _finish_panels(self, terminated: bool, truncated: bool, policy: Any, observation_space: Any) -> Path | None:
+        """A panel video's end (the mode is Finished by now): its trace, then the panels drawn, here or on the writer."""
+        rec, self._rec = self._rec, None
         if rec is None:
             return None
         if policy is not None and not self.with_observations:
@@ -231,28 +215,7 @@ class EpisodeVideo:
             self._write(rec, trace, policy, observation_space)
         return self.path
 
-    def abort(self) -> None:
-        """Stop without writing a file."""
-        rec, self._rec, self.mode = self._rec, None, None
-        if self.writer is None:
-            self._abort(rec)
-        else:
-            self.writer.submit(self._abort, rec)
-
     # -- inside ---------------------------------------------------------------------------------
-    def _decide(self, panels: bool | None = None) -> None:
-        """Pending -> panels (annotated before the first step) or frames only."""
-        panels = bool(self._annotations) if panels is None else panels
-        first, self._first = self._first, None
-        self.mode = "panels" if panels else "stream"
-        if first is None:
-            return
-        frame, obs, lives, masks = first
-        if panels:
-            self._open_spool(frame, obs, lives, masks)
-        else:
-            self._stream_write(frame, 0.0)
-
     def _stream_write(self, frame: Any, reward: float, step: int = 0, ret: float = 0.0) -> None:
         if frame is None:
             return

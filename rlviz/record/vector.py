@@ -39,7 +39,7 @@ import numpy as np
 
 from ..agent.actions import action_spec
 from ..errors import UsageError
-from .frames import EpisodeVideo, RecordOptions
+from .frames import EpisodeVideo, RecordOptions, VideoLabels
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
 from .vector_parts import (
     DISABLED,
@@ -246,7 +246,7 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         [B], each any array-like or a torch tensor on any device. Only the rows of sub-envs being recorded are
         read (nothing at all when none is); each video's ``.npz`` holds them. A no-op for grid videos."""
         rows = [i for i in self.envs_to_record if not self.grid and i not in self._autoreset_next
-                and (v := self._video[i]) is not None and v.mode in ("pending", "panels")]
+                and (v := self._video[i]) is not None and v.mode.annotates]
         if not rows:
             return
         fields = {k: v for k, v in {"logits": logits, "value": value, **scalars}.items() if v is not None}
@@ -268,8 +268,8 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         return self.episode_trigger is not None and bool(self.episode_trigger(episode_id))
 
     def _new_video(self, i: int, name: str, episode_id: int) -> SubEnvVideo:
-        video = SubEnvVideo(self.video_folder / f"{name}.mp4", self.fps, self._spec, self.options,
-                            action_names=self._action_names, env_id=self.env_id, episode_id=max(episode_id, 0),
+        labels = VideoLabels(self.env_id, max(episode_id, 0), None, self._action_names)
+        video = SubEnvVideo(self.video_folder / f"{name}.mp4", self.fps, self._spec, self.options, labels=labels,
                             panels=True if self.policy is not None else None,
                             with_observations=self.policy is not None, writer=self._writer)
         self._video[i] = video
@@ -316,7 +316,7 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
                 action = np.asarray(actions)[i]
                 last_obs = final_obs_row(infos, obs, i) if (same and done) else obs_row(obs, i)
                 video.step(None if (same and done) else frame, float(rewards[i]), action, last_obs)
-                if same and done and video.mode == "panels":
+                if same and done and video.panels:
                     video.drop_last = True  # the spool repeated the last frame; the video leaves it out
                 if done:
                     self._finish(i, bool(terminated[i]), bool(truncated[i]))

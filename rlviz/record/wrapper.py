@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 
+from .._deprecated import old_keywords
 from ..agent.actions import action_spec, check_policy_actions
 from ..agent.obs import is_plain
 from ..choices import SALIENCY_METHODS
@@ -36,7 +37,8 @@ from ..envs.recipe import check_render_mode
 from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals
 from ..errors import UsageError
-from .frames import EpisodeVideo, RecordOptions
+from .frames import EpisodeVideo, RecordOptions, VideoLabels
+from .modes import Stream
 from .internals import compute_internals, save_episode_data
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule, probe_callable
 from .writer import BackgroundWriter
@@ -49,6 +51,23 @@ if TYPE_CHECKING:  # annotations only: importing them here would load torch and 
 
 __all__ = ["RecordEpisode", "RecordOptions", "RenderModeError", "capped_cubic_video_schedule", "compute_internals",
            "save_episode_data"]
+
+
+#: RecordEpisode's keywords of 0.3 that are :class:`RecordOptions` fields now (accepted for one release)
+OLD_KEYWORDS = ("strip", "gamma", "saliency", "saliency_target", "compose_options", "preset", "crf", "save_data",
+                "spool_dir", "action_names", "squash")
+
+
+def _fold_options(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """0.3's ``RecordEpisode(..., saliency=..., preset=...)``: the keywords given (not None) over ``options``."""
+    given = {k: v for k, v in old.items() if v is not None}
+    if given.get("action_names") is not None:
+        given["action_names"] = tuple(str(n) for n in given["action_names"])
+    options = kwargs.get("options")
+    if options is not None and not isinstance(options, RecordOptions):
+        return args  # (the constructor says what is wrong with it)
+    kwargs["options"] = replace(options or RecordOptions(), **given)
+    return args
 
 
 class RecordEpisode(gym.Wrapper):
@@ -68,23 +87,19 @@ class RecordEpisode(gym.Wrapper):
         video_length: frames per video, 0 = until the episode ends (frames only; as ``RecordVideo``).
         name_prefix, fps, disable_logger, gc_trigger: as ``RecordVideo`` (``fps`` default: the env's
             ``metadata["render_fps"]``, else 30; ``disable_logger`` has nothing to silence here).
-        options: a :class:`~rlviz.record.frames.RecordOptions` holding everything below (the keywords below,
-            kept from 0.3, override its fields when given).
-        strip: frames only: a thin strip under the game with the step, reward and return so far.
-        gamma: discount of the return-to-go drawn beside the value trace.
-        saliency: None, "gradient", "smoothgrad" or "perturbation" (computed for the whole episode in batches).
-        saliency_target: "action" (chosen action's logit), "logprob", "value" or an action index.
-        compose_options: a :class:`rlviz.draw.ComposeOptions`.
-        save_data: with internals, also write the per-step numbers as ``.npz``.
-        spool_dir: where episode frames and observations are spooled (default: the system temp folder).
-        action_names: labels of Discrete action bars (default: ALE's / MinAtar's names, else the indices).
-        squash: Box actions: the policy is a tanh-squashed Gaussian (SAC), drawn in action units.
+        options: a :class:`~rlviz.record.frames.RecordOptions`: how the videos look and what is kept beside them
+            (strip, gamma, saliency, saliency_target, compose_options, preset, crf, save_data, spool_dir,
+            action_names, squash, background). 0.3's keywords of those names still work for one release (with a
+            ``DeprecationWarning``): given, they override the options' fields.
+
+    The signature is ``RecordVideo``'s, plus ``policy`` and ``options`` (tests/test_signatures.py holds it).
     """
 
     #: what one recorded episode is made with: a subclass of :class:`~rlviz.record.frames.EpisodeVideo` that
     #: overrides ``_draw`` writes another layout (the timeline's progression parts)
     video_class: type[EpisodeVideo] = EpisodeVideo
 
+    @old_keywords(OLD_KEYWORDS, _fold_options, "options=RecordOptions(...)")
     def __init__(  # noqa: C901 - one check per argument
         self,
         env: gym.Env,
@@ -99,17 +114,6 @@ class RecordEpisode(gym.Wrapper):
         disable_logger: bool = True,
         gc_trigger: Callable[[int], bool] | None = None,
         options: RecordOptions | None = None,
-        strip: bool | None = None,
-        gamma: float | None = None,
-        saliency: str | None = None,
-        saliency_target: str | int | None = None,
-        compose_options: ComposeOptions | None = None,
-        preset: str | None = None,
-        crf: int | None = None,
-        save_data: bool | None = None,
-        spool_dir: str | os.PathLike[str] | None = None,
-        action_names: Sequence[str] | None = None,
-        squash: bool | None = None,
     ) -> None:
         super().__init__(env)
         if env.render_mode in (None, "human", "ansi"):
@@ -121,12 +125,7 @@ class RecordEpisode(gym.Wrapper):
         check_render_mode(env, env.render_mode)  # an env that only claims the mode fails here, not on render()
         if options is not None and not isinstance(options, RecordOptions):
             raise UsageError(f"options={options!r}; expected a rlviz.record.RecordOptions(...).")
-        given: dict[str, Any] = {k: v for k, v in dict(strip=strip, gamma=gamma, saliency=saliency, saliency_target=saliency_target,
-                                       compose_options=compose_options, preset=preset, crf=crf, save_data=save_data,
-                                       spool_dir=spool_dir, squash=squash).items() if v is not None}
-        if action_names is not None:
-            given["action_names"] = tuple(str(n) for n in action_names)
-        self.options = opt = replace(options or RecordOptions(), **given)
+        self.options = opt = options or RecordOptions()
         saliency = opt.saliency
         self.spec_actions = spec = action_spec(env.action_space)
         self.policy = None
@@ -215,7 +214,7 @@ class RecordEpisode(gym.Wrapper):
 
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[Any, Any] | None = None) -> Any:
-        if self._video is not None and self._video.mode == "panels":  # the previous episode was cut by this reset
+        if self._video is not None and self._video.panels:  # the previous episode was cut by this reset
             self._finish(terminated=False, truncated=False)
         obs, info = self.env.reset(seed=seed, options=options)
         self.episode_id += 1
@@ -246,7 +245,7 @@ class RecordEpisode(gym.Wrapper):
                        step=self._episode_len, ret=self._episode_return)
             self._check_length()
         if terminated or truncated:
-            if self._video is not None and self._video.mode == "panels":
+            if self._video is not None and self._video.panels:
                 self._finish(bool(terminated), bool(truncated))
             else:
                 self._last_result = self._result(bool(terminated), bool(truncated), None)
@@ -254,8 +253,8 @@ class RecordEpisode(gym.Wrapper):
 
     def render(self) -> Any:
         out: Any = self.env.render()
-        if self._video is not None and self._video.mode == "stream" and isinstance(out, list):
-            for frame in out:  # frames the user collected between steps belong to the video too (as RecordVideo)
+        if self._video is not None and isinstance(out, list):
+            for frame in out:  # frames the user collected between steps belong to a frames-only video too (as RecordVideo)
                 self._video.add_frame(to_rgb_frame(frame))
         if self.render_history:
             history, self.render_history = self.render_history, []
@@ -272,7 +271,7 @@ class RecordEpisode(gym.Wrapper):
 
     def __del__(self) -> None:
         video = getattr(self, "_video", None)  # __init__ may have raised before any attribute was set
-        if video is not None and video.mode is not None:
+        if video is not None and video.mode.open:
             video.abort()
             if video.frames:
                 warnings.warn("RecordEpisode: the last video was not finished; call close().", stacklevel=1)
@@ -303,16 +302,16 @@ class RecordEpisode(gym.Wrapper):
         if self._video is not None:
             self.stop_recording()
         panels = False if frames_only else (True if self.policy is not None else None)
+        labels = VideoLabels(self.env_id, self.episode_id, self._seed, self.action_names)
         self._video = self.video_class(self.video_folder / f"{video_name}.mp4", self.fps, self.spec_actions, self.options,
-                                   action_names=self.action_names, env_id=self.env_id, episode_id=self.episode_id,
-                                   seed=self._seed, panels=panels, with_observations=self.policy is not None,
-                                   writer=self._writer)
+                                       labels=labels, panels=panels, with_observations=self.policy is not None,
+                                       writer=self._writer)
 
     def stop_recording(self) -> None:
         """Finish the current video and write it (nothing is written for a video of zero frames)."""
         if self._video is None:
             raise UsageError("stop_recording() was called, but no video is being recorded; check env.recording.")
-        if self._video.mode == "panels":
+        if self._video.panels:
             self._finish(terminated=False, truncated=False)
         else:
             video, self._video = self._video, None
@@ -328,7 +327,7 @@ class RecordEpisode(gym.Wrapper):
         """The current episode's result, its video written. An episode still running is cut here (marked
         ``truncated`` unless told otherwise) and its video finished; after an episode ended by itself this
         returns that episode's result. None before the first reset."""
-        if self._video is not None and self._video.mode == "panels":
+        if self._video is not None and self._video.panels:
             self._finish(terminated=False, truncated=bool(truncated))
         elif self._video is not None:
             self.stop_recording()
@@ -364,7 +363,7 @@ class RecordEpisode(gym.Wrapper):
 
     def _check_length(self) -> None:
         video = self._video
-        if video is not None and video.mode == "stream" and video.frames > self.video_length:
+        if video is not None and isinstance(video.mode, Stream) and video.frames > self.video_length:
             self.stop_recording()
 
     def _result(self, terminated: bool, truncated: bool, path: Path | None) -> EpisodeResult:

@@ -169,10 +169,11 @@ def record_part(
     video = part_path(folder, step)
     env = _PartRecorder(
         make_env(agent.recipe), folder, agent.policy, label=label or f"training step {int(step):,}   {checkpoint}",
-        size=size, name_prefix=video.stem, gamma=agent.gamma if gamma is None else gamma, saliency=saliency,
-        saliency_target=saliency_target, action_names=agent.action_names, save_data=False,
-        compose_options=ComposeOptions(min_seconds=0.0),
-        options=RecordOptions(background=False),  # a batch job: drawn here, so a Ctrl-C finds no writer thread busy
+        size=size, name_prefix=video.stem,
+        options=RecordOptions(gamma=agent.gamma if gamma is None else gamma, saliency=saliency,
+                              saliency_target=saliency_target, action_names=agent.action_names, save_data=False,
+                              compose_options=ComposeOptions(min_seconds=0.0),
+                              background=False),  # a batch job: drawn here, so a Ctrl-C finds no writer thread busy
     )
     try:
         played = run_episode(env, seed=seed, greedy=greedy, max_steps=max_steps)
