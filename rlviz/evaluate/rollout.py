@@ -98,11 +98,12 @@ def _fold_rollout(args: tuple, kwargs: dict, old: dict) -> tuple:
     """0.3's ``rollout(recipe, policy, episodes, num_envs=..., attention=..., probe=...)`` as a plan and probes."""
     recipe, policy, *rest = args
     plan = rest[0] if rest else kwargs.pop("plan", None)
+    if plan is None and "episodes" in old:
+        plan = old["episodes"]
     if isinstance(plan, RolloutPlan):
         plan = replace(plan, **{k: v for k, v in old.items() if k in _PLAN_FIELDS})
-    else:
-        plan = RolloutPlan(plan if plan is not None else old.pop("episodes"),
-                           **{k: v for k, v in old.items() if k in _PLAN_FIELDS})
+    elif isinstance(plan, (int, np.integer)):
+        plan = RolloutPlan(int(plan), **{k: v for k, v in old.items() if k in _PLAN_FIELDS})
     if "attention" in old or "probe" in old:
         probes = rest[1] if len(rest) > 1 else kwargs.pop("probes", None) or RolloutProbes()
         kwargs["probes"] = replace(probes, **{("step" if k == "probe" else k): v for k, v in old.items()
@@ -116,7 +117,7 @@ _PLAN_FIELDS = frozenset(f.name for f in fields(RolloutPlan)) - {"episodes"}
 
 @old_keywords(_PLAN_FIELDS | {"episodes", "attention", "probe"}, _fold_rollout, "plan=RolloutPlan(...) (and "
               "probes=RolloutProbes(attention=..., step=...))", also=lambda args: len(args) > 2 and
-              not isinstance(args[2], RolloutPlan))
+              isinstance(args[2], (int, np.integer)))
 def rollout(recipe: EnvRecipe | str, policy: Policy, plan: RolloutPlan,
             probes: RolloutProbes | None = None) -> RolloutResult:
     """Run ``plan`` (a :class:`~rlviz.evaluate.plan.RolloutPlan`: how many episodes, on how many envs stepped in

@@ -18,7 +18,7 @@ frame of a video, then encodes it through moviepy).
 ``model=`` (an SB3 algorithm or its policy): the video shows sub-env ``env_index`` alone with the model's
 panels (action probabilities, value, entropy) beside it, computed for the recorded steps only when the video ends,
 and the per-step numbers go to a ``.npz`` beside it. A clip may span episode ends (as SB3's does): its
-return-to-go is then that of the clip's rewards. ``sinks``: where finished videos are logged at their env step
+return-to-go is then that of the clip's rewards. ``options.sinks``: where finished videos are logged at their env step
 (``step_id * num_envs``), as :class:`rlviz.RecordVectorEpisode` does (default ``"auto"``: an active W&B run).
 """
 
@@ -34,7 +34,8 @@ import numpy as np
 from ..agent.actions import action_spec
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError, require
-from ..record.frames import RecordOptions, VideoLabels
+from .._deprecated import old_keywords
+from ..record.frames import RecordOptions, VideoLabels, fold_old_keywords
 from ..record.setup import RenderModeError
 from ..record.vector_parts import SubEnvVideo, VideoSinks
 from ..record.writer import BackgroundWriter
@@ -65,16 +66,17 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
         venv, video_folder, record_video_trigger, video_length, name_prefix: as ``VecVideoRecorder``.
         model: an SB3 algorithm (or its ``.policy``) whose internals are drawn beside sub-env ``env_index``.
         env_index: the sub-env recorded with ``model``.
-        sinks: see :class:`rlviz.RecordVectorEpisode` (``"auto"``, None, Sinks, a SummaryWriter).
-        options: a :class:`rlviz.RecordOptions` (panels, encoder).
+        options: a :class:`rlviz.RecordOptions` (panels, encoder; ``sinks``: where finished videos are logged, see
+            :class:`rlviz.RecordVectorEpisode`). 0.3's ``sinks=`` keyword still works for one release.
     """
 
     video_name: str
     video_path: str
 
+    @old_keywords(("sinks",), fold_old_keywords, "options=RecordOptions(sinks=...)")
     def __init__(self, venv: Any, video_folder: str, record_video_trigger: Callable[[int], bool],
                  video_length: int = 200, name_prefix: str = "rl-video", *, model: Any = None, env_index: int = 0,
-                 sinks: Any = "auto", options: RecordOptions | None = None) -> None:
+                 options: RecordOptions | None = None) -> None:
         _vec.VecEnvWrapper.__init__(self, venv)
         self.env = venv
         base = venv
@@ -103,7 +105,7 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
         self.model = model
         self._policy: Any = None
         self._stream: SubEnvVideo | None = None
-        self._sinks = VideoSinks(sinks)
+        self._sinks = VideoSinks(self.options.sinks)
         self._writer = BackgroundWriter() if self.options.background else None  # encodes and draws off step()
         #: paths of the finished videos, in order
         self.videos: list[Path] = []

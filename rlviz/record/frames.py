@@ -69,7 +69,7 @@ if TYPE_CHECKING:
     from ..draw.compose import ComposeOptions
     from .stream import FrameStream
 
-__all__ = ["EpisodeVideo", "RecordOptions", "VideoLabels"]
+__all__ = ["EpisodeVideo", "RecordOptions", "VideoLabels", "fold_old_keywords"]
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,11 @@ class RecordOptions:
     squash: Box actions: the policy is a tanh-squashed Gaussian (SAC), drawn in action units.
     background: encode, and draw panel videos, on a thread of the recorder's own, so ``step()`` hands a frame over
         and returns (:mod:`rlviz.record.writer`); False: all in ``step()``, the video complete when it returns.
+    sinks: the vector recorders (``RecordVectorEpisode``, ``VecRecordEpisode``): where finished videos are logged at
+        the env step they ended: ``"auto"`` (the active W&B run, if any), None, an :class:`rlviz.sinks.Sink`, a
+        TensorBoard ``SummaryWriter`` or a list of these.
+    grid_width: ``RecordVectorEpisode(envs_to_record="grid")``: each tile is a sub-env's frame shrunk (never
+        enlarged) so that the grid of ceil(sqrt(n)) columns is at most this wide.
     """
 
     strip: bool = False
@@ -102,6 +107,8 @@ class RecordOptions:
     action_names: tuple[str, ...] | None = None
     squash: bool = False
     background: bool = True
+    sinks: Any = "auto"
+    grid_width: int = 1280
 
     def __post_init__(self) -> None:
         if not 0.0 <= float(self.gamma) <= 1.0:
@@ -110,6 +117,22 @@ class RecordOptions:
             raise UsageError(f"crf={self.crf}; libx264 takes 0 (lossless) to 51.")
         if self.action_names is not None and not isinstance(self.action_names, tuple):
             object.__setattr__(self, "action_names", tuple(str(n) for n in self.action_names))
+        if isinstance(self.sinks, list):
+            object.__setattr__(self, "sinks", tuple(self.sinks))
+
+
+def fold_old_keywords(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """A recorder's keywords of 0.3 that are :class:`RecordOptions` fields now (``saliency=``, ``preset=``,
+    ``sinks=``...): those given (not None, except ``sinks``) override the fields of ``kwargs["options"]``
+    (:func:`rlviz._deprecated.old_keywords`)."""
+    given = {k: v for k, v in old.items() if v is not None or k == "sinks"}
+    if given.get("action_names") is not None:
+        given["action_names"] = tuple(str(n) for n in given["action_names"])
+    options = kwargs.get("options")
+    if options is not None and not isinstance(options, RecordOptions):
+        return args  # (the recorder says what is wrong with it)
+    kwargs["options"] = replace(options or RecordOptions(), **given)
+    return args
 
 
 @dataclass(frozen=True)

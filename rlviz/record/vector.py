@@ -37,9 +37,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..errors import UsageError
-from .frames import EpisodeVideo, RecordOptions, VideoLabels
+from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
 from .vector_parts import (
     DISABLED,
@@ -82,17 +83,16 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         name_prefix, fps: as ``RecordVideo`` (``fps`` default: ``metadata["render_fps"]``, else 30).
         policy: an rlviz Policy, a ``torch.nn.Module`` or a callable (see :class:`~rlviz.record.RecordEpisode`)
             computing the panels for recorded episodes only, in batches when each ends (instead of ``annotate``).
-        sinks: where finished videos are logged at the env step they ended (``step()`` calls x ``num_envs``, as
-            CleanRL's ``global_step``): ``"auto"`` (the active W&B run, if any), None, an
-            :class:`rlviz.sinks.Sink`, a TensorBoard ``SummaryWriter`` or a list.
-        grid_width: grid videos: each tile is a sub-env's frame shrunk (never enlarged) so that the grid of
-            ceil(sqrt(n)) columns is at most this wide.
-        options: a :class:`~rlviz.record.frames.RecordOptions` (panel layout, gamma, encoder, spool folder...).
+        options: a :class:`~rlviz.record.frames.RecordOptions` (panel layout, gamma, encoder, spool folder...;
+            ``sinks``: where finished videos are logged at the env step they ended, ``step()`` calls x ``num_envs``
+            as CleanRL's ``global_step``; ``grid_width``: the grid videos' width). 0.3's ``sinks=`` and
+            ``grid_width=`` keywords still work for one release (with a ``DeprecationWarning``).
 
     Attributes: ``recorded`` (a :class:`RecordedVideo` per finished video, in order), ``step_id``, ``recording``,
     ``autoreset_mode`` ("next_step", "same_step" or "disabled").
     """
 
+    @old_keywords(("sinks", "grid_width"), fold_old_keywords, "options=RecordOptions(sinks=..., grid_width=...)")
     def __init__(  # noqa: C901 - one check per argument
         self,
         envs: Any,
@@ -105,8 +105,6 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         name_prefix: str = "rl-video",
         fps: float | None = None,
         policy: Any = None,
-        sinks: Any = "auto",
-        grid_width: int = 1280,
         options: RecordOptions | None = None,
     ) -> None:
         super().__init__(envs)
@@ -148,7 +146,7 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         if self.fps <= 0:
             raise UsageError(f"fps={fps}; expected a positive number.")
         self.options = options or RecordOptions()
-        self.grid_width = int(grid_width)
+        self.grid_width = int(self.options.grid_width)
         self.autoreset_mode = autoreset_mode(envs)
         self._spec = action_spec(envs.single_action_space)
         subs = self._reader._subs
@@ -158,7 +156,7 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
             from ..agent.callable_policy import as_policy
 
             self.policy = as_policy(policy, envs.single_action_space, self.options.squash)
-        self._sinks = VideoSinks(sinks)
+        self._sinks = VideoSinks(self.options.sinks)
         spec = subs[indices[0]].spec if subs else self._reader.call("spec")[indices[0]]
         self.env_id = getattr(spec, "id", None) or type(getattr(envs, "unwrapped", envs)).__name__
         self.step_id = 0

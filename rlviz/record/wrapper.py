@@ -37,7 +37,7 @@ from ..envs.recipe import check_render_mode
 from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals
 from ..errors import UsageError
-from .frames import EpisodeVideo, RecordOptions, VideoLabels
+from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
 from .modes import Stream
 from .internals import compute_internals, save_episode_data
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule, probe_callable
@@ -56,18 +56,6 @@ __all__ = ["RecordEpisode", "RecordOptions", "RenderModeError", "capped_cubic_vi
 #: RecordEpisode's keywords of 0.3 that are :class:`RecordOptions` fields now (accepted for one release)
 OLD_KEYWORDS = ("strip", "gamma", "saliency", "saliency_target", "compose_options", "preset", "crf", "save_data",
                 "spool_dir", "action_names", "squash")
-
-
-def _fold_options(args: tuple, kwargs: dict, old: dict) -> tuple:
-    """0.3's ``RecordEpisode(..., saliency=..., preset=...)``: the keywords given (not None) over ``options``."""
-    given = {k: v for k, v in old.items() if v is not None}
-    if given.get("action_names") is not None:
-        given["action_names"] = tuple(str(n) for n in given["action_names"])
-    options = kwargs.get("options")
-    if options is not None and not isinstance(options, RecordOptions):
-        return args  # (the constructor says what is wrong with it)
-    kwargs["options"] = replace(options or RecordOptions(), **given)
-    return args
 
 
 class RecordEpisode(gym.Wrapper):
@@ -99,7 +87,7 @@ class RecordEpisode(gym.Wrapper):
     #: overrides ``_draw`` writes another layout (the timeline's progression parts)
     video_class: type[EpisodeVideo] = EpisodeVideo
 
-    @old_keywords(OLD_KEYWORDS, _fold_options, "options=RecordOptions(...)")
+    @old_keywords(OLD_KEYWORDS, fold_old_keywords, "options=RecordOptions(...)")
     def __init__(  # noqa: C901 - one check per argument
         self,
         env: gym.Env,
