@@ -61,11 +61,11 @@ class Net(torch.nn.Module):
 folder = tempfile.mkdtemp()
 env = LongEnv()
 if which == "rlviz":
-    from rlviz import RecordEpisode, TorchPolicy
-    env = RecordEpisode(env, folder, TorchPolicy(Net(), device="cpu"), preset="ultrafast")
+    from rlviz import RecordEpisode, RecordOptions, TorchPolicy
+    env = RecordEpisode(env, folder, TorchPolicy(Net(), device="cpu"), options=RecordOptions(preset="ultrafast"))
 elif which == "rlviz-frames":
-    from rlviz import RecordEpisode
-    env = RecordEpisode(env, folder, episode_trigger=lambda k: True, preset="ultrafast")
+    from rlviz import RecordEpisode, RecordOptions
+    env = RecordEpisode(env, folder, episode_trigger=lambda k: True, options=RecordOptions(preset="ultrafast"))
 else:
     env = gym.wrappers.RecordVideo(env, folder, episode_trigger=lambda k: True, disable_logger=True)
 rng = np.random.default_rng(0)

@@ -23,7 +23,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlviz import RecordEpisode  # noqa: E402
+from rlviz import RecordEpisode, RecordOptions  # noqa: E402
 
 
 def run(which: str, env_id: str, steps: int, folder: str) -> float:
@@ -32,7 +32,7 @@ def run(which: str, env_id: str, steps: int, folder: str) -> float:
         env = gym.wrappers.RecordVideo(env, folder, episode_trigger=lambda k: True, disable_logger=True)
     elif which.startswith("rlviz"):
         preset = which.split(":")[1] if ":" in which else "veryfast"
-        env = RecordEpisode(env, folder, episode_trigger=lambda k: True, preset=preset)
+        env = RecordEpisode(env, folder, episode_trigger=lambda k: True, options=RecordOptions(preset=preset))
     rng = np.random.default_rng(0)
     env.action_space.seed(0)
     t0 = time.perf_counter()

@@ -44,7 +44,7 @@ from rlviz.draw.video import write_episode_video  # noqa: E402
 from rlviz.envs import make_env  # noqa: E402
 from rlviz.episode import EpisodeTrace, Spool  # noqa: E402
 from rlviz.media.video import VideoWriter  # noqa: E402
-from rlviz.record import RecordEpisode, compute_internals, run_episode  # noqa: E402
+from rlviz.record import RecordEpisode, RecordOptions, compute_internals, run_episode  # noqa: E402
 
 ENV_ID = "ALE/Breakout-v5"
 
@@ -247,8 +247,8 @@ def main(argv=None) -> None:
             env.close()
             t_rv = time.perf_counter() - t0
             assert rv_steps == bare_steps, "RecordVideo episodes differ"
-        env = RecordEpisode(make(args.max_steps), work / "rlviz", policy=policy, saliency=args.saliency,
-                            save_data=False, spool_dir=str(work))
+        env = RecordEpisode(make(args.max_steps), work / "rlviz", policy=policy,
+                            options=RecordOptions(saliency=args.saliency, save_data=False, spool_dir=str(work)))
         t0 = time.perf_counter()
         re_steps = sum(run_episode(env, seed=s, rng=s).length for s in seeds)
         env.close()

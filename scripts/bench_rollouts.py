@@ -32,7 +32,7 @@ from rlviz.agent.models import MinAtarAgent, NatureCNNAgent
 from rlviz.agent.policy import Policy, TorchPolicy
 from rlviz.envs import make_env, make_vec_env
 from rlviz.envs.ale_seed import seeded_reset
-from rlviz.evaluate.rollout import rollout
+from rlviz.evaluate.rollout import RolloutPlan, rollout
 from rlviz.sources.checkpoint import load_checkpoint
 
 rollout_mod = importlib.import_module("rlviz.evaluate.rollout")  # the package exports a function of that name
@@ -126,7 +126,7 @@ def _heatmap_cost_policy(env_id: str, kind: str) -> TorchPolicy:
 def _timed_rollout(env_id, policy, episodes, **kw) -> tuple:
     """(result, CPU seconds of the whole call: env construction and the heatmap's set-up included)."""
     t = time.process_time()
-    result = rollout(env_id, policy, episodes, **kw)
+    result = rollout(env_id, policy, RolloutPlan(episodes, **kw))
     return result, time.process_time() - t
 
 
@@ -153,7 +153,7 @@ def heatmap_cost(episodes: int, repeats: int, num_envs: int, only: str = "") -> 
         policy = _heatmap_cost_policy(env_id, kind)
         kw = dict(num_envs=num_envs, seed=0, progress=False)
         variants = {type(extractor_for(env_id)).__name__: None, "pixels (motion)": MotionExtractor}
-        rollout(env_id, policy, 2, heatmap=True, **kw)  # warm up (imports, pygame)
+        rollout(env_id, policy, RolloutPlan(2, heatmap=True, **kw))  # warm up (imports, pygame)
         runs: dict = {name: [] for name in ("off", *variants)}
         for _ in range(repeats):  # interleaved
             runs["off"].append(_timed_rollout(env_id, policy, episodes, **kw))
@@ -208,7 +208,7 @@ def compare(case: str, repeats: int, episodes: int | None, seed: int) -> dict:
         return s / w
 
     def ours():
-        r = rollout(recipe, policy, eps, num_envs=num_envs, seed=seed, progress=False, threads=1)
+        r = rollout(recipe, policy, RolloutPlan(eps, num_envs=num_envs, seed=seed, progress=False, threads=1))
         return r.steps / r.wall_s
 
     def ours_unpadded():
@@ -268,9 +268,10 @@ def main():
     rows = []
     s, e, w = bare_loop(args.env, policy, args.episodes, args.num_envs, args.seed)
     rows.append(("bare SyncVectorEnv loop", s, e, w))
-    r = rollout(args.env, policy, args.episodes, num_envs=args.num_envs, seed=args.seed, progress=False)
+    r = rollout(args.env, policy, RolloutPlan(args.episodes, num_envs=args.num_envs, seed=args.seed, progress=False))
     rows.append(("rollout()", r.steps, len(r.episodes), r.wall_s))
-    r = rollout(args.env, policy, args.episodes, num_envs=args.num_envs, seed=args.seed, heatmap=True, progress=False)
+    r = rollout(args.env, policy, RolloutPlan(args.episodes, num_envs=args.num_envs, seed=args.seed, heatmap=True,
+                                              progress=False))
     rows.append(("rollout(heatmap=True)", r.steps, len(r.episodes), r.wall_s))
     print(f"heatmap: {r.heatmap.failures} failures / {r.heatmap.episodes} episodes, objects {r.heatmap.object_names}")
     if args.native and args.env.startswith("ALE/"):

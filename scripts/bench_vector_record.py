@@ -55,7 +55,7 @@ def _loop(kind: str, folder: str, total: int, seed: int = 1) -> dict:
     if kind == "rlviz":
         import rlviz
 
-        envs = rlviz.RecordVectorEpisode(envs, folder, sinks=None)
+        envs = rlviz.RecordVectorEpisode(envs, folder, options=rlviz.RecordOptions(sinks=None))
 
     def layer(i, o, std=2 ** 0.5):
         lin = nn.Linear(i, o)
@@ -132,10 +132,11 @@ def _single(kind: str, folder: str, episodes: int, seed: int = 0) -> dict:
                 done, steps = term or trunc, steps + 1
             env.reset()
     else:
+        from rlviz.record import RecordOptions
         from rlviz.record.vector import RecordVectorEpisode
 
         envs = RecordVectorEpisode(gym.vector.SyncVectorEnv([lambda: env]), folder,
-                                   episode_trigger=lambda k: True, sinks=None)
+                                   episode_trigger=lambda k: True, options=RecordOptions(sinks=None))
         envs.reset(seed=seed)
         for _ in range(episodes):
             done = False

@@ -20,7 +20,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rlviz import RecordEpisode, read_video  # noqa: E402
+from rlviz import RecordEpisode, RecordOptions, read_video  # noqa: E402
 
 
 class HandActor(torch.nn.Module):
@@ -35,8 +35,8 @@ def main() -> None:
     ap.add_argument("--frame", type=int, default=40)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        env = RecordEpisode(gym.make("Pendulum-v1", render_mode="rgb_array"), folder, HandActor(), preset="medium",
-                            crf=18)
+        env = RecordEpisode(gym.make("Pendulum-v1", render_mode="rgb_array"), folder, HandActor(),
+                            options=RecordOptions(preset="medium", crf=18))
         obs, _ = env.reset(seed=1)
         rng = np.random.default_rng(1)
         for _ in range(80):

@@ -11,6 +11,8 @@ import pytest
 ale_py = pytest.importorskip("ale_py")
 gym.register_envs(ale_py)
 
+
+from rlviz.evaluate import RolloutPlan  # noqa: E402
 from rlviz.evaluate.atari_ram import GAMES, RamExtractor, check_game, game_for_env_id, rom_name  # noqa: E402
 from rlviz.evaluate.objects import ColorExtractor, MotionExtractor, extractor_for, load_extractor  # noqa: E402
 
@@ -192,8 +194,8 @@ def test_objects_ram_reads_the_rom_and_equals_the_default(random_agents):
     import rlviz
 
     agent = rlviz.load_agent(random_agents["SpaceInvaders"])
-    ram = rlviz.rollout(agent.recipe, agent.policy, 1, num_envs=1, heatmap=True, objects="ram", seed=0)
-    default = rlviz.rollout(agent.recipe, agent.policy, 1, num_envs=1, heatmap=True, seed=0)
+    ram = rlviz.rollout(agent.recipe, agent.policy, RolloutPlan(1, num_envs=1, heatmap=True, objects="ram", seed=0))
+    default = rlviz.rollout(agent.recipe, agent.policy, RolloutPlan(1, num_envs=1, heatmap=True, seed=0))
     assert ram.heatmap.object_names == default.heatmap.object_names == GAMES["space_invaders"].categories
     assert ram.heatmap.failures == default.heatmap.failures >= 1
     for name in ram.heatmap.object_names:  # the same episode, the same objects

@@ -12,6 +12,7 @@ import torch
 
 from rlviz.agent.policy import TorchPolicy
 from rlviz.config import RenderConfig
+from rlviz.evaluate import RolloutPlan, RolloutProbes
 from rlviz.evaluate.attention import ATTENTION_DROP_ID, attention_findings, attention_map, summarize_attention
 from rlviz.evaluate.objects import FunctionExtractor
 from rlviz.evaluate.rollout import rollout
@@ -68,7 +69,7 @@ def _objects(result, method="gradient") -> dict:
 
 @pytest.mark.parametrize("channel, reads, ignores", [(1, "ball", "paddle"), (0, "paddle", "ball")])
 def test_a_probe_that_reads_one_object_puts_its_attribution_there(channel, reads, ignores):
-    r = rollout(ENV, _policy(Reader(channel)), 12, seed=0, attention="gradient")
+    r = rollout(ENV, _policy(Reader(channel)), RolloutPlan(12, seed=0), RolloutProbes(attention="gradient"))
     objects = _objects(r)
     assert objects[reads]["share"] >= 0.8 and objects[reads]["share_before_failure"] >= 0.8
     assert objects[ignores]["share"] <= 0.05
@@ -85,14 +86,16 @@ def test_a_probe_that_reads_one_object_puts_its_attribution_there(channel, reads
 
 
 def test_perturbation_probe_lands_on_the_ball():
-    r = rollout(ENV, _policy(Reader(1)), 4, seed=0, attention="perturbation")
+    r = rollout(ENV, _policy(Reader(1)), RolloutPlan(4, seed=0), RolloutProbes(attention="perturbation"))
     objects = _objects(r, "perturbation")
     assert objects["ball"]["share"] >= 0.8 and objects["paddle"]["share"] <= 0.05
 
 
 def test_a_planted_agent_that_stops_reading_the_ball_before_failing_is_flagged_and_a_healthy_one_is_not():
-    healthy = rollout(ENV, _policy(Tracker(False)), 40, seed=0, greedy=True, attention="gradient")
-    planted = rollout(ENV, _policy(Tracker(True)), 40, seed=0, greedy=True, attention="gradient")
+    healthy = rollout(ENV, _policy(Tracker(False)), RolloutPlan(40, seed=0, greedy=True),
+                      RolloutProbes(attention="gradient"))
+    planted = rollout(ENV, _policy(Tracker(True)), RolloutPlan(40, seed=0, greedy=True),
+                      RolloutProbes(attention="gradient"))
     assert attention_findings(summarize_attention(healthy.episodes, "gradient")) == []
     summary = summarize_attention(planted.episodes, "gradient")
     found = attention_findings(summary)
@@ -103,7 +106,8 @@ def test_a_planted_agent_that_stops_reading_the_ball_before_failing_is_flagged_a
 
 def test_an_episodes_shares_do_not_depend_on_how_many_envs_share_the_batch():
     agent = load_agent(SAMPLE)
-    runs = [rollout(agent.recipe, agent.policy, 6, seed=3, num_envs=n, attention="gradient") for n in (1, 4, 6)]
+    runs = [rollout(agent.recipe, agent.policy, RolloutPlan(6, seed=3, num_envs=n),
+                    RolloutProbes(attention="gradient")) for n in (1, 4, 6)]
     for eps in zip(*(r.episodes for r in runs)):
         for e in eps[1:]:
             assert e.ret == eps[0].ret and e.length == eps[0].length
@@ -121,8 +125,8 @@ def test_an_extractor_that_needs_frames_gets_them_rendered_and_agrees_with_the_e
 
     pixel = FunctionExtractor(from_state, ("ball", "paddle"))
     assert pixel.needs_frame
-    a = rollout(ENV, _policy(Reader(1)), 3, seed=1, attention="gradient")
-    b = rollout(ENV, _policy(Reader(1)), 3, seed=1, attention="gradient", objects=pixel)
+    a = rollout(ENV, _policy(Reader(1)), RolloutPlan(3, seed=1), RolloutProbes(attention="gradient"))
+    b = rollout(ENV, _policy(Reader(1)), RolloutPlan(3, seed=1, objects=pixel), RolloutProbes(attention="gradient"))
     for ea, eb in zip(a.episodes, b.episodes):
         np.testing.assert_array_equal(ea.attention["total"], eb.attention["total"])
 

@@ -17,6 +17,7 @@ from rlviz.agent.actions import draw_noise
 from rlviz.agent.policy import FORWARD_ROWS, PIXEL_FORWARD_ROWS, TorchPolicy
 from rlviz.envs import make_env
 from rlviz.envs.ale_seed import seeded_reset
+from rlviz.evaluate import RolloutPlan
 from rlviz.evaluate.objects import FunctionExtractor
 from rlviz.evaluate.rollout import replay_episode, rollout
 from rlviz.evaluate.threads import torch_threads
@@ -49,8 +50,8 @@ def minatar():
 
 
 def test_minatar_num_envs_1_4_16_give_identical_episodes_and_heatmaps(minatar):
-    runs = {n: rollout(minatar.recipe, minatar.policy, 16, num_envs=n, seed=7, heatmap=True, progress=False,
-                       threads=1) for n in (1, 4, 16)}
+    runs = {n: rollout(minatar.recipe, minatar.policy, RolloutPlan(16, num_envs=n, seed=7, heatmap=True,
+                                                                   progress=False, threads=1)) for n in (1, 4, 16)}
     assert len({e.ret for e in runs[1].episodes}) > 1  # sampled actions: the episodes differ from each other
     for n in (4, 16):
         assert rows(runs[n]) == rows(runs[1])
@@ -59,7 +60,7 @@ def test_minatar_num_envs_1_4_16_give_identical_episodes_and_heatmaps(minatar):
 
 
 def test_minatar_replay_reproduces_rollout_episodes_exactly(minatar):
-    res = rollout(minatar.recipe, minatar.policy, 5, num_envs=5, seed=2, progress=False)
+    res = rollout(minatar.recipe, minatar.policy, RolloutPlan(5, num_envs=5, seed=2, progress=False))
     with torch_threads(1):
         for e in res.episodes[1::2]:
             same_episode(replay_episode(minatar.recipe, minatar.policy, e), e)
@@ -94,7 +95,7 @@ class Linear(nn.Module):
 def test_probe_num_envs_1_4_16_give_identical_episodes_and_heatmaps():
     policy = TorchPolicy(Linear(), num_actions=2, device="cpu")
     kw = dict(seed=3, objects=FunctionExtractor(probe_objects), heatmap=True, progress=False)
-    runs = {n: rollout("rlviz-probe/Probe-v0", policy, 20, num_envs=n, **kw) for n in (1, 4, 16)}
+    runs = {n: rollout("rlviz-probe/Probe-v0", policy, RolloutPlan(20, num_envs=n, **kw)) for n in (1, 4, 16)}
     for n in (4, 16):
         assert rows(runs[n]) == rows(runs[1])
         assert same_counts(runs[n].heatmap, runs[1].heatmap)
@@ -119,10 +120,12 @@ def test_box_actions_num_envs_1_4_16_give_identical_episodes():
     env = make_env("Pendulum-v1")
     policy = TorchPolicy(GaussianMlp(), action_space=env.action_space, device="cpu")
     env.close()
-    runs = {n: rollout("Pendulum-v1", policy, 16, num_envs=n, seed=1, max_steps=25, progress=False, threads=1)
+    runs = {n: rollout("Pendulum-v1", policy, RolloutPlan(16, num_envs=n, seed=1, max_steps=25, progress=False,
+                                                          threads=1))
             for n in (1, 4, 16)}
     assert rows(runs[4]) == rows(runs[1]) == rows(runs[16])
-    same_episode(replay_episode("Pendulum-v1", policy, runs[4].episodes[3], max_steps=25), runs[4].episodes[3])
+    same_episode(replay_episode("Pendulum-v1", policy, runs[4].episodes[3], RolloutPlan(1, max_steps=25)),
+                 runs[4].episodes[3])
 
 
 @pytest.mark.parametrize("kind", ["uniform", "normal"])
@@ -172,7 +175,8 @@ def test_pixel_agent_rows_do_not_depend_on_their_neighbours(ale):
 
 
 def test_ale_num_envs_1_3_10_give_identical_episodes(ale):
-    runs = {n: rollout(ale.recipe, ale.policy, 10, num_envs=n, seed=4, max_steps=30, progress=False, threads=1)
+    runs = {n: rollout(ale.recipe, ale.policy, RolloutPlan(10, num_envs=n, seed=4, max_steps=30, progress=False,
+                                                           threads=1))
             for n in (1, 3, 10)}
     assert len({e.mean_entropy for e in runs[1].episodes}) > 1  # different episodes: the check means something
     assert rows(runs[3]) == rows(runs[1]) == rows(runs[10])

@@ -8,6 +8,7 @@ from _envs import seeded_mlp
 
 from rlviz.agent.policy import TorchPolicy
 from rlviz.errors import UsageError
+from rlviz.evaluate import RolloutPlan
 from rlviz.evaluate.classic_objects import CLASSIC_OBJECTS
 from rlviz.evaluate.objects import StateExtractor, extractor_for
 from rlviz.evaluate.rollout import rollout
@@ -142,10 +143,10 @@ def test_heatmap_equals_the_pixel_paths_up_to_a_pixel_and_renders_one_frame(env_
     cls = type(gym.make(env_id).unwrapped)
     real = cls.render
     monkeypatch.setattr(cls, "render", lambda self: renders.append(1) or real(self))
-    exact = rollout(env_id, policy, episodes, **kw)
+    exact = rollout(env_id, policy, RolloutPlan(episodes, **kw))
     assert len(renders) == 1  # the heatmap's background frame, nothing else
     monkeypatch.undo()
-    pixels = rollout(env_id, policy, episodes, objects=_FromPixels(env_id), **kw)
+    pixels = rollout(env_id, policy, RolloutPlan(episodes, objects=_FromPixels(env_id), **kw))
     assert exact.heatmap.failures == pixels.heatmap.failures > 0
     assert [(e.seed, e.ret, e.length) for e in exact.episodes] == [(e.seed, e.ret, e.length) for e in pixels.episodes]
     rows, cols = np.indices(exact.heatmap.frame_shape)

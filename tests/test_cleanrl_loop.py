@@ -16,6 +16,7 @@ from torch.distributions.categorical import Categorical  # noqa: E402
 
 import rlviz  # noqa: E402
 from rlviz.media.decode import probe_video  # noqa: E402
+from rlviz.record import RecordOptions  # noqa: E402
 from rlviz.record.vector_parts import SAME_STEP  # noqa: E402
 
 NUM_ENVS, NUM_STEPS, TOTAL = 4, 128, 2048
@@ -58,7 +59,7 @@ def train(video_folder, seed=1):
     torch.manual_seed(seed)
     torch.set_num_threads(1)  # a small MLP: more threads only contend on a shared test machine
     envs = gym.vector.SyncVectorEnv([make_env("CartPole-v1", i, True) for i in range(NUM_ENVS)])
-    envs = rlviz.RecordVectorEpisode(envs, video_folder, sinks=None)  # the recording line
+    envs = rlviz.RecordVectorEpisode(envs, video_folder, options=RecordOptions(sinks=None))  # the recording line
     agent = Agent(envs)
     optimizer = torch.optim.Adam(agent.parameters(), lr=2.5e-4, eps=1e-5)
     obs = torch.zeros((NUM_STEPS, NUM_ENVS) + envs.single_observation_space.shape)

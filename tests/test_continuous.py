@@ -17,8 +17,10 @@ from rlviz.agent.actions import squash_to_bounds
 from rlviz.cli import main
 from rlviz.draw.compose import COLORS, Compositor
 from rlviz.episode import EpisodeTrace
+from rlviz.evaluate import RolloutPlan
 from rlviz.evaluate.rollout import replay_episode
 from rlviz.media import probe_video, read_video
+from rlviz.record import RecordOptions
 
 STEPS = 12
 
@@ -111,7 +113,8 @@ class SquashedActor(nn.Module):
 
 
 def test_tanh_squashed_actor_samples_and_draws_in_action_units(tmp_path):
-    env = RecordEpisode(gym.make("Pendulum-v1", render_mode="rgb_array"), tmp_path, SquashedActor(), squash=True)
+    env = RecordEpisode(gym.make("Pendulum-v1", render_mode="rgb_array"), tmp_path, SquashedActor(),
+                        options=RecordOptions(squash=True))
     policy = env.policy
     observations, actions = play(env, STEPS, np.random.default_rng(1), policy)
     assert policy.squash and policy.kind == "logits"  # no value head
@@ -214,7 +217,7 @@ def test_multidiscrete_one_bar_group_per_part(tmp_path):
             else:
                 assert lit[b] <= 2, (t, b, lit)
     # rollouts take multi-part actions too, and replay alone
-    res = rollout("rlviz-test/Parts-v0", policy, 4, num_envs=2, seed=0, progress=False)
+    res = rollout("rlviz-test/Parts-v0", policy, RolloutPlan(4, num_envs=2, seed=0, progress=False))
     assert res.steps == 24
     again = replay_episode("rlviz-test/Parts-v0", policy, res.episodes[2])
     assert again.ret == res.episodes[2].ret
@@ -343,10 +346,10 @@ def test_numpy_callable_perturbation_saliency_in_the_video(tmp_path):
     """The saliency of a forward-only policy that reads pixel (2, 5) tints that cell of the game, not others."""
     from rlviz.draw.overlay import ACTOR_COLOR
 
-    env = RecordEpisode(PixelEnv(), tmp_path, _peak_fn, saliency="perturbation")
+    env = RecordEpisode(PixelEnv(), tmp_path, _peak_fn, options=RecordOptions(saliency="perturbation"))
     run_episode(env, rng=0)
     with pytest.raises(UsageError, match="forward-only.*perturbation"):  # refused before any episode runs
-        RecordEpisode(PixelEnv(), tmp_path / "g", _peak_fn, saliency="gradient")
+        RecordEpisode(PixelEnv(), tmp_path / "g", _peak_fn, options=RecordOptions(saliency="gradient"))
     k = 480 // 32 * 4  # display scale x obs-to-frame scale: one obs cell in video pixels
     tint = np.array(ACTOR_COLOR, np.float64) - 128
     for frame in read_video(env.last_video_path):

@@ -19,6 +19,7 @@ from conftest import tb_accumulator
 
 from rlviz.agent.policy import TorchPolicy
 from rlviz.cli import main
+from rlviz.evaluate import RolloutPlan
 from rlviz.evaluate.diagnostics import EpisodeDiagnostics, diagnose
 from rlviz.evaluate.rollout import rollout
 from rlviz.evaluate.stats import summarize
@@ -104,8 +105,8 @@ class Probe(torch.nn.Module):
 
 
 def run(module, env=COUNT, episodes=40):
-    res = rollout(env, TorchPolicy(module, num_actions=2, device="cpu"), episodes, num_envs=4, seed=3, gamma=GAMMA,
-                  progress=False)
+    res = rollout(env, TorchPolicy(module, num_actions=2, device="cpu"), RolloutPlan(episodes, num_envs=4, seed=3,
+                                                                                     gamma=GAMMA, progress=False))
     found = diagnose(res)
     return res, {f.id: f for f in found if f.severity == "warning"}, found
 
@@ -135,8 +136,8 @@ def test_one_hot_logits_raise_collapsed_and_dominant_and_no_value_finding():
 
 
 def test_q_agents_are_greedy_by_design_no_entropy_finding():
-    res = rollout(COUNT, TorchPolicy(Probe(logits=(0.0, 1.0)), num_actions=2, kind="q", device="cpu"), 10,
-                  seed=3, gamma=GAMMA, progress=False)
+    res = rollout(COUNT, TorchPolicy(Probe(logits=(0.0, 1.0)), num_actions=2, kind="q", device="cpu"),
+                  RolloutPlan(10, seed=3, gamma=GAMMA, progress=False))
     ids = {f.id for f in diagnose(res, "q")}
     assert "policy_collapsed" not in ids and "action_dominant" in ids  # argmax always picks action 1
 

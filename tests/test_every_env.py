@@ -14,7 +14,7 @@ from rlviz.cli import main
 from rlviz.episode.trace import make_spool
 from rlviz.errors import UsageError
 from rlviz.media import probe_video, read_video
-from rlviz.record import RecordEpisode, run_episode
+from rlviz.record import RecordEpisode, RecordOptions, run_episode
 from rlviz.sources.checkpoint import load_agent, save_checkpoint
 
 ENVS = ["FrozenLake-v1", "Taxi-v4", "Blackjack-v1", "rlviz-probe/Dict-v0"]
@@ -91,7 +91,7 @@ def test_record_episode_scalar_and_tuple_observations(env_id, tmp_path):
 def test_saliency_on_structured_observations_is_refused_in_one_line(tmp_path):
     with pytest.raises(UsageError, match="saliency='gradient' maps array observations.*--saliency none"):
         RecordEpisode(gym.make("Blackjack-v1", render_mode="rgb_array"), tmp_path, TorchPolicy(seeded_mlp(45, 2)),
-                      saliency="gradient")
+                      options=RecordOptions(saliency="gradient"))
 
 
 def test_flattening_by_hand_and_as_sb3_does():
@@ -187,12 +187,14 @@ def test_gradient_saliency_of_a_non_differentiable_policy_warns_and_still_writes
     from rlviz.envs import make_env
     from rlviz.explain.saliency import ZeroSaliencyWarning
 
-    env = RecordEpisode(make_env("MinAtar/Breakout-v1"), tmp_path, TorchPolicy(Rounded()), saliency="gradient")
+    env = RecordEpisode(make_env("MinAtar/Breakout-v1"), tmp_path, TorchPolicy(Rounded()),
+                        options=RecordOptions(saliency="gradient"))
     with pytest.warns(ZeroSaliencyWarning, match="not differentiable w.r.t. its input.*--saliency perturbation"):
         result = run_episode(env, seed=0, max_steps=12)
     env.close()
     assert probe_video(result.video_path).num_frames == result.length + 1
-    env = RecordEpisode(make_env("MinAtar/Breakout-v1"), tmp_path / "p", TorchPolicy(Rounded()), saliency="perturbation")
+    env = RecordEpisode(make_env("MinAtar/Breakout-v1"), tmp_path / "p", TorchPolicy(Rounded()),
+                        options=RecordOptions(saliency="perturbation"))
     with warnings.catch_warnings():
         warnings.simplefilter("error", ZeroSaliencyWarning)
         run_episode(env, seed=0, max_steps=12)

@@ -16,6 +16,8 @@ import pytest
 import torch
 
 import rlviz
+from rlviz.evaluate import RolloutPlan
+from rlviz.record import RecordOptions
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "minatar_breakout_ppo.pt2"
 
@@ -136,12 +138,12 @@ def test_a_video_from_the_stored_actions_equals_the_policys_replay(tmp_path):
     from rlviz.sources import load_agent
 
     agent = load_agent(SAMPLE, device="cpu")
-    record = rollout(agent.recipe, agent.policy, 2, seed=5, progress=False).episodes[1]
+    record = rollout(agent.recipe, agent.policy, RolloutPlan(2, seed=5, progress=False)).episodes[1]
     assert record.actions is not None and len(record.actions) == record.length
     paths = {}
     for how in ("actions", "policy"):
         env = RecordEpisode(rlviz.make_env(agent.recipe), tmp_path / how, agent.policy, name_prefix=how,
-                            saliency="gradient", action_names=agent.action_names)
+                            options=RecordOptions(saliency="gradient", action_names=agent.action_names))
         try:
             got = play_actions(env, record) if how == "actions" else run_episode(env, seed=record.seed)
         finally:

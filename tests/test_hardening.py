@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from rlviz.agent.policy import TorchPolicy
+from rlviz.evaluate import RolloutPlan
 from rlviz.sources.checkpoint import load_agent, save_checkpoint
 
 
@@ -184,7 +185,7 @@ def _rollout_warnings(env_id, module, **kw):
     from rlviz.evaluate.diagnostics import diagnose
     from rlviz.evaluate.rollout import rollout
 
-    res = rollout(env_id, TorchPolicy(module, device="cpu", **kw), 4, num_envs=2, seed=0, progress=False)
+    res = rollout(env_id, TorchPolicy(module, device="cpu", **kw), RolloutPlan(4, num_envs=2, seed=0, progress=False))
     return res, {f.id for f in diagnose(res) if f.severity == "warning"}
 
 

@@ -10,6 +10,7 @@ import torch
 from _envs import PROBE_PIXEL, probe_objects
 
 from rlviz.agent.policy import TorchPolicy
+from rlviz.evaluate import RolloutPlan
 from rlviz.evaluate.objects import FunctionExtractor, MotionExtractor, breakout_extractor
 from rlviz.evaluate.rollout import rollout
 
@@ -35,12 +36,12 @@ class _Mean(torch.nn.Module):
         return m * torch.tensor([[1.0, 3.0, -2.0, 0.5]]), m[:, 0]
 
 
-def _both(monkeypatch, *args, **kw):
-    """(rollout rendering every step, rollout replaying failures) with the same arguments."""
+def _both(monkeypatch, env_id, policy, episodes, **kw):
+    """(rollout rendering every step, rollout replaying failures) with the same plan."""
     monkeypatch.setattr(rollout_mod, "REPLAY_PIXEL_FAILURES", False)
-    eager = rollout(*args, **kw)
+    eager = rollout(env_id, policy, RolloutPlan(episodes, **kw))
     monkeypatch.setattr(rollout_mod, "REPLAY_PIXEL_FAILURES", True)
-    return eager, rollout(*args, **kw)
+    return eager, rollout(env_id, policy, RolloutPlan(episodes, **kw))
 
 
 def _same(a, b):
@@ -66,7 +67,7 @@ def test_cartpole_motion_heatmap_equals_every_step_and_renders_two_frames_a_fail
     renders = []
     real = CartPoleEnv.render
     monkeypatch.setattr(CartPoleEnv, "render", lambda self: renders.append(1) or real(self))
-    again = rollout("CartPole-v1", policy, 8, **kw)
+    again = rollout("CartPole-v1", policy, RolloutPlan(8, **kw))
     _same(eager, again)
     # one background frame, then the frame before each failure and the one before it (motion)
     assert len(renders) == 1 + 2 * again.heatmap.failures < again.steps
@@ -126,8 +127,8 @@ def test_non_deterministic_env_warns_and_keeps_going(monkeypatch):
             gym.make("rlviz-probe/Lives-v0", render_mode=render_mode)))
     policy = TorchPolicy(_Mlp(3, 2), device="cpu")
     with pytest.warns(UserWarning, match="not deterministic under its seed"):
-        res = rollout("rlviz-test/Flaky-v0", policy, 1, num_envs=1, seed=0, objects=FunctionExtractor(probe_objects),
-                      heatmap=True, progress=False)
+        res = rollout("rlviz-test/Flaky-v0", policy, RolloutPlan(1, num_envs=1, seed=0, heatmap=True, progress=False,
+                                                                 objects=FunctionExtractor(probe_objects)))
     assert res.episodes[0].failures == 3 and res.heatmap.failures < 3
 
 
@@ -147,10 +148,10 @@ def test_long_episodes_replay_from_snapshots_not_from_the_start(monkeypatch):
     steps = []
     real = CartPoleEnv.step
     monkeypatch.setattr(CartPoleEnv, "step", lambda self, a: steps.append(1) or real(self, a))
-    lazy = rollout("CartPole-v1", policy, 2, **kw)
+    lazy = rollout("CartPole-v1", policy, RolloutPlan(2, **kw))
     replayed = len(steps) - lazy.steps - 2 * 24  # less the rollout's own steps and the copy check
     monkeypatch.setattr(rollout_mod, "REPLAY_PIXEL_FAILURES", False)
-    _same(rollout("CartPole-v1", policy, 2, **kw), lazy)  # the reference renders every step
+    _same(rollout("CartPole-v1", policy, RolloutPlan(2, **kw)), lazy)  # the reference renders every step
     failed = [e for e in lazy.episodes if e.terminated]
     assert any(e.length > 256 for e in failed) and lazy.heatmap.failures == len(failed)
     # at most two snapshot intervals a failure, fewer steps than replaying the failed episodes whole
@@ -167,7 +168,7 @@ def test_short_episodes_replay_from_their_seed_without_copying_the_env(monkeypat
                         lambda x, *a: (isinstance(x, gym.Env) and copies.append(x)) or real(x, *a))
     policy = TorchPolicy(_Mlp(4, 2), device="cpu")
     kw = dict(num_envs=3, seed=4, objects=MotionExtractor(), heatmap=True, progress=False)
-    lazy = rollout("CartPole-v1", policy, 8, **kw)
+    lazy = rollout("CartPole-v1", policy, RolloutPlan(8, **kw))
     assert max(e.length for e in lazy.episodes) < 128 and lazy.heatmap.failures == 8
     assert len(copies) == 1  # copies_faithfully's check; step 0 of an episode is its seed, not a copy
     monkeypatch.undo()

@@ -10,7 +10,7 @@ import torch
 from rlviz import TorchPolicy
 from rlviz.errors import EnvError, UsageError
 from rlviz.media.video import probe_video, read_video
-from rlviz.record import RecordEpisode, run_episode
+from rlviz.record import RecordEpisode, RecordOptions, run_episode
 
 N_STEPS = 12
 INTENSITY = 16  # frame t is a flat image of value INTENSITY * t (capped)
@@ -62,7 +62,8 @@ def expected_probs(t: int) -> np.ndarray:
 
 def make(tmp_path, **kw):
     env = CounterEnv(**{k: kw.pop(k) for k in list(kw) if k in ("truncate", "n_steps", "frame_hw")})
-    return RecordEpisode(env, tmp_path, TorchPolicy(Linear(), device="cpu"), **kw)
+    options = RecordOptions(**{k: kw.pop(k) for k in list(kw) if k in RecordOptions.__dataclass_fields__})
+    return RecordEpisode(env, tmp_path, TorchPolicy(Linear(), device="cpu"), options=options, **kw)
 
 
 def test_frames_observations_actions_are_aligned(tmp_path):
@@ -235,7 +236,7 @@ def test_no_policy_records_every_frame_as_rendered(tmp_path, no_moviepy):
 
 
 def test_no_policy_strip_prints_under_the_game(tmp_path):
-    env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path, strip=True)
+    env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path, options=RecordOptions(strip=True))
     env.reset(seed=0)
     for _ in range(3):
         env.step(0)

@@ -14,6 +14,7 @@ import pytest
 
 from rlviz.errors import UsageError
 from rlviz.media.decode import probe_video, read_video
+from rlviz.record import RecordOptions
 from rlviz.record.vector import RecordVectorEpisode
 from rlviz.record.vector_parts import NEXT_STEP, SAME_STEP
 
@@ -139,7 +140,8 @@ def check_videos(rec, episodes, indices):
 @pytest.mark.parametrize("mode", MODES)
 def test_each_autoreset_mode_records_whole_episodes(tmp_path, mode):
     envs, twin = make_vec(3, mode), make_vec(3, mode)
-    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(0, 2), episode_trigger=lambda k: True, sinks=None)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(0, 2), episode_trigger=lambda k: True,
+                              options=RecordOptions(sinks=None))
     assert rec.autoreset_mode == {None: SAME_STEP, "NextStep": NEXT_STEP, "SameStep": SAME_STEP,
                                   "Disabled": "disabled"}[mode]
     episodes = drive(rec, twin, 80)
@@ -154,7 +156,8 @@ def test_each_autoreset_mode_records_whole_episodes(tmp_path, mode):
 @pytest.mark.parametrize("mode", [MODES[0], MODES[1]] if HAS_MODES else MODES)
 def test_async_envs(tmp_path, mode):
     envs, twin = make_vec(2, mode, "async"), make_vec(2, mode, "sync")
-    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: k % 2 == 0, sinks=None)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: k % 2 == 0,
+                              options=RecordOptions(sinks=None))
     episodes = drive(rec, twin, 50)
     rec.close(), twin.close()
     kept = [e for e in episodes[1] if e[0] % 2 == 0]
@@ -164,7 +167,7 @@ def test_async_envs(tmp_path, mode):
 
 def test_default_trigger_is_capped_cubic_on_sub_env_0(tmp_path):
     envs, twin = make_vec(2), make_vec(2)
-    rec = RecordVectorEpisode(envs, tmp_path, sinks=None)
+    rec = RecordVectorEpisode(envs, tmp_path, options=RecordOptions(sinks=None))
     episodes = drive(rec, twin, 120)
     rec.close(), twin.close()
     assert len(episodes[0]) > 9
@@ -175,7 +178,8 @@ def test_default_trigger_is_capped_cubic_on_sub_env_0(tmp_path):
 
 def test_close_mid_episode_finishes_the_video(tmp_path):
     envs = make_vec(2)
-    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(0, 1), episode_trigger=lambda k: True, sinks=None)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(0, 1), episode_trigger=lambda k: True,
+                              options=RecordOptions(sinks=None))
     rec.reset(seed=3)
     rec.step(np.array([0, 1]))
     rec.step(np.array([1, 1]))
@@ -191,7 +195,7 @@ def test_close_mid_episode_finishes_the_video(tmp_path):
 def test_step_trigger_and_video_length(tmp_path):
     envs, twin = make_vec(2), make_vec(2)
     rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(0,), step_trigger=lambda s: s in (5, 30),
-                              video_length=4, sinks=None)
+                              video_length=4, options=RecordOptions(sinks=None))
     drive(rec, twin, 40)
     rec.close(), twin.close()
     names = [v.path.name for v in rec.recorded]
@@ -206,7 +210,7 @@ def test_step_trigger_and_video_length(tmp_path):
 def test_grid(tmp_path):
     envs, twin = make_vec(3), make_vec(3)
     rec = RecordVectorEpisode(envs, tmp_path, envs_to_record="grid", step_trigger=lambda s: s % 20 == 0,
-                              video_length=9, grid_width=64, sinks=None)
+                              video_length=9, options=RecordOptions(grid_width=64, sinks=None))
     drive(rec, twin, 45)
     rec.close(), twin.close()
     assert [v.path.name for v in rec.recorded] == [f"rl-video-grid-step-{s}.mp4" for s in (0, 20, 40)]
@@ -220,7 +224,8 @@ def test_grid(tmp_path):
 
 def test_annotate_reads_only_recorded_rows_and_writes_npz(tmp_path):
     envs, twin = make_vec(3), make_vec(3)
-    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: k < 2, sinks=None)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: k < 2,
+                              options=RecordOptions(sinks=None))
     seen = []
 
     class Tracked:  # a tensor look-alike: records which rows are read before the copy to the host
@@ -266,7 +271,7 @@ def test_annotate_reads_only_recorded_rows_and_writes_npz(tmp_path):
 
 def test_annotate_value_alone(tmp_path):
     envs = make_vec(2)
-    rec = RecordVectorEpisode(envs, tmp_path, episode_trigger=lambda k: k == 0, sinks=None)
+    rec = RecordVectorEpisode(envs, tmp_path, episode_trigger=lambda k: k == 0, options=RecordOptions(sinks=None))
     rec.reset(seed=0)
     for _ in range(12):
         rec.annotate(value=np.array([0.5, 2.0]))
@@ -283,7 +288,8 @@ def test_policy_computes_panels_for_recorded_steps_only(tmp_path):
         return np.stack([obs[:, 0], -obs[:, 0]], 1) * scale[0], obs[:, 1]
 
     envs = make_vec(2)
-    rec = RecordVectorEpisode(envs, tmp_path, episode_trigger=lambda k: k == 1, policy=policy, sinks=None)
+    rec = RecordVectorEpisode(envs, tmp_path, episode_trigger=lambda k: k == 1, policy=policy,
+                              options=RecordOptions(sinks=None))
     rec.reset(seed=0)
     ended = 0
     for _ in range(25):
@@ -309,7 +315,7 @@ def test_errors(tmp_path):
     bare = gym.vector.SyncVectorEnv([lambda: Painted() for _ in range(2)])
     with pytest.raises(ValueError, match="render_mode"):
         RecordVectorEpisode(bare, tmp_path)
-    rec = RecordVectorEpisode(envs, tmp_path, episode_trigger=lambda k: True, sinks=None)
+    rec = RecordVectorEpisode(envs, tmp_path, episode_trigger=lambda k: True, options=RecordOptions(sinks=None))
     rec.reset(seed=0)
     with pytest.raises(UsageError, match="one per sub-env"):
         rec.annotate(value=np.zeros(3))
@@ -338,7 +344,8 @@ def test_videos_go_to_tensorboard_at_their_env_step(tmp_path):
 
     writer = SummaryWriter(str(tmp_path / "runs"))
     envs = make_vec(2)
-    rec = RecordVectorEpisode(envs, tmp_path / "videos", episode_trigger=lambda k: k in (0, 2), sinks=writer)
+    rec = RecordVectorEpisode(envs, tmp_path / "videos", episode_trigger=lambda k: k in (0, 2),
+                              options=RecordOptions(sinks=writer))
     ends = episode_ends(rec, 0, 40)
     writer.close()
     acc = tb_accumulator(tmp_path / "runs")
@@ -374,8 +381,9 @@ def test_writing_in_the_loops_thread_gives_the_same_videos(tmp_path):
     got = {}
     for background in (True, False):
         envs, twin = make_vec(2), make_vec(2)
-        rec = RecordVectorEpisode(envs, tmp_path / str(background), envs_to_record=(0, 1), sinks=None,
-                                  episode_trigger=lambda k: k % 2 == 1, options=RecordOptions(background=background))
+        rec = RecordVectorEpisode(envs, tmp_path / str(background), envs_to_record=(0, 1),
+                                  episode_trigger=lambda k: k % 2 == 1,
+                                  options=RecordOptions(background=background, sinks=None))
         episodes = drive(rec, twin, 40, annotate=lambda e, rng: e.annotate(value=rng.normal(size=2)))
         if not background:  # without the writer thread a finished episode's video is complete at once
             assert all(v.path.is_file() for v in rec.recorded)
@@ -412,7 +420,8 @@ print(sorted(m for m in ("torch", "moviepy") if m in sys.modules))
 
 def test_reset_mid_episode_cuts_the_video_there(tmp_path):
     envs = make_vec(2)
-    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: True, sinks=None)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: True,
+                              options=RecordOptions(sinks=None))
     rec.reset(seed=5)
     rec.step(np.array([0, 0]))
     rec.reset(seed=6)  # the training code starts over: the episode in progress ends here, cut
@@ -427,7 +436,8 @@ def test_reset_mid_episode_cuts_the_video_there(tmp_path):
 def test_gaussian_outputs_on_box_actions(tmp_path):
     envs = gym.vector.SyncVectorEnv([lambda: gym.make("Pendulum-v1", render_mode="rgb_array", max_episode_steps=12)
                                      for _ in range(2)])
-    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: k == 0, sinks=None)
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(1,), episode_trigger=lambda k: k == 0,
+                              options=RecordOptions(sinks=None))
     rec.reset(seed=0)
     means = []
     for t in range(12):

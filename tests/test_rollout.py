@@ -8,6 +8,7 @@ from rlviz.agent.policy import TorchPolicy
 from rlviz.envs import make_env
 from rlviz.envs.ale_seed import seeded_reset
 from rlviz.errors import UsageError
+from rlviz.evaluate import RolloutPlan
 from rlviz.evaluate.heatmap import FailureHeatmap
 from rlviz.evaluate.objects import FunctionExtractor
 from rlviz.evaluate.rollout import episode_seed_for, replay_episode, rollout
@@ -28,8 +29,9 @@ def probe_policy():
 
 
 def probe_rollout(n, first=0, num_envs=3, **kw):
-    return rollout(PROBE, probe_policy(), n, num_envs=num_envs, seed=11, objects=FunctionExtractor(probe_objects),
-                   heatmap=True, progress=False, first_episode=first, **kw)
+    return rollout(PROBE, probe_policy(), RolloutPlan(n, num_envs=num_envs, seed=11, heatmap=True, progress=False,
+                                                      objects=FunctionExtractor(probe_objects), first_episode=first,
+                                                      **kw))
 
 
 def test_probe_heatmap_counts_exactly_the_pre_failure_pixel():
@@ -52,11 +54,11 @@ def test_probe_heatmap_counts_exactly_the_pre_failure_pixel():
 def test_object_gone_on_the_step_before_a_loss_counts_where_last_seen():
     """As an ALE Breakout ball, which leaves the screen frames before the life is taken."""
     kw = dict(num_envs=3, seed=11, objects=FunctionExtractor(probe_objects), heatmap=True, progress=False)
-    res = rollout("rlviz-probe/Vanish-v0", probe_policy(), 24, **kw)
+    res = rollout("rlviz-probe/Vanish-v0", probe_policy(), RolloutPlan(24, **kw))
     lost = sum(e.terminated for e in res.episodes)
     grid = res.heatmap.counts["obj"]
     assert 0 < lost == grid[PROBE_PIXEL] == grid.sum() == res.heatmap.failures
-    blind = rollout("rlviz-probe/Vanish-v0", probe_policy(), 24, lookback=1, **kw)
+    blind = rollout("rlviz-probe/Vanish-v0", probe_policy(), RolloutPlan(24, lookback=1, **kw))
     assert blind.heatmap.counts["obj"].sum() == 0 and blind.heatmap.failures == lost
 
 
@@ -70,14 +72,14 @@ def test_two_half_runs_merge_to_the_full_run(tmp_path):
 
 
 def test_num_envs_does_not_change_episodes():
-    one = rollout(PROBE, probe_policy(), 9, num_envs=1, seed=3, progress=False)
-    four = rollout(PROBE, probe_policy(), 9, num_envs=4, seed=3, progress=False)
+    one = rollout(PROBE, probe_policy(), RolloutPlan(9, num_envs=1, seed=3, progress=False))
+    four = rollout(PROBE, probe_policy(), RolloutPlan(9, num_envs=4, seed=3, progress=False))
     assert [(e.seed, e.ret, e.length) for e in one.episodes] == [(e.seed, e.ret, e.length) for e in four.episodes]
     assert one.episodes[4].seed == episode_seed_for(3, 4)
 
 
 def test_replay_probe_episode_gives_same_record():
-    res = rollout(PROBE, probe_policy(), 6, num_envs=3, seed=5, progress=False)
+    res = rollout(PROBE, probe_policy(), RolloutPlan(6, num_envs=3, seed=5, progress=False))
     for rec in res.episodes:
         again = replay_episode(PROBE, probe_policy(), rec)
         assert (again.ret, again.length, again.terminated, again.value_sums) == (
@@ -85,7 +87,7 @@ def test_replay_probe_episode_gives_same_record():
 
 
 def test_value_sums_are_discounted_returns():
-    res = rollout(PROBE, probe_policy(), 1, num_envs=1, seed=0, gamma=0.5, progress=False)
+    res = rollout(PROBE, probe_policy(), RolloutPlan(1, num_envs=1, seed=0, gamma=0.5, progress=False))
     rec = res.episodes[0]
     # replay step by step to get the rewards and values the rollout saw
     env = make_env(PROBE)
@@ -106,22 +108,22 @@ def test_value_sums_are_discounted_returns():
 
 
 def test_life_loss_failures_and_max_steps():
-    res = rollout("rlviz-probe/Lives-v0", probe_policy(), 4, num_envs=2, objects=FunctionExtractor(probe_objects),
-                  heatmap=True, progress=False)
+    res = rollout("rlviz-probe/Lives-v0", probe_policy(), RolloutPlan(4, num_envs=2, heatmap=True, progress=False,
+                                                                      objects=FunctionExtractor(probe_objects)))
     assert res.fail_on == "life-loss"
     assert [e.failures for e in res.episodes] == [3] * 4
     assert res.heatmap.counts["obj"][PROBE_PIXEL] == 12 and res.heatmap.counts["obj"].sum() == 12
-    term = rollout("rlviz-probe/Lives-v0", probe_policy(), 2, fail_on="termination", progress=False)
+    term = rollout("rlviz-probe/Lives-v0", probe_policy(), RolloutPlan(2, fail_on="termination", progress=False))
     assert [e.failures for e in term.episodes] == [1, 1]
-    cut = rollout("rlviz-probe/Lives-v0", probe_policy(), 2, max_steps=3, progress=False)
+    cut = rollout("rlviz-probe/Lives-v0", probe_policy(), RolloutPlan(2, max_steps=3, progress=False))
     assert [(e.length, e.truncated, e.terminated, e.failures) for e in cut.episodes] == [(3, True, False, 1)] * 2
 
 
 def test_bad_arguments_raise_usage_errors():
     with pytest.raises(UsageError, match="fail_on"):
-        rollout(PROBE, probe_policy(), 1, fail_on="sometimes", progress=False)
+        rollout(PROBE, probe_policy(), RolloutPlan(1, fail_on="sometimes", progress=False))
     with pytest.raises(UsageError, match="episodes"):
-        rollout(PROBE, probe_policy(), 0, progress=False)
+        rollout(PROBE, probe_policy(), RolloutPlan(0, progress=False))
 
 
 def test_ale_fast_seeded_reset_equals_rom_reload():
@@ -144,7 +146,7 @@ def test_ale_fast_seeded_reset_equals_rom_reload():
 def test_ale_replay_same_return_on_a_given_env():
     torch.manual_seed(0)
     pol = TorchPolicy(NatureCNNAgent(4), device="cpu")
-    res = rollout("ALE/Breakout-v5", pol, 2, num_envs=2, seed=1, progress=False)
+    res = rollout("ALE/Breakout-v5", pol, RolloutPlan(2, num_envs=2, seed=1, progress=False))
     rec = max(res.episodes, key=lambda e: e.length)
     assert rec.failures == 5 and rec.terminated  # Breakout: 5 lives, all lost
     env = make_env("ALE/Breakout-v5")

@@ -17,6 +17,7 @@ from rlviz.cli import main
 from rlviz.draw.compose import ComposeOptions, Compositor
 from rlviz.draw.style import COLORS
 from rlviz.episode.trace import EpisodeInternals, EpisodeTrace
+from rlviz.evaluate import RolloutPlan
 from rlviz.media import probe_video, read_video
 from rlviz.sources.checkpoint import load_agent
 
@@ -270,4 +271,4 @@ def test_a_masked_policy_on_an_env_without_action_masks_says_so():
 
     policy = MaskedTorchPolicy(lambda x: torch.zeros(x.shape[0], 2), num_actions=2, kind="logits", device="cpu")
     with pytest.raises(EnvError, match="no action_masks"):
-        rollout("rlviz-probe/Probe-v0", policy, 1)
+        rollout("rlviz-probe/Probe-v0", policy, RolloutPlan(1))

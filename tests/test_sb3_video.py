@@ -13,6 +13,7 @@ from stable_baselines3.common.vec_env import VecEnvWrapper, VecNormalize  # noqa
 from rlviz.errors import UsageError  # noqa: E402
 from rlviz.integrations.sb3 import VecRecordEpisode  # noqa: E402
 from rlviz.media.decode import probe_video, read_video  # noqa: E402
+from rlviz.record import RecordOptions  # noqa: E402
 
 
 class KeepObs(VecEnvWrapper):
@@ -42,7 +43,7 @@ def test_video_recorder(tmp_path, no_moviepy):
     env_id = "CartPole-v1"
     vec_env = VecNormalize(cartpole())  # wrapped, to check unwrapping works
     vec_env = VecRecordEpisode(vec_env, str(tmp_path), record_video_trigger=lambda x: x % 65 == 0, video_length=10,
-                               name_prefix=f"agent-{env_id}", sinks=None)
+                               name_prefix=f"agent-{env_id}", options=RecordOptions(sinks=None))
     assert vec_env.frames_per_sec == 50 and vec_env.video_folder == str(tmp_path.resolve())
     model = sb3.PPO("MlpPolicy", vec_env, n_steps=64, n_epochs=1, verbose=0, device="cpu")
     model.learn(total_timesteps=128)
@@ -60,7 +61,8 @@ def test_video_recorder(tmp_path, no_moviepy):
 
 
 def test_attributes_and_close_mid_video(tmp_path):
-    vec_env = VecRecordEpisode(cartpole(2), str(tmp_path), lambda x: x == 3, video_length=50, sinks=None)
+    vec_env = VecRecordEpisode(cartpole(2), str(tmp_path), lambda x: x == 3, video_length=50,
+                               options=RecordOptions(sinks=None))
     vec_env.reset()
     assert not vec_env.recording
     for _ in range(5):
@@ -78,7 +80,8 @@ def test_model_panels_hold_the_models_numbers(tmp_path):
     import torch
 
     inner = KeepObs(cartpole(2))
-    vec_env = VecRecordEpisode(inner, str(tmp_path), lambda x: x == 0, video_length=10, env_index=1, sinks=None)
+    vec_env = VecRecordEpisode(inner, str(tmp_path), lambda x: x == 0, video_length=10, env_index=1,
+                               options=RecordOptions(sinks=None))
     model = sb3.PPO("MlpPolicy", vec_env, n_steps=64, n_epochs=1, verbose=0, device="cpu", seed=0)
     vec_env.model = model
     before = {k: v.clone() for k, v in model.policy.state_dict().items()}  # the video ends before the first update

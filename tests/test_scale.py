@@ -21,6 +21,7 @@ import rlviz.evaluate.workers as workers_mod
 from rlviz.agent.policy import TorchPolicy
 from rlviz.cli import main
 from rlviz.errors import UsageError, WorkerError
+from rlviz.evaluate import RolloutPlan
 from rlviz.evaluate.objects import FunctionExtractor
 from rlviz.evaluate.rollout import rollout
 from rlviz.evaluate.threads import torch_threads
@@ -72,9 +73,9 @@ def test_shard_ranges_are_contiguous_equal_and_a_whole_number_per_worker():
 def test_shards_merge_into_the_single_run():
     policy = TorchPolicy(Linear(), num_actions=2, device="cpu")
     kw = dict(seed=11, objects=FunctionExtractor(probe_objects), heatmap=True, progress=False)
-    whole = rollout(PROBE, policy, 30, num_envs=4, **kw)
+    whole = rollout(PROBE, policy, RolloutPlan(30, num_envs=4, **kw))
     shards = shard_ranges(30, 3, num_envs=4)
-    parts = [rollout(PROBE, policy, len(r), num_envs=n, first_episode=r.start, **kw)
+    parts = [rollout(PROBE, policy, RolloutPlan(len(r), num_envs=n, first_episode=r.start, **kw))
              for r, n in zip(shards, (1, 3, 16))]
     merged = merge_rollouts(parts[::-1], wall_s=1.0)
     assert merged.episodes == whole.episodes and merged.steps == whole.steps
@@ -135,8 +136,8 @@ def test_shared_out_episodes_merge_into_the_single_run():
     """rollout(indices=...) plays any subset of a run: two interleaved halves merge into the whole run."""
     policy = TorchPolicy(Linear(), num_actions=2, device="cpu")
     kw = dict(seed=5, objects=FunctionExtractor(probe_objects), heatmap=True, progress=False)
-    whole = rollout(PROBE, policy, 24, num_envs=4, **kw)
-    parts = [rollout(PROBE, policy, 24, num_envs=n, indices=iter(range(start, 24, 3)), **kw)
+    whole = rollout(PROBE, policy, RolloutPlan(24, num_envs=4, **kw))
+    parts = [rollout(PROBE, policy, RolloutPlan(24, num_envs=n, indices=iter(range(start, 24, 3)), **kw))
              for start, n in ((0, 3), (1, 1), (2, 5))]
     assert [len(p.episodes) for p in parts] == [8, 8, 8] and parts[1].heatmap.episodes == 8
     merged = merge_rollouts(parts, wall_s=1.0)
@@ -144,7 +145,7 @@ def test_shared_out_episodes_merge_into_the_single_run():
     assert np.array_equal(merged.heatmap.counts["obj"], whole.heatmap.counts["obj"])
     assert np.array_equal(merged.heatmap.background, whole.heatmap.background)
     assert merged.heatmap.episodes == 24
-    empty = rollout(PROBE, policy, 24, num_envs=2, indices=iter(()), **kw)  # a worker that claimed nothing
+    empty = rollout(PROBE, policy, RolloutPlan(24, num_envs=2, indices=iter(()), **kw))  # a worker that claimed nothing
     assert merge_rollouts([empty, *parts], wall_s=1.0).episodes == whole.episodes
 
 

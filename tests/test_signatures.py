@@ -129,7 +129,7 @@ def test_record_episode_has_gymnasiums_record_video_signature():
 def test_pending_entries_still_exist_and_are_not_done():
     """An entry of PENDING that was cut down (or moved) must leave the table, so the table cannot hide a new one."""
     found = _public_callables()
-    for name, count in PENDING.items():
+    for name in PENDING:
         assert name in found, f"{name} moved or went: update PENDING"
         assert len(_params(found[name])) > MAX_PARAMS, f"{name} is within {MAX_PARAMS} now: drop it from PENDING"
 

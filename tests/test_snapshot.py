@@ -14,6 +14,7 @@ import torch
 from rlviz.disagree.branches import check_restorable, play_branch, reach
 from rlviz.envs import make_env
 from rlviz.envs.snapshot import NotRestorable, restore, save
+from rlviz.evaluate import RolloutPlan
 from rlviz.evaluate.rollout import episode_seed_for, replay_episode
 from rlviz.sources import load_agent
 from rlviz.sources.checkpoint import save_checkpoint
@@ -57,7 +58,7 @@ def test_a_restored_branch_continues_the_original_episode_bit_for_bit(name, step
     agent = _agent(name, cartpole)
     seed = episode_seed_for(7, 3)
     original = Log(make_env(agent.recipe, render_mode="rgb_array"))
-    played = replay_episode(None, agent.policy, seed, env=original, max_steps=steps)
+    played = replay_episode(None, agent.policy, seed, RolloutPlan(1, max_steps=steps), env=original)
     log = original.steps
     assert played.length == len(log) > at + 5
     env = make_env(agent.recipe, render_mode="rgb_array")

@@ -25,7 +25,7 @@ from PIL import Image
 from torch import nn
 
 from rlviz.config import TimelineConfig
-from rlviz.evaluate import rollout, summarize
+from rlviz.evaluate import RolloutPlan, rollout, summarize
 from rlviz.evaluate.rollout import episode_seed_for
 from rlviz.media import probe_video, read_video
 from rlviz.sinks import log_timeline_checkpoint, log_timeline_end
@@ -69,7 +69,7 @@ def run(tmp_path_factory):
         path = save_checkpoint(folder / f"step_{step}.pt2", _net(k + 1), env="CartPole-v1", kind="logits",
                                metadata={"step": step})
         agent = load_agent(path, device="cpu")
-        result = rollout(agent.recipe, agent.policy, EPISODES, num_envs=EPISODES, seed=0, heatmap=True)
+        result = rollout(agent.recipe, agent.policy, RolloutPlan(EPISODES, num_envs=EPISODES, seed=0, heatmap=True))
         cks.append(TimelineCheckpoint(step=step, path=path, name=path.name, agent=agent, result=result))
     rows = [_row(c) for c in cks]
     data = {"env_id": "CartPole-v1", "checkpoints": rows,

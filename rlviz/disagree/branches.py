@@ -141,7 +141,7 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
     one batched forward per step. Each row is what a lone replay computes (forwards of fixed-size chunks) and
     samples with its episode's own generator, so each state is the rollout's."""
     policy = agent.policy
-    runner = Runner(policy, RolloutPlan(len(targets), greedy=greedy, fail_on=fail_on, gamma=gamma))
+    runner = Runner(policy, RolloutPlan(1, greedy=greedy, fail_on=fail_on, gamma=gamma))
     taps = [_Tap(e) for e in envs]
     starts = [runner.start(tap, -1, seed) for tap, (seed, _) in zip(taps, targets)]
     eps = [ep for _, ep in starts]

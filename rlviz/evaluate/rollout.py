@@ -1,7 +1,7 @@
 """Many-episode rollouts: returns, lengths, failure events, value-vs-return statistics and the
 failure heatmap, with every episode replayable on its own.
 
-Reproducibility: episode ``k`` of ``rollout(seed=S)`` starts from ``env.reset(seed=episode_seed)``
+Reproducibility: episode ``k`` of a rollout seeded ``RolloutPlan(seed=S)`` starts from ``env.reset(seed=episode_seed)``
 and samples its actions with its own ``np.random.default_rng(episode_seed)``, where
 ``episode_seed = episode_seed_for(S, k)``. So :func:`replay_episode` re-runs it alone, on a fresh
 env or on one the caller wraps (a video recorder). ALE seeded resets normally reload the ROM

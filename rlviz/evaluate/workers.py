@@ -2,7 +2,7 @@
 
 An episode's outcome depends only on (agent, env, its seed, flags): each episode has its own reset seed and
 action RNG (:func:`rlviz.evaluate.rollout.episode_seed_for`). So the episodes ``[0, N)`` split into shards
-``[a, b)`` that run anywhere (``rollout(..., first_episode=a)``), and the merge (rows sorted by episode,
+``[a, b)`` that run anywhere (``RolloutPlan(..., first_episode=a)``), and the merge (rows sorted by episode,
 heatmap counts summed) is the single-process result.
 
 :class:`WorkerPool` runs top-level functions ``fn(task, progress)`` in ``N`` spawned processes (one torch

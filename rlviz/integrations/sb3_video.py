@@ -31,10 +31,10 @@ from typing import Any, cast
 
 import numpy as np
 
+from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError, require
-from .._deprecated import old_keywords
 from ..record.frames import RecordOptions, VideoLabels, fold_old_keywords
 from ..record.setup import RenderModeError
 from ..record.vector_parts import SubEnvVideo, VideoSinks

@@ -32,9 +32,9 @@ from ..envs import make_env, to_rgb_frame
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout, summarize
-from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.attention import attention_spec, plot_attention_at_failure, with_attention
 from ..evaluate.diagnostics import diagnose
+from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
 from ..evaluate.workers import WorkerDied, died_twice, merge_rollouts, shard_ranges

@@ -21,7 +21,7 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -38,8 +38,8 @@ from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals
 from ..errors import UsageError
 from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
-from .modes import Stream
 from .internals import compute_internals, save_episode_data
+from .modes import Stream
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule, probe_callable
 from .writer import BackgroundWriter
 
@@ -47,7 +47,6 @@ if TYPE_CHECKING:  # annotations only: importing them here would load torch and 
     import torch
 
     from ..agent.policy import Policy
-    from ..draw.compose import ComposeOptions
 
 __all__ = ["RecordEpisode", "RecordOptions", "RenderModeError", "capped_cubic_video_schedule", "compute_internals",
            "save_episode_data"]
