@@ -183,8 +183,8 @@ def _rollout(recipe, policy, plan: RolloutPlan, extractor, heatmap, attention, p
         if replay is not None:
             replay.close()
     return RolloutResult(
-        recipe.env_id, tuple(records), hm, steps, wall, float(plan.gamma), int(seed), runner.fail_on,  # type: ignore[arg-type]
-        recipe.to_json()
+        recipe.env_id, tuple(records), hm, steps, wall, float(plan.gamma), int(seed),
+        runner.fail_on, recipe.to_json()  # type: ignore[arg-type]
     )
 
 

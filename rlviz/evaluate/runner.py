@@ -158,7 +158,7 @@ class Runner:
             if ep.log is not None:
                 self.replay.failure(ep.log, ep.length - 1, ep.obs, self.obs.single)
             elif self.heatmap is not None:
-                self.heatmap.add(last_seen(self.extractor, reversed(ep.recent)))
+                self.heatmap.add(last_seen(self.extractor, reversed(ep.recent)))  # type: ignore[arg-type]
         if "is_success" in info:
             ep.is_success = bool(np.asarray(info["is_success"]))
         if self.max_steps is not None and ep.length >= self.max_steps and not terminated:

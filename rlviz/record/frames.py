@@ -121,7 +121,7 @@ class RecordOptions:
             object.__setattr__(self, "sinks", tuple(self.sinks))
 
 
-def fold_old_keywords(args: tuple, kwargs: dict, old: dict) -> tuple:
+def fold_old_keywords(args: tuple[Any, ...], kwargs: dict[str, Any], old: dict[str, Any]) -> tuple[Any, ...]:
     """A recorder's keywords of 0.3 that are :class:`RecordOptions` fields now (``saliency=``, ``preset=``,
     ``sinks=``...): those given (not None, except ``sinks``) override the fields of ``kwargs["options"]``
     (:func:`rlviz._deprecated.old_keywords`)."""
@@ -213,7 +213,7 @@ class EpisodeVideo:
             self.writer.submit(self._abort, rec)
 
     def _finish_panels(self, terminated: bool, truncated: bool, policy: Any, observation_space: Any) -> Path | None:
-        """A panel video's end (the mode is Finished by now): its trace, then the panels drawn, here or on the writer."""
+        """A panel video's end (its mode is Finished by now): its trace, then the panels drawn here or on the writer."""
         rec, self._rec = self._rec, None
         if rec is None:
             return None

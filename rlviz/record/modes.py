@@ -55,7 +55,7 @@ class Pending(VideoMode):
     def __init__(self) -> None:
         self.first: tuple[Any, Any, int, Any] | None = None  # start()'s frame, observation, lives and masks
 
-    def start(self, video, frame, obs, lives, masks) -> None:
+    def start(self, video: EpisodeVideo, frame: Any, obs: Any, lives: int, masks: Any) -> None:
         self.first = (frame, obs, lives, masks)
 
     def settle(self, video: EpisodeVideo, panels: bool | None = None) -> VideoMode:
@@ -71,10 +71,12 @@ class Pending(VideoMode):
                 video._stream_write(frame, 0.0)
         return mode
 
-    def step(self, video, frame, reward, action, obs, lives, masks, label) -> None:
+    def step(self, video: EpisodeVideo, frame: Any, reward: float, action: Any, obs: Any, lives: int, masks: Any,
+             label: tuple[int | None, float | None]) -> None:
         self.settle(video).step(video, frame, reward, action, obs, lives, masks, label)
 
-    def finish(self, video, terminated, truncated, policy, observation_space) -> Path | None:
+    def finish(self, video: EpisodeVideo, terminated: bool, truncated: bool, policy: Any,
+               observation_space: Any) -> Path | None:
         if self.first is None:
             video.mode = Finished()
             return None
@@ -85,10 +87,11 @@ class Pending(VideoMode):
 class Stream(VideoMode):
     """Frames only: each goes to the encoder (padded to multiples of 16), nothing is held."""
 
-    def start(self, video, frame, obs, lives, masks) -> None:
+    def start(self, video: EpisodeVideo, frame: Any, obs: Any, lives: int, masks: Any) -> None:
         video._stream_write(frame, 0.0)
 
-    def step(self, video, frame, reward, action, obs, lives, masks, label) -> None:
+    def step(self, video: EpisodeVideo, frame: Any, reward: float, action: Any, obs: Any, lives: int, masks: Any,
+             label: tuple[int | None, float | None]) -> None:
         video.steps += 1
         video.episode_return += float(reward)
         step, ret = label
@@ -96,11 +99,12 @@ class Stream(VideoMode):
                             video.episode_return if ret is None else ret)
         video.frames += frame is not None
 
-    def add_frame(self, video, frame) -> None:
+    def add_frame(self, video: EpisodeVideo, frame: Any) -> None:
         video._stream_write(frame, 0.0, video.steps, video.episode_return)
         video.frames += 1
 
-    def finish(self, video, terminated, truncated, policy, observation_space) -> Path | None:
+    def finish(self, video: EpisodeVideo, terminated: bool, truncated: bool, policy: Any,
+               observation_space: Any) -> Path | None:
         video.mode = Finished()
         if video.writer is None:
             return video._close_stream()
@@ -113,10 +117,11 @@ class Panels(VideoMode):
 
     annotates = True
 
-    def start(self, video, frame, obs, lives, masks) -> None:
+    def start(self, video: EpisodeVideo, frame: Any, obs: Any, lives: int, masks: Any) -> None:
         video._open_spool(frame, obs, lives, masks)
 
-    def step(self, video, frame, reward, action, obs, lives, masks, label) -> None:
+    def step(self, video: EpisodeVideo, frame: Any, reward: float, action: Any, obs: Any, lives: int, masks: Any,
+             label: tuple[int | None, float | None]) -> None:
         video.steps += 1
         video.episode_return += float(reward)
         if action is None:
@@ -138,7 +143,8 @@ class Panels(VideoMode):
             rec["masks"].append(np.asarray(masks, dtype=bool))
         video.frames += 1
 
-    def finish(self, video, terminated, truncated, policy, observation_space) -> Path | None:
+    def finish(self, video: EpisodeVideo, terminated: bool, truncated: bool, policy: Any,
+               observation_space: Any) -> Path | None:
         video.mode = Finished()
         return video._finish_panels(terminated, truncated, policy, observation_space)
 
@@ -148,10 +154,12 @@ class Finished(VideoMode):
 
     open = False
 
-    def step(self, video, frame, reward, action, obs, lives, masks, label) -> None:
+    def step(self, video: EpisodeVideo, frame: Any, reward: float, action: Any, obs: Any, lives: int, masks: Any,
+             label: tuple[int | None, float | None]) -> None:
         raise UsageError(f"EpisodeVideo.step() after finish() of {video.path.name}.")
 
-    def finish(self, video, terminated, truncated, policy, observation_space) -> Path | None:
+    def finish(self, video: EpisodeVideo, terminated: bool, truncated: bool, policy: Any,
+               observation_space: Any) -> Path | None:
         return None
 
 
