@@ -20,7 +20,7 @@ from rlviz.errors import UsageError
 from rlviz.media import probe_video, read_video
 from rlviz.record.arrays import as_numpy
 from rlviz.record.frames import EpisodeVideo, RecordOptions
-from rlviz.record.modes import Panels, Pending
+from rlviz.record.modes import Finished, Panels, Pending, Stream
 
 HEAVY = ("torch", "matplotlib", "imageio_ffmpeg", "cv2")
 
@@ -89,6 +89,35 @@ def test_a_video_fed_nothing_writes_nothing_and_abort_leaves_no_file(tmp_path):
         panel = EpisodeVideo(tmp_path / "p.mp4", 30, spec, panels=True)
         panel.start(np.zeros((32, 32, 3), np.uint8))
         panel.step(np.zeros((32, 32, 3), np.uint8), 1.0)  # a panel video needs the action taken
+
+
+def test_each_mode_is_a_class_the_video_moves_through(tmp_path):
+    """Pending settles on Stream when the first step comes unannotated; Stream keeps add_frame()'s frames (a render
+    collection) and counts them; finish() makes it Finished, which refuses more steps; a pending video finished with
+    no frame writes nothing."""
+    spec = action_spec(gym.spaces.Discrete(2))
+    frame = np.full((32, 48, 3), 200, np.uint8)
+    video = EpisodeVideo(tmp_path / "s.mp4", 30, spec)
+    assert isinstance(video.mode, Pending) and video.mode.annotates and not video.panels
+    video.start(frame)
+    video.step(frame, 1.0, 0)
+    assert isinstance(video.mode, Stream) and not video.mode.annotates
+    assert video.annotate(logits=[0.0, 1.0]) is False  # frames only now: nothing kept
+    video.add_frame(frame)
+    assert (video.steps, video.frames) == (1, 3)
+    path = video.finish()
+    assert isinstance(video.mode, Finished) and not video.mode.open
+    assert probe_video(path).num_frames == 3
+    with pytest.raises(UsageError, match="after finish"):
+        video.step(frame, 0.0, 0)
+    empty = EpisodeVideo(tmp_path / "e.mp4", 30, spec)
+    assert empty.finish() is None and isinstance(empty.mode, Finished)
+    panels = EpisodeVideo(tmp_path / "p.mp4", 30, spec, panels=True)
+    panels.add_frame(frame)  # between steps: a panel video keeps no extra frame
+    assert isinstance(panels.mode, Panels) and panels.panels and panels.frames == 0
+    panels.abort()
+    assert isinstance(panels.mode, Finished)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.mp4"]
 
 
 def test_as_numpy_reads_tensors_of_any_dtype_and_lookalikes_without_torch():
