@@ -7,14 +7,15 @@ to the next (``video.mode = ...``). Nothing here imports torch, matplotlib or ff
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from ..errors import UsageError
 
-if TYPE_CHECKING:
-    from .frames import EpisodeVideo
+#: an :class:`rlviz.record.frames.EpisodeVideo` (not imported: frames imports this module, and the modes use its
+#: spool and stream helpers: ``_open_spool``, ``_stream_write``, ``_close_stream``, ``_finish_panels``)
+EpisodeVideo = Any
 
 __all__ = ["VideoMode", "Pending", "Stream", "Panels", "Finished", "initial_mode"]
 
@@ -107,7 +108,8 @@ class Stream(VideoMode):
                observation_space: Any) -> Path | None:
         video.mode = Finished()
         if video.writer is None:
-            return video._close_stream()
+            closed: Path | None = video._close_stream()
+            return closed
         video.writer.submit(video._close_stream)
         return video.path if video.frames else None
 
@@ -146,7 +148,8 @@ class Panels(VideoMode):
     def finish(self, video: EpisodeVideo, terminated: bool, truncated: bool, policy: Any,
                observation_space: Any) -> Path | None:
         video.mode = Finished()
-        return video._finish_panels(terminated, truncated, policy, observation_space)
+        path: Path | None = video._finish_panels(terminated, truncated, policy, observation_space)
+        return path
 
 
 class Finished(VideoMode):
