@@ -90,11 +90,13 @@ def action_spec(space) -> ActionSpec:
 def check_policy_actions(policy, space) -> ActionSpec:
     """The env's ActionSpec, after checking ``policy`` (an rlviz Policy) was made for that kind of action."""
     spec = action_spec(space)
-    mine = getattr(policy, "action_spec", None)
+    from .capabilities import capabilities_of  # (a leaf module; it imports this one)
+
+    mine = capabilities_of(policy).action_spec
     if spec.kind == "discrete":
         if mine is not None and mine.kind != "discrete":
             raise UsageError(f"The policy was made for {mine.kind} actions but the env's action space is {space}.")
-        n = int(getattr(policy, "num_actions", -1))
+        n = int(policy.num_actions)
         if n > 0 and n != spec.size:
             raise UsageError(f"The policy has {n} actions but the env's action space is Discrete({spec.size}).")
     elif mine is None or mine.kind != spec.kind:
