@@ -109,7 +109,6 @@ def test_perturbation_gives_its_map_to_every_channel():
 
 @pytest.mark.parametrize("name", SALIENCY_METHODS)
 def test_nothing_the_caller_passed_is_changed(name):
-    policy, _, _ = _linear_policy()
     obs = _obs(4, (2, 10, 10))
     policy = TorchPolicy(nn.Sequential(nn.Flatten(), nn.Linear(200, 3)), device="cpu", kind="logits")
     module = policy.module
@@ -148,16 +147,17 @@ def _message(call) -> str:
     return str(info.value)
 
 
-def test_a_forward_only_policy_is_refused_by_one_rule_with_one_message(tmp_path):
+@pytest.mark.parametrize("name", ["gradient", "smoothgrad"])
+def test_a_forward_only_policy_is_refused_by_one_rule_with_one_message(tmp_path, name):
     env = gym.make("CartPole-v1", render_mode="rgb_array")
     policy = CallablePolicy(lambda o: np.zeros((o.shape[0], 2), np.float32), action_space=env.action_space)
     obs = np.zeros((1, 4), np.float32)
-    for name in ("gradient", "smoothgrad"):
-        by_attribute = _message(lambda: attribute(policy, obs, method=name))
-        by_recorder = _message(lambda: RecordEpisode(env, tmp_path, policy=policy, saliency=name))
-        by_attention = _message(lambda: AttributionProbe(policy, obs[0], method=name))
-        assert by_attribute == by_recorder == by_attention
-        assert "forward-only (CallablePolicy" in by_attribute and "perturbation" in by_attribute
+    by_attribute = _message(lambda: attribute(policy, obs, method=name))
+    by_recorder = _message(lambda: RecordEpisode(env, tmp_path, policy=policy, saliency=name))
+    by_attention = _message(lambda: AttributionProbe(policy, obs[0], method=name))
+    assert by_attribute == by_recorder == by_attention
+    assert f"saliency '{name}' takes gradients" in by_attribute
+    assert "forward-only (CallablePolicy" in by_attribute and "perturbation" in by_attribute
     RecordEpisode(env, tmp_path, policy=policy, saliency="perturbation").close()  # needs forward passes only
     assert not capabilities_of(policy).differentiable
 

@@ -263,7 +263,7 @@ class TorchPolicy(Policy):
                 self._settle_cleanrl(self.to_tensor(probe_obs))
 
     def _settle_cleanrl(self, x: torch.Tensor) -> None:
-        self.module = cleanrl_module(self.module, x, self.num_actions)  # type: ignore[arg-type]
+        self.module = cleanrl_module(self.module, x, self.num_actions)
         self._cleanrl = False
 
     def _raw(self, obs: torch.Tensor):

@@ -15,6 +15,7 @@ each step's shares, objects then "other", summing to 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,13 +43,13 @@ class AttributionProbe:
     """Attribution maps of one policy for a batch of observations, chunked to its forward rows.
 
     policy: the rollout's :class:`Policy` (not stateful); obs: one observation (no batch axis) as the policy takes it;
-    method: "gradient", "smoothgrad" or "perturbation"; target: as :func:`rlviz.explain.attribute` ("action": the
+    method: a saliency method's name or class (:data:`~rlviz.explain.attribution.ATTRIBUTIONS`); target: as :func:`rlviz.explain.attribute` ("action": the
     chosen action's logit; for perturbation, the paper's score over all logits). Every pass has exactly
     ``rows`` = :data:`BATCH_WAVES` x the policy's forward rows (the last one padded): a row's map depends on its
     observation (and action) only, not on the rows beside it.
     """
 
-    def __init__(self, policy: Policy, obs: np.ndarray, method: str = "gradient", target: str | int = "action",
+    def __init__(self, policy: Policy, obs: np.ndarray, method: Any = "gradient", target: str | int = "action",
                  waves: int = BATCH_WAVES):
         self.method = attribution_class(method)
         self.method.check_policy(policy)

@@ -62,7 +62,7 @@ class ZeroSaliencyWarning(UserWarning):
     """Gradient saliency came out exactly zero on every frame of an episode."""
 
 
-def saliency_label(method: str, target="action", continuous: bool = False) -> str:
+def saliency_label(method: str | type[SaliencyMethod], target="action", continuous: bool = False) -> str:
     """Short overlay caption naming what the map explains, e.g. ``"gradient · chosen action's logit"``,
     ``"perturbation · value"``, ``"gradient · logit of action 2"``; Box actions (``continuous``) with target
     "action": ``"gradient · action mean (sum over dims)"``."""
@@ -256,7 +256,7 @@ def episode_saliency(
     return normalise_episode(out, percentile, out=out), saliency_label(method, target, continuous_actions(policy))
 
 
-def warn_if_all_zero(method: str, maps: np.ndarray, n: int, chunk: int = 256) -> None:
+def warn_if_all_zero(method: str | type[SaliencyMethod], maps: np.ndarray, n: int, chunk: int = 256) -> None:
     """A :class:`ZeroSaliencyWarning` when a gradient method's maps [n, h, w] are all exactly zero (read in chunks)."""
     cls = attribution_class(method)
     if cls.gradients and not any(np.any(maps[s : s + chunk]) for s in range(0, n, chunk)):
