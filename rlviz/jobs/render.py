@@ -37,8 +37,7 @@ from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
 from ..evaluate.workers import WorkerDied, died_twice, merge_rollouts, shard_ranges
-from ..explain.attribution import attribution_class
-from ..explain.saliency import attribute
+from ..explain import attribute, attribution_class
 from ..report import REPORT_NAME, load_run, write_report
 from ..report.notebook import outputs_html
 from ..sources import LoadedAgent, load_agent
