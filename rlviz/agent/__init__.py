@@ -7,10 +7,10 @@ recorders and the drawing code use them without importing torch (``.policy`` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .._deprecated import moved_attribute
-from .._lazy import lazy_names
 
 #: public name -> the module of this package that defines it
 _EXPORTS = {
@@ -25,9 +25,20 @@ __all__ = ["ActionSpec", "CallablePolicy", "action_spec", "as_policy", "capabili
            "NatureCNNAgent", "Policy", "PolicyCapabilities", "PolicyOutput", "TorchPolicy", "relative_entropy", "resolve_device", "sample_actions"]
 
 
-#: the package's names on first use; the loaders' names of release 0.2 (``rlviz.agent.load_agent``...), now in
-#: :mod:`rlviz.sources`, with a warning
-__getattr__, __dir__ = lazy_names(__name__, _EXPORTS, missing=moved_attribute)
+def __getattr__(name: str) -> Any:
+    """The package's names on first use; the loaders' names of release 0.2 (``rlviz.agent.load_agent``...),
+    now in :mod:`rlviz.sources`, with a warning."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        return moved_attribute(__name__, name)
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .actions import ActionSpec, action_spec, relative_entropy, sample_actions

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UsageError
+from .capabilities import capabilities_of
 
 __all__ = ["ActionSpec", "action_spec", "check_policy_actions", "sample_actions", "to_env_action", "ACTION_KINDS",
            "relative_entropy", "policy_entropy"]
@@ -90,8 +91,6 @@ def action_spec(space) -> ActionSpec:
 def check_policy_actions(policy, space) -> ActionSpec:
     """The env's ActionSpec, after checking ``policy`` (an rlviz Policy) was made for that kind of action."""
     spec = action_spec(space)
-    from .capabilities import capabilities_of  # (a leaf module; it imports this one)
-
     mine = capabilities_of(policy).action_spec
     if spec.kind == "discrete":
         if mine is not None and mine.kind != "discrete":

@@ -14,8 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .actions import ActionSpec
-
 __all__ = ["PolicyCapabilities", "capabilities_of"]
 
 _CACHE = "_rlviz_capabilities"
@@ -30,7 +28,7 @@ class PolicyCapabilities:
     recurrent: it carries a state from step to step (``initial_state``, ``step``; RecurrentPPO).
     action_masks: it takes the env's ``action_masks()`` at every step (MaskablePPO).
     obs_format: "flat" (non-array observations one-hot / concatenated for it) or "raw" (stacked as they come).
-    action_spec: the actions it was made for (:class:`~rlviz.agent.actions.ActionSpec`); None: Discrete(num_actions).
+    action_spec: the actions it was made for (an :class:`~rlviz.agent.actions.ActionSpec`); None: Discrete(num_actions).
     squash: Box actions: a tanh-squashed Gaussian (SAC).
 
     (Whether the policy has a value head is not here: a ``TorchPolicy(kind="auto")`` learns it from its first
@@ -41,7 +39,7 @@ class PolicyCapabilities:
     recurrent: bool = False
     action_masks: bool = False
     obs_format: str = "flat"
-    action_spec: ActionSpec | None = None
+    action_spec: Any = None  # an ActionSpec or None (not imported: rlviz.agent.actions reads this module)
     squash: bool = False
 
     @property

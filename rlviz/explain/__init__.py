@@ -7,9 +7,8 @@ them); the computations load it."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from .._lazy import lazy_names
+import importlib
+from typing import TYPE_CHECKING, Any
 
 #: public name -> the module of this package that defines it
 _EXPORTS = {
@@ -25,7 +24,17 @@ __all__ = ["ATTRIBUTIONS", "Attribution", "Gradient", "METHODS", "ObsLayout", "P
            "normalise_episode", "saliency_label"]
 
 
-__getattr__, __dir__ = lazy_names(__name__, _EXPORTS)
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .attribution import (

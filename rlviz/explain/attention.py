@@ -23,9 +23,9 @@ import torch
 from ..agent.policy import Policy
 from ..errors import UsageError
 from .attribution import ATTRIBUTIONS, attribution_class
+from .batching import chunk_layout
 from .gradients import _check_no_train_batchnorm, _resolve_target
 from .layout import detect_layout
-from .saliency import chunk_layout
 
 __all__ = ["AttributionProbe", "Pooling", "pooling", "object_fractions", "step_shares", "ATTRIBUTION", "BATCH_WAVES"]
 

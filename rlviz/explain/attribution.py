@@ -125,7 +125,7 @@ class SaliencyMethod:
         return self._run(inputs, target, actions, elementwise=False)
 
     def _run(self, inputs: Any, target: Any, actions: Any, elementwise: bool) -> np.ndarray:
-        from .saliency import iter_chunks
+        from .batching import iter_chunks
 
         out = None
         for s, m in iter_chunks(self, inputs, target, actions, elementwise):
