@@ -139,6 +139,8 @@ def test_the_registry_maps_every_cli_name_to_its_class():
         attribution_class("occlusion")
     with pytest.raises(UsageError, match="is not known"):
         attribute(policy, _obs(), method="occlusion")
+    with pytest.raises(UsageError, match="'gradient' does not take n_samples; its options are reduce"):
+        Gradient(policy, n_samples=4)  # refused when the method is built, before any input
 
 
 def _message(call) -> str:

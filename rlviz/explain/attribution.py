@@ -74,6 +74,7 @@ class SaliencyMethod:
                  memory_budget_mb: float = 512.0, times_input: bool = False, **options: Any):
         self.policy, self.layout, self.batch_size = policy, layout, batch_size
         self.memory_budget_mb, self.times_input, self.options = memory_budget_mb, bool(times_input), dict(options)
+        self.known_options(options)
 
     # -- what a policy must support: one rule for the recorder, attribute() and attention --------------
     @classmethod
@@ -90,13 +91,18 @@ class SaliencyMethod:
                              "(CLI: --saliency none; API: saliency=None).")
 
     @classmethod
-    def resolve_options(cls, options: dict, hw: tuple[int, int]) -> dict:
-        """The method's options: ``options`` over :attr:`defaults`, checked (``hw``: the maps' size)."""
+    def known_options(cls, options: dict) -> dict:
+        """``options``, after checking the method takes each of them (a one-line UsageError naming its own)."""
         unknown = set(options) - set(cls.defaults)
         if unknown:
             raise UsageError(f"method={cls.name!r} does not take {', '.join(sorted(unknown))}; its options are "
                              f"{', '.join(sorted(cls.defaults)) or 'none'}.")
-        opts = {**cls.defaults, **options}
+        return options
+
+    @classmethod
+    def resolve_options(cls, options: dict, hw: tuple[int, int]) -> dict:
+        """The method's options: ``options`` over :attr:`defaults`, checked (``hw``: the maps' size)."""
+        opts = {**cls.defaults, **cls.known_options(options)}
         if opts.get("reduce", "max") not in ("max", "sum"):
             raise UsageError(f"reduce={opts['reduce']!r}: use 'max' or 'sum'.")
         return opts
