@@ -223,8 +223,8 @@ def test_no_value_head_renders_return_to_go_only():
 
 def test_inconsistent_inputs_are_refused():
     trace, internals = episode(T=5)
-    short = EpisodeInternals(internals.logits[:5], internals.probs[:5], internals.value, internals.entropy,
-                             internals.returns_to_go, 0.5, "actor_critic")
+    short = EpisodeInternals(internals.logits[:5], internals.probs[:5], internals.value, "actor_critic",
+                             entropy=internals.entropy, returns_to_go=internals.returns_to_go, gamma=0.5)
     with pytest.raises(UsageError, match="6 entries"):
         Compositor(trace, short)
     comp = Compositor(trace, internals)

@@ -109,8 +109,8 @@ def test_qrdqn_panel_draws_the_quantile_spread(qrdqn_zip, tmp_path):
                                    rtol=1e-5, atol=1e-5)
     trace = EpisodeTrace(np.zeros((n + 1, 400, 600, 3), np.uint8), np.stack(obs), actions, data["rewards"], None,
                          bool(data["terminated"]), bool(data["truncated"]), ("0", "1"), 0, None, 50.0, "CartPole-v1")
-    internals = EpisodeInternals(data["logits"], data["probs"], data["value"], data["entropy"], data["returns_to_go"],
-                                 0.99, "q", quantiles=quantiles)
+    internals = EpisodeInternals(data["logits"], data["probs"], data["value"], "q", entropy=data["entropy"],
+                                 returns_to_go=data["returns_to_go"], gamma=0.99, quantiles=quantiles)
     comp = Compositor(trace, internals, ComposeOptions())
     plain = Compositor(trace, EpisodeInternals(**{**internals.__dict__, "quantiles": None}), ComposeOptions())
     L, quantile = comp.layout, np.array(COLORS["quantile"])

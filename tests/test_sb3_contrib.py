@@ -236,8 +236,8 @@ def test_maskable_renders_masked_actions_and_greedy_returns_equal_sb3(maskable, 
     n = len(actions)
     trace = EpisodeTrace(np.zeros((n + 1, 16, 16, 3), np.uint8), np.zeros((n + 1, 3), np.float32), actions,
                          data["rewards"], None, True, False, tuple(str(a) for a in range(4)), 0, None, 10.0, MASKED)
-    internals = EpisodeInternals(data["logits"], data["probs"], data["value"], data["entropy"],
-                                 data["returns_to_go"], 0.99, "actor_critic", action_masks=masks)
+    internals = EpisodeInternals(data["logits"], data["probs"], data["value"], "actor_critic", entropy=data["entropy"],
+                                 returns_to_go=data["returns_to_go"], gamma=0.99, action_masks=masks)
     layout = Compositor(trace, internals, ComposeOptions(min_seconds=2.0)).layout
     x0, x1 = layout.bar_x0 + layout.bar_len // 2, layout.bar_x0 + layout.bar_len - 2  # right half: no prob bar
     frames = list(read_video(video))

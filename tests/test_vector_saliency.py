@@ -80,9 +80,9 @@ def _features_box(data, frame_hw) -> tuple:
     trace = EpisodeTrace(np.zeros((n, *frame_hw, 3), np.uint8), np.zeros((n, 4), np.float32), data["actions"],
                          data["rewards"], None, bool(data["terminated"]), bool(data["truncated"]),
                          tuple(data["action_names"]), 0, 0, float(data["fps"]), "CartPole-v1")
-    internals = EpisodeInternals(data["logits"], data["probs"], data.get("value"), data["entropy"],
-                                 data["returns_to_go"], float(data["gamma"]), str(data["kind"]),
-                                 saliency=data["saliency"], saliency_label="gradient")
+    internals = EpisodeInternals(data["logits"], data["probs"], data.get("value"), str(data["kind"]),
+                                 entropy=data["entropy"], returns_to_go=data["returns_to_go"],
+                                 gamma=float(data["gamma"]), saliency=data["saliency"], saliency_label="gradient")
     return Compositor(trace, internals).features
 
 

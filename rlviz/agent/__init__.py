@@ -16,12 +16,13 @@ from .._deprecated import moved_attribute
 _EXPORTS = {
     "ActionSpec": "actions", "action_spec": "actions", "sample_actions": "actions", "relative_entropy": "actions",
     "CallablePolicy": "callable_policy", "as_policy": "callable_policy",
+    "PolicyCapabilities": "capabilities", "capabilities_of": "capabilities",
     "MinAtarAgent": "models", "NatureCNNAgent": "models",
     "PolicyOutput": "policy_output", "Policy": "policy", "TorchPolicy": "policy", "resolve_device": "policy",
 }
 
-__all__ = ["ActionSpec", "CallablePolicy", "action_spec", "as_policy", "MinAtarAgent", "NatureCNNAgent", "Policy",
-           "PolicyOutput", "TorchPolicy", "relative_entropy", "resolve_device", "sample_actions"]
+__all__ = ["ActionSpec", "CallablePolicy", "action_spec", "as_policy", "capabilities_of", "MinAtarAgent",
+           "NatureCNNAgent", "Policy", "PolicyCapabilities", "PolicyOutput", "TorchPolicy", "relative_entropy", "resolve_device", "sample_actions"]
 
 
 def __getattr__(name: str) -> Any:
@@ -42,6 +43,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .actions import ActionSpec, action_spec, relative_entropy, sample_actions
     from .callable_policy import CallablePolicy, as_policy
+    from .capabilities import PolicyCapabilities, capabilities_of
     from .models import MinAtarAgent, NatureCNNAgent
     from .policy import Policy, TorchPolicy, resolve_device
     from .policy_output import PolicyOutput

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import UsageError
+from .capabilities import capabilities_of
 
 __all__ = ["ActionSpec", "action_spec", "check_policy_actions", "sample_actions", "to_env_action", "ACTION_KINDS",
            "relative_entropy", "policy_entropy"]
@@ -90,11 +91,11 @@ def action_spec(space) -> ActionSpec:
 def check_policy_actions(policy, space) -> ActionSpec:
     """The env's ActionSpec, after checking ``policy`` (an rlviz Policy) was made for that kind of action."""
     spec = action_spec(space)
-    mine = getattr(policy, "action_spec", None)
+    mine = capabilities_of(policy).action_spec
     if spec.kind == "discrete":
         if mine is not None and mine.kind != "discrete":
             raise UsageError(f"The policy was made for {mine.kind} actions but the env's action space is {space}.")
-        n = int(getattr(policy, "num_actions", -1))
+        n = int(policy.num_actions)
         if n > 0 and n != spec.size:
             raise UsageError(f"The policy has {n} actions but the env's action space is Discrete({spec.size}).")
     elif mine is None or mine.kind != spec.kind:

@@ -19,7 +19,7 @@ or Q-values (``kind="q"``: the panel shows Q-values and the value is ``max_a Q``
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -34,12 +34,13 @@ from .actions import (
     relative_entropy,
     sample_actions,
 )
+from .capabilities import PolicyCapabilities, capabilities_of
 from .cleanrl import cleanrl_module, cleanrl_num_actions, is_cleanrl_agent
 from .outputs import split_box_output, split_output
 from .policy_output import PolicyOutput
 from .rows import FORWARD_ROWS, PIXEL_FORWARD_ROWS, forward_rows_for
 
-__all__ = ["PolicyOutput", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "policy_entropy", "KINDS",
+__all__ = ["PolicyOutput", "PolicyCapabilities", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "policy_entropy", "KINDS",
            "FORWARD_ROWS", "PIXEL_FORWARD_ROWS", "forward_rows_for"]
 
 KINDS = ("actor_critic", "logits", "q")
@@ -64,10 +65,12 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
 class Policy:
     """Base class. Subclasses implement :meth:`forward`; the rest is shared.
 
-    Attributes: ``num_actions`` (A), ``kind`` (one of :data:`KINDS`), ``device``.
+    Attributes: ``num_actions`` (A), ``kind`` (one of :data:`KINDS`), ``device``. What it supports (the attributes
+    below, declared by each subclass) is read through :attr:`capabilities`.
     """
 
-    num_actions: int
+    #: A; -1 until known (a TorchPolicy built without it reads it from its first forward).
+    num_actions: int = -1
     kind: str = "actor_critic"
     device: torch.device = torch.device("cpu")
     #: Observations read per block in :meth:`evaluate` (each block is forwarded ``forward_rows`` at a time).
@@ -91,6 +94,14 @@ class Policy:
     stateful: bool = False
     #: Takes the env's ``action_masks()`` at every step (``evaluate(obs, masks=...)``; see the module docstring).
     needs_action_masks: bool = False
+    #: The torch module behind :meth:`forward`, when there is one (saliency checks its BatchNorm layers).
+    module: Any = None
+
+    @property
+    def capabilities(self) -> PolicyCapabilities:
+        """What this policy supports (:func:`~rlviz.agent.capabilities.capabilities_of`: the attributes above,
+        read once)."""
+        return capabilities_of(self)
 
     # -- to implement -------------------------------------------------------------------------
     def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -252,7 +263,7 @@ class TorchPolicy(Policy):
                 self._settle_cleanrl(self.to_tensor(probe_obs))
 
     def _settle_cleanrl(self, x: torch.Tensor) -> None:
-        self.module = cleanrl_module(self.module, x, self.num_actions)  # type: ignore[arg-type]
+        self.module = cleanrl_module(self.module, x, self.num_actions)
         self._cleanrl = False
 
     def _raw(self, obs: torch.Tensor):

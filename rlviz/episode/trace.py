@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import StorageError, UsageError
 
-__all__ = ["Spool", "SpoolArray", "SpoolTree", "make_spool", "EpisodeTrace", "EpisodeInternals", "returns_to_go",
+__all__ = ["Spool", "SpoolArray", "SpoolTree", "make_spool", "EpisodeTrace", "PolicyFields", "EpisodeInternals", "returns_to_go",
            "DISTRIBUTIONS", "distribution_of"]
 
 
@@ -277,50 +277,71 @@ class EpisodeTrace:
 
 
 @dataclass(frozen=True)
-class EpisodeInternals:
-    """What the policy said on each of the T+1 frames of an episode.
+class PolicyFields:
+    """What a policy says about B rows (B observations of a batch, or the T+1 frames of an episode): the one
+    declaration of these fields, shared by :class:`~rlviz.agent.policy_output.PolicyOutput` (a batch) and
+    :class:`EpisodeInternals` (an episode). Numpy, on the CPU.
 
-    logits:   float32 [T+1, A]  (Q-values when kind == "q")
-    probs:    float32 [T+1, A]
-    value:    float32 [T+1] or None
-    entropy:  float32 [T+1]  relative entropy H / ln|A| in [0, 1]
-    returns_to_go: float32 [T+1]  discounted return from frame t on (gamma below); 0 after the end
-    gamma:    discount used for returns_to_go
-    kind:     "actor_critic" | "logits" | "q"
-    saliency: float32 [T+1, h, w] in [0, 1] in observation space, normalised over the whole episode, or None;
-                  for flat vector observations [D]: float32 [T+1, D], one number per feature (drawn as bars,
-                  saved in the per-step .npz as ``saliency``)
-    saliency_label: e.g. "gradient (actor)"; "" when saliency is None
-    nvec:     MultiDiscrete/MultiBinary parts (logits/probs are [T+1, sum(nvec)], softmax per part), else None
-    mean, std: Box actions: float32 [T+1, D] (std None for a deterministic actor); logits is mean, probs [T+1, 0],
-              entropy the Gaussian differential entropy in nats (NaN when deterministic)
-    squash, low, high: tanh-squashed Gaussian and the action bounds float32 [D] (Box)
-    extras:   {name: float32 [T+1]}: the user's own per-step scalars (``RecordEpisode.annotate(**extra)``)
-    action_masks: bool [T+1, A] or None: the actions the policy was allowed (MaskablePPO; masked ones have
-              probability 0)
-    quantiles: float32 [T+1, N, A] or None: a distributional Q-network's quantiles (QR-DQN; logits are their mean)
+    Discrete actions (``Discrete(A)``; ``nvec`` None):
+    logits: float32 [B, A]  -- action logits; for ``kind="q"`` the Q-values.
+    probs:  float32 [B, A]  -- softmax(logits); for ``kind="q"`` the greedy policy (one-hot argmax).
+
+    MultiDiscrete / MultiBinary (``nvec``: the parts' sizes, MultiBinary (2,)*n):
+    logits, probs: float32 [B, sum(nvec)], the softmax taken per part (a Bernoulli logit l is the pair (0, l)).
+
+    Box actions [D] (``mean`` not None; ``logits`` is ``mean`` and ``probs`` is [B, 0]):
+    mean:   float32 [B, D]  -- Gaussian mean (before tanh when ``squash``); a deterministic actor's action.
+    std:    float32 [B, D] or None -- Gaussian standard deviation; None for a deterministic actor.
+    squash: True for a tanh-squashed Gaussian (SAC): actions are ``low + (tanh(u) + 1) / 2 * (high - low)``.
+    low, high: float32 [D] action bounds (may be infinite) or None.
+
+    value:  float32 [B] or None -- V(s); for ``kind="q"`` max_a Q(s, a); None when the model has no value head.
+    kind:   "actor_critic" | "logits" | "q"
+    quantiles: float32 [B, N, A] or None -- a distributional Q-network's N quantiles per action (QR-DQN; logits
+            are their mean)
     """
 
     logits: np.ndarray
     probs: np.ndarray
     value: np.ndarray | None
-    entropy: np.ndarray
-    returns_to_go: np.ndarray
-    gamma: float
     kind: str
-    saliency: np.ndarray | None = None
-    saliency_label: str = ""
     nvec: tuple | None = None
     mean: np.ndarray | None = None
     std: np.ndarray | None = None
     squash: bool = False
     low: np.ndarray | None = None
     high: np.ndarray | None = None
-    extras: dict | None = None
-    action_masks: np.ndarray | None = None
     quantiles: np.ndarray | None = None
 
     @property
     def dist(self) -> str:
-        """"categorical" | "multi_categorical" | "gaussian" | "deterministic" (see DISTRIBUTIONS)."""
+        """"categorical" | "multi_categorical" | "gaussian" | "deterministic" (see :data:`DISTRIBUTIONS`)."""
         return distribution_of(self.mean, self.std, self.nvec)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpisodeInternals(PolicyFields):
+    """What the policy said on each of the T+1 frames of an episode: the :class:`PolicyFields` with B = T+1 (logits,
+    probs ``[T+1, A]``, value ``[T+1]``, kind, nvec, Box mean/std ``[T+1, D]``, squash, low, high, quantiles
+    ``[T+1, N, A]``; positional in that order), and, by keyword:
+
+    entropy:  float32 [T+1]  relative entropy H / ln|A| in [0, 1]; Box: the Gaussian differential entropy in nats
+              (NaN when deterministic)
+    returns_to_go: float32 [T+1]  discounted return from frame t on (gamma below); 0 after the end
+    gamma:    discount used for returns_to_go
+    saliency: float32 [T+1, h, w] in [0, 1] in observation space, normalised over the whole episode, or None;
+                  for flat vector observations [D]: float32 [T+1, D], one number per feature (drawn as bars,
+                  saved in the per-step .npz as ``saliency``)
+    saliency_label: e.g. "gradient (actor)"; "" when saliency is None
+    extras:   {name: float32 [T+1]}: the user's own per-step scalars (``RecordEpisode.annotate(**extra)``)
+    action_masks: bool [T+1, A] or None: the actions the policy was allowed (MaskablePPO; masked ones have
+              probability 0)
+    """
+
+    entropy: np.ndarray
+    returns_to_go: np.ndarray
+    gamma: float
+    saliency: np.ndarray | None = None
+    saliency_label: str = ""
+    extras: dict | None = None
+    action_masks: np.ndarray | None = None

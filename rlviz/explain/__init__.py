@@ -1,10 +1,51 @@
-"""Explaining the agent: saliency methods (gradient, SmoothGrad, perturbation), batched, behind one
-:func:`attribute` call and one registry of method names."""
+"""Explaining the agent: saliency methods as types (:mod:`rlviz.explain.attribution`: the :class:`Attribution`
+protocol, one class per method, the registry :data:`ATTRIBUTIONS` from the names a user chooses to the classes),
+batched, with :func:`attribute` as their functional front.
+
+Names load on first use: the registry and the classes import no torch (the recorder checks its options with
+them); the computations load it."""
 
 from __future__ import annotations
 
-from .layout import ObsLayout, detect_layout
-from .saliency import METHODS, attribute, episode_saliency, saliency_label
-from .scale import episode_scale, normalise_episode
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["METHODS", "ObsLayout", "attribute", "detect_layout", "episode_saliency", "episode_scale", "normalise_episode", "saliency_label"]
+#: public name -> the module of this package that defines it
+_EXPORTS = {
+    "Attribution": "attribution", "SaliencyMethod": "attribution", "Gradient": "attribution",
+    "SmoothGrad": "attribution", "Perturbation": "attribution", "ATTRIBUTIONS": "attribution",
+    "attribution_class": "attribution",
+    "METHODS": "saliency", "attribute": "saliency", "episode_saliency": "saliency", "saliency_label": "saliency",
+    "ObsLayout": "layout", "detect_layout": "layout", "episode_scale": "scale", "normalise_episode": "scale",
+}
+
+__all__ = ["ATTRIBUTIONS", "Attribution", "Gradient", "METHODS", "ObsLayout", "Perturbation", "SaliencyMethod",
+           "SmoothGrad", "attribute", "attribution_class", "detect_layout", "episode_saliency", "episode_scale",
+           "normalise_episode", "saliency_label"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from .attribution import (
+        ATTRIBUTIONS,
+        Attribution,
+        Gradient,
+        Perturbation,
+        SaliencyMethod,
+        SmoothGrad,
+        attribution_class,
+    )
+    from .layout import ObsLayout, detect_layout
+    from .saliency import METHODS, attribute, episode_saliency, saliency_label
+    from .scale import episode_scale, normalise_episode

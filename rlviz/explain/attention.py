@@ -1,11 +1,9 @@
 """Where the agent looks: each object's share of a step's attribution, for a whole forward batch at once.
 
-Attribution per pixel of the observation (reduced over channels and stacked frames by a sum, so shares add up):
-
-* ``"gradient"``: |gradient x input| (Shrikumar et al. 2016; the plain |gradient| of :mod:`rlviz.explain.saliency`
-  also lights pixels where nothing is: the share must land on what is present);
-* ``"smoothgrad"``: the SmoothGrad mean |gradient| times |input|;
-* ``"perturbation"``: the Greydanus et al. (2018) score (:mod:`rlviz.explain.perturbation`), already spatial.
+Attribution per pixel of the observation, by the method classes of :mod:`rlviz.explain.attribution` with
+``times_input`` (reduced over channels and stacked frames by a sum, so shares add up): |gradient x input| (Shrikumar
+et al. 2016; the plain |gradient| of saliency also lights pixels where nothing is: the share must land on what is
+present), the SmoothGrad mean |gradient| times |input|, or the Greydanus et al. (2018) score, already spatial.
 
 :class:`AttributionProbe` computes the maps of a forward batch (the rollout's input buffer) in chunks of exactly the
 policy's forward rows (:mod:`rlviz.agent.rows`, the last chunk padded): one backward per chunk, and a row's map
@@ -17,14 +15,17 @@ each step's shares, objects then "other", summing to 1.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from ..agent.policy import Policy
 from ..errors import UsageError
-from .layout import ObsLayout, detect_layout
-from .saliency import _check_no_train_batchnorm, _gradients, _maps, _options, _resolve_target
+from .attribution import ATTRIBUTIONS, attribution_class
+from .batching import chunk_layout
+from .gradients import _check_no_train_batchnorm, _resolve_target
+from .layout import detect_layout
 
 __all__ = ["AttributionProbe", "Pooling", "pooling", "object_fractions", "step_shares", "ATTRIBUTION", "BATCH_WAVES"]
 
@@ -35,47 +36,31 @@ BATCH_WAVES = 16
 _PERTURBATION_PAIRS = 4096
 
 #: What each method's attribution is, as the docs and summary.json name it.
-ATTRIBUTION = {"gradient": "|gradient x input|", "smoothgrad": "|smoothgrad x input|",
-               "perturbation": "Greydanus perturbation score"}
-
-
-class _TimesInput:
-    """A layout whose reduce multiplies by |input| and sums over channels (gradient x input, then per pixel)."""
-
-    def __init__(self, layout: ObsLayout, x: torch.Tensor):
-        self.layout, self.absx = layout, x.abs()
-        self.spec, self.hw = layout.spec, layout.hw
-
-    def reduce(self, g: torch.Tensor, how: str = "sum") -> torch.Tensor:
-        return self.layout.reduce(g * self.absx[: g.shape[0]], "sum")
+ATTRIBUTION = {name: cls.object_attribution for name, cls in ATTRIBUTIONS.items()}
 
 
 class AttributionProbe:
     """Attribution maps of one policy for a batch of observations, chunked to its forward rows.
 
     policy: the rollout's :class:`Policy` (not stateful); obs: one observation (no batch axis) as the policy takes it;
-    method: "gradient", "smoothgrad" or "perturbation"; target: as :func:`rlviz.explain.attribute` ("action": the
+    method: a saliency method's name or class (:data:`~rlviz.explain.attribution.ATTRIBUTIONS`); target: as :func:`rlviz.explain.attribute` ("action": the
     chosen action's logit; for perturbation, the paper's score over all logits). Every pass has exactly
     ``rows`` = :data:`BATCH_WAVES` x the policy's forward rows (the last one padded): a row's map depends on its
     observation (and action) only, not on the rows beside it.
     """
 
-    def __init__(self, policy: Policy, obs: np.ndarray, method: str = "gradient", target: str | int = "action",
+    def __init__(self, policy: Policy, obs: np.ndarray, method: Any = "gradient", target: str | int = "action",
                  waves: int = BATCH_WAVES):
-        if getattr(policy, "stateful", False):
-            raise UsageError(f"attention: the policy is recurrent ({type(policy).__name__}), which saliency does not "
-                             "handle yet; run without attention (attention=False).")
-        if method != "perturbation" and not getattr(policy, "differentiable", True):
-            raise UsageError(f"attention with method={method!r} takes gradients, but {type(policy).__name__} is "
-                             "forward-only; use --saliency perturbation.")
+        self.method = attribution_class(method)
+        self.method.check_policy(policy)
         obs = np.asarray(obs)
         try:
             self.layout = detect_layout(obs.shape, np.bool_ if obs.dtype == np.bool_ else None)
         except UsageError as exc:
             raise UsageError(f"attention needs image observations to put objects on: {exc}") from None
-        self.policy, self.method = policy, method
+        self.policy = policy
         self.kind, self.index = _resolve_target(target)
-        self.opts = _options(method, {}, self.layout.hw)
+        self.opts = self.method.resolve_options({}, self.layout.hw)
         self.rows = policy.rows_for(obs.shape) * max(1, int(waves))
         _check_no_train_batchnorm(policy)
 
@@ -103,15 +88,9 @@ class AttributionProbe:
         x = policy.to_tensor(chunk)
         a = None if acts is None or self.kind not in ("action", "logprob") else torch.as_tensor(
             np.maximum(acts, 0), dtype=torch.long, device=x.device)
-        if self.method == "gradient":
-            g = _gradients(policy, x, self.kind, a, self.index, self.layout)
-            m = self.layout.reduce(g * x.abs(), "sum")
-        elif self.method == "smoothgrad":
-            m = _maps(policy, x, _TimesInput(self.layout, x), "smoothgrad", self.kind, self.index, a, self.opts,
-                      self.rows)
-        else:
-            m = _maps(policy, x, self.layout, "perturbation", self.kind, self.index, a, self.opts,
-                      _PERTURBATION_PAIRS)
+        cls = self.method  # perturbation pairs (frame, mask) per forward; gradient methods: the chunk's rows
+        m = cls.chunk_maps(policy, x, chunk_layout(cls, self.layout, x, times_input=True), self.kind, self.index, a,
+                           self.opts, _PERTURBATION_PAIRS if cls.spatial else self.rows)
         return m.detach().float().cpu().numpy()
 
 

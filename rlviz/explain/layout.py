@@ -73,6 +73,12 @@ class ObsLayout:
         other = [int(self.obs_shape[a]) for a in self.other_axes]
         return x.reshape(x.shape[0], *other, *self.hw).permute(inverse)
 
+    def expand(self, maps: torch.Tensor) -> torch.Tensor:
+        """[N, H, W] -> [N, *obs_shape]: each pixel's value on every channel of it (a spatial score as an
+        attribution shaped like the observations)."""
+        h, w = self.hw
+        return self.from_canonical(maps.reshape(maps.shape[0], 1, h, w).expand(-1, self.channels, h, w))
+
     def reduce(self, x: torch.Tensor, how: str = "max") -> torch.Tensor:
         """[N, *obs_shape] -> [N, H, W]: max (or sum) over the non-spatial axes; a vector layout: [N, D] as is."""
         if self.is_vector:

@@ -4,7 +4,7 @@ The policy forwards the episode's T+1 observations in chunks of exactly its forw
 the last chunk padded), with gradients on: each chunk's heads give the per-step internals (the same numbers
 :meth:`~rlviz.agent.policy.Policy.evaluate` gives: same chunks, same kernels), and one backward of that chunk's
 targets gives its saliency maps (|d target / d obs|, reduced over channels by the max, as
-:func:`rlviz.explain.attribute`'s ``"gradient"``). So a recorded episode of T steps costs T + 1 rows (and the last
+:class:`rlviz.explain.Gradient`). So a recorded episode of T steps costs T + 1 rows (and the last
 chunk's padding), not a forward for the panels and another for the saliency. Observations are read a block at a
 time (a disk-backed spool is never loaded whole) and the maps go to a disk-backed array.
 """
@@ -17,20 +17,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..agent.capabilities import capabilities_of
 from ..agent.policy import Policy, PolicyOutput
 from ..errors import UsageError
 from ..progress import bar
+from .attribution import Gradient
+from .gradients import _check_actions, _check_no_train_batchnorm, _resolve_target, _select
 from .layout import detect_layout
-from .saliency import (
-    _check_actions,
-    _check_no_train_batchnorm,
-    _resolve_target,
-    _select,
-    continuous_actions,
-    normalise_episode,
-    saliency_label,
-    warn_if_all_zero,
-)
+from .saliency import normalise_episode, saliency_label, warn_if_all_zero
 
 __all__ = ["outputs_with_gradient_saliency"]
 
@@ -57,8 +51,7 @@ def outputs_with_gradient_saliency(
     obs_shape = tuple(observations.shape[1:])
     if n == 0:
         raise UsageError("outputs_with_gradient_saliency received an episode without observations.")
-    if getattr(policy, "stateful", False) or not getattr(policy, "differentiable", True):
-        raise UsageError(f"gradient saliency needs a differentiable, stateless policy; {type(policy).__name__} is not.")
+    Gradient.check_policy(policy)
     layout = detect_layout(obs_shape, np.bool_ if np.dtype(getattr(observations, "dtype", np.float32)) == np.bool_
                            else None, vector=True)
     kind, index = _resolve_target(target)
@@ -68,7 +61,7 @@ def outputs_with_gradient_saliency(
     acts = None if actions is None else np.asarray(actions, np.int64).reshape(-1)
     parts: dict = {}
     maps: Any = None
-    with bar(n, "saliency (gradient)", unit="frame") as progress:  # the same phase as the two-pass path's
+    with bar(n, f"saliency ({Gradient.name})", unit="frame") as progress:  # the same phase as the two-pass path's
         for start in range(0, n, block):
             chunk_block = np.asarray(observations[start : start + block])
             for at in range(0, chunk_block.shape[0], rows):
@@ -84,8 +77,9 @@ def outputs_with_gradient_saliency(
                 maps[s : s + k] = m
                 progress.update(k)
     out = policy.output_of(parts, n)
-    warn_if_all_zero("gradient", maps, n)
-    return out, normalise_episode(maps, percentile, out=maps), saliency_label("gradient", target, continuous_actions(policy))
+    warn_if_all_zero(Gradient, maps, n)
+    label = saliency_label(Gradient, target, capabilities_of(policy).continuous_actions)
+    return out, normalise_episode(maps, percentile, out=maps), label
 
 
 def _chunk(policy: Policy, chunk: np.ndarray, k: int, acts: np.ndarray | None, kind: str, index: int | None,
@@ -109,7 +103,7 @@ def _chunk(policy: Policy, chunk: np.ndarray, k: int, acts: np.ndarray | None, k
                 a[: acts.size] = torch.as_tensor(acts, dtype=torch.long, device=a.device)
         if a is not None:
             _check_actions(a[:k], logits.shape[-1])
-        sel = _select(kind, logits, value, a, continuous_actions(policy))[:k]
+        sel = _select(kind, logits, value, a, capabilities_of(policy).continuous_actions)[:k]
         grad = torch.autograd.grad(sel.sum(), x, allow_unused=True)[0] if sel.requires_grad else None
     if grad is None:
         grad = torch.zeros_like(x)

@@ -38,7 +38,7 @@ from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
 from ..evaluate.workers import WorkerDied, died_twice, merge_rollouts, shard_ranges
-from ..explain.saliency import attribute
+from ..explain import attribute, attribution_class
 from ..report import REPORT_NAME, load_run, write_report
 from ..report.notebook import outputs_html
 from ..sources import LoadedAgent, load_agent
@@ -219,7 +219,7 @@ def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
     finally:
         env.close()
     attribute(agent.policy, obs, method=config.saliency, target=config.saliency_target)
-    if config.saliency in ("gradient", "smoothgrad"):
+    if attribution_class(config.saliency).gradients:
         x = agent.policy.to_tensor(obs).requires_grad_(True)
         with torch.enable_grad():
             logits, _ = agent.policy.forward(x)

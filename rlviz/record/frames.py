@@ -347,10 +347,11 @@ class _Evaluated:
 
 
 def _evaluated(policy: Any, trace: EpisodeTrace, observation_space: Any) -> _Evaluated:
+    from ..agent.capabilities import capabilities_of
     from ..agent.obs import FlatView, ObsAdapter, is_plain
     from ..agent.stepping import evaluate_episode
 
     obs: Any = trace.observations
     if observation_space is not None and not is_plain(observation_space):
-        obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
+        obs = FlatView(ObsAdapter(observation_space, capabilities_of(policy).obs_format), obs)
     return _Evaluated(policy, evaluate_episode(policy, obs, trace.action_masks))

@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from ..agent.actions import ActionSpec
+from ..agent.capabilities import capabilities_of
 from ..agent.obs import FlatView, ObsAdapter, is_plain
 from ..agent.policy_output import PolicyOutput
 from ..episode.trace import EpisodeInternals, EpisodeTrace, returns_to_go
 from ..errors import UsageError
+from ..explain.attribution import attribution_class
 from .arrays import as_numpy
 
 if TYPE_CHECKING:  # torch is imported only when a policy is evaluated (annotations alone need none)
@@ -151,10 +153,11 @@ def compute_internals(
     n = trace.num_steps + 1
     obs: Any = trace.observations
     if policy is not None and observation_space is not None and not is_plain(observation_space):
-        obs = FlatView(ObsAdapter(observation_space, getattr(policy, "obs_format", "flat")), obs)
+        obs = FlatView(ObsAdapter(observation_space, capabilities_of(policy).obs_format), obs)
     maps, label = None, ""
     out: PolicyOutput | None = None
-    if saliency == "gradient" and policy is not None and _one_pass(policy, trace, obs):
+    method = None if saliency is None else attribution_class(saliency)
+    if method is not None and method.from_forward and policy is not None and _one_pass(policy, trace, obs):
         from ..explain.onepass import outputs_with_gradient_saliency  # the internals and the saliency: one forward
 
         taken = _targets(trace, policy, saliency, saliency_target)
@@ -167,7 +170,7 @@ def compute_internals(
     if annotations and any(k in annotations.rows for k in ("logits", "mean")):
         if spec is None:
             raise UsageError("compute_internals needs spec=<ActionSpec> to read annotations.")
-        ann = _annotated_output(annotations, n, spec, bool(getattr(policy, "squash", False)))
+        ann = _annotated_output(annotations, n, spec, policy is not None and capabilities_of(policy).squash)
     out = _merge(out, ann)
     if out is None:
         raise UsageError("compute_internals needs a policy or annotations; received neither.")
@@ -187,9 +190,9 @@ def compute_internals(
 def _one_pass(policy: Any, trace: EpisodeTrace, obs: Any) -> bool:
     """Whether the episode's internals and gradient saliency come from one forward (:mod:`rlviz.explain.onepass`):
     a differentiable policy without state, not given action masks, on observations it takes as they are."""
-    masked = trace.action_masks is not None and getattr(policy, "needs_action_masks", False)
-    return (policy is not None and obs is trace.observations and getattr(policy, "differentiable", False)
-            and not getattr(policy, "stateful", False) and not masked)
+    caps = capabilities_of(policy)
+    masked = trace.action_masks is not None and caps.action_masks
+    return obs is trace.observations and caps.differentiable and not caps.recurrent and not masked
 
 
 def _targets(trace: Any, policy: Any, method: Any, target: Any, dist: str | None = None) -> np.ndarray | None:
@@ -199,12 +202,10 @@ def _targets(trace: Any, policy: Any, method: Any, target: Any, dist: str | None
     if policy is None:
         raise UsageError(f"saliency={method!r} needs a policy to take apart; annotations alone have no network.")
     if dist is None:
-        spec = getattr(policy, "action_spec", None)
-        dist = "categorical" if spec is None or spec.kind == "discrete" else (
-            "gaussian" if spec.continuous else "multi_categorical")
+        dist = capabilities_of(policy).dist
     if dist == "categorical":
         return np.asarray(trace.actions, np.int64)
-    if target == "value" or (method == "perturbation" and target == "action"):
+    if target == "value" or (attribution_class(method).whole_policy_action and target == "action"):
         return None
     if dist == "gaussian" and target == "action":  # gradient methods: d (sum of the action mean) / d obs
         return None

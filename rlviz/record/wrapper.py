@@ -37,6 +37,7 @@ from ..envs.recipe import check_render_mode
 from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals
 from ..errors import UsageError
+from ..explain.attribution import attribution_class
 from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
 from .internals import compute_internals, save_episode_data
 from .modes import Stream
@@ -130,11 +131,8 @@ class RecordEpisode(gym.Wrapper):
             raise UsageError(f"saliency={saliency!r} is not known; use None or one of {SALIENCY_METHODS}.")
         if saliency is not None and self.policy is None:
             raise UsageError(f"saliency={saliency!r} needs policy=...: saliency takes the network apart.")
-        if saliency in ("gradient", "smoothgrad") and not getattr(self.policy, "differentiable", False):
-            raise UsageError(f"saliency={saliency!r} takes gradients, but this policy is forward-only (a numpy "
-                             "callable); use saliency='perturbation', which needs forward passes only.")
-        if saliency is not None and getattr(self.policy, "stateful", False):
-            raise UsageError(f"saliency={saliency!r} does not handle recurrent policies yet; use saliency=None.")
+        if saliency is not None:
+            attribution_class(saliency).check_policy(self.policy)  # the rule attribute() applies
         if saliency is not None and not is_plain(env.observation_space):
             raise UsageError(f"saliency={saliency!r} maps array observations, but this env's are {env.observation_space}; "
                              "use saliency=None (CLI: --saliency none) for it.")

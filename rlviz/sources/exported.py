@@ -139,7 +139,7 @@ def check_forward(policy: Policy, obs_shape, source: str) -> None:
     file that loads but cannot run (weights of the wrong shape or dtype, a corrupt program) fails here, in one
     line naming the file, not in the middle of a rollout. Policies with state or action masks are left to their
     own loaders."""
-    if getattr(policy, "stateful", False) or getattr(policy, "needs_action_masks", False):
+    if not policy.capabilities.plain:
         return
     exc = _zero_forward(policy, obs_shape, heads=True)
     if exc is not None:

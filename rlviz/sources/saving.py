@@ -190,7 +190,7 @@ def save_checkpoint(
     # the caller's own, from their code, not from a file: their consent.)
     loaded = load_export(data, str(path), env=None, trust=False, trust_recipe=True, device="cpu", kind="auto")
     with torch.no_grad():
-        got = loaded.policy.forward(x.cpu()) if space_json is None else loaded.policy.module(x.cpu())  # type: ignore[attr-defined]
+        got = loaded.policy.forward(x.cpu()) if space_json is None else loaded.policy.module(x.cpu())
     got = got if isinstance(got, tuple) else (got, None)
     same = torch.allclose(got[0], ref[0].cpu(), rtol=1e-4, atol=1e-5)
     if kind == "actor_critic":
