@@ -141,7 +141,7 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
         else:
             results = [run_rollouts(agent, config.render_config(side), gamma, backend)
                        for agent, side, gamma in zip(agents, "ab", gammas)]
-        comparison = comparison_dict(results, config, tuple(a.policy.kind for a in agents))
+        comparison = comparison_dict(results, config, (agents[0].policy.kind, agents[1].policy.kind))
         comparison.update({f"{side}_hub": a.metadata["hub"] for a, side in zip(agents, "ab") if "hub" in a.metadata})
         # the disagreements' branches and videos are made while this thread records the paired videos: most of a
         # short video's time is its ffmpeg processes starting
@@ -264,7 +264,7 @@ def _record_side_by_side(agents: Any, results: Any, folder: Path, config: Compar
     for agent, result, side, gamma in zip(agents, results, "ab", gammas):
         replayed, fps = record_videos(agent, result, folder / side, config.render_config(side), gamma, backend,
                                       chosen, min_seconds=0.0)  # frame-locked: the pair is drawn side by side
-        singles.append([r.video_path for r in replayed])
+        singles.append([Path(str(r.video_path)) for r in replayed])
     videos, rate = [], fps
     for k, (label, idx) in enumerate(chosen):
         longest = max(results[0].episodes[idx].length, results[1].episodes[idx].length) + 1

@@ -44,7 +44,7 @@ __all__ = ["AgentSource", "ShardTask", "VideoTask", "run_shard", "record_video_t
 MIN_VIDEO_SECONDS = 2.0
 
 _LOADED: dict[Any, LoadedAgent] = {}  # in a worker: the agents of the last sources, by key (forked workers inherit the driver's)
-_SOURCES: dict[tuple[str, bool], AgentSource] = {}  # in the driver: the run's AgentSources (Ray: the checkpoint's bytes are put once)
+_SOURCES: dict[tuple[str, bool, str], AgentSource] = {}  # in the driver: the run's AgentSources (Ray: the checkpoint's bytes are put once)
 
 
 @dataclass(frozen=True)

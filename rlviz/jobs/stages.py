@@ -50,7 +50,8 @@ def resolve_agent(config: RenderConfig) -> tuple[LoadedAgent, RenderConfig, floa
 def summarise(result: RolloutResult, kind: str) -> Summary:
     """Stage 3: the statistics of a rollout with every finding: the diagnostics (:func:`diagnose`, for a policy of
     ``kind``) and, when the rollout measured attention, its shares and finding."""
-    return with_attention(summarize(result, diagnose(result, kind)), result)
+    summary: Summary = with_attention(summarize(result, diagnose(result, kind)), result)
+    return summary
 
 
 def background_frame(recipe: Any, seed: int) -> np.ndarray | None:
@@ -71,7 +72,8 @@ def write_attention_at_failure(result: RolloutResult, recipe: Any, path: Path, s
         return None
     if heatmap.background is None:
         heatmap.background = background_frame(recipe, seed)
-    return plot_attention_at_failure(result, heatmap, path)
+    written: Path | None = plot_attention_at_failure(result, heatmap, path)
+    return written
 
 
 def run_log(summary: Summary, result: RolloutResult, videos: Any, heatmap_png: Path | None, fps: float,
