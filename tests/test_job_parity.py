@@ -154,3 +154,23 @@ def test_compare_videos_are_recorded_in_the_workers(tmp_path, monkeypatch):
             assert sorted(x.files) == sorted(y.files)
             for k in x.files:
                 np.testing.assert_array_equal(x[k], y[k])
+
+
+def test_compare_logs_each_agents_findings_and_attention_to_tensorboard(tmp_path):
+    """compare's one RunLog (rlviz.sinks.log_run): its numbers, each agent's findings as text and each agent's
+    attention map at failure beside the heatmap difference, read back from the event files."""
+    pytest.importorskip("tensorboard")
+    from conftest import tb_accumulator
+
+    logdir = tmp_path / "tb"
+    out = compare(a=MINATAR, b=MINATAR, episodes=3, heatmap=True, attention=True, videos="none",
+                  tensorboard=logdir, out=tmp_path / "compare")
+    acc = tb_accumulator(logdir)
+    tags = acc.Tags()
+    (diff,) = acc.Scalars("rlviz/compare/return_diff/mean")
+    assert diff.step == 0 and diff.value == 0.0  # A against itself
+    assert "rlviz/compare/heatmap_diff" in tags["images"]
+    for side in "ab":
+        assert (f"rlviz/compare/{side}/attention_at_failure" in tags["images"]) == \
+            (out.attention_png["ab".index(side)] is not None)
+        assert any(t.startswith(f"rlviz/compare/{side}/diagnostics") for t in tags["tensors"])

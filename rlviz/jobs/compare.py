@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import progress
 from ..config import CompareConfig, config_dict, parse_video_spec
-from ..disagree.outputs import JSON_NAME, log_disagreements, write_disagreements
+from ..disagree.outputs import JSON_NAME, disagreements_logged, write_disagreements
 from ..disagree.run import analyse, probed_rollouts
 from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
@@ -163,9 +163,10 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
     _write_text(folder / "episodes.csv", paired_csv(results))
     if sinks:
         with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
-            log_run(sinks, _run_log(comparison, videos, heatmap_png, fps, attention))
+            log = _run_log(comparison, videos, heatmap_png, fps, attention)
             if found is not None and disagreements is not None:
-                log_disagreements(sinks, found, disagreements, folder, fps)
+                log = RunLog(log.step, log.items + disagreements_logged(found, disagreements, folder, fps))
+            log_run(sinks, log)
     with progress.phase("report"):
         extra = "" if disagreements is None else disagreements_html(disagreements, folder, folder)
         _write_report(folder, comparison, results, labels, heatmap_png, extra)
