@@ -144,9 +144,14 @@ def _run_render(args) -> int:
     outputs = render(config)
     print(outputs.table)
     print(f"outputs in {outputs.out_dir}")
-    if args.strict and outputs.warnings:
-        ids = ", ".join(f["id"] for f in outputs.warnings)
-        print(f"rlviz: --strict: {len(outputs.warnings)} diagnostics warning(s) ({ids}); exit code 3", file=sys.stderr)
+    return _strict(args, outputs.warnings)
+
+
+def _strict(args, found: list) -> int:
+    """3 (and one line naming them) when ``--strict`` and the diagnostics raised warnings; 0 otherwise."""
+    if args.strict and found:
+        ids = ", ".join(f"{f['agent'].upper()}: {f['id']}" if "agent" in f else f["id"] for f in found)
+        print(f"rlviz: --strict: {len(found)} diagnostics warning(s) ({ids}); exit code 3", file=sys.stderr)
         return 3
     return 0
 
@@ -178,7 +183,7 @@ def _run_compare(args) -> int:
     outputs = compare(config)
     print(outputs.table)
     print(f"outputs in {outputs.out_dir}")
-    return 0
+    return _strict(args, outputs.warnings)
 
 
 def _run_timeline(args) -> int:

@@ -1,130 +1,25 @@
 """What a run can be asked, written once: each option is a dataclass field with its default, its help
-and how the command line spells it. The CLI (:mod:`rlviz.cli`) is generated from these fields, and the
-library validates the same values the same way (``RenderConfig(...)`` raises :class:`UsageError`).
+and how the command line spells it (declared with :func:`rlviz.options.option`). The CLI (:mod:`rlviz.cli`) is
+generated from these fields, and the library validates the same values the same way (``RenderConfig(...)`` raises
+:class:`UsageError`).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import MISSING, dataclass, field, fields, make_dataclass
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import TYPE_CHECKING, Any
 
-from .choices import DEFAULT_NUM_ENVS, FAIL_ON, RAY_LOCAL, SALIENCY_METHODS, SALIENCY_TARGETS, VIDEO_KINDS
+from .choices import DEFAULT_NUM_ENVS, FAIL_ON, RAY_LOCAL, SALIENCY_METHODS, SALIENCY_TARGETS
 from .errors import UsageError
+from .options import CliOption, cli_options, option, parse_video_spec
+from .options import attention_value as _attention
+from .options import choice as _choice
+from .options import whole as _whole
 
-__all__ = ["RenderConfig", "CompareConfig", "TimelineConfig", "option", "cli_options", "CliOption", "config_dict", "parse_video_spec"]
-
-
-@dataclass(frozen=True)
-class CliOption:
-    """How a config field appears on the command line (read by :mod:`rlviz.cli`).
-
-    flag: ``--name`` (default: the field name with dashes); ``None`` for the positional argument.
-    kind: "value" (takes a value), "switch" (``store_true``), "negated" (``--no-x`` sets False) or "optional"
-    (the value may be left out: the flag alone gives ``const``, e.g. ``--ray`` alone a local Ray instance).
-    choices: allowed values (shown in --help, "did you mean" on a typo); metavar: the value's name in --help.
-    """
-
-    name: str
-    flag: str | None
-    help: str
-    kind: str = "value"
-    choices: tuple[Any, ...] | None = None
-    metavar: str | None = None
-    positional: bool = False
-    default: Any = None
-    cli_default: Any = None
-    const: Any = None
-    nargs: str | None = None
-
-
-def option(default: Any = MISSING, help: str = "", *, flag: str | None = None, kind: str | None = None,
-           choices: tuple[Any, ...] | None = None, metavar: str | None = None, positional: bool = False,
-           cli_default: Any = None, const: Any = None, nargs: str | None = None) -> Any:
-    """A config field carrying its CLI spelling and help in ``metadata["cli"]``. ``cli_default``: the value the
-    CLI uses when the flag is absent, if it differs from the library's default ("tty": stderr is a terminal);
-    ``const``: the value of an "optional" flag given alone; ``nargs``: argparse's, for a positional taking several
-    values ("+")."""
-    meta = {"help": help, "flag": flag, "kind": kind, "choices": choices, "metavar": metavar,
-            "positional": positional, "cli_default": cli_default, "const": const, "nargs": nargs}
-    if default is MISSING:
-        return field(metadata={"cli": meta})
-    return field(default=default, metadata={"cli": meta})
-
-
-def cli_options(cls: Any) -> list[CliOption]:
-    """The CLI options of a config dataclass, in field order."""
-    out = []
-    for f in fields(cls):
-        meta = f.metadata.get("cli")
-        if meta is None:
-            continue
-        default = None if f.default is MISSING else f.default
-        kind = meta["kind"] or ("switch" if isinstance(default, bool) else "value")
-        flag = None if meta["positional"] else (meta["flag"] or "--" + f.name.replace("_", "-"))
-        out.append(CliOption(f.name, flag, meta["help"], kind, meta["choices"], meta["metavar"], meta["positional"],
-                             default, meta["cli_default"], meta.get("const"), meta.get("nargs")))
-    return out
-
-
-def _whole(name: str, value: Any, minimum: int) -> int:
-    what = "a positive whole number" if minimum == 1 else f"a whole number >= {minimum}"
-    flag = "--" + name.replace("_", "-")
-    message = f"{flag}: expected {what}, received {value!r}."
-    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
-        raise UsageError(message)
-    try:
-        v = int(value)
-    except (TypeError, ValueError):
-        raise UsageError(message) from None
-    if v < minimum:
-        raise UsageError(message)
-    return v
-
-
-def _choice(name: str, value: Any, choices: tuple[Any, ...]) -> str:
-    if value not in choices:
-        from .errors import did_you_mean
-
-        raise UsageError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}.{did_you_mean(value, choices)}")
-    return str(value)
-
-
-def parse_video_spec(spec: str | None) -> list[tuple[str, int]]:
-    """``"first:1,worst:2"`` -> ``[("first", 1), ("worst", 2)]``; ``"none"``/empty -> ``[]``."""
-    if spec is None or str(spec).strip().lower() in ("", "none"):
-        return []
-    items = []
-    for part in str(spec).split(","):
-        kind, _, count = part.strip().partition(":")
-        kind = kind.strip().lower()
-        if kind not in VIDEO_KINDS:
-            from .errors import did_you_mean
-
-            raise UsageError(
-                f"--videos item {part!r}: {kind!r} is not a selection; use {', '.join(VIDEO_KINDS)} "
-                f"as KIND:COUNT, e.g. 'first:1,worst:1'.{did_you_mean(kind, VIDEO_KINDS)}"
-            )
-        try:
-            k = int(count) if count else 1
-        except ValueError:
-            raise UsageError(f"--videos item {part!r}: the count must be a whole number, e.g. 'worst:2'.") from None
-        if k < 0:
-            raise UsageError(f"--videos item {part!r}: the count must not be negative.")
-        items.append((kind, k))
-    return items
-
-
-def _attention(att: Any) -> bool | str | None:
-    """``attention`` normalised: None, True, False or a saliency method name."""
-    if att is None or isinstance(att, bool):
-        return att
-    if isinstance(att, str) and att.lower() in ("on", "off", "none", "true", "false"):
-        return att.lower() in ("on", "true")
-    if isinstance(att, str):
-        return _choice("attention", att, SALIENCY_METHODS)
-    raise UsageError(f"attention={att!r}; expected True, False, None, 'off' or a saliency method name.")
+__all__ = ["RenderConfig", "CompareConfig", "TimelineConfig", "option", "cli_options", "CliOption", "config_dict",
+           "parse_video_spec", "COMPARE_SHARED", "COMPARE_PER_AGENT", "COMPARE_ONLY"]
 
 
 @dataclass(frozen=True)
@@ -230,7 +125,10 @@ class RenderConfig:
 COMPARE_SHARED = ("env", "model", "trust_checkpoint", "episodes", "heatmap", "videos", "out", "overwrite", "seed",
                   "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale",
                   "attention", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers", "ray",
-                  "threads")
+                  "threads", "strict")
+#: The options of ``rlviz render`` that ``rlviz compare`` takes once per agent: RenderConfig's field -> compare's
+#: fields for A and B (``checkpoint`` is the positional A and B; ``--vecnormalize-a/-b`` each agent's statistics).
+COMPARE_PER_AGENT = {"checkpoint": ("a", "b"), "vecnormalize": ("vecnormalize_a", "vecnormalize_b")}
 #: The options only ``rlviz compare`` has (after A, B and the shared ones): the disagreement analysis.
 COMPARE_ONLY = ("disagreements", "disagreement_horizon", "disagreement_to_end", "disagreement_videos")
 #: What compare says differently (help, default) about a shared option.
@@ -239,6 +137,7 @@ _COMPARE_OVERRIDES = {
     "videos": {"help": "side-by-side videos of A and B on the same seed: comma list of first:K, worst:K (lowest "
                        "return B - A), best:K, median:K, random:K, or 'none' (default first:1)"},
     "heatmap": {"help": "failure heatmaps of A and B and their difference per failure (heatmap_diff.png/.npz)"},
+    "strict": {"help": "exit with code 3 when the diagnostics raise any warning for A or B (to gate agents in CI)"},
 }
 
 
@@ -273,13 +172,24 @@ def _check_disagreements(self: Any) -> None:
 
 def _render_config(self: Any, side: str) -> RenderConfig:
     """The RenderConfig of checkpoint ``side`` ("a" or "b") with the shared options."""
-    return RenderConfig(checkpoint=getattr(self, side), **{n: getattr(self, n) for n in COMPARE_SHARED})
+    return RenderConfig(**{name: getattr(self, pair["ab".index(side)]) for name, pair in COMPARE_PER_AGENT.items()},
+                        **{n: getattr(self, n) for n in COMPARE_SHARED})
+
+
+def _vecnormalize_field(side: str) -> tuple[str, Any, Any]:
+    """compare's ``vecnormalize_a`` / ``vecnormalize_b``: RenderConfig's ``vecnormalize`` for one agent."""
+    name, type_, f = _shared_field("vecnormalize", {"vecnormalize": {"help": (
+        f"SB3 VecNormalize statistics of {side.upper()} (default: found beside {side.upper()}, as render finds them: "
+        "the vecnormalize.pkl of an rl-zoo3 run)")}})
+    return f"vecnormalize_{side}", type_, f
 
 
 if TYPE_CHECKING:  # what type checkers see of the dataclass made below
     class CompareConfig:
         a: str | os.PathLike[str]
         b: str | os.PathLike[str]
+        vecnormalize_a: str | os.PathLike[str] | None
+        vecnormalize_b: str | os.PathLike[str] | None
         disagreements: int
         disagreement_horizon: int
         disagreement_to_end: bool
@@ -296,6 +206,7 @@ CompareConfig = make_dataclass(  # type: ignore[misc,assignment]
     [("a", "str | os.PathLike", option(help="checkpoint A (the baseline)", positional=True)),
      ("b", "str | os.PathLike", option(help="checkpoint B (e.g. after a fix), run on the same seeds as A",
                                        positional=True)),
+     *(_vecnormalize_field(side) for side in "ab"),
      *(_shared_field(n) for n in COMPARE_SHARED),
      ("disagreements", "int", option(
          0, "the K states where A and B disagree most (total variation of their action distributions, each agent "

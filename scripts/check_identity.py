@@ -74,7 +74,13 @@ JOBS: dict[str, list[str]] = {
 
 #: Intended differences: (job glob, file glob, key glob) -> why. A key is a JSON path (``a/b/0``), a CSV
 #: ``column`` or an npz array name; ``*`` matches all. Listed here with their reasons (and in the CHANGELOG).
-INTENDED: dict[tuple[str, str, str], str] = {}
+INTENDED: dict[tuple[str, str, str], str] = {
+    # 0.4: compare diagnoses each agent as render does (0.3's compare listed no diagnostics for either agent)
+    ("compare", "comparison.json", "a/diagnostics*"): "compare diagnoses each agent as render does",
+    ("compare", "comparison.json", "b/diagnostics*"): "compare diagnoses each agent as render does",
+    # 0.4: compare draws each agent's attention map at failure, as render does (new files)
+    ("compare", "attention_at_failure_[ab].png", "*"): "compare draws each agent's attention at failure",
+}
 
 #: Keys whose values are times, versions or paths: not results.
 IGNORED_KEYS = ("*wall_s*", "*seconds*", "*elapsed*", "*created*", "*started*", "*finished*", "*version*",

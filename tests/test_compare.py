@@ -15,7 +15,7 @@ from _envs import TIME_LIMIT, ProbeEnv
 
 from rlviz import CompareConfig, RenderConfig, compare
 from rlviz.cli import main
-from rlviz.config import COMPARE_ONLY, COMPARE_SHARED, cli_options
+from rlviz.config import COMPARE_ONLY, COMPARE_PER_AGENT, COMPARE_SHARED, cli_options
 from rlviz.draw.side_by_side import GAP, HEADER, side_by_side
 from rlviz.draw.video import video_timing
 from rlviz.errors import UsageError
@@ -223,7 +223,8 @@ def test_compare_config_shares_render_options():
     render = {o.name: o for o in cli_options(RenderConfig)}
     opts = {o.name: o for o in cli_options(CompareConfig)}
     assert [o.name for o in cli_options(CompareConfig)][:2] == ["a", "b"]
-    assert set(opts) == {"a", "b", *COMPARE_SHARED, *COMPARE_ONLY} and set(COMPARE_SHARED) <= set(render)
+    per_agent = {name for pair in COMPARE_PER_AGENT.values() for name in pair}
+    assert set(opts) == {*per_agent, *COMPARE_SHARED, *COMPARE_ONLY} and set(COMPARE_SHARED) <= set(render)
     for name in COMPARE_SHARED:
         same = ("flag", "kind", "choices", "metavar")
         assert [getattr(opts[name], k) for k in same] == [getattr(render[name], k) for k in same]
@@ -232,3 +233,6 @@ def test_compare_config_shares_render_options():
         CompareConfig("a.pt2", "b.pt2", episodes=0)
     c = CompareConfig("a.pt2", "b.pt2", saliency="none", gamma="0.5")
     assert c.saliency is None and c.gamma == 0.5 and c.render_config("b").checkpoint == "b.pt2"
+    c = CompareConfig("a.zip", "b.zip", vecnormalize_b="b.pkl")
+    assert c.render_config("a").vecnormalize is None and c.render_config("b").vecnormalize == "b.pkl"
+    assert opts["vecnormalize_a"].flag == "--vecnormalize-a" and opts["vecnormalize_b"].flag == "--vecnormalize-b"

@@ -113,9 +113,16 @@ def test_identical_agents_have_no_disagreement_and_no_branches(agents, tmp_path)
 
 
 def test_top_states_lie_where_the_agents_differ_and_the_losing_branches_lose(agents, tmp_path):
+    tb = pytest.importorskip("tensorboard") and tmp_path / "tb"
     out = compare(a=agents["careful"], b=agents["reckless"], episodes=3, disagreements=6, disagreement_horizon=2,
-                  out=tmp_path / "trap", seed=2, heatmap=True, objects="_envs:probe_objects")
+                  out=tmp_path / "trap", seed=2, heatmap=True, objects="_envs:probe_objects", tensorboard=tb)
     data, rows = _read(out.out_dir)
+    from conftest import tb_accumulator  # the disagreements go to the sinks in compare's one RunLog
+
+    tags = tb_accumulator(tb).Tags()
+    assert "rlviz/compare/disagreement_heatmap" in tags["images"]
+    assert sum(t.startswith("rlviz/compare/disagreement-") for t in tags["images"]) == len(data["states"])
+    assert any(t.startswith("rlviz/compare/disagreements") for t in tags["tensors"])
     # A (careful) plays 12 steps, 4 of them traps; B (reckless) loses on its first trap (t = 2): 3 steps
     assert data["summary"]["on_a_states"]["states"] == 3 * LIMIT
     assert data["summary"]["on_b_states"]["states"] == 3 * 3

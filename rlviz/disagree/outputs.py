@@ -19,9 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ..media.atomic import atomic_path
+from ..sinks.log import Logged, RunLog, log_run
 from .run import BranchedState, Disagreements
 
-__all__ = ["state_row", "disagreements_dict", "write_disagreements", "log_disagreements", "CSV_COLUMNS",
+__all__ = ["state_row", "disagreements_dict", "write_disagreements", "log_disagreements", "disagreements_logged", "CSV_COLUMNS",
            "JSON_NAME", "CSV_NAME", "HEATMAP_NAME"]
 
 JSON_NAME, CSV_NAME, HEATMAP_NAME = "disagreements.json", "disagreements.csv", "disagreement_heatmap"
@@ -82,12 +83,16 @@ def write_disagreements(d: Disagreements, config: Any, folder: Path) -> dict[str
 def log_disagreements(sinks: list[Any], d: Disagreements, data: dict[str, Any], folder: Path, fps: float) -> None:
     """The ranked states as a table, their videos and the heatmap, to each sink (the summary numbers go with the
     comparison's scalars)."""
+    log_run(sinks, RunLog(0, disagreements_logged(d, data, folder, fps)))
+
+
+def disagreements_logged(d: Disagreements, data: dict[str, Any], folder: Path, fps: float) -> tuple[Logged, ...]:
+    """What :func:`log_disagreements` logs (compare logs it with the comparison, in one :class:`RunLog`)."""
     rows = [[row[c] for c in CSV_COLUMNS] for row in data["states"]]
     png = folder / f"{HEATMAP_NAME}.png"
-    for sink in sinks:
-        sink.log_table("rlviz/compare/disagreements", list(CSV_COLUMNS), rows, step=0)
-        for s in d.states:
-            if s.video is not None:
-                sink.log_video(f"rlviz/compare/disagreement-{s.rank}", s.video, step=0, fps=fps)
-        if d.heatmap is not None and png.is_file():
-            sink.log_image("rlviz/compare/disagreement_heatmap", png, step=0)
+    items = [Logged.table("rlviz/compare/disagreements", list(CSV_COLUMNS), rows)]
+    items += [Logged.video(f"rlviz/compare/disagreement-{s.rank}", s.video, fps) for s in d.states
+              if s.video is not None]
+    if d.heatmap is not None and png.is_file():
+        items.append(Logged.image("rlviz/compare/disagreement_heatmap", png))
+    return tuple(items)

@@ -14,7 +14,7 @@ from ..errors import UsageError
 from ..media.atomic import atomic_write
 
 __all__ = ["Distribution", "Summary", "summarize", "iqm", "explained_variance", "format_table",
-           "write_summary_json", "write_episodes_csv", "format_diagnostics"]
+           "write_summary_json", "write_episodes_csv", "format_diagnostics", "flat_numbers"]
 
 PERCENTILES = (5, 25, 75, 95)
 
@@ -213,3 +213,17 @@ def write_episodes_csv(result, path) -> Path:
     for r in recs:
         w.writerow(r.to_row())
     return atomic_write(path, buf.getvalue())
+
+
+def flat_numbers(d: dict, prefix: str = "") -> dict:
+    """A nested dict of results (a summary, a comparison, a timeline row) -> ``{"returns/mean": 1.0, ...}``: its
+    numbers only, as floats, keys joined with ``/`` (bools, NaN, strings and lists left out). For scalar sinks,
+    compare's differences of every number and timeline.csv's columns."""
+    flat = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            flat.update(flat_numbers(v, key + "/"))
+        elif isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and v == v:
+            flat[key] = float(v)
+    return flat

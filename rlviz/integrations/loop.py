@@ -33,6 +33,7 @@ from ..envs.recipe import EnvRecipe, make_env
 from ..errors import UsageError
 from ..record import EpisodeResult, RecordEpisode, RecordOptions, run_episode
 from ..sinks.base import Sink, as_sinks, check_step
+from ..sinks.log import Logged, RunLog, log_run
 from ..timeline.live import TimelineWriter
 
 __all__ = ["log_episode", "episode_scalars", "TimelineWriter"]
@@ -108,9 +109,8 @@ def log_episode(
             raise UsageError("The evaluation episode was not recorded (it ended before its first step?).")
         stats = episode_scalars(result, recorder)
         caption = f"step {step}: return {result.episode_return:.6g} in {result.length} steps"
-        for sink in targets:
-            sink.log_video(name, result.video_path, step, fps=recorder.fps, caption=caption)
-            sink.log_scalars(stats, step, prefix=f"{name}/")
+        log_run(targets, RunLog(step, (Logged.video(name, result.video_path, recorder.fps, caption),
+                                       Logged.scalars(f"{name}/", stats))))
         if tmp is not None:
             from dataclasses import replace
 

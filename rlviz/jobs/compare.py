@@ -1,5 +1,7 @@
 """``rlviz.compare``: agent A against agent B on the same episode seeds (``rlviz compare A B``).
 
+Each agent runs render's stages (:mod:`rlviz.jobs.stages`: resolved with its own ``--vecnormalize-a/-b``,
+summarised and diagnosed as ``rlviz render`` would, its videos recorded in the workers with ``--workers``).
 Both agents play the same N episodes (episode ``k`` starts from the same seed for both, with the same number of
 envs in lockstep, so ``compare(A, A)`` gives identical episodes). Output layout (``out``: a folder of the run's
 own, written complete or not at all; see :mod:`rlviz.jobs.outdir`)::
@@ -9,6 +11,7 @@ own, written complete or not at all; see :mod:`rlviz.jobs.outdir`)::
                          CIs (:mod:`rlviz.evaluate.paired`), the difference of every diagnostic number
     episodes.csv         per seed: A's and B's episode rows side by side, and the return difference
     heatmap_diff.npz/.png  counts of A and B and the per-failure difference (with --heatmap)
+    attention_at_failure_a.png, attention_at_failure_b.png  each agent's attention map at failure (with attention)
     videos/<label>-<k>.mp4  A and B on episode k's seed side by side (singles in videos/a, videos/b)
     disagreements.json/.csv, disagreement_heatmap.*, videos/disagreements/   with --disagreements K: the states
                          where A and B choose differently, each played out by both (:mod:`rlviz.disagree`)
@@ -27,34 +30,34 @@ from typing import Any
 
 from .. import progress
 from ..config import CompareConfig, config_dict, parse_video_spec
-from ..disagree.outputs import JSON_NAME, log_disagreements, write_disagreements
+from ..disagree.outputs import JSON_NAME, disagreements_logged, write_disagreements
 from ..disagree.run import analyse, probed_rollouts
 from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
 from ..errors import UsageError
-from ..evaluate import RolloutResult, summarize
-from ..evaluate.attention import attention_paired, with_attention
+from ..evaluate import RolloutResult
+from ..evaluate.attention import attention_paired
 from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
-from ..evaluate.stats import _f
+from ..evaluate.stats import _f, flat_numbers
 from ..evaluate.threads import torch_threads
 from ..media.atomic import atomic_path
-from ..report import REPORT_NAME, RunData, VideoData, timeline, write_report
+from ..report import REPORT_NAME, write_report
 from ..report.disagreements import disagreements_html
-from ..sources import LoadedAgent, load_agent
-from ..sources.hub import pinned_id
+from ..sinks.log import Logged, RunLog, findings_markdown, log_run
+from ..sources import LoadedAgent
 from .outdir import claim_out_dir, job_inputs, run_folder
 from .render import (
     MIN_VIDEO_SECONDS,
-    _flat_numbers,
     check_saliency,
     open_sinks,
-    record_episode,
+    record_videos,
     run_rollouts,
     select_episodes,
     vector_attention_off,
 )
 from .shards import open_backend, share_agent
+from .stages import resolve_agent, run_record, summarise, write_attention_at_failure
 
 __all__ = ["CompareConfig", "CompareOutputs", "compare", "comparison_dict", "check_same_env", "format_comparison",
            "paired_csv"]
@@ -76,6 +79,14 @@ class CompareOutputs:
     heatmap_npz: Path | None = None
     videos: tuple[Any, ...] = field(default_factory=tuple)
     disagreements_json: Path | None = None
+    attention_png: tuple[Path | None, Path | None] = (None, None)
+
+    @property
+    def warnings(self) -> list[Any]:
+        """A's and B's diagnostics of severity "warning", each with ``agent`` "a" or "b" (``--strict`` exits 3
+        when there is any)."""
+        return [{**f, "agent": side} for side in "ab" for f in self.comparison[side].get("diagnostics", ())
+                if f["severity"] == "warning"]
 
 
 def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutputs:
@@ -87,14 +98,13 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         raise UsageError("compare() takes either a CompareConfig or keyword arguments, not both.")
     # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
     with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress):
-        agents = []
-        for path in (config.a, config.b):
-            with progress.phase(f"loading {Path(path).name}"):
-                agents.append(load_agent(path, env=config.env, model=config.model, trust=config.trust_checkpoint,
-                                         device=config.device))
+        agents, pinned = [], []
+        for side in "ab":  # render's stage 1 for each agent (its own --vecnormalize-a/-b)
+            agent, rc, _ = resolve_agent(config.render_config(side))
+            agents.append(agent)
+            pinned.append(rc.checkpoint)
         check_same_env(agents, (config.a, config.b))
-        config = replace(config, a=pinned_id(config.a, agents[0]),  # type: ignore[type-var]  # hf://
-                         b=pinned_id(config.b, agents[1]))
+        config = replace(config, a=pinned[0], b=pinned[1])  # type: ignore[type-var]  # hf://: the loaded commits
         # vector observations: no default attention (it needs an image); their saliency is per feature
         config = replace(config, attention=vector_attention_off(agents[0], config.render_config("a")).attention)  # type: ignore[type-var]
         for agent, side in zip(agents, "ab"):
@@ -102,7 +112,8 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts
         try:
             with run_folder(config.out, overwrite=config.overwrite, job="compare", options=config_dict(config)) as tmp:
-                comparison, table, heatmap_npz, heatmap_png, videos, found = _compare_into(tmp, agents, config, sinks)
+                comparison, table, heatmap_npz, heatmap_png, videos, found, attention = _compare_into(
+                    tmp, agents, config, sinks)
         finally:
             for sink in sinks:
                 sink.close()
@@ -112,12 +123,13 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         return None if path is None else out / Path(path).relative_to(tmp)
 
     return CompareOutputs(out, comparison, table, out / "comparison.json", out / "episodes.csv", final(heatmap_png),
-                          final(heatmap_npz), tuple(final(v) for v in videos), final(found))
+                          final(heatmap_npz), tuple(final(v) for v in videos), final(found),
+                          (final(attention[0]), final(attention[1])))
 
 
 def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list[Any]) -> tuple[Any, ...]:
     """The run's outputs, written into ``folder``: (comparison, table, heatmap npz, heatmap png, videos,
-    disagreements.json or None)."""
+    disagreements.json or None, (A's, B's) attention at failure or None)."""
     gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
     labels = (f"A: {Path(config.a).name}", f"B: {Path(config.b).name}")
     probes: list[Any] = []
@@ -129,18 +141,21 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
         else:
             results = [run_rollouts(agent, config.render_config(side), gamma, backend)
                        for agent, side, gamma in zip(agents, "ab", gammas)]
-    comparison = comparison_dict(results, config)
-    comparison.update({f"{side}_hub": a.metadata["hub"] for a, side in zip(agents, "ab") if "hub" in a.metadata})
-    # the disagreements' branches and videos are made while this thread records the paired videos: most of a short
-    # video's time is its ffmpeg processes starting
-    with torch_threads(config.threads) if probes else nullcontext(), ThreadPoolExecutor(1) as pool:
-        branch_videos = folder / "videos" / "disagreements" if parse_video_spec(config.videos) else None
-        pending = pool.submit(analyse, agents, probes, results, config, gammas, branch_videos, labels) if probes else None
-        with progress.phase("heatmap difference") if results[0].heatmap is not None else nullcontext():
-            heatmap_npz, heatmap_png = _write_heatmap_diff(results, folder)
-        videos, fps = _record_side_by_side(agents, results, folder / "videos", config, gammas, labels)
-        with progress.phase("disagreements") if pending is not None else nullcontext():
-            found = None if pending is None else pending.result()
+        comparison = comparison_dict(results, config, (agents[0].policy.kind, agents[1].policy.kind))
+        comparison.update({f"{side}_hub": a.metadata["hub"] for a, side in zip(agents, "ab") if "hub" in a.metadata})
+        # the disagreements' branches and videos are made while this thread records the paired videos: most of a
+        # short video's time is its ffmpeg processes starting
+        with torch_threads(config.threads) if probes else nullcontext(), ThreadPoolExecutor(1) as pool:
+            branch_videos = folder / "videos" / "disagreements" if parse_video_spec(config.videos) else None
+            pending = pool.submit(analyse, agents, probes, results, config, gammas, branch_videos, labels) \
+                if probes else None
+            with progress.phase("heatmap difference") if results[0].heatmap is not None else nullcontext():
+                heatmap_npz, heatmap_png = _write_heatmap_diff(results, folder)
+                attention = tuple(write_attention_at_failure(r, a.recipe, folder / f"attention_at_failure_{side}.png",
+                                                             config.seed) for r, a, side in zip(results, agents, "ab"))
+            videos, fps = _record_side_by_side(agents, results, folder / "videos", config, gammas, labels, backend)
+            with progress.phase("disagreements") if pending is not None else nullcontext():
+                found = None if pending is None else pending.result()
     disagreements = None if found is None else write_disagreements(found, config, folder)
     if disagreements is not None:
         comparison["disagreements"] = {**disagreements["summary"], "branches": disagreements["branches"]}
@@ -148,34 +163,25 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
     _write_text(folder / "episodes.csv", paired_csv(results))
     if sinks:
         with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
-            _log(sinks, comparison, videos, heatmap_png, fps)
+            log = _run_log(comparison, videos, heatmap_png, fps, attention)
             if found is not None and disagreements is not None:
-                log_disagreements(sinks, found, disagreements, folder, fps)
+                log = RunLog(log.step, log.items + disagreements_logged(found, disagreements, folder, fps))
+            log_run(sinks, log)
     with progress.phase("report"):
         extra = "" if disagreements is None else disagreements_html(disagreements, folder, folder)
         _write_report(folder, comparison, results, labels, heatmap_png, extra)
     return (comparison, format_comparison(comparison, labels), heatmap_npz, heatmap_png, videos,
-            None if disagreements is None else folder / JSON_NAME)
+            None if disagreements is None else folder / JSON_NAME, attention)
 
 
 def _write_report(folder: Path, comparison: dict[Any, Any], results: Any, labels: Any, heatmap_png: Path | None,
                   extra: str = "") -> Path:
     """report.html: both agents side by side (summary, findings, episode table, each agent's videos with their
     timelines), the heatmap difference with A's column; ``extra``: HTML sections below (the disagreements)."""
-    runs = []
-    for side, result, label in zip("ab", results, labels):
-        videos = tuple(VideoData(path=p, episode=_episode_of(p), label=p.stem, timeline=timeline(p))
-                       for p in sorted((folder / "videos" / side).glob("*.mp4")))
-        runs.append(RunData(title=label, folder=folder, summary=comparison[side],
-                            episodes=[e.to_row() for e in result.episodes],
-                            heatmap=heatmap_png if side == "a" else None, videos=videos))
+    runs = [run_record(folder, comparison[side], result, heatmap_png if side == "a" else None,
+                       sorted((folder / "videos" / side).glob("*.mp4")), title=label)
+            for side, result, label in zip("ab", results, labels)]
     return write_report(folder / REPORT_NAME, runs, title=f"{labels[0]} vs {labels[1]}", extra=extra)
-
-
-def _episode_of(path: Path) -> int:
-    """The rollout episode of a video named ``<label>-<k>-episode-0.mp4``."""
-    parts = path.stem.split("-")
-    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else -1
 
 
 def check_same_env(agents: list[LoadedAgent], paths: Any) -> None:
@@ -190,13 +196,15 @@ def check_same_env(agents: list[LoadedAgent], paths: Any) -> None:
     )
 
 
-def comparison_dict(results: list[RolloutResult], config: CompareConfig) -> dict[Any, Any]:
-    """The content of comparison.json for the rollouts of A and B over the same seeds."""
+def comparison_dict(results: list[RolloutResult], config: CompareConfig,
+                    kinds: tuple[str, str] = ("actor_critic", "actor_critic")) -> dict[Any, Any]:
+    """The content of comparison.json for the rollouts of A and B over the same seeds; ``kinds``: the agents'
+    policy kinds (their diagnostics are render's, :func:`rlviz.jobs.stages.summarise`)."""
     ra, rb = results
     if [e.seed for e in ra.episodes] != [e.seed for e in rb.episodes]:
         raise UsageError("The rollouts of A and B have different episode seeds; compare needs the same episodes.")
-    summaries = [with_attention(summarize(r), r).to_dict() for r in results]
-    flat_a, flat_b = (_flat_numbers(s) for s in summaries)
+    summaries = [summarise(r, kind).to_dict() for r, kind in zip(results, kinds)]
+    flat_a, flat_b = (flat_numbers(s) for s in summaries)
     diagnostics = {k: flat_b[k] - flat_a[k] for k in flat_a
                    if k in flat_b and k.split("/")[0] not in NOT_DIAGNOSTIC}
     return {
@@ -244,38 +252,47 @@ def _write_heatmap_diff(results: list[RolloutResult], out: Path) -> tuple[Path |
     return diff.save(out / "heatmap_diff.npz"), diff.plot(out / "heatmap_diff.png", labels=("A", "B"))
 
 
-def _record_side_by_side(agents: Any, results: Any, folder: Path, config: CompareConfig, gammas: Any, labels: Any) -> tuple[list[Any], float]:
+def _record_side_by_side(agents: Any, results: Any, folder: Path, config: CompareConfig, gammas: Any, labels: Any,
+                         backend: Any = None) -> tuple[list[Any], float]:
     """For each episode ``config.videos`` selects (worst/best by the return B - A): both agents' videos on its
-    seed (videos/a, videos/b) and the two side by side (videos/<label>-<k>.mp4)."""
+    seed (videos/a, videos/b: render's :func:`~rlviz.jobs.render.record_videos`, in the workers with a
+    ``backend``) and the two side by side (videos/<label>-<k>.mp4)."""
     diffs = results[1].returns - results[0].returns
-    videos, fps = [], 30.0
-    for label, idx in select_episodes(diffs, parse_video_spec(config.videos), seed=config.seed):
-        singles: list[Any] = []
-        for agent, result, side, gamma in zip(agents, results, "ab", gammas):
-            replayed, fps = record_episode(agent, result.episodes[idx], folder / side, f"{label}-{idx}",
-                                           config.render_config(side), gamma, min_seconds=0.0)  # frame-locked
-            singles.append(replayed.video_path)
+    chosen = select_episodes(diffs, parse_video_spec(config.videos), seed=config.seed)
+    if not chosen:
+        return [], 30.0
+    singles, fps = [], 30.0
+    for agent, result, side, gamma in zip(agents, results, "ab", gammas):
+        replayed, fps = record_videos(agent, result, folder / side, config.render_config(side), gamma, backend,
+                                      chosen, min_seconds=0.0)  # frame-locked: the pair is drawn side by side
+        singles.append([Path(str(r.video_path)) for r in replayed])
+    videos, rate = [], fps
+    for k, (label, idx) in enumerate(chosen):
         longest = max(results[0].episodes[idx].length, results[1].episodes[idx].length) + 1
         rate, held = video_timing(longest, fps, MIN_VIDEO_SECONDS)  # short pairs play slower and hold their end
         with progress.phase(f"side by side {label}:{idx}"):
-            path, _ = side_by_side(singles[0], singles[1], folder / f"{label}-{idx}.mp4", fps=rate, labels=labels,
-                                   min_frames=longest + held)
-        fps = rate
+            path, _ = side_by_side(singles[0][k], singles[1][k], folder / f"{label}-{idx}.mp4", fps=rate,
+                                   labels=labels, min_frames=longest + held)
         videos.append(path)
-    return videos, fps
+    return videos, rate
 
 
-def _log(sinks: list[Any], comparison: dict[Any, Any], videos: list[Path], heatmap_png: Path | None, fps: float) -> None:
-    """The comparison's numbers, the side-by-side videos and the heatmap difference to each sink."""
-    numbers = {k: v for k, v in _flat_numbers(comparison).items() if not k.startswith(("a/", "b/"))}
+def _run_log(comparison: dict[Any, Any], videos: list[Path], heatmap_png: Path | None, fps: float,
+             attention: Any = (None, None)) -> RunLog:
+    """What a comparison logs (at step 0, under ``rlviz/compare/``): its numbers (with each interval's ends),
+    each agent's findings, the side-by-side videos, the heatmap difference and each agent's attention at failure."""
+    numbers = {k: v for k, v in flat_numbers(comparison).items() if not k.startswith(("a/", "b/"))}
     for key, (lo, hi) in _intervals(comparison).items():
         numbers[f"{key}_lo"], numbers[f"{key}_hi"] = lo, hi
-    for sink in sinks:
-        sink.log_scalars(numbers, step=0, prefix="rlviz/compare/")
-        for v in videos:
-            sink.log_video(f"rlviz/compare/{v.stem}", v, step=0, fps=fps)
-        if heatmap_png is not None:
-            sink.log_image("rlviz/compare/heatmap_diff", heatmap_png, step=0)
+    items = [Logged.scalars("rlviz/compare/", numbers)]
+    items += [Logged.text(f"rlviz/compare/{side}/diagnostics", findings_markdown(comparison[side]["diagnostics"]))
+              for side in "ab"]
+    items += [Logged.video(f"rlviz/compare/{v.stem}", v, fps) for v in videos]
+    if heatmap_png is not None:
+        items.append(Logged.image("rlviz/compare/heatmap_diff", heatmap_png))
+    items += [Logged.image(f"rlviz/compare/{side}/attention_at_failure", png)
+              for side, png in zip("ab", attention) if png is not None]
+    return RunLog(0, tuple(items))
 
 
 def _intervals(d: dict[Any, Any], prefix: str = "") -> dict[Any, Any]:
@@ -303,7 +320,7 @@ def _ci(v: Any) -> str:
 def format_comparison(c: dict[Any, Any], labels: Any = ("A", "B")) -> str:
     """A plain-text table of a comparison dict for the terminal."""
     boot = c["bootstrap"]
-    fa, fb = _flat_numbers(c["a"]), _flat_numbers(c["b"])
+    fa, fb = flat_numbers(c["a"]), flat_numbers(c["b"])
     head = f"{'':<26}{'A':>10}{'B':>10}{'B - A':>10}   95% CI of B - A"
     rows = [
         ("return mean", c["a"]["returns"]["mean"], c["b"]["returns"]["mean"], c["return_diff"]["mean"],

@@ -23,7 +23,7 @@ __all__ = ["job_inputs", "check_not_input", "written_files", "listed_files", "ma
            "INPUT_FIELDS"]
 
 #: the config fields that name a job's inputs (render/compare/timeline)
-INPUT_FIELDS = ("checkpoint", "a", "b", "run", "vecnormalize")
+INPUT_FIELDS = ("checkpoint", "a", "b", "run", "vecnormalize", "vecnormalize_a", "vecnormalize_b")
 _MARKER_CAP = 16 << 20  # a marker lists file names: 16 MiB is ~200,000 of them
 _SAFE_PART = re.compile(r"[^\x00-\x1f/\\]+")
 

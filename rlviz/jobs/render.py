@@ -1,7 +1,9 @@
 """``rlviz.render``: the whole job the CLI runs, as one library call.
 
-load the agent -> roll out N episodes (statistics, failure heatmap) -> replay chosen episodes through
-:class:`~rlviz.record.RecordEpisode` (videos with panels and saliency) -> write outputs -> sinks.
+The job skeleton's stages (:mod:`rlviz.jobs.stages`, shared with compare and timeline): resolve the agent ->
+roll out N episodes (statistics, failure heatmap) -> summarise and diagnose -> replay chosen episodes through
+:class:`~rlviz.record.RecordEpisode` (videos with panels and saliency) -> write outputs -> sinks -> the report page
+from the run in memory.
 
 Output layout (``out``: a folder of the run's own, written complete or not at all; see :mod:`rlviz.jobs.outdir`)::
 
@@ -28,21 +30,20 @@ import torch
 
 from .. import progress
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
-from ..envs import make_env, to_rgb_frame
+from ..envs import make_env
 from ..episode import EpisodeResult
 from ..errors import UsageError
-from ..evaluate import RolloutResult, format_table, rollout, summarize
-from ..evaluate.attention import attention_spec, plot_attention_at_failure, with_attention
-from ..evaluate.diagnostics import diagnose
+from ..evaluate import RolloutResult, format_table, rollout
+from ..evaluate.attention import attention_spec, plot_attention_at_failure
 from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
 from ..evaluate.workers import WorkerDied, died_twice, merge_rollouts, shard_ranges
 from ..explain import attribute, attribution_class
-from ..report import REPORT_NAME, load_run, write_report
+from ..report import REPORT_NAME, write_report
 from ..report.notebook import outputs_html
-from ..sources import LoadedAgent, load_agent
-from ..sources.hub import pinned_id
+from ..sinks.log import log_run
+from ..sources import LoadedAgent
 from .outdir import claim_out_dir, job_inputs, run_folder
 from .shards import (
     MIN_VIDEO_SECONDS,
@@ -56,9 +57,10 @@ from .shards import (
     source_for,
     write_video_files,
 )
+from .stages import ATTENTION_PNG, background_frame, resolve_agent, run_log, run_record, summarise
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
-           "write_heatmap", "record_videos", "record_episode", "log_to_sinks", "open_sinks", "check_saliency",
+           "write_heatmap", "record_videos", "record_episode", "open_sinks", "check_saliency",
            "vector_attention_off",
            "MIN_VIDEO_SECONDS"]
 
@@ -139,12 +141,8 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
     # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
     with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress), \
             open_backend(config) as backend:  # Ray / spawned workers start now
-        with progress.phase(f"loading {Path(config.checkpoint).name}"):
-            agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,
-                               device=config.device, vecnormalize=config.vecnormalize)
-        config = replace(config, checkpoint=pinned_id(config.checkpoint, agent))  # hf://: workers load this commit
+        agent, config, gamma = resolve_agent(config)  # hf://: the config names the commit the workers load
         share_agent(config, agent)  # forked workers inherit it
-        gamma = float(config.gamma if config.gamma is not None else agent.gamma)
         config = vector_attention_off(agent, config)
         check_saliency(agent, config)  # now, not after the long rollout
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
@@ -178,8 +176,7 @@ def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: 
     """The run's outputs, written into ``folder``: (summary, heatmap npz, heatmap png, video results)."""
     with torch_threads(config.threads):
         result = run_rollouts(agent, config, gamma, backend)
-        summary = with_attention(summarize(result, diagnose(result, agent.policy.kind)), result)
-        summary = replace(summary, hub=agent.metadata.get("hub"))  # hf:// agents: repo and commit
+        summary = replace(summarise(result, agent.policy.kind), hub=agent.metadata.get("hub"))  # hf:// agents: repo and commit
         write_summary_json(summary, folder / "summary.json")
         write_episodes_csv(result, folder / "episodes.csv")
         with progress.phase("heatmap") if result.heatmap is not None else nullcontext():
@@ -188,8 +185,9 @@ def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: 
         videos, fps = record_videos(agent, result, folder / "videos", config, gamma, backend)
     if sinks:
         with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
-            log_to_sinks(sinks, summary, result, videos, heatmap_png, fps)
-    write_report(folder / REPORT_NAME, [load_run(folder)])
+            log_run(sinks, run_log(summary, result, videos, heatmap_png, fps))
+    write_report(folder / REPORT_NAME, [run_record(folder, summary.to_dict(), result, heatmap_png,
+                                                   [v.video_path for v in videos if v.video_path is not None])])
     return summary, heatmap_npz, heatmap_png, videos
 
 
@@ -249,7 +247,7 @@ def write_heatmap(result: RolloutResult, recipe: Any, out: Path, config: RenderC
     if heatmap is None:
         return None, None
     if heatmap.background is None:
-        heatmap.background = _background_frame(recipe, config.seed)
+        heatmap.background = background_frame(recipe, config.seed)
     return heatmap.save(out / "heatmap.npz"), heatmap.plot(out / "heatmap.png", log=config.log_scale)
 
 
@@ -304,9 +302,6 @@ def _run_shared(backend: Any, source: Any, config: RenderConfig, gamma: float, r
     return kept + again
 
 
-#: The attention map at failure beside the failure heatmap (with attention on and failures seen).
-ATTENTION_PNG = "attention_at_failure.png"
-
 #: What :func:`write_heatmap` imports (matplotlib: ~1 s), imported while the workers roll out.
 _HEATMAP_IMPORTS = ("matplotlib.colors", "matplotlib.pyplot")
 
@@ -321,14 +316,18 @@ def _import(names: Any) -> None:
 
 
 def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, config: RenderConfig,
-                  gamma: float, backend: Any = None) -> tuple[list[EpisodeResult], float]:
-    """Replay the episodes ``config.videos`` selects through :class:`RecordEpisode`: their results (with
-    ``video_path``) and the videos' frame rate. A replay whose return differs from the rollout's gets a warning.
-    With a ``backend`` the replays run in its workers and the files come back as bytes."""
-    chosen = select_episodes(result.returns, parse_video_spec(config.videos), seed=config.seed)
+                  gamma: float, backend: Any = None, chosen: list[tuple[str, int]] | None = None,
+                  min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[list[EpisodeResult], float]:
+    """Replay the episodes ``chosen`` ((label, episode) pairs; default: those ``config.videos`` selects) through
+    :class:`RecordEpisode` as ``<label>-<episode>``: their results (with ``video_path``) and the videos' frame
+    rate. A replay whose return differs from the rollout's gets a warning. With a ``backend`` the replays run in
+    its workers and the files come back as bytes. ``min_seconds``: as :func:`record_episode`'s."""
+    if chosen is None:
+        chosen = select_episodes(result.returns, parse_video_spec(config.videos), seed=config.seed)
     if backend is not None and chosen:
         source = source_for(config, backend)
-        tasks = [VideoTask(source, gamma, f"{label}-{idx}", result.episodes[idx]) for label, idx in chosen]
+        tasks = [VideoTask(source, gamma, f"{label}-{idx}", result.episodes[idx], min_seconds)
+                 for label, idx in chosen]
         with progress.phase(f"{len(tasks)} video(s) in the workers"):
             done = backend.map(record_video_task, tasks, what="the replay of")
         videos = []
@@ -340,53 +339,7 @@ def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, confi
         return videos, done[-1][1]
     videos, fps = [], 30.0
     for label, idx in chosen:
-        replayed, fps = record_episode(agent, result.episodes[idx], folder, f"{label}-{idx}", config, gamma)
+        replayed, fps = record_episode(agent, result.episodes[idx], folder, f"{label}-{idx}", config, gamma,
+                                       min_seconds)
         videos.append(replayed)
     return videos, fps
-
-
-def log_to_sinks(sinks: list[Any], summary: Any, result: RolloutResult, videos: list[EpisodeResult], heatmap_png: Any,
-                 fps: float) -> None:
-    """Statistics, the episode table, the videos and the heatmap to each sink (W&B, TensorBoard)."""
-    for sink in sinks:
-        sink.log_scalars(_flat_numbers(summary.to_dict()), step=0, prefix="rlviz/")
-        sink.log_text("rlviz/diagnostics", _diagnostics_markdown(summary.diagnostics), step=0)
-        sink.log_scalars({"diagnostics/warnings": len(summary.warnings)}, step=0, prefix="rlviz/")
-        rows = [ep.to_row() for ep in result.episodes]
-        if rows:
-            sink.log_table("rlviz/episodes", list(rows[0]), [list(r.values()) for r in rows], step=0)
-        for v in videos:
-            sink.log_video(f"rlviz/{Path(v.video_path or '').stem}", v.video_path, step=0, fps=fps)
-        if heatmap_png is not None:
-            sink.log_image("rlviz/failure_heatmap", heatmap_png, step=0)
-            if Path(heatmap_png).with_name(ATTENTION_PNG).exists():
-                sink.log_image("rlviz/attention_at_failure", Path(heatmap_png).with_name(ATTENTION_PNG), step=0)
-
-
-def _diagnostics_markdown(findings: Any) -> str:
-    """The findings as a markdown list (TensorBoard text, W&B summary)."""
-    if not findings:
-        return "no findings"
-    return "\n".join(f"- **{f['severity']}** `{f['id']}`: {f['message']}" for f in findings)
-
-
-def _flat_numbers(d: dict[Any, Any], prefix: str = "") -> dict[Any, Any]:
-    """Nested summary dict -> {"returns/mean": 1.0, ...} with numbers only (for scalar sinks)."""
-    flat = {}
-    for k, v in d.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            flat.update(_flat_numbers(v, key + "/"))
-        elif isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and v == v:
-            flat[key] = float(v)
-    return flat
-
-
-def _background_frame(recipe: Any, seed: int) -> np.ndarray | None:
-    """A first frame of the game to draw the heatmap over."""
-    env = make_env(recipe)
-    try:
-        env.reset(seed=seed)
-        return to_rgb_frame(env.render())
-    finally:
-        env.close()

@@ -44,7 +44,7 @@ __all__ = ["AgentSource", "ShardTask", "VideoTask", "run_shard", "record_video_t
 MIN_VIDEO_SECONDS = 2.0
 
 _LOADED: dict[Any, LoadedAgent] = {}  # in a worker: the agents of the last sources, by key (forked workers inherit the driver's)
-_SOURCES: dict[tuple[str, bool], AgentSource] = {}  # in the driver: the run's AgentSources (Ray: the checkpoint's bytes are put once)
+_SOURCES: dict[tuple[str, bool, str], AgentSource] = {}  # in the driver: the run's AgentSources (Ray: the checkpoint's bytes are put once)
 
 
 @dataclass(frozen=True)
@@ -140,12 +140,14 @@ def run_shard(task: ShardTask, progress: Any = None) -> Any:
 
 @dataclass(frozen=True)
 class VideoTask:
-    """Replay ``record`` through RecordEpisode as ``name_prefix``; the files come back as bytes."""
+    """Replay ``record`` through RecordEpisode as ``name_prefix``; the files come back as bytes. ``min_seconds``:
+    as :func:`record_episode`'s (compare's videos are frame-locked: 0)."""
 
     source: AgentSource
     gamma: float
     name_prefix: str
     record: EpisodeResult
+    min_seconds: float = MIN_VIDEO_SECONDS
 
     def __str__(self) -> str:
         return f"the video of episode {self.record.index}"
@@ -157,7 +159,8 @@ def record_video_task(task: VideoTask, progress: Any = None) -> tuple[EpisodeRes
     agent = task.source.load()
     with tempfile.TemporaryDirectory(prefix="rlviz-video-") as d, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result, fps = record_episode(agent, task.record, Path(d), task.name_prefix, task.source.config, task.gamma)
+        result, fps = record_episode(agent, task.record, Path(d), task.name_prefix, task.source.config, task.gamma,
+                                     min_seconds=task.min_seconds)
         files = {p.name: p.read_bytes() for p in sorted(Path(d).iterdir()) if p.is_file()}
     name = Path(result.video_path).name if result.video_path else None
     return replace(result, video_path=name), fps, files, [str(w.message) for w in caught]  # type: ignore[arg-type]
@@ -259,7 +262,7 @@ def source_for(config: RenderConfig, backend: Any) -> AgentSource:
     """The AgentSource of ``config`` for ``backend``: with Ray, the checkpoint's bytes go into its object store
     once per run (:meth:`AgentSource.for_config`)."""
     put = getattr(backend, "put", None)
-    key = (os.fspath(config.checkpoint), put is not None)
+    key = (os.fspath(config.checkpoint), put is not None, os.fspath(config.vecnormalize or ""))
     if key not in _SOURCES:
         _SOURCES[key] = AgentSource.for_config(config, put=put)
     return _SOURCES[key]

@@ -1,5 +1,6 @@
-"""What the report page shows of one run, read from the run's folder: summary, findings, episode table,
-heatmap and, per recorded video, a timeline from its ``.npz`` per-step numbers (downsampled when long)."""
+"""What the report page shows of one run (built by the job from what it holds, or read from a run's folder):
+summary, findings, episode table, heatmap and, per recorded video, a timeline from its ``.npz`` per-step numbers
+(downsampled when long)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 from ..errors import UsageError
 from ..media import probe_video
 
-__all__ = ["RunData", "VideoData", "load_run", "timeline", "MAX_POINTS"]
+__all__ = ["RunData", "VideoData", "load_run", "video_data", "timeline", "MAX_POINTS"]
 
 #: A timeline keeps at most this many points per series (longer episodes are downsampled by a stride).
 MAX_POINTS = 1200
@@ -58,7 +59,7 @@ def load_run(folder: str | os.PathLike, title: str | None = None) -> RunData:
         with open(folder / "episodes.csv", newline="") as f:
             rows = list(csv.DictReader(f))
     heatmap = folder / "heatmap.png"
-    videos = tuple(_video(p) for p in sorted((folder / "videos").glob("*.mp4"), key=_video_order))
+    videos = tuple(video_data(p) for p in sorted((folder / "videos").glob("*.mp4"), key=_video_order))
     return RunData(title=title or str(summary.get("env_id") or folder.name), folder=folder, summary=summary,
                    episodes=rows, heatmap=heatmap if heatmap.is_file() else None, videos=videos)
 
@@ -67,7 +68,9 @@ def _video_order(path: Path) -> float:
     return path.stat().st_mtime_ns
 
 
-def _video(path: Path) -> VideoData:
+def video_data(path: Path) -> VideoData:
+    """One recorded episode on the page: render's ``<label>-<episode>-episode-0.mp4`` (label and episode from the
+    name; -1 when the name has none) with its timeline."""
     m = _EPISODE_IN_NAME.search(path.stem)
     episode = int(m.group(1)) if m else -1
     label = path.stem[: m.start()] if m else path.stem

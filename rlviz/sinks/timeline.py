@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import Sink, as_sinks, check_step
+from .log import Logged, RunLog, findings_markdown, log_run
 
 __all__ = ["log_timeline_checkpoint", "log_timeline_end", "timeline_scalars", "PREFIX"]
 
@@ -61,12 +62,9 @@ def log_timeline_checkpoint(sinks: Sink | Iterable[Sink] | None, row: Mapping[st
     """Log one checkpoint's numbers (:func:`timeline_scalars`, under ``timeline/``) and its findings (text) at its
     training ``step`` (default ``row["step"]``)."""
     step = check_step(row.get("step") if step is None else step)
-    findings = [f for f in row.get("diagnostics") or [] if isinstance(f, Mapping)]
-    lines = [f"- **{f.get('severity')}** `{f.get('id')}`: {f.get('message')}" for f in findings]
-    text = "\n".join(lines) or "no findings"
-    for sink in as_sinks(sinks):
-        sink.log_scalars(timeline_scalars(row), step=step, prefix=PREFIX)
-        sink.log_text(PREFIX + "diagnostics", f"{row.get('checkpoint', '')}\n\n{text}", step=step)
+    text = findings_markdown(f for f in row.get("diagnostics") or [] if isinstance(f, Mapping))
+    log_run(sinks, RunLog(step, (Logged.scalars(PREFIX, timeline_scalars(row)),
+                                 Logged.text(PREFIX + "diagnostics", f"{row.get('checkpoint', '')}\n\n{text}"))))
 
 
 def log_timeline_end(sinks: Sink | Iterable[Sink] | None, out: str | os.PathLike, step: int,
@@ -75,12 +73,14 @@ def log_timeline_end(sinks: Sink | Iterable[Sink] | None, out: str | os.PathLike
     there, at the last checkpoint's training ``step``."""
     out, step = Path(out), check_step(step)
     video, png = out / "progression.mp4", out / "timeline.png"
-    for sink in as_sinks(sinks):
-        if png.is_file():
-            sink.log_image(PREFIX + "timeline", png, step=step)
-        if video.is_file():
-            if fps is None:
-                from ..media import probe_video
+    targets = as_sinks(sinks)
+    if not targets:  # (no probe of the video for no sink)
+        return
+    items = [Logged.image(PREFIX + "timeline", png)] if png.is_file() else []
+    if video.is_file():
+        if fps is None:
+            from ..media import probe_video
 
-                fps = probe_video(video, count=False).fps or 30.0
-            sink.log_video(PREFIX + "progression", video, step=step, fps=fps)
+            fps = probe_video(video, count=False).fps or 30.0
+        items.append(Logged.video(PREFIX + "progression", video, fps))
+    log_run(targets, RunLog(step, tuple(items)))

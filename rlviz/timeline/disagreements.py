@@ -66,6 +66,8 @@ def pairs_disagreements(config: Any, cps: list[TimelineCheckpoint], out: str | o
                "disagreement_to_end": bool(pick(to_end, "disagreement_to_end", False)),
                "disagreement_videos": pick(videos, "disagreement_videos", None)}
     shared = {n: getattr(config, n) for n in COMPARE_SHARED if n in TIMELINE_SHARED and n not in _NOT_PASSED}
+    if getattr(config, "vecnormalize", None) is not None:  # the run's one statistics file, for both checkpoints
+        shared.update(vecnormalize_a=config.vecnormalize, vecnormalize_b=config.vecnormalize)
     done = []
     for a, b in checkpoint_pairs(cps, pick(against, "against", None)):
         done.append(compare(CompareConfig(a=a.path, b=b.path, out=Path(out) / pair_folder(a.step, b.step),

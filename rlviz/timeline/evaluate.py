@@ -1,7 +1,8 @@
 """Each checkpoint of a run on the run's N seeds: ``rlviz render``'s rollout, statistics and diagnostics of that file.
 
 A checkpoint's rollout is :func:`rlviz.jobs.render.run_rollouts` with the checkpoint's
-:meth:`TimelineConfig.render_config` (the same seeds, the same options), so its row equals ``rlviz render FILE``.
+:meth:`TimelineConfig.render_config` (the same seeds, the same options), summarised and diagnosed by render's stage
+(:func:`rlviz.jobs.stages.summarise`), so its row equals ``rlviz render FILE``.
 ``(checkpoint, episodes)`` is the unit of work for ``--workers`` / ``--ray`` (:class:`CheckpointTask`): the backend
 is opened once for the whole run (:func:`rlviz.jobs.shards.open_backend`: its start-up is paid once) and every
 checkpoint's tasks go to it at once, so no worker waits for another checkpoint to finish; a worker loads each
@@ -25,9 +26,7 @@ import numpy as np
 
 from .. import progress
 from ..errors import CheckpointError, RlvizError, UsageError
-from ..evaluate import replay_episode, summarize
-from ..evaluate.attention import with_attention
-from ..evaluate.diagnostics import diagnose
+from ..evaluate import replay_episode
 from ..evaluate.distance import tv_kl_categorical as _tv_kl_categorical
 from ..evaluate.distance import tv_kl_gaussian as _tv_kl_gaussian
 from ..evaluate.rollout import RolloutPlan, episode_seed_for
@@ -35,6 +34,7 @@ from ..evaluate.threads import torch_threads
 from ..evaluate.workers import merge_rollouts, shard_ranges
 from ..jobs.render import run_rollouts
 from ..jobs.shards import AgentSource, ShardTask, run_shard, share_agent, source_for
+from ..jobs.stages import summarise
 from ..sources import LoadedAgent
 from ..sources.run_folders import TimelineCheckpoint, reason_line
 
@@ -96,7 +96,7 @@ def evaluate_checkpoint(cp: TimelineCheckpoint, config: Any,
         raise
     except RlvizError as exc:
         return replace(cp, agent=agent, error=reason_line(cp.name, cp.path, exc))
-    summary = with_attention(summarize(result, diagnose(result, agent.policy.kind)), result).to_dict()
+    summary = summarise(result, agent.policy.kind).to_dict()
     return replace(cp, agent=agent, result=result, summary=summary, error=None)
 
 
@@ -207,7 +207,7 @@ def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, prev
             out.append(replace(cp, error=reason_line(cp.name, cp.path, CheckpointError(failed))))
             continue
         result = merge_rollouts([p.result for p in mine], sum(p.result.wall_s for p in mine))  # its workers' time
-        summary = with_attention(summarize(result, diagnose(result, mine[0].kind)), result).to_dict()
+        summary = summarise(result, mine[0].kind).to_dict()
         vs = cps[i - 1].step if i else (previous.step if previous is not None else None)
         change = None if mine[0].change is None or vs is None else {"vs_step": int(vs), **mine[0].change}
         done = replace(cp, result=result, summary=summary, policy_change=change, error=None)

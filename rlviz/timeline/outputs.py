@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import progress
-from ..evaluate.stats import _f
-from ..jobs.render import _flat_numbers
+from ..evaluate.stats import _f, flat_numbers
 from ..media.atomic import atomic_path
 from ..sources.run_folders import Skipped, TimelineCheckpoint
 from .evaluate import evaluate_checkpoint, evaluate_many, policy_change, visited_states
@@ -205,7 +204,7 @@ def timeline_csv(data: dict) -> str:
     with ``/``: ``return/mean``, ``vs_best/return_diff/mean``...; CIs as ``_lo``/``_hi``), its warnings' ids."""
     rows = []
     for r in data["checkpoints"]:
-        numbers = _flat_numbers(_with_intervals(r))
+        numbers = flat_numbers(_with_intervals(r))
         flat = {"step": r["step"], "checkpoint": r["checkpoint"],
                 **{k: v for k, v in numbers.items() if k != "step" and not k.startswith(_CSV_SKIP)}}
         flat["regression"] = int(bool(r.get("regression")))

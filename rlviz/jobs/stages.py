@@ -1,0 +1,104 @@
+"""The job skeleton's stages for one agent, written once and run by render, compare (once per agent) and timeline
+(once per checkpoint):
+
+1. resolve the agent and its env (:func:`resolve_agent`: the checkpoint, ``--env``, ``--model``, VecNormalize
+   statistics, the pinned ``hf://`` commit, the discount);
+2. run its episodes (:func:`rlviz.jobs.render.run_rollouts`: here or in the workers);
+3. summarise and diagnose them (:func:`summarise`: the statistics, every diagnostic finding, attention);
+4. write the outputs (render's files; :func:`write_attention_at_failure`);
+5. log to the sinks (:func:`run_log` says what, :func:`rlviz.sinks.log_run` logs it);
+6. the report page, from the run held in memory (:func:`run_record`), not read back from the files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import progress
+from ..config import RenderConfig
+from ..envs import make_env, to_rgb_frame
+from ..evaluate import RolloutResult, summarize
+from ..evaluate.attention import plot_attention_at_failure, with_attention
+from ..evaluate.diagnostics import diagnose
+from ..evaluate.stats import Summary, flat_numbers
+from ..report import RunData, video_data
+from ..sinks.log import Logged, RunLog, findings_markdown
+from ..sources import LoadedAgent, load_agent
+from ..sources.hub import pinned_id
+
+__all__ = ["resolve_agent", "summarise", "run_log", "run_record", "write_attention_at_failure", "background_frame",
+           "ATTENTION_PNG"]
+
+#: The attention map at failure beside the failure heatmap (with attention on and failures seen).
+ATTENTION_PNG = "attention_at_failure.png"
+
+
+def resolve_agent(config: RenderConfig) -> tuple[LoadedAgent, RenderConfig, float]:
+    """Stage 1: (the agent, ``config`` with its checkpoint pinned to the loaded commit for ``hf://`` ids so that
+    workers load the same one, the discount: ``--gamma`` or the checkpoint's)."""
+    with progress.phase(f"loading {Path(config.checkpoint).name}"):
+        agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,
+                           device=config.device, vecnormalize=config.vecnormalize)
+    config = replace(config, checkpoint=pinned_id(config.checkpoint, agent))
+    return agent, config, float(config.gamma if config.gamma is not None else agent.gamma)
+
+
+def summarise(result: RolloutResult, kind: str) -> Summary:
+    """Stage 3: the statistics of a rollout with every finding: the diagnostics (:func:`diagnose`, for a policy of
+    ``kind``) and, when the rollout measured attention, its shares and finding."""
+    summary: Summary = with_attention(summarize(result, diagnose(result, kind)), result)
+    return summary
+
+
+def background_frame(recipe: Any, seed: int) -> np.ndarray | None:
+    """A first frame of the game to draw a heatmap over."""
+    env = make_env(recipe)
+    try:
+        env.reset(seed=seed)
+        return to_rgb_frame(env.render())
+    finally:
+        env.close()
+
+
+def write_attention_at_failure(result: RolloutResult, recipe: Any, path: Path, seed: int) -> Path | None:
+    """``path`` (a PNG): the failure heatmap beside the mean attribution before failures, when the rollout measured
+    attention and saw failures; None otherwise."""
+    heatmap = result.heatmap
+    if heatmap is None or not any(getattr(e, "attention", None) for e in result.episodes):
+        return None
+    if heatmap.background is None:
+        heatmap.background = background_frame(recipe, seed)
+    written: Path | None = plot_attention_at_failure(result, heatmap, path)
+    return written
+
+
+def run_log(summary: Summary, result: RolloutResult, videos: Any, heatmap_png: Path | None, fps: float,
+            prefix: str = "rlviz/") -> RunLog:
+    """Stage 5: what a rendered run logs (at step 0, names under ``prefix``): its statistics, its findings (text and
+    the count of warnings), the episode table, the videos (EpisodeResults with ``video_path``), the failure heatmap
+    and the attention at failure beside it."""
+    items = [Logged.scalars(prefix, flat_numbers(summary.to_dict())),
+             Logged.text(f"{prefix}diagnostics", findings_markdown(summary.diagnostics)),
+             Logged.scalars(prefix, {"diagnostics/warnings": len(summary.warnings)})]
+    rows = [ep.to_row() for ep in result.episodes]
+    if rows:
+        items.append(Logged.table(f"{prefix}episodes", list(rows[0]), [list(r.values()) for r in rows]))
+    items += [Logged.video(f"{prefix}{Path(v.video_path or '').stem}", v.video_path, fps) for v in videos]
+    if heatmap_png is not None:
+        items.append(Logged.image(f"{prefix}failure_heatmap", heatmap_png))
+        if Path(heatmap_png).with_name(ATTENTION_PNG).exists():
+            items.append(Logged.image(f"{prefix}attention_at_failure", Path(heatmap_png).with_name(ATTENTION_PNG)))
+    return RunLog(0, tuple(items))
+
+
+def run_record(folder: Path, summary: dict[Any, Any], result: RolloutResult, heatmap_png: Path | None,
+               videos: Any, title: str | None = None) -> RunData:
+    """Stage 6: the report page's part of one run, from what the job holds (the summary dict, the rollout's
+    episodes, the paths it wrote); ``videos``: MP4 paths (each one's timeline comes from its per-step ``.npz``)."""
+    return RunData(title=title or str(summary.get("env_id") or folder.name), folder=folder, summary=summary,
+                   episodes=[e.to_row() for e in result.episodes], heatmap=heatmap_png,
+                   videos=tuple(video_data(Path(p)) for p in videos))

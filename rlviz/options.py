@@ -1,0 +1,124 @@
+"""How an option is declared once: a config dataclass field carrying its CLI spelling and help (:func:`option`,
+:class:`CliOption`, :func:`cli_options`), and the value checks the configs share. The configs themselves are in
+:mod:`rlviz.config`; the CLI (:mod:`rlviz.cli`) is generated from their fields.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any
+
+from .choices import SALIENCY_METHODS, VIDEO_KINDS
+from .errors import UsageError
+
+__all__ = ["CliOption", "option", "cli_options", "parse_video_spec", "whole", "choice", "attention_value"]
+
+@dataclass(frozen=True)
+class CliOption:
+    """How a config field appears on the command line (read by :mod:`rlviz.cli`).
+
+    flag: ``--name`` (default: the field name with dashes); ``None`` for the positional argument.
+    kind: "value" (takes a value), "switch" (``store_true``), "negated" (``--no-x`` sets False) or "optional"
+    (the value may be left out: the flag alone gives ``const``, e.g. ``--ray`` alone a local Ray instance).
+    choices: allowed values (shown in --help, "did you mean" on a typo); metavar: the value's name in --help.
+    """
+
+    name: str
+    flag: str | None
+    help: str
+    kind: str = "value"
+    choices: tuple[Any, ...] | None = None
+    metavar: str | None = None
+    positional: bool = False
+    default: Any = None
+    cli_default: Any = None
+    const: Any = None
+    nargs: str | None = None
+
+
+def option(default: Any = MISSING, help: str = "", *, flag: str | None = None, kind: str | None = None,
+           choices: tuple[Any, ...] | None = None, metavar: str | None = None, positional: bool = False,
+           cli_default: Any = None, const: Any = None, nargs: str | None = None) -> Any:
+    """A config field carrying its CLI spelling and help in ``metadata["cli"]``. ``cli_default``: the value the
+    CLI uses when the flag is absent, if it differs from the library's default ("tty": stderr is a terminal);
+    ``const``: the value of an "optional" flag given alone; ``nargs``: argparse's, for a positional taking several
+    values ("+")."""
+    meta = {"help": help, "flag": flag, "kind": kind, "choices": choices, "metavar": metavar,
+            "positional": positional, "cli_default": cli_default, "const": const, "nargs": nargs}
+    if default is MISSING:
+        return field(metadata={"cli": meta})
+    return field(default=default, metadata={"cli": meta})
+
+
+def cli_options(cls: Any) -> list[CliOption]:
+    """The CLI options of a config dataclass, in field order."""
+    out = []
+    for f in fields(cls):
+        meta = f.metadata.get("cli")
+        if meta is None:
+            continue
+        default = None if f.default is MISSING else f.default
+        kind = meta["kind"] or ("switch" if isinstance(default, bool) else "value")
+        flag = None if meta["positional"] else (meta["flag"] or "--" + f.name.replace("_", "-"))
+        out.append(CliOption(f.name, flag, meta["help"], kind, meta["choices"], meta["metavar"], meta["positional"],
+                             default, meta["cli_default"], meta.get("const"), meta.get("nargs")))
+    return out
+
+
+def whole(name: str, value: Any, minimum: int) -> int:
+    what = "a positive whole number" if minimum == 1 else f"a whole number >= {minimum}"
+    flag = "--" + name.replace("_", "-")
+    message = f"{flag}: expected {what}, received {value!r}."
+    if isinstance(value, bool) or isinstance(value, float) and not value.is_integer():
+        raise UsageError(message)
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(message) from None
+    if v < minimum:
+        raise UsageError(message)
+    return v
+
+
+def choice(name: str, value: Any, choices: tuple[Any, ...]) -> str:
+    if value not in choices:
+        from .errors import did_you_mean
+
+        raise UsageError(f"{name}={value!r} is not one of {', '.join(map(repr, choices))}.{did_you_mean(value, choices)}")
+    return str(value)
+
+
+def parse_video_spec(spec: str | None) -> list[tuple[str, int]]:
+    """``"first:1,worst:2"`` -> ``[("first", 1), ("worst", 2)]``; ``"none"``/empty -> ``[]``."""
+    if spec is None or str(spec).strip().lower() in ("", "none"):
+        return []
+    items = []
+    for part in str(spec).split(","):
+        kind, _, count = part.strip().partition(":")
+        kind = kind.strip().lower()
+        if kind not in VIDEO_KINDS:
+            from .errors import did_you_mean
+
+            raise UsageError(
+                f"--videos item {part!r}: {kind!r} is not a selection; use {', '.join(VIDEO_KINDS)} "
+                f"as KIND:COUNT, e.g. 'first:1,worst:1'.{did_you_mean(kind, VIDEO_KINDS)}"
+            )
+        try:
+            k = int(count) if count else 1
+        except ValueError:
+            raise UsageError(f"--videos item {part!r}: the count must be a whole number, e.g. 'worst:2'.") from None
+        if k < 0:
+            raise UsageError(f"--videos item {part!r}: the count must not be negative.")
+        items.append((kind, k))
+    return items
+
+
+def attention_value(att: Any) -> bool | str | None:
+    """``attention`` normalised: None, True, False or a saliency method name."""
+    if att is None or isinstance(att, bool):
+        return att
+    if isinstance(att, str) and att.lower() in ("on", "off", "none", "true", "false"):
+        return att.lower() in ("on", "true")
+    if isinstance(att, str):
+        return choice("attention", att, SALIENCY_METHODS)
+    raise UsageError(f"attention={att!r}; expected True, False, None, 'off' or a saliency method name.")
