@@ -2,23 +2,25 @@
 
 To reach state t of episode k of agent X, the episode is replayed on its seed with X's policy and X's action
 generator (:func:`reach_many`: the picked episodes in lockstep, one batched forward per step, each row what a lone
-replay computes: the rollout's episode exactly, forwards being batch-invariant), so the env, its wrappers (frame stacks, time limits, life counters) and X's generator are where
-the rollout had them. The env's state is saved there (:mod:`rlviz.envs.snapshot`), then each agent plays from a
+replay computes: the rollout's episode exactly, forwards being batch-invariant), so the env, its wrappers (frame
+stacks, time limits, life counters) and X's generator are where the rollout had them. The env's state is saved there (:mod:`rlviz.envs.snapshot`), then each agent plays from a
 restored copy for the horizon (or to the episode's end), with a copy of the same generator: the same env
 randomness and the same action noise for both. A branch of X itself is therefore the original episode's
 continuation, step for step.
 
-A branch is played by the rollouts' single-episode loop (``replay_episode`` on a :class:`Resumed` env, whose
-``reset()`` hands back the saved observation instead of resetting); kept for a video, its frames, observations and
-actions are collected as it is played (:class:`Collect`), and the caller draws them with the branch agent's panels
-(:mod:`.run`: both branches composed side by side and encoded once), starting from the shared frame.
+The branches of many states are played in lockstep (:func:`play_many`: one batched forward per step, each row
+stepped by the rollouts' :class:`~rlviz.evaluate.runner.Runner` on a :class:`Resumed` env, whose ``reset()`` hands
+back the saved observation instead of resetting, and sampled with its own copy of the generator: each branch is
+what it would be alone). Kept for a video, a branch's frames, observations and actions are collected as it is
+played (:class:`Collect`), and the caller draws them with the branch agent's panels (:mod:`.run`: both branches
+composed side by side and encoded once), starting from the shared frame.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -30,11 +32,10 @@ from ..episode.trace import EpisodeTrace, Spool, make_spool
 from ..errors import EnvError
 from ..evaluate.lockstep import decide, input_buffer
 from ..evaluate.pixel_heatmap import copies_faithfully
-from ..evaluate.rollout import replay_episode
 from ..evaluate.runner import Runner
 
-__all__ = ["Resumed", "SavedState", "BranchResult", "reach", "reach_many", "play_branch", "play_kept", "check_restorable",
-           "Collect"]
+__all__ = ["Resumed", "SavedState", "BranchResult", "reach", "reach_many", "play_branch", "play_kept", "play_many",
+           "check_restorable", "Collect"]
 
 
 class _Tap(gym.Wrapper):
@@ -231,27 +232,59 @@ class Collect(gym.Wrapper):
 def play_branch(agent: Any, side: str, saved: SavedState, horizon: int | None, *, greedy: bool, fail_on: str,
                 gamma: float) -> BranchResult:
     """``agent`` (labelled ``side``) played from ``saved`` for ``horizon`` steps (None: to the episode's end)."""
-    return _play(agent, side, saved, horizon, None, greedy=greedy, fail_on=fail_on, gamma=gamma)
+    return play_many(agent, side, [saved], horizon, greedy=greedy, fail_on=fail_on, gamma=gamma)[0][0]
 
 
 def play_kept(agent: Any, side: str, saved: SavedState, horizon: int | None, *, greedy: bool, fail_on: str,
               gamma: float) -> tuple[BranchResult, Collect]:
     """:func:`play_branch`, the branch's episode kept: its :class:`Collect` (frames, observations, actions; its
     ``trace()`` is what the branch's video is drawn from). The caller closes it."""
-    env: Any = Resumed(restore(saved.snapshot), saved.obs, saved.info, saved.snapshot.frame)
-    kept = Collect(env, agent.action_names)
+    result, kept = play_many(agent, side, [saved], horizon, keep=[True], greedy=greedy, fail_on=fail_on,
+                             gamma=gamma)[0]
+    return result, cast(Collect, kept)  # keep=[True]: kept
+
+
+def play_many(agent: Any, side: str, saved: list[SavedState], horizon: int | None, *, keep: list[bool] | None = None,
+              greedy: bool, fail_on: str, gamma: float) -> list[tuple[BranchResult, Collect | None]]:
+    """``agent`` (labelled ``side``) played from each of ``saved`` for ``horizon`` steps (None: to the episode's
+    end), the branches in lockstep: one batched forward per step, each row sampled with a copy of its state's
+    generator, so each branch is what it would be played alone (forwards are batch-invariant). ``keep[j]``: branch
+    j's episode kept (its :class:`Collect`, which the caller closes; else None). The saved states must be of
+    different envs (ALE copies share their env's emulator: one branch of each state at a time)."""
+    keep = keep or [False] * len(saved)
+    runner = Runner(agent.policy, greedy, fail_on, None, None, float(gamma), False, horizon)
+    envs: list[Any] = []
     try:
-        return _play(agent, side, saved, horizon, kept, greedy=greedy, fail_on=fail_on, gamma=gamma), kept
+        for s, k in zip(saved, keep):  # each restored now: an ALE copy's emulator is set to its state here
+            env = Resumed(restore(s.snapshot), s.obs, s.info, s.snapshot.frame)
+            envs.append(Collect(env, agent.action_names) if k else env)
+        starts = [runner.start(env, -1, None) for env in envs]  # (Resumed.reset: the saved observation)
+        eps = [ep for _, ep in starts]
+        for ep, s in zip(eps, saved):
+            ep.rng = copy.deepcopy(s.rng)
+        buf = input_buffer(starts[0][0], len(envs))
+        for i, (ob, _) in enumerate(starts):
+            buf[i] = ob
+        results: list[Any] = [None] * len(envs)
+        active = list(range(len(envs)))
+        while active:
+            d = decide(agent.policy, buf, np.array(active, np.intp), lambda draw, act=tuple(active): np.concatenate(
+                [draw_noise(eps[i].rng, draw) for i in act]), greedy, runner.spec)
+            still = []
+            for i, action in zip(active, d.env_actions):
+                ob, _, done, terminated, truncated = runner.step(envs[i], eps[i], action)
+                if not done:
+                    buf[i] = ob
+                    still.append(i)
+                    continue
+                ep = eps[i]
+                results[i] = BranchResult(side, float(ep.ret), int(ep.length), int(ep.failures), bool(terminated))
+                if isinstance(envs[i], Collect):
+                    envs[i].ended = (bool(terminated), bool(truncated))
+            active = still
     except BaseException:
-        kept.close()
+        for env in envs:
+            if isinstance(env, Collect):
+                env.close()
         raise
-
-
-def _play(agent: Any, side: str, saved: SavedState, horizon: int | None, kept: Collect | None, *, greedy: bool,
-          fail_on: str, gamma: float) -> BranchResult:
-    env = kept if kept is not None else Resumed(restore(saved.snapshot), saved.obs, saved.info, saved.snapshot.frame)
-    played = replay_episode(None, agent.policy, None, env=env, greedy=greedy, fail_on=fail_on, gamma=gamma,
-                            max_steps=horizon, rng=copy.deepcopy(saved.rng))
-    if kept is not None:
-        kept.ended = (bool(played.terminated), bool(played.truncated))
-    return BranchResult(side, float(played.ret), int(played.length), int(played.failures), bool(played.terminated))
+    return [(r, env if isinstance(env, Collect) else None) for r, env in zip(results, envs)]
