@@ -190,7 +190,7 @@ def _branch_video(agents: list[Any], branches: list[BranchResult], kept: list[An
         save_episode_data(trace, replace(internals, saliency=None), npz, fps=rate)  # frame t of the video: step t
         comps.append(Compositor(trace, internals, BRANCH_LOOK))
     made, _ = compose_side_by_side(_frames(comps[0]), _frames(comps[1]), folder / f"state-{rank}.mp4", rate,
-                                   labels, min_frames=longest + held, preset=BRANCH_PRESET)
+                                   labels, min_frames=longest + held, preset=BRANCH_PRESET, yuv=True)
     return made
 
 
