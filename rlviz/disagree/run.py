@@ -92,6 +92,7 @@ def probed_rollouts(agents: list[Any], config: Any, gammas: list[float]) -> tupl
             agent.recipe, agent.policy, rc.episodes, num_envs=min(rc.num_envs, rc.episodes), seed=rc.seed,
             greedy=rc.greedy, fail_on=rc.fail_on, objects=extractor, heatmap=bool(rc.heatmap),
             progress=rc.progress, gamma=gammas[i], attention=attention_spec(rc), probe=probe))
+        probe.finish()
         probes.append(probe)
     return results, probes
 
