@@ -94,8 +94,9 @@ def compose_side_by_side(frames_a: Iterator[np.ndarray], frames_b: Iterator[np.n
             nxt = [None if done else next(s, None) for s, done in zip(streams, ended)]
             ended = [done or f is None for f, done in zip(nxt, ended)]
             if all(ended):
-                for _ in range(frames, int(min_frames)):  # hold the end: a short video lasts long enough
-                    writer.write(canvas.compose(current, ended))
+                held = canvas.compose(current, ended)  # hold the end: a short video lasts long enough
+                for _ in range(frames, int(min_frames)):
+                    writer.write(held)
                     frames += 1
                 break
             current = [c if f is None else f for c, f in zip(current, nxt)]
