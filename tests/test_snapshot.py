@@ -108,11 +108,20 @@ def test_states_reached_together_are_the_states_reached_alone():
     targets = [(episode_seed_for(0, k), step) for k, step in ((0, 30), (1, 0), (2, 75))]
     kw = {"greedy": False, "fail_on": "auto", "gamma": 0.99}
     together = reach_many(agent, [make_env(agent.recipe, render_mode="rgb_array") for _ in targets], targets, **kw)
-    for (seed, step), got in zip(targets, together):
+    # the same states from the actions the episodes recorded, without the policy's forwards
+    taken = [replay_episode(None, agent.policy, seed, max_steps=step + 5,
+                            env=make_env(agent.recipe, render_mode="rgb_array")).actions for seed, step in targets]
+    recorded = reach_many(agent, [make_env(agent.recipe, render_mode="rgb_array") for _ in targets], targets,
+                          actions=taken, **kw)
+    for (seed, step), got, again in zip(targets, together, recorded):
         alone = reach(agent, make_env(agent.recipe, render_mode="rgb_array"), seed, step, **kw)
-        assert got.step == alone.step == step
-        assert np.array_equal(got.obs, alone.obs) and np.array_equal(got.snapshot.frame, alone.snapshot.frame)
-        assert got.rng.bit_generator.state == alone.rng.bit_generator.state
+        for s in (got, again):
+            assert s.step == alone.step == step
+            assert np.array_equal(s.obs, alone.obs) and np.array_equal(s.snapshot.frame, alone.snapshot.frame)
+            assert s.rng.bit_generator.state == alone.rng.bit_generator.state
+        a, b = restore(again.snapshot), restore(alone.snapshot)  # and they play on alike
+        for action in (0, 1, 2, 1, 1):
+            assert np.array_equal(a.step(action)[0], b.step(action)[0])
 
 
 def test_box_action_envs_are_checked_too():

@@ -25,7 +25,7 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
-from ..agent.actions import action_spec, draw_noise
+from ..agent.actions import action_spec, draw_noise, noise_draw
 from ..envs import make_env, to_rgb_frame
 from ..envs.snapshot import EnvSnapshot, NotRestorable, restore, save, snapshot_kind
 from ..episode.trace import EpisodeTrace, Spool, make_spool
@@ -136,11 +136,14 @@ def reach(agent: Any, env: Any, seed: int, step: int, *, greedy: bool, fail_on: 
     return reach_many(agent, [env], [(seed, step)], greedy=greedy, fail_on=fail_on, gamma=gamma)[0]
 
 
-def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: str, gamma: float) -> list[SavedState]:
+def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: str, gamma: float,
+               actions: list | None = None) -> list[SavedState]:
     """State ``step`` of each ``(seed, step)`` in ``targets`` of ``agent``'s episodes, saved: the episodes replayed
     in lockstep, one on each of ``envs`` (``rgb_array``; left at the saved states, ALE snapshots need them),
     one batched forward per step. Each row is what a lone replay computes (forwards of fixed-size chunks) and
-    samples with its episode's own generator, so each state is the rollout's."""
+    samples with its episode's own generator, so each state is the rollout's. ``actions``: each episode's actions
+    as the rollout took them (``EpisodeResult.actions``, at least ``step`` of them): replayed without the policy,
+    the generator advanced by the noise each step draws (one forward tells its shape), the same states."""
     policy = agent.policy
     runner = Runner(policy, greedy, fail_on, None, None, float(gamma), False, None)
     taps = [_Tap(e) for e in envs]
@@ -150,7 +153,9 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
     for i, (ob, _) in enumerate(starts):
         buf[i] = ob
     goal = [int(step) for _, step in targets]
-    active = [i for i in range(len(taps)) if goal[i] > 0]
+    if actions is not None:
+        _replay(runner, taps, eps, goal, actions, noise_draw(policy.evaluate(buf[:1]), greedy), targets)
+    active = [i for i in range(len(taps)) if goal[i] > eps[i].length]
     while active:
         rows = np.array(active, np.intp)
         d = decide(policy, buf[: len(taps)], rows, lambda draw, act=tuple(active): np.concatenate(
@@ -158,9 +163,7 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
         for i, action in zip(active, d.env_actions):
             ob, _, done, _, _ = runner.step(taps[i], eps[i], action)
             if done:
-                raise EnvError(f"Replaying episode seed {targets[i][0]} to step {goal[i]} ended at step "
-                               f"{eps[i].length}: the env is not deterministic under its seed, so its states cannot "
-                               "be branched from.")
+                raise _ended(targets[i][0], goal[i], eps[i].length)
             buf[i] = ob
         active = [i for i in active if eps[i].length < goal[i]]
     saved = []
@@ -168,6 +171,26 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
         obs, info = tap.last
         saved.append(SavedState(step, save(env, to_rgb_frame(env.render())), obs, dict(info), ep.rng))
     return saved
+
+
+def _replay(runner: Runner, taps: list, eps: list, goal: list, actions: list, draw: Any, targets: list) -> None:
+    """Each episode stepped with its recorded actions up to its goal, its generator advanced as the rollout's."""
+    discrete = runner.spec.kind == "discrete"
+    for tap, ep, step, taken, (seed, _) in zip(taps, eps, goal, actions, targets):
+        taken = np.asarray(taken)
+        if taken.shape[0] < step:
+            raise EnvError(f"Episode seed {seed} has {taken.shape[0]} recorded actions; state {step} needs {step}.")
+        for a in taken[:step]:
+            _, _, done, _, _ = runner.step(tap, ep, int(a) if discrete else a)
+            if done:
+                raise _ended(seed, step, ep.length)
+        if draw is not None and step:
+            draw_noise(ep.rng, draw, step)  # what ``step`` one-row draws take from the stream
+
+
+def _ended(seed: int, step: int, length: int) -> EnvError:
+    return EnvError(f"Replaying episode seed {seed} to step {step} ended at step {length}: the env is not "
+                    "deterministic under its seed, so its states cannot be branched from.")
 
 
 class Collect(gym.Wrapper):

@@ -107,10 +107,11 @@ def better_of(a: BranchResult, b: BranchResult) -> str:
 
 
 def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: list[float], folder: Path | None,
-                  labels: tuple[str, str]) -> tuple[list[BranchedState], str | None]:
+                  labels: tuple[str, str], results: list[RolloutResult]) -> tuple[list[BranchedState], str | None]:
     """Both agents' branches from each picked state; with ``folder``, one side-by-side video per state there
-    (``state-<rank>.mp4``; each branch's per-step numbers in ``a/`` and ``b/``). Returns (states, note): without a
-    restorable env the states come back unbranched and the note says why."""
+    (``state-<rank>.mp4``; each branch's per-step numbers in ``a/`` and ``b/``). ``results``: A's and B's rollouts
+    (their recorded actions lead to the states). Returns (states, note): without a restorable env the states come
+    back unbranched and the note says why."""
     if not picks:
         return [], None
     recipe = agents[0].recipe
@@ -127,7 +128,7 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
     keep = [folder is not None and rank <= videos for rank in range(1, len(picks) + 1)]
     kept: list[list[Any]] = [[None] * len(picks), [None] * len(picks)]  # [side][state]: Collect or None
     try:
-        saved = _reach(agents, picks, envs, gammas, kw)
+        saved = _reach(agents, picks, envs, gammas, kw, results)
         played: list[list[BranchResult]] = []
         with progress.phase(f"branches from {len(picks)} states"):
             for i, side in enumerate("ab"):  # one side after the other: an ALE state's copies share its emulator
@@ -161,16 +162,21 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
     return out, None
 
 
-def _reach(agents: list[Any], picks: list[Pick], envs: list[Any], gammas: list[float], kw: dict) -> list[Any]:
-    """The picked states, each saved on its own env of ``envs`` (each side's episodes replayed by its own agent)."""
+def _reach(agents: list[Any], picks: list[Pick], envs: list[Any], gammas: list[float], kw: dict,
+           results: list[RolloutResult]) -> list[Any]:
+    """The picked states, each saved on its own env of ``envs``: each side's episodes replayed with the actions its
+    rollout recorded (:func:`~.branches.reach_many`; by its own agent where none were recorded)."""
     states: dict[int, Any] = {}
     with progress.phase(f"replaying to {len(picks)} states"):
-        for side, agent, gamma in zip("ab", agents, gammas):
+        for side, agent, gamma, result in zip("ab", agents, gammas, results):
             mine = [j for j, p in enumerate(picks) if p.side == side]
-            if mine:
-                got = reach_many(agent, [envs[j] for j in mine], [(picks[j].seed, picks[j].step) for j in mine],
-                                 gamma=gamma, **kw)
-                states.update(zip(mine, got))
+            if not mine:
+                continue
+            by_index = {e.index: e for e in result.episodes}
+            actions = [getattr(by_index.get(picks[j].episode), "actions", None) for j in mine]
+            got = reach_many(agent, [envs[j] for j in mine], [(picks[j].seed, picks[j].step) for j in mine],
+                             gamma=gamma, actions=None if any(a is None for a in actions) else actions, **kw)
+            states.update(zip(mine, got))
     return [states[j] for j in range(len(picks))]
 
 
@@ -210,7 +216,7 @@ def analyse(agents: list[Any], probes: list[Any], results: list[RolloutResult], 
     episodes = tuple(p.episodes[e.index] for p, r in zip(probes, results) for e in r.episodes)
     horizon = None if config.disagreement_to_end else int(config.disagreement_horizon)
     picks = top_states(episodes, int(config.disagreements), int(config.disagreement_horizon))
-    states, note = branch_states(agents, picks, config, gammas, folder, labels)
+    states, note = branch_states(agents, picks, config, gammas, folder, labels, results)
     return Disagreements(summarize_disagreement(episodes), tuple(states), episodes, _heatmap(probes, results), note,
                          horizon)
 
