@@ -1,9 +1,10 @@
 """Both agents played from the same saved state: the branches of a disagreement state.
 
-To reach state t of episode k of agent X, the episode is replayed on its seed with X's policy and X's action
-generator (:func:`reach_many`: the picked episodes in lockstep, one batched forward per step, each row what a lone
-replay computes: the rollout's episode exactly, forwards being batch-invariant), so the env, its wrappers (frame
-stacks, time limits, life counters) and X's generator are where the rollout had them. The env's state is saved there (:mod:`rlviz.envs.snapshot`), then each agent plays from a
+To reach state t of episode k of agent X, the episode is replayed on its seed (:func:`reach_many`): with the actions
+its rollout recorded, X's action generator advanced by the noise each step drew, or with X's policy and generator
+(the picked episodes in lockstep, one batched forward per step, each row what a lone replay computes: the rollout's
+episode exactly, forwards being batch-invariant), so the env, its wrappers (frame stacks, time limits, life
+counters) and X's generator are where the rollout had them. The env's state is saved there (:mod:`rlviz.envs.snapshot`), then each agent plays from a
 restored copy for the horizon (or to the episode's end), with a copy of the same generator: the same env
 randomness and the same action noise for both. A branch of X itself is therefore the original episode's
 continuation, step for step.
