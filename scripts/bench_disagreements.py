@@ -6,13 +6,17 @@
 
 The shipped MinAtar agents (healthy A, no-entropy B), the same flags for both jobs (videos first:1, the
 disagreements' branch videos on), run interleaved (plain, with, with, plain, ...) in one process so that load drifts
-hit both; wall clock of the whole library call. Prints min and median seconds of each and their ratios, after one
-untimed 2-episode warm-up of each. Target: with --disagreements 10, at most 1.6x.
+hit both; wall clock of the whole library call. Prints each repeat's ratio (with / without, the two runs of one
+repeat back to back) and the machine's load average, then min and median seconds of each and of the ratios, after
+one untimed 2-episode warm-up of each; CPU seconds too (this process and its ffmpeg children: a loaded machine
+moves them less than the wall clock). Target: with --disagreements 10, at most 1.6x.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
 import statistics
 import sys
@@ -32,10 +36,16 @@ A = ROOT / "samples" / "minatar_breakout_ppo.pt2"
 B = ROOT / "samples" / "minatar_breakout_ppo_noent.pt2"
 
 
-def timed(config) -> float:
-    t = time.perf_counter()
+def timed(config) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of this process and its ffmpeg children) of one compare."""
+    t, c = time.perf_counter(), _cpu()
     compare(config)
-    return time.perf_counter() - t
+    return time.perf_counter() - t, _cpu() - c
+
+
+def _cpu() -> float:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def main() -> None:
@@ -55,21 +65,35 @@ def main() -> None:
                                       disagreement_horizon=args.horizon,
                                       disagreement_videos=args.videos_for, **flags)}
     times: dict[str, list[float]] = {name: [] for name in jobs}
+    ratios: list[float] = []
+    cpus: dict[str, list[float]] = {name: [] for name in jobs}
     try:
         for config in jobs.values():  # warm-up, not timed: imports, torch init, first-call costs
             compare(replace(config, episodes=2, out=work / "warmup"))
         for r in range(args.repeats):
             for name in (("plain", "disagree") if r % 2 == 0 else ("disagree", "plain")):
-                times[name].append(timed(jobs[name]))
-                print(f"repeat {r}: {name:<9} {times[name][-1]:7.1f} s", flush=True)
+                wall, cpu = timed(jobs[name])
+                times[name].append(wall)
+                cpus[name].append(cpu)
+                print(f"repeat {r}: {name:<9} {wall:7.1f} s   (CPU {cpu:5.1f} s)   load {_load()}", flush=True)
+            ratios.append(times["disagree"][-1] / times["plain"][-1])
+            print(f"repeat {r}: with / without {ratios[-1]:.2f}x", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n{args.episodes} episodes, --disagreements {args.disagreements} (horizon {args.horizon}, branch videos "
           f"{'all' if args.videos_for is None else args.videos_for}), videos {args.videos!r}, {args.repeats} repeats")
     for name, ts in times.items():
-        print(f"{name:<9} min {min(ts):7.1f} s   median {statistics.median(ts):7.1f} s")
-    print(f"with / without: min {min(times['disagree']) / min(times['plain']):.2f}x   "
-          f"median {statistics.median(times['disagree']) / statistics.median(times['plain']):.2f}x   (target <= 1.6x)")
+        print(f"{name:<9} min {min(ts):7.1f} s   median {statistics.median(ts):7.1f} s   "
+              f"(CPU median {statistics.median(cpus[name]):5.1f} s)")
+    print(f"with / without, per repeat: min {min(ratios):.2f}x   median {statistics.median(ratios):.2f}x   "
+          f"(of min times {min(times['disagree']) / min(times['plain']):.2f}x, of medians "
+          f"{statistics.median(times['disagree']) / statistics.median(times['plain']):.2f}x; target <= 1.6x)   "
+          f"load {_load()}")
+
+
+def _load() -> str:
+    """The machine's 1, 5 and 15 minute load averages (runnable processes; this machine's cores: os.cpu_count())."""
+    return "/".join(f"{v:.1f}" for v in os.getloadavg()) + f" on {os.cpu_count()} cores"
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from rlviz import compare
+from rlviz.disagree.run import BRANCH_LOOK
 from rlviz.disagree.select import MIN_TV
 from rlviz.draw.side_by_side import GAP, HEADER
 from rlviz.media.video import probe_video, read_video
@@ -21,6 +22,7 @@ from rlviz.sources.checkpoint import save_checkpoint
 
 TRAP = "rlviz-probe/Trap-v0"
 LIMIT = 12
+K = BRANCH_LOOK.display_height // 16  # the branch videos' scale of the env's 16x16 frames
 
 
 def is_trap(t: int) -> bool:
@@ -92,13 +94,18 @@ def _read(out):
     return data, rows
 
 
-def _right_half(first: np.ndarray, game: np.ndarray) -> int:
-    """Where the right half's game frame starts: the x (past the left half's game) where the 16x16 cells' centres
-    look most like the left game's (each half is a branch's Compositor frame, game then panels, both one size)."""
-    cells = game[15::30, 15::30]
-    diffs = [np.abs(first[HEADER + 15:HEADER + 480:30, x + 15:x + 480:30].astype(int) - cells).mean()
-             for x in range(480 + GAP, first.shape[1] - 480 + 1)]
-    return 480 + GAP + int(np.argmin(diffs))
+def _games(first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The two branches' game frames in a side-by-side video's first frame (each half is a branch's Compositor
+    frame, the game at the left of its panel, centred vertically: a black square on the canvas' colour): the
+    16x16 frame drawn x``K``."""
+    size = 16 * K
+    top = HEADER + int(np.flatnonzero(first[HEADER:, 0].max(axis=1) < 8)[0])
+    game = first[top:top + size, :size].astype(int)
+    cells = game[K // 2::K, K // 2::K]  # the right half's game starts where its cells look most like the left's
+    diffs = [np.abs(first[top + K // 2:top + size:K, x + K // 2:x + size:K].astype(int) - cells).mean()
+             for x in range(size + GAP, first.shape[1] - size + 1)]
+    x = size + GAP + int(np.argmin(diffs))
+    return game, first[top:top + size, x:x + size].astype(int)
 
 
 def test_identical_agents_have_no_disagreement_and_no_branches(agents, tmp_path):
@@ -143,11 +150,9 @@ def test_top_states_lie_where_the_agents_differ_and_the_losing_branches_lose(age
         path = out.out_dir / s["video"]
         info = probe_video(path)
         assert info.codec == "h264" and info.duration >= 1.9
-        first = next(iter(read_video(path)))
-        game = first[HEADER:HEADER + 480, :480].astype(int)  # the 16x16 frame drawn x30 at the left of each half
-        other = first[HEADER:HEADER + 480, _right_half(first, game):][:, :480].astype(int)
+        game, other = _games(next(iter(read_video(path))))
         assert np.abs(game - other).mean() < 2 and game.max() > 200  # the shared frame, the object on it
-        assert np.abs(game[s["step"] * 30 + 15, 8 * 30 + 15] - (255, 0, 0)).max() < 40  # on the trap column
+        assert np.abs(game[s["step"] * K + K // 2, 8 * K + K // 2] - (255, 0, 0)).max() < 40  # on the trap column
         for side in "ab":  # each branch's per-step numbers beside the video, one row per step played
             steps = np.load(out.out_dir / "videos" / "disagreements" / side / f"state-{s['rank']}.npz")
             assert len(steps["rewards"]) == s[f"{side}_steps"] and len(steps["probs"]) == s[f"{side}_steps"] + 1

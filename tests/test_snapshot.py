@@ -109,11 +109,20 @@ def test_states_reached_together_are_the_states_reached_alone():
     targets = [(episode_seed_for(0, k), step) for k, step in ((0, 30), (1, 0), (2, 75))]
     kw = {"greedy": False, "fail_on": "auto", "gamma": 0.99}
     together = reach_many(agent, [make_env(agent.recipe, render_mode="rgb_array") for _ in targets], targets, **kw)
-    for (seed, step), got in zip(targets, together):
+    # the same states from the actions the episodes recorded, without the policy's forwards
+    taken = [replay_episode(None, agent.policy, seed, max_steps=step + 5,
+                            env=make_env(agent.recipe, render_mode="rgb_array")).actions for seed, step in targets]
+    recorded = reach_many(agent, [make_env(agent.recipe, render_mode="rgb_array") for _ in targets], targets,
+                          actions=taken, **kw)
+    for (seed, step), got, again in zip(targets, together, recorded):
         alone = reach(agent, make_env(agent.recipe, render_mode="rgb_array"), seed, step, **kw)
-        assert got.step == alone.step == step
-        assert np.array_equal(got.obs, alone.obs) and np.array_equal(got.snapshot.frame, alone.snapshot.frame)
-        assert got.rng.bit_generator.state == alone.rng.bit_generator.state
+        for s in (got, again):
+            assert s.step == alone.step == step
+            assert np.array_equal(s.obs, alone.obs) and np.array_equal(s.snapshot.frame, alone.snapshot.frame)
+            assert s.rng.bit_generator.state == alone.rng.bit_generator.state
+        a, b = restore(again.snapshot), restore(alone.snapshot)  # and they play on alike
+        for action in (0, 1, 2, 1, 1):
+            assert np.array_equal(a.step(action)[0], b.step(action)[0])
 
 
 def test_box_action_envs_are_checked_too():
@@ -122,3 +131,28 @@ def test_box_action_envs_are_checked_too():
     assert check_restorable(EnvRecipe.for_env_id("Pendulum-v1"), 0, 0) == "copy"
     with pytest.raises(NotRestorable):
         check_restorable(EnvRecipe.for_env_id("LunarLanderContinuous-v3"), 0, 0)  # Box2D bodies
+
+
+@pytest.mark.parametrize("name, at, horizon", [("minatar_breakout_ppo.pt2", 25, 40), ("ale_breakout_ppo.pt2", 12, 12)])
+def test_branches_played_together_are_the_branches_played_alone(name, at, horizon):
+    from rlviz.disagree.branches import play_many, reach_many
+
+    agent, other = load_agent(SAMPLES / name), load_agent(SAMPLES / "minatar_breakout_ppo_noent.pt2")
+    player = agent if name.startswith("ale") else other  # MinAtar: the other agent plays from the first's states
+    targets = [(episode_seed_for(1, k), step) for k, step in ((0, at), (1, 3), (2, 2 * at))]
+    kw = {"greedy": False, "fail_on": "auto", "gamma": 0.99}
+    saved = reach_many(agent, [make_env(agent.recipe, render_mode="rgb_array") for _ in targets], targets, **kw)
+    together = play_many(player, "b", saved, horizon, keep=[True, False, True], **kw)
+    for j, s in enumerate(saved):
+        alone = play_many(player, "b", [s], horizon, keep=[j != 1], **kw)[0]
+        assert together[j][0] == alone[0] and alone[0].steps > 0
+        if j != 1:  # the kept episodes too: frames and actions, step for step
+            a, b = together[j][1].trace(30.0), alone[1].trace(30.0)
+            assert np.array_equal(a.actions, b.actions) and np.array_equal(np.asarray(a.frames), np.asarray(b.frames))
+            together[j][1].close()
+            alone[1].close()
+        else:
+            assert together[j][1] is None
+    # the branch's generator is a copy: the saved state's own is untouched, so a state can be played again
+    again = play_many(player, "b", saved, horizon, **kw)
+    assert [r for r, _ in again] == [r for r, _ in together]

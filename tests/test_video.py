@@ -277,3 +277,24 @@ def test_decoder_errors_name_the_file(tmp_path):
         list(read_video(bad))
     assert ffmpeg_pids(parent=os.getpid()) == []
 
+
+
+def test_frames_converted_to_yuv_here_decode_as_ffmpegs_own_conversion(tmp_path):
+    blocks = np.zeros((H, W, 3), np.uint8)  # saturated blocks 16 px wide: chroma edges on 2x2 boundaries
+    for k, color in enumerate([(255, 0, 0), (0, 255, 0), (0, 0, 255), (250, 180, 30)]):
+        blocks[:, 16 * k : 16 * (k + 1)] = color
+    frames = [smooth_frame(i) for i in range(6)] + [blocks]
+    decoded = {}
+    for yuv in (False, True):
+        path = tmp_path / f"yuv-{yuv}.mp4"
+        with VideoWriter(path, 25, (W, H), crf=0, yuv=yuv) as w:
+            assert ("yuv420p" if yuv else "rgb24") == w.ffmpeg_args()[w.ffmpeg_args().index("-pix_fmt") + 1]
+            for f in frames:
+                w.write(f)
+        info = probe_video(path)
+        assert (info.pix_fmt, info.num_frames) == ("yuv420p", len(frames))
+        decoded[yuv] = np.stack(list(read_video(path))).astype(int)
+    for got in decoded.values():
+        assert np.abs(got - np.stack(frames)).mean() < 3.0
+    diff = np.abs(decoded[True] - decoded[False])
+    assert diff.mean() < 1.0 and diff[-1].mean() < 1.5  # the same colours as ffmpeg's conversion, within a level

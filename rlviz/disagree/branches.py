@@ -1,40 +1,43 @@
 """Both agents played from the same saved state: the branches of a disagreement state.
 
-To reach state t of episode k of agent X, the episode is replayed on its seed with X's policy and X's action
-generator (:func:`reach_many`: the picked episodes in lockstep, one batched forward per step, each row what a lone
-replay computes: the rollout's episode exactly, forwards being batch-invariant), so the env, its wrappers (frame stacks, time limits, life counters) and X's generator are where
-the rollout had them. The env's state is saved there (:mod:`rlviz.envs.snapshot`), then each agent plays from a
+To reach state t of episode k of agent X, the episode is replayed on its seed (:func:`reach_many`): with the actions
+its rollout recorded, X's action generator advanced by the noise each step drew, or with X's policy and generator
+(the picked episodes in lockstep, one batched forward per step, each row what a lone replay computes: the rollout's
+episode exactly, forwards being batch-invariant), so the env, its wrappers (frame stacks, time limits, life
+counters) and X's generator are where the rollout had them. The env's state is saved there (:mod:`rlviz.envs.snapshot`), then each agent plays from a
 restored copy for the horizon (or to the episode's end), with a copy of the same generator: the same env
 randomness and the same action noise for both. A branch of X itself is therefore the original episode's
 continuation, step for step.
 
-A branch is played by the rollouts' single-episode loop (``replay_episode`` on a :class:`Resumed` env, whose
-``reset()`` hands back the saved observation instead of resetting); kept for a video, its frames, observations and
-actions are collected as it is played (:class:`Collect`), and the caller draws them with the branch agent's panels
-(:mod:`.run`: both branches composed side by side and encoded once), starting from the shared frame.
+The branches of many states are played in lockstep (:func:`play_many`: one batched forward per step, each row
+stepped by the rollouts' :class:`~rlviz.evaluate.runner.Runner` on a :class:`Resumed` env, whose ``reset()`` hands
+back the saved observation instead of resetting, and sampled with its own copy of the generator: each branch is
+what it would be alone). Kept for a video, a branch's frames, observations and actions are collected as it is
+played (:class:`Collect`), and the caller draws them with the branch agent's panels (:mod:`.run`: both branches
+composed side by side and encoded once), starting from the shared frame.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 
-from ..agent.actions import action_spec, draw_noise
+from ..agent.actions import action_spec, draw_noise, noise_draw
 from ..envs import make_env, to_rgb_frame
 from ..envs.snapshot import EnvSnapshot, NotRestorable, restore, save, snapshot_kind
 from ..episode.trace import EpisodeTrace, Spool, make_spool
 from ..errors import EnvError
 from ..evaluate.lockstep import decide, input_buffer
 from ..evaluate.pixel_heatmap import copies_faithfully
-from ..evaluate.rollout import RolloutPlan, replay_episode
+from ..evaluate.plan import RolloutPlan
 from ..evaluate.runner import Runner
 
-__all__ = ["Resumed", "SavedState", "BranchResult", "reach", "reach_many", "play_branch", "play_kept", "check_restorable",
-           "Collect"]
+__all__ = ["Resumed", "SavedState", "BranchResult", "reach", "reach_many", "play_branch", "play_kept", "play_many",
+           "check_restorable", "Collect"]
 
 
 class _Tap(gym.Wrapper):
@@ -135,13 +138,16 @@ def reach(agent: Any, env: Any, seed: int, step: int, *, greedy: bool, fail_on: 
     return reach_many(agent, [env], [(seed, step)], greedy=greedy, fail_on=fail_on, gamma=gamma)[0]
 
 
-def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: str, gamma: float) -> list[SavedState]:
+def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: str, gamma: float,
+               actions: list | None = None) -> list[SavedState]:
     """State ``step`` of each ``(seed, step)`` in ``targets`` of ``agent``'s episodes, saved: the episodes replayed
     in lockstep, one on each of ``envs`` (``rgb_array``; left at the saved states, ALE snapshots need them),
     one batched forward per step. Each row is what a lone replay computes (forwards of fixed-size chunks) and
-    samples with its episode's own generator, so each state is the rollout's."""
+    samples with its episode's own generator, so each state is the rollout's. ``actions``: each episode's actions
+    as the rollout took them (``EpisodeResult.actions``, at least ``step`` of them): replayed without the policy,
+    the generator advanced by the noise each step draws (one forward tells its shape), the same states."""
     policy = agent.policy
-    runner = Runner(policy, RolloutPlan(1, greedy=greedy, fail_on=fail_on, gamma=gamma))
+    runner = Runner(policy, RolloutPlan(1, greedy=greedy, fail_on=fail_on, gamma=float(gamma)))
     taps = [_Tap(e) for e in envs]
     starts = [runner.start(tap, -1, seed) for tap, (seed, _) in zip(taps, targets)]
     eps = [ep for _, ep in starts]
@@ -149,7 +155,9 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
     for i, (ob, _) in enumerate(starts):
         buf[i] = ob
     goal = [int(step) for _, step in targets]
-    active = [i for i in range(len(taps)) if goal[i] > 0]
+    if actions is not None:
+        _replay(runner, taps, eps, goal, actions, noise_draw(policy.evaluate(buf[:1]), greedy), targets)
+    active = [i for i in range(len(taps)) if goal[i] > eps[i].length]
     while active:
         rows = np.array(active, np.intp)
         d = decide(policy, buf[: len(taps)], rows, lambda draw, act=tuple(active): np.concatenate(
@@ -157,9 +165,7 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
         for i, action in zip(active, d.env_actions):
             ob, _, done, _, _ = runner.step(taps[i], eps[i], action)
             if done:
-                raise EnvError(f"Replaying episode seed {targets[i][0]} to step {goal[i]} ended at step "
-                               f"{eps[i].length}: the env is not deterministic under its seed, so its states cannot "
-                               "be branched from.")
+                raise _ended(targets[i][0], goal[i], eps[i].length)
             buf[i] = ob
         active = [i for i in active if eps[i].length < goal[i]]
     saved = []
@@ -167,6 +173,26 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
         obs, info = tap.last
         saved.append(SavedState(step, save(env, to_rgb_frame(env.render())), obs, dict(info), ep.rng))
     return saved
+
+
+def _replay(runner: Runner, taps: list, eps: list, goal: list, actions: list, draw: Any, targets: list) -> None:
+    """Each episode stepped with its recorded actions up to its goal, its generator advanced as the rollout's."""
+    discrete = runner.spec.kind == "discrete"
+    for tap, ep, step, taken, (seed, _) in zip(taps, eps, goal, actions, targets):
+        taken = np.asarray(taken)
+        if taken.shape[0] < step:
+            raise EnvError(f"Episode seed {seed} has {taken.shape[0]} recorded actions; state {step} needs {step}.")
+        for a in taken[:step]:
+            _, _, done, _, _ = runner.step(tap, ep, int(a) if discrete else a)
+            if done:
+                raise _ended(seed, step, ep.length)
+        if draw is not None and step:
+            draw_noise(ep.rng, draw, step)  # what ``step`` one-row draws take from the stream
+
+
+def _ended(seed: int, step: int, length: int) -> EnvError:
+    return EnvError(f"Replaying episode seed {seed} to step {step} ended at step {length}: the env is not "
+                    "deterministic under its seed, so its states cannot be branched from.")
 
 
 class Collect(gym.Wrapper):
@@ -231,27 +257,59 @@ class Collect(gym.Wrapper):
 def play_branch(agent: Any, side: str, saved: SavedState, horizon: int | None, *, greedy: bool, fail_on: str,
                 gamma: float) -> BranchResult:
     """``agent`` (labelled ``side``) played from ``saved`` for ``horizon`` steps (None: to the episode's end)."""
-    return _play(agent, side, saved, horizon, None, greedy=greedy, fail_on=fail_on, gamma=gamma)
+    return play_many(agent, side, [saved], horizon, greedy=greedy, fail_on=fail_on, gamma=gamma)[0][0]
 
 
 def play_kept(agent: Any, side: str, saved: SavedState, horizon: int | None, *, greedy: bool, fail_on: str,
               gamma: float) -> tuple[BranchResult, Collect]:
     """:func:`play_branch`, the branch's episode kept: its :class:`Collect` (frames, observations, actions; its
     ``trace()`` is what the branch's video is drawn from). The caller closes it."""
-    env: Any = Resumed(restore(saved.snapshot), saved.obs, saved.info, saved.snapshot.frame)
-    kept = Collect(env, agent.action_names)
+    result, kept = play_many(agent, side, [saved], horizon, keep=[True], greedy=greedy, fail_on=fail_on,
+                             gamma=gamma)[0]
+    return result, cast(Collect, kept)  # keep=[True]: kept
+
+
+def play_many(agent: Any, side: str, saved: list[SavedState], horizon: int | None, *, keep: list[bool] | None = None,
+              greedy: bool, fail_on: str, gamma: float) -> list[tuple[BranchResult, Collect | None]]:
+    """``agent`` (labelled ``side``) played from each of ``saved`` for ``horizon`` steps (None: to the episode's
+    end), the branches in lockstep: one batched forward per step, each row sampled with a copy of its state's
+    generator, so each branch is what it would be played alone (forwards are batch-invariant). ``keep[j]``: branch
+    j's episode kept (its :class:`Collect`, which the caller closes; else None). The saved states must be of
+    different envs (ALE copies share their env's emulator: one branch of each state at a time)."""
+    keep = keep or [False] * len(saved)
+    runner = Runner(agent.policy, RolloutPlan(1, greedy=greedy, fail_on=fail_on, gamma=float(gamma), max_steps=horizon))
+    envs: list[Any] = []
     try:
-        return _play(agent, side, saved, horizon, kept, greedy=greedy, fail_on=fail_on, gamma=gamma), kept
+        for s, k in zip(saved, keep):  # each restored now: an ALE copy's emulator is set to its state here
+            env = Resumed(restore(s.snapshot), s.obs, s.info, s.snapshot.frame)
+            envs.append(Collect(env, agent.action_names) if k else env)
+        starts = [runner.start(env, -1, None) for env in envs]  # (Resumed.reset: the saved observation)
+        eps = [ep for _, ep in starts]
+        for ep, s in zip(eps, saved):
+            ep.rng = copy.deepcopy(s.rng)
+        buf = input_buffer(starts[0][0], len(envs))
+        for i, (ob, _) in enumerate(starts):
+            buf[i] = ob
+        results: list[Any] = [None] * len(envs)
+        active = list(range(len(envs)))
+        while active:
+            d = decide(agent.policy, buf, np.array(active, np.intp), lambda draw, act=tuple(active): np.concatenate(
+                [draw_noise(eps[i].rng, draw) for i in act]), greedy, runner.spec)
+            still = []
+            for i, action in zip(active, d.env_actions):
+                ob, _, done, terminated, truncated = runner.step(envs[i], eps[i], action)
+                if not done:
+                    buf[i] = ob
+                    still.append(i)
+                    continue
+                ep = eps[i]
+                results[i] = BranchResult(side, float(ep.ret), int(ep.length), int(ep.failures), bool(terminated))
+                if isinstance(envs[i], Collect):
+                    envs[i].ended = (bool(terminated), bool(truncated))
+            active = still
     except BaseException:
-        kept.close()
+        for env in envs:
+            if isinstance(env, Collect):
+                env.close()
         raise
-
-
-def _play(agent: Any, side: str, saved: SavedState, horizon: int | None, kept: Collect | None, *, greedy: bool,
-          fail_on: str, gamma: float) -> BranchResult:
-    env = kept if kept is not None else Resumed(restore(saved.snapshot), saved.obs, saved.info, saved.snapshot.frame)
-    plan = RolloutPlan(1, greedy=greedy, fail_on=fail_on, gamma=gamma, max_steps=horizon)
-    played = replay_episode(None, agent.policy, None, plan, env=env, rng=copy.deepcopy(saved.rng))
-    if kept is not None:
-        kept.ended = (bool(played.terminated), bool(played.truncated))
-    return BranchResult(side, float(played.ret), int(played.length), int(played.failures), bool(played.terminated))
+    return [(r, env if isinstance(env, Collect) else None) for r, env in zip(results, envs)]

@@ -1,14 +1,15 @@
 """Each agent's states given to the other agent too, during compare's rollouts: per state, how far apart the two
 action distributions are and what each agent's value head says.
 
-:class:`DisagreementProbe` is the rollout's probe (``probe`` of :class:`rlviz.evaluate.runner.Runner`). The other agent is
-asked once per distinct observation: states repeat a lot (MinAtar Breakout: 3,952 distinct observations in 32,452
+:class:`DisagreementProbe` is the rollout's probe (``probe`` of :class:`rlviz.evaluate.runner.Runner`). The other
+agent is asked once per distinct observation: states repeat a lot (MinAtar Breakout: 3,952 distinct observations in 32,452
 steps of 200 episodes), so its outputs are kept by the observation's digest (BLAKE2b, 128 bits) and the new
-observations wait until there are enough to fill whole forward chunks (``16 x rows_for(obs)``) or an episode with
-states still waiting ends; they are then evaluated together (:meth:`~rlviz.agent.policy.Policy.evaluate`: fixed-size
-chunks, so a row's numbers are the same whatever else is in the batch, and a kept output is what a fresh forward
-gives). Results are written into per-slot columns with numpy and cut into one :class:`EpisodeDisagreement` per
-episode when it ends.
+observations wait until there are enough to fill whole forward chunks (``16 x rows_for(obs)``, or the rollout's
+end: :meth:`~DisagreementProbe.finish`); they are then evaluated together
+(:meth:`~rlviz.agent.policy.Policy.evaluate`: fixed-size chunks, so a row's numbers are the same whatever else is in
+the batch, and a kept output is what a fresh forward gives). Results are written with numpy into a row of per-state
+columns per episode, cut into one :class:`EpisodeDisagreement` per episode once it has ended and its last state
+is written (an episode's end forces no forward).
 
 With an object extractor (the rollout's heatmap on), the objects of every state where the two agents' greedy actions
 differ go into a :class:`~rlviz.evaluate.heatmap.FailureHeatmap` (an "event" is such a state): where on the screen
@@ -114,32 +115,59 @@ class _Outputs:
 class DisagreementProbe:
     """The probe of ``side``'s rollout asking ``other`` (a Policy) on its states. ``extractor``: the rollout's
     object extractor (with the heatmap on) for the disagreement heatmap, or None (extractors that remember earlier
-    frames, ``history``, are left out: these states are looked at alone). After the rollout, ``episodes`` holds
-    an :class:`EpisodeDisagreement` per episode index, ``heatmap`` the disagreement heatmap (or None) and
-    ``forwarded`` the observations the other agent was asked on."""
+    frames, ``history``, are left out: these states are looked at alone). After the rollout and :meth:`finish`,
+    ``episodes`` holds an :class:`EpisodeDisagreement` per episode index, ``heatmap`` the disagreement heatmap (or
+    None) and ``forwarded`` the observations the other agent was asked on.
+
+    Each running episode writes its states into a row of per-state columns (``cols``); an episode that ends keeps
+    its row until its last waiting state is written (an episode's end does not force a forward), then becomes an
+    :class:`EpisodeDisagreement` and its row is reused. Waiting states sit in step-sized chunks of arrays."""
 
     def __init__(self, other: Any, side: str, extractor: Any = None):
         self.other, self.side, self.extractor = other, side, extractor
         self.episodes: dict[int, EpisodeDisagreement] = {}
         self.heatmap: FailureHeatmap | None = None
         self.forwarded = 0
-        self.cols: dict[str, np.ndarray] = {}  # name -> [slots, capacity]
-        self.pos: np.ndarray = np.zeros(0, np.int64)  # per slot: states written this episode
+        self.cols: dict[str, np.ndarray] = {}  # name -> [rows, capacity]
+        self.pos = np.zeros(0, np.int64)  # per row: states written so far
+        self.pending = np.zeros(0, np.int64)  # per row: states waiting for the other agent's output
+        self.row_of: np.ndarray = np.zeros(0, np.int64)  # per slot: the row of its running episode (-1: none yet)
+        self.free: list[int] = []  # rows free for the next episode
+        self.ended: dict[int, tuple[int, int, int]] = {}  # row -> (episode index, seed, length): ended, waiting
         self.known: dict[bytes, int] = {}  # observation digest -> row of self.theirs
         self.theirs = _Outputs()  # the other agent's output per distinct observation
         self.new: dict[bytes, np.ndarray] = {}  # digests waiting for a forward -> their observation
         self.mine = _Outputs()  # the playing agent's output of each waiting state
-        self.waiting: list[tuple[int, int, bytes, int, Any]] = []  # (slot, position, digest, row of mine, capture)
+        # waiting states, a chunk per step: (row, position, row of mine, row of theirs or -1, digests, captures)
+        self.waiting: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list, list | None]] = []
+        self.num_waiting = 0
+        self.unknown = 0  # waiting states left by the last resolve (their observations not asked yet)
         self.flush_rows = 0
 
-    def _ensure(self, slots: int, need: int) -> None:
-        """Room for ``slots`` slots and ``need`` states each."""
-        if self.pos.shape[0] < slots:
-            self.pos = np.concatenate([self.pos, np.zeros(slots - self.pos.shape[0], np.int64)])
+    def _rows_for(self, slots: np.ndarray, count: int) -> np.ndarray:
+        """The column rows of the running episodes on ``slots`` (``count`` slots in all), new episodes given one."""
+        if self.row_of.shape[0] < count:
+            self.row_of = np.concatenate([self.row_of, np.full(count - self.row_of.shape[0], -1, np.int64)])
+        rows = self.row_of[slots]
+        for j in np.flatnonzero(rows < 0).tolist():
+            rows[j] = self.row_of[slots[j]] = self._new_row()
+        return rows
+
+    def _new_row(self) -> int:
+        if self.free:
+            return self.free.pop()
+        n = self.pos.shape[0]
+        self.pos, self.pending = np.append(self.pos, 0), np.append(self.pending, 0)
+        self._grow(n + 1, 0)
+        return n
+
+    def _grow(self, rows: int, need: int) -> None:
+        """Room for ``rows`` rows of ``need`` states each."""
         have = self.cols["tv"].shape if self.cols else (0, 0)
-        if have[0] >= slots and have[1] >= need:
+        if have[0] >= rows and have[1] >= need:
             return
-        n, cap = max(slots, have[0]), max(256, 2 * have[1], need)
+        n = have[0] if have[0] >= rows else max(rows, 2 * have[0], 16)
+        cap = have[1] if have[1] >= need else max(256, 2 * have[1], need)
         dtypes = {"tv": np.float32, "own": np.float32, "other": np.float32, "differ": bool}
         grown = {k: np.zeros((n, cap), dt) for k, dt in dtypes.items()}
         for k, old in self.cols.items():
@@ -151,25 +179,29 @@ class DisagreementProbe:
         PolicyOutput on them; ``slots`` the running episodes and ``envs`` the envs, a row each."""
         if not self.flush_rows:
             self.flush_rows = FLUSH_CHUNKS * int(self.other.rows_for(obs.shape[1:]))
-        self._ensure(len(slots), 0)
-        at = self.pos[rows]
-        self._ensure(len(slots), int(at.max()) + 1)
-        self.pos[rows] = at + 1
-        self.cols["own"][rows, at] = np.nan if out.value is None else out.value
+        rows = np.asarray(rows, np.intp)
+        r = self._rows_for(rows, len(slots))
+        at = self.pos[r]
+        self._grow(self.pos.shape[0], int(at.max()) + 1)
+        self.pos[r] = at + 1
+        self.pending[r] += 1
+        self.cols["own"][r, at] = np.nan if out.value is None else out.value
         mine = self.mine.add(out)
-        for j, i in enumerate(rows.tolist()):
-            key = hashlib.blake2b(obs[i].tobytes(), digest_size=16).digest()
-            if key not in self.known and key not in self.new:
-                self.new[key] = obs[i].copy()
-            self.waiting.append((i, int(at[j]), key, int(mine[j]), self._capture(slots[i], envs[i])))
+        keys = [hashlib.blake2b(obs[i].tobytes(), digest_size=16).digest() for i in rows.tolist()]
+        known, new = self.known, self.new
+        theirs = np.array([known.get(k, -1) for k in keys], np.int64)
+        for j in np.flatnonzero(theirs < 0).tolist():
+            if keys[j] not in new:
+                new[keys[j]] = obs[rows[j]].copy()
+        caps = None if self.extractor is None else [self._capture(slots[i], envs[i]) for i in rows.tolist()]
+        self.waiting.append((r, at, mine, theirs, keys, caps))
+        self.num_waiting += len(keys)
         if len(self.new) >= self.flush_rows:
             self.flush()
-        elif len(self.waiting) >= self.flush_rows:
+        elif self.num_waiting >= self.unknown + self.flush_rows:
             self._resolve()  # the states whose observations are known already
 
     def _capture(self, ep: Any, env: Any) -> Any:
-        if self.extractor is None:
-            return None
         if self.extractor.needs_frame:
             return self.extractor.capture(to_rgb_frame(env.render()), env)
         recent = getattr(ep, "recent", None)  # exact extractors capture every step: this state's
@@ -187,27 +219,44 @@ class DisagreementProbe:
 
     def _resolve(self) -> None:
         """Write the waiting states whose observation the other agent has been asked on."""
-        ready = [w for w in self.waiting if w[2] in self.known]
-        if not ready:
+        if not self.waiting:
             return
-        self.waiting = [w for w in self.waiting if w[2] not in self.known]
-        slot = np.array([w[0] for w in ready], np.intp)
-        at = np.array([w[1] for w in ready], np.intp)
-        mine = self.mine.take(np.array([w[3] for w in ready], np.intp))
-        theirs = self.theirs.take(np.array([self.known[w[2]] for w in ready], np.intp))
-        dist = action_distance(mine, theirs)
-        tv = np.full(len(ready), np.nan) if dist is None else dist[0]
-        ga, gb = greedy_actions(mine), greedy_actions(theirs)
+        r, at, mine, theirs = (np.concatenate([w[i] for w in self.waiting]) for i in range(4))
+        keys = [k for w in self.waiting for k in w[4]]
+        caps = None if self.extractor is None else [c for w in self.waiting for c in w[5]]  # type: ignore[union-attr]
+        for j in np.flatnonzero(theirs < 0).tolist():
+            theirs[j] = self.known.get(keys[j], -1)
+        ready = theirs >= 0
+        if not ready.any():
+            self.waiting, self.unknown = [(r, at, mine, theirs, keys, caps)], self.num_waiting
+            return
+        ri, ai = r[ready], at[ready]
+        mo, to = self.mine.take(mine[ready]), self.theirs.take(theirs[ready])
+        dist = action_distance(mo, to)
+        tv = np.full(len(ri), np.nan) if dist is None else dist[0]
+        ga, gb = greedy_actions(mo), greedy_actions(to)
         differ = (ga != gb).any(axis=1) if ga is not None and gb is not None else tv >= BOX_DIFFER_TV
         c = self.cols
-        c["tv"][slot, at] = tv
-        c["other"][slot, at] = np.nan if theirs.value is None else theirs.value
-        c["differ"][slot, at] = differ
-        if self.extractor is not None:
-            for w in (w for w, d in zip(ready, differ) if d and w[4] is not None):
-                self._add(self.extractor.masks(w[4]))
-        if not self.waiting:
-            self.mine = _Outputs()  # nothing refers to the kept rows any more
+        c["tv"][ri, ai] = tv
+        c["other"][ri, ai] = np.nan if to.value is None else to.value
+        c["differ"][ri, ai] = differ
+        if caps is not None:
+            for j in np.flatnonzero(ready)[differ].tolist():
+                if caps[j] is not None:
+                    self._add(self.extractor.masks(caps[j]))
+        np.subtract.at(self.pending, ri, 1)
+        rest = np.flatnonzero(~ready)
+        if rest.size:  # the waiting rows of mine, moved to a fresh store
+            kept = _Outputs()
+            kept.add(self.mine.take(mine[rest]))
+            self.mine = kept
+            self.waiting = [(r[rest], at[rest], np.arange(rest.size), theirs[rest], [keys[j] for j in rest.tolist()],
+                             None if caps is None else [caps[j] for j in rest.tolist()])]
+        else:
+            self.mine, self.waiting = _Outputs(), []
+        self.num_waiting = self.unknown = int(rest.size)
+        for row in [row for row in self.ended if not self.pending[row]]:
+            self._finalize(row)
 
     def _add(self, masks: dict) -> None:
         if not masks:
@@ -218,18 +267,34 @@ class DisagreementProbe:
         self.heatmap.add({k: v for k, v in masks.items() if k in self.heatmap.object_names})
 
     def end(self, slot: int, ep: Any) -> None:
-        """Episode ``ep`` (an :class:`~rlviz.evaluate.runner.EpisodeState`) on ``slot`` ended: its columns become
-        an :class:`EpisodeDisagreement` (its waiting states are asked first)."""
-        if any(w[0] == slot for w in self.waiting):
-            self.flush()
-        n = int(self.pos[slot]) if slot < len(self.pos) else 0
-        c = self.cols
+        """Episode ``ep`` (an :class:`~rlviz.evaluate.runner.EpisodeState`) on ``slot`` ended: it becomes an
+        :class:`EpisodeDisagreement` once its waiting states are written (at the latest by :meth:`finish`)."""
+        row = int(self.row_of[slot]) if slot < self.row_of.shape[0] else -1
+        if row < 0:  # an episode without a state (none in gymnasium)
+            self.episodes[int(ep.index)] = _episode(self.side, ep, {}, -1, 0)
+            return
+        self.row_of[slot] = -1
+        self.ended[row] = (int(ep.index), int(ep.seed) if ep.seed is not None else -1, int(self.pos[row]))
+        if not self.pending[row]:
+            self._finalize(row)
 
-        def take(k: str, dtype: Any) -> np.ndarray:
-            return c[k][slot, :n].astype(dtype) if c else np.zeros(0, dtype)
+    def _finalize(self, row: int) -> None:
+        index, seed, n = self.ended.pop(row)
+        self.episodes[index] = _episode(self.side, (index, seed), self.cols, row, n)
+        self.pos[row] = 0
+        self.free.append(row)
 
-        self.episodes[int(ep.index)] = EpisodeDisagreement(
-            self.side, int(ep.index), int(ep.seed) if ep.seed is not None else -1, take("tv", np.float32),
-            take("own", np.float32), take("other", np.float32), take("differ", bool))
-        if slot < len(self.pos):
-            self.pos[slot] = 0
+    def finish(self) -> None:
+        """After the rollout: the states still waiting asked and written, every episode's numbers in
+        ``episodes``."""
+        self.flush()
+
+
+def _episode(side: str, ep: Any, cols: dict, row: int, n: int) -> EpisodeDisagreement:
+    index, seed = ep if isinstance(ep, tuple) else (int(ep.index), int(ep.seed) if ep.seed is not None else -1)
+
+    def take(k: str, dtype: Any) -> np.ndarray:
+        return cols[k][row, :n].astype(dtype) if cols else np.zeros(0, dtype)
+
+    return EpisodeDisagreement(side, int(index), int(seed), take("tv", np.float32), take("own", np.float32),
+                               take("other", np.float32), take("differ", bool))

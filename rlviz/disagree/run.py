@@ -25,7 +25,7 @@ from ..evaluate.heatmap import FailureHeatmap
 from ..evaluate.objects import extractor_for, load_extractor
 from ..evaluate.rollout import RolloutPlan, RolloutProbes, RolloutResult, episode_seed_for, rollout
 from ..record.internals import compute_internals, save_episode_data
-from .branches import BranchResult, check_restorable, play_branch, play_kept, reach_many
+from .branches import BranchResult, check_restorable, play_many, reach_many
 from .probe import DisagreementProbe, EpisodeDisagreement, check_probe_policies
 from .select import Pick, summarize_disagreement, top_states
 
@@ -38,6 +38,9 @@ BRANCH_THREADS = 2
 BRANCH_PRESET = "ultrafast"
 #: Seconds a side-by-side branch video lasts at least (short horizons play slower and hold their end).
 MIN_BRANCH_SECONDS = 2.0
+#: How a branch is drawn: the game at about 256 px and a compact panel (a shorter value plot), so that two fit
+#: side by side in about 1170x370 (a render's frame is 880x480): the encoder's time goes with the pixels.
+BRANCH_LOOK = ComposeOptions(display_height=256, min_height=256, panel_width=320, plot_height=72)
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,8 @@ def probed_rollouts(agents: list[Any], config: Any, gammas: list[float]) -> tupl
                            progress=rc.progress)
         results.append(rollout(agent.recipe, agent.policy, plan,
                                RolloutProbes(attention=attention_spec(rc), step=probe)))
+        probe.finish()
+        probe.finish()
         probes.append(probe)
     return results, probes
 
@@ -104,10 +109,11 @@ def better_of(a: BranchResult, b: BranchResult) -> str:
 
 
 def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: list[float], folder: Path | None,
-                  labels: tuple[str, str]) -> tuple[list[BranchedState], str | None]:
+                  labels: tuple[str, str], results: list[RolloutResult]) -> tuple[list[BranchedState], str | None]:
     """Both agents' branches from each picked state; with ``folder``, one side-by-side video per state there
-    (``state-<rank>.mp4``; each branch's per-step numbers in ``a/`` and ``b/``). Returns (states, note): without a
-    restorable env the states come back unbranched and the note says why."""
+    (``state-<rank>.mp4``; each branch's per-step numbers in ``a/`` and ``b/``). ``results``: A's and B's rollouts
+    (their recorded actions lead to the states). Returns (states, note): without a restorable env the states come
+    back unbranched and the note says why."""
     if not picks:
         return [], None
     recipe = agents[0].recipe
@@ -121,43 +127,59 @@ def branch_states(agents: list[Any], picks: list[Pick], config: Any, gammas: lis
     videos = len(picks) if config.disagreement_videos is None else int(config.disagreement_videos)
     envs = [make_env(recipe, render_mode="rgb_array") for _ in picks]
     fps = float(envs[0].metadata.get("render_fps") or 30)
+    keep = [folder is not None and rank <= videos for rank in range(1, len(picks) + 1)]
+    kept: list[list[Any]] = [[None] * len(picks), [None] * len(picks)]  # [side][state]: Collect or None
     try:
-        states: dict[int, Any] = {}
-        with progress.phase(f"replaying to {len(picks)} states"):
-            for side, agent, gamma in zip("ab", agents, gammas):  # each side's episodes by its own agent
-                mine = [j for j, p in enumerate(picks) if p.side == side]
-                if mine:
-                    got = reach_many(agent, [envs[j] for j in mine], [(picks[j].seed, picks[j].step) for j in mine],
-                                     gamma=gamma, **kw)
-                    states.update(zip(mine, got))
-        def branched(rank: int, pick: Pick) -> BranchedState:
-            saved, branches, kept = states[rank - 1], [], []
-            keep = folder is not None and rank <= videos
-            try:
-                for i, s in enumerate("ab"):  # one after the other: an ALE state's copies share its emulator
-                    if keep:
-                        result, collected = play_kept(agents[i], s, saved, horizon, gamma=gammas[i], **kw)
-                        kept.append(collected)
-                    else:
-                        result = play_branch(agents[i], s, saved, horizon, gamma=gammas[i], **kw)
-                    branches.append(result)
-                where = f" from {pick.side.upper()}'s ep {pick.episode} step {pick.step}"
-                named = (labels[0] + where, labels[1] + where)
-                video = None if not keep or folder is None else _branch_video(
-                    agents, branches, kept, config, gammas, folder, rank, fps, named)
-            finally:
-                for c in kept:
-                    c.close()
-            return BranchedState(rank, pick, branches[0], branches[1], better_of(*branches), video)
+        saved = _reach(agents, picks, envs, gammas, kw, results)
+        played: list[list[BranchResult]] = []
+        with progress.phase(f"branches from {len(picks)} states"):
+            for i, side in enumerate("ab"):  # one side after the other: an ALE state's copies share its emulator
+                both = play_many(agents[i], side, saved, horizon, keep=keep, gamma=gammas[i], **kw)
+                played.append([r for r, _ in both])
+                kept[i] = [c for _, c in both]
 
-        # the states' branches and videos overlap (a video's time is mostly its encoder's, in its own process)
-        with progress.phase(f"branches from {len(picks)} states"), \
-                ThreadPoolExecutor(BRANCH_THREADS if folder is not None else 1) as pool:
-            out = list(pool.map(branched, range(1, len(picks) + 1), picks))
+        def video(j: int) -> Path | None:
+            pick = picks[j]
+            where = f" from {pick.side.upper()}'s ep {pick.episode} step {pick.step}"
+            try:
+                return _branch_video(agents, [played[0][j], played[1][j]], [kept[0][j], kept[1][j]], config, gammas,
+                                     folder, j + 1, fps, (labels[0] + where, labels[1] + where))  # type: ignore[arg-type]
+            finally:
+                for side in kept:
+                    side[j].close()
+
+        # the states' videos overlap: one drawn while another's encoder (its own process) runs
+        made: list[Path | None] = [None] * len(picks)
+        if any(keep):
+            with progress.phase(f"branch videos of {sum(keep)} states"), ThreadPoolExecutor(BRANCH_THREADS) as pool:
+                made[: sum(keep)] = pool.map(video, range(sum(keep)))
     finally:
+        for c in kept[0] + kept[1]:
+            if c is not None:
+                c.close()  # (again: closing twice is harmless)
         for env in envs:
             env.close()
+    out = [BranchedState(j + 1, pick, played[0][j], played[1][j], better_of(played[0][j], played[1][j]), made[j])
+           for j, pick in enumerate(picks)]
     return out, None
+
+
+def _reach(agents: list[Any], picks: list[Pick], envs: list[Any], gammas: list[float], kw: dict,
+           results: list[RolloutResult]) -> list[Any]:
+    """The picked states, each saved on its own env of ``envs``: each side's episodes replayed with the actions its
+    rollout recorded (:func:`~.branches.reach_many`; by its own agent where none were recorded)."""
+    states: dict[int, Any] = {}
+    with progress.phase(f"replaying to {len(picks)} states"):
+        for side, agent, gamma, result in zip("ab", agents, gammas, results):
+            mine = [j for j, p in enumerate(picks) if p.side == side]
+            if not mine:
+                continue
+            by_index = {e.index: e for e in result.episodes}
+            actions = [getattr(by_index.get(picks[j].episode), "actions", None) for j in mine]
+            got = reach_many(agent, [envs[j] for j in mine], [(picks[j].seed, picks[j].step) for j in mine],
+                             gamma=gamma, actions=None if any(a is None for a in actions) else actions, **kw)
+            states.update(zip(mine, got))
+    return [states[j] for j in range(len(picks))]
 
 
 def _branch_video(agents: list[Any], branches: list[BranchResult], kept: list[Any], config: Any, gammas: list[float],
@@ -175,9 +197,9 @@ def _branch_video(agents: list[Any], branches: list[BranchResult], kept: list[An
         npz = folder / "ab"[i] / f"state-{rank}.npz"
         npz.parent.mkdir(parents=True, exist_ok=True)
         save_episode_data(trace, replace(internals, saliency=None), npz, fps=rate)  # frame t of the video: step t
-        comps.append(Compositor(trace, internals, ComposeOptions(min_seconds=0.0)))
+        comps.append(Compositor(trace, internals, BRANCH_LOOK))
     made, _ = compose_side_by_side(_frames(comps[0]), _frames(comps[1]), folder / f"state-{rank}.mp4", rate,
-                                   labels, min_frames=longest + held, preset=BRANCH_PRESET)
+                                   labels, min_frames=longest + held, preset=BRANCH_PRESET, yuv=True)
     return made
 
 
@@ -196,7 +218,7 @@ def analyse(agents: list[Any], probes: list[Any], results: list[RolloutResult], 
     episodes = tuple(p.episodes[e.index] for p, r in zip(probes, results) for e in r.episodes)
     horizon = None if config.disagreement_to_end else int(config.disagreement_horizon)
     picks = top_states(episodes, int(config.disagreements), int(config.disagreement_horizon))
-    states, note = branch_states(agents, picks, config, gammas, folder, labels)
+    states, note = branch_states(agents, picks, config, gammas, folder, labels, results)
     return Disagreements(summarize_disagreement(episodes), tuple(states), episodes, _heatmap(probes, results), note,
                          horizon)
 

@@ -77,24 +77,26 @@ def side_by_side(path_a: str | os.PathLike, path_b: str | os.PathLike, out: str 
 def compose_side_by_side(frames_a: Iterator[np.ndarray], frames_b: Iterator[np.ndarray], out: str | os.PathLike,
                          fps: float, labels: tuple[str, str] = ("A", "B"), min_frames: int = 0,
                          preset: str = "veryfast", names: tuple[str, str] = ("A's frames", "B's frames"),
-                         ) -> tuple[Path, int]:
+                         yuv: bool = False) -> tuple[Path, int]:
     """:func:`side_by_side` of two streams of frames (uint8 [H, W, 3] RGB, one size per stream; a stream may hand
-    back the same buffer each time, filled anew): encoded once, nothing decoded. ``names``: the streams in errors."""
+    back the same buffer each time, filled anew): encoded once, nothing decoded. ``names``: the streams in errors;
+    ``yuv``: :class:`~rlviz.media.VideoWriter`'s."""
     current = [next(frames_a, None), next(frames_b, None)]
     if any(f is None for f in current):
         empty = names[0] if current[0] is None else names[1]
         raise VideoError(f"{empty} has no frames; expected a recorded episode's frames.")
     canvas = _Canvas(current[0], current[1], labels)  # type: ignore[arg-type]  # neither is None (above)
     streams, ended, frames = (frames_a, frames_b), [False, False], 0
-    with VideoWriter(out, fps, (canvas.width, canvas.height), preset=preset) as writer:
+    with VideoWriter(out, fps, (canvas.width, canvas.height), preset=preset, yuv=yuv) as writer:
         while True:
             writer.write(canvas.compose(current, ended))
             frames += 1
             nxt = [None if done else next(s, None) for s, done in zip(streams, ended)]
             ended = [done or f is None for f, done in zip(nxt, ended)]
             if all(ended):
-                for _ in range(frames, int(min_frames)):  # hold the end: a short video lasts long enough
-                    writer.write(canvas.compose(current, ended))
+                held = canvas.compose(current, ended)  # hold the end: a short video lasts long enough
+                for _ in range(frames, int(min_frames)):
+                    writer.write(held)
                     frames += 1
                 break
             current = [c if f is None else f for c, f in zip(current, nxt)]
