@@ -39,7 +39,7 @@ VECTOR_DROP_INS = {
 
 #: config dataclasses' own parts: ``config.option`` declares one field of RenderConfig / CompareConfig /
 #: TimelineConfig (``dataclasses.field``'s arguments and the CLI's flag, help and choices): the config aside.
-CONFIG_PARTS = {"rlviz.config.option"}
+CONFIG_PARTS = {"rlviz.config.option", "rlviz.options.option"}
 
 #: Not done yet, each owned by another part of the 0.4 work (issue 33): kept from growing until they are cut down.
 #: (The count includes ``self`` for none of them: ``inspect.signature`` of a class reads ``__init__`` without it.)

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import progress
 from ..draw.compose import ComposeOptions, Compositor
-from ..draw.side_by_side import compose_side_by_side
+from ..draw.side_by_side import Encoding, compose_side_by_side
 from ..draw.video import video_timing
 from ..envs import make_env
 from ..envs.snapshot import NotRestorable
@@ -199,7 +199,8 @@ def _branch_video(agents: list[Any], branches: list[BranchResult], kept: list[An
         save_episode_data(trace, replace(internals, saliency=None), npz, fps=rate)  # frame t of the video: step t
         comps.append(Compositor(trace, internals, BRANCH_LOOK))
     made, _ = compose_side_by_side(_frames(comps[0]), _frames(comps[1]), folder / f"state-{rank}.mp4", rate,
-                                   labels, min_frames=longest + held, preset=BRANCH_PRESET, yuv=True)
+                                   labels, min_frames=longest + held,
+                                   encoding=Encoding(preset=BRANCH_PRESET, yuv=True))
     return made
 
 

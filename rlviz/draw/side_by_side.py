@@ -16,11 +16,11 @@ import cv2
 import numpy as np
 
 from ..errors import VideoError
-from ..media.video import VideoWriter, read_video
+from ..media.video import Encoding, VideoWriter, read_video
 from .style import COLORS
 from .style import ceil16 as _ceil16
 
-__all__ = ["side_by_side", "compose_side_by_side", "HEADER", "GAP"]
+__all__ = ["side_by_side", "compose_side_by_side", "Encoding", "HEADER", "GAP"]
 
 #: Height of the label strip above the two videos, and the gap between them (pixels).
 HEADER = 24
@@ -67,8 +67,8 @@ def side_by_side(path_a: str | os.PathLike, path_b: str | os.PathLike, out: str 
     Returns (path, frames written)."""
     streams = [read_video(path_a), read_video(path_b)]
     try:
-        return compose_side_by_side(streams[0], streams[1], out, fps, labels, min_frames, preset,
-                                    names=(str(path_a), str(path_b)))
+        return compose_side_by_side(streams[0], streams[1], out, fps, labels, min_frames,
+                                    names=(str(path_a), str(path_b)), encoding=Encoding(preset=preset))
     finally:
         for s in streams:
             s.close()  # type: ignore[attr-defined]  # read_video's generators
@@ -76,18 +76,19 @@ def side_by_side(path_a: str | os.PathLike, path_b: str | os.PathLike, out: str 
 
 def compose_side_by_side(frames_a: Iterator[np.ndarray], frames_b: Iterator[np.ndarray], out: str | os.PathLike,
                          fps: float, labels: tuple[str, str] = ("A", "B"), min_frames: int = 0,
-                         preset: str = "veryfast", names: tuple[str, str] = ("A's frames", "B's frames"),
-                         yuv: bool = False) -> tuple[Path, int]:
+                         names: tuple[str, str] = ("A's frames", "B's frames"),
+                         encoding: Encoding = Encoding()) -> tuple[Path, int]:
     """:func:`side_by_side` of two streams of frames (uint8 [H, W, 3] RGB, one size per stream; a stream may hand
     back the same buffer each time, filled anew): encoded once, nothing decoded. ``names``: the streams in errors;
-    ``yuv``: :class:`~rlviz.media.VideoWriter`'s."""
+    ``encoding``: the encoder's settings (:class:`Encoding`)."""
     current = [next(frames_a, None), next(frames_b, None)]
     if any(f is None for f in current):
         empty = names[0] if current[0] is None else names[1]
         raise VideoError(f"{empty} has no frames; expected a recorded episode's frames.")
     canvas = _Canvas(current[0], current[1], labels)  # type: ignore[arg-type]  # neither is None (above)
     streams, ended, frames = (frames_a, frames_b), [False, False], 0
-    with VideoWriter(out, fps, (canvas.width, canvas.height), preset=preset, yuv=yuv) as writer:
+    with VideoWriter(out, fps, (canvas.width, canvas.height), preset=encoding.preset, crf=encoding.crf,
+                     yuv=encoding.yuv) as writer:
         while True:
             writer.write(canvas.compose(current, ended))
             frames += 1

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from .atomic import AtomicFile, atomic_path, atomic_write, temp_name
 from .decode import VideoFrames, VideoInfo, probe_video, read_video, read_video_frames
-from .video import VideoWriter, concat_videos
+from .video import Encoding, VideoWriter, concat_videos
 
 __all__ = [
-    "AtomicFile", "VideoFrames", "VideoInfo", "VideoWriter", "atomic_path", "atomic_write", "concat_videos", "probe_video",
+    "AtomicFile", "Encoding", "VideoFrames", "VideoInfo", "VideoWriter", "atomic_path", "atomic_write", "concat_videos", "probe_video",
     "read_video", "read_video_frames", "temp_name",
 ]  # fmt: skip

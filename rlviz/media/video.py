@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal
@@ -23,7 +24,7 @@ from .atomic import AtomicFile, temp_name
 from .decode import VideoInfo, probe_video, read_video
 from .ffmpeg import ErrorLog, ffmpeg_exe, stop
 
-__all__ = ["VideoWriter", "VideoInfo", "probe_video", "read_video", "partial_path", "PRESETS", "concat_videos"]
+__all__ = ["Encoding", "VideoWriter", "VideoInfo", "probe_video", "read_video", "partial_path", "PRESETS", "concat_videos"]
 
 #: libx264 presets, fastest first.
 PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
@@ -62,6 +63,16 @@ def _i420(frame: np.ndarray) -> Any:
     import cv2  # only here: the recorders' imports stay without OpenCV
 
     return cv2.cvtColor(np.ascontiguousarray(frame), cv2.COLOR_RGB2YUV_I420).data
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """How a video is encoded: libx264's ``preset`` and ``crf``, and ``yuv`` (frames converted to YUV 4:2:0 before
+    ffmpeg), as :class:`VideoWriter` takes them."""
+
+    preset: str = "veryfast"
+    crf: int = 23
+    yuv: bool = False
 
 
 class VideoWriter:
