@@ -38,7 +38,7 @@ _EXPORTS = {
     "RecordEpisode": "record", "RecordOptions": "record", "run_episode": "record",
     "RecordVectorEpisode": "record.vector",
     "CompareOutputs": "jobs", "RenderOutputs": "jobs", "compare": "jobs", "render": "jobs",
-    "timeline": "timeline", "TimelineOutputs": "timeline",
+    "timeline": "training.job", "TimelineOutputs": "training.outputs",
 }
 
 __all__ = [
@@ -57,9 +57,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'rlviz' has no attribute {name!r}")
-    value = importlib.import_module(f".{module}", __name__)
-    if not (name == "timeline" == module):  # rlviz.timeline: the package, callable as the job
-        value = getattr(value, name)
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
 
@@ -99,4 +97,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .record import RecordEpisode, RecordOptions, run_episode
     from .record.vector import RecordVectorEpisode
     from .sources import LoadedAgent, load_agent, load_checkpoint, save_checkpoint
-    from .timeline import TimelineOutputs, timeline
+    from .training.job import timeline
+    from .training.outputs import TimelineOutputs

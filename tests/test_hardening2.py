@@ -5,7 +5,7 @@ inputs as outputs; ``--overwrite`` removes only what the marker lists; one write
 a zip bomb and a YAML alias bomb refused in < 2 s and < 300 MB; 100,000-deep JSON/YAML in every reader; a bad
 checkpoint skipped with its reason; a checkpoint filled in place retried under ``--follow``; the Hub cache validated;
 the small items (one name per failure line, no torch warning before rlviz's line, symlink loops listed,
-``rlviz.timeline.__all__``, docstrings naming moved modules). Ctrl-C: tests/test_sigint.py.
+``rlviz.training.__all__``, docstrings naming moved modules). Ctrl-C: tests/test_sigint.py.
 """
 
 from __future__ import annotations
@@ -445,9 +445,9 @@ def test_no_torch_warning_before_rlvizs_one_line(tmp_path):
 
 
 def test_timeline_all_names_resolve():
-    import rlviz.timeline
+    import rlviz.training
 
-    for name in rlviz.timeline.__all__:
+    for name in rlviz.training.__all__:
         assert getattr(rlviz.timeline, name) is not None
 
 

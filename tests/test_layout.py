@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import rlviz
-from rlviz._deprecated import MOVED, MOVED_0_2, MOVED_NAMES
+from rlviz._deprecated import MOVED, MOVED_0_2, MOVED_0_3, MOVED_NAMES
 
 PKG = Path(rlviz.__file__).parent
 STAGES = sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").exists())
@@ -137,9 +137,9 @@ def test_the_cli_parses_and_validates_without_importing_torch():
     assert out.stdout.strip() == "False", out.stderr
 
 
-@pytest.mark.parametrize("old", sorted(MOVED) + sorted(MOVED_0_2))
-def test_release_0_1_and_0_2_module_paths_still_import_with_a_deprecation_warning(old):
-    target = {**MOVED, **MOVED_0_2}[old]
+@pytest.mark.parametrize("old", sorted(MOVED) + sorted(MOVED_0_2) + sorted(MOVED_0_3))
+def test_release_0_1_0_2_and_0_3_module_paths_still_import_with_a_deprecation_warning(old):
+    target = {**MOVED, **MOVED_0_2, **MOVED_0_3}[old]
     sys.modules.pop(old, None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from rlviz.jobs import render
-from rlviz.report import load_run, timeline
+from rlviz.report import load_run, step_trace
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -141,7 +141,7 @@ def test_report_page_in_a_real_browser(browser, served):
     assert int(canvas.get_attribute("data-step")) > 0
     browser.execute_script("arguments[0].pause()", video)
     # clicking the timeline at step t seeks the video to frame t (within one frame)
-    tl = json.loads(browser.execute_script("return JSON.stringify(DATA.runs[0].videos[1].timeline)"))
+    tl = json.loads(browser.execute_script("return JSON.stringify(DATA.runs[0].videos[1].trace)"))
     T, fps = tl["T"], tl["fps"]
     assert T >= 4
     for t in (T // 4, (3 * T) // 4, 1):

@@ -20,7 +20,7 @@ from ..draw.side_by_side import compose_side_by_side
 from ..draw.video import video_timing
 from ..envs import make_env
 from ..envs.snapshot import NotRestorable
-from ..evaluate.attention import attention_spec
+from ..attention.summary import attention_spec
 from ..evaluate.heatmap import FailureHeatmap
 from ..evaluate.objects import extractor_for, load_extractor
 from ..evaluate.rollout import RolloutResult, episode_seed_for, rollout

@@ -30,7 +30,7 @@ from ..envs.recipe import EnvRecipe, make_env
 from ..episode.result import EpisodeResult
 from ..errors import EnvError, UsageError
 from ..progress import bar
-from .attention import AttentionSpec, AttentionTracker
+from ..attention.tracker import AttentionSpec, AttentionTracker
 from .heatmap import FailureHeatmap
 from .lockstep import Report, decide, input_buffer, run_lockstep
 from .objects import Extractor, as_extractor, extractor_for
@@ -134,7 +134,7 @@ def rollout(
         one at a time as envs free up: any subset of a run (an iterator the workers of a pool share,
         :func:`rlviz.evaluate.workers.claimed_indices`; a dead worker's episodes again). ``episodes`` then only
         sizes the progress bar; ``first_episode`` stays the run's first (the heatmap's background).
-    attention: an :class:`~rlviz.evaluate.attention.AttentionSpec` or a saliency method name: every step's
+    attention: an :class:`~rlviz.attention.tracker.AttentionSpec` or a saliency method name: every step's
         attribution share per heatmap object (turns the heatmap on), in each ``EpisodeResult.attention``.
     probe: an object the lockstep loop tells each step's states and decisions (:attr:`Runner.probe`, e.g.
         :class:`rlviz.disagree.probe.DisagreementProbe`: another policy asked on the same states); it does not

@@ -42,7 +42,7 @@ class EpisodeState:
         self.obs: Any = None  # the observation the next action is chosen on (as the policy sees it)
         self.is_success: bool | None = None
         self.state = None  # a stateful policy's state row for this env (fresh at each episode start)
-        self.attention: Any = None  # with attention on: the episode's EpisodeAttention (rlviz.evaluate.attention)
+        self.attention: Any = None  # with attention on: the episode's EpisodeAttention (rlviz.attention.tracker)
 
 
 def value_sums(rewards, values, gamma: float) -> tuple:
@@ -82,7 +82,7 @@ class Runner:
         self.fail_on: str | None = None
         self.obs: Any = None  # ObsAdapter: env observations -> the policy's input
         self.spec: Any = None  # the env's ActionSpec, read on the first start()
-        self.attention: Any = None  # an AttentionTracker (rlviz.evaluate.attention) when attention is on
+        self.attention: Any = None  # an AttentionTracker (rlviz.attention.tracker) when attention is on
         # a per-step probe of the lockstep loop: ``observe(obs [rows_used, *obs], rows [B], out, slots, envs)`` after
         # each decision (``obs`` the policy's whole padded input, ``out`` its PolicyOutput for ``rows``), ``end(slot,
         # episode_state)`` when an episode ends (rlviz.disagree.probe.DisagreementProbe); None: nothing is called

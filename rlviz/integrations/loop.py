@@ -33,7 +33,7 @@ from ..envs.recipe import EnvRecipe, make_env
 from ..errors import UsageError
 from ..record import EpisodeResult, RecordEpisode, run_episode
 from ..sinks.base import Sink, as_sinks, check_step
-from ..timeline.live import TimelineWriter
+from ..training.live import TimelineWriter
 
 __all__ = ["log_episode", "episode_scalars", "TimelineWriter"]
 

@@ -33,13 +33,13 @@ from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
 from ..errors import UsageError
 from ..evaluate import RolloutResult, summarize
-from ..evaluate.attention import attention_paired, with_attention
+from ..attention.summary import attention_paired, with_attention
 from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import _f
 from ..evaluate.threads import torch_threads
 from ..media.atomic import atomic_path
-from ..report import REPORT_NAME, RunData, VideoData, timeline, write_report
+from ..report import REPORT_NAME, RunData, VideoData, step_trace, write_report
 from ..report.disagreements import disagreements_html
 from ..sources import LoadedAgent, load_agent
 from ..sources.hub import pinned_id
@@ -164,7 +164,7 @@ def _write_report(folder: Path, comparison: dict[Any, Any], results: Any, labels
     timelines), the heatmap difference with A's column; ``extra``: HTML sections below (the disagreements)."""
     runs = []
     for side, result, label in zip("ab", results, labels):
-        videos = tuple(VideoData(path=p, episode=_episode_of(p), label=p.stem, timeline=timeline(p))
+        videos = tuple(VideoData(path=p, episode=_episode_of(p), label=p.stem, trace=step_trace(p))
                        for p in sorted((folder / "videos" / side).glob("*.mp4")))
         runs.append(RunData(title=label, folder=folder, summary=comparison[side],
                             episodes=[e.to_row() for e in result.episodes],

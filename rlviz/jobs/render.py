@@ -32,7 +32,8 @@ from ..envs import make_env, to_rgb_frame
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout, summarize
-from ..evaluate.attention import attention_spec, plot_attention_at_failure, with_attention
+from ..attention.plot import plot_attention_at_failure
+from ..attention.summary import attention_spec, with_attention
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads

@@ -27,7 +27,7 @@ from ..config import RenderConfig
 from ..envs import make_env
 from ..episode import EpisodeResult
 from ..errors import RlvizError, require
-from ..evaluate.attention import ShareTrack, attention_spec
+from ..attention.summary import ShareTrack, attention_spec
 from ..evaluate.rollout import rollout
 from ..evaluate.workers import WorkerPool, claimed_indices
 from ..media.atomic import atomic_path

@@ -24,9 +24,9 @@ import gymnasium as gym
 import numpy as np
 
 from .. import progress
+from ..attention.summary import with_attention
 from ..errors import CheckpointError, RlvizError, UsageError
 from ..evaluate import replay_episode, summarize
-from ..evaluate.attention import with_attention
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.distance import tv_kl_categorical as _tv_kl_categorical
 from ..evaluate.distance import tv_kl_gaussian as _tv_kl_gaussian

@@ -23,8 +23,8 @@ import torch
 
 from ..agent.policy import Policy
 from ..errors import UsageError
-from .layout import ObsLayout, detect_layout
-from .saliency import _check_no_train_batchnorm, _gradients, _maps, _options, _resolve_target
+from ..explain.layout import ObsLayout, detect_layout
+from ..explain.saliency import _check_no_train_batchnorm, _gradients, _maps, _options, _resolve_target
 
 __all__ = ["AttributionProbe", "Pooling", "pooling", "object_fractions", "step_shares", "ATTRIBUTION", "BATCH_WAVES"]
 
