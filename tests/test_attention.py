@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from rlviz.agent.policy import TorchPolicy
-from rlviz.config import RenderConfig
+from rlviz.attention.maps import object_fractions, pooling, step_shares
 from rlviz.attention.summary import ATTENTION_DROP_ID, attention_findings, attention_map, summarize_attention
+from rlviz.config import RenderConfig
 from rlviz.evaluate.objects import FunctionExtractor
 from rlviz.evaluate.rollout import rollout
-from rlviz.attention.maps import object_fractions, pooling, step_shares
 from rlviz.sources import load_agent
 
 ENV = "MinAtar/Breakout-v1"  # observation [10, 10, 4] bool: paddle 0, ball 1, trail 2, brick 3; actions n, l, r
@@ -169,9 +169,9 @@ def test_render_writes_attention_with_saliency_and_heatmap(tmp_path):
 
 
 def test_the_attention_option():
+    from rlviz.attention.summary import attention_spec
     from rlviz.cli import build_parser
     from rlviz.errors import UsageError
-    from rlviz.attention.summary import attention_spec
 
     def spec(**kw):
         s = attention_spec(RenderConfig(checkpoint=SAMPLE, **kw))

@@ -178,7 +178,7 @@ def test_rlviz_timeline_is_the_job_and_0_3_paths_still_import(recwarn):
     for old in [m for m in sys.modules if m == "rlviz.timeline" or m.startswith("rlviz.timeline.")]:
         sys.modules.pop(old)
     with pytest.warns(DeprecationWarning, match="rlviz.timeline.plot moved to rlviz.training.plot"):
-        from rlviz.timeline.plot import plot_timelines  # 0.3's docs did this
+        from rlviz.timeline.plot import plot_timelines  # 0.3's docs did this (deprecated-path)
     from rlviz.training.plot import plot_timelines as new
 
     assert plot_timelines is new

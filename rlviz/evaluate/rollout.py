@@ -23,6 +23,7 @@ import numpy as np
 
 from ..agent.actions import check_policy_actions, draw_noise
 from ..agent.policy import Policy
+from ..attention.tracker import AttentionSpec, AttentionTracker
 from ..choices import DEFAULT_NUM_ENVS, FAIL_ON
 from ..envs.ale_seed import seeded_reset
 from ..envs.frames import to_rgb_frame
@@ -30,7 +31,6 @@ from ..envs.recipe import EnvRecipe, make_env
 from ..episode.result import EpisodeResult
 from ..errors import EnvError, UsageError
 from ..progress import bar
-from ..attention.tracker import AttentionSpec, AttentionTracker
 from .heatmap import FailureHeatmap
 from .lockstep import Report, decide, input_buffer, run_lockstep
 from .objects import Extractor, as_extractor, extractor_for

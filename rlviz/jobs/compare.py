@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import progress
+from ..attention.summary import attention_paired, with_attention
 from ..config import CompareConfig, config_dict, parse_video_spec
 from ..disagree.outputs import JSON_NAME, log_disagreements, write_disagreements
 from ..disagree.run import analyse, probed_rollouts
@@ -33,7 +34,6 @@ from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
 from ..errors import UsageError
 from ..evaluate import RolloutResult, summarize
-from ..attention.summary import attention_paired, with_attention
 from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import _f

@@ -27,13 +27,13 @@ import numpy as np
 import torch
 
 from .. import progress
+from ..attention.plot import plot_attention_at_failure
+from ..attention.summary import attention_spec, with_attention
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
 from ..envs import make_env, to_rgb_frame
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout, summarize
-from ..attention.plot import plot_attention_at_failure
-from ..attention.summary import attention_spec, with_attention
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
