@@ -160,8 +160,8 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
 
 def _write_report(folder: Path, comparison: dict[Any, Any], results: Any, labels: Any, heatmap_png: Path | None,
                   extra: str = "") -> Path:
-    """report.html: both agents side by side (summary, findings, episode table, each agent's videos with their
-    timelines), the heatmap difference with A's column; ``extra``: HTML sections below (the disagreements)."""
+    """report.html: both agents side by side (summary, findings, episode table, each agent's videos with their per-step
+    traces), the heatmap difference with A's column; ``extra``: HTML sections below (the disagreements)."""
     runs = []
     for side, result, label in zip("ab", results, labels):
         videos = tuple(VideoData(path=p, episode=_episode_of(p), label=p.stem, trace=step_trace(p))

@@ -10,7 +10,7 @@ Output layout (``out``: a folder of the run's own, written complete or not at al
     episodes.csv       one row per episode (seed, return, length, failures...)
     heatmap.png/.npz   failure heatmap (with --heatmap)
     videos/<label>-episode-<k>.mp4 (+ .npz per-step numbers)
-    report.html        the page to look at: all of the above, each video beside its timeline (rlviz.report)
+    report.html        the page to look at: all of the above, each video beside its per-step trace (rlviz.report)
 """
 
 from __future__ import annotations
