@@ -3,7 +3,6 @@ alone, and the 0.1 and 0.2 module paths still working (with a DeprecationWarning
 
 from __future__ import annotations
 
-import ast
 import importlib
 import subprocess
 import sys
@@ -14,45 +13,15 @@ import pytest
 
 import rlviz
 from rlviz._deprecated import MOVED, MOVED_0_2, MOVED_0_3, MOVED_NAMES
+from rlviz._layers import module_graph
 
 PKG = Path(rlviz.__file__).parent
 STAGES = sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").exists())
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imports(path: Path) -> set[str]:
-    """Every rlviz module ``path`` imports, at module level or inside functions."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    modules = {_module_name(p) for p in PKG.rglob("*.py")}
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if target.startswith("rlviz"):
-                subs = {f"{target}.{a.name}" for a in node.names}  # "from . import x" imports module x
-                found.update(subs if node.module is None and subs <= modules else {target} | subs)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("rlviz"))
-    return {t for t in found if t in modules and t != name}
-
-
 def _graph() -> dict[str, set[str]]:
-    return {_module_name(p): _imports(p) for p in PKG.rglob("*.py") if p.name != "__main__.py"}
-
-
-def _stage(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "rlviz"
+    """Every module -> the rlviz modules it imports, at module level or inside functions (rlviz/_layers.py reads them)."""
+    return {m: {e.target for e in edges} for m, edges in module_graph(PKG).items() if m != "rlviz.__main__"}
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
