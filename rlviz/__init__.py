@@ -4,8 +4,11 @@ The pipeline, one subpackage per stage (see ARCHITECTURE.md)::
 
     agent (the Policy contract) <-- sources (checkpoints, SB3, rl-zoo3, CleanRL, the Hub) --> envs (recipe, wrappers)
     record (RecordEpisode) --> explain (saliency) --> draw (panels) --> media (H.264) --> sinks
-    evaluate (rollouts) --> heatmap + stats --> sinks
-    render(): everything ``rlviz render`` does, as one call; compare(): ``rlviz compare A B``
+    evaluate (rollouts, + attention per object) --> heatmap + stats --> sinks
+    render(): everything ``rlviz render`` does, as one call; compare(): ``rlviz compare A B``;
+    timeline(): ``rlviz timeline RUN`` (its package: rlviz.training)
+
+The stages' dependency order is declared once, in ``rlviz/_layers.py``.
 
 The names below are imported on first use, so ``import rlviz`` (and the CLI's argument checks) stay fast and
 ``import rlviz.media`` loads only what that stage needs.
