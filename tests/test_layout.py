@@ -125,6 +125,9 @@ def test_release_0_1_0_2_and_0_3_module_paths_still_import_with_a_deprecation_wa
     for name in getattr(new, "__all__", []):
         assert getattr(module, name) is getattr(new, name)
     sys.modules.pop(old, None)
+    parent, _, child = old.rpartition(".")
+    if getattr(sys.modules.get(parent), child, None) is module:
+        delattr(sys.modules[parent], child)  # unbound from its parent too (rlviz.timeline: the job function again)
 
 
 def test_release_0_2_agent_names_resolve_with_a_deprecation_warning():

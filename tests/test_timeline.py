@@ -172,6 +172,9 @@ def test_bad_inputs(runs, tmp_path, capsys):
 def test_rlviz_timeline_is_the_job_and_0_3_paths_still_import(recwarn):
     import rlviz.training.job
 
+    for old in [m for m in sys.modules if m == "rlviz.timeline" or m.startswith("rlviz.timeline.")]:
+        sys.modules.pop(old)
+    vars(rlviz).pop("timeline", None)  # (another test's import of the 0.3 path bound it): the root's lazy name again
     assert rlviz.timeline is rlviz.training.job.timeline  # a plain function; its package is rlviz.training
     with pytest.raises(UsageError, match="RUN is empty"):
         rlviz.timeline(run="")
