@@ -4,8 +4,11 @@ The pipeline, one subpackage per stage (see ARCHITECTURE.md)::
 
     agent (the Policy contract) <-- sources (checkpoints, SB3, rl-zoo3, CleanRL, the Hub) --> envs (recipe, wrappers)
     record (RecordEpisode) --> explain (saliency) --> draw (panels) --> media (H.264) --> sinks
-    evaluate (rollouts) --> heatmap + stats --> sinks
-    render(): everything ``rlviz render`` does, as one call; compare(): ``rlviz compare A B``
+    evaluate (rollouts, + attention per object) --> heatmap + stats --> sinks
+    render(): everything ``rlviz render`` does, as one call; compare(): ``rlviz compare A B``;
+    timeline(): ``rlviz timeline RUN`` (its package: rlviz.training)
+
+The stages' dependency order is declared once, in ``rlviz/_layers.py``.
 
 The names below are imported on first use, so ``import rlviz`` (and the CLI's argument checks) stay fast and
 ``import rlviz.media`` loads only what that stage needs.
@@ -39,7 +42,7 @@ _EXPORTS = {
     "RecordEpisode": "record", "RecordOptions": "record", "run_episode": "record",
     "RecordVectorEpisode": "record.vector",
     "CompareOutputs": "jobs", "RenderOutputs": "jobs", "compare": "jobs", "render": "jobs",
-    "timeline": "timeline", "TimelineOutputs": "timeline",
+    "timeline": "training.job", "TimelineOutputs": "training.outputs",
 }
 
 __all__ = [
@@ -58,9 +61,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'rlviz' has no attribute {name!r}")
-    value = importlib.import_module(f".{module}", __name__)
-    if not (name == "timeline" == module):  # rlviz.timeline: the package, callable as the job
-        value = getattr(value, name)
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
     globals()[name] = value  # later lookups skip __getattr__
     return value
 
@@ -102,4 +103,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .record import RecordEpisode, RecordOptions, run_episode
     from .record.vector import RecordVectorEpisode
     from .sources import LoadedAgent, load_agent, load_checkpoint, save_checkpoint
-    from .timeline import TimelineOutputs, timeline
+    from .training.job import timeline
+    from .training.outputs import TimelineOutputs

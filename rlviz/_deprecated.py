@@ -1,7 +1,9 @@
-"""Module paths of release 0.1 (``rlviz.checkpoint``, ``rlviz.compose``...) and 0.2 (``rlviz.agent.sb3``,
-``rlviz.agent.zoo``...: the loaders, now in :mod:`rlviz.sources`), each kept for one release; and the keyword
-arguments of 0.3 that 0.4 gathered into one object (:func:`old_keywords`: ``RecordEpisode(..., saliency=...)``,
-``rollout(..., num_envs=...)``), kept for one release the same way.
+"""Module paths of release 0.1 (``rlviz.checkpoint``, ``rlviz.compose``...), 0.2 (``rlviz.agent.sb3``,
+``rlviz.agent.zoo``...: the loaders, now in :mod:`rlviz.sources`) and 0.3 (``rlviz.timeline.plot``...: the training
+timeline's package, now :mod:`rlviz.training`; ``rlviz.evaluate.attention`` and ``rlviz.explain.attention``, now
+:mod:`rlviz.attention`), each kept for one release; and the keyword arguments of 0.3 that 0.4 gathered into one
+object (:func:`old_keywords`: ``RecordEpisode(..., saliency=...)``, ``rollout(..., num_envs=...)``), kept for one
+release the same way.
 
 Importing one gives the module's new home, with a ``DeprecationWarning`` that names it; so does a loader's name
 read from the 0.2 package (``rlviz.agent.load_agent``: :func:`moved_attribute`). Nothing else in rlviz imports
@@ -20,7 +22,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["MOVED", "MOVED_0_2", "MOVED_NAMES", "install", "moved_attribute", "old_keywords"]
+__all__ = ["MOVED", "MOVED_0_2", "MOVED_0_3", "MOVED_NAMES", "install", "moved_attribute", "old_keywords"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -55,12 +57,23 @@ MOVED_0_2 = {f"rlviz.agent.{name}": f"rlviz.sources.{name}" for name in (
     "adapters", "checkpoint", "cleanrl_continuous", "cleanrl_scripts", "exported", "files", "safety", "saving",
     "sb3", "sb3_continuous", "sb3_recurrent", "vecnormalize", "weights", "zoo", "zoo_yaml")}
 
+#: release 0.3's module paths -> their home in 0.4: the training timeline's package (``rlviz.timeline`` is now the job
+#: function alone) and the attention modules, gathered in :mod:`rlviz.attention`
+MOVED_0_3 = {
+    "rlviz.timeline": "rlviz.training",
+    **{f"rlviz.timeline.{name}": f"rlviz.training.{name}" for name in (
+        "evaluate", "findings", "follow", "job", "live", "outputs", "plot", "progression", "views")},
+    "rlviz.evaluate.attention": "rlviz.attention.summary",
+    "rlviz.explain.attention": "rlviz.attention.maps",
+}
+
 #: names ``rlviz.agent`` exported in 0.2 that moved to ``rlviz.sources``
 MOVED_NAMES = {"rlviz.agent": ("rlviz.sources", ("LoadedAgent", "cleanrl_policy", "load_agent", "load_checkpoint",
                                                  "save_checkpoint", "to_policy"))}
 
-_RELEASE = {**{old: ("0.2", "0.4") for old in MOVED}, **{old: ("0.3", "0.4") for old in MOVED_0_2}}
-_TARGET = {**MOVED, **MOVED_0_2}
+_RELEASE = {**{old: ("0.2", "0.4") for old in MOVED}, **{old: ("0.3", "0.4") for old in MOVED_0_2},
+            **{old: ("0.4", "0.5") for old in MOVED_0_3}}
+_TARGET = {**MOVED, **MOVED_0_2, **MOVED_0_3}
 
 
 def _warn(old: str, new: str, stacklevel: int) -> None:
@@ -83,11 +96,18 @@ def moved_attribute(package: str, name: str) -> object:
 
 
 class _CallableModule(types.ModuleType):
-    """The old ``rlviz.render`` module: importing it makes it the package's ``render`` attribute, so it must stay
-    callable as the function of that name."""
+    """An old module path that shares its name with a function of the package root (``rlviz.render``, 0.1's module;
+    ``rlviz.timeline``, 0.3's package): importing it binds it to the root's attribute of that name, so it must stay
+    callable as that function."""
 
     def __call__(self, *args, **kwargs):
-        return self.render(*args, **kwargs)
+        return getattr(self, self.__name__.rpartition(".")[2])(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        new = self.__dict__.get("_new_module")  # names the new module loads on first use (a lazy package's)
+        if new is None or name.startswith("__"):
+            raise AttributeError(f"module {self.__name__!r} has no attribute {name!r}")
+        return getattr(new, name)
 
 
 class _AliasLoader(importlib.abc.Loader):
@@ -104,6 +124,9 @@ class _AliasLoader(importlib.abc.Loader):
         module.__dict__.update({n: getattr(new, n) for n in dir(new) if not n.startswith("__")})
         module.__all__ = list(names)
         module.__doc__ = f"Deprecated alias of :mod:`{self.target}`."
+        module._new_module = new
+        if hasattr(new, "__path__"):  # a package: its old submodule paths are found by name (_AliasFinder)
+            module.__path__ = []
 
 
 class _AliasFinder(importlib.abc.MetaPathFinder):

@@ -193,7 +193,7 @@ def _run_timeline(args) -> int:
 
         require_registered(config.env)
     with progress.enabled(config.progress), progress.phase("starting (torch, gymnasium)"):  # visible at once
-        from .timeline.job import timeline
+        from .training.job import timeline
 
     outputs = timeline(config)
     print(outputs.table)

@@ -234,7 +234,7 @@ TIMELINE_SHARED = ("env", "model", "vecnormalize", "trust_checkpoint", "episodes
                    "objects", "log_scale", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers",
                    "ray", "threads", "attention")
 #: The options of ``rlviz compare`` that ``rlviz timeline`` takes too (declared once, in CompareConfig): its
-#: disagreement analysis between checkpoints (:mod:`rlviz.timeline.disagreements`).
+#: disagreement analysis between checkpoints (:mod:`rlviz.training.disagreements`).
 TIMELINE_DISAGREEMENTS = COMPARE_ONLY
 #: What timeline says differently (help, default) about a shared option.
 _TIMELINE_OVERRIDES = {

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from rlviz.config import TimelineConfig  # noqa: E402
-from rlviz.timeline.plot import plot_timelines  # noqa: E402
+from rlviz.training.plot import plot_timelines  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent / "samples"
 RUNS = {"with entropy bonus": "minatar_ppo", "--no-entropy (the bug)": "minatar_ppo_noent"}
@@ -36,7 +36,7 @@ def main(argv=None) -> None:
     p.add_argument("--episodes", type=int, default=200)
     p.add_argument("--workers", type=int, default=1)
     args = p.parse_args(argv)
-    import rlviz.timeline
+    import rlviz.training
 
     os.chdir(ROOT.parent)  # paths relative to the repository in the outputs' rlviz-run.json
     datas = {}

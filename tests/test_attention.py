@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from rlviz.agent.policy import TorchPolicy
+from rlviz.attention.maps import object_fractions, pooling, step_shares
+from rlviz.attention.summary import ATTENTION_DROP_ID, attention_findings, attention_map, summarize_attention
 from rlviz.config import RenderConfig
 from rlviz.evaluate import RolloutPlan, RolloutProbes
-from rlviz.evaluate.attention import ATTENTION_DROP_ID, attention_findings, attention_map, summarize_attention
 from rlviz.evaluate.objects import FunctionExtractor
 from rlviz.evaluate.rollout import rollout
-from rlviz.explain.attention import object_fractions, pooling, step_shares
 from rlviz.sources import load_agent
 
 ENV = "MinAtar/Breakout-v1"  # observation [10, 10, 4] bool: paddle 0, ball 1, trail 2, brick 3; actions n, l, r
@@ -173,9 +173,9 @@ def test_render_writes_attention_with_saliency_and_heatmap(tmp_path):
 
 
 def test_the_attention_option():
+    from rlviz.attention.summary import attention_spec
     from rlviz.cli import build_parser
     from rlviz.errors import UsageError
-    from rlviz.evaluate.attention import attention_spec
 
     def spec(**kw):
         s = attention_spec(RenderConfig(checkpoint=SAMPLE, **kw))
@@ -211,7 +211,7 @@ def test_compare_gives_both_agents_shares_and_the_paired_difference(tmp_path):
 def test_the_drop_is_judged_while_the_object_is_visible(before_share, fires):
     from types import SimpleNamespace
 
-    from rlviz.evaluate.attention import EpisodeAttention
+    from rlviz.attention.tracker import EpisodeAttention
 
     eps = []
     for _ in range(30):

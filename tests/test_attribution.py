@@ -16,6 +16,7 @@ from rlviz.agent.capabilities import PolicyCapabilities, capabilities_of
 from rlviz.agent.policy import Policy
 from rlviz.agent.policy_output import PolicyOutput
 from rlviz.agent.stepping import plain
+from rlviz.attention.maps import AttributionProbe
 from rlviz.choices import SALIENCY_METHODS
 from rlviz.episode.trace import EpisodeInternals, PolicyFields
 from rlviz.explain import (
@@ -26,7 +27,6 @@ from rlviz.explain import (
     SmoothGrad,
     attribution_class,
 )
-from rlviz.explain.attention import AttributionProbe
 
 OBS_SHAPE = (2, 3, 4)  # channels first: 2 channels, a 3 x 4 image
 

@@ -220,7 +220,7 @@ def test_timeline_pairs_find_where_the_collapsed_policy_chooses_differently(tmp_
     from _timeline_runs import COLLAPSE_AT, trained_runs
 
     from rlviz.config import TimelineConfig
-    from rlviz.timeline.disagreements import timeline_disagreements
+    from rlviz.training.disagreements import timeline_disagreements
 
     _, collapsed = trained_runs(tmp_path_factory)
     config = TimelineConfig(run=collapsed, env="CartPole-v1", episodes=3, videos="none", seed=0)

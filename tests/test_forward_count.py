@@ -4,7 +4,7 @@ Counted with a global forward pre-hook on the outermost module call (the policy'
 nest inside it and are not counted), rows = the first input's batch size. Measured on 0.3.0 for the first test:
 11,178 rows beyond the same render without videos, 18 per recorded step (each video replayed its episode through
 the policy in padded batches of 16, then ran a separate saliency pass); for the second: 1.0 row per env step (the
-default still: :data:`rlviz.evaluate.attention_pass.GRADIENT_FROM_FORWARD` says why).
+default still: :data:`rlviz.attention.tracker.GRADIENT_FROM_FORWARD` says why).
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def test_gradient_attention_from_the_rollouts_forward(tmp_path, monkeypatch):
     """With GRADIENT_FROM_FORWARD, attention forwards no row twice, and its numbers are the batched passes'."""
     import json
 
-    from rlviz.evaluate import attention_pass
+    from rlviz.attention import tracker as attention_pass
 
     off, rows_off = _render(tmp_path, "off", episodes=8, videos="none", heatmap=True, attention=False)
     passes, rows_passes = _render(tmp_path, "passes", episodes=8, videos="none", heatmap=True, attention="gradient")

@@ -5,7 +5,7 @@ inputs as outputs; ``--overwrite`` removes only what the marker lists; one write
 a zip bomb and a YAML alias bomb refused in < 2 s and < 300 MB; 100,000-deep JSON/YAML in every reader; a bad
 checkpoint skipped with its reason; a checkpoint filled in place retried under ``--follow``; the Hub cache validated;
 the small items (one name per failure line, no torch warning before rlviz's line, symlink loops listed,
-``rlviz.timeline.__all__``, docstrings naming moved modules). Ctrl-C: tests/test_sigint.py.
+``rlviz.training.__all__``, docstrings naming moved modules). Ctrl-C: tests/test_sigint.py.
 """
 
 from __future__ import annotations
@@ -445,18 +445,18 @@ def test_no_torch_warning_before_rlvizs_one_line(tmp_path):
 
 
 def test_timeline_all_names_resolve():
-    import rlviz.timeline
+    import rlviz.training
 
-    for name in rlviz.timeline.__all__:
-        assert getattr(rlviz.timeline, name) is not None
+    for name in rlviz.training.__all__:
+        assert getattr(rlviz.training, name) is not None
 
 
 def test_docstrings_name_modules_that_exist():
     """Every ``rlviz.x.y`` a docstring or comment names is a module (or a name in one) at its 0.3 home, not a path
     kept only for compatibility (rlviz/_deprecated.py)."""
-    from rlviz._deprecated import MOVED, MOVED_0_2
+    from rlviz._deprecated import MOVED, MOVED_0_2, MOVED_0_3
 
-    old = set(MOVED) | set(MOVED_0_2)
+    old = set(MOVED) | set(MOVED_0_2) | set(MOVED_0_3)
     bad = []
     for f in sorted((Path(CODE) / "rlviz").rglob("*.py")):
         if f.name == "_deprecated.py":

@@ -3,7 +3,6 @@ alone, and the 0.1 and 0.2 module paths still working (with a DeprecationWarning
 
 from __future__ import annotations
 
-import ast
 import importlib
 import subprocess
 import sys
@@ -13,46 +12,16 @@ from pathlib import Path
 import pytest
 
 import rlviz
-from rlviz._deprecated import MOVED, MOVED_0_2, MOVED_NAMES
+from rlviz._deprecated import MOVED, MOVED_0_2, MOVED_0_3, MOVED_NAMES
+from rlviz._layers import module_graph
 
 PKG = Path(rlviz.__file__).parent
 STAGES = sorted(p.name for p in PKG.iterdir() if (p / "__init__.py").exists())
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _imports(path: Path) -> set[str]:
-    """Every rlviz module ``path`` imports, at module level or inside functions."""
-    name = _module_name(path)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
-    modules = {_module_name(p) for p in PKG.rglob("*.py")}
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            if target.startswith("rlviz"):
-                subs = {f"{target}.{a.name}" for a in node.names}  # "from . import x" imports module x
-                found.update(subs if node.module is None and subs <= modules else {target} | subs)
-        elif isinstance(node, ast.Import):
-            found.update(a.name for a in node.names if a.name.startswith("rlviz"))
-    return {t for t in found if t in modules and t != name}
-
-
 def _graph() -> dict[str, set[str]]:
-    return {_module_name(p): _imports(p) for p in PKG.rglob("*.py") if p.name != "__main__.py"}
-
-
-def _stage(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "rlviz"
+    """Every module -> the rlviz modules it imports, at module level or inside functions (rlviz/_layers.py reads them)."""
+    return {m: {e.target for e in edges} for m, edges in module_graph(PKG).items() if m != "rlviz.__main__"}
 
 
 def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
@@ -90,21 +59,27 @@ def test_no_module_imports_the_package_root_or_forms_a_cycle():
 
 
 def test_stages_form_a_pipeline_without_cycles():
+    # the stages as rlviz/_layers.py declares them (tests/test_layers.py: no upward import, no cycle)
+    from rlviz._layers import LAYERS, layer_of
+
+    def stage(module: str) -> str:
+        return LAYERS[layer_of(module)][0]
+
     stage_graph: dict[str, set[str]] = {}
     for module, deps in _graph().items():
         if module == "rlviz":
             continue
-        stage_graph.setdefault(_stage(module), set()).update(_stage(d) for d in deps if _stage(d) != _stage(module))
+        stage_graph.setdefault(stage(module), set()).update(stage(d) for d in deps if stage(d) != stage(module))
     assert _cycle(stage_graph) is None, f"stage cycle: {' -> '.join(_cycle(stage_graph))}"
-    leaves = {"errors": set(), "choices": set(), "_version": set(), "media": {"errors"}, "episode": {"errors"}}
-    for stage, allowed in leaves.items():
-        assert stage_graph.get(stage, set()) <= allowed, f"{stage} imports {stage_graph[stage] - allowed}"
+    leaves = {"base": set(), "media": {"base"}, "episode": {"base"}}
+    for name, allowed in leaves.items():
+        assert stage_graph.get(name, set()) <= allowed, f"{name} imports {stage_graph[name] - allowed}"
     # the policy contract comes first and knows no file format; the sources (checkpoint files, SB3, rl-zoo3,
     # CleanRL, the Hub) build that contract from what they read, and everything after them takes a Policy
-    assert stage_graph["agent"] <= {"errors", "episode", "_deprecated"}, stage_graph["agent"]
+    assert stage_graph["agent"] <= {"base", "episode"}, stage_graph["agent"]
     assert "agent" in stage_graph["sources"] and "envs" in stage_graph["sources"]
     assert not stage_graph["sources"] & {"record", "explain", "draw", "evaluate", "report", "sinks", "jobs"}
-    assert {s for s, deps in stage_graph.items() if "sources" in deps} <= {"jobs", "integrations", "cli", "timeline"}
+    assert {s for s, deps in stage_graph.items() if "sources" in deps} <= {"jobs", "integrations", "cli", "training"}
 
 
 def test_the_sources_are_one_module_per_source_and_the_agent_has_no_loader():
@@ -137,9 +112,9 @@ def test_the_cli_parses_and_validates_without_importing_torch():
     assert out.stdout.strip() == "False", out.stderr
 
 
-@pytest.mark.parametrize("old", sorted(MOVED) + sorted(MOVED_0_2))
-def test_release_0_1_and_0_2_module_paths_still_import_with_a_deprecation_warning(old):
-    target = {**MOVED, **MOVED_0_2}[old]
+@pytest.mark.parametrize("old", sorted(MOVED) + sorted(MOVED_0_2) + sorted(MOVED_0_3))
+def test_release_0_1_0_2_and_0_3_module_paths_still_import_with_a_deprecation_warning(old):
+    target = {**MOVED, **MOVED_0_2, **MOVED_0_3}[old]
     sys.modules.pop(old, None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -150,6 +125,9 @@ def test_release_0_1_and_0_2_module_paths_still_import_with_a_deprecation_warnin
     for name in getattr(new, "__all__", []):
         assert getattr(module, name) is getattr(new, name)
     sys.modules.pop(old, None)
+    parent, _, child = old.rpartition(".")
+    if getattr(sys.modules.get(parent), child, None) is module:
+        delattr(sys.modules[parent], child)  # unbound from its parent too (rlviz.timeline: the job function again)
 
 
 def test_release_0_2_agent_names_resolve_with_a_deprecation_warning():

@@ -1,5 +1,5 @@
 """The report page (report.html) in a real headless Chromium: loads offline with no console errors, videos play,
-the timeline seeks the video and follows it, the episode table sorts, the heatmap shows. Plus its data, size and
+the per-step trace seeks the video and follows it, the episode table sorts, the heatmap shows. Plus its data, size and
 the notebook views, without a browser."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from rlviz.jobs import render
-from rlviz.report import load_run, timeline
+from rlviz.report import load_run, step_trace
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
@@ -115,7 +115,7 @@ def _wait(driver, script: str, timeout: float = 20.0, *args):
 
 
 def _click_step(driver, canvas, t: int, T: int) -> None:
-    """Click the timeline canvas where step t is drawn (x0 = 36 px pad, 8 px right margin, as page.js)."""
+    """Click the per-step trace canvas where step t is drawn (x0 = 36 px pad, 8 px right margin, as page.js)."""
     from selenium.webdriver.common.action_chains import ActionChains
 
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", canvas)
@@ -136,12 +136,12 @@ def test_report_page_in_a_real_browser(browser, served):
     _wait(browser, "return arguments[0].readyState >= 2", 20, video)
     browser.execute_script("arguments[0].play()", video)
     _wait(browser, "return arguments[0].currentTime > 0.2", 20, video)
-    # playing moves the timeline's playhead
+    # playing moves the trace's playhead
     canvas = browser.find_element("css selector", "#video-0-1 canvas")
     assert int(canvas.get_attribute("data-step")) > 0
     browser.execute_script("arguments[0].pause()", video)
-    # clicking the timeline at step t seeks the video to frame t (within one frame)
-    tl = json.loads(browser.execute_script("return JSON.stringify(DATA.runs[0].videos[1].timeline)"))
+    # clicking the trace at step t seeks the video to frame t (within one frame)
+    tl = json.loads(browser.execute_script("return JSON.stringify(DATA.runs[0].videos[1].trace)"))
     T, fps = tl["T"], tl["fps"]
     assert T >= 4
     for t in (T // 4, (3 * T) // 4, 1):
@@ -177,7 +177,7 @@ def test_report_page_in_a_real_browser(browser, served):
 
 
 def _screenshot(browser, dest: Path) -> None:
-    """The first video with its timeline mid-episode, below the summary and heatmap: a 1200x1300 PNG."""
+    """The first video with its per-step trace mid-episode, below the summary and heatmap: a 1200x1300 PNG."""
     from PIL import Image
 
     browser.set_window_size(1200, 1300)
@@ -209,13 +209,13 @@ def _npz(path: Path, T: int, A: int = 3, fps: float = 15.0) -> Path:
     return path
 
 
-def test_timeline_keeps_short_episodes_whole_and_downsamples_long_ones(tmp_path):
-    tl = timeline(_npz(tmp_path / "a.mp4", T=5))
+def test_step_trace_keeps_short_episodes_whole_and_downsamples_long_ones(tmp_path):
+    tl = step_trace(_npz(tmp_path / "a.mp4", T=5))
     assert (tl["T"], tl["fps"], tl["stride"]) == (5, 15.0, 1)
     assert tl["return_to_go"] == [6, 5, 4, 3, 2, 1] and tl["value"] == [0.5] * 6
     assert tl["rewards"] == [1, 0, 0, 0, 1] and tl["actions"] == [0, 1, 2, 0, 1]
     assert tl["action_names"] == ["NOOP", "LEFT", "RIGHT"] and len(tl["probs"]) == 3
-    long = timeline(_npz(tmp_path / "b.mp4", T=2500), max_points=1000)
+    long = step_trace(_npz(tmp_path / "b.mp4", T=2500), max_points=1000)
     assert long["stride"] == 3 and len(long["entropy"]) == 834 and long["T"] == 2500
     assert long["return_to_go"][:2] == [2501, 2498]
     assert sum(long["rewards"]) == 625 and long["rewards"][:3] == [1, 1, 1]  # summed per 3-step bucket

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,11 +169,27 @@ def test_bad_inputs(runs, tmp_path, capsys):
     assert main(["timeline", str(empty), "--out", str(tmp_path / "e")]) == 2
 
 
-def test_callable_package():
-    import rlviz.timeline.job  # noqa: F401 - binds the package to rlviz.timeline
+def test_rlviz_timeline_is_the_job_and_0_3_paths_still_import(recwarn):
+    import rlviz.training.job
 
+    for old in [m for m in sys.modules if m == "rlviz.timeline" or m.startswith("rlviz.timeline.")]:
+        sys.modules.pop(old)
+    vars(rlviz).pop("timeline", None)  # (another test's import of the 0.3 path bound it): the root's lazy name again
+    assert rlviz.timeline is rlviz.training.job.timeline  # a plain function; its package is rlviz.training
     with pytest.raises(UsageError, match="RUN is empty"):
         rlviz.timeline(run="")
+    for old in [m for m in sys.modules if m == "rlviz.timeline" or m.startswith("rlviz.timeline.")]:
+        sys.modules.pop(old)
+    with pytest.warns(DeprecationWarning, match="rlviz.timeline.plot moved to rlviz.training.plot"):
+        from rlviz.timeline.plot import plot_timelines  # 0.3's docs did this (deprecated-path)
+    from rlviz.training.plot import plot_timelines as new
+
+    assert plot_timelines is new
+    with pytest.raises(UsageError, match="RUN is empty"):
+        rlviz.timeline(run="")  # the old package path, bound to rlviz.timeline by that import, still runs the job
+    for old in [m for m in sys.modules if m == "rlviz.timeline" or m.startswith("rlviz.timeline.")]:
+        sys.modules.pop(old)
+    rlviz.timeline = rlviz.training.job.timeline
 
 
 def test_tensorboard_scalars_at_the_training_steps(runs, tmp_path):
@@ -216,7 +233,7 @@ def test_sb3_callback_and_loop_write_the_same_timeline(tmp_path):
 def test_policy_change_distances():
     import numpy as np
 
-    from rlviz.timeline.evaluate import _tv_kl_categorical, _tv_kl_gaussian, policy_change
+    from rlviz.training.evaluate import _tv_kl_categorical, _tv_kl_gaussian, policy_change
 
     tv, kl = _tv_kl_categorical(np.array([[0.5, 0.5]]), np.array([[0.9, 0.1]]), None)
     assert tv[0] == pytest.approx(0.4) and kl[0] == pytest.approx(0.5 * np.log(0.5 / 0.9) + 0.5 * np.log(5.0))

@@ -1,4 +1,4 @@
-"""The views of ``rlviz timeline`` (rlviz.timeline.views): timeline.png, the heatmap small multiples,
+"""The views of ``rlviz timeline`` (rlviz.training.views): timeline.png, the heatmap small multiples,
 progression.mp4 (decoded back), the sinks at the training step (TensorBoard event files and a W&B offline run,
 read back) and the timeline report page in a real headless Chromium.
 
@@ -31,9 +31,9 @@ from rlviz.media import probe_video, read_video
 from rlviz.sinks import log_timeline_checkpoint, log_timeline_end
 from rlviz.sources import load_agent, save_checkpoint
 from rlviz.sources.run_folders import TimelineCheckpoint
-from rlviz.timeline.plot import SIZE, plot_timeline, plot_timelines
-from rlviz.timeline.progression import BAND
-from rlviz.timeline.views import progression_seed, write_views
+from rlviz.training.plot import SIZE, plot_timeline, plot_timelines
+from rlviz.training.progression import BAND
+from rlviz.training.views import progression_seed, write_views
 
 STEPS = (1000, 2000, 3000)
 EPISODES = 4
@@ -322,7 +322,7 @@ def test_timeline_png_draws_the_attention_shares_across_training(tmp_path):
     and before failures per checkpoint; rows without it keep three panels. The picture keeps its size."""
     from PIL import Image
 
-    from rlviz.timeline.plot import SIZE, attention_objects, plot_timeline
+    from rlviz.training.plot import SIZE, attention_objects, plot_timeline
 
     def row(step: int, ball: float) -> dict:
         return {"step": step, "return": {"mean": 1.0 + step / 1000, "ci95": [0.5, 1.5 + step / 1000]},

@@ -15,12 +15,12 @@ from typing import Any
 import numpy as np
 
 from .. import progress
+from ..attention.summary import attention_spec
 from ..draw.compose import ComposeOptions, Compositor
 from ..draw.side_by_side import Encoding, compose_side_by_side
 from ..draw.video import video_timing
 from ..envs import make_env
 from ..envs.snapshot import NotRestorable
-from ..evaluate.attention import attention_spec
 from ..evaluate.heatmap import FailureHeatmap
 from ..evaluate.objects import extractor_for, load_extractor
 from ..evaluate.rollout import RolloutPlan, RolloutProbes, RolloutResult, episode_seed_for, rollout

@@ -4,25 +4,26 @@ numpy in, numpy out, drawn with OpenCV. The :class:`Compositor` lays the canvas 
 panel by the action space (:mod:`.panels_discrete` bars, :mod:`.panels_continuous` Gaussian tracks); the
 value and extra-scalar plots are :mod:`.plot`'s. Everything that does not change within an episode (labels,
 axes, tracks, the full traces) is drawn once; :meth:`Compositor.render` copies that background, pastes the
-upscaled game frame, reveals the traces up to ``t`` and draws the few things that move.
+upscaled game frame, reveals the traces up to ``t`` and draws the few things that move. Its options, the panel's
+numbers and the canvas's geometry are :mod:`.layout`'s (imported from here too).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import cv2
 import numpy as np
 
 from ..episode.trace import EpisodeInternals, EpisodeTrace
 from ..errors import UsageError
-from .overlay import ACTOR_COLOR, saliency_to_frame
+from .layout import ComposeOptions, PanelData, PanelLayout, panel_layout
+from .overlay import saliency_to_frame
 from .panels_continuous import GaussianPanel
 from .panels_discrete import BarsPanel
-from .panels_features import FeaturePanel, feature_names, feature_rows
+from .panels_features import FeaturePanel, feature_names
 from .plot import TimePlot, extras_series, value_plot_series
-from .style import COLORS, FONT, ceil16, put_text, short, text_width
+from .style import COLORS, FONT, put_text, text_width
 
 __all__ = ["ComposeOptions", "PanelData", "PanelLayout", "Compositor", "COLORS"]
 
@@ -31,90 +32,6 @@ def _finite(v) -> float | None:
     """``float(v)``, or None for NaN/inf: the panels draw a gap and a "NaN" marker there, never crash."""
     v = float(v)
     return v if math.isfinite(v) else None
-
-
-@dataclass(frozen=True)
-class ComposeOptions:
-    """How the video frame looks.
-
-    display_height: target height in pixels of the game frame, reached by an integer nearest-neighbour
-        upscale (10x10 MinAtar -> x48 = 480; 210x160 Atari -> x2 = 420; frames taller than it stay x1).
-    panel_width: width of the side panel in pixels.
-    min_height: the canvas is at least this tall (the panel needs room); it grows for many actions.
-    saliency_color, saliency_alpha: overlay tint (RGB) and its strength where the map is 1.
-    saliency_mode: "linear" (obs is a resized image of the frame, Atari), "nearest" (grid world,
-        MinAtar) or "auto" ("nearest" when the frame size is a multiple of the map size, else "linear").
-    font_scale: OpenCV Hershey font scale of the panel text.
-    plot_height: height of the value / return-to-go plot in pixels.
-    extras_height: height of the plot of the user's extra scalars (``annotate(**extra)``), when there are any.
-    min_seconds: a video lasts at least this long (see :func:`video_timing`); 0 keeps one frame per step at
-        the env's rate, as gymnasium's RecordVideo. ``rlviz render`` uses 2 s.
-    """
-
-    display_height: int = 480
-    panel_width: int = 400
-    min_height: int = 480
-    saliency_color: tuple = ACTOR_COLOR
-    saliency_alpha: float = 0.65
-    saliency_mode: str = "auto"
-    font_scale: float = 0.45
-    plot_height: int = 150
-    extras_height: int = 70
-    min_seconds: float = 0.0
-
-
-@dataclass(frozen=True)
-class PanelData:
-    """What the panel shows at frame t (of T steps; frame T has no action).
-
-    action: an int (Discrete), int64 [parts] (MultiDiscrete/MultiBinary) or float32 [D] (Box); None at frame T.
-    probs, logits: float32 [A] (logits are Q-values when kind == "q"; Box: logits = mean, probs empty);
-    mean, std: Box: float32 [D] (std None when deterministic), else None;  value: V(s) / max Q or None;
-    return_to_go: discounted return from t;  return_so_far: sum of rewards[:t];
-    entropy: H / ln|A| in [0, 1];  lives: ALE lives or None.
-    """
-
-    t: int
-    num_steps: int
-    action: int | np.ndarray | None
-    action_name: str | None
-    probs: np.ndarray
-    logits: np.ndarray
-    kind: str
-    value: float | None
-    return_to_go: float
-    return_so_far: float
-    entropy: float
-    lives: int | None
-    mean: np.ndarray | None = None
-    std: np.ndarray | None = None
-    extras: dict | None = None
-
-
-@dataclass(frozen=True)
-class PanelLayout:
-    """Pixel geometry of the canvas (x, y of top-left corners; all ints).
-
-    game: (x, y, w, h) of the upscaled frame, ``scale`` its integer factor.
-    bar_x0, bar_len: where the action bars (Box: the action tracks) start and their full length; bar_rows: y of
-    each row's top, bar_h its height; plot: (x, y, w, h) of the value plot; entropy_bar: (x, y, len, h);
-    extras_plot: (x, y, w, h) of the extra scalars' plot, or None.
-    """
-
-    width: int
-    height: int
-    scale: int
-    game: tuple
-    panel_x: int
-    bar_x0: int
-    bar_len: int
-    bar_rows: tuple
-    bar_h: int
-    plot: tuple
-    entropy_bar: tuple
-    extras_plot: tuple | None = None
-    features: tuple | None = None  # (x, y, w, row_h) of the per-feature saliency bars (vector observations)
-
 
 
 def fast_blend(frame: np.ndarray, heat: np.ndarray, color_img: np.ndarray, alpha: float) -> np.ndarray:
@@ -195,43 +112,8 @@ class Compositor:
 
     # -- geometry -------------------------------------------------------------------------------
     def _layout(self) -> None:
-        opt, lh = self.options, self._lh
-        fh, fw = self.frame_hw
-        k = max(1, int(opt.display_height) // fh)
-        gw, gh = fw * k, fh * k
-        px, pw, m = gw, int(opt.panel_width), 12
-        if pw < 200:
-            raise UsageError(f"panel_width={pw}; the panel needs at least 200 pixels.")
-        names = [short(n) for n in self.trace.action_names]
-        label_w = max(text_width(n, self._fs) for n in names + ["entropy"]) + 8
-        num_w = text_width("-00.00", self._fs) + 6
-        bar_x0 = px + m + label_w
-        bar_len = pw - 2 * m - label_w - num_w
-        y = m + 3 * lh + 6 + lh  # header (3 lines), gap, bars title
-        row_h = max(lh, 18) if self.A <= 9 else max(12, lh - 2)
-        rows = tuple(y + i * row_h for i in range(self.A))
-        y += self.A * row_h + 8 + lh + (lh if self.internals.mean is not None else 0)  # gap, (range), plot legend
-        plot = (px + m, y, pw - 2 * m, int(opt.plot_height))
-        y += plot[3] + 8 + lh + 6  # tick band + axis labels
-        ebar = (bar_x0, y, bar_len, row_h - 4)
-        y += row_h + 4
-        extras = None
-        if self.internals.extras:
-            y += lh + 6
-            extras = (px + m, y, pw - 2 * m, int(opt.extras_height))
-            y += extras[3] + 4
-        features = None
-        if self._vector_sal:  # title line, then one row per observation feature
-            d = int(self.internals.saliency.shape[1])  # type: ignore[union-attr]
-            y += lh + 6
-            features = (px + m, y, pw - 2 * m, feature_rows(d, lh))
-            y += d * features[3] + 4
-        y += (2 if self.internals.saliency is not None else 1) * lh + m  # saliency line (and its colour scale)
-        height = ceil16(max(gh, int(opt.min_height), y))
-        width = ceil16(gw + pw)
-        self._names = names
-        self.layout = PanelLayout(width, height, k, (0, (height - gh) // 2, gw, gh), px, bar_x0, bar_len, rows,
-                                  row_h - 4, plot, ebar, extras, features)
+        self.layout, self._names = panel_layout(self.options, self.frame_hw, self.trace.action_names, self.internals,
+                                                self._fs, self._lh)
 
     @property
     def size(self) -> tuple[int, int]:

@@ -15,7 +15,7 @@ __all__ = ["GaussianPanel"]
 
 
 class GaussianPanel:
-    """Draws onto the rows of a :class:`~rlviz.draw.compose.PanelLayout` (one row per action dimension)."""
+    """Draws onto the rows of a :class:`~rlviz.draw.layout.PanelLayout` (one row per action dimension)."""
 
     def __init__(self, internals, actions: np.ndarray, layout, font_scale: float):
         self.internals, self.L, self.fs = internals, layout, font_scale

@@ -15,7 +15,7 @@ __all__ = ["BarsPanel"]
 
 
 class BarsPanel:
-    """Draws onto the rows of a :class:`~rlviz.draw.compose.PanelLayout` (one row per bar)."""
+    """Draws onto the rows of a :class:`~rlviz.draw.layout.PanelLayout` (one row per bar)."""
 
     def __init__(self, internals, layout, font_scale: float):
         self.internals, self.L, self.fs = internals, layout, font_scale

@@ -1,6 +1,6 @@
 """How far apart two policies' action distributions are on the same states: the total-variation distance and
 the KL divergence, per state. One implementation for the timeline's policy change between checkpoints
-(:func:`rlviz.timeline.evaluate.policy_change`) and compare's disagreements (:mod:`rlviz.disagree`).
+(:func:`rlviz.training.evaluate.policy_change`) and compare's disagreements (:mod:`rlviz.disagree`).
 
 Discrete and multi-part actions (MultiDiscrete, MultiBinary): the distance of (products of) categoricals, TV
 averaged over the parts. Box actions: the Gaussian KL summed over dimensions and its Pinsker bound

@@ -13,7 +13,7 @@ from ..errors import UsageError
 from .threads import DEFAULT_THREADS
 
 if TYPE_CHECKING:
-    from .attention_pass import AttentionSpec
+    from ..attention.tracker import AttentionSpec
     from .heatmap import FailureHeatmap
     from .objects import Extractor
 
@@ -77,7 +77,7 @@ class RolloutProbes:
     """What to measure while the rollout runs, beside returns, failures and the heatmap; none of it changes the
     episodes.
 
-    attention: an :class:`~rlviz.evaluate.attention.AttentionSpec` or a saliency method name: every step's
+    attention: an :class:`~rlviz.attention.tracker.AttentionSpec` or a saliency method name: every step's
         attribution share per heatmap object (turns the heatmap on), in each ``EpisodeResult.attention``.
     step: an object the lockstep loop tells each step's states and decisions, ``observe(obs, rows, out, slots,
         envs)``, and each episode's end, ``end(slot, episode_state)`` (e.g.
@@ -89,7 +89,7 @@ class RolloutProbes:
 
     def attention_spec(self) -> AttentionSpec | None:
         if isinstance(self.attention, str):
-            from .attention_pass import AttentionSpec
+            from ..attention.tracker import AttentionSpec
 
             return AttentionSpec(self.attention)
         return self.attention

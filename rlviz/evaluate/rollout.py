@@ -23,6 +23,7 @@ import numpy as np
 from .._deprecated import old_keywords
 from ..agent.actions import check_policy_actions, draw_noise
 from ..agent.policy import Policy
+from ..attention.tracker import AttentionTracker
 from ..choices import FAIL_ON
 from ..envs.ale_seed import seeded_reset
 from ..envs.frames import to_rgb_frame
@@ -30,7 +31,6 @@ from ..envs.recipe import EnvRecipe, make_env
 from ..episode.result import EpisodeResult
 from ..errors import EnvError, UsageError
 from ..progress import bar
-from .attention import AttentionTracker
 from .heatmap import FailureHeatmap
 from .lockstep import Report, decide, input_buffer, run_lockstep
 from .objects import Extractor, as_extractor, extractor_for

@@ -26,7 +26,7 @@ from .plan import RolloutPlan
 
 if TYPE_CHECKING:
     from ..agent.policy import Policy
-    from .attention_pass import AttentionTracker
+    from ..attention.tracker import AttentionTracker
     from .heatmap import FailureHeatmap
     from .objects import Extractor
 
@@ -49,7 +49,7 @@ class EpisodeState:
         self.obs: Any = None  # the observation the next action is chosen on (as the policy sees it)
         self.is_success: bool | None = None
         self.state = None  # a stateful policy's state row for this env (fresh at each episode start)
-        self.attention: Any = None  # with attention on: the episode's EpisodeAttention (rlviz.evaluate.attention)
+        self.attention: Any = None  # with attention on: the episode's EpisodeAttention (rlviz.attention.tracker)
 
 
 def value_sums(rewards, values, gamma: float) -> tuple:
@@ -80,7 +80,7 @@ class Runner:
     """Steps one env per slot, shared by rollout() and replay_episode(): ``plan`` gives greedy, fail_on, gamma,
     max_steps and lookback. extractor / heatmap: the failure heatmap's (None: no heatmap); clip_values: the env
     clips its rewards (the diagnostics know); replay: a :class:`FailureReplay` (frames rendered only for failures,
-    by replaying the episode afterwards); attention: an :class:`~rlviz.evaluate.attention.AttentionTracker` when
+    by replaying the episode afterwards); attention: an :class:`~rlviz.attention.tracker.AttentionTracker` when
     attention is on; probe: a per-step probe of the lockstep loop, ``observe(obs [rows_used, *obs], rows [B], out,
     slots, envs)`` after each decision (``obs`` the policy's whole padded input, ``out`` its PolicyOutput for
     ``rows``), ``end(slot, episode_state)`` when an episode ends (rlviz.disagree.probe.DisagreementProbe); None:

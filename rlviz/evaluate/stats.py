@@ -91,7 +91,7 @@ class Summary:
     nonfinite_steps: int = 0
     diagnostics: tuple = ()
     hub: dict | None = None  # the agent's Hugging Face Hub repo, revision and commit (rlviz.sources.hub), if any
-    attention: dict | None = None  # per-object attribution shares (rlviz.evaluate.attention.summarize_attention)
+    attention: dict | None = None  # per-object attribution shares (rlviz.attention.summary.summarize_attention)
 
     def to_dict(self) -> dict:
         d = asdict(self)

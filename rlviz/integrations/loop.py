@@ -34,7 +34,7 @@ from ..errors import UsageError
 from ..record import EpisodeResult, RecordEpisode, RecordOptions, run_episode
 from ..sinks.base import Sink, as_sinks, check_step
 from ..sinks.log import Logged, RunLog, log_run
-from ..timeline.live import TimelineWriter
+from ..training.live import TimelineWriter
 
 __all__ = ["log_episode", "episode_scalars", "TimelineWriter"]
 

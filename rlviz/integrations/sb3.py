@@ -10,7 +10,7 @@
 With no ``sinks`` the videos go to the TensorBoard run SB3 itself writes (``tensorboard_log``), as
 animated GIFs in the Images dashboard at the same step as SB3's scalars; pass ``video_folder`` to
 keep the MP4s as well. With ``timeline="runs/timeline"`` it also writes a timeline (``rlviz timeline``'s files:
-every ``every_steps``, ``timeline_episodes`` episodes on the same seeds, :class:`rlviz.timeline.live.TimelineWriter`)
+every ``every_steps``, ``timeline_episodes`` episodes on the same seeds, :class:`rlviz.training.live.TimelineWriter`)
 and logs each checkpoint's numbers to the sinks at the training step. Needs ``pip install "rlviz[sb3]"``.
 
 :class:`VecRecordEpisode` (:mod:`rlviz.integrations.sb3_video`) replaces SB3's ``VecVideoRecorder``.
@@ -33,7 +33,7 @@ from .loop import log_episode
 from .sb3_video import VecRecordEpisode
 
 if TYPE_CHECKING:
-    from ..timeline.live import TimelineWriter
+    from ..training.live import TimelineWriter
 
 _callbacks = require("stable_baselines3.common.callbacks", "sb3", "the Stable-Baselines3 callback")
 
@@ -120,7 +120,7 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
             self.model.policy.set_training_mode(was_training)
         self._next_step = (self.num_timesteps // self.every_steps + 1) * self.every_steps
         if self.timeline is not None and self.timeline_writer is None:
-            from ..timeline.live import TimelineWriter
+            from ..training.live import TimelineWriter
 
             if isinstance(self.eval_env, gym.Env):
                 raise UsageError(

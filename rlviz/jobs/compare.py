@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import progress
+from ..attention.summary import attention_paired
 from ..config import CompareConfig, config_dict, parse_video_spec
 from ..disagree.outputs import JSON_NAME, disagreements_logged, write_disagreements
 from ..disagree.run import analyse, probed_rollouts
@@ -36,7 +37,6 @@ from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
 from ..errors import UsageError
 from ..evaluate import RolloutResult
-from ..evaluate.attention import attention_paired
 from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import _f, flat_numbers
@@ -176,8 +176,8 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
 
 def _write_report(folder: Path, comparison: dict[Any, Any], results: Any, labels: Any, heatmap_png: Path | None,
                   extra: str = "") -> Path:
-    """report.html: both agents side by side (summary, findings, episode table, each agent's videos with their
-    timelines), the heatmap difference with A's column; ``extra``: HTML sections below (the disagreements)."""
+    """report.html: both agents side by side (summary, findings, episode table, each agent's videos with their per-step
+    traces), the heatmap difference with A's column; ``extra``: HTML sections below (the disagreements)."""
     runs = [run_record(folder, comparison[side], result, heatmap_png if side == "a" else None,
                        sorted((folder / "videos" / side).glob("*.mp4")), title=label)
             for side, result, label in zip("ab", results, labels)]

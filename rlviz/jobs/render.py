@@ -12,7 +12,7 @@ Output layout (``out``: a folder of the run's own, written complete or not at al
     episodes.csv       one row per episode (seed, return, length, failures...)
     heatmap.png/.npz   failure heatmap (with --heatmap)
     videos/<label>-episode-<k>.mp4 (+ .npz per-step numbers)
-    report.html        the page to look at: all of the above, each video beside its timeline (rlviz.report)
+    report.html        the page to look at: all of the above, each video beside its per-step trace (rlviz.report)
 """
 
 from __future__ import annotations
@@ -29,12 +29,13 @@ import numpy as np
 import torch
 
 from .. import progress
+from ..attention.plot import plot_attention_at_failure
+from ..attention.summary import attention_spec
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
 from ..envs import make_env
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout
-from ..evaluate.attention import attention_spec, plot_attention_at_failure
 from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads

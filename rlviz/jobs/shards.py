@@ -23,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from .. import progress
+from ..attention.summary import ShareTrack, attention_spec
 from ..config import RenderConfig
 from ..envs import make_env
 from ..episode import EpisodeResult
 from ..errors import RlvizError, require
-from ..evaluate.attention import ShareTrack, attention_spec
 from ..evaluate.rollout import RolloutPlan, RolloutProbes, rollout
 from ..evaluate.workers import WorkerPool, claimed_indices
 from ..media.atomic import atomic_path

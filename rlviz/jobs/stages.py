@@ -19,10 +19,11 @@ from typing import Any
 import numpy as np
 
 from .. import progress
+from ..attention.plot import plot_attention_at_failure
+from ..attention.summary import with_attention
 from ..config import RenderConfig
 from ..envs import make_env, to_rgb_frame
 from ..evaluate import RolloutResult, summarize
-from ..evaluate.attention import plot_attention_at_failure, with_attention
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import Summary, flat_numbers
 from ..report import RunData, video_data
@@ -98,7 +99,7 @@ def run_log(summary: Summary, result: RolloutResult, videos: Any, heatmap_png: P
 def run_record(folder: Path, summary: dict[Any, Any], result: RolloutResult, heatmap_png: Path | None,
                videos: Any, title: str | None = None) -> RunData:
     """Stage 6: the report page's part of one run, from what the job holds (the summary dict, the rollout's
-    episodes, the paths it wrote); ``videos``: MP4 paths (each one's timeline comes from its per-step ``.npz``)."""
+    episodes, the paths it wrote); ``videos``: MP4 paths (each one's per-step trace comes from its per-step ``.npz``)."""
     return RunData(title=title or str(summary.get("env_id") or folder.name), folder=folder, summary=summary,
                    episodes=[e.to_row() for e in result.episodes], heatmap=heatmap_png,
                    videos=tuple(video_data(Path(p)) for p in videos))

@@ -4,7 +4,7 @@ table, each video beside its per-step trace, synchronised with it), the page of 
 
 from __future__ import annotations
 
-from .data import RunData, VideoData, load_run, timeline, video_data
+from .data import RunData, VideoData, load_run, step_trace, video_data
 from .page import REPORT_NAME, build_html, write_report
 
-__all__ = ["REPORT_NAME", "RunData", "VideoData", "build_html", "load_run", "timeline", "video_data", "write_report"]
+__all__ = ["REPORT_NAME", "RunData", "VideoData", "build_html", "load_run", "step_trace", "video_data", "write_report"]

@@ -1,6 +1,6 @@
 """What the report page shows of one run (built by the job from what it holds, or read from a run's folder):
-summary, findings, episode table, heatmap and, per recorded video, a timeline from its ``.npz`` per-step numbers
-(downsampled when long)."""
+summary, findings, episode table, heatmap and, per recorded video, its per-step trace from its ``.npz`` per-step
+numbers (downsampled when long)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import numpy as np
 from ..errors import UsageError
 from ..media import probe_video
 
-__all__ = ["RunData", "VideoData", "load_run", "video_data", "timeline", "MAX_POINTS"]
+__all__ = ["RunData", "VideoData", "load_run", "video_data", "step_trace", "MAX_POINTS"]
 
-#: A timeline keeps at most this many points per series (longer episodes are downsampled by a stride).
+#: A per-step trace keeps at most this many points per series (longer episodes are downsampled by a stride).
 MAX_POINTS = 1200
 _EPISODE_IN_NAME = re.compile(r"-(\d+)-episode-\d+$")  # render's videos: <label>-<episode>-episode-0.mp4
 
@@ -27,12 +27,12 @@ _EPISODE_IN_NAME = re.compile(r"-(\d+)-episode-\d+$")  # render's videos: <label
 @dataclass(frozen=True)
 class VideoData:
     """One recorded episode on the page: the MP4's path, the episode's index in the run (-1: unknown), a label
-    and its timeline (see :func:`timeline`)."""
+    and its per-step trace (see :func:`step_trace`)."""
 
     path: Path
     episode: int
     label: str
-    timeline: dict
+    trace: dict
 
 
 @dataclass(frozen=True)
@@ -70,15 +70,15 @@ def _video_order(path: Path) -> float:
 
 def video_data(path: Path) -> VideoData:
     """One recorded episode on the page: render's ``<label>-<episode>-episode-0.mp4`` (label and episode from the
-    name; -1 when the name has none) with its timeline."""
+    name; -1 when the name has none) with its per-step trace."""
     m = _EPISODE_IN_NAME.search(path.stem)
     episode = int(m.group(1)) if m else -1
     label = path.stem[: m.start()] if m else path.stem
-    return VideoData(path=path, episode=episode, label=label, timeline=timeline(path))
+    return VideoData(path=path, episode=episode, label=label, trace=step_trace(path))
 
 
-def timeline(video: str | os.PathLike, max_points: int = MAX_POINTS) -> dict:
-    """The per-step series of a recorded episode for the page's timeline, read from the video's ``.npz``:
+def step_trace(video: str | os.PathLike, max_points: int = MAX_POINTS) -> dict:
+    """The per-step series of a recorded episode for the page's per-step trace, read from the video's ``.npz``:
     steps T, fps, stride (one point every ``stride`` steps), value / return_to_go / entropy (floats rounded),
     rewards (summed per stride), probs [A][points], action names, chosen actions (every stride-th)."""
     video = Path(video)

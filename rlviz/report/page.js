@@ -1,5 +1,5 @@
 "use strict";
-// rlviz report: sortable episode tables and video timelines (plain JS, no network).
+// rlviz report: sortable episode tables and videos with their per-step traces (plain JS, no network).
 const DATA = JSON.parse(document.getElementById("rlviz-data").textContent);
 const COLORS = {value: "#5ac8ff", rtg: "#ff78c8", entropy: "#b48cff", reward: "#78e678", head: "#c8c8c8",
                 grid: "#464a56", text: "#8c92a0"};
@@ -54,7 +54,7 @@ function openVideo(id) {
   const video = box.querySelector("video"); video.currentTime = 0; video.play().catch(() => {});
 }
 
-class Timeline {
+class StepTrace {
   constructor(box, tl) {
     this.tl = tl; this.video = box.querySelector("video"); this.canvas = box.querySelector("canvas");
     this.readout = box.querySelector(".readout"); this.t = 0; this.pad = 36;
@@ -132,7 +132,7 @@ DATA.runs.forEach((run, r) => {
   buildTable(run, r);
   run.videos.forEach((v, i) => {
     const box = document.getElementById("video-" + r + "-" + i);
-    if (box) box.timeline = new Timeline(box, v.timeline);
+    if (box) box.trace = new StepTrace(box, v.trace);
   });
 });
 window.rlvizReady = true;

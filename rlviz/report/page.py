@@ -68,7 +68,7 @@ def _rel(path: Path, page_dir: Path) -> str:
 def _run_json(run: RunData, page_dir: Path) -> dict:
     columns = list(run.episodes[0]) if run.episodes else []
     rows = [[_cell(row[c]) for c in columns] for row in run.episodes]
-    videos = [{"episode": v.episode, "label": v.label, "timeline": v.timeline} for v in run.videos]
+    videos = [{"episode": v.episode, "label": v.label, "trace": v.trace} for v in run.videos]
     return {"title": run.title, "columns": columns, "rows": rows, "videos": videos}
 
 
@@ -141,7 +141,7 @@ def _findings_html(summary: dict) -> str:
 
 
 def _video_html(v, box_id: str, page_dir: Path) -> str:
-    names = v.timeline.get("action_names", [])
+    names = v.trace.get("action_names", [])
     legend = "".join(f"<span style='color:{_PALETTE[a % len(_PALETTE)]}'>&#9632; {html.escape(n)}</span>"
                      for a, n in enumerate(names))
     series = ("<span style='color:#5ac8ff'>&#9632; value</span><span style='color:#ff78c8'>&#9632; return-to-go"
@@ -149,8 +149,8 @@ def _video_html(v, box_id: str, page_dir: Path) -> str:
               "</span>")
     what = f"episode {v.episode}" if v.episode >= 0 else html.escape(v.path.name)
     return (f"<div class='video' id='{box_id}'><div><b>{html.escape(v.label)}</b> {what} "
-            f"({v.timeline.get('T', '?')} steps)<br><video controls muted playsinline preload='auto' "
-            f"src='{_rel(v.path, page_dir)}'></video></div><div class='timeline'>"
+            f"({v.trace.get('T', '?')} steps)<br><video controls muted playsinline preload='auto' "
+            f"src='{_rel(v.path, page_dir)}'></video></div><div class='trace'>"
             "<div class='trace-title'>per-step trace of this episode</div><canvas data-step='0'></canvas>"
             f"<div class='legend'>{series}</div><div class='legend'>{legend}</div><div class='readout'></div>"
             "</div></div>")

@@ -1,4 +1,4 @@
-// rlviz timeline page: the training-step chart and the chosen checkpoint (runs after page.js: fmt, Timeline).
+// rlviz timeline page: the training-step chart and the chosen checkpoint (runs after page.js: fmt, StepTrace).
 const TL = DATA, ROWS = TL.checkpoints, PAD = {l: 56, r: 16, t: 14, b: 34};
 const REGRESSED = new Set(TL.regressions.map(r => r.step));
 const ONSETS = Object.entries(TL.first_seen).map(([id, s]) => [id, (s !== null && typeof s === "object") ? s.step : s]);
@@ -117,12 +117,12 @@ function show(i) {
   const ep = TL.episodes[step];
   if (!ep) { box.textContent = "no episode recorded for this checkpoint"; return; }
   box.className = "video"; box.dataset.step = step;
-  box.innerHTML = "<div><b></b><br><video controls muted playsinline preload='auto'></video></div><div class='timeline'>" +
+  box.innerHTML = "<div><b></b><br><video controls muted playsinline preload='auto'></video></div><div class='trace'>" +
     "<div class='trace-title'>per-step trace of this episode: value, return-to-go, entropy, action probabilities</div>" +
     "<canvas data-step='0'></canvas><div class='readout'></div></div>";
   box.querySelector("b").textContent = "seed " + ep.seed + ": return " + fmt(ep.return) + " in " + ep.length + " steps";
   box.querySelector("video").src = ep.video;
-  box.trace = new Timeline(box, ep.trace);
+  box.trace = new StepTrace(box, ep.trace);
   document.querySelectorAll("#tl-steps button").forEach((b, j) => b.classList.toggle("sel", j === i));
 }
 

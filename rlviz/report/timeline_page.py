@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..media import atomic_write
-from .data import timeline as episode_trace
+from .data import step_trace as episode_trace
 from .page import _asset, _rel
 
 __all__ = ["write_timeline_report", "build_timeline_html"]
@@ -29,7 +29,7 @@ def write_timeline_report(path: str | os.PathLike, data: Mapping[str, Any], part
                           heatmaps_png: Path | None = None) -> Path:
     """Write the timeline page for ``data`` (the ``timeline.json`` dict) to ``path``, atomically.
 
-    parts: the progression parts (:class:`rlviz.timeline.progression.ProgressionPart`, their videos in
+    parts: the progression parts (:class:`rlviz.training.progression.ProgressionPart`, their videos in
     ``path``'s folder under ``progression/``); heatmaps: {step: PNG}; png / heatmaps_png: timeline.png and
     timeline_heatmaps.png, shown under the chart."""
     path = Path(path)

@@ -71,7 +71,7 @@ class TimelineCheckpoint:
     summary:      dict | None, render's summary.json dict of that rollout (``returns``, ``diagnostics``...).
     error:        str | None, one line when the checkpoint failed to load or evaluate (then agent/result are None).
     policy_change: dict | None, how the policy changed from the previous evaluated checkpoint (the ``policy_change``
-                  of timeline.json: ``states``, ``tv_mean``, ``kl_mean``...; :func:`rlviz.timeline.evaluate.policy_change`).
+                  of timeline.json: ``states``, ``tv_mean``, ``kl_mean``...; :func:`rlviz.training.evaluate.policy_change`).
     """
 
     step: int

@@ -6,7 +6,7 @@
   steps it was raised at, its last step and whether it ``persisted`` (raised at every checkpoint from its first on);
 * ``regressions``: the checkpoints whose paired difference against the best earlier checkpoint has its 95% CI
   entirely below 0 (a drop beyond the episodes' noise, not a bad draw);
-* ``policy_change`` (computed in :mod:`rlviz.timeline.evaluate`): carried into the rows.
+* ``policy_change`` (computed in :mod:`rlviz.training.evaluate`): carried into the rows.
 """
 
 from __future__ import annotations

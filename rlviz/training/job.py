@@ -13,9 +13,9 @@ Output layout (``out``: a folder of the run's own; see :mod:`rlviz.jobs.outdir`)
                        regression), first_seen {id: step}, diagnostics_over_training, regressions
                        [{step, vs_step, return_diff {mean, ci95}}], failed, skipped
     timeline.csv       one row per checkpoint, step first
-    (views: timeline.png, heatmaps, progression.mp4, report.html: :mod:`rlviz.timeline.views`)
+    (views: timeline.png, heatmaps, progression.mp4, report.html: :mod:`rlviz.training.views`)
     disagreements/<step A>-vs-<step B>/   with --disagreements K: compare's analysis of each pair of checkpoints
-                       (:mod:`rlviz.timeline.disagreements`), listed in timeline.json's "disagreements"
+                       (:mod:`rlviz.training.disagreements`), listed in timeline.json's "disagreements"
 """
 
 from __future__ import annotations

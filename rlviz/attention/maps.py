@@ -22,10 +22,10 @@ import torch
 
 from ..agent.policy import Policy
 from ..errors import UsageError
-from .attribution import ATTRIBUTIONS, attribution_class
-from .batching import chunk_layout
-from .gradients import _check_no_train_batchnorm, _resolve_target
-from .layout import detect_layout
+from ..explain.attribution import ATTRIBUTIONS, attribution_class
+from ..explain.batching import chunk_layout
+from ..explain.gradients import _check_no_train_batchnorm, _resolve_target
+from ..explain.layout import detect_layout
 
 __all__ = ["AttributionProbe", "Pooling", "pooling", "object_fractions", "step_shares", "ATTRIBUTION", "BATCH_WAVES"]
 

@@ -1,13 +1,13 @@
 """Attention per object over a rollout: every step's shares, the steps before each failure, CIs over episodes.
 
 On the hot path (:func:`rlviz.evaluate.lockstep.run_lockstep`) :class:`AttentionTracker`
-(:mod:`rlviz.evaluate.attention_pass`) gives each step its attribution map (gradient: from the rollout's own forward)
+(:mod:`rlviz.attention.tracker`) gives each step its attribution map (gradient: from the rollout's own forward)
 and its objects' shares. Each step's shares go to its episode's :class:`EpisodeAttention`; a
 failure (:meth:`EpisodeAttention.failure`, from :class:`~rlviz.evaluate.runner.Runner`) puts the last ``window``
 steps (the heatmap's lookback) into the before-failure sums and their attribution maps (each normalised to sum 1)
 into the attention map at failure. An episode's numbers land in ``EpisodeResult.attention`` (:meth:`attach`);
 :func:`summarize_attention` aggregates them with bootstrap CIs over episodes, :func:`attention_findings` raises the
-diagnostic, :class:`ShareTrack` draws the shares in the videos.
+diagnostic, :class:`ShareTrack` draws the shares in the videos (:mod:`rlviz.attention.plot`: the picture at failure).
 """
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from ..explain.attention import ATTRIBUTION, object_fractions, pooling, step_shares
-from .attention_pass import AttentionSpec, AttentionTracker, EpisodeAttention
-from .diagnostics import Finding
-from .paired import bootstrap_indices, percentile_ci
+from ..evaluate.diagnostics import Finding
+from ..evaluate.paired import bootstrap_indices, percentile_ci
+from .maps import ATTRIBUTION, object_fractions, step_shares
+from .tracker import AttentionSpec, AttentionTracker, EpisodeAttention
 
 __all__ = ["AttentionSpec", "AttentionTracker", "EpisodeAttention", "summarize_attention", "attention_findings",
-           "attention_map", "attention_spec", "with_attention", "attention_paired", "plot_attention_at_failure",
+           "attention_map", "attention_spec", "with_attention", "attention_paired",
            "ShareTrack", "ATTENTION_DROP_ID", "DROP_RATIO", "MIN_SHARE", "MIN_LIFT"]
 
 #: The diagnostic's id: an object's share before failures is below :data:`DROP_RATIO` of its share elsewhere.
@@ -186,31 +186,6 @@ def attention_paired(episodes_a, episodes_b) -> dict | None:
     return out
 
 
-def plot_attention_at_failure(result: Any, heatmap: Any, path: Any) -> Any:
-    """attention_at_failure.png: the failure heatmap (all objects) beside the mean attribution over the steps before
-    failures, in frame pixels, over the heatmap's background frame; None when no step preceded a failure."""
-    from .heatmap import _figure, _panel, _save
-
-    amap = attention_map(result.episodes)
-    if amap is None or heatmap is None:
-        return None
-    from matplotlib.colors import Normalize
-
-    frame_map = pooling(heatmap.frame_shape, amap.shape).up(amap)
-    total = heatmap.total()
-    fig, axes = _figure(heatmap.frame_shape, 2)
-    _panel(fig, axes[0], "failure heatmap (all objects)", heatmap.background,
-           np.ma.masked_where(total <= 0, total), cmap="inferno", norm=Normalize(0, max(int(total.max()), 1)),
-           alpha=0.85)
-    _panel(fig, axes[1], "attention before failures", heatmap.background, frame_map / max(frame_map.max(), 1e-12),
-           cmap="viridis", norm=Normalize(0, 1), alpha=0.7, label="mean attribution (max = 1)")
-    att = summarize_attention(result.episodes, "") or {"objects": {}}
-    parts = ", ".join(f"{n} {r['share_before_failure']:.3g} (elsewhere {r['share_elsewhere']:.3g})"
-                      for n, r in att["objects"].items() if r["share_before_failure"] is not None)
-    fig.suptitle(f"{heatmap.env_id}: share of attribution before failures: {parts}", fontsize=8)
-    return _save(fig, path, 120)
-
-
 class ShareTrack(gym.Wrapper):
     """The videos' share track: wraps a :class:`~rlviz.record.RecordEpisode` (``recorder``, or a wrapper of it) and
     annotates each step with the objects' shares of its attribution (``"attention <name>"``, drawn as curves under
@@ -218,7 +193,7 @@ class ShareTrack(gym.Wrapper):
     rollout's); ``objects``: the heatmap's extractor (``"module:function"``) or None for the env's default."""
 
     def __init__(self, recorder, spec: AttentionSpec, policy, env_id: str, objects=None):
-        from .objects import extractor_for, load_extractor
+        from ..evaluate.objects import extractor_for, load_extractor
 
         super().__init__(recorder)
         extractor = load_extractor(objects) if isinstance(objects, str) else objects or extractor_for(env_id)

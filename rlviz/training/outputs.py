@@ -1,7 +1,7 @@
 """What ``rlviz timeline`` writes, and the evaluator that keeps a run's checkpoints in step order (used by the job
 and by ``--follow`` alike): timeline.json (:func:`timeline_data`), timeline.csv (:func:`timeline_csv`), the terminal
-table (:func:`format_timeline`), then the views (:func:`rlviz.timeline.views.write_views`). See
-:mod:`rlviz.timeline.job` for the layout.
+table (:func:`format_timeline`), then the views (:func:`rlviz.training.views.write_views`). See
+:mod:`rlviz.training.job` for the layout.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ class Evaluator:
 
     def add_many(self, cps: Sequence[TimelineCheckpoint]) -> list[TimelineCheckpoint]:
         """Evaluate ``cps`` and keep them; one progress line each. With a backend all of them go to its workers at
-        once (:func:`rlviz.timeline.evaluate.evaluate_many`); without, one at a time here."""
+        once (:func:`rlviz.training.evaluate.evaluate_many`); without, one at a time here."""
         cps = sorted(cps, key=lambda c: c.step)
         if self.backend is None or not cps:
             return [self._keep(self._one(cp)) for cp in cps]

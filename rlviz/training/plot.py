@@ -1,6 +1,6 @@
 """``timeline.png``: a training run at a glance, and ``timeline_heatmaps.png``: how its failures moved.
 
-Read from the rows of ``timeline.json`` (see :mod:`rlviz.timeline.views`), drawn with matplotlib (Agg):
+Read from the rows of ``timeline.json`` (see :mod:`rlviz.training.views`), drawn with matplotlib (Agg):
 
 - top: the return mean of each checkpoint with its 95% CI band against the training step; a dashed line where a
   diagnostic was first raised (``first_seen``) and a red triangle at each regression (labelled with the

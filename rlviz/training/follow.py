@@ -9,7 +9,7 @@ in place after it looked complete).
 
 One writer: the ``--out`` lock (:func:`rlviz.jobs.outdir.claim_out_dir`) is held from the first check until the
 last output is in place. After each checkpoint the outputs (timeline.json, timeline.csv, the views, the report) are
-published as one consistent set (:class:`rlviz.timeline.publish.OutputSet`). Ctrl-C stops the watch within a second
+published as one consistent set (:class:`rlviz.training.publish.OutputSet`). Ctrl-C stops the watch within a second
 or two, exit code 130: ``out`` keeps the complete set of the checkpoints evaluated before it (a round being written
 is dropped whole), and holds nothing when none was (the folder is removed). ``--idle-stop S`` (S seconds without a
 new checkpoint) and RUN disappearing end it normally (one line; the outputs are kept).

@@ -10,7 +10,7 @@ attribution map comes
   :meth:`~rlviz.agent.policy.Policy.evaluate`, with gradients on), the loop decides on that output, and one backward
   of the taken actions' targets gives the maps: no second forward;
 * for the other methods (and policies that step with a state or masks), from attribution passes of their own over a
-  pending batch (:class:`~rlviz.explain.attention.AttributionProbe`: a fixed number of rows, so batch-invariant).
+  pending batch (:class:`~rlviz.attention.maps.AttributionProbe`: a fixed number of rows, so batch-invariant).
 
 A step's shares go to its episode's :class:`EpisodeAttention` after the env has taken the step (so its failure is
 known): the before-failure window's sums and maps, and the per-step track the videos draw.
@@ -29,14 +29,14 @@ import torch
 from ..agent.stepping import plain
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
-from ..explain.attention import BATCH_WAVES, AttributionProbe, object_fractions, pooling, step_shares
 from ..explain.saliency import _select
+from .maps import BATCH_WAVES, AttributionProbe, object_fractions, pooling, step_shares
 
 __all__ = ["AttentionSpec", "AttentionTracker", "EpisodeAttention", "GRADIENT_FROM_FORWARD"]
 
 #: Gradient attention from the rollout's own forward of each step (True: no row forwarded twice), or from attribution
 #: passes of its own over pending batches of steps (False: one forward + backward of
-#: :data:`~rlviz.explain.attention.BATCH_WAVES` chunks per 16 steps of 16 envs). Measured on the shipped MinAtar agent
+#: :data:`~rlviz.attention.maps.BATCH_WAVES` chunks per 16 steps of 16 envs). Measured on the shipped MinAtar agent
 #: (CPU, 1 thread): the backward through 16 steps' small graphs and the forward with gradients cost more than one
 #: batched pass of 256 rows (150-episode rollout with attention: 2.53 / 2.68 s min / median against 2.24 / 2.33 s;
 #: 1.18 s without attention), so the batched pass stays the default. Both give the same numbers.
