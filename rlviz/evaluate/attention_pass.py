@@ -185,6 +185,9 @@ class AttentionTracker:
         self.miss_rows: list = []  # the misses' observations and actions, in ``misses``' order
         self.miss_acts: list = []
         self.limit = 0  # the rows pending at most (set by the first capture's size)
+        #: the step's capture is the heatmap's (the runner's ``EpisodeState.recent[-1]``, taken of the same state by
+        #: an equal extractor) when captures depend on the env's state alone: no frame, no memory of earlier ones
+        self.share_captures = not self.extractor.needs_frame and not getattr(self.extractor, "history", 0)
 
     def begin(self, env, obs, index: int) -> EpisodeAttention:
         if self.probe is None:
@@ -192,6 +195,8 @@ class AttentionTracker:
             if not self.from_forward and np.asarray(obs).nbytes <= CACHE_OBS_BYTES:
                 self.cache = {}
         self.extractor.begin_episode(env)
+        if self.share_captures:
+            self.extractor.capture(None, env)  # (it sees each episode's first state itself: MinAtar's learns channels)
         if not self.names:
             self.names = tuple(self.extractor.names or self._masks(env))
         ep = self.episodes[index] = EpisodeAttention(self.names, self.probe.hw, self.window)
@@ -264,8 +269,13 @@ class AttentionTracker:
         if len(self.misses) + n > probe.rows or len(self.who) + n > self.limit:
             self._run()
         x = self.extractor
-        frames = x.needs_frame
-        self.caps.extend(x.capture(to_rgb_frame(envs[i].render()) if frames else None, envs[i]) for i in rows)
+        if self.share_captures:
+            for i in rows:
+                recent = getattr(slots[i], "recent", None)
+                self.caps.append(recent[-1] if recent else x.capture(None, envs[i]))
+        else:
+            frames = x.needs_frame
+            self.caps.extend(x.capture(to_rgb_frame(envs[i].render()) if frames else None, envs[i]) for i in rows)
         if self.limit == 0:  # the rows pending at most: a few passes' with the cache on, within PENDING_BYTES
             most = probe.rows * (PENDING_PASSES if self.cache is not None else 1)
             self.limit = max(probe.rows, min(most, PENDING_BYTES // max(1, _nbytes(self.caps[0]))))
