@@ -1,21 +1,24 @@
 """The rollout's attention pass: every step's attribution share per object, in each episode's running sums.
 
 :meth:`AttentionTracker.observe` runs once per lockstep step (:func:`rlviz.evaluate.lockstep.run_lockstep`): the
-active envs' object masks (the heatmap's extractor, a copy of its own: exact extractors read the env's state;
-extractors that need frames get ``env.render()`` on every step) are pooled to observation pixels, and each step's
-attribution map comes
+active envs' states are captured by the object extractor (the heatmap's, a copy of its own: exact extractors read
+the env's state, and then the heatmap's own capture of the step is used; extractors that need frames get
+``env.render()`` on every step), and each step's attribution map comes
 
-* for ``"gradient"`` (|gradient x input|), from the rollout's own forward of that step: the tracker forwards the
-  lockstep's input buffer itself (:meth:`AttentionTracker.forward`, the same chunks of the policy's forward rows as
-  :meth:`~rlviz.agent.policy.Policy.evaluate`, with gradients on), the loop decides on that output, and one backward
-  of the taken actions' targets gives the maps: no second forward;
-* for the other methods (and policies that step with a state or masks), from attribution passes of their own over a
-  pending batch (:class:`~rlviz.explain.attention.AttributionProbe`: a fixed number of rows, so batch-invariant).
+* with :data:`GRADIENT_FROM_FORWARD` (``"gradient"``, |gradient x input|), from the rollout's own forward of that
+  step: the tracker forwards the lockstep's input buffer itself (:meth:`AttentionTracker.forward`, the same chunks
+  of the policy's forward rows as :meth:`~rlviz.agent.policy.Policy.evaluate`, with gradients on), the loop decides
+  on that output, and one backward of the taken actions' targets gives the maps: no second forward;
+* otherwise (the default), from attribution passes of their own (:class:`~rlviz.explain.attention.AttributionProbe`:
+  a fixed number of rows, so batch-invariant) over the pending steps whose (observation, action) has no map yet: a
+  row's map depends on those alone, so small observations' maps are kept (:data:`CACHE_OBS_BYTES`) and a step seen
+  before is not attributed again (MinAtar: ~90% of a 1000-episode rollout's steps).
 
-A step's shares go to its episode's :class:`EpisodeAttention` after the env has taken the step (so its failure is
-known): the before-failure window's sums and maps, and the per-step track the videos draw.
+When a pass is due, the pending steps' masks come in one batch (:meth:`~rlviz.evaluate.extractor.Extractor.masks_many`)
+and are pooled to observation pixels, and the steps' shares go to their episodes' :class:`EpisodeAttention` (whose
+env steps, and failures, are known by then), a run of an episode's steps at once: the before-failure window's sums
+and maps, and the per-step track the videos draw.
 """
-
 from __future__ import annotations
 
 import copy
