@@ -45,7 +45,7 @@ _HELIX = ((-0.14861, 1.78277), (-0.29227, -0.90649), (1.97294, 0.0))
 _TABLE = 256
 
 
-def cubehelix_colors(n: int) -> list[tuple[float, float, float]]:
+def cubehelix_colors(n: int) -> list[tuple[float, ...]]:
     """``seaborn.color_palette("cubehelix", n)`` (the palette MinAtar draws its channels in) without seaborn: n
     evenly spaced samples of the scheme's table, its two ends left out (tests/test_minatar_import.py checks the
     two are equal)."""

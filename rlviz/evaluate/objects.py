@@ -113,8 +113,9 @@ class MinAtarExtractor(Extractor):
         if fh % h or fw % w:
             raise UsageError(f"Frame {fh}x{fw} is not an integer multiple of the MinAtar grid {h}x{w}.")
         out = {}
+        channels = self._channels or {}
         for name in self.names:
-            m = states[..., self._channels[name]]
+            m = states[..., int(channels[name])]
             out[name] = m if (fh, fw) == (h, w) else np.repeat(np.repeat(m, fh // h, axis=1), fw // w, axis=2)
         return out
 

@@ -3,14 +3,14 @@ no stage imports them."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .render import RenderOutputs, render
 
 __all__ = ["CompareOutputs", "RenderOutputs", "compare", "render"]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in ("CompareOutputs", "compare"):  # on first use: a render need not import compare's stages (disagree)
         import importlib
 

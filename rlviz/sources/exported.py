@@ -129,7 +129,7 @@ def _bindings() -> dict:
             aten.clamp.default: torch.clamp, aten.mean.dim: torch.mean}
 
 
-def plain_forward(program: nn.Module) -> Any:
+def plain_forward(program: Any) -> Any:
     """The forward of an unlifted exported program (``ExportedProgram.module()``, one tensor in) as a plain
     function of that tensor: its graph with the default code generation (no pytree of inputs and outputs), the
     input check dropped (:class:`ExportedNetwork` runs torch's own once per input shape), parameters and buffers
@@ -144,7 +144,8 @@ def plain_forward(program: nn.Module) -> Any:
             return None
         graph = fx.Graph()  # (the default code generation)
         graph.output(graph.graph_copy(program.graph, {}))
-        fast, state, assert_meta = _bindings(), {}, torch.ops.aten._assert_tensor_metadata.default
+        fast, assert_meta = _bindings(), torch.ops.aten._assert_tensor_metadata.default
+        state: dict[str, Any] = {}
         for node in list(graph.nodes):
             if node.op == "get_attr":
                 name = f"_{len(state)}"
