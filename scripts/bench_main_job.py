@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -28,16 +29,22 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from check_identity import BASELINE_REV, baseline_tree  # noqa: E402
 
 
-def run(tree: Path, out: Path, episodes: int) -> float:
+def run(tree: Path, out: Path, episodes: int) -> tuple[float, float]:
     cmd = [sys.executable, "-m", "rlviz", "render", "samples/minatar_breakout_ppo.pt2", "--episodes", str(episodes),
            "--heatmap", "--videos", "first:1,worst:1", "--saliency", "gradient", "--out", str(out), "--overwrite",
            "--no-progress"]
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), _children_cpu()
     done = subprocess.run(cmd, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, _children_cpu() - c0
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed on {tree}: {done.stderr[-1500:]}")
-    return wall
+    return wall, cpu
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of the finished child processes so far (a second figure on a loaded machine)."""
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def main() -> None:
@@ -51,18 +58,22 @@ def main() -> None:
         base = args.baseline.resolve() if args.baseline else baseline_tree(BASELINE_REV, tmp / "baseline")
         trees = {"0.3.0" if not args.baseline else "baseline": base, "this tree": ROOT}
         times: dict = {k: [] for k in trees}
+        cpus: dict = {k: [] for k in trees}
         for rep in range(args.reps):
             order = list(trees.items())[:: 1 if rep % 2 == 0 else -1]
             for label, tree in order:
-                times[label].append(run(tree, tmp / f"out-{label.replace(' ', '-')}", args.episodes))
+                wall, cpu = run(tree, tmp / f"out-{label.replace(' ', '-')}", args.episodes)
+                times[label].append(wall)
+                cpus[label].append(cpu)
             print(f"  rep {rep + 1}: load {os.getloadavg()[0]:.1f}; "
-                  + ", ".join(f"{k} {v[-1]:.1f}s" for k, v in times.items()), flush=True)
-    print(f"\nmain job ({args.episodes} episodes), seconds, min / median of {args.reps}:")
-    for label, xs in times.items():
-        print(f"  {label:<10} {min(xs):7.1f} / {statistics.median(xs):7.1f}")
-    a, b = times.values()
-    r = [x / y for x, y in zip(a, b)]
-    print(f"  speed-up (baseline / this tree): {min(r):.2f}x / {statistics.median(r):.2f}x (min / median)")
+                  + ", ".join(f"{k} {v[-1]:.1f}s (cpu {cpus[k][-1]:.1f}s)" for k, v in times.items()), flush=True)
+    for what, table in (("seconds", times), ("CPU seconds (user + system)", cpus)):
+        print(f"\nmain job ({args.episodes} episodes), {what}, min / median of {args.reps}:")
+        for label, xs in table.items():
+            print(f"  {label:<10} {min(xs):7.1f} / {statistics.median(xs):7.1f}")
+        a, b = table.values()
+        r = [x / y for x, y in zip(a, b)]
+        print(f"  speed-up (baseline / this tree): {min(r):.2f}x / {statistics.median(r):.2f}x (min / median)")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -105,35 +106,49 @@ def command(tree: Path, sample: str, out: Path, *extra: str) -> float:
     return wall
 
 
-def wall(cmd: list, env: dict, cwd: Path) -> float:
-    t0 = time.perf_counter()
+def wall(cmd: list, env: dict, cwd: Path, cpu: list | None = None) -> float:
+    """Seconds ``cmd`` took; its CPU seconds (user + system) appended to ``cpu`` when given."""
+    t0, c0 = time.perf_counter(), _children_cpu()
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=cwd)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(map(str, cmd))} failed: {done.stderr.strip()[-800:]}")
+    if cpu is not None:
+        cpu.append(_children_cpu() - c0)
     return time.perf_counter() - t0
+
+
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
 
 
 def fixed_costs(trees: dict, sample: str, reps: int, tmp: Path) -> None:
     """Print each tree's fixed cost (a one-episode render minus importing torch and gymnasium), min / median."""
     costs: dict = {label: [] for label in trees}
+    cpus: dict = {label: [] for label in trees}
     for rep in range(reps):
-        imports = wall([sys.executable, "-c", "import torch, gymnasium"], dict(os.environ), ROOT)
+        base: list = []
+        imports = wall([sys.executable, "-c", "import torch, gymnasium"], dict(os.environ), ROOT, base)
         line = []
         for label, tree in list(trees.items())[:: 1 if rep % 2 == 0 else -1]:
             cmd = [sys.executable, "-m", "rlviz", "render", str(ROOT / SAMPLES[sample]), "--episodes", "1",
                    "--num-envs", "1", "--videos", "none", "--no-progress", "--overwrite", "--out", str(tmp / label)]
-            job = wall(cmd, _env(tree), tree)
+            cpu: list = []
+            job = wall(cmd, _env(tree), tree, cpu)
             costs[label].append(job - imports)
-            line.append(f"{label} {job:.2f}s")
-        print(f"  rep {rep + 1}: load {os.getloadavg()[0]:.1f}; import torch, gymnasium {imports:.2f}s; "
-              + ", ".join(line), flush=True)
-    print(f"\nfixed cost beyond `import torch, gymnasium` ({sample}, 1 episode, --videos none), min / median of {reps}:")
-    for label, xs in costs.items():
-        print(f"  {label:<12} {min(xs):6.2f} / {statistics.median(xs):6.2f} s")
-    labels = list(trees)
-    if len(labels) > 1:
-        r = [b / a for a, b in zip(costs[labels[0]], costs[labels[-1]]) if a > 0]
-        print(f"  ratio {labels[-1]} / {labels[0]}: {min(r):.2f}x / {statistics.median(r):.2f}x (min / median)")
+            cpus[label].append(cpu[0] - base[0])
+            line.append(f"{label} {job:.2f}s (cpu {cpu[0]:.2f}s)")
+        print(f"  rep {rep + 1}: load {os.getloadavg()[0]:.1f}; import torch, gymnasium {imports:.2f}s (cpu "
+              f"{base[0]:.2f}s); " + ", ".join(line), flush=True)
+    for what, table in (("seconds", costs), ("CPU seconds (user + system)", cpus)):
+        print(f"\nfixed cost beyond `import torch, gymnasium` ({sample}, 1 episode, --videos none), {what}, min / "
+              f"median of {reps}:")
+        for label, xs in table.items():
+            print(f"  {label:<12} {min(xs):6.2f} / {statistics.median(xs):6.2f} s")
+        labels = list(trees)
+        if len(labels) > 1:
+            r = [b / a for a, b in zip(table[labels[0]], table[labels[-1]]) if a > 0]
+            print(f"  ratio {labels[-1]} / {labels[0]}: {min(r):.2f}x / {statistics.median(r):.2f}x (min / median)")
 
 
 def one_repetition(trees: dict, samples: list, run_command: bool, tmp: Path, rep: int) -> dict:

@@ -237,3 +237,34 @@ def test_worker_processes_give_the_same_attention(tmp_path):
     runs = [render(RenderConfig(checkpoint=SAMPLE, episodes=6, attention=True, videos="none", num_envs=n, workers=w,
                                 out=tmp_path / f"w{w}")) for w, n in ((1, 16), (2, 2))]
     assert runs[0].summary["attention"] == runs[1].summary["attention"]
+
+
+@pytest.mark.parametrize("frame_shape", [None, (20, 30)])
+def test_batched_masks_and_fractions_equal_the_per_step_ones(frame_shape):
+    """The attention pass's batch of captures: Extractor.masks_many (MinAtar's vectorised, and the base class's
+    stacking) and stacked_fractions give exactly the per-step masks and object_fractions."""
+    from rlviz.attention.maps import object_fractions, pooling, stacked_fractions
+    from rlviz.envs import make_env
+    from rlviz.evaluate.extractor import Extractor
+    from rlviz.evaluate.objects import MinAtarExtractor
+
+    env = make_env("MinAtar/Breakout-v1")
+    x = MinAtarExtractor(("ball", "paddle", "trail"), frame_shape)
+    env.reset(seed=5)
+    caps = []
+    for t in range(40):
+        caps.append(x.capture(None, env))
+        _, _, term, trunc, _ = env.step(t % 3)
+        if term or trunc:
+            env.reset(seed=t)
+    env.close()
+    per = [x.masks(c) for c in caps]
+    for many in (x.masks_many(caps), Extractor.masks_many(x, caps)):
+        assert set(many) == {"ball", "paddle", "trail"}
+        for name, stacked in many.items():
+            assert stacked.dtype == bool and np.array_equal(stacked, np.stack([m[name] for m in per]))
+    pool = pooling(per[0]["ball"].shape, (10, 10))
+    names = ("ball", "paddle", "trail")
+    ref = object_fractions(per, names, pool)
+    assert ref.any()
+    assert np.array_equal(stacked_fractions(x.masks_many(caps), len(caps), names, pool), ref)

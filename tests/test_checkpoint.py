@@ -142,6 +142,54 @@ def test_exported_program_checks_each_input_shape_once_and_still_refuses_bad_one
     assert len(calls) == 4
 
 
+@pytest.mark.parametrize("net", ["minatar", "nature_cnn"])
+def test_exported_program_runs_its_plain_forward_with_the_same_numbers(tmp_path, net):
+    """After the first input of a shape (run by torch's own program, checked), the graph runs as a plain function:
+    the same outputs and input gradients, bit for bit, on other inputs of that shape."""
+    from rlviz.sources.exported import ExportedNetwork
+
+    torch.manual_seed(2)
+    if net == "minatar":
+        path = save_checkpoint(tmp_path / "m.pt2", MinAtarAgent(3), env="MinAtar/Breakout-v1")
+        shape = (6, 10, 10, 4)
+    else:
+        path = _atari_save(tmp_path)[1]
+        shape = (3, 4, 84, 84)
+    module = load_agent(path).policy.module
+    assert isinstance(module, ExportedNetwork)
+    g = torch.Generator().manual_seed(3)
+    module(torch.rand(shape, generator=g))
+    assert callable(module._plain)  # built, and equal on that input
+    for _ in range(2):
+        x = (torch.rand(shape, generator=g) * 255).requires_grad_(True)
+        mine = module(x)
+        ref = module.program(x)
+        for a, b in zip(mine, ref):
+            assert torch.equal(a, b)
+        ga = torch.autograd.grad(mine[0][:, 1].sum(), x)[0]
+        gb = torch.autograd.grad(ref[0][:, 1].sum(), x)[0]
+        assert torch.equal(ga, gb) and ga.abs().max() > 0
+
+
+def test_exported_program_keeps_its_own_call_when_the_plain_forward_differs(tmp_path, monkeypatch):
+    """A binding that would change the numbers (relu called as sigmoid here) is caught on the first input: the
+    program's own call is kept."""
+    from rlviz.sources import exported
+
+    monkeypatch.setattr(exported, "_bindings", lambda: {torch.ops.aten.relu.default: torch.sigmoid})
+    torch.manual_seed(1)
+    model = MinAtarAgent(3)
+    module = load_agent(save_checkpoint(tmp_path / "m.pt2", model, env="MinAtar/Breakout-v1")).policy.module
+    x, y = torch.rand(5, 10, 10, 4), torch.rand(5, 10, 10, 4)
+    with torch.no_grad():
+        first = module(x)
+        assert module._plain is False
+        again = module(y)  # (a checked shape: the program's own call)
+        torch.testing.assert_close(first[0], model(x)[0], rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(again[0], model(y)[0], rtol=1e-5, atol=1e-6)
+    assert exported.plain_forward(nn.Sequential(nn.Linear(2, 2))) is None  # not an exported program's module
+
+
 def test_q_network_round_trip(tmp_path):
     torch.manual_seed(2)
     model = QNet()

@@ -27,7 +27,7 @@ from ..explain.batching import chunk_layout
 from ..explain.gradients import _check_no_train_batchnorm, _resolve_target
 from ..explain.layout import detect_layout
 
-__all__ = ["AttributionProbe", "Pooling", "pooling", "object_fractions", "step_shares", "ATTRIBUTION", "BATCH_WAVES"]
+__all__ = ["AttributionProbe", "Pooling", "pooling", "object_fractions", "stacked_fractions", "step_shares", "ATTRIBUTION", "BATCH_WAVES"]
 
 #: Rows of every attribution pass: this many forward chunks of the policy's rows (:mod:`rlviz.agent.rows`), so 256
 #: MinAtar observations or 128 Atari frames per forward + backward (a small network's pass is mostly fixed cost).
@@ -152,6 +152,32 @@ def object_fractions(masks: list, names: tuple, pool: Pooling) -> np.ndarray:
             if rows.size:
                 r0, r1, c0, c1 = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
                 out[b, k] = pool.rows[:, r0:r1] @ mk[r0:r1, c0:c1] @ pool.cols[:, c0:c1].T
+    return out
+
+
+def stacked_fractions(masks: dict, n: int, names: tuple, pool: Pooling) -> np.ndarray:
+    """:func:`object_fractions` of B = ``n`` steps' masks given stacked ({name: bool [B, H, W]}, as
+    :meth:`~rlviz.evaluate.extractor.Extractor.masks_many` gives them; a name left out is absent on every step):
+    the same numbers, the exclusivity and the copy (same sizes) vectorised over the steps."""
+    h, w = pool.rows.shape[0], pool.cols.shape[0]
+    same = (pool.rows.shape[1], pool.cols.shape[1]) == (h, w)
+    out = np.zeros((n, len(names), h, w), np.float32)
+    covered = None
+    for k, name in enumerate(names):
+        if name not in masks:
+            continue
+        mk = np.asarray(masks[name], bool)
+        if covered is not None:
+            mk = mk & ~covered
+        covered = mk if covered is None else covered | mk
+        if same:
+            out[:, k] = mk
+            continue
+        for b in np.flatnonzero(mk.any(axis=(1, 2))):
+            m = mk[b]
+            rows, cols = np.flatnonzero(m.any(axis=1)), np.flatnonzero(m.any(axis=0))
+            r0, r1, c0, c1 = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
+            out[b, k] = pool.rows[:, r0:r1] @ m[r0:r1, c0:c1] @ pool.cols[:, c0:c1].T
     return out
 
 

@@ -1,21 +1,24 @@
 """The rollout's attention pass: every step's attribution share per object, in each episode's running sums.
 
 :meth:`AttentionTracker.observe` runs once per lockstep step (:func:`rlviz.evaluate.lockstep.run_lockstep`): the
-active envs' object masks (the heatmap's extractor, a copy of its own: exact extractors read the env's state;
-extractors that need frames get ``env.render()`` on every step) are pooled to observation pixels, and each step's
-attribution map comes
+active envs' states are captured by the object extractor (the heatmap's, a copy of its own: exact extractors read
+the env's state, and then the heatmap's own capture of the step is used; extractors that need frames get
+``env.render()`` on every step), and each step's attribution map comes
 
-* for ``"gradient"`` (|gradient x input|), from the rollout's own forward of that step: the tracker forwards the
-  lockstep's input buffer itself (:meth:`AttentionTracker.forward`, the same chunks of the policy's forward rows as
-  :meth:`~rlviz.agent.policy.Policy.evaluate`, with gradients on), the loop decides on that output, and one backward
-  of the taken actions' targets gives the maps: no second forward;
-* for the other methods (and policies that step with a state or masks), from attribution passes of their own over a
-  pending batch (:class:`~rlviz.attention.maps.AttributionProbe`: a fixed number of rows, so batch-invariant).
+* with :data:`GRADIENT_FROM_FORWARD` (``"gradient"``, |gradient x input|), from the rollout's own forward of that
+  step: the tracker forwards the lockstep's input buffer itself (:meth:`AttentionTracker.forward`, the same chunks
+  of the policy's forward rows as :meth:`~rlviz.agent.policy.Policy.evaluate`, with gradients on), the loop decides
+  on that output, and one backward of the taken actions' targets gives the maps: no second forward;
+* otherwise (the default), from attribution passes of their own (:class:`~rlviz.attention.maps.AttributionProbe`:
+  a fixed number of rows, so batch-invariant) over the pending steps whose (observation, action) has no map yet: a
+  row's map depends on those alone, so small observations' maps are kept (:data:`CACHE_OBS_BYTES`) and a step seen
+  before is not attributed again (MinAtar: ~90% of a 1000-episode rollout's steps).
 
-A step's shares go to its episode's :class:`EpisodeAttention` after the env has taken the step (so its failure is
-known): the before-failure window's sums and maps, and the per-step track the videos draw.
+When a pass is due, the pending steps' masks come in one batch (:meth:`~rlviz.evaluate.extractor.Extractor.masks_many`)
+and are pooled to observation pixels, and the steps' shares go to their episodes' :class:`EpisodeAttention` (whose
+env steps, and failures, are known by then), a run of an episode's steps at once: the before-failure window's sums
+and maps, and the per-step track the videos draw.
 """
-
 from __future__ import annotations
 
 import copy
@@ -30,7 +33,7 @@ from ..agent.stepping import plain
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from ..explain.saliency import _select
-from .maps import BATCH_WAVES, AttributionProbe, object_fractions, pooling, step_shares
+from .maps import BATCH_WAVES, AttributionProbe, pooling, stacked_fractions, step_shares
 
 __all__ = ["AttentionSpec", "AttentionTracker", "EpisodeAttention", "GRADIENT_FROM_FORWARD"]
 
@@ -41,6 +44,16 @@ __all__ = ["AttentionSpec", "AttentionTracker", "EpisodeAttention", "GRADIENT_FR
 #: batched pass of 256 rows (150-episode rollout with attention: 2.53 / 2.68 s min / median against 2.24 / 2.33 s;
 #: 1.18 s without attention), so the batched pass stays the default. Both give the same numbers.
 GRADIENT_FROM_FORWARD = False
+#: Observations of at most this many bytes (MinAtar's 400) have their maps cached by (observation, action): a step
+#: seen before is not attributed again. Larger ones (Atari's 28,224) rarely repeat: each is attributed.
+CACHE_OBS_BYTES = 4096
+#: The cache's size limit (keys and maps; MinAtar: ~80,000 entries); beyond it no new map is kept.
+CACHE_BYTES = 64 << 20
+#: With the cache on, steps pending for at most this many attribution passes' rows (their captures and rows): the
+#: pass waits until its rows are full of misses.
+PENDING_PASSES = 16
+#: ... and within this many bytes of captures (a capture may be a frame).
+PENDING_BYTES = 32 << 20
 
 
 class AttentionSpec:
@@ -78,17 +91,27 @@ class EpisodeAttention:
     def add(self, t: int, shares: np.ndarray, amap: np.ndarray, area: np.ndarray) -> None:
         """Step ``t``'s shares and map; a failure at ``t`` counts it and the steps before it in its window (those
         not already counted for an earlier failure)."""
-        self.track.append(shares[:-1])
-        if np.isnan(shares[0]):
-            self.recent.append(None)
-        else:
-            self.steps += 1
-            self.total += shares
-            self.area += area
-            self.seen += area > 0
-            self.recent.append((shares, amap, area > 0))
-        if t in self.fail_steps:
-            for item in self.recent:
+        self.add_many(t, np.asarray(shares)[None], np.asarray(amap)[None], np.asarray(area)[None])
+
+    def add_many(self, t0: int, shares: np.ndarray, maps: np.ndarray, area: np.ndarray) -> None:
+        """Steps ``t0``, ``t0 + 1``, ... at once (shares [n, K + 1], maps [n, h, w], area [n, K]): the numbers of
+        :meth:`add` for each in turn, the running sums added in the same order (``np.add.accumulate``)."""
+        n = len(shares)
+        self.track.append(shares[:, :-1])
+        valid = ~np.isnan(shares[:, 0])
+        vs, va = (shares, area) if valid.all() else (shares[valid], area[valid])
+        if len(vs):
+            self.steps += len(vs)
+            self.total = np.add.accumulate(np.concatenate([self.total[None], vs]), axis=0)[-1]
+            self.area = np.add.accumulate(np.concatenate([self.area[None], va]), axis=0)[-1]
+            self.seen += (va > 0).sum(axis=0)
+        pos = 0
+        for t in sorted({f for f in self.fail_steps if t0 <= f < t0 + n}):
+            j = t - t0
+            lo = max(pos, j + 1 - self.window)
+            keep = self.window - (j + 1 - lo)
+            old = list(self.recent)[max(0, len(self.recent) - keep):] if keep > 0 else []
+            for item in old + [_item(shares[r], maps[r], area[r]) for r in range(lo, j + 1)]:
                 if item is not None:
                     self.before_steps += 1
                     self.before += item[0]
@@ -99,6 +122,8 @@ class EpisodeAttention:
                             self.map_before = np.zeros(self.hw, np.float64)
                         self.map_before += item[1] / s
             self.recent.clear()
+            pos = j + 1
+        self.recent.extend(_item(shares[r], maps[r], area[r]) for r in range(max(pos, n - self.window), n))
 
     def result(self) -> dict:
         """What ``EpisodeResult.attention`` holds: names, steps, total (sum of shares), before_steps, before,
@@ -108,7 +133,24 @@ class EpisodeAttention:
                 "before_steps": self.before_steps, "seen": self.seen, "before_seen": self.before_seen,
                 "before": self.before, "failures": len(self.fail_steps),
                 "map_before": None if self.map_before is None else self.map_before.astype(np.float32),
-                "track": np.asarray(self.track, np.float32).reshape(len(self.track), len(self.names))}
+                "track": (np.concatenate(self.track) if self.track else np.zeros((0, len(self.names)))
+                          ).astype(np.float32).reshape(-1, len(self.names))}
+
+
+def _nbytes(captured) -> int:
+    """The bytes of one capture (an array, or a tuple or dict of them; other objects count as small)."""
+    if isinstance(captured, np.ndarray):
+        return captured.nbytes
+    if isinstance(captured, (tuple, list)):
+        return sum(_nbytes(c) for c in captured)
+    if isinstance(captured, dict):
+        return sum(_nbytes(c) for c in captured.values())
+    return 64
+
+
+def _item(shares: np.ndarray, amap: np.ndarray, area: np.ndarray):
+    """A step waiting in :attr:`EpisodeAttention.recent`: (shares, map, visible), None when its map was all zero."""
+    return None if np.isnan(shares[0]) else (shares, amap, area > 0)
 
 
 class AttentionTracker:
@@ -130,14 +172,34 @@ class AttentionTracker:
         #: gradient attention comes from the rollout's own forward (:meth:`forward`; a policy without state or masks)
         self.from_forward = GRADIENT_FROM_FORWARD and spec.method == "gradient" and plain(policy)
         self.graph: list = []  # the current step's forward chunks: (x [rows, *obs] with grad, heads)
-        # (obs [B, *obs] or None, actions [B] or maps [B, h, w], fractions [B, K, h, w], [(EpisodeAttention, t)])
-        self.pending: list = []
-        self.count = 0  # rows pending
+        # the pending rows (steps of envs): their episodes and steps, the extractor's captures, and where their maps
+        # come from (an index into ``found``: maps known from the cache, or rows of the next attribution pass)
+        self.who: list = []  # (EpisodeAttention, t) per row
+        self.caps: list = []  # the extractor's capture per row
+        self.src: list = []  # per row: its map's index in ``found``
+        self.found: list = []  # float32 [h, w] maps, or None for the misses (filled by the pass)
+        self.misses: dict = {}  # key (observation bytes, action) -> index in ``found``: the pass's rows
+        self.targets: list = []  # gradient from the forward: each pending step's :meth:`_targets`
+        #: maps already computed, by (observation bytes, action): a row's map depends on them alone (see
+        #: :class:`~rlviz.attention.maps.AttributionProbe`), and small observations repeat (MinAtar: ~90% of
+        #: a 1000-episode rollout's steps), so each distinct one is attributed once; None: off (large observations)
+        self.cache: dict | None = None
+        self.cache_bytes = 0
+        self.miss_rows: list = []  # the misses' observations and actions, in ``misses``' order
+        self.miss_acts: list = []
+        self.limit = 0  # the rows pending at most (set by the first capture's size)
+        #: the step's capture is the heatmap's (the runner's ``EpisodeState.recent[-1]``, taken of the same state by
+        #: an equal extractor) when captures depend on the env's state alone: no frame, no memory of earlier ones
+        self.share_captures = not self.extractor.needs_frame and not getattr(self.extractor, "history", 0)
 
     def begin(self, env, obs, index: int) -> EpisodeAttention:
         if self.probe is None:
             self.probe = AttributionProbe(self.policy, obs, self.spec.method, self.spec.target, self.waves)
+            if not self.from_forward and np.asarray(obs).nbytes <= CACHE_OBS_BYTES:
+                self.cache = {}
         self.extractor.begin_episode(env)
+        if self.share_captures:
+            self.extractor.capture(None, env)  # (it sees each episode's first state itself: MinAtar's learns channels)
         if not self.names:
             self.names = tuple(self.extractor.names or self._masks(env))
         ep = self.episodes[index] = EpisodeAttention(self.names, self.probe.hw, self.window)
@@ -203,35 +265,85 @@ class AttentionTracker:
 
     def observe(self, buf: np.ndarray, rows: np.ndarray, indices: np.ndarray, envs: list, slots: list) -> None:
         """The step of the active envs ``rows`` (their observations in the input buffer ``buf``, their actions
-        ``indices``): the targets of the step's forward (gradient) or its observations and actions, and its
-        object masks, join the pending batch (whose maps and shares are computed first when it is full)."""
-        if self.count + len(rows) > self.probe.rows:
+        ``indices``): the extractor's captures of their states, and the targets of the step's forward (gradient)
+        or the rows to attribute (those not attributed already), join the pending batch (whose maps and shares are
+        computed first when its attribution pass is full)."""
+        probe, n = self.probe, len(rows)
+        if len(self.misses) + n > probe.rows or len(self.who) + n > self.limit:
             self._run()
-        masks = [self._masks(envs[i]) for i in rows]
-        if self.from_forward:
-            obs, what = None, self._targets(rows, np.asarray(indices, np.int64))
+        x = self.extractor
+        if self.share_captures:
+            for i in rows:
+                recent = getattr(slots[i], "recent", None)
+                self.caps.append(recent[-1] if recent else x.capture(None, envs[i]))
         else:
-            obs, what = buf[rows].copy(), np.asarray(indices, np.int64).copy()
-        self.pending.append((obs, what, object_fractions(masks, self.names, self.pool),
-                             [(slots[i].attention, slots[i].length) for i in rows]))
-        self.count += len(rows)
+            frames = x.needs_frame
+            self.caps.extend(x.capture(to_rgb_frame(envs[i].render()) if frames else None, envs[i]) for i in rows)
+        if self.limit == 0:  # the rows pending at most: a few passes' with the cache on, within PENDING_BYTES
+            most = probe.rows * (PENDING_PASSES if self.cache is not None else 1)
+            self.limit = max(probe.rows, min(most, PENDING_BYTES // max(1, _nbytes(self.caps[0]))))
+        self.who.extend((slots[i].attention, slots[i].length) for i in rows)
+        if self.from_forward:
+            self.targets.append(self._targets(rows, np.asarray(indices, np.int64)))
+            return
+        cache, found, misses, src = self.cache, self.found, self.misses, self.src
+        for i, a in zip(rows.tolist(), np.asarray(indices).tolist()):
+            key = (buf[i].tobytes(), a)
+            at = misses.get(key)
+            if at is None:
+                known = None if cache is None else cache.get(key)
+                at = len(found)
+                found.append(known)
+                if known is None:
+                    misses[key] = at
+                    self.miss_rows.append(buf[i].copy())
+                    self.miss_acts.append(a)
+            src.append(at)
 
     def _run(self) -> None:
         """The pending rows' maps (one backward through the steps' own forwards, or one attribution pass padded to
-        the probe's rows); their shares to their episodes (whose env steps, and failures, are known by now)."""
-        if not self.pending:
+        the probe's rows for the rows not attributed before) and object masks (one batch); their shares to their
+        episodes (whose env steps, and failures, are known by now)."""
+        if not self.who:
             return
-        fr = np.concatenate([p[2] for p in self.pending])
-        if self.from_forward:
-            maps = self._graph_maps([p[1] for p in self.pending])
-        else:
-            maps = self.probe.maps(np.concatenate([p[0] for p in self.pending]),
-                                   np.concatenate([p[1] for p in self.pending]))
+        n = len(self.who)
+        masks = self.extractor.masks_many(self.caps)
+        if self.pool is None and masks:
+            self.pool = pooling(np.shape(next(iter(masks.values())))[1:3], self.probe.hw)
+        fr = (stacked_fractions(masks, n, self.names, self.pool) if self.pool is not None
+              else np.zeros((n, len(self.names), *self.probe.hw), np.float32))
+        maps = self._graph_maps(self.targets) if self.from_forward else self._maps()
         shares = step_shares(maps, fr)
         area = fr.mean(axis=(2, 3), dtype=np.float64)
-        for j, (ep, t) in enumerate(who for p in self.pending for who in p[3]):
-            ep.add(t, shares[j], maps[j], area[j])
-        self.pending, self.count = [], 0
+        groups: dict = {}  # an episode's rows, in step order
+        for j, (ep, _) in enumerate(self.who):
+            groups.setdefault(id(ep), []).append(j)
+        for idx in groups.values():
+            ep, t0 = self.who[idx[0]]
+            if len(idx) == 1:
+                ep.add_many(t0, shares[idx[0] : idx[0] + 1], maps[idx[0] : idx[0] + 1], area[idx[0] : idx[0] + 1])
+            elif self.who[idx[-1]][1] - t0 == len(idx) - 1:  # (consecutive steps: always, as the rollout steps)
+                ep.add_many(t0, shares[idx], maps[idx], area[idx])
+            else:
+                for j in idx:
+                    ep.add(self.who[j][1], shares[j], maps[j], area[j])
+        self.who, self.caps, self.targets = [], [], []
+
+    def _maps(self) -> np.ndarray:
+        """float32 [B, h, w]: the pending rows' maps, the misses' from one attribution pass (kept in the cache)."""
+        found, misses = self.found, self.misses
+        if misses:
+            keys = list(misses)
+            computed = self.probe.maps(np.stack(self.miss_rows), np.asarray(self.miss_acts, np.int64))
+            cache = self.cache
+            for key, m in zip(keys, computed):
+                found[misses[key]] = m
+                if cache is not None and self.cache_bytes < CACHE_BYTES:
+                    cache[key] = m
+                    self.cache_bytes += len(key[0]) + m.nbytes
+        maps = np.stack([found[i] for i in self.src]) if self.src else np.zeros((0, *self.probe.hw), np.float32)
+        self.src, self.found, self.misses, self.miss_rows, self.miss_acts = [], [], {}, [], []
+        return maps
 
     def attach(self, records: list) -> list:
         """The rollout's results, each with its episode's ``attention`` (after the last pass)."""

@@ -51,7 +51,6 @@ test_envpool_atari.py`` replays a recorded envpool trace).
 
 from __future__ import annotations
 
-import cv2
 import gymnasium as gym
 import numpy as np
 
@@ -72,6 +71,8 @@ def ale_id(envpool_id: str) -> str:
 
 def envpool_frame(grey: np.ndarray, size: int = 84) -> np.ndarray:
     """A 210x160 grey screen as envpool stores it: ``INTER_AREA`` resized to [size, size] uint8."""
+    import cv2  # (here: importing this module, as render does, loads no cv2)
+
     return cv2.resize(np.ascontiguousarray(grey), (size, size), interpolation=cv2.INTER_AREA)
 
 

@@ -27,6 +27,23 @@ class Extractor:
     def masks(self, captured: Any) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
+    def masks_many(self, captured: list) -> dict[str, np.ndarray]:
+        """The masks of B captures at once: {name: bool [B, H, W]} (a name some capture lacks is all False there;
+        names no capture has are left out). Default: :meth:`masks` of each, stacked; extractors whose masks
+        vectorise override it (the rollout's attention pass asks for a batch of steps at a time)."""
+        per = [self.masks(c) for c in captured]
+        shape = next((np.shape(m)[:2] for d in per for m in d.values()), None)
+        out: dict[str, np.ndarray] = {}
+        if shape is None:
+            return out
+        for name in dict.fromkeys(n for d in per for n in d):
+            a = np.zeros((len(per), *shape), bool)
+            for b, d in enumerate(per):
+                if name in d:
+                    a[b] = d[name]
+            out[name] = a
+        return out
+
     def begin_episode(self, env) -> None:
         """Called after each reset (extractors with per-episode state override this)."""
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..agent.actions import actions_from_noise, draw_noise, noise_draw, to_env_action
 from ..agent.stepping import plain
+from ..gc_pause import resume as resume_gc
 from .diagnostics import obs_keys
 from .steplog import StepLog
 
@@ -149,6 +150,7 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
     """Play the episodes ``indices`` on ``envs`` in lockstep, one batched forward per step; episode k starts
     from seed ``seed_for(k)`` on whichever env is free. ``runner``: the rollout's per-env stepper
     (:class:`rlviz.evaluate.runner.Runner`). Returns (results sorted by index, env steps)."""
+    resume_gc()  # (the CLI's start-up is over: rlviz.gc_pause)
     pending = iter(indices)
     n = len(envs)
     slots: list = [None] * n

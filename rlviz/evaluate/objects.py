@@ -104,6 +104,21 @@ class MinAtarExtractor(Extractor):
             out[name] = np.repeat(np.repeat(m, fh // h, axis=0), fw // w, axis=1)
         return out
 
+    def masks_many(self, captured: list) -> dict[str, np.ndarray]:
+        if not captured:
+            return {}
+        states = np.stack(captured)  # [B, h, w, channels]
+        h, w = states.shape[1:3]
+        fh, fw = self.frame_shape or (h, w)
+        if fh % h or fw % w:
+            raise UsageError(f"Frame {fh}x{fw} is not an integer multiple of the MinAtar grid {h}x{w}.")
+        out = {}
+        channels = self._channels or {}
+        for name in self.names:
+            m = states[..., int(channels[name])]
+            out[name] = m if (fh, fw) == (h, w) else np.repeat(np.repeat(m, fh // h, axis=1), fw // w, axis=2)
+        return out
+
 
 class StateExtractor(Extractor):
     """Exact object positions from the env's state, no rendering: ``locate(env.unwrapped)`` gives

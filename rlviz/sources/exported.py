@@ -60,27 +60,116 @@ class ExportedNetwork(nn.Module):
 
     torch checks every input against the program's shape constraints before each forward (its pre-hook: 45-60 us,
     15-20% of a batch-16 MinAtar forward). The check depends on the input's shape, dtype and device only, so it
-    runs once for each of those here (a bad input still gets torch's own message) and is skipped afterwards."""
+    runs once for each of those here (a bad input still gets torch's own message) and is skipped afterwards.
+
+    Afterwards the forward runs the same graph without the program's per-call wrapping (:func:`plain_forward`:
+    no module hooks, no pytree of inputs and outputs, the common aten operators called through their Python
+    bindings), ~30% less time for a small network's batch of 16; the same kernels, so the same numbers, checked on
+    the first input of each shape (a difference, or a graph it does not handle, keeps the program's own call)."""
 
     def __init__(self, program: nn.Module):
         super().__init__()
         self.program: Any = program
         self._checked: set = set()  # (shape, dtype, device) of inputs that passed torch's check
+        self._plain: Any = None  # plain_forward(program), built at the first input: False when it does not apply
 
     def forward(self, obs: torch.Tensor):
         key = (tuple(obs.shape), obs.dtype, obs.device)
-        if key in self._checked or not hasattr(self.program, "validate_inputs"):
+        if key in self._checked:
+            return self.program(obs) if self._plain is False else self._plain(obs)
+        if not hasattr(self.program, "validate_inputs"):
             return self.program(obs)
         self.program.validate_inputs = True
         try:
             out = self.program(obs)
         finally:
             self.program.validate_inputs = False
+        if self._plain is None:
+            self._plain = plain_forward(self.program) or False
+        if self._plain is not False and not _same(out, self._plain, obs):
+            self._plain = False
         self._checked.add(key)
         return out
 
     def train(self, mode: bool = True) -> ExportedNetwork:
         return self
+
+    def _apply(self, fn, *args, **kwargs):  # .to(), .float(), ...: the parameters may be new ones
+        self._checked, self._plain = set(), None
+        return super()._apply(fn, *args, **kwargs)
+
+
+def _same(out, plain, obs: torch.Tensor) -> bool:
+    """Whether ``plain(obs)`` gives exactly ``out`` (the program's own output for ``obs``)."""
+    try:
+        with torch.no_grad():
+            mine = plain(obs)
+    except Exception:
+        return False
+    a, spec_a = torch.utils._pytree.tree_flatten(out)
+    b, spec_b = torch.utils._pytree.tree_flatten(mine)
+    return spec_a == spec_b and all(
+        torch.equal(x, y) if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) else x == y
+        for x, y in zip(a, b))
+
+
+def _bindings() -> dict:
+    """aten operators (OpOverloads, as exported graphs name them) -> the Python binding that dispatches to the same
+    operator for the same arguments, without the OpOverload's per-call cost."""
+    aten, nn_ = torch.ops.aten, torch._C._nn
+    return {aten.conv1d.default: torch.conv1d, aten.conv2d.default: torch.conv2d, aten.linear.default: nn_.linear,
+            aten.relu.default: torch.relu, aten.tanh.default: torch.tanh, aten.sigmoid.default: torch.sigmoid,
+            aten.permute.default: torch.permute, aten.flatten.using_ints: torch.flatten,
+            aten.squeeze.dim: torch.squeeze, aten.unsqueeze.default: torch.unsqueeze,
+            aten.reshape.default: torch.reshape, aten.add.Tensor: torch.add, aten.sub.Tensor: torch.sub,
+            aten.mul.Tensor: torch.mul, aten.div.Tensor: torch.div, aten.cat.default: torch.cat,
+            aten.addmm.default: torch.addmm, aten.t.default: torch.t, aten.exp.default: torch.exp,
+            aten.softmax.int: torch.softmax, aten.log_softmax.int: torch.log_softmax,
+            aten.max_pool2d.default: torch.max_pool2d, aten.layer_norm.default: torch.layer_norm,
+            aten.clamp.default: torch.clamp, aten.mean.dim: torch.mean}
+
+
+def plain_forward(program: Any) -> Any:
+    """The forward of an unlifted exported program (``ExportedProgram.module()``, one tensor in) as a plain
+    function of that tensor: its graph with the default code generation (no pytree of inputs and outputs), the
+    input check dropped (:class:`ExportedNetwork` runs torch's own once per input shape), parameters and buffers
+    read as flat attributes, common aten operators called through :func:`_bindings`; the output rebuilt with the
+    program's output spec. None when the program is not such a graph."""
+    import torch.fx as fx
+    from torch.utils import _pytree as pytree
+
+    try:
+        in_spec, out_spec = program._in_spec, program._out_spec
+        if pytree.tree_unflatten([0], in_spec) != ((0,), {}):
+            return None
+        graph = fx.Graph()  # (the default code generation)
+        graph.output(graph.graph_copy(program.graph, {}))
+        fast, assert_meta = _bindings(), torch.ops.aten._assert_tensor_metadata.default
+        state: dict[str, Any] = {}
+        for node in list(graph.nodes):
+            if node.op == "get_attr":
+                name = f"_{len(state)}"
+                state[name] = fx.graph_module._get_attr(program, node.target)
+                node.target = name
+            elif node.op == "call_function":
+                if node.target is assert_meta and not node.users:
+                    graph.erase_node(node)
+                elif node.target in fast:
+                    node.target = fast[node.target]
+            elif node.op not in ("placeholder", "output"):
+                return None
+        module = fx.GraphModule(state, graph)
+    except Exception:
+        return None
+    run = module.forward
+    leaves_only = out_spec.num_leaves == out_spec.num_nodes - 1 and out_spec.type is tuple
+
+    def forward(obs: torch.Tensor):
+        out = run(obs)
+        return tuple(out) if leaves_only else pytree.tree_unflatten(list(out), out_spec)
+
+    forward.module = module  # type: ignore[attr-defined]  # (kept alive with the function)
+    return forward
 
 
 def coerce_recipe(env) -> EnvRecipe:
