@@ -43,17 +43,7 @@ CONFIG_PARTS = {"rlviz.config.option", "rlviz.options.option"}
 
 #: Not done yet, each owned by another part of the 0.4 work (issue 33): kept from growing until they are cut down.
 #: (The count includes ``self`` for none of them: ``inspect.signature`` of a class reads ``__init__`` without it.)
-PENDING = {
-    "rlviz.timeline.progression.record_part": 13,
-    "rlviz.integrations.sb3.RlvizCallback": 13,
-    "rlviz.integrations.loop.log_episode": 13,
-    "rlviz.timeline.live.TimelineWriter": 12,
-    "rlviz.explain.saliency.episode_saliency": 12,
-    "rlviz.explain.saliency.attribute": 9,
-    "rlviz.sinks.wandb_sink.WandbSink": 9,
-    "rlviz.agent.policy.TorchPolicy": 9,
-    "rlviz.agent.masking.MaskedTorchPolicy": 9,
-}
+PENDING: dict[str, int] = {}
 
 
 def _public_callables():
