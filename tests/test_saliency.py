@@ -14,7 +14,14 @@ from rlviz.agent.policy import TorchPolicy
 from rlviz.episode import Spool
 from rlviz.errors import UsageError
 from rlviz.explain.perturbation import gaussian_blur, mask_grid
-from rlviz.explain.saliency import AttributionOptions, attribute, detect_layout, episode_saliency, episode_scale, normalise_episode
+from rlviz.explain.saliency import (
+    AttributionOptions,
+    attribute,
+    detect_layout,
+    episode_saliency,
+    episode_scale,
+    normalise_episode,
+)
 
 METHODS = ("gradient", "smoothgrad", "perturbation")
 

@@ -176,7 +176,7 @@ def test_torch_policy_and_attribute_take_0_3_keywords_with_a_warning():
         assert np.array_equal(attribute(policy, obs, options=AttributionOptions(batch_size=2)), new)
     with pytest.warns(DeprecationWarning, match=r"attribute\(batch_size=.*AttributionOptions"):
         assert np.array_equal(attribute(policy, obs, "gradient", batch_size=2), new)
-    actions = new.argmax(-1)[:-1]
+    actions = policy.evaluate(obs).logits.argmax(-1)[:-1]
     ref, label = episode_saliency(policy, obs, actions, options=AttributionOptions(chunk=2, percentile=90.0))
     with pytest.warns(DeprecationWarning, match="AttributionOptions"):
         old_maps, old_label = episode_saliency(policy, obs, actions, "gradient", "action", 2, percentile=90.0)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -47,7 +47,7 @@ def _fold_callback(args: tuple, kwargs: dict, old: dict) -> tuple:
     """0.3's ``RlvizCallback(..., greedy=, name=, max_steps=, saliency=, verbose=, timeline_episodes=)`` ->
     ``options=LogOptions(...)``, ``timeline=TimelineConfig(run=timeline, episodes=timeline_episodes)``."""
     episodes = old.pop("timeline_episodes", None)
-    timeline = kwargs.get("timeline")
+    timeline: Any = kwargs.get("timeline")
     if episodes is not None and timeline is not None:
         if not isinstance(timeline, TimelineConfig):
             timeline = TimelineConfig(run=os.fspath(timeline))
@@ -89,7 +89,7 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         seed: int | None = 0,
         policy: Policy | None = None,
         options: LogOptions | None = None,
-        timeline: str | os.PathLike | TimelineConfig | None = None,
+        timeline: str | os.PathLike | TimelineConfig | None = None,  # type: ignore[valid-type]
     ):
         options = check_log_options(options, "RlvizCallback")
         if timeline is not None and not isinstance(timeline, TimelineConfig):
@@ -113,7 +113,7 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         #: (step, EpisodeResult) of every logged episode.
         self.results: list = []
         #: the timeline's options (``timeline=``), its folder ``timeline.run``
-        self.timeline: TimelineConfig | None = timeline
+        self.timeline: Any = timeline
         #: the TimelineWriter (with ``timeline=``), made when training starts
         self.timeline_writer: TimelineWriter | None = None
 

@@ -21,7 +21,7 @@ import copy
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .._deprecated import old_keywords
 from ..agent import Policy
@@ -79,11 +79,12 @@ def _snapshot(policy: Policy) -> Policy:
 def _fold_writer(args: tuple, kwargs: dict, old: dict) -> tuple:
     """0.3's ``TimelineWriter(out, env, greedy=..., heatmap=..., fail_on=..., gamma=..., num_envs=...)`` ->
     ``config=TimelineConfig(run=out, ...)`` (:func:`rlviz._deprecated.old_keywords`)."""
-    config, out = kwargs.get("config"), args[1] if len(args) > 1 else kwargs.get("out")
+    config: Any = kwargs.get("config")
+    out = args[1] if len(args) > 1 else kwargs.get("out")
     if config is None and out is not None:
         config = TimelineConfig(run=os.fspath(out))
     if isinstance(config, TimelineConfig):
-        kwargs["config"] = replace(config, **old)
+        kwargs["config"] = replace(cast(Any, config), **old)
     return args
 
 
@@ -103,7 +104,8 @@ class TimelineWriter:
                   "config=TimelineConfig(run=out, greedy=..., ...)")
     def __init__(self, out: str | os.PathLike, env: EnvRecipe | str, *, episodes: int | None = None,
                  seed: int | None = None, videos: str | None = None, sinks: Sink | list[Sink] | None = None,
-                 overwrite: bool | None = None, config: TimelineConfig | None = None):
+                 overwrite: bool | None = None,
+                 config: TimelineConfig | None = None):  # type: ignore[valid-type]  # (made by make_dataclass)
         self.recipe = coerce_recipe(env)
         if config is not None and not isinstance(config, TimelineConfig):
             raise UsageError(f"TimelineWriter(config={config!r}): expected a rlviz.TimelineConfig (the options of "

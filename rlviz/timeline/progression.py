@@ -214,11 +214,11 @@ def record_part(
     if recorded != video:  # RecordEpisode names it <prefix>-episode-0.mp4
         os.replace(recorded, video)
         os.replace(recorded.with_suffix(".npz"), video.with_suffix(".npz"))
-    part = ProgressionPart(step=int(step), checkpoint=checkpoint, seed=int(seed), video=video.name,
+    made = ProgressionPart(step=int(step), checkpoint=checkpoint, seed=int(seed), video=video.name,
                            frames=env.frames_written, fps=float(env.fps), size=env.frame_size, ret=float(played.ret),
                            length=int(played.length), options=opts.key)
-    atomic_write(video.with_suffix(".json"), json.dumps(part.to_dict(), indent=1))
-    return part
+    atomic_write(video.with_suffix(".json"), json.dumps(made.to_dict(), indent=1))
+    return made
 
 
 def write_progression(path: str | os.PathLike, parts: Sequence[ProgressionPart],
