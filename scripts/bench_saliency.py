@@ -54,8 +54,8 @@ def _best(fn, n_frames: int, repeats: int, device) -> float:
     return n_frames / best
 
 
-def _rlviz_fps(policy, obs, method, repeats, batch_size=None, **kw) -> float:
-    options = AttributionOptions(batch_size=batch_size)
+def _rlviz_fps(policy, obs, method, repeats, batch_size=None, memory_budget_mb=512.0, **kw) -> float:
+    options = AttributionOptions(batch_size=batch_size, memory_budget_mb=memory_budget_mb)
     warm = dict(kw, stride=42) if method == "perturbation" else kw  # cheap warm-up (kernels, allocator)
     attribute(policy, obs[:1], method, options=options, **warm)
     if method == "perturbation":  # builds the default masks once
