@@ -205,3 +205,22 @@ def test_loop_and_timeline_writer_take_0_3_keywords_with_a_warning(tmp_path):
     assert writer.config == rlviz.TimelineConfig(run=str(tmp_path / "tl"), out=tmp_path / "tl", episodes=3,
                                                  num_envs=2, greedy=True)
     writer.close()
+
+
+def test_callback_and_record_part_take_0_3_keywords_with_a_warning(tmp_path):
+    pytest.importorskip("stable_baselines3")
+    from rlviz.integrations.loop import LogOptions
+    from rlviz.integrations.sb3 import RlvizCallback
+    from rlviz.timeline.progression import PartOptions, _fold_part
+
+    with pytest.warns(DeprecationWarning, match=r"RlvizCallback\(.*LogOptions"):
+        old = RlvizCallback("CartPole-v1", 256, timeline=tmp_path / "tl", timeline_episodes=3, greedy=True,
+                            max_steps=9, verbose=1)
+    new = RlvizCallback("CartPole-v1", 256, timeline=rlviz.TimelineConfig(run=str(tmp_path / "tl"), episodes=3),
+                        options=LogOptions(greedy=True, max_steps=9, verbose=1))
+    assert old.timeline == rlviz.TimelineConfig(run=str(tmp_path / "tl"), episodes=3) == new.timeline
+    assert (old.options.greedy, old.options.max_steps, old.verbose) == (True, 9, 1) == (
+        new.options.greedy, new.options.max_steps, new.verbose)
+    kwargs: dict = {}
+    _fold_part((), kwargs, {"options": "key", "greedy": True, "size": (64, 48)})
+    assert kwargs["part"] == PartOptions(key="key", greedy=True, size=(64, 48))
