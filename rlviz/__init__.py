@@ -43,6 +43,7 @@ _EXPORTS = {
     "RecordVectorEpisode": "record.vector",
     "CompareOutputs": "jobs", "RenderOutputs": "jobs", "compare": "jobs", "render": "jobs",
     "timeline": "training.job", "TimelineOutputs": "training.outputs",
+    "TorchPolicyOptions": "agent", "AttributionOptions": "explain",
 }
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "normalise_episode", "probe_video", "read_video", "render", "replay_episode", "rollout", "run_episode",
     "save_checkpoint", "summarize", "write_episode_video", "__version__",
     "timeline", "TimelineConfig", "TimelineOutputs", "RolloutPlan", "RolloutProbes",
+    "TorchPolicyOptions", "AttributionOptions",
 ]
 
 
@@ -71,7 +73,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from .agent import CallablePolicy, Policy, PolicyOutput, TorchPolicy
+    from .agent import CallablePolicy, Policy, PolicyOutput, TorchPolicy, TorchPolicyOptions
     from .config import CompareConfig, RenderConfig, TimelineConfig
     from .draw import ComposeOptions, Compositor, write_episode_video
     from .envs import EnvRecipe, atari_recipe, make_env, make_vec_env
@@ -97,7 +99,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         rollout,
         summarize,
     )
-    from .explain import attribute, episode_saliency, normalise_episode
+    from .explain import AttributionOptions, attribute, episode_saliency, normalise_episode
     from .jobs import CompareOutputs, RenderOutputs, compare, render  # type: ignore[no-redef]
     from .media import VideoWriter, probe_video, read_video
     from .record import RecordEpisode, RecordOptions, run_episode

@@ -33,7 +33,7 @@ from rlviz.agent.models import MinAtarAgent, NatureCNNAgent
 from rlviz.agent.policy import TorchPolicy
 from rlviz.explain.layout import detect_layout
 from rlviz.explain.perturbation import default_options
-from rlviz.explain.saliency import attribute
+from rlviz.explain.saliency import AttributionOptions, attribute
 
 TARGETS = {"gradient": 5.0, "perturbation": 4.0}  # CPU targets (Nature CNN) for batched vs naive
 
@@ -54,12 +54,14 @@ def _best(fn, n_frames: int, repeats: int, device) -> float:
     return n_frames / best
 
 
-def _rlviz_fps(policy, obs, method, repeats, **kw) -> float:
+def _rlviz_fps(policy, obs, method, repeats, batch_size=None, memory_budget_mb=512.0, **kw) -> float:
+    options = AttributionOptions(batch_size=batch_size, memory_budget_mb=memory_budget_mb)
     warm = dict(kw, stride=42) if method == "perturbation" else kw  # cheap warm-up (kernels, allocator)
-    attribute(policy, obs[:1], method, **warm)
-    if method == "perturbation":
-        attribute(policy, obs[:1], method, **dict(kw, batch_size=64))  # builds the default masks once
-    return _best(lambda: attribute(policy, obs, method, **kw), obs.shape[0], repeats, policy.device)
+    attribute(policy, obs[:1], method, options=options, **warm)
+    if method == "perturbation":  # builds the default masks once
+        attribute(policy, obs[:1], method, options=AttributionOptions(batch_size=64), **kw)
+    return _best(lambda: attribute(policy, obs, method, options=options, **kw), obs.shape[0], repeats,
+                 policy.device)
 
 
 def _naive_gradient(policy, obs):

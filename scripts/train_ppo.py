@@ -316,7 +316,7 @@ def train(args: argparse.Namespace) -> None:
             from rlviz import TorchPolicy
             from rlviz.integrations import log_episode
 
-            res = log_episode(recipe, TorchPolicy(agent, device=device), sinks, step, seed=args.seed, name="eval/episode")
+            res = log_episode(recipe, TorchPolicy(agent, device=device), sinks, step, seed=args.seed)
             print(f"rlviz: logged an evaluation episode at step {step} (return {res.episode_return:g})", flush=True)
             next_video += args.rlviz_every
             agent.train()

@@ -16,7 +16,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 
 from rlviz import TorchPolicy
 from rlviz.errors import MissingDependencyError, UsageError
-from rlviz.integrations import log_episode
+from rlviz.integrations import LogOptions, log_episode
 from rlviz.media.video import probe_video
 from rlviz.sinks import FolderSink
 
@@ -87,7 +87,7 @@ def test_log_episode_records_and_logs_to_every_sink(tmp_path):
     assert 3 < expected_len < 40
     policy = TorchPolicy(Linear(), device="cpu")
     with FolderSink(tmp_path / "out") as folder, TensorBoardSink(tmp_path / "tb") as tb:
-        result = log_episode(ENV_ID, policy, [folder, tb], STEP, seed=3, greedy=True)
+        result = log_episode(ENV_ID, policy, [folder, tb], STEP, seed=3, options=LogOptions(greedy=True))
     assert (result.episode_return, result.length, result.terminated) == (expected_return, expected_len, True)
     assert result.video_path is None  # recorded to a temporary folder, removed once the sinks had it
 
@@ -108,8 +108,8 @@ def test_log_episode_records_and_logs_to_every_sink(tmp_path):
 
 def test_log_episode_keeps_the_video_and_leaves_a_user_env_open(tmp_path):
     env = gym.make(ENV_ID, render_mode="rgb_array")
-    result = log_episode(env, TorchPolicy(Linear(), device="cpu"), None, 7, seed=3, greedy=True,
-                         video_folder=tmp_path / "videos", name="eval/ep", max_steps=2)
+    result = log_episode(env, TorchPolicy(Linear(), device="cpu"), None, 7, seed=3, video_folder=tmp_path / "videos",
+                         options=LogOptions(greedy=True, name="eval/ep", max_steps=2))
     assert result.video_path == tmp_path / "videos" / "eval_ep-step7-episode-0.mp4"
     assert result.length == 2 and result.truncated and probe_video(result.video_path).num_frames == 3
     assert not hasattr(env, "last_video_path")  # the caller's env was not wrapped for good ...
@@ -130,7 +130,8 @@ def test_sb3_callback_logs_videos_to_sb3s_tensorboard_run(tmp_path):
 
     model = PPO("MlpPolicy", "CartPole-v1", n_steps=256, batch_size=128, n_epochs=1, seed=0, device="cpu",
                 tensorboard_log=str(tmp_path / "runs"), policy_kwargs={"net_arch": [16]})
-    callback = RlvizCallback(ENV_ID, every_steps=1024, video_folder=tmp_path / "videos", seed=1, greedy=True)
+    callback = RlvizCallback(ENV_ID, every_steps=1024, video_folder=tmp_path / "videos", seed=1,
+                             options=LogOptions(greedy=True))
     model.learn(2048, callback=callback, tb_log_name="ppo")
 
     assert [step for step, _ in callback.results] == [1024, 2048]

@@ -14,7 +14,14 @@ from rlviz.agent.policy import TorchPolicy
 from rlviz.episode import Spool
 from rlviz.errors import UsageError
 from rlviz.explain.perturbation import gaussian_blur, mask_grid
-from rlviz.explain.saliency import attribute, detect_layout, episode_saliency, episode_scale, normalise_episode
+from rlviz.explain.saliency import (
+    AttributionOptions,
+    attribute,
+    detect_layout,
+    episode_saliency,
+    episode_scale,
+    normalise_episode,
+)
 
 METHODS = ("gradient", "smoothgrad", "perturbation")
 
@@ -184,7 +191,7 @@ def test_batched_equals_per_frame_and_chunking_does_not_matter(method, target):
         tol = 1e-5 * ref.max()
         np.testing.assert_allclose(per_frame, ref, rtol=rtol, atol=tol)
         for bs in (2, 1000):
-            np.testing.assert_allclose(attribute(policy, obs, method, target, batch_size=bs, **opts), ref,
+            np.testing.assert_allclose(attribute(policy, obs, method, target, options=AttributionOptions(batch_size=bs), **opts), ref,
                                        rtol=rtol, atol=tol)
         # tensors in, same maps out
         np.testing.assert_allclose(attribute(policy, torch.as_tensor(obs), method, target, **opts), ref, rtol=rtol,
@@ -254,7 +261,7 @@ def test_usage_errors():
         ({"layout": "cxy"}, "layout"),
     ):
         with pytest.raises(UsageError, match=match):
-            attribute(policy, ok, layout=kwargs.pop("layout", "hwc"), **kwargs)
+            attribute(policy, ok, options=AttributionOptions(layout=kwargs.pop("layout", "hwc")), **kwargs)
 
 
 # -- one scale per episode ----------------------------------------------------------------------
@@ -314,14 +321,16 @@ def test_episode_saliency_on_a_minatar_episode(tmp_path, method):
     assert observations.shape[1:] == (10, 10, 4)
     policy = TorchPolicy(MinAtarAgent(3), device="cpu")
     opts = {"n_samples": 4} if method == "smoothgrad" else {}
-    maps, label = episode_saliency(policy, observations, actions, method, "action", chunk=5, **opts)
+    maps, label = episode_saliency(policy, observations, actions, method, "action",
+                                   options=AttributionOptions(chunk=5), **opts)
     t1 = observations.shape[0]
     assert maps.shape == (t1, 10, 10) and maps.dtype == np.float32 and isinstance(maps, np.memmap)
     assert label == f"{method} · chosen action's logit" and 0 <= maps.min() and maps.max() == 1.0
     last = policy.evaluate(np.asarray(observations[-1:])).logits.argmax(-1)
     raw = attribute(policy, np.asarray(observations), method, actions=np.concatenate([actions, last]), **opts)
     np.testing.assert_allclose(maps, normalise_episode(raw), rtol=1e-5, atol=1e-6)
-    same, _ = episode_saliency(policy, observations, actions, method, chunk=1000, **opts)
+    same, _ = episode_saliency(policy, observations, actions, method,
+                               options=AttributionOptions(chunk=1000), **opts)
     np.testing.assert_allclose(same, maps, rtol=1e-5, atol=1e-6)
     _, critic = episode_saliency(policy, observations, actions, method, "value", **opts)
     assert critic == f"{method} · value"

@@ -41,19 +41,9 @@ VECTOR_DROP_INS = {
 #: TimelineConfig (``dataclasses.field``'s arguments and the CLI's flag, help and choices): the config aside.
 CONFIG_PARTS = {"rlviz.config.option", "rlviz.options.option"}
 
-#: Not done yet, each owned by another part of the 0.4 work (issue 33): kept from growing until they are cut down.
+#: Not done yet (name -> its parameter count, which may not grow): empty since the last nine were cut down (0.4).
 #: (The count includes ``self`` for none of them: ``inspect.signature`` of a class reads ``__init__`` without it.)
-PENDING = {
-    "rlviz.training.progression.record_part": 13,
-    "rlviz.integrations.sb3.RlvizCallback": 13,
-    "rlviz.integrations.loop.log_episode": 13,
-    "rlviz.training.live.TimelineWriter": 12,
-    "rlviz.explain.saliency.episode_saliency": 12,
-    "rlviz.explain.saliency.attribute": 9,
-    "rlviz.sinks.wandb_sink.WandbSink": 9,
-    "rlviz.agent.policy.TorchPolicy": 9,
-    "rlviz.agent.masking.MaskedTorchPolicy": 9,
-}
+PENDING: dict[str, int] = {}
 
 
 def _public_callables():
@@ -163,3 +153,74 @@ def test_rollout_takes_0_3_arguments_with_a_warning():
     with pytest.raises(rlviz.UsageError, match="RolloutPlan"):
         rollout("CartPole-v1", policy, RolloutProbes())
     env.close()
+
+
+def test_torch_policy_and_attribute_take_0_3_keywords_with_a_warning():
+    import numpy as np
+    import torch
+
+    from rlviz.agent.policy import TorchPolicy, TorchPolicyOptions
+    from rlviz.explain import AttributionOptions, attribute, episode_saliency
+
+    module = torch.nn.Linear(4, 2)
+    with pytest.warns(DeprecationWarning, match=r"batch_size=.*TorchPolicyOptions"):
+        old = TorchPolicy(module, device="cpu", batch_size=3)
+    assert old.batch_size == 3 == TorchPolicy(module, device="cpu", options=TorchPolicyOptions(batch_size=3)).batch_size
+    with pytest.warns(DeprecationWarning, match="positional"):  # 0.3's 7th positional argument: batch_size
+        assert TorchPolicy(module, None, "auto", "cpu", None, None, 5).batch_size == 5
+    obs = np.random.default_rng(0).random((6, 4), dtype=np.float32)
+    policy = TorchPolicy(module, device="cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the common call does not warn
+        new = attribute(policy, obs, method="gradient", target="action")
+        assert np.array_equal(attribute(policy, obs, options=AttributionOptions(batch_size=2)), new)
+    with pytest.warns(DeprecationWarning, match=r"attribute\(batch_size=.*AttributionOptions"):
+        assert np.array_equal(attribute(policy, obs, "gradient", batch_size=2), new)
+    actions = policy.evaluate(obs).logits.argmax(-1)[:-1]
+    ref, label = episode_saliency(policy, obs, actions, options=AttributionOptions(chunk=2, percentile=90.0))
+    with pytest.warns(DeprecationWarning, match="AttributionOptions"):
+        old_maps, old_label = episode_saliency(policy, obs, actions, "gradient", "action", 2, percentile=90.0)
+    assert np.array_equal(np.asarray(old_maps), np.asarray(ref)) and old_label == label
+    with pytest.raises(rlviz.UsageError, match="AttributionOptions"):
+        attribute(policy, obs, options={"batch_size": 2})
+
+
+def test_loop_and_timeline_writer_take_0_3_keywords_with_a_warning(tmp_path):
+    from rlviz.integrations.loop import LogOptions, TimelineWriter, log_episode
+    from rlviz.record import RecordOptions
+
+    policy = rlviz.TorchPolicy(__import__("torch").nn.Linear(4, 2), device="cpu")
+    with pytest.warns(DeprecationWarning, match=r"log_episode\(.*LogOptions"):
+        old = log_episode("CartPole-v1", policy, None, 3, seed=1, video_folder=tmp_path / "old", greedy=True,
+                          max_steps=4, gamma=0.5, name="x")
+    new = log_episode("CartPole-v1", policy, None, 3, seed=1, video_folder=tmp_path / "new",
+                      options=LogOptions(greedy=True, max_steps=4, name="x", record=RecordOptions(gamma=0.5)))
+    assert (old.episode_return, old.length, old.video_path.name) == (new.episode_return, new.length,
+                                                                      new.video_path.name)
+    with pytest.raises(TypeError):  # not a keyword of 0.3's log_episode
+        log_episode("CartPole-v1", policy, None, 3, video_folder=tmp_path, verbose=1)
+    with pytest.warns(DeprecationWarning, match=r"num_envs=.*TimelineConfig"):
+        writer = TimelineWriter(tmp_path / "tl", "CartPole-v1", episodes=3, num_envs=2, greedy=True)
+    assert (writer.config.episodes, writer.config.num_envs, writer.config.greedy) == (3, 2, True)
+    assert writer.config == rlviz.TimelineConfig(run=str(tmp_path / "tl"), out=tmp_path / "tl", episodes=3,
+                                                 num_envs=2, greedy=True)
+    writer.close()
+
+
+def test_callback_and_record_part_take_0_3_keywords_with_a_warning(tmp_path):
+    pytest.importorskip("stable_baselines3")
+    from rlviz.integrations.loop import LogOptions
+    from rlviz.integrations.sb3 import RlvizCallback
+    from rlviz.training.progression import PartOptions, _fold_part
+
+    with pytest.warns(DeprecationWarning, match=r"RlvizCallback\(.*LogOptions"):
+        old = RlvizCallback("CartPole-v1", 256, timeline=tmp_path / "tl", timeline_episodes=3, greedy=True,
+                            max_steps=9, verbose=1)
+    new = RlvizCallback("CartPole-v1", 256, timeline=rlviz.TimelineConfig(run=str(tmp_path / "tl"), episodes=3),
+                        options=LogOptions(greedy=True, max_steps=9, verbose=1))
+    assert old.timeline == rlviz.TimelineConfig(run=str(tmp_path / "tl"), episodes=3) == new.timeline
+    assert (old.options.greedy, old.options.max_steps, old.verbose) == (True, 9, 1) == (
+        new.options.greedy, new.options.max_steps, new.verbose)
+    kwargs: dict = {}
+    _fold_part((), kwargs, {"options": "key", "greedy": True, "size": (64, 48)})
+    assert kwargs["part"] == PartOptions(key="key", greedy=True, size=(64, 48))

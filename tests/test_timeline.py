@@ -213,8 +213,7 @@ def test_sb3_callback_and_loop_write_the_same_timeline(tmp_path):
     from rlviz.sources.sb3 import sb3_policy
 
     with TensorBoardSink(tmp_path / "tb") as sink:
-        cb = RlvizCallback("CartPole-v1", every_steps=256, sinks=[sink], timeline=tmp_path / "tl",
-                           timeline_episodes=3)
+        cb = RlvizCallback("CartPole-v1", every_steps=256, sinks=[sink], timeline=rlviz.TimelineConfig(run=tmp_path / "tl", episodes=3))
         model = PPO("MlpPolicy", "CartPole-v1", n_steps=256, batch_size=128, n_epochs=1, seed=0, device="cpu",
                     policy_kwargs={"net_arch": [16]})
         model.learn(512, callback=cb)

@@ -19,10 +19,11 @@ _EXPORTS = {
     "PolicyCapabilities": "capabilities", "capabilities_of": "capabilities",
     "MinAtarAgent": "models", "NatureCNNAgent": "models",
     "PolicyOutput": "policy_output", "Policy": "policy", "TorchPolicy": "policy", "resolve_device": "policy",
+    "TorchPolicyOptions": "policy",
 }
 
 __all__ = ["ActionSpec", "CallablePolicy", "action_spec", "as_policy", "capabilities_of", "MinAtarAgent",
-           "NatureCNNAgent", "Policy", "PolicyCapabilities", "PolicyOutput", "TorchPolicy", "relative_entropy", "resolve_device", "sample_actions"]
+           "NatureCNNAgent", "Policy", "PolicyCapabilities", "PolicyOutput", "TorchPolicy", "TorchPolicyOptions", "relative_entropy", "resolve_device", "sample_actions"]
 
 
 def __getattr__(name: str) -> Any:
@@ -45,5 +46,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .callable_policy import CallablePolicy, as_policy
     from .capabilities import PolicyCapabilities, capabilities_of
     from .models import MinAtarAgent, NatureCNNAgent
-    from .policy import Policy, TorchPolicy, resolve_device
+    from .policy import Policy, TorchPolicy, TorchPolicyOptions, resolve_device
     from .policy_output import PolicyOutput

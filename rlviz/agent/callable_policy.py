@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..errors import UsageError
-from .policy import Policy, TorchPolicy
+from .policy import Policy, TorchPolicy, TorchPolicyOptions
 
 __all__ = ["CallablePolicy", "as_policy"]
 
@@ -54,7 +54,8 @@ class CallablePolicy(TorchPolicy):
         if not callable(fn):
             raise UsageError(f"CallablePolicy needs a callable; received {type(fn).__name__}.")
         super().__init__(_NumpyCall(fn), num_actions=num_actions, kind=kind, device="cpu",
-                         action_space=action_space, batch_size=batch_size, squash=squash)
+                         action_space=action_space, squash=squash,
+                         options=TorchPolicyOptions(batch_size=batch_size))
         self.fn = fn
 
 

@@ -19,11 +19,13 @@ or Q-values (``kind="q"``: the panel shows Q-values and the value is ``max_a Q``
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
 import torch
 
+from .._deprecated import old_keywords
 from ..errors import UsageError
 from .actions import (
     MINATAR_ACTIONS,
@@ -40,7 +42,7 @@ from .outputs import split_box_output, split_output
 from .policy_output import PolicyOutput
 from .rows import FORWARD_ROWS, PIXEL_FORWARD_ROWS, forward_rows_for
 
-__all__ = ["PolicyOutput", "PolicyCapabilities", "Policy", "TorchPolicy", "resolve_device", "relative_entropy", "policy_entropy", "KINDS",
+__all__ = ["PolicyOutput", "PolicyCapabilities", "Policy", "TorchPolicy", "TorchPolicyOptions", "resolve_device", "relative_entropy", "policy_entropy", "KINDS",
            "FORWARD_ROWS", "PIXEL_FORWARD_ROWS", "forward_rows_for"]
 
 KINDS = ("actor_critic", "logits", "q")
@@ -197,6 +199,33 @@ class Policy:
         return sample_actions(out, rng if rng is not None else np.random.default_rng(), greedy), out
 
 
+@dataclass(frozen=True, eq=False)
+class TorchPolicyOptions:
+    """The rarely needed settings of a :class:`TorchPolicy`.
+
+    batch_size: rows per forward when ``evaluate`` is given more (default 1024).
+    probe_obs: for a CleanRL-style agent (``get_action_and_value``, no ``forward``), observations
+        [B, *obs_shape] (any dtype) to check how its parts compose (:mod:`rlviz.agent.cleanrl`) right away; without
+        them the check runs on the first batch the policy sees.
+    """
+
+    batch_size: int = 1024
+    probe_obs: Any = None
+
+
+def _fold_torch_policy(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """0.3's ``TorchPolicy(..., batch_size=, probe_obs=)`` (and its 7th-9th positional arguments: batch_size,
+    probe_obs, squash) -> ``options=TorchPolicyOptions(...)``, ``squash=``."""
+    extra = dict(zip(("batch_size", "probe_obs", "squash"), args[7:]))
+    if "squash" in extra:
+        kwargs["squash"] = extra.pop("squash")
+    given = {**extra, **old}
+    options = kwargs.get("options")
+    if options is None or isinstance(options, TorchPolicyOptions):
+        kwargs["options"] = replace(options or TorchPolicyOptions(), **given)
+    return args[:7]
+
+
 class TorchPolicy(Policy):
     """Adapt a ``torch.nn.Module`` (or any callable on tensors) to :class:`Policy`.
 
@@ -214,11 +243,11 @@ class TorchPolicy(Policy):
             (e.g. ``lambda x: x / 255``), part of the differentiable path.
         action_space: the env's gymnasium action space (needed for anything but Discrete).
         squash: Box only: the Gaussian is tanh-squashed into the bounds (SAC); panels draw it in action units.
-        probe_obs: for a CleanRL-style agent (``get_action_and_value``, no ``forward``), observations
-            [B, *obs_shape] to check how its parts compose (:mod:`rlviz.agent.cleanrl`); without them the
-            check runs on the first batch the policy sees.
+        options: a :class:`TorchPolicyOptions` (``batch_size``, CleanRL agents' ``probe_obs``).
     """
 
+    @old_keywords(("batch_size", "probe_obs"), _fold_torch_policy, "options=TorchPolicyOptions(...)",
+                  also=lambda args: len(args) > 7)
     def __init__(
         self,
         module: torch.nn.Module | Callable,
@@ -227,10 +256,15 @@ class TorchPolicy(Policy):
         device: str | torch.device = "auto",
         obs_transform: Callable[[torch.Tensor], torch.Tensor] | None = None,
         action_space=None,
-        batch_size: int = 1024,
-        probe_obs=None,
+        *,
         squash: bool = False,
+        options: TorchPolicyOptions | None = None,
     ):
+        options = options if options is not None else TorchPolicyOptions()
+        if not isinstance(options, TorchPolicyOptions):
+            raise UsageError(f"options={options!r}: expected a rlviz.agent.policy.TorchPolicyOptions (batch_size, "
+                             "probe_obs) or None.")
+        batch_size, probe_obs = options.batch_size, options.probe_obs
         if kind not in ("auto",) + KINDS:
             raise UsageError(f"kind={kind!r} is not known; use one of 'auto', {', '.join(map(repr, KINDS))}.")
         spec = action_spec(action_space) if action_space is not None else None

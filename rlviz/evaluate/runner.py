@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..agent.actions import check_policy_actions
+from ..agent.capabilities import capabilities_of
 from ..agent.obs import ObsAdapter
 from ..agent.stepping import policy_step, start_state
 from ..choices import FAIL_ON
@@ -105,7 +106,7 @@ class Runner:
             self.spec = check_policy_actions(self.policy, env.action_space)
         obs, info = seeded_reset(env, seed) if seed is not None else env.reset()
         if self.obs is None:
-            self.obs = ObsAdapter(env.observation_space, getattr(self.policy, "obs_format", "flat"))
+            self.obs = ObsAdapter(env.observation_space, capabilities_of(self.policy).obs_format)
         obs = self.obs.single(obs)
         ep = EpisodeState(index, seed, lives_of(info), self.policy.num_actions)
         ep.state = start_state(self.policy)

@@ -15,11 +15,11 @@ _EXPORTS = {
     "Attribution": "attribution", "SaliencyMethod": "attribution", "Gradient": "attribution",
     "SmoothGrad": "attribution", "Perturbation": "attribution", "ATTRIBUTIONS": "attribution",
     "attribution_class": "attribution",
-    "METHODS": "saliency", "attribute": "saliency", "episode_saliency": "saliency", "saliency_label": "saliency",
+    "METHODS": "saliency", "AttributionOptions": "saliency", "attribute": "saliency", "episode_saliency": "saliency", "saliency_label": "saliency",
     "ObsLayout": "layout", "detect_layout": "layout", "episode_scale": "scale", "normalise_episode": "scale",
 }
 
-__all__ = ["ATTRIBUTIONS", "Attribution", "Gradient", "METHODS", "ObsLayout", "Perturbation", "SaliencyMethod",
+__all__ = ["ATTRIBUTIONS", "Attribution", "AttributionOptions", "Gradient", "METHODS", "ObsLayout", "Perturbation", "SaliencyMethod",
            "SmoothGrad", "attribute", "attribution_class", "detect_layout", "episode_saliency", "episode_scale",
            "normalise_episode", "saliency_label"]
 
@@ -47,5 +47,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
         attribution_class,
     )
     from .layout import ObsLayout, detect_layout
-    from .saliency import METHODS, attribute, episode_saliency, saliency_label
+    from .saliency import METHODS, AttributionOptions, attribute, episode_saliency, saliency_label
     from .scale import episode_scale, normalise_episode

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import tempfile
 import warnings
+from dataclasses import dataclass, replace
 
 import numpy as np
 
+from .._deprecated import old_keywords
 from ..agent.policy import Policy
 from ..choices import SALIENCY_METHODS
 from ..errors import UsageError
@@ -46,7 +48,7 @@ from .gradients import (  # (_select, _gradients: evaluate/ imports them from he
 from .layout import ObsLayout, detect_layout
 from .scale import episode_scale, normalise_episode
 
-__all__ = ["ZeroSaliencyWarning", "attribute", "continuous_actions", "normalise_episode", "episode_scale", "episode_saliency", "saliency_label", "METHODS",
+__all__ = ["ZeroSaliencyWarning", "AttributionOptions", "attribute", "continuous_actions", "normalise_episode", "episode_scale", "episode_saliency", "saliency_label", "METHODS",
            "ObsLayout", "detect_layout"]
 
 #: The saliency methods' names (the keys of the registry :data:`rlviz.explain.attribution.ATTRIBUTIONS`).
@@ -69,6 +71,49 @@ def saliency_label(method: str | type[SaliencyMethod], target="action", continuo
     return f"{cls.name} · {who}"
 
 
+@dataclass(frozen=True)
+class AttributionOptions:
+    """The rarely needed settings of :func:`attribute` and :func:`episode_saliency`.
+
+    layout: "chw" | "hwc" | ... (default: detected, see :func:`~rlviz.explain.layout.detect_layout`).
+    batch_size: inputs per forward (noisy copies or perturbed frames count one each); default: what fits
+        ``memory_budget_mb``.
+    memory_budget_mb: the memory a forward's batch may take (default 512).
+    chunk: :func:`episode_saliency`: frames read and attributed per call (default 256).
+    percentile: :func:`episode_saliency`: the episode's maps are divided by this percentile of their values
+        (default 99.5; :func:`normalise_episode`).
+    """
+
+    layout: str | None = None
+    batch_size: int | None = None
+    memory_budget_mb: float = 512.0
+    chunk: int = 256
+    percentile: float = 99.5
+
+
+def _fold_attribution(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """0.3's ``attribute(..., layout=, batch_size=, memory_budget_mb=)`` / ``episode_saliency(..., chunk (6th
+    positional argument too), layout=, percentile=, batch_size=, memory_budget_mb=)`` ->
+    ``options=AttributionOptions(...)`` (:func:`rlviz._deprecated.old_keywords`)."""
+    if len(args) > 5:  # episode_saliency's positional chunk
+        old, args = {"chunk": args[5], **old}, args[:5]
+    options = kwargs.get("options")
+    if options is None or isinstance(options, AttributionOptions):
+        kwargs["options"] = replace(options or AttributionOptions(), **old)
+    return args
+
+
+def _check_options(options: AttributionOptions | None, where: str) -> AttributionOptions:
+    if options is None:
+        return AttributionOptions()
+    if not isinstance(options, AttributionOptions):
+        raise UsageError(f"{where}(options={options!r}): expected a rlviz.explain.AttributionOptions (layout, "
+                         "batch_size, memory_budget_mb, chunk, percentile) or None; the method's own options "
+                         "(reduce=, n_samples=, radius=...) are keyword arguments.")
+    return options
+
+
+@old_keywords(("layout", "batch_size", "memory_budget_mb"), _fold_attribution, "options=AttributionOptions(...)")
 def attribute(
     policy: Policy,
     obs,
@@ -76,10 +121,8 @@ def attribute(
     target="action",
     actions=None,
     *,
-    layout: str | None = None,
-    batch_size: int | None = None,
-    memory_budget_mb: float = 512.0,
-    **options,
+    options: AttributionOptions | None = None,
+    **method_options,
 ) -> np.ndarray:
     """Saliency maps for a batch of observations.
 
@@ -91,10 +134,8 @@ def attribute(
         method: a name of :data:`METHODS` (gradient, smoothgrad, perturbation) or a method class.
         target: "action" | "logprob" | "value" | int (see the module docstring).
         actions: int [B], the action chosen on each frame (default: argmax of the logits).
-        layout: "chw" | "hwc" | ... (default: detected, see :func:`~rlviz.explain.layout.detect_layout`).
-        batch_size: inputs per forward (noisy copies or perturbed frames count one each); default:
-            what fits ``memory_budget_mb``.
-        options: gradient: ``reduce="max"|"sum"``; smoothgrad: ``n_samples=16, noise_level=0.15,
+        options: an :class:`AttributionOptions` (layout, batch_size, memory_budget_mb).
+        method_options: gradient: ``reduce="max"|"sum"``; smoothgrad: ``n_samples=16, noise_level=0.15,
             seed=0, reduce``; perturbation: ``radius, stride, blur_sigma`` (defaults per size, see
             :func:`rlviz.explain.perturbation.default_options`).
 
@@ -103,36 +144,37 @@ def attribute(
     (gradient, smoothgrad; perturbation refuses vectors). Box actions with target "action": the
     target is the sum of the action mean's dimensions.
     """
+    opts = _check_options(options, "attribute")
     cls = attribution_class(method)
-    return cls(policy, layout=layout, batch_size=batch_size, memory_budget_mb=memory_budget_mb, **options).maps(
-        obs, target, actions)
+    return cls(policy, layout=opts.layout, batch_size=opts.batch_size, memory_budget_mb=opts.memory_budget_mb,
+               **method_options).maps(obs, target, actions)
 
 
+@old_keywords(("chunk", "layout", "percentile", "batch_size", "memory_budget_mb"), _fold_attribution,
+              "options=AttributionOptions(...)", also=lambda args: len(args) > 5)
 def episode_saliency(
     policy: Policy,
     observations,
     actions,
     method: str = "gradient",
     target="action",
-    chunk: int = 256,
     *,
-    layout: str | None = None,
-    percentile: float = 99.5,
+    options: AttributionOptions | None = None,
     out: np.ndarray | None = None,
-    batch_size: int | None = None,
-    memory_budget_mb: float = 512.0,
-    **options,
+    **method_options,
 ) -> tuple[np.ndarray, str]:
     """Saliency for a recorded episode, in batches, for the recorder.
 
     observations: [T+1, *obs_shape], any array-like sliceable along axis 0 (a np.memmap or a
-    :class:`rlviz.episode.trace.SpoolArray`: read ``chunk`` frames at a time, never whole); actions: int [T]
-    (the last frame has none: its argmax is used) or [T+1]. Returns (maps float32 [T+1, h, w] (vector
-    observations: [T+1, D], one number per feature) in
-    [0, 1], normalised over the episode by :func:`normalise_episode`, label e.g. "gradient · chosen action's logit").
+    :class:`rlviz.episode.trace.SpoolArray`: read ``options.chunk`` frames at a time, never whole); actions: int
+    [T] (the last frame has none: its argmax is used) or [T+1]; options: an :class:`AttributionOptions`;
+    method_options: as :func:`attribute`'s. Returns (maps float32 [T+1, h, w] (vector observations: [T+1, D], one
+    number per feature) in [0, 1], normalised over the episode by :func:`normalise_episode` at
+    ``options.percentile``, label e.g. "gradient · chosen action's logit").
     The maps go to ``out`` if given, else to a disk-backed np.memmap in the temp folder (its file is
     unlinked at once and freed with the array), so RAM does not grow with episode length.
     """
+    opts = _check_options(options, "episode_saliency")
     n = int(observations.shape[0]) if hasattr(observations, "shape") and len(observations.shape) else 0
     acts = np.asarray(actions).reshape(-1)
     if n == 0 or acts.shape[0] not in (n - 1, n):
@@ -143,12 +185,13 @@ def episode_saliency(
     if acts.shape[0] == n - 1:
         last = policy.evaluate(np.asarray(observations[n - 1 : n])).logits.argmax(-1).astype(np.int64)
         acts = np.concatenate([acts.astype(np.int64), last])
-    chunk, method = max(1, int(chunk)), attribution_class(method).name
+    chunk, method = max(1, int(opts.chunk)), attribution_class(method).name
     with bar(n, f"saliency ({method})", unit="frame") as progress:
-        out = _episode_maps(policy, observations, acts, method, target, chunk, out, progress, layout=layout,
-                            batch_size=batch_size, memory_budget_mb=memory_budget_mb, **options)
+        out = _episode_maps(policy, observations, acts, method, target, chunk, out, progress,
+                            replace(opts, chunk=chunk), method_options)
     warn_if_all_zero(method, out, n, chunk)
-    return normalise_episode(out, percentile, out=out), saliency_label(method, target, continuous_actions(policy))
+    return (normalise_episode(out, opts.percentile, out=out),
+            saliency_label(method, target, continuous_actions(policy)))
 
 
 def warn_if_all_zero(method: str | type[SaliencyMethod], maps: np.ndarray, n: int, chunk: int = 256) -> None:
@@ -164,12 +207,13 @@ def warn_if_all_zero(method: str | type[SaliencyMethod], maps: np.ndarray, n: in
         )
 
 
-def _episode_maps(policy, observations, acts, method, target, chunk, out, progress, **kwargs) -> np.ndarray:
+def _episode_maps(policy, observations, acts, method, target, chunk, out, progress, options, method_options
+                  ) -> np.ndarray:
     """The raw maps of every frame, ``chunk`` frames at a time, into ``out`` (a disk-backed memmap by default)."""
     n = acts.shape[0]
     for s in range(0, n, chunk):
         obs = np.asarray(observations[s : s + chunk])
-        maps = attribute(policy, obs, method, target, acts[s : s + chunk], **kwargs)
+        maps = attribute(policy, obs, method, target, acts[s : s + chunk], options=options, **method_options)
         if out is None:
             out = np.memmap(tempfile.TemporaryFile(prefix="rlviz-saliency-"), dtype=np.float32, mode="w+",
                             shape=(n,) + maps.shape[1:])

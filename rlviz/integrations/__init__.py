@@ -5,9 +5,9 @@
 
 from __future__ import annotations
 
-from .loop import episode_scalars, log_episode
+from .loop import LogOptions, episode_scalars, log_episode
 
-__all__ = ["log_episode", "episode_scalars", "RlvizCallback", "VecRecordEpisode"]
+__all__ = ["log_episode", "LogOptions", "episode_scalars", "RlvizCallback", "VecRecordEpisode"]
 
 
 def __getattr__(name: str):

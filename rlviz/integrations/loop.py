@@ -23,11 +23,13 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
 
+from .._deprecated import old_keywords
 from ..agent.policy import Policy
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import UsageError
@@ -36,7 +38,8 @@ from ..sinks.base import Sink, as_sinks, check_step
 from ..sinks.log import Logged, RunLog, log_run
 from ..training.live import TimelineWriter
 
-__all__ = ["log_episode", "episode_scalars", "TimelineWriter"]
+__all__ = ["log_episode", "LogOptions", "episode_scalars", "TimelineWriter", "check_log_options", "fold_log_keywords",
+           "OLD_LOG_KEYWORDS"]
 
 
 def episode_scalars(result: EpisodeResult, recorder: RecordEpisode | None = None) -> dict[str, float]:
@@ -51,6 +54,59 @@ def episode_scalars(result: EpisodeResult, recorder: RecordEpisode | None = None
     return out
 
 
+@dataclass(frozen=True, eq=False)
+class LogOptions:
+    """How :func:`log_episode` and :class:`~rlviz.integrations.sb3.RlvizCallback` play, record and log an
+    evaluation episode (all optional).
+
+    greedy: take argmax actions (SB3's ``deterministic=True``) instead of sampling.
+    name: the name the video is logged under; scalars go to ``<name>/return``, ``<name>/length``...
+    max_steps: cut the episode after this many steps (logged as truncated).
+    fps: the video's frame rate (None: the env's own).
+    record: a :class:`~rlviz.record.RecordOptions` for the recorder (``gamma``, ``saliency``, ``preset``...).
+    rng: :func:`log_episode`: an int or ``np.random.Generator`` that seeds the action sampling (default: ``seed``).
+    verbose: :class:`~rlviz.integrations.sb3.RlvizCallback`: SB3's callback verbosity.
+    """
+
+    greedy: bool = False
+    name: str = "eval/episode"
+    max_steps: int | None = None
+    fps: float | None = None
+    record: RecordOptions = RecordOptions()
+    rng: np.random.Generator | int | None = None
+    verbose: int = 0
+
+
+#: 0.3's keywords of log_episode that are LogOptions' now (gamma and saliency: its RecordOptions')
+OLD_LOG_KEYWORDS = ("greedy", "name", "max_steps", "fps", "rng", "gamma", "saliency")
+
+
+def fold_log_keywords(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """0.3's ``log_episode(..., greedy=, name=, fps=, gamma=, saliency=, max_steps=, rng=)`` (and RlvizCallback's
+    ``greedy=, name=, max_steps=, saliency=, verbose=``) -> ``options=LogOptions(...)``
+    (:func:`rlviz._deprecated.old_keywords`)."""
+    options = kwargs.get("options")
+    if options is not None and not isinstance(options, LogOptions):
+        return args  # (the callee says what is wrong with it)
+    options = options or LogOptions()
+    record = {k: old.pop(k) for k in ("gamma", "saliency") if k in old}
+    if record:
+        old["record"] = replace(options.record, **record)
+    kwargs["options"] = replace(options, **old)
+    return args
+
+
+def check_log_options(options: LogOptions | None, where: str) -> LogOptions:
+    """``options`` or the defaults; anything else is a :class:`UsageError`."""
+    if options is None:
+        return LogOptions()
+    if not isinstance(options, LogOptions) or not isinstance(options.record, RecordOptions):
+        raise UsageError(f"{where}(options={options!r}): expected a rlviz.integrations.LogOptions (greedy, name, "
+                         "max_steps, fps, record=RecordOptions(...), rng) or None.")
+    return options
+
+
+@old_keywords(OLD_LOG_KEYWORDS, fold_log_keywords, "options=LogOptions(...)")
 def log_episode(
     env_or_recipe: gym.Env | EnvRecipe | str,
     policy: Policy,
@@ -58,14 +114,8 @@ def log_episode(
     step: int,
     *,
     seed: int | None = None,
-    greedy: bool = False,
     video_folder: str | os.PathLike | None = None,
-    name: str = "eval/episode",
-    fps: float | None = None,
-    gamma: float = 0.99,
-    saliency: str | None = None,
-    max_steps: int | None = None,
-    rng: np.random.Generator | int | None = None,
+    options: LogOptions | None = None,
 ) -> EpisodeResult:
     """Record one evaluation episode of ``policy`` and log it to each sink at ``step``.
 
@@ -76,16 +126,15 @@ def log_episode(
         policy: an rlviz :class:`~rlviz.agent.policy.Policy` (e.g. ``TorchPolicy(agent_net)``).
         sinks: a sink or a list of sinks (None: only keep the MP4 in ``video_folder``).
         step: the training step to log at (e.g. ``global_step``).
-        seed: reset seed of the episode; ``rng`` (int or Generator) seeds the action sampling.
-        greedy: take argmax actions instead of sampling.
+        seed: reset seed of the episode; ``options.rng`` (int or Generator) seeds the action sampling.
         video_folder: where the MP4 (``<name>-step<step>-episode-0.mp4``) is kept; None records to a
             temporary folder deleted once the sinks have it.
-        name: the name the video is logged under; scalars go to ``<name>/return``, ``<name>/length``...
-        fps, gamma, saliency: passed to :class:`~rlviz.record.RecordEpisode`.
-        max_steps: cut the episode after this many steps (logged as truncated).
+        options: a :class:`LogOptions` (greedy, name, max_steps, fps, the recorder's RecordOptions, rng).
 
     Returns the :class:`~rlviz.record.EpisodeResult` (``video_path`` is None when no folder was kept).
     """
+    options = check_log_options(options, "log_episode")
+    name = options.name
     step = check_step(step)
     targets = as_sinks(sinks)
     if not targets and video_folder is None:
@@ -102,9 +151,10 @@ def log_episode(
     folder = Path(video_folder) if video_folder is not None else Path(str(tmp))
     prefix = re.sub(r"[^A-Za-z0-9._=+-]+", "_", name).strip("_") or "episode"
     try:
-        recorder = RecordEpisode(env, folder, policy=policy, name_prefix=f"{prefix}-step{step}", fps=fps,
-                                 options=RecordOptions(gamma=gamma, saliency=saliency))
-        result = run_episode(recorder, seed=seed, greedy=greedy, rng=rng, max_steps=max_steps)
+        recorder = RecordEpisode(env, folder, policy=policy, name_prefix=f"{prefix}-step{step}", fps=options.fps,
+                                 options=options.record)
+        result = run_episode(recorder, seed=seed, greedy=options.greedy, rng=options.rng,
+                             max_steps=options.max_steps)
         if result.video_path is None:
             raise UsageError("The evaluation episode was not recorded (it ended before its first step?).")
         stats = episode_scalars(result, recorder)
@@ -112,8 +162,6 @@ def log_episode(
         log_run(targets, RunLog(step, (Logged.video(name, result.video_path, recorder.fps, caption),
                                        Logged.scalars(f"{name}/", stats))))
         if tmp is not None:
-            from dataclasses import replace
-
             result = replace(result, video_path=None)
         return result
     finally:

@@ -10,7 +10,7 @@
 With no ``sinks`` the videos go to the TensorBoard run SB3 itself writes (``tensorboard_log``), as
 animated GIFs in the Images dashboard at the same step as SB3's scalars; pass ``video_folder`` to
 keep the MP4s as well. With ``timeline="runs/timeline"`` it also writes a timeline (``rlviz timeline``'s files:
-every ``every_steps``, ``timeline_episodes`` episodes on the same seeds, :class:`rlviz.training.live.TimelineWriter`)
+every ``every_steps``, ``TimelineConfig.episodes`` episodes on the same seeds, :class:`rlviz.training.live.TimelineWriter`)
 and logs each checkpoint's numbers to the sinks at the training step. Needs ``pip install "rlviz[sb3]"``.
 
 :class:`VecRecordEpisode` (:mod:`rlviz.integrations.sb3_video`) replaces SB3's ``VecVideoRecorder``.
@@ -19,17 +19,20 @@ and logs each checkpoint's numbers to the sinks at the training step. Needs ``pi
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 
+from .._deprecated import old_keywords
 from ..agent.policy import Policy
+from ..config import TimelineConfig
 from ..envs.recipe import EnvRecipe
 from ..errors import UsageError, require
 from ..sinks.base import Sink, as_sinks
 from ..sources.sb3 import sb3_policy
-from .loop import log_episode
+from .loop import LogOptions, check_log_options, fold_log_keywords, log_episode
 from .sb3_video import VecRecordEpisode
 
 if TYPE_CHECKING:
@@ -38,6 +41,18 @@ if TYPE_CHECKING:
 _callbacks = require("stable_baselines3.common.callbacks", "sb3", "the Stable-Baselines3 callback")
 
 __all__ = ["RlvizCallback", "VecRecordEpisode"]
+
+
+def _fold_callback(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """0.3's ``RlvizCallback(..., greedy=, name=, max_steps=, saliency=, verbose=, timeline_episodes=)`` ->
+    ``options=LogOptions(...)``, ``timeline=TimelineConfig(run=timeline, episodes=timeline_episodes)``."""
+    episodes = old.pop("timeline_episodes", None)
+    timeline: Any = kwargs.get("timeline")
+    if episodes is not None and timeline is not None:
+        if not isinstance(timeline, TimelineConfig):
+            timeline = TimelineConfig(run=os.fspath(timeline))
+        kwargs["timeline"] = replace(timeline, episodes=episodes)
+    return fold_log_keywords(args, kwargs, old)
 
 
 class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
@@ -50,15 +65,20 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         sinks: a sink or list of sinks. None: a :class:`~rlviz.sinks.TensorBoardSink` on SB3's own
             TensorBoard writer when the model has ``tensorboard_log``; otherwise ``video_folder`` must be set.
         video_folder: keep the MP4s (``<name>-step<step>-episode-0.mp4``) here.
-        greedy: argmax actions (SB3's ``deterministic=True``) instead of sampling.
         seed: reset seed of every evaluation episode (the same start each time, so videos compare);
             also seeds the action sampling. None: a fresh episode each time.
         policy: an rlviz Policy to use instead of the model's own network.
-        name, max_steps, saliency: passed to :func:`~rlviz.integrations.loop.log_episode`.
-        timeline: a folder to write a timeline into (see the module docstring); then the episode video is logged
-            only when there are sinks or a ``video_folder``. timeline_episodes: its episodes per checkpoint.
+        options: a :class:`~rlviz.integrations.loop.LogOptions`: ``greedy`` (argmax actions, SB3's
+            ``deterministic=True``), ``name``, ``max_steps``, ``fps``, the recorder's ``record=RecordOptions(...)``
+            (``saliency``...), as :func:`~rlviz.integrations.loop.log_episode` takes them; ``verbose`` (SB3's).
+        timeline: a folder to write a timeline into (see the module docstring), or a
+            :class:`~rlviz.config.TimelineConfig` whose ``run`` is that folder (``episodes`` per checkpoint, default
+            10, and the other options of ``rlviz timeline``; ``greedy`` also when ``options.greedy``); then the
+            episode video is logged only when there are sinks or a ``video_folder``.
     """
 
+    @old_keywords(("greedy", "name", "max_steps", "saliency", "verbose", "timeline_episodes"), _fold_callback,
+                  "options=LogOptions(...) (timeline_episodes: timeline=TimelineConfig(run=..., episodes=...))")
     def __init__(
         self,
         eval_env: gym.Env | EnvRecipe | str,
@@ -66,17 +86,15 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         sinks: Sink | list[Sink] | None = None,
         *,
         video_folder: str | os.PathLike | None = None,
-        greedy: bool = False,
         seed: int | None = 0,
         policy: Policy | None = None,
-        name: str = "eval/episode",
-        max_steps: int | None = None,
-        saliency: str | None = None,
-        verbose: int = 0,
-        timeline: str | os.PathLike | None = None,
-        timeline_episodes: int = 10,
+        options: LogOptions | None = None,
+        timeline: str | os.PathLike | TimelineConfig | None = None,  # type: ignore[valid-type]
     ):
-        super().__init__(verbose)
+        options = check_log_options(options, "RlvizCallback")
+        if timeline is not None and not isinstance(timeline, TimelineConfig):
+            timeline = TimelineConfig(run=os.fspath(timeline))
+        super().__init__(options.verbose)
         if isinstance(every_steps, bool) or not isinstance(every_steps, (int, np.integer)) or every_steps < 1:
             raise UsageError(f"every_steps={every_steps!r}; expected a positive number of timesteps.")
         if not isinstance(eval_env, (gym.Env, EnvRecipe, str)):
@@ -88,14 +106,14 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
         self.every_steps = int(every_steps)
         self.sinks = as_sinks(sinks)
         self.video_folder = video_folder
-        self.greedy, self.seed, self.name = bool(greedy), seed, name
-        self.max_steps, self.saliency = max_steps, saliency
+        self.options, self.seed = options, seed
         self._policy = policy
         self._owned_sinks: list[Sink] = []
         self._next_step = self.every_steps
         #: (step, EpisodeResult) of every logged episode.
         self.results: list = []
-        self.timeline, self.timeline_episodes = timeline, timeline_episodes
+        #: the timeline's options (``timeline=``), its folder ``timeline.run``
+        self.timeline: Any = timeline
         #: the TimelineWriter (with ``timeline=``), made when training starts
         self.timeline_writer: TimelineWriter | None = None
 
@@ -126,9 +144,9 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
                 raise UsageError(
                     f"RlvizCallback(timeline=...): eval_env is a gymnasium env ({self.eval_env}); the timeline plays "
                     "its fixed seeds on envs it builds itself, so pass the env id or an rlviz EnvRecipe instead.")
-            self.timeline_writer = TimelineWriter(self.timeline, self.eval_env, episodes=self.timeline_episodes,
-                                                  greedy=self.greedy, sinks=self.sinks + self._owned_sinks,
-                                                  overwrite=True)
+            config = replace(self.timeline, greedy=self.timeline.greedy or self.options.greedy)
+            self.timeline_writer = TimelineWriter(config.run, self.eval_env, sinks=self.sinks + self._owned_sinks,
+                                                  overwrite=True, config=config)
 
     def _on_step(self) -> bool:
         if self.num_timesteps >= self._next_step:
@@ -156,12 +174,8 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
                 self.sinks + self._owned_sinks,
                 step,
                 seed=self.seed,
-                greedy=self.greedy,
                 video_folder=self.video_folder,
-                name=self.name,
-                saliency=self.saliency,
-                max_steps=self.max_steps,
-                rng=self.seed,
+                options=self.options if self.options.rng is not None else replace(self.options, rng=self.seed),
             )
         finally:
             sb3_pol.set_training_mode(was_training)

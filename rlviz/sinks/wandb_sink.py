@@ -21,15 +21,15 @@ class WandbSink(Sink):
     """Log to a W&B run.
 
     Args:
-        project, name, dir, config, mode: passed to ``wandb.init`` when this sink starts the run
-            (``mode="offline"`` writes locally; ``WANDB_MODE`` works too).
+        project, name, config: passed to ``wandb.init`` when this sink starts the run.
         run: an existing run to log into; it is not finished by :meth:`close`. When neither ``run``
             nor ``project`` is given and a run is active (``wandb.run``), that run is used.
         step_key: None (default) passes the step as W&B's own ``step=``, which must not decrease
             across ``run.log`` calls. With e.g. ``step_key="global_step"`` the step is logged as that
             metric instead (CleanRL style), so mixing with your own ``run.log`` calls is safe.
         summary: also write scalars into ``run.summary``.
-        init_kwargs: anything else for ``wandb.init`` (tags, group, settings...).
+        init_kwargs: anything else for ``wandb.init`` (``dir=`` (created if missing), ``mode="offline"`` (writes
+            locally; ``WANDB_MODE`` works too), tags, group, settings...).
     """
 
     def __init__(
@@ -37,10 +37,8 @@ class WandbSink(Sink):
         project: str | None = None,
         name: str | None = None,
         *,
-        dir: str | os.PathLike | None = None,
         config: Mapping[str, Any] | None = None,
         run=None,
-        mode: str | None = None,
         step_key: str | None = None,
         summary: bool = True,
         **init_kwargs,
@@ -51,12 +49,10 @@ class WandbSink(Sink):
             run = wandb.run
         self._owns_run = run is None
         if run is None:
-            kwargs = dict(init_kwargs)
-            if dir is not None:
-                os.makedirs(dir, exist_ok=True)
-                kwargs["dir"] = str(dir)
-            if mode is not None:
-                kwargs["mode"] = mode
+            kwargs = {k: v for k, v in init_kwargs.items() if v is not None}  # (dir=None, mode=None: wandb's own)
+            if "dir" in kwargs:
+                os.makedirs(kwargs["dir"], exist_ok=True)
+                kwargs["dir"] = str(kwargs["dir"])
             run = wandb.init(project=project, name=name, config=dict(config or {}), **kwargs)
         elif config:
             run.config.update(dict(config), allow_val_change=True)

@@ -32,7 +32,7 @@ from torch import nn
 
 from ..agent.actions import action_spec
 from ..agent.cleanrl import _CleanRLComposed, _CleanRLMethods, is_cleanrl_agent  # noqa: F401 (0.1 import path)
-from ..agent.policy import Policy, TorchPolicy
+from ..agent.policy import Policy, TorchPolicy, TorchPolicyOptions
 from ..errors import UsageError
 from .sb3 import sb3_policy
 
@@ -88,7 +88,7 @@ def cleanrl_policy(agent: nn.Module, *, observation_space=None, action_space=Non
     with seed 0, or ``probe_obs``) right away instead of on the first forward.
     """
     return TorchPolicy(agent, action_space=action_space, device=device,
-                       probe_obs=_probe(observation_space, probe_obs))
+                       options=TorchPolicyOptions(probe_obs=_probe(observation_space, probe_obs)))
 
 
 # -- building a network for a state_dict ----------------------------------------------------------

@@ -25,6 +25,7 @@ import gymnasium as gym
 import numpy as np
 
 from .. import progress
+from ..agent.capabilities import capabilities_of
 from ..errors import CheckpointError, RlvizError, UsageError
 from ..evaluate import replay_episode
 from ..evaluate.distance import tv_kl_categorical as _tv_kl_categorical
@@ -225,7 +226,7 @@ def visited_states(agent: LoadedAgent, config: Any, limit: int = STATE_LIMIT) ->
     the state)."""
     from ..envs import make_env
 
-    if getattr(agent.policy, "stateful", False):
+    if capabilities_of(agent.policy).recurrent:
         return None
     gamma = float(config.gamma if config.gamma is not None else agent.gamma)
     env = _Visited(make_env(agent.recipe, render_mode="rgb_array"), limit)

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from .._deprecated import old_keywords
 from ..agent import Policy
 from ..config import TimelineConfig, config_dict
 from ..envs.recipe import EnvRecipe
@@ -74,23 +76,43 @@ def _snapshot(policy: Policy) -> Policy:
     return frozen
 
 
+def _fold_writer(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """0.3's ``TimelineWriter(out, env, greedy=..., heatmap=..., fail_on=..., gamma=..., num_envs=...)`` ->
+    ``config=TimelineConfig(run=out, ...)`` (:func:`rlviz._deprecated.old_keywords`)."""
+    config: Any = kwargs.get("config")
+    out = args[1] if len(args) > 1 else kwargs.get("out")
+    if config is None and out is not None:
+        config = TimelineConfig(run=os.fspath(out))
+    if isinstance(config, TimelineConfig):
+        kwargs["config"] = replace(cast(Any, config), **old)
+    return args
+
+
 class TimelineWriter:
     """Appends checkpoints to the timeline folder ``out`` as training runs (see the module docstring).
 
     env: the env id or :class:`~rlviz.envs.EnvRecipe` the policy acts in (observations as it was trained on);
-    episodes, seed, greedy, heatmap, fail_on, gamma, num_envs: as ``rlviz timeline`` (the same N seeds at every
-    checkpoint); videos: the progression video's episode ("none": no video); sinks: logged at each training step;
-    overwrite: replace an earlier rlviz run in ``out``.
+    episodes, seed: as ``rlviz timeline`` (the same N seeds at every checkpoint); videos: the progression video's
+    episode ("none": no video); sinks: logged at each training step; overwrite: replace an earlier rlviz run in
+    ``out``; config: a :class:`~rlviz.config.TimelineConfig` with the other options of ``rlviz timeline`` that
+    apply (greedy, heatmap, fail_on, gamma, num_envs...). Its ``run`` and ``out`` are ``out``; ``episodes``,
+    ``seed``, ``videos`` and ``overwrite``, when given (not None), replace its fields (defaults: the config's:
+    10, 0, "first:1", False).
     """
 
-    def __init__(self, out: str | os.PathLike, env: EnvRecipe | str, *, episodes: int = 10, seed: int = 0,
-                 greedy: bool = False, heatmap: bool = False, fail_on: str = "auto", gamma: float | None = None,
-                 num_envs: int = 16, videos: str = "first:1", sinks: Sink | list[Sink] | None = None,
-                 overwrite: bool = False):
+    @old_keywords(("greedy", "heatmap", "fail_on", "gamma", "num_envs"), _fold_writer,
+                  "config=TimelineConfig(run=out, greedy=..., ...)")
+    def __init__(self, out: str | os.PathLike, env: EnvRecipe | str, *, episodes: int | None = None,
+                 seed: int | None = None, videos: str | None = None, sinks: Sink | list[Sink] | None = None,
+                 overwrite: bool | None = None,
+                 config: TimelineConfig | None = None):  # type: ignore[valid-type]  # (made by make_dataclass)
         self.recipe = coerce_recipe(env)
-        self.config = TimelineConfig(run=os.fspath(out), episodes=episodes, seed=seed, greedy=greedy,
-                                     heatmap=heatmap, fail_on=fail_on, gamma=gamma, num_envs=num_envs, videos=videos,
-                                     out=out, overwrite=overwrite)
+        if config is not None and not isinstance(config, TimelineConfig):
+            raise UsageError(f"TimelineWriter(config={config!r}): expected a rlviz.TimelineConfig (the options of "
+                             "`rlviz timeline`) or None.")
+        given = {k: v for k, v in (("episodes", episodes), ("seed", seed), ("videos", videos),
+                                   ("overwrite", overwrite)) if v is not None}
+        self.config = replace(config or TimelineConfig(run=os.fspath(out)), run=os.fspath(out), out=out, **given)
         self.out = Path(out)
         self.sinks = as_sinks(sinks)
         self._names: tuple | None = None

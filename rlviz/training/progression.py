@@ -17,25 +17,26 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 
+from .._deprecated import old_keywords
 from ..draw.compose import ComposeOptions, Compositor
 from ..draw.style import COLORS, put_text
 from ..envs import make_env
 from ..episode.trace import EpisodeInternals, EpisodeTrace
-from ..errors import VideoError
+from ..errors import UsageError, VideoError
 from ..media import VideoWriter, atomic_write, concat_videos
 from ..record import RecordEpisode, run_episode
 from ..record.frames import EpisodeVideo, RecordOptions
 from ..record.internals import save_episode_data
 from ..sources import LoadedAgent
 
-__all__ = ["ProgressionPart", "record_part", "write_progression", "part_path", "load_part", "BAND"]
+__all__ = ["ProgressionPart", "PartOptions", "record_part", "write_progression", "part_path", "load_part", "BAND"]
 
 #: Height in pixels of the label band above each part's panels (a multiple of 16, so frames stay multiples of 16).
 BAND = 32
@@ -144,6 +145,39 @@ def _fit_into(dst: np.ndarray, src: np.ndarray) -> None:
     dst[y : y + h, x : x + w] = cv2.resize(src, (w, h), interpolation=cv2.INTER_AREA)
 
 
+@dataclass(frozen=True)
+class PartOptions:
+    """How :func:`record_part` plays and draws a checkpoint's part.
+
+    label: the band's caption (default "training step <step>   <checkpoint>"); size: (width, height) of the
+    frames, band included (default: this part's own canvas); key: a string identifying what else decides the part
+    (compared by :func:`load_part`: :attr:`ProgressionPart.options`); gamma (None: the agent's), saliency,
+    saliency_target: as :class:`~rlviz.record.RecordOptions`'; greedy, max_steps: as ``rlviz render``'s.
+    """
+
+    label: str | None = None
+    size: tuple[int, int] | None = None
+    key: str = ""
+    gamma: float | None = None
+    saliency: str | None = None
+    saliency_target: str | int = "action"
+    greedy: bool = False
+    max_steps: int | None = None
+
+
+def _fold_part(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """0.3's ``record_part(..., label=, size=, gamma=, saliency=, saliency_target=, greedy=, max_steps=,
+    options=<key>)`` -> ``part=PartOptions(...)`` (:func:`rlviz._deprecated.old_keywords`)."""
+    if "options" in old:
+        old["key"] = old.pop("options")
+    part = kwargs.get("part")
+    if part is None or isinstance(part, PartOptions):
+        kwargs["part"] = replace(part or PartOptions(), **old)
+    return args
+
+
+@old_keywords(("label", "size", "gamma", "saliency", "saliency_target", "greedy", "max_steps", "options"), _fold_part,
+              "part=PartOptions(...)")
 def record_part(
     agent: LoadedAgent,
     step: int,
@@ -151,32 +185,26 @@ def record_part(
     seed: int,
     folder: str | os.PathLike,
     *,
-    label: str | None = None,
-    size: tuple[int, int] | None = None,
-    gamma: float | None = None,
-    saliency: str | None = None,
-    saliency_target: str | int = "action",
-    greedy: bool = False,
-    max_steps: int | None = None,
-    options: str = "",
+    part: PartOptions | None = None,
 ) -> ProgressionPart:
     """Play episode ``seed`` with ``agent`` (what ``rlviz render`` plays for that seed) and write its part to
-    ``folder/step_<step>.mp4`` (+ ``.npz``, and a ``.json`` describing it for :func:`load_part`).
-
-    ``size``: (width, height) of the frames, band included (default: this part's own canvas); ``options``: a
-    string identifying what else decides the part (compared by :func:`load_part`)."""
+    ``folder/step_<step>.mp4`` (+ ``.npz``, and a ``.json`` describing it for :func:`load_part`), as ``part``
+    (a :class:`PartOptions`: label, size, key, and how the episode is played and drawn) says."""
+    opts = part if part is not None else PartOptions()
+    if not isinstance(opts, PartOptions):
+        raise UsageError(f"record_part(part={opts!r}): expected a PartOptions or None.")
     folder = Path(folder)
     video = part_path(folder, step)
     env = _PartRecorder(
-        make_env(agent.recipe), folder, agent.policy, label=label or f"training step {int(step):,}   {checkpoint}",
-        size=size, name_prefix=video.stem,
-        options=RecordOptions(gamma=agent.gamma if gamma is None else gamma, saliency=saliency,
-                              saliency_target=saliency_target, action_names=agent.action_names, save_data=False,
+        make_env(agent.recipe), folder, agent.policy,
+        label=opts.label or f"training step {int(step):,}   {checkpoint}", size=opts.size, name_prefix=video.stem,
+        options=RecordOptions(gamma=agent.gamma if opts.gamma is None else opts.gamma, saliency=opts.saliency,
+                              saliency_target=opts.saliency_target, action_names=agent.action_names, save_data=False,
                               compose_options=ComposeOptions(min_seconds=0.0),
                               background=False),  # a batch job: drawn here, so a Ctrl-C finds no writer thread busy
     )
     try:
-        played = run_episode(env, seed=seed, greedy=greedy, max_steps=max_steps)
+        played = run_episode(env, seed=seed, greedy=opts.greedy, max_steps=opts.max_steps)
     finally:
         env.close()
     recorded = Path(played.video_path) if played.video_path is not None else None
@@ -186,11 +214,11 @@ def record_part(
     if recorded != video:  # RecordEpisode names it <prefix>-episode-0.mp4
         os.replace(recorded, video)
         os.replace(recorded.with_suffix(".npz"), video.with_suffix(".npz"))
-    part = ProgressionPart(step=int(step), checkpoint=checkpoint, seed=int(seed), video=video.name,
+    made = ProgressionPart(step=int(step), checkpoint=checkpoint, seed=int(seed), video=video.name,
                            frames=env.frames_written, fps=float(env.fps), size=env.frame_size, ret=float(played.ret),
-                           length=int(played.length), options=options)
-    atomic_write(video.with_suffix(".json"), json.dumps(part.to_dict(), indent=1))
-    return part
+                           length=int(played.length), options=opts.key)
+    atomic_write(video.with_suffix(".json"), json.dumps(made.to_dict(), indent=1))
+    return made
 
 
 def write_progression(path: str | os.PathLike, parts: Sequence[ProgressionPart],

@@ -32,7 +32,7 @@ from ..jobs.render import select_episodes
 from ..media import atomic_write
 from ..report.timeline_page import write_timeline_report
 from .plot import plot_timeline, plot_timeline_heatmaps
-from .progression import ProgressionPart, load_part, record_part, write_progression
+from .progression import PartOptions, ProgressionPart, load_part, record_part, write_progression
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sources.run_folders import TimelineCheckpoint
@@ -128,11 +128,11 @@ def write_progression_views(out: Path, good: Sequence[TimelineCheckpoint], confi
         size = parts[0].size if parts else None
         if part is None or (size is not None and part.size != size):
             try:
-                part = record_part(c.load(config), int(c.step), c.name, seed, folder, size=size, options=key,
-                                   gamma=getattr(config, "gamma", None), saliency=getattr(config, "saliency", None),
-                                   saliency_target=getattr(config, "saliency_target", "action"),
-                                   greedy=bool(getattr(config, "greedy", False)),
-                                   label=f"training step {int(c.step):,}   {c.name}   seed {seed}")
+                how = PartOptions(label=f"training step {int(c.step):,}   {c.name}   seed {seed}", size=size, key=key,
+                                  gamma=getattr(config, "gamma", None), saliency=getattr(config, "saliency", None),
+                                  saliency_target=getattr(config, "saliency_target", "action"),
+                                  greedy=bool(getattr(config, "greedy", False)))
+                part = record_part(c.load(config), int(c.step), c.name, seed, folder, part=how)
             except RlvizError as exc:  # e.g. the file is gone (--follow) or the env draws no frames
                 warnings.warn(f"progression.mp4 leaves out {c.name} (step {c.step}): {exc}", stacklevel=2)
                 continue
