@@ -94,7 +94,9 @@ class MontezumaRevenge(RamGame):
 
 
 class Pitfall(RamGame):
-    """Pitfall Harry at (RAM[97], RAM[105] + 72), 8x21. (Logs, pits, scorpions and crocodiles: per-scene tables in
+    """Pitfall Harry at (RAM[97], (RAM[105] + 72) mod 256), 8x21 (after a life is lost he drops in from the
+    treetops: RAM[105] 225-255, rows 41-71); not drawn while RAM[30], the death countdown (drowned, eaten), is
+    not 0. (Logs, pits, scorpions and crocodiles: per-scene tables in
     OCAtari; not mapped here.)"""
 
     name = "pitfall"
@@ -102,7 +104,7 @@ class Pitfall(RamGame):
     colours = {"player": ((53, 95, 24), (92, 186, 92), (105, 105, 15), (228, 111, 111), (214, 214, 214))}
 
     def detect(self, ram: np.ndarray) -> list[Box]:
-        return [Box("player", int(ram[97]), int(ram[105]) + 72, 8, 21)]
+        return [Box("player", int(ram[97]), (int(ram[105]) + 72) % 256, 8, 21, ram[30] == 0)]
 
 
 class Venture(RamGame):
