@@ -24,13 +24,12 @@ CAMEL = {
 }
 
 #: the hit rate each category must reach on 150 random decisions (seed 0), as docs/atari-objects.md lists them
-#: (measured rates are there; these floors sit a little below). Player, ball and paddles: 0.95 unless the docs
-#: page gives the reason it is lower.
+#: (measured rates are there; these floors sit a little below). Player, ball and paddles: 0.95 in every game.
 MIN_HIT = {
     "breakout": {"ball": 0.95, "paddle": 0.95},
     "pong": {"ball": 0.95, "paddle": 0.95, "enemy": 0.95},
-    "space_invaders": {"player": 0.85, "alien": 0.9, "shot": 0.9, "bomb": 0.9, "ufo": 0.0},
-    "seaquest": {"player": 0.7, "shark": 0.3, "submarine": 0.0, "diver": 0.9, "missile": 0.8, "enemy_missile": 0.0},
+    "space_invaders": {"player": 0.95, "alien": 0.95, "shot": 0.9, "bomb": 0.9, "ufo": 0.0},
+    "seaquest": {"player": 0.95, "shark": 0.3, "submarine": 0.0, "diver": 0.9, "missile": 0.8, "enemy_missile": 0.0},
     "ms_pacman": {"player": 0.95, "ghost": 0.85, "fruit": 0.0},
     "freeway": {"player": 0.95, "car": 0.95},
     "boxing": {"player": 0.95, "enemy": 0.95},
@@ -39,12 +38,12 @@ MIN_HIT = {
     "enduro": {"player": 0.95},
     "beam_rider": {"player": 0.95},
     "riverraid": {"player": 0.95, "missile": 0.95, "enemy": 0.95, "fuel": 0.9, "bridge": 0.9},
-    "tennis": {"player": 0.95, "enemy": 0.95, "ball": 0.85, "shadow": 0.9},
+    "tennis": {"player": 0.95, "enemy": 0.95, "ball": 0.95, "shadow": 0.9},
     "bowling": {"player": 0.95, "ball": 0.95, "pin": 0.95},
-    "kangaroo": {"player": 0.95, "monkey": 0.95, "coconut": 0.95},
+    "kangaroo": {"player": 0.95, "monkey": 0.85, "coconut": 0.95},
     "frostbite": {"player": 0.95, "enemy": 0.95, "floe": 0.95},
     "montezuma_revenge": {"player": 0.95, "enemy": 0.9},
-    "pitfall": {"player": 0.7},
+    "pitfall": {"player": 0.95},
     "skiing": {"player": 0.95, "tree": 0.8, "mogul": 0.9, "flag": 0.9},
     "venture": {"player": 0.95},
 }
@@ -61,7 +60,9 @@ def test_twenty_games_are_mapped_with_their_categories_and_colours():
 @pytest.mark.parametrize("rom", sorted(CAMEL))
 def test_boxes_cover_their_objects_on_the_screen(rom):
     """150 random decisions (4 frames each), every box widened by 1 px must hold a pixel of its category's colour
-    on the frame the emulator drew (flickering categories: that frame or the one before)."""
+    on the frame the emulator drew (flickering categories: that frame or the one before). Boxes the map reports
+    as not drawn (a blink, a death animation: ``Box.drawn`` False) are not excused blindly: the frame must show
+    none of the category's colour in them, and they may be at most a third of the category's boxes."""
     game = GAMES[rom]()
     env = gym.make(f"ALE/{CAMEL[rom]}-v5", frameskip=1, repeat_action_probability=0.0)
     env.reset(seed=0)
@@ -74,6 +75,9 @@ def test_boxes_cover_their_objects_on_the_screen(rom):
         rate = check.rate(category)
         if rate is not None:
             assert rate >= floor, f"{rom} {category}: {check.hits.get(category, 0)}/{check.boxes[category]} < {floor}"
+        hidden = check.hidden.get(category, 0)
+        assert check.hidden_hits.get(category, 0) <= 0.05 * hidden, f"{rom} {category}: drawn where the map says not"
+        assert check.hidden_share(category) <= 1 / 3, f"{rom} {category}: {hidden} boxes reported as not drawn"
 
 
 def test_boxes_miss_an_empty_screen():

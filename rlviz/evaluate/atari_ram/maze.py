@@ -124,7 +124,8 @@ class Venture(RamGame):
 class Kangaroo(RamGame):
     """Mother kangaroo at (RAM[17] + 15, 8 RAM[16] + 4), 8x24 (16 ducking, 23/15 jumping by RAM[18]); not drawn while
     RAM[16] > 20 (between lives). Monkey i (0-3)
-    at (RAM[15 - i] + 16, 8 RAM[11 - i] + 5), 6x15, while RAM[3 - i] is neither 0 nor 212. Coconuts: the falling one
+    at (RAM[15 - i] + 16, 8 RAM[11 - i] + 5), 6x15, while RAM[3 - i] is neither 0 nor 212 and RAM[7 - i] is not 255
+    (a monkey waiting to come down the right edge). Coconuts: the falling one
     at (RAM[34] + 14, 8 (RAM[33] - 22 RAM[36]) + 9) while RAM[33] != 255, thrown ones at (RAM[28 + i] + 15,
     8 RAM[25 + i] + 1) while RAM[25 + i] != 255; 2x3."""
 
@@ -137,7 +138,8 @@ class Kangaroo(RamGame):
         h = 16 if pose in (20, 28) else 15 if pose in (66, 74) else 23 if pose in (65, 73) else 24
         out = box_if("player", int(ram[17]) + 15, 8 * int(ram[16]) + 4, 8, h, ram[16] <= 20)  # row 21+: gone
         for i in range(4):
-            out += box_if("monkey", int(ram[15 - i]) + 16, 8 * int(ram[11 - i]) + 5, 6, 15, ram[3 - i] not in (0, 212))
+            out += box_if("monkey", int(ram[15 - i]) + 16, 8 * int(ram[11 - i]) + 5, 6, 15,
+                          ram[3 - i] not in (0, 212) and ram[7 - i] != 255)  # 255: waiting off the screen
         out += box_if("coconut", int(ram[34]) + 14, 8 * (int(ram[33]) - 22 * int(ram[36])) + 9, 2, 3, ram[33] != 255)
         for i in range(3):
             out += box_if("coconut", int(ram[28 + i]) + 15, 8 * int(ram[25 + i]) + 1, 2, 3, ram[25 + i] != 255)
