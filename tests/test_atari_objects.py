@@ -141,7 +141,7 @@ def test_masks_are_the_boxes_and_scale_to_the_rendered_frame():
 
 @pytest.fixture(scope="module")
 def random_agents(tmp_path_factory):
-    """Random-weight Nature-CNN agents (a near-uniform policy) for SpaceInvaders and Seaquest."""
+    """Random-weight Nature-CNN agents (a near-uniform policy) for SpaceInvaders (two: A and B) and Seaquest."""
     import torch
 
     from rlviz.agent.models import NatureCNNAgent
@@ -149,8 +149,13 @@ def random_agents(tmp_path_factory):
 
     torch.manual_seed(0)
     root = tmp_path_factory.mktemp("agents")
-    return {g: save_checkpoint(root / f"{g}.pt2", NatureCNNAgent(n), env=f"ALE/{g}-v5")
-            for g, n in (("SpaceInvaders", 6), ("Seaquest", 18))}
+    out = {g: save_checkpoint(root / f"{g}.pt2", NatureCNNAgent(n), env=f"ALE/{g}-v5")
+           for g, n in (("SpaceInvaders", 6), ("Seaquest", 18))}
+    b = NatureCNNAgent(6)  # a second SpaceInvaders agent for compare, one that mostly moves right and fires
+    with torch.no_grad():
+        b.actor.bias.copy_(torch.tensor([0.0, 0.0, 1.5, 0.0, 1.5, 0.0]))
+    out["SpaceInvaders-b"] = save_checkpoint(root / "SpaceInvaders-b.pt2", b, env="ALE/SpaceInvaders-v5")
+    return out
 
 
 #: (game, category, rows and columns where that category can be on the 160x210 screen)
@@ -214,3 +219,69 @@ def test_objects_ram_on_an_env_without_a_map_says_what_to_do():
         with pytest.raises(UsageError, match="no RAM object map|not an ALE env|--objects pixels"):
             load_extractor("ram").capture(None, env)
         env.close()
+
+
+def _plausible(grid: np.ndarray, rows: tuple[int, int], cols: tuple[int, int]) -> bool:
+    r, c = np.nonzero(grid)
+    return bool(len(r)) and rows[0] <= r.min() and r.max() < rows[1] and cols[0] <= c.min() and c.max() < cols[1]
+
+
+def test_compare_draws_the_heatmap_difference_per_category(random_agents, tmp_path):
+    """`rlviz compare` of two agents on SpaceInvaders (no --objects: the RAM map from the env id): heatmap_diff.npz
+    holds one layer per category, each agent's counts where the game draws that category, and the difference is
+    B's share minus A's."""
+    from rlviz.cli import main
+
+    out = tmp_path / "cmp"
+    code = main(["compare", str(random_agents["SpaceInvaders"]), str(random_agents["SpaceInvaders-b"]),
+                 "--episodes", "1", "--num-envs", "1", "--heatmap", "--videos", "none", "--out", str(out),
+                 "--no-progress"])
+    assert code == 0
+    with np.load(out / "heatmap_diff.npz") as z:
+        names = [str(n) for n in z["object_names"]]
+        a, b, diff = z["counts_a"], z["counts_b"], z["diff"]
+        fa, fb = int(z["failures_a"]), int(z["failures_b"])
+    assert names == list(GAMES["space_invaders"].categories)
+    assert diff.shape == a.shape == b.shape == (len(names), 210, 160) and fa >= 1 and fb >= 1
+    np.testing.assert_allclose(diff, b / fb - a / fa)
+    for counts in (a, b):
+        for category, (rows, cols) in PLAUSIBLE["SpaceInvaders"].items():
+            assert _plausible(counts[names.index(category)], rows, cols), category
+    assert not np.array_equal(a, b)  # two agents, two sets of failures
+    assert (out / "heatmap_diff.png").stat().st_size > 1000
+
+
+def test_timeline_on_an_atari_run_draws_per_category_heatmaps(tmp_path, monkeypatch):
+    """`rlviz timeline --heatmap` on a folder of two SpaceInvaders checkpoints (random weights saved per step):
+    each checkpoint's heatmap has the RAM map's categories as layers, each where the game draws it, and the
+    small multiples and per-step PNGs are written."""
+    import torch
+
+    import rlviz
+    from rlviz.agent.models import NatureCNNAgent
+    from rlviz.sources.checkpoint import save_checkpoint
+    from rlviz.timeline import views
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for step in (1000, 2000):
+        torch.manual_seed(step)
+        save_checkpoint(run / f"agent_{step}.pt2", NatureCNNAgent(6), env="ALE/SpaceInvaders-v5",
+                        metadata={"step": step})
+    seen = []
+    real = views.plot_timeline_heatmaps
+
+    def spy(path, maps, steps, **kw):  # the real plot, the maps it is given kept for the asserts below
+        seen.append((list(steps), list(maps)))
+        return real(path, maps, steps, **kw)
+
+    monkeypatch.setattr(views, "plot_timeline_heatmaps", spy)
+    out = tmp_path / "tl"
+    rlviz.timeline(run=run, out=out, episodes=1, num_envs=1, heatmap=True, videos="none", seed=0)
+    assert len(seen) == 1 and seen[0][0] == [1000, 2000]
+    for hm in seen[0][1]:
+        assert tuple(hm.object_names) == GAMES["space_invaders"].categories and hm.failures >= 1
+        for category, (rows, cols) in PLAUSIBLE["SpaceInvaders"].items():
+            assert _plausible(hm.counts[category], rows, cols), category
+    assert (out / "timeline_heatmaps.png").stat().st_size > 1000
+    assert all((out / "heatmaps" / f"step_{s}.png").stat().st_size > 1000 for s in (1000, 2000))
