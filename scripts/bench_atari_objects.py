@@ -5,6 +5,7 @@
     python scripts/bench_atari_objects.py --episodes 1000 --repeats 2 --workers 2   # the issue's full size
     python scripts/bench_atari_objects.py --games MsPacman --episodes 100 --repeats 2   # one game
     python scripts/bench_atari_objects.py --table --steps 300   # docs/atari-objects.md's table
+    python scripts/bench_atari_objects.py --pictures docs/img   # the docs page's two heatmaps
 
 Render ratio: ``rlviz render`` of N episodes of Breakout (the shipped samples/ale_breakout_ppo.pt2), SpaceInvaders
 and MsPacman (random-weight Nature-CNN agents saved here: a near-uniform policy) with ``--heatmap`` against the same
@@ -13,8 +14,9 @@ prints min and median seconds of each and the ratio heatmap / plain, of wall clo
 and, with ``--workers N``, its worker processes': the robust figure on a loaded machine). Target: <= 1.3x.
 
 Table: per game, each category's screen-check hit rate (tests/test_atari_objects.py's check: random decisions of 4
-frames, seed 0) and the cost of detection (``RamGame.detect`` on one RAM snapshot) relative to one ``env.step`` of
-ALE/<Game>-v5 (frame skip 4), and of the 128-byte capture; min of 3 timed passes.
+frames, seed 0; in brackets the drawn boxes checked and the boxes the map reported as not drawn) and the cost of
+detection (``RamGame.detect`` on one RAM snapshot) relative to one ``env.step`` of ALE/<Game>-v5 (frame skip 4), and
+of the 128-byte capture; min of 3 timed passes.
 """
 
 from __future__ import annotations
@@ -134,10 +136,37 @@ def table(steps: int) -> None:
                 np.array(ale.getRAM(), dtype=np.uint8, copy=True)
             cap_t.append((time.perf_counter() - t) / len(rams))
         env.close()
-        rates = ", ".join(
-            f"{c} {check.rate(c):.2f} ({check.boxes[c]})" if check.rate(c) is not None else f"{c} - (0)"
-            for c in game.categories)
+        def cell(c: str, check=check) -> str:
+            hidden = f", {check.hidden[c]} not drawn" if check.hidden.get(c) else ""
+            if check.hidden_hits.get(c):
+                hidden += f" ({check.hidden_hits[c]} drawn all the same)"
+            rate = check.rate(c)
+            return f"{c} {rate:.2f} ({check.boxes[c]}{hidden})" if rate is not None else f"{c} - (0{hidden})"
+
+        rates = ", ".join(cell(c) for c in game.categories)
         print(f"| {camel} | {rates} | {min(det_t) / min(step_t):.3f} | {min(cap_t) / min(step_t):.4f} |", flush=True)
+
+
+def pictures(folder: Path, episodes: int = 12) -> None:
+    """docs/atari-objects.md's pictures: ``rlviz render --heatmap`` of random-weight agents (seed 0) on
+    SpaceInvaders and Seaquest, their heatmap.png copied to ``folder/atari_<game>_heatmap.png``."""
+    import torch
+
+    from rlviz import RenderConfig, render
+    from rlviz.agent.models import NatureCNNAgent
+    from rlviz.sources.checkpoint import save_checkpoint
+
+    work = Path(tempfile.mkdtemp(prefix="atari_pictures_"))
+    try:
+        for game, n in (("SpaceInvaders", 6), ("Seaquest", 18)):
+            torch.manual_seed(0)
+            ckpt = save_checkpoint(work / f"{game}.pt2", NatureCNNAgent(n), env=f"ALE/{game}-v5")
+            render(RenderConfig(checkpoint=ckpt, episodes=episodes, num_envs=episodes, heatmap=True, videos="none",
+                                seed=0, out=work / game, progress=False))
+            shutil.copyfile(work / game / "heatmap.png", folder / f"atari_{game.lower()}_heatmap.png")
+            print(folder / f"atari_{game.lower()}_heatmap.png", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
@@ -149,8 +178,11 @@ def main() -> None:
     ap.add_argument("--games", default="Breakout,SpaceInvaders,MsPacman", help="comma-separated (default all three)")
     ap.add_argument("--table", action="store_true", help="print the per-game table instead")
     ap.add_argument("--steps", type=int, default=300, help="decisions per game for --table")
+    ap.add_argument("--pictures", metavar="DIR", help="write the docs page's two heatmap pictures into DIR instead")
     args = ap.parse_args()
-    if args.table:
+    if args.pictures:
+        pictures(Path(args.pictures))
+    elif args.table:
         table(args.steps)
     else:
         render_ratio(args.episodes, args.repeats, args.num_envs, args.games.split(","), args.workers)

@@ -17,8 +17,9 @@ __all__ = ["SpaceInvaders", "Seaquest", "Asterix"]
 
 class SpaceInvaders(RamGame):
     """Cannon at column RAM[28] - 1, row 185 (7x10); while a new cannon waits (RAM[42] == 1: the start of a game
-    and after a life is lost) it blinks, drawn while bit 3 of its countdown RAM[74] is set. Aliens: a 6x6 grid whose row bitmaps are RAM[23] (top) to
-    RAM[18] (bottom), bit 0 the leftmost column (the lowest set bit of any row is the leftmost column present), the grid's top-left at column RAM[26] - 1 and row 31 + 2 RAM[16], 16 px and 18 px
+    and after a life is lost) it blinks, drawn while bit 3 of its countdown RAM[74] is set. Aliens: a 6x6 grid whose
+    row bitmaps are RAM[23] (top) to RAM[18] (bottom), bit 0 the leftmost column (the lowest bit set in any row is
+    the leftmost column present), the grid's top-left at column RAM[26] - 1 and row 31 + 2 RAM[16], 16 px and 18 px
     apart, 8x10 each. Shots: the cannon's at (RAM[87] - 2, 2 RAM[85] + 3), the aliens' bombs at (RAM[83 + i] - 2,
     2 RAM[81 + i] + 3) (1x10; shown while the row is within 20-195). UFO at column RAM[30] - 1, row 12, while
     RAM[30] is neither 0 nor 180."""
