@@ -139,6 +139,23 @@ def test_masks_are_the_boxes_and_scale_to_the_rendered_frame():
     assert (rows.min(), rows.max(), cols.min(), cols.max()) == (136, 227, 48, 75)
 
 
+def test_not_drawn_boxes_stay_in_the_masks_and_the_check_counts_them_apart():
+    """Seaquest's submarine during its death animation (RAM[105] 14..1: gone from the screen) is reported with
+    drawn=False: its mask still holds it (the heatmap wants where it was), and a box marked not drawn that shows
+    its colour is counted as such by the check."""
+    from rlviz.evaluate.atari_ram.check import ScreenCheck
+
+    game, ram = GAMES["seaquest"](), np.zeros(128, dtype=np.uint8)
+    ram[70], ram[97] = 60, 40
+    for dying, drawn in ((0, True), (21, True), (20, False), (7, False)):
+        ram[105] = dying
+        player = next(b for b in game.detect(np.asarray(ram, dtype=np.int64)) if b.category == "player")
+        assert player.drawn is drawn and (player.x, player.y) == (60, 73), dying
+        assert RamExtractor(game).masks(ram)["player"][73:84, 60:76].all()
+    check = ScreenCheck("seaquest", boxes={"player": 9}, hits={"player": 9}, hidden={"player": 3})
+    assert check.rate("player") == 1.0 and check.hidden_share("player") == 0.25
+
+
 @pytest.fixture(scope="module")
 def random_agents(tmp_path_factory):
     """Random-weight Nature-CNN agents (a near-uniform policy) for SpaceInvaders (two: A and B) and Seaquest."""
