@@ -95,7 +95,7 @@ def render_ratio(episodes: int, repeats: int, num_envs: int, games, workers: int
         shutil.rmtree(work, ignore_errors=True)
 
 
-def table(steps: int) -> None:
+def table(steps: int, only: str | None = None) -> None:
     import ale_py
     import gymnasium as gym
 
@@ -107,6 +107,8 @@ def table(steps: int) -> None:
     for rom, cls in GAMES.items():
         game = cls()
         camel = "".join(p.capitalize() for p in rom.split("_"))
+        if only and camel not in only.split(","):
+            continue
         env = gym.make(f"ALE/{camel}-v5", frameskip=1, repeat_action_probability=0.0)
         env.reset(seed=0)
         rng, n_actions = np.random.default_rng(0), int(env.action_space.n)
@@ -178,12 +180,13 @@ def main() -> None:
     ap.add_argument("--games", default="Breakout,SpaceInvaders,MsPacman", help="comma-separated (default all three)")
     ap.add_argument("--table", action="store_true", help="print the per-game table instead")
     ap.add_argument("--steps", type=int, default=300, help="decisions per game for --table")
+    ap.add_argument("--table-games", metavar="GAMES", help="comma-separated rows of --table (default all 20)")
     ap.add_argument("--pictures", metavar="DIR", help="write the docs page's two heatmap pictures into DIR instead")
     args = ap.parse_args()
     if args.pictures:
         pictures(Path(args.pictures))
     elif args.table:
-        table(args.steps)
+        table(args.steps, args.table_games)
     else:
         render_ratio(args.episodes, args.repeats, args.num_envs, args.games.split(","), args.workers)
 
