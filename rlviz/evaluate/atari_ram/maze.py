@@ -18,8 +18,8 @@ __all__ = ["MsPacman", "Qbert", "MontezumaRevenge", "Pitfall", "Venture", "Kanga
 
 class MsPacman(RamGame):
     """Ms. Pac-Man at (RAM[10] - 13, RAM[16] + 1), 9x10. Ghost k (0-3) at (RAM[6 + k] - 13, RAM[12 + k] + 1) while
-    RAM[47] > 0, the second to fourth only while RAM[19] >= k; the fruit at (RAM[11] - 13, RAM[17] + 1) while
-    RAM[11] and RAM[17] are not 0."""
+    RAM[47] > 0, the second to fourth only while RAM[19] >= k (not drawn while RAM[25] is 0: Ms. Pac-Man's death);
+    the fruit at (RAM[11] - 13, RAM[17] + 1) while RAM[11] and RAM[17] are not 0."""
 
     name = "ms_pacman"
     categories = ("player", "ghost", "fruit")
@@ -33,9 +33,10 @@ class MsPacman(RamGame):
     def detect(self, ram: np.ndarray) -> list[Box]:
         out = [Box("player", int(ram[10]) - 13, int(ram[16]) + 1, 9, 10)]
         if ram[47] > 0:
+            shown = ram[25] != 0  # 0: Ms. Pac-Man's death, the ghosts gone from the screen
             for k in range(4):
                 if k == 0 or ram[19] >= k:
-                    out.append(Box("ghost", int(ram[6 + k]) - 13, int(ram[12 + k]) + 1, 9, 10))
+                    out.append(Box("ghost", int(ram[6 + k]) - 13, int(ram[12 + k]) + 1, 9, 10, bool(shown)))
         return out + box_if("fruit", int(ram[11]) - 13, int(ram[17]) + 1, 9, 10, ram[11] > 0 and ram[17] > 0)
 
 
