@@ -2,19 +2,21 @@
 """Benchmark and table of the Atari RAM object maps (rlviz.evaluate.atari_ram).
 
     python scripts/bench_atari_objects.py                       # render ratio, 100 episodes per game, 3 repeats
-    python scripts/bench_atari_objects.py --episodes 1000 --repeats 3   # the issue's full size
+    python scripts/bench_atari_objects.py --episodes 1000 --repeats 2 --workers 2   # the issue's full size
     python scripts/bench_atari_objects.py --games MsPacman --episodes 100 --repeats 2   # one game
     python scripts/bench_atari_objects.py --table --steps 300   # docs/atari-objects.md's table
+    python scripts/bench_atari_objects.py --pictures docs/img   # the docs page's two heatmaps
 
 Render ratio: ``rlviz render`` of N episodes of Breakout (the shipped samples/ale_breakout_ppo.pt2), SpaceInvaders
 and MsPacman (random-weight Nature-CNN agents saved here: a near-uniform policy) with ``--heatmap`` against the same
 render without it (``--videos none``, seed 0), interleaved (plain, heatmap, heatmap, plain, ...) in one process;
-prints min and median seconds of each and the ratio heatmap / plain, of wall clock and of the process's CPU time
-(rollouts run in this process: the CPU time is the robust figure on a loaded machine). Target: <= 1.3x.
+prints min and median seconds of each and the ratio heatmap / plain, of wall clock and of CPU time (this process's
+and, with ``--workers N``, its worker processes': the robust figure on a loaded machine). Target: <= 1.3x.
 
 Table: per game, each category's screen-check hit rate (tests/test_atari_objects.py's check: random decisions of 4
-frames, seed 0) and the cost of detection (``RamGame.detect`` on one RAM snapshot) relative to one ``env.step`` of
-ALE/<Game>-v5 (frame skip 4), and of the 128-byte capture; min of 3 timed passes.
+frames, seed 0; in brackets the drawn boxes checked and the boxes the map reported as not drawn) and the cost of
+detection (``RamGame.detect`` on one RAM snapshot) relative to one ``env.step`` of ALE/<Game>-v5 (frame skip 4), and
+of the 128-byte capture; min of 3 timed passes.
 """
 
 from __future__ import annotations
@@ -54,7 +56,15 @@ def _agents(work: Path, games) -> dict[str, Path]:
     return out
 
 
-def render_ratio(episodes: int, repeats: int, num_envs: int, games) -> None:
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (the --workers processes, joined after each render)."""
+    import resource
+
+    child = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + child.ru_utime + child.ru_stime
+
+
+def render_ratio(episodes: int, repeats: int, num_envs: int, games, workers: int = 1) -> None:
     from rlviz import RenderConfig, render
 
     work = Path(tempfile.mkdtemp(prefix="bench_atari_objects_"))
@@ -62,7 +72,7 @@ def render_ratio(episodes: int, repeats: int, num_envs: int, games) -> None:
         agents = _agents(work, games)
         for game, ckpt in agents.items():
             base = RenderConfig(checkpoint=ckpt, episodes=episodes, videos="none", seed=0, progress=False,
-                                overwrite=True, num_envs=num_envs, out=work / game)
+                                overwrite=True, num_envs=num_envs, out=work / game, workers=workers)
             configs = {"plain": replace(base, heatmap=False), "heatmap": replace(base, heatmap=True)}
             for c in configs.values():  # warm-up, untimed
                 render(replace(c, episodes=2))
@@ -71,11 +81,11 @@ def render_ratio(episodes: int, repeats: int, num_envs: int, games) -> None:
             for r in range(repeats):
                 order = list(configs) if r % 2 == 0 else list(reversed(configs))
                 for name in order:
-                    t, c = time.perf_counter(), time.process_time()
+                    t, c = time.perf_counter(), _cpu()
                     render(configs[name])
                     times[name].append(time.perf_counter() - t)
-                    cpu[name].append(time.process_time() - c)
-            for label, d in (("wall", times), ("cpu", cpu)):  # cpu: this process's CPU time (all its threads)
+                    cpu[name].append(_cpu() - c)
+            for label, d in (("wall", times), ("cpu", cpu)):  # cpu: this process's and its workers' CPU time
                 p, h = d["plain"], d["heatmap"]
                 print(f"{game:14s} {episodes} episodes, {label}: plain min {min(p):.1f} s median "
                       f"{statistics.median(p):.1f} s; heatmap min {min(h):.1f} s median {statistics.median(h):.1f} s; "
@@ -85,7 +95,7 @@ def render_ratio(episodes: int, repeats: int, num_envs: int, games) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def table(steps: int) -> None:
+def table(steps: int, only: str | None = None) -> None:
     import ale_py
     import gymnasium as gym
 
@@ -97,6 +107,8 @@ def table(steps: int) -> None:
     for rom, cls in GAMES.items():
         game = cls()
         camel = "".join(p.capitalize() for p in rom.split("_"))
+        if only and camel not in only.split(","):
+            continue
         env = gym.make(f"ALE/{camel}-v5", frameskip=1, repeat_action_probability=0.0)
         env.reset(seed=0)
         rng, n_actions = np.random.default_rng(0), int(env.action_space.n)
@@ -126,10 +138,37 @@ def table(steps: int) -> None:
                 np.array(ale.getRAM(), dtype=np.uint8, copy=True)
             cap_t.append((time.perf_counter() - t) / len(rams))
         env.close()
-        rates = ", ".join(
-            f"{c} {check.rate(c):.2f} ({check.boxes[c]})" if check.rate(c) is not None else f"{c} - (0)"
-            for c in game.categories)
+        def cell(c: str, check=check) -> str:
+            hidden = f", {check.hidden[c]} not drawn" if check.hidden.get(c) else ""
+            if check.hidden_hits.get(c):
+                hidden += f" ({check.hidden_hits[c]} drawn all the same)"
+            rate = check.rate(c)
+            return f"{c} {rate:.2f} ({check.boxes[c]}{hidden})" if rate is not None else f"{c} - (0{hidden})"
+
+        rates = ", ".join(cell(c) for c in game.categories)
         print(f"| {camel} | {rates} | {min(det_t) / min(step_t):.3f} | {min(cap_t) / min(step_t):.4f} |", flush=True)
+
+
+def pictures(folder: Path, episodes: int = 12) -> None:
+    """docs/atari-objects.md's pictures: ``rlviz render --heatmap`` of random-weight agents (seed 0) on
+    SpaceInvaders and Seaquest, their heatmap.png copied to ``folder/atari_<game>_heatmap.png``."""
+    import torch
+
+    from rlviz import RenderConfig, render
+    from rlviz.agent.models import NatureCNNAgent
+    from rlviz.sources.checkpoint import save_checkpoint
+
+    work = Path(tempfile.mkdtemp(prefix="atari_pictures_"))
+    try:
+        for game, n in (("SpaceInvaders", 6), ("Seaquest", 18)):
+            torch.manual_seed(0)
+            ckpt = save_checkpoint(work / f"{game}.pt2", NatureCNNAgent(n), env=f"ALE/{game}-v5")
+            render(RenderConfig(checkpoint=ckpt, episodes=episodes, num_envs=episodes, heatmap=True, videos="none",
+                                seed=0, out=work / game, progress=False))
+            shutil.copyfile(work / game / "heatmap.png", folder / f"atari_{game.lower()}_heatmap.png")
+            print(folder / f"atari_{game.lower()}_heatmap.png", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
@@ -137,14 +176,19 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--num-envs", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=1, help="rlviz render --workers (default 1: this process)")
     ap.add_argument("--games", default="Breakout,SpaceInvaders,MsPacman", help="comma-separated (default all three)")
     ap.add_argument("--table", action="store_true", help="print the per-game table instead")
     ap.add_argument("--steps", type=int, default=300, help="decisions per game for --table")
+    ap.add_argument("--table-games", metavar="GAMES", help="comma-separated rows of --table (default all 20)")
+    ap.add_argument("--pictures", metavar="DIR", help="write the docs page's two heatmap pictures into DIR instead")
     args = ap.parse_args()
-    if args.table:
-        table(args.steps)
+    if args.pictures:
+        pictures(Path(args.pictures))
+    elif args.table:
+        table(args.steps, args.table_games)
     else:
-        render_ratio(args.episodes, args.repeats, args.num_envs, args.games.split(","))
+        render_ratio(args.episodes, args.repeats, args.num_envs, args.games.split(","), args.workers)
 
 
 if __name__ == "__main__":

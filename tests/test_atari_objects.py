@@ -26,13 +26,12 @@ CAMEL = {
 }
 
 #: the hit rate each category must reach on 150 random decisions (seed 0), as docs/atari-objects.md lists them
-#: (measured rates are there; these floors sit a little below). Player, ball and paddles: 0.95 unless the docs
-#: page gives the reason it is lower.
+#: (measured rates are there; these floors sit a little below). Player, ball and paddles: 0.95 in every game.
 MIN_HIT = {
     "breakout": {"ball": 0.95, "paddle": 0.95},
     "pong": {"ball": 0.95, "paddle": 0.95, "enemy": 0.95},
-    "space_invaders": {"player": 0.85, "alien": 0.9, "shot": 0.9, "bomb": 0.9, "ufo": 0.0},
-    "seaquest": {"player": 0.7, "shark": 0.3, "submarine": 0.0, "diver": 0.9, "missile": 0.8, "enemy_missile": 0.0},
+    "space_invaders": {"player": 0.95, "alien": 0.95, "shot": 0.9, "bomb": 0.9, "ufo": 0.0},
+    "seaquest": {"player": 0.95, "shark": 0.3, "submarine": 0.0, "diver": 0.9, "missile": 0.8, "enemy_missile": 0.0},
     "ms_pacman": {"player": 0.95, "ghost": 0.85, "fruit": 0.0},
     "freeway": {"player": 0.95, "car": 0.95},
     "boxing": {"player": 0.95, "enemy": 0.95},
@@ -41,12 +40,12 @@ MIN_HIT = {
     "enduro": {"player": 0.95},
     "beam_rider": {"player": 0.95},
     "riverraid": {"player": 0.95, "missile": 0.95, "enemy": 0.95, "fuel": 0.9, "bridge": 0.9},
-    "tennis": {"player": 0.95, "enemy": 0.95, "ball": 0.85, "shadow": 0.9},
+    "tennis": {"player": 0.95, "enemy": 0.95, "ball": 0.95, "shadow": 0.9},
     "bowling": {"player": 0.95, "ball": 0.95, "pin": 0.95},
-    "kangaroo": {"player": 0.95, "monkey": 0.95, "coconut": 0.95},
+    "kangaroo": {"player": 0.95, "monkey": 0.85, "coconut": 0.95},
     "frostbite": {"player": 0.95, "enemy": 0.95, "floe": 0.95},
     "montezuma_revenge": {"player": 0.95, "enemy": 0.9},
-    "pitfall": {"player": 0.7},
+    "pitfall": {"player": 0.95},
     "skiing": {"player": 0.95, "tree": 0.8, "mogul": 0.9, "flag": 0.9},
     "venture": {"player": 0.95},
 }
@@ -63,7 +62,9 @@ def test_twenty_games_are_mapped_with_their_categories_and_colours():
 @pytest.mark.parametrize("rom", sorted(CAMEL))
 def test_boxes_cover_their_objects_on_the_screen(rom):
     """150 random decisions (4 frames each), every box widened by 1 px must hold a pixel of its category's colour
-    on the frame the emulator drew (flickering categories: that frame or the one before)."""
+    on the frame the emulator drew (flickering categories: that frame or the one before). Boxes the map reports
+    as not drawn (a blink, a death animation: ``Box.drawn`` False) are not excused blindly: the frame must show
+    none of the category's colour in them, and they may be at most a third of the category's boxes."""
     game = GAMES[rom]()
     env = gym.make(f"ALE/{CAMEL[rom]}-v5", frameskip=1, repeat_action_probability=0.0)
     env.reset(seed=0)
@@ -76,6 +77,9 @@ def test_boxes_cover_their_objects_on_the_screen(rom):
         rate = check.rate(category)
         if rate is not None:
             assert rate >= floor, f"{rom} {category}: {check.hits.get(category, 0)}/{check.boxes[category]} < {floor}"
+        hidden = check.hidden.get(category, 0)
+        assert check.hidden_hits.get(category, 0) <= 0.05 * hidden, f"{rom} {category}: drawn where the map says not"
+        assert check.hidden_share(category) <= 1 / 3, f"{rom} {category}: {hidden} boxes reported as not drawn"
 
 
 def test_boxes_miss_an_empty_screen():
@@ -137,9 +141,26 @@ def test_masks_are_the_boxes_and_scale_to_the_rendered_frame():
     assert (rows.min(), rows.max(), cols.min(), cols.max()) == (136, 227, 48, 75)
 
 
+def test_not_drawn_boxes_stay_in_the_masks_and_the_check_counts_them_apart():
+    """Seaquest's submarine during its death animation (RAM[105] 14..1: gone from the screen) is reported with
+    drawn=False: its mask still holds it (the heatmap wants where it was), and a box marked not drawn that shows
+    its colour is counted as such by the check."""
+    from rlviz.evaluate.atari_ram.check import ScreenCheck
+
+    game, ram = GAMES["seaquest"](), np.zeros(128, dtype=np.uint8)
+    ram[70], ram[97] = 60, 40
+    for dying, drawn in ((0, True), (21, True), (20, False), (7, False)):
+        ram[105] = dying
+        player = next(b for b in game.detect(np.asarray(ram, dtype=np.int64)) if b.category == "player")
+        assert player.drawn is drawn and (player.x, player.y) == (60, 73), dying
+        assert RamExtractor(game).masks(ram)["player"][73:84, 60:76].all()
+    check = ScreenCheck("seaquest", boxes={"player": 9}, hits={"player": 9}, hidden={"player": 3})
+    assert check.rate("player") == 1.0 and check.hidden_share("player") == 0.25
+
+
 @pytest.fixture(scope="module")
 def random_agents(tmp_path_factory):
-    """Random-weight Nature-CNN agents (a near-uniform policy) for SpaceInvaders and Seaquest."""
+    """Random-weight Nature-CNN agents (a near-uniform policy) for SpaceInvaders (two: A and B) and Seaquest."""
     import torch
 
     from rlviz.agent.models import NatureCNNAgent
@@ -147,8 +168,13 @@ def random_agents(tmp_path_factory):
 
     torch.manual_seed(0)
     root = tmp_path_factory.mktemp("agents")
-    return {g: save_checkpoint(root / f"{g}.pt2", NatureCNNAgent(n), env=f"ALE/{g}-v5")
-            for g, n in (("SpaceInvaders", 6), ("Seaquest", 18))}
+    out = {g: save_checkpoint(root / f"{g}.pt2", NatureCNNAgent(n), env=f"ALE/{g}-v5")
+           for g, n in (("SpaceInvaders", 6), ("Seaquest", 18))}
+    b = NatureCNNAgent(6)  # a second SpaceInvaders agent for compare, one that mostly moves right and fires
+    with torch.no_grad():
+        b.actor.bias.copy_(torch.tensor([0.0, 0.0, 1.5, 0.0, 1.5, 0.0]))
+    out["SpaceInvaders-b"] = save_checkpoint(root / "SpaceInvaders-b.pt2", b, env="ALE/SpaceInvaders-v5")
+    return out
 
 
 #: (game, category, rows and columns where that category can be on the 160x210 screen)
@@ -212,3 +238,69 @@ def test_objects_ram_on_an_env_without_a_map_says_what_to_do():
         with pytest.raises(UsageError, match="no RAM object map|not an ALE env|--objects pixels"):
             load_extractor("ram").capture(None, env)
         env.close()
+
+
+def _plausible(grid: np.ndarray, rows: tuple[int, int], cols: tuple[int, int]) -> bool:
+    r, c = np.nonzero(grid)
+    return bool(len(r)) and rows[0] <= r.min() and r.max() < rows[1] and cols[0] <= c.min() and c.max() < cols[1]
+
+
+def test_compare_draws_the_heatmap_difference_per_category(random_agents, tmp_path):
+    """`rlviz compare` of two agents on SpaceInvaders (no --objects: the RAM map from the env id): heatmap_diff.npz
+    holds one layer per category, each agent's counts where the game draws that category, and the difference is
+    B's share minus A's."""
+    from rlviz.cli import main
+
+    out = tmp_path / "cmp"
+    code = main(["compare", str(random_agents["SpaceInvaders"]), str(random_agents["SpaceInvaders-b"]),
+                 "--episodes", "1", "--num-envs", "1", "--heatmap", "--videos", "none", "--out", str(out),
+                 "--no-progress"])
+    assert code == 0
+    with np.load(out / "heatmap_diff.npz") as z:
+        names = [str(n) for n in z["object_names"]]
+        a, b, diff = z["counts_a"], z["counts_b"], z["diff"]
+        fa, fb = int(z["failures_a"]), int(z["failures_b"])
+    assert names == list(GAMES["space_invaders"].categories)
+    assert diff.shape == a.shape == b.shape == (len(names), 210, 160) and fa >= 1 and fb >= 1
+    np.testing.assert_allclose(diff, b / fb - a / fa)
+    for counts in (a, b):
+        for category, (rows, cols) in PLAUSIBLE["SpaceInvaders"].items():
+            assert _plausible(counts[names.index(category)], rows, cols), category
+    assert not np.array_equal(a, b)  # two agents, two sets of failures
+    assert (out / "heatmap_diff.png").stat().st_size > 1000
+
+
+def test_timeline_on_an_atari_run_draws_per_category_heatmaps(tmp_path, monkeypatch):
+    """`rlviz timeline --heatmap` on a folder of two SpaceInvaders checkpoints (random weights saved per step):
+    each checkpoint's heatmap has the RAM map's categories as layers, each where the game draws it, and the
+    small multiples and per-step PNGs are written."""
+    import torch
+
+    import rlviz
+    from rlviz.agent.models import NatureCNNAgent
+    from rlviz.sources.checkpoint import save_checkpoint
+    from rlviz.timeline import views
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for step in (1000, 2000):
+        torch.manual_seed(step)
+        save_checkpoint(run / f"agent_{step}.pt2", NatureCNNAgent(6), env="ALE/SpaceInvaders-v5",
+                        metadata={"step": step})
+    seen = []
+    real = views.plot_timeline_heatmaps
+
+    def spy(path, maps, steps, **kw):  # the real plot, the maps it is given kept for the asserts below
+        seen.append((list(steps), list(maps)))
+        return real(path, maps, steps, **kw)
+
+    monkeypatch.setattr(views, "plot_timeline_heatmaps", spy)
+    out = tmp_path / "tl"
+    rlviz.timeline(run=run, out=out, episodes=1, num_envs=1, heatmap=True, videos="none", seed=0)
+    assert len(seen) == 1 and seen[0][0] == [1000, 2000]
+    for hm in seen[0][1]:
+        assert tuple(hm.object_names) == GAMES["space_invaders"].categories and hm.failures >= 1
+        for category, (rows, cols) in PLAUSIBLE["SpaceInvaders"].items():
+            assert _plausible(hm.counts[category], rows, cols), category
+    assert (out / "timeline_heatmaps.png").stat().st_size > 1000
+    assert all((out / "heatmaps" / f"step_{s}.png").stat().st_size > 1000 for s in (1000, 2000))

@@ -31,13 +31,17 @@ SCREEN = (210, 160)
 
 class Box(NamedTuple):
     """One object: ``category`` and its box on the 160x210 screen (``x`` column and ``y`` row of the top-left
-    corner, width ``w`` and height ``h`` in pixels; may reach past the screen's edges, painted clipped)."""
+    corner, width ``w`` and height ``h`` in pixels; may reach past the screen's edges, painted clipped).
+    ``drawn``: False when the RAM says the object is there but not drawn on this frame (a blink after a new life,
+    a death animation, a flicker phase): the masks still hold it (the heatmap wants where the player was when the
+    life was lost), and the screen check counts it apart, as *hidden*, requiring that it misses its colour."""
 
     category: str
     x: int
     y: int
     w: int
     h: int
+    drawn: bool = True
 
 
 class RamGame:
@@ -56,9 +60,9 @@ class RamGame:
         raise NotImplementedError
 
 
-def box_if(category: str, x: int, y: int, w: int, h: int, visible: bool) -> list[Box]:
+def box_if(category: str, x: int, y: int, w: int, h: int, visible: bool, drawn: bool = True) -> list[Box]:
     """``[Box(...)]`` when ``visible``, else ``[]`` (a helper for objects that come and go)."""
-    return [Box(category, int(x), int(y), int(w), int(h))] if visible else []
+    return [Box(category, int(x), int(y), int(w), int(h), bool(drawn))] if visible else []
 
 
 class RamExtractor(Extractor):

@@ -16,17 +16,27 @@ __all__ = ["ScreenCheck", "box_hits", "check_game"]
 
 @dataclass
 class ScreenCheck:
-    """Per category: ``hits`` (boxes covering a pixel of the category's colour within ``margin`` px), ``boxes``
-    (boxes reported) and ``steps`` checked."""
+    """Per category: ``hits`` (drawn boxes covering a pixel of the category's colour within ``margin`` px),
+    ``boxes`` (drawn boxes reported), ``hidden`` (boxes the map reports as not drawn on that frame,
+    ``Box.drawn`` False), ``hidden_hits`` (of those, how many held the colour all the same: the map's visibility
+    was wrong) and ``steps`` checked."""
 
     game: str
     steps: int = 0
     hits: dict[str, int] = field(default_factory=dict)
     boxes: dict[str, int] = field(default_factory=dict)
+    hidden: dict[str, int] = field(default_factory=dict)
+    hidden_hits: dict[str, int] = field(default_factory=dict)
 
     def rate(self, category: str) -> float | None:
+        """Hit rate of the drawn boxes (None when there were none)."""
         n = self.boxes.get(category, 0)
         return self.hits.get(category, 0) / n if n else None
+
+    def hidden_share(self, category: str) -> float:
+        """Share of the category's boxes reported as not drawn."""
+        n = self.boxes.get(category, 0) + self.hidden.get(category, 0)
+        return self.hidden.get(category, 0) / n if n else 0.0
 
 
 def box_hits(screen: np.ndarray, box: Box, colours, margin: int = 1) -> bool:
@@ -46,7 +56,8 @@ def check_game(game: RamGame, env, steps: int, act: Callable[[int], int], margin
     """Step ``env`` (an ALE env without frame skip, reset by the caller) ``steps`` decisions of ``act(t)``, each
     repeated ``repeat`` frames (as frame skip 4 does), resetting when an episode ends, and check every box on each
     decision's last frame. Categories in ``game.flicker`` (drawn on alternate frames) hit when the box covers their
-    colour on that frame or the one before."""
+    colour on that frame or the one before. Boxes the map reports as not drawn (``Box.drawn`` False) are counted
+    in ``hidden``, and in ``hidden_hits`` when the frame shows the category's colour in them all the same."""
     ale = env.unwrapped.ale
     out = ScreenCheck(game.name)
     for t in range(steps):
@@ -64,6 +75,11 @@ def check_game(game: RamGame, env, steps: int, act: Callable[[int], int], margin
         screen = ale.getScreenRGB()
         for b in game.detect(np.asarray(ale.getRAM(), dtype=np.int64)):
             colours = game.colours[b.category]
+            if not b.drawn:
+                out.hidden[b.category] = out.hidden.get(b.category, 0) + 1
+                if box_hits(screen, b, colours, margin):
+                    out.hidden_hits[b.category] = out.hidden_hits.get(b.category, 0) + 1
+                continue
             out.boxes[b.category] = out.boxes.get(b.category, 0) + 1
             if box_hits(screen, b, colours, margin) or (
                     b.category in game.flicker and prev is not None and box_hits(prev, b, colours, margin)):

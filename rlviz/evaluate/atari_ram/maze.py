@@ -18,8 +18,8 @@ __all__ = ["MsPacman", "Qbert", "MontezumaRevenge", "Pitfall", "Venture", "Kanga
 
 class MsPacman(RamGame):
     """Ms. Pac-Man at (RAM[10] - 13, RAM[16] + 1), 9x10. Ghost k (0-3) at (RAM[6 + k] - 13, RAM[12 + k] + 1) while
-    RAM[47] > 0, the second to fourth only while RAM[19] >= k; the fruit at (RAM[11] - 13, RAM[17] + 1) while
-    RAM[11] and RAM[17] are not 0."""
+    RAM[47] > 0, the second to fourth only while RAM[19] >= k (not drawn while RAM[25] is 0: Ms. Pac-Man's death);
+    the fruit at (RAM[11] - 13, RAM[17] + 1) while RAM[11] and RAM[17] are not 0."""
 
     name = "ms_pacman"
     categories = ("player", "ghost", "fruit")
@@ -33,9 +33,10 @@ class MsPacman(RamGame):
     def detect(self, ram: np.ndarray) -> list[Box]:
         out = [Box("player", int(ram[10]) - 13, int(ram[16]) + 1, 9, 10)]
         if ram[47] > 0:
+            shown = ram[25] != 0  # 0: Ms. Pac-Man's death, the ghosts gone from the screen
             for k in range(4):
                 if k == 0 or ram[19] >= k:
-                    out.append(Box("ghost", int(ram[6 + k]) - 13, int(ram[12 + k]) + 1, 9, 10))
+                    out.append(Box("ghost", int(ram[6 + k]) - 13, int(ram[12 + k]) + 1, 9, 10, bool(shown)))
         return out + box_if("fruit", int(ram[11]) - 13, int(ram[17]) + 1, 9, 10, ram[11] > 0 and ram[17] > 0)
 
 
@@ -94,7 +95,9 @@ class MontezumaRevenge(RamGame):
 
 
 class Pitfall(RamGame):
-    """Pitfall Harry at (RAM[97], RAM[105] + 72), 8x21. (Logs, pits, scorpions and crocodiles: per-scene tables in
+    """Pitfall Harry at (RAM[97], (RAM[105] + 72) mod 256), 8x21 (after a life is lost he drops in from the
+    treetops: RAM[105] 225-255, rows 41-71); not drawn while RAM[30], the death countdown (drowned, eaten), is
+    not 0. (Logs, pits, scorpions and crocodiles: per-scene tables in
     OCAtari; not mapped here.)"""
 
     name = "pitfall"
@@ -102,7 +105,7 @@ class Pitfall(RamGame):
     colours = {"player": ((53, 95, 24), (92, 186, 92), (105, 105, 15), (228, 111, 111), (214, 214, 214))}
 
     def detect(self, ram: np.ndarray) -> list[Box]:
-        return [Box("player", int(ram[97]), int(ram[105]) + 72, 8, 21)]
+        return [Box("player", int(ram[97]), (int(ram[105]) + 72) % 256, 8, 21, ram[30] == 0)]
 
 
 class Venture(RamGame):
@@ -122,7 +125,8 @@ class Venture(RamGame):
 class Kangaroo(RamGame):
     """Mother kangaroo at (RAM[17] + 15, 8 RAM[16] + 4), 8x24 (16 ducking, 23/15 jumping by RAM[18]); not drawn while
     RAM[16] > 20 (between lives). Monkey i (0-3)
-    at (RAM[15 - i] + 16, 8 RAM[11 - i] + 5), 6x15, while RAM[3 - i] is neither 0 nor 212. Coconuts: the falling one
+    at (RAM[15 - i] + 16, 8 RAM[11 - i] + 5), 6x15, while RAM[3 - i] is neither 0 nor 212 and RAM[7 - i] is not 255
+    (a monkey waiting to come down the right edge). Coconuts: the falling one
     at (RAM[34] + 14, 8 (RAM[33] - 22 RAM[36]) + 9) while RAM[33] != 255, thrown ones at (RAM[28 + i] + 15,
     8 RAM[25 + i] + 1) while RAM[25 + i] != 255; 2x3."""
 
@@ -135,7 +139,8 @@ class Kangaroo(RamGame):
         h = 16 if pose in (20, 28) else 15 if pose in (66, 74) else 23 if pose in (65, 73) else 24
         out = box_if("player", int(ram[17]) + 15, 8 * int(ram[16]) + 4, 8, h, ram[16] <= 20)  # row 21+: gone
         for i in range(4):
-            out += box_if("monkey", int(ram[15 - i]) + 16, 8 * int(ram[11 - i]) + 5, 6, 15, ram[3 - i] not in (0, 212))
+            out += box_if("monkey", int(ram[15 - i]) + 16, 8 * int(ram[11 - i]) + 5, 6, 15,
+                          ram[3 - i] not in (0, 212) and ram[7 - i] != 255)  # 255: waiting off the screen
         out += box_if("coconut", int(ram[34]) + 14, 8 * (int(ram[33]) - 22 * int(ram[36])) + 9, 2, 3, ram[33] != 255)
         for i in range(3):
             out += box_if("coconut", int(ram[28 + i]) + 15, 8 * int(ram[25 + i]) + 1, 2, 3, ram[25 + i] != 255)

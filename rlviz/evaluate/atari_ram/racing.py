@@ -48,7 +48,8 @@ _TREE_COLOURS = ((110, 156, 66), (82, 126, 45), (158, 208, 101), (72, 160, 72))
 
 class Skiing(RamGame):
     """Skier at (RAM[25], RAM[26] - 80), 10x18. Object slot i (0-7): type RAM[70 + i] (2 a pair of flags 32 px apart,
-    5 a mogul, 85 a tree), column RAM[62 + i], row 178 - RAM[86 + i], height RAM[54 + i] (0 or 255: empty)."""
+    5 a mogul, 85 a tree), column RAM[62 + i], row 178 - RAM[86 + i], height RAM[54 + i] (0 or 255: empty); a tree
+    at row 172 or below is still under the bottom edge."""
 
     name = "skiing"
     categories = ("player", "flag", "tree", "mogul")
@@ -62,7 +63,7 @@ class Skiing(RamGame):
             if h in (0, 255) or not 0 <= y <= 177:
                 continue
             if kind == 85:
-                out.append(Box("tree", x - 3, y + 4, 16, min(175 - y, h, 30)))
+                out += box_if("tree", x - 3, y + 4, 16, min(175 - y, h, 30), y < 172)  # 172+: not on screen yet
             elif kind == 5:
                 out.append(Box("mogul", x + 2, y + 3, 16, min(176 - y, 7)))
             elif kind == 2:

@@ -16,7 +16,9 @@ __all__ = ["SpaceInvaders", "Seaquest", "Asterix"]
 
 
 class SpaceInvaders(RamGame):
-    """Cannon at column RAM[28] - 1, row 185 (7x10). Aliens: a 6x6 grid whose row bitmaps are RAM[18:24] (bit 5
+    """Cannon at column RAM[28] - 1, row 185 (7x10); while a new cannon waits (RAM[42] == 1: the start of a game
+    and after a life is lost) it blinks, drawn while bit 3 of its countdown RAM[74] is set. Aliens: a 6x6 grid whose
+    row bitmaps are RAM[23] (top) to RAM[18] (bottom), bit 0 the leftmost column (the lowest bit set in any row is
     the leftmost column present), the grid's top-left at column RAM[26] - 1 and row 31 + 2 RAM[16], 16 px and 18 px
     apart, 8x10 each. Shots: the cannon's at (RAM[87] - 2, 2 RAM[85] + 3), the aliens' bombs at (RAM[83 + i] - 2,
     2 RAM[81 + i] + 3) (1x10; shown while the row is within 20-195). UFO at column RAM[30] - 1, row 12, while
@@ -29,13 +31,17 @@ class SpaceInvaders(RamGame):
     flicker = ("shot", "bomb")
 
     def detect(self, ram: np.ndarray) -> list[Box]:
-        out = [Box("player", int(ram[28]) - 1, 185, 7, 10)]
-        rows = [int(v) & 63 for v in ram[18:24]]
-        empty_left = 6 - max(rows).bit_length()  # columns gone from the left shift the grid's anchor
+        blink_off = ram[42] == 1 and not int(ram[74]) & 8
+        out = [Box("player", int(ram[28]) - 1, 185, 7, 10, not blink_off)]
+        rows = [int(v) & 63 for v in ram[23:17:-1]]  # top row first: RAM[23] is the top row, RAM[18] the bottom
+        union = 0
+        for bits in rows:
+            union |= bits
+        empty_left = (union & -union).bit_length() - 1 if union else 0  # columns gone from the left shift the anchor
         x0, y0 = int(ram[26]) - 1, 31 + 2 * int(ram[16])
         for i, bits in enumerate(rows):
             for j in range(6):
-                if bits >> (5 - j) & 1:
+                if bits >> j & 1:
                     out.append(Box("alien", x0 + (j - empty_left) * 16, y0 + i * 18, 8, 10))
         for cat, xa, ya in (("shot", 87, 85), ("bomb", 83, 81), ("bomb", 84, 82)):
             y = 2 * int(ram[ya]) + 3
@@ -44,7 +50,9 @@ class SpaceInvaders(RamGame):
 
 
 class Seaquest(RamGame):
-    """Submarine (player) at (RAM[70], RAM[97] + 33), 16x11 (also while it is destroyed, 0 < RAM[105] < 15: the heatmap wants where it was when the life was lost). Lane i (0 bottom ..
+    """Submarine (player) at (RAM[70], RAM[97] + 33), 16x11, also while it is destroyed (RAM[105] counts the death
+    animation down from 22: it blinks black at 22-15, drawn in its colour on odd counts, and is gone at 14-1;
+    reported there as not drawn, since the heatmap wants where it was when the life was lost). Lane i (0 bottom ..
     3 top, rows 141 - 24 i): three slots, slot j present when bit 2 - j of RAM[36 + i] is set, at column
     RAM[30 + i] + 16 j; the lane holds submarines when 3 < RAM[89 + i] % 8 < 7, else sharks (8x7, row + RAM[93] - 4).
     RAM[71 + i] (lane 3 - i) is the column of that lane's enemy torpedo (submarine lanes) or diver. The player's
@@ -60,7 +68,8 @@ class Seaquest(RamGame):
                          (111, 210, 111), (236, 236, 236), (214, 92, 92), (227, 151, 89), (45, 109, 152))}
 
     def detect(self, ram: np.ndarray) -> list[Box]:
-        out = [Box("player", int(ram[70]), int(ram[97]) + 33, 16, 11)]
+        dying = int(ram[105])
+        out = [Box("player", int(ram[70]), int(ram[97]) + 33, 16, 11, dying == 0 or (dying > 14 and dying % 2 == 1))]
         for i in range(4):
             sub = 3 < int(ram[89 + i]) % 8 < 7
             for j in range(3):

@@ -50,12 +50,19 @@ class Pong(RamGame):
 class Tennis(RamGame):
     """Players at (RAM[26] - 1, 166 - RAM[24]) and (RAM[27] - 1, 166 - RAM[25]), 13x23; RAM[80] says which is the
     agent's (0: the first). Ball at (RAM[16] - 2, 189 - RAM[54]) and its shadow at row 189 - RAM[55], 2x2, while
-    RAM[16] > 2; the ball is hidden behind the net in rows 99-112."""
+    RAM[16] > 2; the ball is hidden behind the net in rows 99-112 (not reported), and reported as not drawn above
+    row 17, below row 185 and on the baselines (see ``_ball_drawn``)."""
 
     name = "tennis"
     categories = ("player", "enemy", "ball", "shadow")
     colours = {"player": ((240, 128, 128),), "enemy": ((117, 128, 240),), "ball": ((236, 236, 236),),
                "shadow": ((74, 74, 74),)}
+
+    @staticmethod
+    def _ball_drawn(y: int) -> bool:
+        """The ball is not drawn above row 17 nor below row 185 (out of the court, the point over) nor on the
+        baselines (rows 48-49, 177-178: the court's lines are drawn over it)."""
+        return not (y < 17 or y > 185 or 46 < y < 50 or 174 < y < 179)
 
     def detect(self, ram: np.ndarray) -> list[Box]:
         a = (int(ram[26]) - 1, 166 - int(ram[24]))
@@ -64,7 +71,7 @@ class Tennis(RamGame):
         out = [Box("player", *me, 13, 23), Box("enemy", *them, 13, 23)]
         if ram[16] > 2:
             x, by, sy = int(ram[16]) - 2, 189 - int(ram[54]), 189 - int(ram[55])
-            out += box_if("ball", x, by, 2, 2, not 98 < by < 113)
+            out += box_if("ball", x, by, 2, 2, not 98 < by < 113, self._ball_drawn(by))
             out += box_if("shadow", x, sy, 2, 2, not 100 < sy < 113 and sy != by and ram[55] != 189)
         return out
 
