@@ -275,11 +275,11 @@ def test_timeline_on_an_atari_run_draws_per_category_heatmaps(tmp_path, monkeypa
     each checkpoint's heatmap has the RAM map's categories as layers, each where the game draws it, and the
     small multiples and per-step PNGs are written."""
     import torch
-    from rlviz.timeline import views
 
     import rlviz
     from rlviz.agent.models import NatureCNNAgent
     from rlviz.sources.checkpoint import save_checkpoint
+    from rlviz.training import views
 
     run = tmp_path / "run"
     run.mkdir()
