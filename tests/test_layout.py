@@ -156,3 +156,21 @@ def test_public_names_resolve():
         assert getattr(rlviz, name) is not None
     with pytest.raises(AttributeError):
         rlviz.no_such_name  # noqa: B018
+
+
+def test_the_job_functions_are_never_shadowed_by_their_modules():
+    """``rlviz.compare`` / ``rlviz.jobs.compare`` are the job functions even after ``rlviz.jobs.compare`` (the
+    submodule of the same name) was imported: a lazily bound name would be replaced by the submodule. (0.1's
+    ``rlviz.render`` module path is a callable alias module: callable is what users rely on.)"""
+    import importlib
+
+    import rlviz
+
+    importlib.import_module("rlviz.jobs.compare")
+    importlib.import_module("rlviz.jobs.render")
+    from rlviz import compare, render
+    from rlviz.jobs import compare as jobs_compare
+    from rlviz.jobs import render as jobs_render
+
+    for job in (compare, render, jobs_compare, jobs_render, rlviz.compare, rlviz.render):
+        assert callable(job), job

@@ -1,24 +1,13 @@
 """The jobs the CLI runs, each one library call: :func:`render`, :func:`compare`. They tie the stages together;
-no stage imports them."""
+no stage imports them.
+
+Both are imported here, eagerly: ``rlviz.jobs.compare`` names the function, never the submodule of the same name
+(a lazily loaded name would be shadowed by the submodule once anything imported ``rlviz.jobs.compare``, and
+``from rlviz import compare`` would then hand back a module)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+from .compare import CompareOutputs, compare
 from .render import RenderOutputs, render
 
 __all__ = ["CompareOutputs", "RenderOutputs", "compare", "render"]
-
-
-def __getattr__(name: str) -> Any:
-    if name in ("CompareOutputs", "compare"):  # on first use: a render need not import compare's stages (disagree)
-        import importlib
-
-        value = getattr(importlib.import_module(".compare", __name__), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'rlviz.jobs' has no attribute {name!r}")
-
-
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from .compare import CompareOutputs, compare
