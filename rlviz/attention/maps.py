@@ -132,27 +132,19 @@ def object_fractions(masks: list, names: tuple, pool: Pooling) -> np.ndarray:
     """float32 [B, K, h, w]: for each of B steps' masks ({name: bool [H, W]} in frame pixels), each named object's
     cover of each observation pixel. Objects are made exclusive in frame pixels, in ``names``' order (a pixel of an
     earlier object is not counted again), so a pixel's fractions sum to <= 1. Pooled over each mask's bounding box
-    only (objects are small: an Atari ball is 8 of 33,600 frame pixels)."""
-    h, w = pool.rows.shape[0], pool.cols.shape[0]
-    same = (pool.rows.shape[1], pool.cols.shape[1]) == (h, w)
-    out = np.zeros((len(masks), len(names), h, w), np.float32)
-    for b, m in enumerate(masks):
-        covered = None
-        for k, name in enumerate(names):
-            if name not in m:
-                continue
-            mk = np.asarray(m[name], bool)
-            if covered is not None:
-                mk = mk & ~covered
-            covered = mk if covered is None else covered | mk
-            if same:
-                out[b, k] = mk
-                continue
-            rows, cols = np.flatnonzero(mk.any(axis=1)), np.flatnonzero(mk.any(axis=0))
-            if rows.size:
-                r0, r1, c0, c1 = rows[0], rows[-1] + 1, cols[0], cols[-1] + 1
-                out[b, k] = pool.rows[:, r0:r1] @ mk[r0:r1, c0:c1] @ pool.cols[:, c0:c1].T
-    return out
+    only (objects are small: an Atari ball is 8 of 33,600 frame pixels). The masks are stacked and handed to
+    :func:`stacked_fractions` (a name missing on a step: an empty mask there, which adds nothing)."""
+    n = len(masks)
+    shape = next((np.shape(m[k]) for m in masks for k in names if k in m), None)
+    stacked = {}
+    for name in names if shape is not None else ():
+        if any(name in m for m in masks):
+            arr = np.zeros((n, *shape), bool)
+            for b, m in enumerate(masks):
+                if name in m:
+                    arr[b] = np.asarray(m[name], bool)
+            stacked[name] = arr
+    return stacked_fractions(stacked, n, names, pool)
 
 
 def stacked_fractions(masks: dict, n: int, names: tuple, pool: Pooling) -> np.ndarray:
