@@ -177,3 +177,37 @@ def ppo_zip(tmp_path_factory):
     path = tmp_path_factory.mktemp("sb3") / "ppo.zip"
     model.save(path)
     return model, path
+
+
+def zoo_yaml(path: Path, data: dict) -> None:
+    """Written as rl-zoo3 writes it: yaml.dump of an OrderedDict (Python tags in the file)."""
+    from collections import OrderedDict
+
+    import yaml
+
+    path.write_text(yaml.dump(OrderedDict(sorted(data.items()))))
+
+
+@pytest.fixture(scope="session")
+def zoo_run(tmp_path_factory):
+    """(model, run): a PPO trained briefly on CartPole under VecNormalize, laid out as an rl-zoo3 run:
+    run/CartPole-v1.zip, run/CartPole-v1/{config.yml,args.yml,vecnormalize.pkl} (checked by hand against
+    ``python -m rl_zoo3.train --algo ppo --env CartPole-v1 --hyperparams normalize:True``)."""
+    sb3 = pytest.importorskip("stable_baselines3")
+    pytest.importorskip("yaml")
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    venv = VecNormalize(make_vec_env("CartPole-v1", n_envs=1, seed=0), gamma=0.98)
+    model = sb3.PPO("MlpPolicy", venv, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu", gamma=0.98,
+                    policy_kwargs={"net_arch": [16]})
+    model.learn(512)
+    run = tmp_path_factory.mktemp("logs") / "ppo" / "CartPole-v1_1"
+    (run / "CartPole-v1").mkdir(parents=True)
+    model.save(run / "CartPole-v1.zip")
+    venv.save(run / "CartPole-v1" / "vecnormalize.pkl")
+    zoo_yaml(run / "CartPole-v1" / "config.yml", {"normalize": True, "policy": "MlpPolicy", "gamma": 0.98,
+                                                   "n_timesteps": 512.0, "batch_size": 64})
+    zoo_yaml(run / "CartPole-v1" / "args.yml", {"algo": "ppo", "env": "CartPole-v1", "env_kwargs": None,
+                                                 "gym_packages": [], "seed": 0})
+    return model, run

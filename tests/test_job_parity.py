@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib
 import json
-from collections import OrderedDict
 from dataclasses import fields
 from pathlib import Path
 
@@ -57,34 +56,17 @@ def test_every_render_option_is_a_compare_option():
     assert ra.episodes == rb.episodes == 3 and ra.strict and rb.strict
 
 
-@pytest.fixture(scope="module")
-def zoo_run(tmp_path_factory):
-    """A PPO trained for seconds on CartPole under VecNormalize, laid out as an rl-zoo3 run (as tests/test_zoo.py)."""
-    sb3 = pytest.importorskip("stable_baselines3")
-    yaml = pytest.importorskip("yaml")
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    venv = VecNormalize(make_vec_env("CartPole-v1", n_envs=1, seed=0), gamma=0.98)
-    model = sb3.PPO("MlpPolicy", venv, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu", gamma=0.98,
-                    policy_kwargs={"net_arch": [16]})
-    model.learn(256)
-    run = tmp_path_factory.mktemp("logs") / "ppo" / "CartPole-v1_1"
-    (run / "CartPole-v1").mkdir(parents=True)
-    model.save(run / "CartPole-v1.zip")
-    venv.save(run / "CartPole-v1" / "vecnormalize.pkl")
-    for name, data in (("config.yml", {"normalize": True, "policy": "MlpPolicy", "gamma": 0.98}),
-                       ("args.yml", {"algo": "ppo", "env": "CartPole-v1", "env_kwargs": None, "gym_packages": [],
-                                     "seed": 0})):
-        (run / "CartPole-v1" / name).write_text(yaml.dump(OrderedDict(sorted(data.items()))))
-    return run
+@pytest.fixture
+def zoo_run_dir(zoo_run):
+    """The rl-zoo3 run folder of conftest's ``zoo_run`` (as tests/test_zoo.py uses it)."""
+    return zoo_run[1]
 
 
-def test_compare_of_a_zoo_run_with_itself_diagnoses_each_agent_as_render(zoo_run, tmp_path):
+def test_compare_of_a_zoo_run_with_itself_diagnoses_each_agent_as_render(zoo_run_dir, tmp_path):
     """0.3's compare listed no diagnostics for either agent where render reported value_uninformative,
     value_biased and rewards_one_sign on this kind of run."""
-    rendered = render(checkpoint=zoo_run, episodes=6, videos="none", out=tmp_path / "render")
-    compared = compare(a=zoo_run, b=zoo_run, episodes=6, videos="none", out=tmp_path / "compare")
+    rendered = render(checkpoint=zoo_run_dir, episodes=6, videos="none", out=tmp_path / "render")
+    compared = compare(a=zoo_run_dir, b=zoo_run_dir, episodes=6, videos="none", out=tmp_path / "compare")
     ids = {f["id"] for f in rendered.summary["diagnostics"]}
     assert "rewards_one_sign" in ids  # CartPole: +1 every step
     for side in "ab":
@@ -92,17 +74,17 @@ def test_compare_of_a_zoo_run_with_itself_diagnoses_each_agent_as_render(zoo_run
     assert json.loads((tmp_path / "compare" / "comparison.json").read_text())["a"]["diagnostics"] == \
         rendered.summary["diagnostics"]
     assert compared.warnings == [{**f, "agent": side} for side in "ab" for f in rendered.warnings]
-    code = main(["compare", str(zoo_run), str(zoo_run), "--episodes", "6", "--videos", "none", "--strict",
+    code = main(["compare", str(zoo_run_dir), str(zoo_run_dir), "--episodes", "6", "--videos", "none", "--strict",
                  "--no-progress", "--out", str(tmp_path / "strict")])
     assert code == (3 if rendered.warnings else 0)
 
 
 @pytest.mark.filterwarnings("ignore:.*trained under VecNormalize")  # the bare zip's, on purpose
-def test_compare_vecnormalize_per_agent_equals_render(zoo_run, tmp_path):
+def test_compare_vecnormalize_per_agent_equals_render(zoo_run_dir, tmp_path):
     """A plain SB3 zip has no statistics beside it: --vecnormalize-a gives A the run's, as render --vecnormalize."""
     plain = tmp_path / "plain.zip"
-    plain.write_bytes((zoo_run / "CartPole-v1.zip").read_bytes())
-    stats = zoo_run / "CartPole-v1" / "vecnormalize.pkl"
+    plain.write_bytes((zoo_run_dir / "CartPole-v1.zip").read_bytes())
+    stats = zoo_run_dir / "CartPole-v1" / "vecnormalize.pkl"
     rendered = render(checkpoint=plain, env="CartPole-v1", vecnormalize=stats, episodes=4, videos="none",
                       greedy=True, out=tmp_path / "render")
     bare = render(checkpoint=plain, env="CartPole-v1", episodes=4, videos="none", greedy=True, out=tmp_path / "bare")

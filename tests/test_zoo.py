@@ -6,45 +6,17 @@ import csv
 import json
 import pickle
 import warnings
-from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import zoo_yaml
 
 from rlviz.cli import main
 from rlviz.errors import CheckpointError, UnsafeCheckpointError
 
 sb3 = pytest.importorskip("stable_baselines3")
 yaml = pytest.importorskip("yaml")
-
-
-def _zoo_yaml(path: Path, data: dict) -> None:
-    """Written as rl-zoo3 writes it: yaml.dump of an OrderedDict (Python tags in the file)."""
-    path.write_text(yaml.dump(OrderedDict(sorted(data.items()))))
-
-
-@pytest.fixture(scope="module")
-def zoo_run(tmp_path_factory):
-    """A PPO trained briefly on CartPole under VecNormalize, laid out as an rl-zoo3 run:
-    run/CartPole-v1.zip, run/CartPole-v1/{config.yml,args.yml,vecnormalize.pkl} (checked by hand against
-    ``python -m rl_zoo3.train --algo ppo --env CartPole-v1 --hyperparams normalize:True``)."""
-    from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
-
-    venv = VecNormalize(make_vec_env("CartPole-v1", n_envs=1, seed=0), gamma=0.98)
-    model = sb3.PPO("MlpPolicy", venv, n_steps=128, batch_size=64, n_epochs=1, seed=0, device="cpu", gamma=0.98,
-                    policy_kwargs={"net_arch": [16]})
-    model.learn(512)
-    run = tmp_path_factory.mktemp("logs") / "ppo" / "CartPole-v1_1"
-    (run / "CartPole-v1").mkdir(parents=True)
-    model.save(run / "CartPole-v1.zip")
-    venv.save(run / "CartPole-v1" / "vecnormalize.pkl")
-    _zoo_yaml(run / "CartPole-v1" / "config.yml", {"normalize": True, "policy": "MlpPolicy", "gamma": 0.98,
-                                                    "n_timesteps": 512.0, "batch_size": 64})
-    _zoo_yaml(run / "CartPole-v1" / "args.yml", {"algo": "ppo", "env": "CartPole-v1", "env_kwargs": None,
-                                                  "gym_packages": [], "seed": 0})
-    return model, run
 
 
 def _sb3_vecnormalize(run: Path, seed: int):
@@ -229,9 +201,9 @@ def test_zoo_atari_run_folder_loads_with_sb3s_own_outputs(tmp_path):
     run = tmp_path / "logs" / "ppo" / f"{env_id}_1"
     (run / env_id).mkdir(parents=True)
     model.save(run / f"{env_id}.zip")
-    _zoo_yaml(run / env_id / "config.yml", {"env_wrapper": ["stable_baselines3.common.atari_wrappers.AtariWrapper"],
+    zoo_yaml(run / env_id / "config.yml", {"env_wrapper": ["stable_baselines3.common.atari_wrappers.AtariWrapper"],
                                            "frame_stack": 4, "policy": "CnnPolicy", "normalize": False})
-    _zoo_yaml(run / env_id / "args.yml", {"algo": "ppo", "env": env_id, "env_kwargs": None})
+    zoo_yaml(run / env_id / "args.yml", {"algo": "ppo", "env": env_id, "env_kwargs": None})
     agent = load_agent(run)
     env = make_env(agent.recipe, render_mode=None)
     obs = [env.reset(seed=0)[0]]
