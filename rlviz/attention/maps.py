@@ -135,11 +135,11 @@ def object_fractions(masks: list, names: tuple, pool: Pooling) -> np.ndarray:
     only (objects are small: an Atari ball is 8 of 33,600 frame pixels). The masks are stacked and handed to
     :func:`stacked_fractions` (a name missing on a step: an empty mask there, which adds nothing)."""
     n = len(masks)
-    shape = next((np.shape(m[k]) for m in masks for k in names if k in m), None)
-    stacked = {}
-    for name in names if shape is not None else ():
+    shape: tuple[int, ...] = next((tuple(np.shape(m[k])) for m in masks for k in names if k in m), ())
+    stacked: dict[str, np.ndarray] = {}
+    for name in names if shape else ():
         if any(name in m for m in masks):
-            arr = np.zeros((n, *shape), bool)
+            arr = np.zeros((n, *shape), dtype=np.bool_)
             for b, m in enumerate(masks):
                 if name in m:
                     arr[b] = np.asarray(m[name], bool)
