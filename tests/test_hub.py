@@ -17,7 +17,6 @@ import pytest
 import torch
 from _hub import cache_repo, model_card, offline_hub, repo_folder
 from test_cleanrl_scripts import PPOAgent, _save
-from test_zoo import zoo_run  # noqa: F401  (the fixture: a PPO trained under VecNormalize, as an rl-zoo3 run)
 
 from rlviz.cli import main
 from rlviz.errors import EnvError, HubError, UnsafeCheckpointError, UsageError
@@ -60,7 +59,7 @@ def _returns(out: Path) -> list[tuple[str, str, str]]:
     return [(r["seed"], r["return"], r["length"]) for r in csv.DictReader((out / "episodes.csv").open())]
 
 
-def test_zoo_repo_renders_as_the_same_files_in_a_local_run_folder(zoo_run, hub, tmp_path):  # noqa: F811
+def test_zoo_repo_renders_as_the_same_files_in_a_local_run_folder(zoo_run, hub, tmp_path):
     model, run = zoo_run
     snapshot = cache_repo(hub, "sb3/ppo-CartPole-v1", _zoo_repo(run))
     local = render(checkpoint=str(run), episodes=4, greedy=True, videos="none", out=str(tmp_path / "local"))
@@ -98,7 +97,7 @@ def test_zoo_repo_renders_as_the_same_files_in_a_local_run_folder(zoo_run, hub, 
     np.testing.assert_allclose(agent.policy.evaluate(obs).probs, probs, atol=1e-6)
 
 
-def test_sb3_package_to_hub_repo_takes_its_env_from_the_model_card(zoo_run, hub):  # noqa: F811
+def test_sb3_package_to_hub_repo_takes_its_env_from_the_model_card(zoo_run, hub):
     model, run = zoo_run
     cache_repo(hub, "student/ppo-lander", {  # the repo name names no env: the card does
         "ppo-CartPole-v1.zip": run / "CartPole-v1.zip", "README.md": model_card("CartPole-v1"),
@@ -162,7 +161,7 @@ def test_rlviz_checkpoint_repo_and_revisions(hub, tmp_path):
         load_agent("hf://me/cartpole@v2")
 
 
-def test_repos_without_an_agent_or_naming_a_module_env_are_refused(hub, zoo_run):  # noqa: F811
+def test_repos_without_an_agent_or_naming_a_module_env_are_refused(hub, zoo_run):
     _, run = zoo_run
     cache_repo(hub, "student/ppo-LunarLander-v2", {"ppo-LunarLander-v2.zip": run / "CartPole-v1.zip",
                                                    "README.md": model_card("LunarLander-v2")})
@@ -256,7 +255,7 @@ def test_unreachable_hub_falls_back_to_the_cache(hub, monkeypatch, tmp_path, no_
     no_network[0].clear()
 
 
-def test_vec_normalize_pickle_in_a_repo_is_read_without_unpickling_code(hub, zoo_run, tmp_path):  # noqa: F811
+def test_vec_normalize_pickle_in_a_repo_is_read_without_unpickling_code(hub, zoo_run, tmp_path):
     _, run = zoo_run
     target = tmp_path / "pwned"
 
