@@ -119,9 +119,11 @@ def test_minatar_round_trip_derives_example_and_action_names_from_env(tmp_path):
 
 
 def test_exported_program_checks_each_input_shape_once_and_still_refuses_bad_ones(tmp_path, monkeypatch):
-    """torch's per-forward input check (15-20% of a small forward) runs once per (shape, dtype, device)."""
+    """torch's per-forward input check (15-20% of a small forward) runs once per (shape, dtype, device) (on
+    torch.export's loader: rlviz's own, tests/test_pt2_graph.py, checks once per shape too)."""
     import torch.export._unlift as unlift
 
+    monkeypatch.setenv("RLVIZ_PT2_LOADER", "torch")
     calls = []
     check = unlift._check_input_constraints_for_module
     monkeypatch.setattr(unlift, "_check_input_constraints_for_module", lambda *a: (calls.append(1), check(*a))[1])
@@ -143,11 +145,12 @@ def test_exported_program_checks_each_input_shape_once_and_still_refuses_bad_one
 
 
 @pytest.mark.parametrize("net", ["minatar", "nature_cnn"])
-def test_exported_program_runs_its_plain_forward_with_the_same_numbers(tmp_path, net):
+def test_exported_program_runs_its_plain_forward_with_the_same_numbers(tmp_path, net, monkeypatch):
     """After the first input of a shape (run by torch's own program, checked), the graph runs as a plain function:
-    the same outputs and input gradients, bit for bit, on other inputs of that shape."""
+    the same outputs and input gradients, bit for bit, on other inputs of that shape (torch.export's loader)."""
     from rlviz.sources.exported import ExportedNetwork
 
+    monkeypatch.setenv("RLVIZ_PT2_LOADER", "torch")
     torch.manual_seed(2)
     if net == "minatar":
         path = save_checkpoint(tmp_path / "m.pt2", MinAtarAgent(3), env="MinAtar/Breakout-v1")
@@ -176,7 +179,8 @@ def test_exported_program_keeps_its_own_call_when_the_plain_forward_differs(tmp_
     program's own call is kept."""
     from rlviz.sources import exported
 
-    monkeypatch.setattr(exported, "_bindings", lambda: {torch.ops.aten.relu.default: torch.sigmoid})
+    monkeypatch.setenv("RLVIZ_PT2_LOADER", "torch")
+    monkeypatch.setattr(exported, "aten_bindings", lambda: {torch.ops.aten.relu.default: torch.sigmoid})
     torch.manual_seed(1)
     model = MinAtarAgent(3)
     module = load_agent(save_checkpoint(tmp_path / "m.pt2", model, env="MinAtar/Breakout-v1")).policy.module

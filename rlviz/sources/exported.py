@@ -24,6 +24,8 @@ from ..envs.recipe import EnvRecipe, make_env
 from ..errors import CheckpointError, EnvError, RlvizError, UsageError
 from .files import META_NAME
 from .limits import loads_json
+from .pt2_codegen import aten_bindings
+from .pt2_graph import read_program
 from .safety import read_export_archive, verify_export_archive
 from .schema import NUMBER, Field, check_fields, check_recipe
 
@@ -113,27 +115,11 @@ def _same(out, plain, obs: torch.Tensor) -> bool:
         for x, y in zip(a, b))
 
 
-def _bindings() -> dict:
-    """aten operators (OpOverloads, as exported graphs name them) -> the Python binding that dispatches to the same
-    operator for the same arguments, without the OpOverload's per-call cost."""
-    aten, nn_ = torch.ops.aten, torch._C._nn
-    return {aten.conv1d.default: torch.conv1d, aten.conv2d.default: torch.conv2d, aten.linear.default: nn_.linear,
-            aten.relu.default: torch.relu, aten.tanh.default: torch.tanh, aten.sigmoid.default: torch.sigmoid,
-            aten.permute.default: torch.permute, aten.flatten.using_ints: torch.flatten,
-            aten.squeeze.dim: torch.squeeze, aten.unsqueeze.default: torch.unsqueeze,
-            aten.reshape.default: torch.reshape, aten.add.Tensor: torch.add, aten.sub.Tensor: torch.sub,
-            aten.mul.Tensor: torch.mul, aten.div.Tensor: torch.div, aten.cat.default: torch.cat,
-            aten.addmm.default: torch.addmm, aten.t.default: torch.t, aten.exp.default: torch.exp,
-            aten.softmax.int: torch.softmax, aten.log_softmax.int: torch.log_softmax,
-            aten.max_pool2d.default: torch.max_pool2d, aten.layer_norm.default: torch.layer_norm,
-            aten.clamp.default: torch.clamp, aten.mean.dim: torch.mean}
-
-
 def plain_forward(program: Any) -> Any:
     """The forward of an unlifted exported program (``ExportedProgram.module()``, one tensor in) as a plain
     function of that tensor: its graph with the default code generation (no pytree of inputs and outputs), the
     input check dropped (:class:`ExportedNetwork` runs torch's own once per input shape), parameters and buffers
-    read as flat attributes, common aten operators called through :func:`_bindings`; the output rebuilt with the
+    read as flat attributes, common aten operators called through :func:`.pt2_graph.aten_bindings`; the output rebuilt with the
     program's output spec. None when the program is not such a graph."""
     import torch.fx as fx
     from torch.utils import _pytree as pytree
@@ -144,7 +130,7 @@ def plain_forward(program: Any) -> Any:
             return None
         graph = fx.Graph()  # (the default code generation)
         graph.output(graph.graph_copy(program.graph, {}))
-        fast, assert_meta = _bindings(), torch.ops.aten._assert_tensor_metadata.default
+        fast, assert_meta = aten_bindings(), torch.ops.aten._assert_tensor_metadata.default
         state: dict[str, Any] = {}
         for node in list(graph.nodes):
             if node.op == "get_attr":
@@ -280,10 +266,19 @@ def _export_load(data: bytes):
     return contents.exported_programs["model"]
 
 
-def _network(data: bytes, source: str, device) -> ExportedNetwork:
+def _network(data: bytes, members: dict[str, bytes], source: str, device) -> nn.Module:
+    """The program's network: read from its graph here (:mod:`.pt2_graph`: no torch.export import) on the CPU, or
+    by torch.export's loader (another device, or a program that reader declines)."""
+    dev = resolve_device(device)
+    if dev.type == "cpu":
+        try:
+            graph = read_program(members)
+        except Exception:  # malformed: torch's loader says what is wrong with it
+            graph = None
+        if graph is not None:
+            return graph
     try:
         ep = _export_load(data)
-        dev = resolve_device(device)
         if dev.type != "cpu":
             ep = torch.export.passes.move_to_device_pass(ep, dev)  # type: ignore[attr-defined]
         module = ExportedNetwork(ep.module(check_guards=False))  # (see ExportedNetwork)
@@ -342,7 +337,7 @@ def load_export(data: bytes, source: str, *, env, trust: bool, device, kind: str
     trust_recipe = trust if trust_recipe is None else trust_recipe
     members = read_export_archive(data, source) if trust else verify_export_archive(data, source)
     meta = _meta_from(members, source)
-    module = _network(data, source, device)
+    module = _network(data, members, source, device)
     if meta is not None:
         recipe, kind, names, gamma = _rlviz_meta(meta, source, env, trust_recipe)
         space_json = meta.get("action_space")  # absent for Discrete

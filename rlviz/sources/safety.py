@@ -24,7 +24,8 @@ sizes), sympy expressions made of an allowlist of names, no guards code, no cust
 pytree specs of tuples/lists/dicts. Anything else raises :class:`UnsafeCheckpointError`; the caller
 may opt in with ``trust=True``. The archive is read with the same reader torch uses
 (``torch._C.PyTorchFileReader``) from the same bytes that are then loaded, so what is vetted is
-what is loaded.
+what is loaded: by :mod:`rlviz.sources.pt2_graph` (which evaluates no expression, unpickles nothing and
+resolves only aten operators and shape arithmetic), or by torch's loader for what that reader declines.
 """
 
 from __future__ import annotations
