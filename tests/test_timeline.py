@@ -102,6 +102,39 @@ def test_workers_identical_to_one_process(runs, healthy, tmp_path):
     assert all(c.agent is None for c in two.checkpoints)  # the agents were loaded in the workers only
 
 
+def test_workers_record_the_progression_parts_as_one_process_does(runs, tmp_path):
+    """The default --videos first:1 records one progression part per checkpoint: with --workers the workers record
+    them at once, and every file equals one process's (parts' per-step data, decoded frames, progression.json)."""
+    import numpy as np
+
+    from rlviz.media.decode import read_video
+
+    opts = {**COMMON, "videos": "first:1", "episodes": 2}
+    rlviz.timeline(run=runs[0], out=tmp_path / "p1", **opts)
+    rlviz.timeline(run=runs[0], out=tmp_path / "p2", workers=2, **opts)
+    one, two = (json.loads((tmp_path / p / "progression.json").read_text()) for p in ("p1", "p2"))
+    assert one == two and [p["step"] for p in one["parts"]] == STEPS
+    for part in one["parts"]:
+        a, b = (np.load(tmp_path / p / "progression" / part["video"].replace(".mp4", ".npz")) for p in ("p1", "p2"))
+        assert sorted(a.files) == sorted(b.files) and all(np.array_equal(a[k], b[k]) for k in a.files)
+    frames = [list(read_video(tmp_path / p / "progression.mp4")) for p in ("p1", "p2")]
+    assert len(frames[0]) == sum(p["frames"] for p in one["parts"]) and len(frames[0]) == len(frames[1])
+    assert all(np.array_equal(x, y) for x, y in zip(*frames))
+
+
+def test_task_ranges_end_the_queue_in_short_tasks():
+    from rlviz.training.evaluate import task_ranges
+
+    assert task_ranges(3, 200, 1) == [[range(200)]] * 3
+    layout = task_ranges(10, 200, 2)
+    assert layout[:8] == [[range(200)]] * 8 and layout[8:] == [[range(0, 100), range(100, 200)]] * 2
+    assert task_ranges(4, 5, 3)[-1] == [range(0, 2), range(2, 3), range(3, 5)]
+    few = task_ranges(1, 200, 4)  # fewer checkpoints than workers: each split so every worker has work
+    assert len(few[0]) >= 4 and [e for r in few[0] for e in r] == list(range(200))
+    for n, layout in ((7, task_ranges(10, 7, 4)), (1, task_ranges(2, 1, 2))):  # every episode once, no empty task
+        assert all([e for r in ranges for e in r] == list(range(n)) and all(ranges) for ranges in layout)
+
+
 def test_explicit_files_and_glob(runs, tmp_path):
     files = [runs[0] / "rl_model_4096_steps.zip", runs[0] / "rl_model_1024_steps.zip"]
     found, _ = discover(files)

@@ -40,7 +40,7 @@ from ..sources import LoadedAgent
 from ..sources.run_folders import TimelineCheckpoint, reason_line
 
 __all__ = ["evaluate_checkpoint", "evaluate_many", "checkpoint_config", "check_same_run", "visited_states",
-           "policy_change", "CheckpointTask", "run_checkpoint", "STATE_LIMIT"]
+           "policy_change", "CheckpointTask", "run_checkpoint", "task_ranges", "STATE_LIMIT"]
 
 #: Visited states :func:`policy_change` compares the two policies on (the later checkpoint's first episodes; their
 #: replay costs about a third of a 200-episode MinAtar rollout at 512).
@@ -192,17 +192,17 @@ def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, prev
             pass
     sources = [source_for(rc, backend) for rc in configs]
     before = [None if previous is None else source_for(checkpoint_config(previous, config), backend), *sources[:-1]]
-    n = int(config.episodes)
-    per = max(1, -(-int(getattr(backend, "size", 1)) // max(1, len(cps))))  # split when fewer checkpoints than workers
-    ranges = shard_ranges(n, per, config.num_envs) if per > 1 else [range(n)]
+    size = int(getattr(backend, "size", 1))
+    layout = task_ranges(len(cps), int(config.episodes), size, int(config.num_envs))
     tasks = [CheckpointTask(src, config.gamma, r.start, len(r), min(config.num_envs, len(r)), prev if r.start == 0
-                            else None) for src, prev in zip(sources, before) for r in ranges]
-    with progress.bar(n * len(cps), "rollouts", unit="ep") as shown:
+                            else None) for src, prev, ranges in zip(sources, before, layout) for r in ranges]
+    owner = [i for i, ranges in enumerate(layout) for _ in ranges]
+    with progress.bar(int(config.episodes) * len(cps), "rollouts", unit="ep") as shown:
         parts = backend.map(run_checkpoint, tasks, progress=lambda ret: shown.update(1, ret=f"{ret:.1f}"),
                             what="the rollout of")
     out = []
     for i, cp in enumerate(cps):
-        mine = parts[i * len(ranges):(i + 1) * len(ranges)]
+        mine = [p for p, o in zip(parts, owner) if o == i]
         failed = next((p.error for p in mine if p.error is not None), None)
         if failed is not None:
             out.append(replace(cp, error=reason_line(cp.name, cp.path, CheckpointError(failed))))
@@ -217,6 +217,23 @@ def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, prev
         reference = reference or done
         out.append(done)
     return out
+
+
+def task_ranges(checkpoints: int, episodes: int, workers: int, num_envs: int = 16) -> list[list[range]]:
+    """Per checkpoint (in the order the workers take them), the episode ranges of its tasks. With fewer checkpoints
+    than workers each is split (:func:`~rlviz.evaluate.workers.shard_ranges`) so that every worker has work; else
+    each is one task, but for the last ``workers`` checkpoints, split in ``workers`` parts each: the queue ends in
+    short tasks, so the workers finish together (how long a checkpoint's episodes last is not known before they
+    run). Results do not depend on the split (episode k always plays on its own seed)."""
+    workers = max(1, int(workers))
+    if workers == 1:
+        return [[range(episodes)] for _ in range(checkpoints)]
+    per = -(-workers // max(1, checkpoints))
+    if per > 1:
+        return [shard_ranges(episodes, per, num_envs) for _ in range(checkpoints)]
+    tail = min(workers, episodes)
+    split = [range(round(k * episodes / tail), round((k + 1) * episodes / tail)) for k in range(tail)]
+    return [[range(episodes)] if i < checkpoints - workers else split for i in range(checkpoints)]
 
 
 def visited_states(agent: LoadedAgent, config: Any, limit: int = STATE_LIMIT) -> np.ndarray | None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from .. import progress
 from ..errors import CheckpointError, Interrupted, UsageError
+from ..interrupts import remembered_sigint
 from ..jobs.outdir import claim_out_dir, job_inputs, remove_run
 from ..jobs.render import open_sinks
 from ..jobs.shards import open_backend
@@ -142,10 +143,12 @@ def _watch(config: Any, out: Path, outputs: OutputSet, sinks: list) -> TimelineO
     data = timeline_data([], [], config)
     evaluator = Evaluator(config, None, say_stderr)
     say_stderr(f"rlviz: watching {run} for checkpoints (Ctrl-C to stop)")
-    with progress.enabled(config.progress), open_backend(config) as backend:
+    with progress.enabled(config.progress), open_backend(config) as backend, remembered_sigint() as interrupted:
         evaluator.backend = backend
         last_new = time.monotonic()
         while True:
+            if interrupted():  # a Ctrl-C that a finalizer or a library swallowed: it stops the watch all the same
+                raise KeyboardInterrupt
             if not Path(run).is_dir():
                 say_stderr(f"rlviz: {run} disappeared; stopped with the outputs of {outputs.count} "
                            f"checkpoint(s) in {out}")

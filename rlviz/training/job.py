@@ -66,7 +66,7 @@ def timeline(config: Any = None, **kwargs: Any) -> TimelineOutputs:
                     raise CheckpointError(f"RUN {config.run}: none of its {len(evaluator.done)} checkpoint(s) could "
                                           f"be evaluated (e.g. {evaluator.done[0].error}); nothing was written.")
                 pairs = _disagreements(tmp, evaluator.good, config) if config.disagreements else None
-                data = write_outputs(tmp, evaluator.done, skipped, config, pairs)
+                data = write_outputs(tmp, evaluator.done, skipped, config, pairs, backend)
                 log_rows(sinks, data, {c.step for c in evaluator.done})
                 log_end(sinks, tmp, data)
     finally:

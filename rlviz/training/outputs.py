@@ -160,9 +160,10 @@ def timeline_data(done: Sequence[TimelineCheckpoint], skipped: Sequence[Skipped]
 
 
 def write_outputs(folder: Path, done: Sequence[TimelineCheckpoint], skipped: Sequence[Skipped], config: Any,
-                  extra: dict | None = None) -> dict:
-    """timeline.json and timeline.csv in ``folder`` (each replaced atomically), then the views; the data
-    (``extra``'s keys added to timeline.json's, e.g. ``"disagreements"``)."""
+                  extra: dict | None = None, backend: Any = None) -> dict:
+    """timeline.json and timeline.csv in ``folder`` (each replaced atomically), then the views (their video parts
+    recorded by ``backend``'s workers when given); the data (``extra``'s keys added to timeline.json's, e.g.
+    ``"disagreements"``)."""
     data = {**timeline_data(done, skipped, config), **(extra or {})}
     _write_text(folder / JSON_NAME, json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
     _write_text(folder / CSV_NAME, timeline_csv(data))
@@ -170,7 +171,7 @@ def write_outputs(folder: Path, done: Sequence[TimelineCheckpoint], skipped: Seq
         from .views import write_views
     except ImportError:  # the views are optional to the numbers: timeline.json / .csv stand alone
         return data
-    write_views(folder, data, [c for c in done if c.error is None], config)
+    write_views(folder, data, [c for c in done if c.error is None], config, backend)
     return data
 
 

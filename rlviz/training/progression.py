@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -29,14 +30,15 @@ from ..draw.compose import ComposeOptions, Compositor
 from ..draw.style import COLORS, put_text
 from ..envs import make_env
 from ..episode.trace import EpisodeInternals, EpisodeTrace
-from ..errors import UsageError, VideoError
+from ..errors import RlvizError, UsageError, VideoError
 from ..media import VideoWriter, atomic_write, concat_videos
 from ..record import RecordEpisode, run_episode
 from ..record.frames import EpisodeVideo, RecordOptions
 from ..record.internals import save_episode_data
 from ..sources import LoadedAgent
 
-__all__ = ["ProgressionPart", "PartOptions", "record_part", "write_progression", "part_path", "load_part", "BAND"]
+__all__ = ["ProgressionPart", "PartOptions", "record_part", "write_progression", "part_path", "load_part", "BAND",
+           "PartTask", "record_part_task"]
 
 #: Height in pixels of the label band above each part's panels (a multiple of 16, so frames stay multiples of 16).
 BAND = 32
@@ -219,6 +221,33 @@ def record_part(
                            length=int(played.length), options=opts.key)
     atomic_write(video.with_suffix(".json"), json.dumps(made.to_dict(), indent=1))
     return made
+
+
+@dataclass(frozen=True)
+class PartTask:
+    """A worker's progression part: the checkpoint ``source`` (a :class:`~rlviz.jobs.shards.AgentSource`, loaded
+    once per worker) playing episode ``seed``, drawn as ``part`` says; ``step`` and ``checkpoint`` name it."""
+
+    source: Any
+    step: int
+    checkpoint: str
+    seed: int
+    part: PartOptions
+
+    def __str__(self) -> str:
+        return f"the progression part of {self.checkpoint}"
+
+
+def record_part_task(task: PartTask, progress: Any = None) -> tuple[ProgressionPart | None, dict[str, bytes], str]:
+    """(the part, its files' bytes by name, "") of one :class:`PartTask`, recorded in a private folder (the driver
+    writes the files: :func:`rlviz.jobs.shards.write_video_files`), or (None, {}, the error in one line)."""
+    with tempfile.TemporaryDirectory(prefix="rlviz-part-") as d:
+        try:
+            made = record_part(task.source.load(), task.step, task.checkpoint, task.seed, d, part=task.part)
+        except RlvizError as exc:
+            return None, {}, str(exc)
+        files = {p.name: p.read_bytes() for p in sorted(Path(d).iterdir()) if p.is_file()}
+    return made, files, ""
 
 
 def write_progression(path: str | os.PathLike, parts: Sequence[ProgressionPart],

@@ -32,7 +32,15 @@ from ..jobs.render import select_episodes
 from ..media import atomic_write
 from ..report.timeline_page import write_timeline_report
 from .plot import plot_timeline, plot_timeline_heatmaps
-from .progression import PartOptions, ProgressionPart, load_part, record_part, write_progression
+from .progression import (
+    PartOptions,
+    PartTask,
+    ProgressionPart,
+    load_part,
+    record_part,
+    record_part_task,
+    write_progression,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..sources.run_folders import TimelineCheckpoint
@@ -60,18 +68,20 @@ def progression_seed(config: Any, last: TimelineCheckpoint | None = None) -> int
     return episode_seed_for(seed, index)
 
 
-def write_views(out: Path, data: dict, checkpoints: Sequence[TimelineCheckpoint], config: Any) -> None:
+def write_views(out: Path, data: dict, checkpoints: Sequence[TimelineCheckpoint], config: Any,
+                backend: Any = None) -> None:
     """Write the views of ``data`` (the ``timeline.json`` dict) into ``out`` (see the module docstring).
 
     ``config``: the run's :class:`~rlviz.config.TimelineConfig`. ``checkpoints``: the evaluated checkpoints (their
     agents load again only for a progression part not yet recorded; their rollouts' heatmaps feed the heatmap
-    views). A checkpoint that failed (``error``) or has no row in ``data`` is left out of the views."""
+    views). A checkpoint that failed (``error``) or has no row in ``data`` is left out of the views. ``backend``: the
+    job's workers (:func:`rlviz.jobs.shards.open_backend`), which record the progression parts."""
     out = Path(out)
     rows = {int(r["step"]): r for r in data.get("checkpoints") or [] if isinstance(r, Mapping) and "step" in r}
     good = sorted((c for c in checkpoints if c.error is None and int(c.step) in rows), key=lambda c: int(c.step))
     plot_timeline(out / PNG, data, title=_title(data, good))
     heatmaps = _heatmap_views(out, good, config) if getattr(config, "heatmap", False) else {}
-    parts = write_progression_views(out, good, config)
+    parts = write_progression_views(out, good, config, backend)
     write_timeline_report(out / "report.html", data, parts, heatmaps, out / PNG,
                           out / HEATMAPS_PNG if (out / HEATMAPS_PNG).is_file() and heatmaps else None)
 
@@ -113,26 +123,32 @@ def _options_key(config: Any, seed: int, c: TimelineCheckpoint) -> str:
     return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:16]
 
 
-def write_progression_views(out: Path, good: Sequence[TimelineCheckpoint], config: Any) -> list[ProgressionPart]:
-    """Record the parts not recorded yet (each checkpoint's agent loaded once, only then), join them into
-    ``progression.mp4`` and describe them in ``progression.json``; returns the parts in step order."""
+def write_progression_views(out: Path, good: Sequence[TimelineCheckpoint], config: Any,
+                            backend: Any = None) -> list[ProgressionPart]:
+    """Record the parts not recorded yet (each checkpoint's agent loaded once, only then; with ``backend``, the
+    job's workers record them at once), join them into ``progression.mp4`` and describe them in
+    ``progression.json``; returns the parts in step order. Every part has the first part's frame size."""
     seed = progression_seed(config, good[-1]) if good else None
     if seed is None:
         return []
     folder = Path(out) / PARTS_DIR
     folder.mkdir(parents=True, exist_ok=True)
+    keys = {int(c.step): _options_key(config, seed, c) for c in good}
+    found = {int(c.step): load_part(folder, int(c.step), keys[int(c.step)]) for c in good}
+    first = found[int(good[0].step)]
+    if backend is not None and sum(p is None for p in found.values()) > 1:
+        # recorded at the first part's size when it is known, else at their own (one run's parts share it: a part
+        # of another size is recorded again below, as the loop would have)
+        found.update(_parts_in_workers([c for c in good if found[int(c.step)] is None], config, seed, keys,
+                                       first.size if first is not None else None, folder, backend))
     parts: list[ProgressionPart] = []
     for c in good:
-        key = _options_key(config, seed, c)
-        part = load_part(folder, int(c.step), key)
+        part = found[int(c.step)]
         size = parts[0].size if parts else None
         if part is None or (size is not None and part.size != size):
             try:
-                how = PartOptions(label=f"training step {int(c.step):,}   {c.name}   seed {seed}", size=size, key=key,
-                                  gamma=getattr(config, "gamma", None), saliency=getattr(config, "saliency", None),
-                                  saliency_target=getattr(config, "saliency_target", "action"),
-                                  greedy=bool(getattr(config, "greedy", False)))
-                part = record_part(c.load(config), int(c.step), c.name, seed, folder, part=how)
+                part = record_part(c.load(config), int(c.step), c.name, seed, folder,
+                                   part=_part_options(config, c, seed, keys[int(c.step)], size))
             except RlvizError as exc:  # e.g. the file is gone (--follow) or the env draws no frames
                 warnings.warn(f"progression.mp4 leaves out {c.name} (step {c.step}): {exc}", stacklevel=2)
                 continue
@@ -144,6 +160,31 @@ def write_progression_views(out: Path, good: Sequence[TimelineCheckpoint], confi
     atomic_write(Path(out) / PROGRESSION_JSON, json.dumps({"seed": seed, "parts": [p.to_dict() for p in parts]},
                                                           indent=1))
     return parts
+
+
+def _part_options(config: Any, c: TimelineCheckpoint, seed: int, key: str, size: tuple[int, int] | None) -> PartOptions:
+    return PartOptions(label=f"training step {int(c.step):,}   {c.name}   seed {seed}", size=size, key=key,
+                       gamma=getattr(config, "gamma", None), saliency=getattr(config, "saliency", None),
+                       saliency_target=getattr(config, "saliency_target", "action"),
+                       greedy=bool(getattr(config, "greedy", False)))
+
+
+def _parts_in_workers(todo: Sequence[TimelineCheckpoint], config: Any, seed: int, keys: dict[int, str],
+                      size: tuple[int, int] | None, folder: Path, backend: Any) -> dict[int, ProgressionPart | None]:
+    """The parts of ``todo`` recorded by ``backend``'s workers, their files written into ``folder``; {step: part,
+    or None where it failed (recorded again here, which says why)}."""
+    from ..jobs.shards import source_for, write_video_files
+    from .evaluate import checkpoint_config
+
+    tasks = [PartTask(source_for(checkpoint_config(c, config), backend), int(c.step), c.name, seed,
+                      _part_options(config, c, seed, keys[int(c.step)], size)) for c in todo]
+    done = backend.map(record_part_task, tasks, what="the progression part of")
+    out: dict[int, ProgressionPart | None] = {}
+    for task, (part, files, _error) in zip(tasks, done):
+        if part is not None:
+            write_video_files(files, folder)
+        out[task.step] = part
+    return out
 
 
 def _drop_stale_parts(folder: Path, keep: set[str]) -> None:
