@@ -117,3 +117,31 @@ def test_minatar_import_keeps_a_ctrl_c(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(CODE)}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert proc.stdout.split("\n")[:2] == ["interrupted", "seaborn deferred"], proc.stdout + proc.stderr[-2000:]
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # (the finalizer's ignored Ctrl-C)
+def test_a_ctrl_c_swallowed_by_a_finalizer_is_remembered():
+    """Python cannot raise a Ctrl-C that lands in a ``__del__`` ("Exception ignored in ..."): ``--follow`` would keep
+    watching. remembered_sigint's ``came()`` still says it came; deferred_sigint keeps holding Ctrl-C inside it."""
+    import gc
+
+    from rlviz.interrupts import deferred_sigint, remembered_sigint
+
+    class SignalsOnDelete:
+        def __del__(self):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(0.05)  # (the handler runs here, inside the finalizer: its KeyboardInterrupt is ignored)
+
+    with remembered_sigint() as came:
+        assert not came()
+        obj = SignalsOnDelete()
+        del obj
+        gc.collect()
+        assert came()
+        with pytest.raises(KeyboardInterrupt):
+            with deferred_sigint():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                held = True  # reached: the Ctrl-C waited for the block's end
+        assert held
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
