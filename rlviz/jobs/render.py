@@ -62,7 +62,7 @@ from .stages import ATTENTION_PNG, background_frame, resolve_agent, run_log, run
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
            "write_heatmap", "record_videos", "record_episode", "open_sinks", "check_saliency",
-           "vector_attention_off",
+           "vector_attention_off", "import_now",
            "MIN_VIDEO_SECONDS"]
 
 
@@ -256,7 +256,7 @@ def _run_sharded(backend: Any, config: RenderConfig, gamma: float) -> RolloutRes
     source = source_for(config, backend)  # Ray: the checkpoint's bytes via the object store
     t0 = time.perf_counter()
     # this process idles while the workers run: it imports what it needs afterwards meanwhile
-    meanwhile = (lambda: _import(_HEATMAP_IMPORTS)) if config.heatmap else None
+    meanwhile = (lambda: import_now(_HEATMAP_IMPORTS)) if config.heatmap else None
     with progress.bar(config.episodes, "rollouts", unit="ep") as episodes_bar:
         report = lambda ret: episodes_bar.update(1, ret=f"{ret:.1f}")  # noqa: E731
         if getattr(backend, "shares_indices", False):
@@ -307,7 +307,7 @@ def _run_shared(backend: Any, source: Any, config: RenderConfig, gamma: float, r
 _HEATMAP_IMPORTS = ("matplotlib.colors", "matplotlib.pyplot")
 
 
-def _import(names: Any) -> None:
+def import_now(names: Any) -> None:
     """Import ``names`` now; a failure is left to the import where the module is used, which reports it."""
     for name in names:
         try:

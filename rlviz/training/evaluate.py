@@ -33,7 +33,7 @@ from ..evaluate.distance import tv_kl_gaussian as _tv_kl_gaussian
 from ..evaluate.rollout import RolloutPlan, episode_seed_for
 from ..evaluate.threads import torch_threads
 from ..evaluate.workers import merge_rollouts, shard_ranges
-from ..jobs.render import run_rollouts
+from ..jobs.render import import_now, run_rollouts
 from ..jobs.shards import AgentSource, ShardTask, run_shard, share_agent, source_for
 from ..jobs.stages import summarise
 from ..sources import LoadedAgent
@@ -199,7 +199,7 @@ def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, prev
     owner = [i for i, ranges in enumerate(layout) for _ in ranges]
     with progress.bar(int(config.episodes) * len(cps), "rollouts", unit="ep") as shown:
         parts = backend.map(run_checkpoint, tasks, progress=lambda ret: shown.update(1, ret=f"{ret:.1f}"),
-                            what="the rollout of")
+                            what="the rollout of", meanwhile=lambda: import_now(("matplotlib.pyplot",)))  # (for timeline.png)
     out = []
     for i, cp in enumerate(cps):
         mine = [p for p, o in zip(parts, owner) if o == i]

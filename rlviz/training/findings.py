@@ -1,7 +1,7 @@
 """What changed over training, from the evaluated checkpoints (all on the same episode seeds).
 
 * each checkpoint's return against the previous checkpoint's and against the best earlier one's: the paired
-  difference with a bootstrap 95% CI (:func:`rlviz.evaluate.paired.paired_comparison`, compare's code);
+  difference with a bootstrap 95% CI (:func:`rlviz.evaluate.paired.paired_difference`, compare's code);
 * ``first_seen``: each diagnostic id -> the first step it was raised; ``diagnostics_over_training``: for each id the
   steps it was raised at, its last step and whether it ``persisted`` (raised at every checkpoint from its first on);
 * ``regressions``: the checkpoints whose paired difference against the best earlier checkpoint has its 95% CI
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..evaluate.paired import bootstrap_ci, paired_comparison
+from ..evaluate.paired import bootstrap_ci, paired_difference
 from ..sources.run_folders import TimelineCheckpoint
 
 __all__ = ["checkpoint_row", "timeline_findings", "paired_diff"]
@@ -28,7 +28,7 @@ def paired_diff(earlier: TimelineCheckpoint, later: TimelineCheckpoint) -> dict:
     """``{"step": earlier.step, "return_diff": {"mean", "median", "ci95"}, "prob_improvement"}`` of later - earlier
     over the shared seeds."""
     assert earlier.result is not None and later.result is not None  # noqa: S101 - callers pass evaluated ones
-    c = paired_comparison(earlier.result.returns, later.result.returns)
+    c = paired_difference(earlier.result.returns, later.result.returns)
     return {"step": int(earlier.step), "checkpoint": earlier.name, "return_diff": c["return_diff"],
             "prob_improvement": c["prob_improvement"]}
 
