@@ -22,7 +22,7 @@ __all__ = ["LAYERS", "EXCEPTIONS", "Edge", "layer_of", "module_graph", "upward_i
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # what every stage may use: errors, the names users choose from, job options, progress bars, Ctrl-C
     ("base", ("rlviz.errors", "rlviz._version", "rlviz.choices", "rlviz.config", "rlviz.options", "rlviz.progress",
-              "rlviz.interrupts", "rlviz.gc_pause", "rlviz._deprecated", "rlviz._layers")),
+              "rlviz.interrupts", "rlviz.gc_pause", "rlviz._deprecated", "rlviz._layers", "rlviz._lazy")),
     ("media", ("rlviz.media",)),              # H.264 in and out, atomic files
     ("episode", ("rlviz.episode",)),          # what the stages pass about one episode
     ("agent", ("rlviz.agent",)),              # the Policy contract

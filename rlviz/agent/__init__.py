@@ -7,10 +7,10 @@ recorders and the drawing code use them without importing torch (``.policy`` and
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from .._deprecated import moved_attribute
+from .._lazy import lazy_exports
 
 #: public name -> the module of this package that defines it
 _EXPORTS = {
@@ -26,19 +26,9 @@ __all__ = ["ActionSpec", "CallablePolicy", "action_spec", "as_policy", "capabili
            "NatureCNNAgent", "Policy", "PolicyCapabilities", "PolicyOutput", "TorchPolicy", "TorchPolicyOptions", "relative_entropy", "resolve_device", "sample_actions"]
 
 
-def __getattr__(name: str) -> Any:
-    """The package's names on first use; the loaders' names of release 0.2 (``rlviz.agent.load_agent``...),
-    now in :mod:`rlviz.sources`, with a warning."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        return moved_attribute(__name__, name)
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+# the package's names on first use; the loaders' names of release 0.2 (``rlviz.agent.load_agent``...), now in
+# :mod:`rlviz.sources`, with a warning
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), lambda name: moved_attribute(__name__, name))
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs

@@ -7,8 +7,9 @@ them); the computations load it."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 #: public name -> the module of this package that defines it
 _EXPORTS = {
@@ -24,17 +25,8 @@ __all__ = ["ATTRIBUTIONS", "Attribution", "AttributionOptions", "Gradient", "MET
            "normalise_episode", "saliency_label"]
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .attribution import (

@@ -19,8 +19,9 @@ Every source returns the :mod:`rlviz.agent` contract (a :class:`~rlviz.agent.pol
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 #: public name -> the module that defines it (imported on first use: ``rlviz.sources.hub`` alone loads no torch,
 #: so the CLI checks an ``hf://`` id before the heavy imports)
@@ -30,13 +31,7 @@ _EXPORTS = {"LoadedAgent": "checkpoint", "load_agent": "checkpoint", "load_check
 __all__ = ["LoadedAgent", "cleanrl_policy", "load_agent", "load_checkpoint", "save_checkpoint", "to_policy"]
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rlviz.sources' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
