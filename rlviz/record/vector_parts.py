@@ -191,8 +191,9 @@ class VideoSinks:
         return sinks
 
     def log(self, name: str, path: Any, step: int, fps: float, caption: str) -> None:
-        for sink in self.current():
-            sink.log_video(name, path, step, fps=fps, caption=caption)
+        from ..sinks.log import Logged, RunLog, log_run  # (the one function that logs to the sinks)
+
+        log_run(self.current(), RunLog(step, (Logged.video(name, path, fps, caption),)))
 
     def close(self) -> None:
         for sink in self._sinks or []:
