@@ -187,3 +187,20 @@ def test_a_policy_wrapper_with_an_obs_transform_round_trips(tmp_path, monkeypatc
     mine, theirs = _both(path, monkeypatch)
     assert isinstance(mine, GraphNetwork)
     _compare(mine, theirs, (10, 10, 4), 1.0)
+
+
+def test_a_loaded_network_pickles_and_copies(tmp_path):
+    """A policy may be sent to another process or copied (e.g. a timeline's live writer deep-copies policies): the
+    network's generated functions are made again from its graph."""
+    import copy
+    import pickle
+
+    module = load_agent(ROOT / "samples" / "minatar_breakout_ppo.pt2").policy.module
+    x = torch.rand(4, 10, 10, 4, generator=torch.Generator().manual_seed(0))
+    before = module(x)
+    for other in (pickle.loads(pickle.dumps(module)), copy.deepcopy(module)):
+        assert isinstance(other, GraphNetwork) and other._checked == set()
+        after = other(x)
+        assert all(torch.equal(a, b) for a, b in zip(before, after))
+        with pytest.raises(ValueError, match="shape"):
+            other(torch.rand(4, 10, 10, 5))

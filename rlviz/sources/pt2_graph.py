@@ -34,6 +34,7 @@ import json
 import os
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -41,7 +42,7 @@ from torch import nn
 
 from .pt2_codegen import Declined, aten_bindings, compile_graph, dtype_of
 
-__all__ = ["GraphNetwork", "read_program", "aten_bindings", "SCHEMA_MAJOR", "LOADER_ENV"]
+__all__ = ["GraphNetwork", "ProgramGraph", "read_program", "aten_bindings", "SCHEMA_MAJOR", "LOADER_ENV"]
 
 #: The serialization schema's major version this reader knows (torch 2.13 writes 8); others go to torch's loader.
 SCHEMA_MAJOR = 8
@@ -51,16 +52,31 @@ LOADER_ENV = "RLVIZ_PT2_LOADER"
 _SYMBOL = re.compile(r"Symbol\('([a-z]\d{1,9})'(?:, [a-z]+=True)*\)")  # a size that is one shape symbol
 
 
+@dataclass(frozen=True)
+class ProgramGraph:
+    """What a :class:`GraphNetwork` runs, as read from the archive (JSON values): ``nodes`` (the serialized node
+    list), ``user`` (the input's name), ``bound`` (graph input name -> module attribute of a stored tensor),
+    ``outputs`` (returned names), ``shape`` ("leaf", "tuple" or "list"), ``meta`` (the input's tensor meta) and
+    ``ranges`` (the shape symbols' ranges). Kept so the functions can be generated again (a pickled network)."""
+
+    nodes: list
+    user: str
+    bound: dict
+    outputs: list
+    shape: str
+    meta: dict
+    ranges: dict
+
+
 class GraphNetwork(nn.Module):
     """A ``.pt2`` program's graph run as a plain function of one tensor (:func:`read_program` builds it).
 
     forward(obs: tensor shaped like the program's input, e.g. float32 ``[B, *obs_shape]``) -> what the program
     returns (a tensor, or a tuple/list of them). The file's parameters are this module's parameters (``.to()``,
     ``requires_grad_`` and gradients with respect to the input work as for any module); ``train()``/``eval()``
-    change nothing (an exported graph is fixed)."""
+    change nothing (an exported graph is fixed). It pickles (its functions are generated again on loading)."""
 
-    def __init__(self, run: Callable, reference: Callable, tensors: dict[str, tuple[torch.Tensor, bool]],
-                 check: Callable[[torch.Tensor], None]):
+    def __init__(self, graph: ProgramGraph, tensors: dict[str, tuple[torch.Tensor, bool]]):
         super().__init__()
         self._names = list(tensors)
         for name, (tensor, is_param) in tensors.items():
@@ -68,8 +84,22 @@ class GraphNetwork(nn.Module):
                 self.register_parameter(name, nn.Parameter(tensor, requires_grad=False))
             else:
                 self.register_buffer(name, tensor)
-        self._run, self._reference, self._check = run, reference, check
+        self.graph = graph
+        self._build()
+
+    def _build(self) -> None:
+        g = self.graph
+        self._run = compile_graph(g.nodes, g.user, g.bound, g.outputs, g.shape, self._names, aten_bindings())
+        self._reference = compile_graph(g.nodes, g.user, g.bound, g.outputs, g.shape, self._names, {})
+        self._check = _input_check(g.meta, g.ranges)
         self._checked: set = set()  # (shape, dtype, device) of inputs checked, and run both ways
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_run", "_reference", "_check", "_checked")}
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(state)
+        self._build()
 
     def _tensors(self) -> tuple:
         return tuple(getattr(self, n) for n in self._names)
@@ -163,16 +193,15 @@ def _read(members: dict[str, bytes]) -> GraphNetwork:
             raise Declined(f"output kind {kind}")
         outputs.append(body["arg"]["as_tensor"]["name"])
     shape = _out_shape(gm.get("module_call_graph") or [], len(outputs))
-    fast = compile_graph(graph["nodes"], user[0], bound, outputs, shape, list(tensors), aten_bindings())
-    reference = compile_graph(graph["nodes"], user[0], bound, outputs, shape, list(tensors), {})
     meta = graph["tensor_values"][user[0]]
-    check = _input_check(meta, program.get("range_constraints") or {})
+    network = GraphNetwork(ProgramGraph(graph["nodes"], user[0], bound, outputs, shape, meta,
+                                        program.get("range_constraints") or {}), tensors)
     try:  # a graph this reader misreads fails here, on the traced input's shape, and goes to torch's loader
         with torch.no_grad():
-            reference(tuple(t for t, _ in tensors.values()), torch.zeros(_traced_shape(meta), dtype=dtype_of(meta["dtype"])))
+            network._reference(network._tensors(), torch.zeros(_traced_shape(meta), dtype=dtype_of(meta["dtype"])))
     except Exception as exc:
         raise Declined(f"the graph does not run here ({type(exc).__name__})") from None
-    return GraphNetwork(fast, reference, tensors, check)
+    return network
 
 
 def _traced_shape(meta: dict) -> list[int]:
