@@ -194,15 +194,17 @@ def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, prev
     before = [None if previous is None else source_for(checkpoint_config(previous, config), backend), *sources[:-1]]
     size = int(getattr(backend, "size", 1))
     layout = task_ranges(len(cps), int(config.episodes), size, int(config.num_envs))
-    tasks = [CheckpointTask(src, config.gamma, r.start, len(r), min(config.num_envs, len(r)), prev if r.start == 0
-                            else None) for src, prev, ranges in zip(sources, before, layout) for r in ranges]
-    owner = [i for i, ranges in enumerate(layout) for _ in ranges]
+    # the queue: each checkpoint's first task (it also measures the policy change: the longer one), then the rest
+    order = sorted(((k, i, r) for i, ranges in enumerate(layout) for k, r in enumerate(ranges)), key=lambda t: t[0] > 0)
+    tasks = [CheckpointTask(sources[i], config.gamma, r.start, len(r), min(config.num_envs, len(r)),
+                            before[i] if k == 0 else None) for k, i, r in order]
+    owner = [i for _, i, _ in order]
     with progress.bar(int(config.episodes) * len(cps), "rollouts", unit="ep") as shown:
         parts = backend.map(run_checkpoint, tasks, progress=lambda ret: shown.update(1, ret=f"{ret:.1f}"),
                             what="the rollout of", meanwhile=lambda: import_now(("matplotlib.pyplot",)))  # (for timeline.png)
     out = []
     for i, cp in enumerate(cps):
-        mine = [p for p, o in zip(parts, owner) if o == i]
+        mine = [p for p, o in zip(parts, owner) if o == i]  # (its first task's part first: the policy change)
         failed = next((p.error for p in mine if p.error is not None), None)
         if failed is not None:
             out.append(replace(cp, error=reason_line(cp.name, cp.path, CheckpointError(failed))))
