@@ -102,15 +102,22 @@ def test_workers_identical_to_one_process(runs, healthy, tmp_path):
     assert all(c.agent is None for c in two.checkpoints)  # the agents were loaded in the workers only
 
 
-def test_workers_record_the_progression_parts_as_one_process_does(runs, tmp_path):
+def test_workers_record_the_progression_parts_as_one_process_does(runs, tmp_path, monkeypatch):
     """The default --videos first:1 records one progression part per checkpoint: with --workers the workers record
-    them at once, and every file equals one process's (parts' per-step data, decoded frames, progression.json)."""
+    them at once (the driver's own recording patched to fail: the run still has every part), and every file equals
+    one process's (parts' per-step data, decoded frames, progression.json)."""
     import numpy as np
 
     from rlviz.media.decode import read_video
+    from rlviz.training import views
 
     opts = {**COMMON, "videos": "first:1", "episodes": 2}
     rlviz.timeline(run=runs[0], out=tmp_path / "p1", **opts)
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("the driver recorded a progression part")
+
+    monkeypatch.setattr(views, "record_part", not_here)  # (workers record through progression.record_part_task)
     rlviz.timeline(run=runs[0], out=tmp_path / "p2", workers=2, **opts)
     one, two = (json.loads((tmp_path / p / "progression.json").read_text()) for p in ("p1", "p2"))
     assert one == two and [p["step"] for p in one["parts"]] == STEPS
