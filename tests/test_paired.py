@@ -82,3 +82,14 @@ def test_paired_comparison_constant_shift():
 def test_unpaired_lengths_are_a_usage_error():
     with pytest.raises(UsageError, match="same episodes"):
         paired_comparison([1, 2], [1, 2, 3])
+
+
+def test_paired_difference_is_paired_comparisons_own_numbers():
+    """The timeline's findings use paired_difference: the same return_diff and prob_improvement as compare's."""
+    from rlviz.evaluate.paired import paired_comparison, paired_difference
+
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(size=200), rng.normal(0.1, size=200)
+    full, part = paired_comparison(a, b), paired_difference(a, b)
+    assert part == {k: full[k] for k in ("return_diff", "prob_improvement")}
+    assert part["return_diff"]["ci95"][0] < part["return_diff"]["mean"] < part["return_diff"]["ci95"][1]

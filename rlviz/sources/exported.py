@@ -25,7 +25,7 @@ from ..errors import CheckpointError, EnvError, RlvizError, UsageError
 from .files import META_NAME
 from .limits import loads_json
 from .pt2_codegen import aten_bindings
-from .pt2_graph import read_program
+from .pt2_graph import read_program, same_output
 from .safety import read_export_archive, verify_export_archive
 from .schema import NUMBER, Field, check_fields, check_recipe
 
@@ -88,7 +88,7 @@ class ExportedNetwork(nn.Module):
             self.program.validate_inputs = False
         if self._plain is None:
             self._plain = plain_forward(self.program) or False
-        if self._plain is not False and not _same(out, self._plain, obs):
+        if self._plain is not False and not same_output(out, self._plain, obs):
             self._plain = False
         self._checked.add(key)
         return out
@@ -99,20 +99,6 @@ class ExportedNetwork(nn.Module):
     def _apply(self, fn, *args, **kwargs):  # .to(), .float(), ...: the parameters may be new ones
         self._checked, self._plain = set(), None
         return super()._apply(fn, *args, **kwargs)
-
-
-def _same(out, plain, obs: torch.Tensor) -> bool:
-    """Whether ``plain(obs)`` gives exactly ``out`` (the program's own output for ``obs``)."""
-    try:
-        with torch.no_grad():
-            mine = plain(obs)
-    except Exception:
-        return False
-    a, spec_a = torch.utils._pytree.tree_flatten(out)
-    b, spec_b = torch.utils._pytree.tree_flatten(mine)
-    return spec_a == spec_b and all(
-        torch.equal(x, y) if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) else x == y
-        for x, y in zip(a, b))
 
 
 def plain_forward(program: Any) -> Any:

@@ -42,7 +42,7 @@ from torch import nn
 
 from .pt2_codegen import Declined, aten_bindings, compile_graph, dtype_of
 
-__all__ = ["GraphNetwork", "ProgramGraph", "read_program", "aten_bindings", "SCHEMA_MAJOR", "LOADER_ENV"]
+__all__ = ["GraphNetwork", "ProgramGraph", "read_program", "same_output", "aten_bindings", "SCHEMA_MAJOR", "LOADER_ENV"]
 
 #: The serialization schema's major version this reader knows (torch 2.13 writes 8); others go to torch's loader.
 SCHEMA_MAJOR = 8
@@ -112,7 +112,7 @@ class GraphNetwork(nn.Module):
             return self._run(self._tensors(), obs)
         self._check(obs)
         out = self._reference(self._tensors(), obs)
-        if self._run is not self._reference and not _same(out, self._run, self._tensors(), obs):
+        if self._run is not self._reference and not same_output(out, self._run, self._tensors(), obs):
             self._run = self._reference
         self._checked.add(key)
         return out
@@ -130,16 +130,19 @@ def _tracing() -> bool:
     return bool(getattr(compiler, "is_exporting", lambda: False)() or getattr(compiler, "is_compiling", lambda: False)())
 
 
-def _same(out: Any, run: Callable, tensors: tuple, obs: torch.Tensor) -> bool:
+def same_output(out: Any, run: Callable[..., Any], *args: Any) -> bool:
+    """Whether ``run(*args)`` (without gradients) gives exactly ``out``: the same structure, tensors equal bit for
+    bit (the check before a faster way of running a program replaces the reference one; ExportedNetwork's too)."""
     try:
         with torch.no_grad():
-            mine = run(tensors, obs)
+            mine = run(*args)
     except Exception:
         return False
-    a = out if isinstance(out, (tuple, list)) else (out,)
-    b = mine if isinstance(mine, (tuple, list)) else (mine,)
-    return type(out) is type(mine) and len(a) == len(b) and all(
-        isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and torch.equal(x, y) for x, y in zip(a, b))
+    a, spec_a = torch.utils._pytree.tree_flatten(out)
+    b, spec_b = torch.utils._pytree.tree_flatten(mine)
+    return spec_a == spec_b and all(
+        torch.equal(x, y) if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) else x == y
+        for x, y in zip(a, b))
 
 
 def read_program(members: dict[str, bytes]) -> GraphNetwork | None:
