@@ -1,6 +1,6 @@
-"""Identical results: run a fixed set of jobs on release 0.3.0 and on this tree, compare every output.
+"""Identical results: run a fixed set of jobs on release 0.4.0 and on this tree, compare every output.
 
-    python scripts/check_identity.py                      # all jobs, against 0.3.0 (commit 4795c82)
+    python scripts/check_identity.py                      # all jobs, against 0.4.0 (commit 3c325a3)
     python scripts/check_identity.py --jobs minatar,sac   # some of them
     python scripts/check_identity.py --keep /tmp/ident    # keep both trees' outputs there
     python scripts/check_identity.py --baseline-rev REV   # against another commit
@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-BASELINE_REV = "4795c82"
+BASELINE_REV = "3c325a3"  # release 0.4.0 (tag v0.4.0)
+BASE_LABEL = "0.4.0"
 MINATAR = "samples/minatar_breakout_ppo.pt2"
 MINATAR_NOENT = "samples/minatar_breakout_ppo_noent.pt2"
 
@@ -75,11 +76,7 @@ JOBS: dict[str, list[str]] = {
 #: Intended differences: (job glob, file glob, key glob) -> why. A key is a JSON path (``a/b/0``), a CSV
 #: ``column`` or an npz array name; ``*`` matches all. Listed here with their reasons (and in the CHANGELOG).
 INTENDED: dict[tuple[str, str, str], str] = {
-    # 0.4: compare diagnoses each agent as render does (0.3's compare listed no diagnostics for either agent)
-    ("compare", "comparison.json", "a/diagnostics*"): "compare diagnoses each agent as render does",
-    ("compare", "comparison.json", "b/diagnostics*"): "compare diagnoses each agent as render does",
-    # 0.4: compare draws each agent's attention map at failure, as render does (new files)
-    ("compare", "attention_at_failure_[ab].png", "*"): "compare draws each agent's attention at failure",
+    # none against 0.4.0 yet: list each intended difference here with its reason (and in the CHANGELOG)
 }
 
 #: Keys whose values are times, versions or paths: not results.
@@ -218,7 +215,7 @@ def compare_json(a: Any, b: Any, d: Diffs, key: str = "") -> None:
             sub = f"{key}/{k}" if key else str(k)
             if k not in a or k not in b:
                 if not _match(str(k), IGNORED_KEYS) or isinstance(a.get(k, b.get(k)), (dict, list)):
-                    d.add(sub, "only in " + ("HEAD" if k in b else "0.3.0"))
+                    d.add(sub, "only in " + ("HEAD" if k in b else BASE_LABEL))
                 continue
             compare_json(a[k], b[k], d, sub)
     elif isinstance(a, list) and isinstance(b, list):
@@ -288,7 +285,7 @@ def compare_npz(pa: Path, pb: Path, d: Diffs) -> None:
     with np.load(pa, allow_pickle=False) as za, np.load(pb, allow_pickle=False) as zb:
         for k in sorted(set(za.files) | set(zb.files)):
             if k not in za.files or k not in zb.files:
-                d.add(k, "only in " + ("HEAD" if k in zb.files else "0.3.0"))
+                d.add(k, "only in " + ("HEAD" if k in zb.files else BASE_LABEL))
             else:
                 compare_arrays(k, za[k], zb[k], d)
 
@@ -348,7 +345,7 @@ def compare_folders(job: str, a: Path, b: Path) -> list[Row]:
             continue
         d = Diffs(job, rel)
         if not pa.exists() or not pb.exists():
-            d.add("file", "only in " + ("HEAD" if pb.exists() else "0.3.0"))
+            d.add("file", "only in " + ("HEAD" if pb.exists() else BASE_LABEL))
             rows.append(d.row())
             continue
         suffix = pa.suffix.lower()
@@ -414,13 +411,13 @@ def main(argv: list[str] | None = None) -> int:
         rows: list[Row] = []
         for name in names:
             outs = {}
-            for side, tree in (("0.3.0", base), ("HEAD", head)):
+            for side, tree in ((BASE_LABEL, base), ("HEAD", head)):
                 out = work / side / name
                 out.parent.mkdir(parents=True, exist_ok=True)
                 secs = run_job(tree, JOBS[name], out, sac, work / f"{side}-{name}.log")
                 print(f"{name:>15} on {side:<6} {secs:6.1f} s", flush=True)
                 outs[side] = out
-            rows += compare_folders(name, outs["0.3.0"], outs["HEAD"])
+            rows += compare_folders(name, outs[BASE_LABEL], outs["HEAD"])
         print()
         print_table(rows)
         bad = [r for r in rows if r.status == "DIFFERS"]
