@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import progress
 from ..attention.summary import attention_paired
-from ..config import CompareConfig, config_dict, parse_video_spec
+from ..config import CompareConfig, parse_video_spec
 from ..disagree.outputs import JSON_NAME, disagreements_logged, write_disagreements
 from ..disagree.run import analyse, probed_rollouts
 from ..draw.side_by_side import side_by_side
@@ -46,18 +46,10 @@ from ..report import REPORT_NAME, write_report
 from ..report.disagreements import disagreements_html
 from ..sinks.log import Logged, RunLog, findings_markdown, log_run
 from ..sources import LoadedAgent
-from .outdir import claim_out_dir, job_inputs, run_folder
-from .render import (
-    MIN_VIDEO_SECONDS,
-    check_saliency,
-    open_sinks,
-    record_videos,
-    run_rollouts,
-    select_episodes,
-    vector_attention_off,
-)
-from .shards import open_backend, share_agent
-from .stages import resolve_agent, run_record, summarise, write_attention_at_failure
+from .render import record_videos, run_rollouts, select_episodes
+from .skeleton import check_saliency, job_setup, vector_attention_off
+from .stages import run_record, summarise, write_attention_at_failure
+from .videos import MIN_VIDEO_SECONDS
 
 __all__ = ["CompareConfig", "CompareOutputs", "compare", "comparison_dict", "check_same_env", "format_comparison",
            "paired_csv"]
@@ -96,11 +88,10 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         config = CompareConfig(**kwargs)
     elif kwargs:
         raise UsageError("compare() takes either a CompareConfig or keyword arguments, not both.")
-    # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
-    with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress):
+    with job_setup(config) as job:  # --out claimed, progress, the workers (both agents' shards) start now
         agents, pinned = [], []
         for side in "ab":  # render's stage 1 for each agent (its own --vecnormalize-a/-b)
-            agent, rc, _ = resolve_agent(config.render_config(side))
+            agent, rc, _ = job.agent(config.render_config(side))
             agents.append(agent)
             pinned.append(rc.checkpoint)
         check_same_env(agents, (config.a, config.b))
@@ -109,14 +100,10 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         config = replace(config, attention=vector_attention_off(agents[0], config.render_config("a")).attention)  # type: ignore[type-var]
         for agent, side in zip(agents, "ab"):
             check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
-        sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts
-        try:
-            with run_folder(config.out, overwrite=config.overwrite, job="compare", options=config_dict(config)) as tmp:
-                comparison, table, heatmap_npz, heatmap_png, videos, found, attention = _compare_into(
-                    tmp, agents, config, sinks)
-        finally:
-            for sink in sinks:
-                sink.close()
+        job.config = config
+        with job.staging("compare") as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
+            comparison, table, heatmap_npz, heatmap_png, videos, found, attention = _compare_into(
+                tmp, agents, config, sinks, job.backend)
     out = Path(config.out)
 
     def final(path: Path | None) -> Path | None:  # where a file written in the staging folder now is
@@ -127,15 +114,14 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
                           (final(attention[0]), final(attention[1])))
 
 
-def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list[Any]) -> tuple[Any, ...]:
+def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list[Any],
+                  backend: Any = None) -> tuple[Any, ...]:
     """The run's outputs, written into ``folder``: (comparison, table, heatmap npz, heatmap png, videos,
     disagreements.json or None, (A's, B's) attention at failure or None)."""
     gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
     labels = (f"A: {Path(config.a).name}", f"B: {Path(config.b).name}")
     probes: list[Any] = []
-    with torch_threads(config.threads), open_backend(config) as backend:  # --workers / --ray: both agents' shards
-        for agent, side in zip(agents, "ab"):
-            share_agent(config.render_config(side), agent)
+    with torch_threads(config.threads):  # --workers / --ray: both agents' shards run in ``backend``
         if config.disagreements:  # each agent asked on the other's states: the rollouts run here, probed
             results, probes = probed_rollouts(agents, config, gammas)
         else:

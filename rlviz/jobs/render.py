@@ -26,13 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from .. import progress
 from ..attention.plot import plot_attention_at_failure
 from ..attention.summary import attention_spec
-from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
-from ..envs import make_env
+from ..config import RenderConfig, parse_video_spec
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout
@@ -40,30 +38,17 @@ from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
 from ..evaluate.workers import WorkerDied, died_twice, merge_rollouts, shard_ranges
-from ..explain import attribute, attribution_class
 from ..report import REPORT_NAME, write_report
 from ..report.notebook import outputs_html
 from ..sinks.log import log_run
 from ..sources import LoadedAgent
-from .outdir import claim_out_dir, job_inputs, run_folder
-from .shards import (
-    MIN_VIDEO_SECONDS,
-    ShardTask,
-    VideoTask,
-    open_backend,
-    record_episode,
-    record_video_task,
-    run_shard,
-    share_agent,
-    source_for,
-    write_video_files,
-)
-from .stages import ATTENTION_PNG, background_frame, resolve_agent, run_log, run_record, summarise
+from .shards import ShardTask, run_shard, source_for
+from .skeleton import job_setup
+from .stages import ATTENTION_PNG, background_frame, run_log, run_record, summarise
+from .videos import MIN_VIDEO_SECONDS, VideoTask, record_episode, record_video_task, write_video_files
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
-           "write_heatmap", "record_videos", "record_episode", "open_sinks", "check_saliency",
-           "vector_attention_off", "import_now",
-           "MIN_VIDEO_SECONDS"]
+           "write_heatmap", "record_videos", "import_now"]
 
 
 @dataclass(frozen=True)
@@ -118,20 +103,6 @@ def select_episodes(returns: np.ndarray, spec: list[tuple[str, int]], seed: int 
     return chosen
 
 
-def open_sinks(config: RenderConfig | CompareConfig) -> list[Any]:
-    """The W&B / TensorBoard sinks the config asks for (their extras are imported here, before any long work)."""
-    sinks = []
-    if config.wandb_project:
-        from ..sinks import WandbSink
-
-        sinks.append(WandbSink(project=config.wandb_project, name=config.wandb_run, config=config_dict(config)))
-    if config.tensorboard:
-        from ..sinks import TensorBoardSink
-
-        sinks.append(TensorBoardSink(config.tensorboard))
-    return sinks
-
-
 def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
     """Run the whole ``rlviz render`` job; ``render(checkpoint=..., episodes=...)`` works too. Progress bars show
     only with ``progress=True`` (the CLI sets it when stderr is a terminal)."""
@@ -139,20 +110,11 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         config = RenderConfig(**kwargs)
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
-    # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
-    with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress), \
-            open_backend(config) as backend:  # Ray / spawned workers start now
-        agent, config, gamma = resolve_agent(config)  # hf://: the config names the commit the workers load
-        share_agent(config, agent)  # forked workers inherit it
-        config = vector_attention_off(agent, config)
-        check_saliency(agent, config)  # now, not after the long rollout
-        sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
-        try:
-            with run_folder(config.out, overwrite=config.overwrite, job="render", options=config_dict(config)) as tmp:
-                written = _render_into(tmp, agent, config, gamma, sinks, backend)
-        finally:
-            for sink in sinks:
-                sink.close()
+    with job_setup(config) as job:  # --out claimed, progress, the workers (Ray / spawned ones start now)
+        agent, config, gamma = job.agent(config)  # hf://: the config names the commit the workers load
+        config = job.check(agent, config)  # now, not after the long rollout
+        with job.staging("render") as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
+            written = _render_into(tmp, agent, config, gamma, sinks, job.backend)
     out = Path(config.out)
     summary, heatmap_npz, heatmap_png, videos = written
 
@@ -190,44 +152,6 @@ def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: 
     write_report(folder / REPORT_NAME, [run_record(folder, summary.to_dict(), result, heatmap_png,
                                                    [v.video_path for v in videos if v.video_path is not None])])
     return summary, heatmap_npz, heatmap_png, videos
-
-
-def vector_attention_off(agent: LoadedAgent, config: RenderConfig) -> RenderConfig:
-    """``config`` with the default attention (on with --saliency and --heatmap) turned off when the observations
-    are a flat vector: attention shares an image's attribution among its objects, and a vector has no pixels
-    (its saliency is per feature, drawn in the videos). An explicit --attention is left to refuse."""
-    if config.attention is not None or not (config.saliency and config.heatmap):
-        return config
-    env = make_env(agent.recipe, render_mode=None)
-    try:
-        obs = np.asarray(env.reset(seed=config.seed)[0])
-    finally:
-        env.close()
-    return replace(config, attention=False) if obs.ndim < 2 else config
-
-
-def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
-    """Refuse a saliency the videos could not draw, before the rollout: the checks the recorder would run
-    (image observations, target) on one reset observation, and, for gradient methods, gradients reaching the
-    input (a network that detaches it would give blank maps)."""
-    if config.saliency is None or not parse_video_spec(config.videos):
-        return
-    env = make_env(agent.recipe, render_mode=None)
-    try:
-        obs = np.asarray(env.reset(seed=config.seed)[0])[None]
-    finally:
-        env.close()
-    attribute(agent.policy, obs, method=config.saliency, target=config.saliency_target)
-    if attribution_class(config.saliency).gradients:
-        x = agent.policy.to_tensor(obs).requires_grad_(True)
-        with torch.enable_grad():
-            logits, _ = agent.policy.forward(x)
-        if not logits.requires_grad:
-            raise UsageError(
-                f"--saliency {config.saliency} needs gradients of the policy's outputs with respect to the "
-                f"observation, but {config.checkpoint}'s outputs carry none (its network detaches the input or "
-                "computes outside torch autograd); use --saliency perturbation, which needs forward passes only."
-            )
 
 
 def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend: Any = None) -> RolloutResult:
