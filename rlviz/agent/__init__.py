@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._deprecated import moved_attribute
 from .._lazy import lazy_exports
 
 #: public name -> the module of this package that defines it
@@ -26,9 +25,8 @@ __all__ = ["ActionSpec", "CallablePolicy", "action_spec", "as_policy", "capabili
            "NatureCNNAgent", "Policy", "PolicyCapabilities", "PolicyOutput", "TorchPolicy", "TorchPolicyOptions", "relative_entropy", "resolve_device", "sample_actions"]
 
 
-# the package's names on first use; the loaders' names of release 0.2 (``rlviz.agent.load_agent``...), now in
-# :mod:`rlviz.sources`, with a warning
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), lambda name: moved_attribute(__name__, name))
+# the package's names on first use
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs

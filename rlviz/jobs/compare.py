@@ -39,7 +39,7 @@ from ..errors import UsageError
 from ..evaluate import RolloutResult
 from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
-from ..evaluate.stats import _f, flat_numbers
+from ..evaluate.stats import flat_numbers, fmt_number
 from ..evaluate.threads import torch_threads
 from ..media.atomic import atomic_path
 from ..report import REPORT_NAME, write_report
@@ -300,7 +300,7 @@ _TABLE_ROWS = (("length mean", "lengths/mean"), ("failures/episode", "failures_p
 
 
 def _ci(v: Any) -> str:
-    return f"[{_f(float(v[0]))}, {_f(float(v[1]))}]"
+    return f"[{fmt_number(float(v[0]))}, {fmt_number(float(v[1]))}]"
 
 
 def format_comparison(c: dict[Any, Any], labels: Any = ("A", "B")) -> str:
@@ -325,7 +325,7 @@ def format_comparison(c: dict[Any, Any], labels: Any = ("A", "B")) -> str:
     lines = [f"{labels[0]}  vs  {labels[1]}",
              f"{c['env_id']}: {c['episodes']} episodes on the same seeds; {boot['method']}, "
              f"{boot['resamples']} resamples", "", head]
-    lines += [f"{name:<26}{_f(a):>10}{_f(b):>10}{_f(d):>10}   {ci}".rstrip() for name, a, b, d, ci in rows]
+    lines += [f"{name:<26}{fmt_number(a):>10}{fmt_number(b):>10}{fmt_number(d):>10}   {ci}".rstrip() for name, a, b, d, ci in rows]
     lines += ["", f"P(B > A) + P(B = A) / 2 over paired episodes: {c['prob_improvement']:.3f} "
                   f"{_ci(c['prob_improvement_ci95'])}"]
     return "\n".join(lines)
