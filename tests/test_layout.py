@@ -171,3 +171,30 @@ def test_the_job_functions_are_never_shadowed_by_their_modules():
 
     for job in (compare, render, jobs_compare, jobs_render, rlviz.compare, rlviz.render):
         assert callable(job), job
+
+
+@pytest.mark.parametrize("package", ["rlviz", "rlviz.agent", "rlviz.explain", "rlviz.sources", "rlviz.training"])
+def test_each_public_surface_is_listed_once_and_the_type_checkers_view_matches_it(package):
+    """``_EXPORTS`` (name -> defining module) is the one list: ``__all__`` is made from it, and the names a type
+    checker sees (the ``if TYPE_CHECKING:`` imports, ``X as X``) are exactly those, from those modules."""
+    import ast
+
+    module = importlib.import_module(package)
+    exports = module._EXPORTS
+    assert module.__all__ == [*exports] + (["__version__"] if package == "rlviz" else [])
+    for name in exports:
+        assert getattr(module, name) is not None
+    tree = ast.parse(Path(module.__file__).read_text())
+    blocks = [n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"]
+    if package == "rlviz.training":  # (a package of a job, its four names resolved on use: no block)
+        assert blocks == []
+        return
+    seen = {}
+    for node in blocks[0].body:
+        for alias in node.names:
+            assert alias.asname == alias.name, f"{alias.name}: re-export it as itself (X as X)"
+            seen[alias.name] = "." * (node.level - 1) + (node.module or "")
+    assert set(seen) == set(exports)
+    for name, where in seen.items():
+        assert exports[name].lstrip(".") == where.lstrip("."), (name, where, exports[name])
+

@@ -41,9 +41,11 @@ from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import flat_numbers, fmt_number
 from ..evaluate.threads import torch_threads
+from ..evaluate.workers import Backend
 from ..media.atomic import atomic_path
 from ..report import REPORT_NAME, write_report
 from ..report.disagreements import disagreements_html
+from ..sinks.base import Sink
 from ..sinks.log import Logged, RunLog, findings_markdown, log_run
 from ..sources import LoadedAgent
 from .render import record_videos, run_rollouts, select_episodes
@@ -114,8 +116,8 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
                           (final(attention[0]), final(attention[1])))
 
 
-def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list[Any],
-                  backend: Any = None) -> tuple[Any, ...]:
+def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list[Sink],
+                  backend: Backend | None = None) -> tuple[Any, ...]:
     """The run's outputs, written into ``folder``: (comparison, table, heatmap npz, heatmap png, videos,
     disagreements.json or None, (A's, B's) attention at failure or None)."""
     gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
@@ -239,7 +241,7 @@ def _write_heatmap_diff(results: list[RolloutResult], out: Path) -> tuple[Path |
 
 
 def _record_side_by_side(agents: Any, results: Any, folder: Path, config: CompareConfig, gammas: Any, labels: Any,
-                         backend: Any = None) -> tuple[list[Any], float]:
+                         backend: Backend | None = None) -> tuple[list[Any], float]:
     """For each episode ``config.videos`` selects (worst/best by the return B - A): both agents' videos on its
     seed (videos/a, videos/b: render's :func:`~rlviz.jobs.render.record_videos`, in the workers with a
     ``backend``) and the two side by side (videos/<label>-<k>.mp4)."""

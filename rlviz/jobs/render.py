@@ -23,7 +23,7 @@ import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -37,9 +37,10 @@ from ..evaluate import RolloutResult, format_table, rollout
 from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
-from ..evaluate.workers import WorkerDied, died_twice, merge_rollouts, shard_ranges
+from ..evaluate.workers import Backend, WorkerDied, WorkerPool, died_twice, merge_rollouts, shard_ranges
 from ..report import REPORT_NAME, write_report
 from ..report.notebook import outputs_html
+from ..sinks.base import Sink
 from ..sinks.log import log_run
 from ..sources import LoadedAgent
 from .shards import ShardTask, run_shard, source_for
@@ -134,8 +135,8 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
     )
 
 
-def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list[Any],
-                 backend: Any = None) -> tuple[Any, ...]:
+def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list[Sink],
+                 backend: Backend | None = None) -> tuple[Any, ...]:
     """The run's outputs, written into ``folder``: (summary, heatmap npz, heatmap png, video results)."""
     with torch_threads(config.threads):
         result = run_rollouts(agent, config, gamma, backend)
@@ -154,7 +155,7 @@ def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: 
     return summary, heatmap_npz, heatmap_png, videos
 
 
-def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend: Any = None) -> RolloutResult:
+def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend: Backend | None = None) -> RolloutResult:
     """The config's episodes of ``agent``: statistics and (with ``config.heatmap``) the failure heatmap.
     backend: None (this process) or a worker pool (:func:`rlviz.jobs.shards.open_backend`): the episodes run
     there as seed-contiguous shards, merged into the same result."""
@@ -176,7 +177,7 @@ def write_heatmap(result: RolloutResult, recipe: Any, out: Path, config: RenderC
     return heatmap.save(out / "heatmap.npz"), heatmap.plot(out / "heatmap.png", log=config.log_scale)
 
 
-def _run_sharded(backend: Any, config: RenderConfig, gamma: float) -> RolloutResult:
+def _run_sharded(backend: Backend, config: RenderConfig, gamma: float) -> RolloutResult:
     source = source_for(config, backend)  # Ray: the checkpoint's bytes via the object store
     t0 = time.perf_counter()
     # this process idles while the workers run: it imports what it needs afterwards meanwhile
@@ -184,7 +185,7 @@ def _run_sharded(backend: Any, config: RenderConfig, gamma: float) -> RolloutRes
     with progress.bar(config.episodes, "rollouts", unit="ep") as episodes_bar:
         report = lambda ret: episodes_bar.update(1, ret=f"{ret:.1f}")  # noqa: E731
         if getattr(backend, "shares_indices", False):
-            parts = _run_shared(backend, source, config, gamma, report, meanwhile)
+            parts = _run_shared(cast(WorkerPool, backend), source, config, gamma, report, meanwhile)
         else:
             tasks = [ShardTask(source, gamma, r.start, len(r))
                      for r in shard_ranges(config.episodes, backend.size, config.num_envs)]
@@ -192,7 +193,7 @@ def _run_sharded(backend: Any, config: RenderConfig, gamma: float) -> RolloutRes
     return merge_rollouts(parts, time.perf_counter() - t0)
 
 
-def _run_shared(backend: Any, source: Any, config: RenderConfig, gamma: float, report: Any, meanwhile: Any) -> list[Any]:
+def _run_shared(backend: WorkerPool, source: Any, config: RenderConfig, gamma: float, report: Any, meanwhile: Any) -> list[Any]:
     """The episodes shared out to the local workers one at a time as their envs free up (no worker idles while
     another holds a long shard; each builds its envs once). A dead worker's episodes (those it claimed and did
     not return) run again once, split over the workers; a second death raises WorkerError."""
@@ -241,7 +242,7 @@ def import_now(names: Any) -> None:
 
 
 def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, config: RenderConfig,
-                  gamma: float, backend: Any = None, chosen: list[tuple[str, int]] | None = None,
+                  gamma: float, backend: Backend | None = None, chosen: list[tuple[str, int]] | None = None,
                   min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[list[EpisodeResult], float]:
     """Replay the episodes ``chosen`` ((label, episode) pairs; default: those ``config.videos`` selects) through
     :class:`RecordEpisode` as ``<label>-<episode>``: their results (with ``video_path``) and the videos' frame

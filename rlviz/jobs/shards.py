@@ -23,7 +23,7 @@ from ..attention.summary import attention_spec
 from ..config import RenderConfig
 from ..errors import RlvizError, require
 from ..evaluate.rollout import RolloutPlan, RolloutProbes, rollout
-from ..evaluate.workers import WorkerPool, claimed_indices
+from ..evaluate.workers import Backend, WorkerPool, claimed_indices
 from ..sources import LoadedAgent, load_agent
 from ..sources.hub import is_hub_ref
 from ..sources.vecnormalize import FILE_NAME as VECNORMALIZE_FILE
@@ -156,7 +156,7 @@ def open_backend(config: Any) -> Any:
         _SOURCES.clear()
 
 
-def source_for(config: RenderConfig, backend: Any) -> AgentSource:
+def source_for(config: RenderConfig, backend: Backend | None) -> AgentSource:
     """The AgentSource of ``config`` for ``backend``: with Ray, the checkpoint's bytes go into its object store
     once per run (:meth:`AgentSource.for_config`)."""
     put = getattr(backend, "put", None)

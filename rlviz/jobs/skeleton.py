@@ -29,7 +29,9 @@ from .. import progress
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
 from ..envs import make_env
 from ..errors import UsageError
+from ..evaluate.workers import Backend
 from ..explain import attribute, attribution_class
+from ..sinks.base import Sink
 from ..sources import LoadedAgent
 from .outdir import claim_out_dir, job_inputs, run_folder
 from .shards import open_backend, share_agent
@@ -44,7 +46,7 @@ class JobSetup:
     the sinks it opened (closed when the setup exits)."""
 
     config: Any
-    backend: Any = None
+    backend: Backend | None = None
     opened: list[Any] = field(default_factory=list)
 
     def agent(self, config: RenderConfig) -> tuple[LoadedAgent, RenderConfig, float]:
@@ -62,7 +64,7 @@ class JobSetup:
         check_saliency(agent, config)
         return config
 
-    def sinks(self) -> list[Any]:
+    def sinks(self) -> list[Sink]:
         """The W&B / TensorBoard sinks the config asks for, opened once (a missing extra fails here, before the
         long work) and closed when the setup exits."""
         if not self.opened:
@@ -70,7 +72,7 @@ class JobSetup:
         return [s for s in self.opened if s is not None]
 
     @contextlib.contextmanager
-    def staging(self, job: str) -> Iterator[tuple[Path, list[Any]]]:
+    def staging(self, job: str) -> Iterator[tuple[Path, list[Sink]]]:
         """(the staging folder, the sinks): the sinks open first; the folder is renamed into ``--out`` when the
         block completes (:func:`rlviz.jobs.outdir.run_folder`)."""
         sinks = self.sinks()
@@ -98,7 +100,7 @@ def job_setup(config: Any) -> Iterator[JobSetup]:
             job.close()
 
 
-def open_sinks(config: RenderConfig | CompareConfig) -> list[Any]:
+def open_sinks(config: RenderConfig | CompareConfig) -> list[Sink]:
     """The W&B / TensorBoard sinks the config asks for (their extras are imported here, before any long work)."""
     sinks = []
     if config.wandb_project:

@@ -29,13 +29,16 @@ from .._lazy import lazy_exports
 _EXPORTS = {"LoadedAgent": "loaded", "load_agent": "checkpoint", "load_checkpoint": "checkpoint",
             "save_checkpoint": "checkpoint", "cleanrl_policy": "adapters", "to_policy": "adapters"}
 
-__all__ = ["LoadedAgent", "cleanrl_policy", "load_agent", "load_checkpoint", "save_checkpoint", "to_policy"]
+__all__ = [*_EXPORTS]  # the public surface: _EXPORTS, listed once
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from .adapters import cleanrl_policy, to_policy
-    from .checkpoint import load_agent, load_checkpoint, save_checkpoint
-    from .loaded import LoadedAgent
+    from .adapters import cleanrl_policy as cleanrl_policy
+    from .adapters import to_policy as to_policy
+    from .checkpoint import load_agent as load_agent
+    from .checkpoint import load_checkpoint as load_checkpoint
+    from .checkpoint import save_checkpoint as save_checkpoint
+    from .loaded import LoadedAgent as LoadedAgent
