@@ -46,54 +46,66 @@ _EXPORTS = {
     "TorchPolicyOptions": "agent", "AttributionOptions": "explain",
 }
 
-__all__ = [
-    "CallablePolicy", "CheckpointError", "CompareConfig", "CompareOutputs", "ComposeOptions", "Compositor", "EnvError", "EnvRecipe", "EpisodeInternals", "EpisodeRecord",
-    "EpisodeResult", "EpisodeTrace", "FailureHeatmap", "LoadedAgent", "MissingDependencyError", "Policy",
-    "PolicyOutput", "RecordEpisode", "RecordOptions", "RecordVectorEpisode", "RenderConfig", "RenderOutputs", "RlvizError", "RolloutResult", "Summary",
-    "TorchPolicy", "UnsafeCheckpointError", "UsageError", "VideoError", "VideoWriter", "atari_recipe", "attribute",
-    "compare", "episode_saliency", "format_table", "load_agent", "load_checkpoint", "make_env", "make_vec_env",
-    "normalise_episode", "probe_video", "read_video", "render", "replay_episode", "rollout", "run_episode",
-    "save_checkpoint", "summarize", "write_episode_video", "__version__",
-    "timeline", "TimelineConfig", "TimelineOutputs", "RolloutPlan", "RolloutProbes",
-    "TorchPolicyOptions", "AttributionOptions",
-]
+__all__ = [*_EXPORTS, "__version__"]  # the public surface: _EXPORTS, listed once
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from .agent import CallablePolicy, Policy, PolicyOutput, TorchPolicy, TorchPolicyOptions
-    from .config import CompareConfig, RenderConfig, TimelineConfig
-    from .draw import ComposeOptions, Compositor, write_episode_video
-    from .envs import EnvRecipe, atari_recipe, make_env, make_vec_env
-    from .episode import EpisodeInternals, EpisodeResult, EpisodeTrace
-    from .errors import (
-        CheckpointError,
-        EnvError,
-        MissingDependencyError,
-        RlvizError,
-        UnsafeCheckpointError,
-        UsageError,
-        VideoError,
-    )
-    from .evaluate import (
-        EpisodeRecord,
-        FailureHeatmap,
-        RolloutPlan,
-        RolloutProbes,
-        RolloutResult,
-        Summary,
-        format_table,
-        replay_episode,
-        rollout,
-        summarize,
-    )
-    from .explain import AttributionOptions, attribute, episode_saliency, normalise_episode
-    from .jobs import CompareOutputs, RenderOutputs, compare, render  # type: ignore[no-redef]
-    from .media import VideoWriter, probe_video, read_video
-    from .record import RecordEpisode, RecordOptions, run_episode
-    from .record.vector import RecordVectorEpisode
-    from .sources import LoadedAgent, load_agent, load_checkpoint, save_checkpoint
-    from .training.job import timeline
-    from .training.outputs import TimelineOutputs
+    from .agent import CallablePolicy as CallablePolicy
+    from .agent import Policy as Policy
+    from .agent import PolicyOutput as PolicyOutput
+    from .agent import TorchPolicy as TorchPolicy
+    from .agent import TorchPolicyOptions as TorchPolicyOptions
+    from .config import CompareConfig as CompareConfig
+    from .config import RenderConfig as RenderConfig
+    from .config import TimelineConfig as TimelineConfig
+    from .draw import ComposeOptions as ComposeOptions
+    from .draw import Compositor as Compositor
+    from .draw import write_episode_video as write_episode_video
+    from .envs import EnvRecipe as EnvRecipe
+    from .envs import atari_recipe as atari_recipe
+    from .envs import make_env as make_env
+    from .envs import make_vec_env as make_vec_env
+    from .episode import EpisodeInternals as EpisodeInternals
+    from .episode import EpisodeResult as EpisodeResult
+    from .episode import EpisodeTrace as EpisodeTrace
+    from .errors import CheckpointError as CheckpointError
+    from .errors import EnvError as EnvError
+    from .errors import MissingDependencyError as MissingDependencyError
+    from .errors import RlvizError as RlvizError
+    from .errors import UnsafeCheckpointError as UnsafeCheckpointError
+    from .errors import UsageError as UsageError
+    from .errors import VideoError as VideoError
+    from .evaluate import EpisodeRecord as EpisodeRecord
+    from .evaluate import FailureHeatmap as FailureHeatmap
+    from .evaluate import RolloutPlan as RolloutPlan
+    from .evaluate import RolloutProbes as RolloutProbes
+    from .evaluate import RolloutResult as RolloutResult
+    from .evaluate import Summary as Summary
+    from .evaluate import format_table as format_table
+    from .evaluate import replay_episode as replay_episode
+    from .evaluate import rollout as rollout
+    from .evaluate import summarize as summarize
+    from .explain import AttributionOptions as AttributionOptions
+    from .explain import attribute as attribute
+    from .explain import episode_saliency as episode_saliency
+    from .explain import normalise_episode as normalise_episode
+    from .jobs import CompareOutputs as CompareOutputs
+    from .jobs import RenderOutputs as RenderOutputs
+    from .jobs import compare as compare  # type: ignore[no-redef]  # (the submodules rlviz.jobs.compare / .render)
+    from .jobs import render as render  # type: ignore[no-redef]
+    from .media import VideoWriter as VideoWriter
+    from .media import probe_video as probe_video
+    from .media import read_video as read_video
+    from .record import RecordEpisode as RecordEpisode
+    from .record import RecordOptions as RecordOptions
+    from .record import run_episode as run_episode
+    from .record.vector import RecordVectorEpisode as RecordVectorEpisode
+    from .sources import LoadedAgent as LoadedAgent
+    from .sources import load_agent as load_agent
+    from .sources import load_checkpoint as load_checkpoint
+    from .sources import save_checkpoint as save_checkpoint
+    from .training.job import timeline as timeline
+    from .training.outputs import TimelineOutputs as TimelineOutputs

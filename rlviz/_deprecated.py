@@ -1,13 +1,11 @@
-"""Module paths of release 0.1 (``rlviz.checkpoint``, ``rlviz.compose``...), 0.2 (``rlviz.agent.sb3``,
-``rlviz.agent.zoo``...: the loaders, now in :mod:`rlviz.sources`) and 0.3 (``rlviz.timeline.plot``...: the training
-timeline's package, now :mod:`rlviz.training`; ``rlviz.evaluate.attention`` and ``rlviz.explain.attention``, now
-:mod:`rlviz.attention`), each kept for one release; and the keyword arguments of 0.3 that 0.4 gathered into one
-object (:func:`old_keywords`: ``RecordEpisode(..., saliency=...)``, ``rollout(..., num_envs=...)``), kept for one
-release the same way.
+"""Module paths of release 0.3 (``rlviz.timeline.plot``...: the training timeline's package, now
+:mod:`rlviz.training`; ``rlviz.evaluate.attention`` and ``rlviz.explain.attention``, now :mod:`rlviz.attention`),
+kept until 0.5; and the keyword arguments of 0.3 that 0.4 gathered into one object (:func:`old_keywords`:
+``RecordEpisode(..., saliency=...)``, ``rollout(..., num_envs=...)``), kept until 0.5 the same way. (The 0.1 and
+0.2 paths, promised gone in 0.4, were removed in 0.5.0.)
 
-Importing one gives the module's new home, with a ``DeprecationWarning`` that names it; so does a loader's name
-read from the 0.2 package (``rlviz.agent.load_agent``: :func:`moved_attribute`). Nothing else in rlviz imports
-these paths.
+Importing one gives the module's new home, with a ``DeprecationWarning`` that names it. Nothing else in rlviz
+imports these paths.
 """
 
 from __future__ import annotations
@@ -22,40 +20,9 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["MOVED", "MOVED_0_2", "MOVED_0_3", "MOVED_NAMES", "install", "moved_attribute", "old_keywords"]
+__all__ = ["MOVED_0_3", "install", "old_keywords"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-#: old module path -> new module path
-MOVED = {
-    "rlviz.checkpoint": "rlviz.sources.checkpoint",
-    "rlviz.checkpoint_files": "rlviz.sources.files",
-    "rlviz.checkpoint_safety": "rlviz.sources.safety",
-    "rlviz.adapters": "rlviz.sources.adapters",
-    "rlviz.adapters_sb3": "rlviz.sources.sb3",
-    "rlviz.models": "rlviz.agent.models",
-    "rlviz.policy": "rlviz.agent.policy",
-    "rlviz._ale_seed": "rlviz.envs.ale_seed",
-    "rlviz.trace": "rlviz.episode.trace",
-    "rlviz.saliency": "rlviz.explain.saliency",
-    "rlviz.perturbation": "rlviz.explain.perturbation",
-    "rlviz.obs_layout": "rlviz.explain.layout",
-    "rlviz.saliency_scale": "rlviz.explain.scale",
-    "rlviz.compose": "rlviz.draw.compose",
-    "rlviz.overlay": "rlviz.draw.overlay",
-    "rlviz.video": "rlviz.media.video",
-    "rlviz._atomic": "rlviz.media.atomic",
-    "rlviz.rollout": "rlviz.evaluate.rollout",
-    "rlviz.heatmap": "rlviz.evaluate.heatmap",
-    "rlviz.objects": "rlviz.evaluate.objects",
-    "rlviz.stats": "rlviz.evaluate.stats",
-    "rlviz.render": "rlviz.jobs.render",
-}
-
-#: release 0.2's loader modules (under ``rlviz.agent``) -> their home in ``rlviz.sources`` (0.3)
-MOVED_0_2 = {f"rlviz.agent.{name}": f"rlviz.sources.{name}" for name in (
-    "adapters", "checkpoint", "cleanrl_continuous", "cleanrl_scripts", "exported", "files", "safety", "saving",
-    "sb3", "sb3_continuous", "sb3_recurrent", "vecnormalize", "weights", "zoo", "zoo_yaml")}
 
 #: release 0.3's module paths -> their home in 0.4: the training timeline's package (``rlviz.timeline`` is now the job
 #: function alone) and the attention modules, gathered in :mod:`rlviz.attention`
@@ -67,32 +34,18 @@ MOVED_0_3 = {
     "rlviz.explain.attention": "rlviz.attention.maps",
 }
 
-#: names ``rlviz.agent`` exported in 0.2 that moved to ``rlviz.sources``
-MOVED_NAMES = {"rlviz.agent": ("rlviz.sources", ("LoadedAgent", "cleanrl_policy", "load_agent", "load_checkpoint",
-                                                 "save_checkpoint", "to_policy"))}
-
-_RELEASE = {**{old: ("0.2", "0.4") for old in MOVED}, **{old: ("0.3", "0.4") for old in MOVED_0_2},
-            **{old: ("0.4", "0.5") for old in MOVED_0_3}}
-_TARGET = {**MOVED, **MOVED_0_2, **MOVED_0_3}
+_RELEASE = {old: ("0.4", "0.5") for old in MOVED_0_3}
+_TARGET = {**MOVED_0_3}
 
 
 def _warn(old: str, new: str, stacklevel: int) -> None:
-    moved_in, gone_in = _RELEASE.get(old, ("0.3", "0.4"))
+    moved_in, gone_in = _RELEASE[old]
     warnings.warn(
         f"{old} moved to {new} in rlviz {moved_in}; import it from there (or use the top-level rlviz names). "
         f"The old path goes away in rlviz {gone_in}.",
         DeprecationWarning,
         stacklevel=stacklevel,
     )
-
-
-def moved_attribute(package: str, name: str) -> object:
-    """``package.name`` for a name that moved out of ``package`` (a package's ``__getattr__``), with a warning."""
-    new, names = MOVED_NAMES.get(package, ("", ()))
-    if name not in names:
-        raise AttributeError(f"module {package!r} has no attribute {name!r}")
-    _warn(f"{package}.{name}", f"{new}.{name}", stacklevel=3)
-    return getattr(importlib.import_module(new), name)
 
 
 class _CallableModule(types.ModuleType):

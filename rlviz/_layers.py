@@ -16,7 +16,7 @@ import ast
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["LAYERS", "EXCEPTIONS", "Edge", "layer_of", "module_graph", "upward_imports", "cycles"]
+__all__ = ["LAYERS", "EXCEPTIONS", "Edge", "layer_of", "module_graph", "upward_imports", "cycles", "private_imports"]
 
 #: (stage, module prefixes), from the bottom up: a stage imports only stages above it in this list.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -196,3 +196,35 @@ def cycles(graph: dict[str, list[Edge]], lazy: bool = True) -> list[list[str]]:
             elif child in on:
                 low[node] = min(low[node], index[child])
     return sorted(out)
+
+
+def _subpackage(module: str) -> str:
+    """``rlviz.evaluate.stats`` -> ``rlviz.evaluate``; a top-level module (``rlviz.errors``) is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def private_imports(package_dir: str | Path) -> list[str]:
+    """Each ``from M import _name`` (at module level or in a function) whose M lies in another subpackage than the
+    importing module: ``"importer:line <- M._name"``. A name another package needs is public in its module (in its
+    ``__all__``); the top-level private modules (``rlviz._lazy``, ``rlviz._layers``, ...) are the package's own."""
+    pkg = Path(package_dir)
+    root = pkg.parent
+    found = []
+    for path in sorted(pkg.rglob("*.py")):
+        name = _module_name(path, root)
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node, _ in _walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            if node.level:
+                base = package.split(".")
+                target = ".".join(base[: len(base) - (node.level - 1)] + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if (not target.startswith(pkg.name + ".") or _subpackage(target) == _subpackage(name)
+                    or (target.count(".") == 1 and not (root / target.replace(".", "/")).is_dir())):
+                continue  # outside, the same subpackage, or a top-level module (the package's own)
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{name}:{node.lineno} <- {target}.{alias.name}")
+    return sorted(found)

@@ -18,7 +18,7 @@ __all__ = ["lazy_exports"]
 def lazy_exports(package: str, exports: dict[str, str], namespace: dict[str, Any],
                  otherwise: Callable[[str], Any] | None = None) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """(``__getattr__``, ``__dir__``) of ``package``. ``otherwise(name)``: what a name not in ``exports`` gives
-    (e.g. a moved name with a warning, :func:`rlviz._deprecated.moved_attribute`); default AttributeError."""
+    (e.g. a moved name, with a warning); default AttributeError."""
 
     def __getattr__(name: str) -> Any:
         module = exports.get(name)

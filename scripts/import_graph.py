@@ -3,6 +3,7 @@
     python scripts/import_graph.py                 # this checkout's rlviz/
     python scripts/import_graph.py OTHER/rlviz     # another tree (e.g. `git archive 04696dd rlviz | tar -x -C /tmp/t`)
     python scripts/import_graph.py --list ...      # and each upward import and cycle
+    python scripts/import_graph.py --packages ...  # and the graph between packages: modules, lines, imports
 
 Another tree's modules are named as this checkout names them (0.3's ``rlviz.timeline.*`` as ``rlviz.training.*``,
 ``rlviz.evaluate.attention`` as ``rlviz.attention.summary``...: :data:`RENAMED`) before they are put in their stage,
@@ -66,13 +67,49 @@ def analyse(package_dir: Path) -> dict:
     }
 
 
+def package_graph(package_dir: Path) -> list[str]:
+    """One line per package (``rlviz.<name>``, top-level modules as ``rlviz``): its modules and lines, then the
+    packages it imports with how many module-to-module imports each (``^`` marks an upward one)."""
+    raw = layers.module_graph(package_dir)
+    root = package_dir.parent
+    def pkg(m: str) -> str:
+        parts = m.split(".")
+        return ".".join(parts[:2]) if (root.joinpath(*parts[:2])).is_dir() else "rlviz"
+    lines: dict[str, int] = {}
+    count: dict[str, int] = {}
+    for f in package_dir.rglob("*.py"):
+        m = layers._module_name(f, root)
+        lines[pkg(m)] = lines.get(pkg(m), 0) + len(f.read_text().splitlines())
+        count[pkg(m)] = count.get(pkg(m), 0) + 1
+    edges: dict[str, dict[str, int]] = {}
+    up: set[tuple[str, str]] = set()
+    for m, es in raw.items():
+        for e in es:
+            a, b = pkg(renamed(m)), pkg(renamed(e.target))
+            if a != b:
+                edges.setdefault(a, {})[b] = edges.get(a, {}).get(b, 0) + 1
+                if layers.layer_of(renamed(e.target)) > layers.layer_of(renamed(m)):
+                    up.add((a, b))
+    out = []
+    for p_ in sorted(count, key=lambda p_: layers.layer_of(p_)):
+        deps = ", ".join(f"{b.removeprefix('rlviz.')}{'^' if (p_, b) in up else ''} {n}"
+                         for b, n in sorted(edges.get(p_, {}).items()))
+        out.append(f"  {p_:24s} {count[p_]:3d} modules {lines[p_]:6d} lines -> {deps}")
+    out.append(f"  {sum(len(v) for v in edges.values())} package-to-package dependencies, {len(up)} pointing back up")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trees", nargs="*", default=[str(HERE / "rlviz")], help="package folders (default: this rlviz/)")
     ap.add_argument("--list", action="store_true", help="list each upward import and cycle")
+    ap.add_argument("--packages", action="store_true",
+                    help="the graph between packages (rlviz.<name>): modules, lines, imports of other packages")
     args = ap.parse_args(argv)
     for tree in args.trees:
         r = analyse(Path(tree))
+        if args.packages:
+            print("\n".join(package_graph(Path(tree))))
         up = r["upward"]
         print(f"{tree}: {r['modules']} modules, {r['imports']} imports ({r['lazy']} lazy); upward imports: "
               f"{len(up)} ({sum(not e.lazy for e in up)} module-level, {sum(e.lazy for e in up)} lazy; "

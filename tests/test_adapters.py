@@ -15,9 +15,10 @@ import torch
 from torch import nn
 from torch.distributions.categorical import Categorical
 
+from rlviz.agent.cleanrl import CleanRLComposed, CleanRLMethods
 from rlviz.agent.policy import TorchPolicy
 from rlviz.errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError
-from rlviz.sources.adapters import _CleanRLComposed, _CleanRLMethods, build_model, cleanrl_policy, to_policy
+from rlviz.sources.adapters import build_model, cleanrl_policy, to_policy
 from rlviz.sources.checkpoint import load_agent, load_checkpoint, save_checkpoint
 
 torch.set_num_threads(1)
@@ -281,7 +282,7 @@ def test_cleanrl_agent_composes_its_parts_and_matches(cls, space, layout):
     torch.manual_seed(0)
     agent = cls(Envs(space, gym.spaces.Discrete(3)))
     policy = to_policy(agent, observation_space=space, action_space=gym.spaces.Discrete(3), device="cpu")
-    assert isinstance(policy.module, _CleanRLComposed)
+    assert isinstance(policy.module, CleanRLComposed)
     assert (policy.module.divisor, policy.module.use_network) == layout
     space.seed(7)
     obs = np.stack([space.sample() for _ in range(6)]).astype(np.float32)
@@ -296,7 +297,7 @@ def test_cleanrl_agent_with_unusual_preprocessing_uses_its_methods():
     torch.manual_seed(0)
     agent = OddAgent(Envs(CARTPOLE.observation_space, CARTPOLE.action_space))
     policy = cleanrl_policy(agent, observation_space=CARTPOLE.observation_space, action_space=CARTPOLE.action_space)
-    assert isinstance(policy.module, _CleanRLMethods)
+    assert isinstance(policy.module, CleanRLMethods)
     obs = _cartpole_obs(5)
     logp, values = _logprobs_and_values(agent, obs, 2)
     with torch.no_grad():

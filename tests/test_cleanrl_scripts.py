@@ -17,7 +17,7 @@ from torch import nn
 from rlviz.cli import main
 from rlviz.draw.video import video_timing
 from rlviz.errors import UsageError
-from rlviz.jobs.render import MIN_VIDEO_SECONDS
+from rlviz.jobs.videos import MIN_VIDEO_SECONDS
 from rlviz.media.video import probe_video
 from rlviz.sources.checkpoint import load_agent
 

@@ -16,7 +16,7 @@ from PIL import Image
 
 from rlviz.cli import main
 from rlviz.draw.video import video_timing
-from rlviz.jobs.render import MIN_VIDEO_SECONDS
+from rlviz.jobs.videos import MIN_VIDEO_SECONDS
 
 
 def _run(ckpt, out, *extra):

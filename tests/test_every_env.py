@@ -153,7 +153,8 @@ class CleanAgent(torch.nn.Module):
 
 
 def test_torch_policy_of_a_cleanrl_agent_is_the_cli_path(tmp_path):
-    from rlviz.sources.adapters import SpaceInfo, _CleanRLComposed
+    from rlviz.agent.cleanrl import CleanRLComposed
+    from rlviz.sources.adapters import SpaceInfo
 
     env = gym.make("CartPole-v1")
     torch.manual_seed(0)
@@ -164,7 +165,7 @@ def test_torch_policy_of_a_cleanrl_agent_is_the_cli_path(tmp_path):
     env.observation_space.seed(3)
     obs = np.stack([env.observation_space.sample() for _ in range(7)])
     ours, theirs = lib.evaluate(obs), cli.evaluate(obs)
-    assert isinstance(lib.module, _CleanRLComposed) and type(cli.module) is type(lib.module)
+    assert isinstance(lib.module, CleanRLComposed) and type(cli.module) is type(lib.module)
     np.testing.assert_allclose(ours.probs, theirs.probs, rtol=1e-6)
     np.testing.assert_allclose(ours.value, theirs.value, rtol=1e-6)
     with torch.no_grad():  # and both are the agent's own distribution

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import rlviz
 from rlviz import _layers
-from rlviz._layers import EXCEPTIONS, LAYERS, cycles, layer_of, module_graph, upward_imports
+from rlviz._layers import EXCEPTIONS, LAYERS, cycles, layer_of, module_graph, private_imports, upward_imports
 
 PKG = Path(rlviz.__file__).parent
 
@@ -81,3 +81,22 @@ def test_the_checker_finds_upward_imports_lazy_ones_and_cycles(tmp_path):
     assert {e.target for e in graph["rlviz.draw.compose"]} == {"rlviz.media.video"}
     assert {e.target for e in graph["rlviz.jobs.render"]} == {"rlviz.draw.compose", "rlviz.media.video"}
     assert layer_of("rlviz.attention.tracker") < layer_of("rlviz.evaluate.rollout") < layer_of("rlviz.attention.plot")
+
+
+def test_no_private_name_is_imported_from_another_package():
+    assert private_imports(PKG) == [], "make the name public in its module (and its __all__), or move it"
+
+
+def test_the_private_import_checker_finds_them_lazy_ones_too(tmp_path):
+    pkg = _tree(tmp_path, {
+        "__init__.py": "",
+        "_lazy.py": "",
+        "errors.py": "from ._lazy import _f\n",  # (a top-level private module: the package's own)
+        "evaluate/__init__.py": "",
+        "evaluate/stats.py": "def _f(): pass\n",
+        "evaluate/heatmap.py": "from .stats import _f\n",  # the same package: fine
+        "jobs/__init__.py": "",
+        "jobs/compare.py": "from ..evaluate.stats import _f, __all__\n\ndef g():\n    from rlviz.evaluate import _x\n",
+    })
+    assert private_imports(pkg) == ["rlviz.jobs.compare:1 <- rlviz.evaluate.stats._f",
+                                    "rlviz.jobs.compare:4 <- rlviz.evaluate._x"]

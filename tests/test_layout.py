@@ -1,5 +1,5 @@
 """The tree reads like the pipeline: stage subpackages with no import cycles, no upward imports, each importable
-alone, and the 0.1 and 0.2 module paths still working (with a DeprecationWarning) for one release."""
+alone, the 0.3 module paths still working (with a DeprecationWarning) until 0.5, and the 0.1 and 0.2 ones gone."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import rlviz
-from rlviz._deprecated import MOVED, MOVED_0_2, MOVED_0_3, MOVED_NAMES
+from rlviz._deprecated import MOVED_0_3
 from rlviz._layers import module_graph
 
 PKG = Path(rlviz.__file__).parent
@@ -112,43 +112,45 @@ def test_the_cli_parses_and_validates_without_importing_torch():
     assert out.stdout.strip() == "False", out.stderr
 
 
-@pytest.mark.parametrize("old", sorted(MOVED) + sorted(MOVED_0_2) + sorted(MOVED_0_3))
-def test_release_0_1_0_2_and_0_3_module_paths_still_import_with_a_deprecation_warning(old):
-    target = {**MOVED, **MOVED_0_2, **MOVED_0_3}[old]
+@pytest.mark.parametrize("old", sorted(MOVED_0_3))
+def test_release_0_3_module_paths_still_import_with_a_deprecation_warning(old):
+    target = MOVED_0_3[old]
     sys.modules.pop(old, None)
+    parent, _, child = old.rpartition(".")
+    before = getattr(sys.modules.get(parent), child, None)  # (a name of the package the old module shadows)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         module = importlib.import_module(old)
-    assert any(issubclass(w.category, DeprecationWarning) and target in str(w.message) for w in caught)
+    assert any(issubclass(w.category, DeprecationWarning) and target in str(w.message) and "0.5" in str(w.message)
+               for w in caught)
     new = importlib.import_module(target)
     assert module.__all__ == list(getattr(new, "__all__", module.__all__))
     for name in getattr(new, "__all__", []):
         assert getattr(module, name) is getattr(new, name)
     sys.modules.pop(old, None)
-    parent, _, child = old.rpartition(".")
-    if getattr(sys.modules.get(parent), child, None) is module:
-        delattr(sys.modules[parent], child)  # unbound from its parent too (rlviz.timeline: the job function again)
+    if getattr(sys.modules.get(parent), child, None) is module:  # unbound from its parent: what it was before
+        if before is None or before is module:
+            delattr(sys.modules[parent], child)  # (rlviz.timeline: the job function again, on first use)
+        else:
+            setattr(sys.modules[parent], child, before)  # (rlviz.evaluate.rollout: the function)
+    assert callable(module) or not callable(before)  # an old path that shadows a function stays callable as it
 
 
-def test_release_0_2_agent_names_resolve_with_a_deprecation_warning():
+@pytest.mark.parametrize("old", ["rlviz.checkpoint", "rlviz.compose", "rlviz.render", "rlviz._atomic",
+                                 "rlviz.agent.sb3", "rlviz.agent.zoo", "rlviz.agent.exported"])
+def test_release_0_1_and_0_2_module_paths_are_gone_as_the_0_4_changelog_promised(old):
+    sys.modules.pop(old, None)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(old)
+    assert callable(rlviz.render)  # (rlviz.render, 0.1's module path, is the job function alone now)
+
+
+def test_release_0_2_agent_names_are_gone():
     import rlviz.agent
-    import rlviz.sources
 
-    new, names = MOVED_NAMES["rlviz.agent"]
-    for name in names:
-        with pytest.warns(DeprecationWarning, match=f"rlviz.agent.{name} moved to {new}.{name}"):
-            assert getattr(rlviz.agent, name) is getattr(rlviz.sources, name)
-    with pytest.raises(AttributeError, match="no_such_name"):
-        rlviz.agent.no_such_name  # noqa: B018
-
-
-def test_the_old_render_module_path_leaves_rlviz_render_callable():
-    sys.modules.pop("rlviz.render", None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        from rlviz.render import RenderConfig  # noqa: F401  (0.1 code did this)
-    assert callable(rlviz.render)
-    sys.modules.pop("rlviz.render", None)
+    for name in ("load_agent", "load_checkpoint", "save_checkpoint", "LoadedAgent", "to_policy", "cleanrl_policy"):
+        with pytest.raises(AttributeError, match=name):
+            getattr(rlviz.agent, name)
 
 
 def test_public_names_resolve():
@@ -174,3 +176,30 @@ def test_the_job_functions_are_never_shadowed_by_their_modules():
 
     for job in (compare, render, jobs_compare, jobs_render, rlviz.compare, rlviz.render):
         assert callable(job), job
+
+
+@pytest.mark.parametrize("package", ["rlviz", "rlviz.agent", "rlviz.explain", "rlviz.sources", "rlviz.training"])
+def test_each_public_surface_is_listed_once_and_the_type_checkers_view_matches_it(package):
+    """``_EXPORTS`` (name -> defining module) is the one list: ``__all__`` is made from it, and the names a type
+    checker sees (the ``if TYPE_CHECKING:`` imports, ``X as X``) are exactly those, from those modules."""
+    import ast
+
+    module = importlib.import_module(package)
+    exports = module._EXPORTS
+    assert module.__all__ == [*exports] + (["__version__"] if package == "rlviz" else [])
+    for name in exports:
+        assert getattr(module, name) is not None
+    tree = ast.parse(Path(module.__file__).read_text())
+    blocks = [n for n in tree.body if isinstance(n, ast.If) and getattr(n.test, "id", "") == "TYPE_CHECKING"]
+    if package == "rlviz.training":  # (a package of a job, its four names resolved on use: no block)
+        assert blocks == []
+        return
+    seen = {}
+    for node in blocks[0].body:
+        for alias in node.names:
+            assert alias.asname == alias.name, f"{alias.name}: re-export it as itself (X as X)"
+            seen[alias.name] = "." * (node.level - 1) + (node.module or "")
+    assert set(seen) == set(exports)
+    for name, where in seen.items():
+        assert exports[name].lstrip(".") == where.lstrip("."), (name, where, exports[name])
+

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._deprecated import moved_attribute
 from .._lazy import lazy_exports
 
 #: public name -> the module of this package that defines it
@@ -22,19 +21,26 @@ _EXPORTS = {
     "TorchPolicyOptions": "policy",
 }
 
-__all__ = ["ActionSpec", "CallablePolicy", "action_spec", "as_policy", "capabilities_of", "MinAtarAgent",
-           "NatureCNNAgent", "Policy", "PolicyCapabilities", "PolicyOutput", "TorchPolicy", "TorchPolicyOptions", "relative_entropy", "resolve_device", "sample_actions"]
+__all__ = [*_EXPORTS]  # the public surface: _EXPORTS, listed once
 
 
-# the package's names on first use; the loaders' names of release 0.2 (``rlviz.agent.load_agent``...), now in
-# :mod:`rlviz.sources`, with a warning
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), lambda name: moved_attribute(__name__, name))
+# the package's names on first use
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from .actions import ActionSpec, action_spec, relative_entropy, sample_actions
-    from .callable_policy import CallablePolicy, as_policy
-    from .capabilities import PolicyCapabilities, capabilities_of
-    from .models import MinAtarAgent, NatureCNNAgent
-    from .policy import Policy, TorchPolicy, TorchPolicyOptions, resolve_device
-    from .policy_output import PolicyOutput
+    from .actions import ActionSpec as ActionSpec
+    from .actions import action_spec as action_spec
+    from .actions import relative_entropy as relative_entropy
+    from .actions import sample_actions as sample_actions
+    from .callable_policy import CallablePolicy as CallablePolicy
+    from .callable_policy import as_policy as as_policy
+    from .capabilities import PolicyCapabilities as PolicyCapabilities
+    from .capabilities import capabilities_of as capabilities_of
+    from .models import MinAtarAgent as MinAtarAgent
+    from .models import NatureCNNAgent as NatureCNNAgent
+    from .policy import Policy as Policy
+    from .policy import TorchPolicy as TorchPolicy
+    from .policy import TorchPolicyOptions as TorchPolicyOptions
+    from .policy import resolve_device as resolve_device
+    from .policy_output import PolicyOutput as PolicyOutput

@@ -18,7 +18,7 @@ from torch import nn
 
 from ..errors import UsageError
 
-__all__ = ["is_cleanrl_agent", "cleanrl_num_actions", "cleanrl_module"]
+__all__ = ["is_cleanrl_agent", "cleanrl_num_actions", "cleanrl_module", "CleanRLComposed", "CleanRLMethods"]
 
 
 def is_cleanrl_agent(obj) -> bool:
@@ -36,7 +36,7 @@ def cleanrl_num_actions(agent: nn.Module) -> int:
     return int(last[0].out_features)
 
 
-class _CleanRLComposed(nn.Module):
+class CleanRLComposed(nn.Module):
     """``actor(network(x / d)), critic(network(x / d))``, or without ``network``: CleanRL's layouts."""
 
     def __init__(self, agent: nn.Module, divisor: float, use_network: bool):
@@ -52,7 +52,7 @@ class _CleanRLComposed(nn.Module):
         return self.agent.actor(h), self.agent.critic(h).reshape(x.shape[0])
 
 
-class _CleanRLMethods(nn.Module):
+class CleanRLMethods(nn.Module):
     """Fallback through the agent's own methods: log pi(a|x) for every a via get_action_and_value(x, a)."""
 
     def __init__(self, agent: nn.Module, num_actions: int):
@@ -74,12 +74,12 @@ def _candidates(agent: nn.Module):
         return
     for use_network in ([True, False] if isinstance(getattr(agent, "network", None), nn.Module) else [False]):
         for divisor in (1.0, 255.0):
-            yield _CleanRLComposed(agent, divisor, use_network)
+            yield CleanRLComposed(agent, divisor, use_network)
 
 
 def cleanrl_module(agent: nn.Module, x: torch.Tensor, num_actions: int) -> nn.Module:
     """The module computing ``agent``'s (logits, value), checked on the observations ``x`` [B, *obs_shape]."""
-    methods = _CleanRLMethods(agent, num_actions)
+    methods = CleanRLMethods(agent, num_actions)
     try:
         with torch.no_grad():
             ref_logp, ref_value = methods(x)

@@ -24,7 +24,7 @@ from ..agent.policy import Policy
 from ..errors import UsageError
 from ..explain.attribution import ATTRIBUTIONS, attribution_class
 from ..explain.batching import chunk_layout
-from ..explain.gradients import _check_no_train_batchnorm, _resolve_target
+from ..explain.gradients import check_no_train_batchnorm, resolve_target
 from ..explain.layout import detect_layout
 
 __all__ = ["AttributionProbe", "Pooling", "pooling", "object_fractions", "stacked_fractions", "step_shares", "ATTRIBUTION", "BATCH_WAVES"]
@@ -59,10 +59,10 @@ class AttributionProbe:
         except UsageError as exc:
             raise UsageError(f"attention needs image observations to put objects on: {exc}") from None
         self.policy = policy
-        self.kind, self.index = _resolve_target(target)
+        self.kind, self.index = resolve_target(target)
         self.opts = self.method.resolve_options({}, self.layout.hw)
         self.rows = policy.rows_for(obs.shape) * max(1, int(waves))
-        _check_no_train_batchnorm(policy)
+        check_no_train_batchnorm(policy)
 
     @property
     def hw(self) -> tuple[int, int]:

@@ -15,7 +15,7 @@ __all__ = ["plot_attention_at_failure"]
 def plot_attention_at_failure(result: Any, heatmap: Any, path: Any) -> Any:
     """attention_at_failure.png: the failure heatmap (all objects) beside the mean attribution over the steps before
     failures, in frame pixels, over the heatmap's background frame; None when no step preceded a failure."""
-    from ..evaluate.heatmap import _figure, _panel, _save
+    from ..evaluate.heatmap import HeatStyle, heat_figure, heat_panel, save_figure
 
     amap = attention_map(result.episodes)
     if amap is None or heatmap is None:
@@ -24,14 +24,13 @@ def plot_attention_at_failure(result: Any, heatmap: Any, path: Any) -> Any:
 
     frame_map = pooling(heatmap.frame_shape, amap.shape).up(amap)
     total = heatmap.total()
-    fig, axes = _figure(heatmap.frame_shape, 2)
-    _panel(fig, axes[0], "failure heatmap (all objects)", heatmap.background,
-           np.ma.masked_where(total <= 0, total), cmap="inferno", norm=Normalize(0, max(int(total.max()), 1)),
-           alpha=0.85)
-    _panel(fig, axes[1], "attention before failures", heatmap.background, frame_map / max(frame_map.max(), 1e-12),
-           cmap="viridis", norm=Normalize(0, 1), alpha=0.7, label="mean attribution (max = 1)")
+    fig, axes = heat_figure(heatmap.frame_shape, 2)
+    heat_panel(fig, axes[0], "failure heatmap (all objects)", heatmap.background,
+               np.ma.masked_where(total <= 0, total), HeatStyle("inferno", Normalize(0, max(int(total.max()), 1)), 0.85))
+    heat_panel(fig, axes[1], "attention before failures", heatmap.background, frame_map / max(frame_map.max(), 1e-12),
+               HeatStyle("viridis", Normalize(0, 1), 0.7, label="mean attribution (max = 1)"))
     att = summarize_attention(result.episodes, "") or {"objects": {}}
     parts = ", ".join(f"{n} {r['share_before_failure']:.3g} (elsewhere {r['share_elsewhere']:.3g})"
                       for n, r in att["objects"].items() if r["share_before_failure"] is not None)
     fig.suptitle(f"{heatmap.env_id}: share of attribution before failures: {parts}", fontsize=8)
-    return _save(fig, path, 120)
+    return save_figure(fig, path, 120)

@@ -32,7 +32,7 @@ import torch
 from ..agent.stepping import plain
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
-from ..explain.saliency import _select
+from ..explain.gradients import select_target
 from .maps import BATCH_WAVES, AttributionProbe, pooling, stacked_fractions, step_shares
 
 __all__ = ["AttentionSpec", "AttentionTracker", "EpisodeAttention", "GRADIENT_FROM_FORWARD"]
@@ -257,7 +257,7 @@ class AttentionTracker:
             else:
                 a = torch.zeros(logits.shape[0], dtype=torch.long)
                 a[where] = torch.as_tensor(np.maximum(np.concatenate([step[4] for step in steps]), 0))
-            total = _select(probe.kind, logits, value, a.to(logits.device))[where.to(logits.device)].sum()
+            total = select_target(probe.kind, logits, value, a.to(logits.device))[where.to(logits.device)].sum()
             grads = torch.autograd.grad(total, xs, allow_unused=True) if total.requires_grad else [None] * len(xs)
         g = torch.cat([torch.zeros_like(x) if gi is None else gi for x, gi in zip(xs, grads)])
         maps = probe.layout.reduce(g.abs() * torch.cat(xs).detach().abs(), "sum")[where.to(g.device)]

@@ -15,7 +15,8 @@ from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from ..media.atomic import atomic_path
 
-__all__ = ["FailureHeatmap", "HeatmapDiff", "plot_small_multiples"]
+__all__ = ["FailureHeatmap", "HeatmapDiff", "plot_small_multiples", "heat_figure", "heat_panel", "HeatStyle",
+           "save_figure"]
 
 
 class FailureHeatmap:
@@ -132,16 +133,16 @@ class FailureHeatmap:
         panels = [(n, self.counts[n]) for n in self.object_names]
         if len(panels) > 1:
             panels.append(("all objects", self.total()))
-        fig, axes = _figure(self.frame_shape, len(panels))
+        fig, axes = heat_figure(self.frame_shape, len(panels))
         for ax, (name, grid) in zip(axes, panels):
             vmax = max(int(grid.max()), 1)
             norm = LogNorm(vmin=1, vmax=max(vmax, 2)) if log else Normalize(vmin=0, vmax=vmax)
-            _panel(fig, ax, name, bg, np.ma.masked_where(grid <= 0, grid), cmap="inferno", norm=norm, alpha=0.85)
+            heat_panel(fig, ax, name, bg, np.ma.masked_where(grid <= 0, grid), HeatStyle("inferno", norm, 0.85))
         fig.suptitle(title or f"{self.env_id}: {self.failures} failures / {self.episodes} episodes", fontsize=10)
-        return _save(fig, path, dpi)
+        return save_figure(fig, path, dpi)
 
 
-def _figure(frame_shape: tuple[int, int], panels: int, extra_h: float = 0.0):
+def heat_figure(frame_shape: tuple[int, int], panels: int, extra_h: float = 0.0):
     """A matplotlib figure with one axis per panel, sized for frames of ``frame_shape``."""
     import matplotlib
 
@@ -155,22 +156,34 @@ def _figure(frame_shape: tuple[int, int], panels: int, extra_h: float = 0.0):
     return fig, np.atleast_1d(axes)
 
 
-def _panel(fig, ax, name: str, background, heat, *, cmap: str, norm, alpha: float, label: str | None = None,
-           colorbar: bool = True):
-    """One heat panel over the dimmed background frame, titled, with its colour bar (unless ``colorbar=False``);
-    returns the heat's image."""
+@dataclass(frozen=True)
+class HeatStyle:
+    """How a heat panel draws its values: matplotlib's colour map name and norm, the heat's opacity over the dimmed
+    frame, the colour bar's label, and whether the panel has its own colour bar."""
+
+    cmap: str
+    norm: Any
+    alpha: float
+    label: str | None = None
+    colorbar: bool = True
+
+
+def heat_panel(fig, ax, name: str, background, heat, style: HeatStyle):
+    """One heat panel over the dimmed background frame, titled, with its colour bar (unless
+    ``style.colorbar`` is False); returns the heat's image."""
     if background is not None:
         ax.imshow(to_rgb_frame(background), alpha=0.35, interpolation="nearest")
-    im = ax.imshow(heat, cmap=cmap, norm=norm, alpha=alpha, interpolation="nearest")
+    im = ax.imshow(heat, cmap=style.cmap, norm=style.norm, alpha=style.alpha, interpolation="nearest")
     ax.set_title(name, fontsize=9)
     ax.set_xticks([])
     ax.set_yticks([])
-    if colorbar:
-        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03, label=label)
+    if style.colorbar:
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.03, label=style.label)
     return im
 
 
-def _save(fig, path, dpi: int) -> Path:
+def save_figure(fig, path, dpi: int) -> Path:
+    """Write ``fig`` to ``path`` (atomically) at ``dpi`` and close it; the path written."""
     import matplotlib.pyplot as plt
 
     path = Path(path)
@@ -228,14 +241,14 @@ class HeatmapDiff:
 
         diff = self.diff
         bg = self.a.background if self.a.background is not None else self.b.background
-        fig, axes = _figure(self.a.frame_shape, len(self.a.object_names), extra_h=0.2)
+        fig, axes = heat_figure(self.a.frame_shape, len(self.a.object_names), extra_h=0.2)
         for ax, name, grid in zip(axes, self.a.object_names, diff):
             lim = max(float(np.abs(grid).max()), 1e-12)
-            _panel(fig, ax, name, bg, np.ma.masked_where(grid == 0, grid), cmap="RdBu_r",
-                   norm=TwoSlopeNorm(0.0, -lim, lim), alpha=0.9, label="per failure")
+            heat_panel(fig, ax, name, bg, np.ma.masked_where(grid == 0, grid),
+                       HeatStyle("RdBu_r", TwoSlopeNorm(0.0, -lim, lim), 0.9, label="per failure"))
         fig.suptitle(f"{self.a.env_id}: {labels[1]} - {labels[0]}, object positions per failure "
                      f"({labels[0]}: {self.a.failures} failures, {labels[1]}: {self.b.failures})", fontsize=9)
-        return _save(fig, path, dpi)
+        return save_figure(fig, path, dpi)
 
 
 def plot_small_multiples(path, heatmaps, titles, log: bool = False, dpi: int = 100) -> Path:
@@ -266,9 +279,9 @@ def plot_small_multiples(path, heatmaps, titles, log: bool = False, dpi: int = 1
         norm = LogNorm(vmin=vmax * 1e-3, vmax=vmax) if log else Normalize(vmin=0.0, vmax=vmax)
         im: Any = None
         for c, (h, grid, title) in enumerate(zip(heatmaps, grids, titles)):
-            im = _panel(fig, axes[r, c], f"{title}\n{h.failures} failures" if r == 0 else "", h.background,
-                        np.ma.masked_where(grid <= 0, grid), cmap="inferno", norm=norm, alpha=0.85, colorbar=False)
+            im = heat_panel(fig, axes[r, c], f"{title}\n{h.failures} failures" if r == 0 else "", h.background,
+                        np.ma.masked_where(grid <= 0, grid), HeatStyle("inferno", norm, 0.85, colorbar=False))
         axes[r, 0].set_ylabel(name, fontsize=9)
         fig.colorbar(im, ax=list(axes[r]), fraction=0.02, pad=0.01, label="per failure")
     fig.suptitle(f"{heatmaps[0].env_id}: where each object was on the frame before a failure", fontsize=10)
-    return _save(fig, path, dpi)
+    return save_figure(fig, path, dpi)

@@ -14,7 +14,8 @@ from ..errors import UsageError
 from ..media.atomic import atomic_write
 
 __all__ = ["Distribution", "Summary", "summarize", "iqm", "explained_variance", "format_table",
-           "write_summary_json", "write_episodes_csv", "format_diagnostics", "flat_numbers"]
+           "write_summary_json", "write_episodes_csv", "format_diagnostics", "flat_numbers",
+           "fmt_number"]
 
 PERCENTILES = (5, 25, 75, 95)
 
@@ -154,7 +155,8 @@ def summarize(result, diagnostics=()) -> Summary:
     )
 
 
-def _f(x, nd=2) -> str:
+def fmt_number(x, nd=2) -> str:
+    """``x`` for a table cell: floats with ``nd`` decimals, None and NaN as "-", anything else as str()."""
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "-"
     return f"{x:.{nd}f}" if isinstance(x, float) else str(x)
@@ -163,20 +165,20 @@ def _f(x, nd=2) -> str:
 def format_table(s: Summary) -> str:
     """A plain-text table for the terminal."""
     rows = [("env", s.env_id), ("episodes", str(s.episodes)), ("steps", str(s.steps)),
-            ("steps/s", _f(s.steps / s.wall_s if s.wall_s > 0 else None, 0))]
+            ("steps/s", fmt_number(s.steps / s.wall_s if s.wall_s > 0 else None, 0))]
     head = f"{'':<10}{'mean':>9}{'std':>9}{'iqm':>9}{'median':>9}{'min':>9}{'max':>9}{'p5':>9}{'p25':>9}{'p75':>9}{'p95':>9}"
     dist = []
     for name, d in (("return", s.returns), ("length", s.lengths)):
         vals = (d.mean, d.std, d.iqm, d.median, d.min, d.max, d.p5, d.p25, d.p75, d.p95)
-        dist.append(f"{name:<10}" + "".join(f"{_f(v):>9}" for v in vals))
+        dist.append(f"{name:<10}" + "".join(f"{fmt_number(v):>9}" for v in vals))
     rows += [
-        (f"failures/episode ({s.fail_on})", _f(s.failures_per_episode)),
+        (f"failures/episode ({s.fail_on})", fmt_number(s.failures_per_episode)),
         ("terminated / truncated", f"{s.terminated_rate:.0%} / {s.truncated_rate:.0%}"),
         ("solve rate", "-" if s.solve_rate is None else f"{s.solve_rate:.1%}"),
-        ("mean relative entropy", _f(s.mean_relative_entropy, 3)),
-        ("value mean / disc. return mean", f"{_f(s.value_mean)} / {_f(s.discounted_return_mean)} (gamma {s.gamma})"),
-        ("value residual (G - V)", _f(s.value_residual, 3)),
-        ("value explained variance", _f(s.value_explained_variance, 3)),
+        ("mean relative entropy", fmt_number(s.mean_relative_entropy, 3)),
+        ("value mean / disc. return mean", f"{fmt_number(s.value_mean)} / {fmt_number(s.discounted_return_mean)} (gamma {s.gamma})"),
+        ("value residual (G - V)", fmt_number(s.value_residual, 3)),
+        ("value explained variance", fmt_number(s.value_explained_variance, 3)),
     ]
     width = max(len(k) for k, _ in rows)
     lines = [f"{k:<{width}}  {v}" for k, v in rows[:4]] + ["", head, *dist, ""]
@@ -186,7 +188,7 @@ def format_table(s: Summary) -> str:
     if s.attention:
         lines += ["", f"attention ({s.attention['attribution']}): share of attribution, all steps / before failures"]
         for name, r in {**s.attention["objects"], "other": s.attention["other"]}.items():
-            lines.append(f"  {name:<{width - 2}}  {_f(r['share'], 3)} / {_f(r['share_before_failure'], 3)}")
+            lines.append(f"  {name:<{width - 2}}  {fmt_number(r['share'], 3)} / {fmt_number(r['share_before_failure'], 3)}")
     return "\n".join(lines + format_diagnostics(s.diagnostics))
 
 

@@ -26,13 +26,13 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import wait
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import RlvizError, UsageError, WorkerError
 from .heatmap import FailureHeatmap
 from .rollout import RolloutResult
 
-__all__ = ["shard_ranges", "merge_rollouts", "WorkerPool", "WorkerDied", "claimed_indices", "died_twice",
+__all__ = ["Backend", "shard_ranges", "merge_rollouts", "WorkerPool", "WorkerDied", "claimed_indices", "died_twice",
            "CLAIM_WAIT_S", "KILL_HOOK", "MIN_SHARD_WAVES"]
 
 #: Test hook: ``"<n>:<marker file>"`` makes the worker running a map's n-th rollout task (one with a
@@ -195,6 +195,21 @@ class _Worker:
     process: mp.Process
     conn: Any  # the driver's end of the worker's Pipe
     task: int | None = None
+
+
+class Backend(Protocol):
+    """Where the jobs run their units: a :class:`WorkerPool` (``--workers N``) or Ray's pool (``--ray``,
+    :class:`rlviz.evaluate.ray_backend.RayPool`); None everywhere means this process."""
+
+    @property
+    def size(self) -> int:
+        """How many units run at once (workers, or the cluster's CPUs)."""
+        ...
+
+    def map(self, fn: Callable[..., Any], tasks: list[Any], progress: Callable[[Any], None] | None = None,
+            what: str = "task", meanwhile: Callable[[], None] | None = None) -> list[Any]:
+        """``fn(task, progress)`` for each task, the results in order."""
+        ...
 
 
 class WorkerPool:

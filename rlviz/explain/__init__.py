@@ -20,24 +20,26 @@ _EXPORTS = {
     "ObsLayout": "layout", "detect_layout": "layout", "episode_scale": "scale", "normalise_episode": "scale",
 }
 
-__all__ = ["ATTRIBUTIONS", "Attribution", "AttributionOptions", "Gradient", "METHODS", "ObsLayout", "Perturbation", "SaliencyMethod",
-           "SmoothGrad", "attribute", "attribution_class", "detect_layout", "episode_saliency", "episode_scale",
-           "normalise_episode", "saliency_label"]
+__all__ = [*_EXPORTS]  # the public surface: _EXPORTS, listed once
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from .attribution import (
-        ATTRIBUTIONS,
-        Attribution,
-        Gradient,
-        Perturbation,
-        SaliencyMethod,
-        SmoothGrad,
-        attribution_class,
-    )
-    from .layout import ObsLayout, detect_layout
-    from .saliency import METHODS, AttributionOptions, attribute, episode_saliency, saliency_label
-    from .scale import episode_scale, normalise_episode
+    from .attribution import ATTRIBUTIONS as ATTRIBUTIONS
+    from .attribution import Attribution as Attribution
+    from .attribution import Gradient as Gradient
+    from .attribution import Perturbation as Perturbation
+    from .attribution import SaliencyMethod as SaliencyMethod
+    from .attribution import SmoothGrad as SmoothGrad
+    from .attribution import attribution_class as attribution_class
+    from .layout import ObsLayout as ObsLayout
+    from .layout import detect_layout as detect_layout
+    from .saliency import METHODS as METHODS
+    from .saliency import AttributionOptions as AttributionOptions
+    from .saliency import attribute as attribute
+    from .saliency import episode_saliency as episode_saliency
+    from .saliency import saliency_label as saliency_label
+    from .scale import episode_scale as episode_scale
+    from .scale import normalise_episode as normalise_episode

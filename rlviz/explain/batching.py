@@ -12,7 +12,7 @@ import torch
 
 from ..agent.policy import Policy
 from ..errors import UsageError
-from .gradients import _batch_size, _check_actions, _check_no_train_batchnorm, _resolve_target
+from .gradients import _batch_size, _check_actions, check_no_train_batchnorm, resolve_target
 from .layout import ObsLayout, detect_layout
 
 __all__ = ["iter_chunks", "chunk_layout"]
@@ -89,9 +89,9 @@ def iter_chunks(method: Any, obs: Any, target: Any, actions: Any, elementwise: b
             "with no regions to blur. Use --saliency gradient (or smoothgrad; API: method='gradient'), which gives "
             "one number per observation feature."
         )
-    kind, index = _resolve_target(target)
+    kind, index = resolve_target(target)
     opts = cls.resolve_options(method.options, lay.hw)
-    _check_no_train_batchnorm(policy)
+    check_no_train_batchnorm(policy)
     b = int(obs.shape[0])
     if actions is not None:
         actions = torch.as_tensor(np.asarray(actions.cpu() if isinstance(actions, torch.Tensor) else actions))

@@ -15,13 +15,13 @@ from ..agent.policy import Policy
 from ..errors import UsageError
 from .layout import ObsLayout
 
-__all__ = ["continuous_actions"]
+__all__ = ["continuous_actions", "select_target", "resolve_target", "check_no_train_batchnorm"]
 
 #: Largest default batch: on CPUs, batches past a few hundred inputs leave the caches and run slower.
 _MAX_BATCH = {"cpu": 256, "cuda": 4096}
 
 
-def _resolve_target(target) -> tuple[str, int | None]:
+def resolve_target(target) -> tuple[str, int | None]:
     if isinstance(target, (int, np.integer)) and not isinstance(target, bool):
         if int(target) < 0:
             raise UsageError(f"target={target} is a negative action index; use 0..num_actions-1.")
@@ -31,7 +31,7 @@ def _resolve_target(target) -> tuple[str, int | None]:
     raise UsageError(f"target={target!r} is not known; use 'action', 'logprob', 'value' or an action index (int).")
 
 
-def _check_no_train_batchnorm(policy: Policy) -> None:
+def check_no_train_batchnorm(policy: Policy) -> None:
     module = policy.module
     if isinstance(module, torch.nn.Module):
         for m in module.modules():
@@ -88,7 +88,7 @@ def continuous_actions(policy) -> bool:
     return capabilities_of(policy).continuous_actions
 
 
-def _select(kind: str, logits, value, actions, continuous: bool = False) -> torch.Tensor:
+def select_target(kind: str, logits, value, actions, continuous: bool = False) -> torch.Tensor:
     """The scalar per frame whose gradient is wanted. Box actions (``continuous``) with target "action": the
     sum of the action mean's dimensions (for a 1-D action such as Pendulum's torque: the action itself)."""
     if continuous and kind == "action":
@@ -122,7 +122,7 @@ def _gradients(policy, x, kind, actions, index, layout: ObsLayout):
         elif actions is None:
             actions = logits.detach().argmax(dim=-1)
         _check_actions(actions, logits.shape[-1])
-        sel = _select(kind, logits, value, actions, continuous_actions(policy))
+        sel = select_target(kind, logits, value, actions, continuous_actions(policy))
         if not sel.requires_grad:
             return torch.zeros_like(x)
         (grad,) = torch.autograd.grad(sel.sum(), x, allow_unused=True)

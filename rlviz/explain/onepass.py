@@ -22,7 +22,7 @@ from ..agent.policy import Policy, PolicyOutput
 from ..errors import UsageError
 from ..progress import bar
 from .attribution import Gradient
-from .gradients import _check_actions, _check_no_train_batchnorm, _resolve_target, _select
+from .gradients import _check_actions, check_no_train_batchnorm, resolve_target, select_target
 from .layout import detect_layout
 from .saliency import normalise_episode, saliency_label, warn_if_all_zero
 
@@ -54,8 +54,8 @@ def outputs_with_gradient_saliency(
     Gradient.check_policy(policy)
     layout = detect_layout(obs_shape, np.bool_ if np.dtype(getattr(observations, "dtype", np.float32)) == np.bool_
                            else None, vector=True)
-    kind, index = _resolve_target(target)
-    _check_no_train_batchnorm(policy)
+    kind, index = resolve_target(target)
+    check_no_train_batchnorm(policy)
     rows = policy.rows_for(obs_shape)
     block = max(rows, BLOCK // rows * rows)
     acts = None if actions is None else np.asarray(actions, np.int64).reshape(-1)
@@ -103,7 +103,7 @@ def _chunk(policy: Policy, chunk: np.ndarray, k: int, acts: np.ndarray | None, k
                 a[: acts.size] = torch.as_tensor(acts, dtype=torch.long, device=a.device)
         if a is not None:
             _check_actions(a[:k], logits.shape[-1])
-        sel = _select(kind, logits, value, a, capabilities_of(policy).continuous_actions)[:k]
+        sel = select_target(kind, logits, value, a, capabilities_of(policy).continuous_actions)[:k]
         grad = torch.autograd.grad(sel.sum(), x, allow_unused=True)[0] if sel.requires_grad else None
     if grad is None:
         grad = torch.zeros_like(x)

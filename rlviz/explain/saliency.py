@@ -38,13 +38,7 @@ from ..choices import SALIENCY_METHODS
 from ..errors import UsageError
 from ..progress import bar
 from .attribution import SaliencyMethod, attribution_class
-from .gradients import (  # (_select, _gradients: evaluate/ imports them from here)
-    _gradients,  # noqa: F401
-    _resolve_target,
-    _select,  # noqa: F401
-    _smoothgrad,  # noqa: F401
-    continuous_actions,
-)
+from .gradients import continuous_actions, resolve_target
 from .layout import ObsLayout, detect_layout
 from .scale import episode_scale, normalise_episode
 
@@ -63,7 +57,7 @@ def saliency_label(method: str | type[SaliencyMethod], target="action", continuo
     """Short overlay caption naming what the map explains, e.g. ``"gradient · chosen action's logit"``,
     ``"perturbation · value"``, ``"gradient · logit of action 2"``; Box actions (``continuous``) with target
     "action": ``"gradient · action mean (sum over dims)"``."""
-    cls, (kind, index) = attribution_class(method), _resolve_target(target)
+    cls, (kind, index) = attribution_class(method), resolve_target(target)
     if continuous and kind == "action" and not cls.whole_policy_action:
         return f"{cls.name} · action mean (sum over dims)"
     who = {"value": "value", "index": f"logit of action {index}",

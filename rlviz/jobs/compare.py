@@ -30,7 +30,7 @@ from typing import Any
 
 from .. import progress
 from ..attention.summary import attention_paired
-from ..config import CompareConfig, config_dict, parse_video_spec
+from ..config import CompareConfig, parse_video_spec
 from ..disagree.outputs import JSON_NAME, disagreements_logged, write_disagreements
 from ..disagree.run import analyse, probed_rollouts
 from ..draw.side_by_side import side_by_side
@@ -39,25 +39,19 @@ from ..errors import UsageError
 from ..evaluate import RolloutResult
 from ..evaluate.heatmap import HeatmapDiff
 from ..evaluate.paired import paired_comparison
-from ..evaluate.stats import _f, flat_numbers
+from ..evaluate.stats import flat_numbers, fmt_number
 from ..evaluate.threads import torch_threads
+from ..evaluate.workers import Backend
 from ..media.atomic import atomic_path
 from ..report import REPORT_NAME, write_report
 from ..report.disagreements import disagreements_html
+from ..sinks.base import Sink
 from ..sinks.log import Logged, RunLog, findings_markdown, log_run
 from ..sources import LoadedAgent
-from .outdir import claim_out_dir, job_inputs, run_folder
-from .render import (
-    MIN_VIDEO_SECONDS,
-    check_saliency,
-    open_sinks,
-    record_videos,
-    run_rollouts,
-    select_episodes,
-    vector_attention_off,
-)
-from .shards import open_backend, share_agent
-from .stages import resolve_agent, run_record, summarise, write_attention_at_failure
+from .render import record_videos, run_rollouts, select_episodes
+from .skeleton import check_saliency, job_setup, vector_attention_off
+from .stages import run_record, summarise, write_attention_at_failure
+from .videos import MIN_VIDEO_SECONDS
 
 __all__ = ["CompareConfig", "CompareOutputs", "compare", "comparison_dict", "check_same_env", "format_comparison",
            "paired_csv"]
@@ -96,11 +90,10 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         config = CompareConfig(**kwargs)
     elif kwargs:
         raise UsageError("compare() takes either a CompareConfig or keyword arguments, not both.")
-    # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
-    with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress):
+    with job_setup(config) as job:  # --out claimed, progress, the workers (both agents' shards) start now
         agents, pinned = [], []
         for side in "ab":  # render's stage 1 for each agent (its own --vecnormalize-a/-b)
-            agent, rc, _ = resolve_agent(config.render_config(side))
+            agent, rc, _ = job.agent(config.render_config(side))
             agents.append(agent)
             pinned.append(rc.checkpoint)
         check_same_env(agents, (config.a, config.b))
@@ -109,14 +102,10 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         config = replace(config, attention=vector_attention_off(agents[0], config.render_config("a")).attention)  # type: ignore[type-var]
         for agent, side in zip(agents, "ab"):
             check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
-        sinks = open_sinks(config)  # fail early (a missing extra) before the long rollouts
-        try:
-            with run_folder(config.out, overwrite=config.overwrite, job="compare", options=config_dict(config)) as tmp:
-                comparison, table, heatmap_npz, heatmap_png, videos, found, attention = _compare_into(
-                    tmp, agents, config, sinks)
-        finally:
-            for sink in sinks:
-                sink.close()
+        job.config = config
+        with job.staging("compare") as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
+            comparison, table, heatmap_npz, heatmap_png, videos, found, attention = _compare_into(
+                tmp, agents, config, sinks, job.backend)
     out = Path(config.out)
 
     def final(path: Path | None) -> Path | None:  # where a file written in the staging folder now is
@@ -127,15 +116,14 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
                           (final(attention[0]), final(attention[1])))
 
 
-def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list[Any]) -> tuple[Any, ...]:
+def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list[Sink],
+                  backend: Backend | None = None) -> tuple[Any, ...]:
     """The run's outputs, written into ``folder``: (comparison, table, heatmap npz, heatmap png, videos,
     disagreements.json or None, (A's, B's) attention at failure or None)."""
     gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
     labels = (f"A: {Path(config.a).name}", f"B: {Path(config.b).name}")
     probes: list[Any] = []
-    with torch_threads(config.threads), open_backend(config) as backend:  # --workers / --ray: both agents' shards
-        for agent, side in zip(agents, "ab"):
-            share_agent(config.render_config(side), agent)
+    with torch_threads(config.threads):  # --workers / --ray: both agents' shards run in ``backend``
         if config.disagreements:  # each agent asked on the other's states: the rollouts run here, probed
             results, probes = probed_rollouts(agents, config, gammas)
         else:
@@ -253,7 +241,7 @@ def _write_heatmap_diff(results: list[RolloutResult], out: Path) -> tuple[Path |
 
 
 def _record_side_by_side(agents: Any, results: Any, folder: Path, config: CompareConfig, gammas: Any, labels: Any,
-                         backend: Any = None) -> tuple[list[Any], float]:
+                         backend: Backend | None = None) -> tuple[list[Any], float]:
     """For each episode ``config.videos`` selects (worst/best by the return B - A): both agents' videos on its
     seed (videos/a, videos/b: render's :func:`~rlviz.jobs.render.record_videos`, in the workers with a
     ``backend``) and the two side by side (videos/<label>-<k>.mp4)."""
@@ -314,7 +302,7 @@ _TABLE_ROWS = (("length mean", "lengths/mean"), ("failures/episode", "failures_p
 
 
 def _ci(v: Any) -> str:
-    return f"[{_f(float(v[0]))}, {_f(float(v[1]))}]"
+    return f"[{fmt_number(float(v[0]))}, {fmt_number(float(v[1]))}]"
 
 
 def format_comparison(c: dict[Any, Any], labels: Any = ("A", "B")) -> str:
@@ -339,7 +327,7 @@ def format_comparison(c: dict[Any, Any], labels: Any = ("A", "B")) -> str:
     lines = [f"{labels[0]}  vs  {labels[1]}",
              f"{c['env_id']}: {c['episodes']} episodes on the same seeds; {boot['method']}, "
              f"{boot['resamples']} resamples", "", head]
-    lines += [f"{name:<26}{_f(a):>10}{_f(b):>10}{_f(d):>10}   {ci}".rstrip() for name, a, b, d, ci in rows]
+    lines += [f"{name:<26}{fmt_number(a):>10}{fmt_number(b):>10}{fmt_number(d):>10}   {ci}".rstrip() for name, a, b, d, ci in rows]
     lines += ["", f"P(B > A) + P(B = A) / 2 over paired episodes: {c['prob_improvement']:.3f} "
                   f"{_ci(c['prob_improvement_ci95'])}"]
     return "\n".join(lines)

@@ -23,47 +23,33 @@ import warnings
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
-import torch
 
 from .. import progress
 from ..attention.plot import plot_attention_at_failure
 from ..attention.summary import attention_spec
-from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
-from ..envs import make_env
+from ..config import RenderConfig, parse_video_spec
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout
 from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
-from ..evaluate.workers import WorkerDied, died_twice, merge_rollouts, shard_ranges
-from ..explain import attribute, attribution_class
+from ..evaluate.workers import Backend, WorkerDied, WorkerPool, died_twice, merge_rollouts, shard_ranges
 from ..report import REPORT_NAME, write_report
 from ..report.notebook import outputs_html
+from ..sinks.base import Sink
 from ..sinks.log import log_run
 from ..sources import LoadedAgent
-from .outdir import claim_out_dir, job_inputs, run_folder
-from .shards import (
-    MIN_VIDEO_SECONDS,
-    ShardTask,
-    VideoTask,
-    open_backend,
-    record_episode,
-    record_video_task,
-    run_shard,
-    share_agent,
-    source_for,
-    write_video_files,
-)
-from .stages import ATTENTION_PNG, background_frame, resolve_agent, run_log, run_record, summarise
+from .shards import ShardTask, run_shard, source_for
+from .skeleton import job_setup
+from .stages import ATTENTION_PNG, background_frame, run_log, run_record, summarise
+from .videos import MIN_VIDEO_SECONDS, VideoTask, record_episode, record_video_task, write_video_files
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
-           "write_heatmap", "record_videos", "record_episode", "open_sinks", "check_saliency",
-           "vector_attention_off", "import_now",
-           "MIN_VIDEO_SECONDS"]
+           "write_heatmap", "record_videos", "import_now"]
 
 
 @dataclass(frozen=True)
@@ -118,20 +104,6 @@ def select_episodes(returns: np.ndarray, spec: list[tuple[str, int]], seed: int 
     return chosen
 
 
-def open_sinks(config: RenderConfig | CompareConfig) -> list[Any]:
-    """The W&B / TensorBoard sinks the config asks for (their extras are imported here, before any long work)."""
-    sinks = []
-    if config.wandb_project:
-        from ..sinks import WandbSink
-
-        sinks.append(WandbSink(project=config.wandb_project, name=config.wandb_run, config=config_dict(config)))
-    if config.tensorboard:
-        from ..sinks import TensorBoardSink
-
-        sinks.append(TensorBoardSink(config.tensorboard))
-    return sinks
-
-
 def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
     """Run the whole ``rlviz render`` job; ``render(checkpoint=..., episodes=...)`` works too. Progress bars show
     only with ``progress=True`` (the CLI sets it when stderr is a terminal)."""
@@ -139,20 +111,11 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         config = RenderConfig(**kwargs)
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
-    # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
-    with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress), \
-            open_backend(config) as backend:  # Ray / spawned workers start now
-        agent, config, gamma = resolve_agent(config)  # hf://: the config names the commit the workers load
-        share_agent(config, agent)  # forked workers inherit it
-        config = vector_attention_off(agent, config)
-        check_saliency(agent, config)  # now, not after the long rollout
-        sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
-        try:
-            with run_folder(config.out, overwrite=config.overwrite, job="render", options=config_dict(config)) as tmp:
-                written = _render_into(tmp, agent, config, gamma, sinks, backend)
-        finally:
-            for sink in sinks:
-                sink.close()
+    with job_setup(config) as job:  # --out claimed, progress, the workers (Ray / spawned ones start now)
+        agent, config, gamma = job.agent(config)  # hf://: the config names the commit the workers load
+        config = job.check(agent, config)  # now, not after the long rollout
+        with job.staging("render") as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
+            written = _render_into(tmp, agent, config, gamma, sinks, job.backend)
     out = Path(config.out)
     summary, heatmap_npz, heatmap_png, videos = written
 
@@ -172,8 +135,8 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
     )
 
 
-def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list[Any],
-                 backend: Any = None) -> tuple[Any, ...]:
+def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list[Sink],
+                 backend: Backend | None = None) -> tuple[Any, ...]:
     """The run's outputs, written into ``folder``: (summary, heatmap npz, heatmap png, video results)."""
     with torch_threads(config.threads):
         result = run_rollouts(agent, config, gamma, backend)
@@ -192,45 +155,7 @@ def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: 
     return summary, heatmap_npz, heatmap_png, videos
 
 
-def vector_attention_off(agent: LoadedAgent, config: RenderConfig) -> RenderConfig:
-    """``config`` with the default attention (on with --saliency and --heatmap) turned off when the observations
-    are a flat vector: attention shares an image's attribution among its objects, and a vector has no pixels
-    (its saliency is per feature, drawn in the videos). An explicit --attention is left to refuse."""
-    if config.attention is not None or not (config.saliency and config.heatmap):
-        return config
-    env = make_env(agent.recipe, render_mode=None)
-    try:
-        obs = np.asarray(env.reset(seed=config.seed)[0])
-    finally:
-        env.close()
-    return replace(config, attention=False) if obs.ndim < 2 else config
-
-
-def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
-    """Refuse a saliency the videos could not draw, before the rollout: the checks the recorder would run
-    (image observations, target) on one reset observation, and, for gradient methods, gradients reaching the
-    input (a network that detaches it would give blank maps)."""
-    if config.saliency is None or not parse_video_spec(config.videos):
-        return
-    env = make_env(agent.recipe, render_mode=None)
-    try:
-        obs = np.asarray(env.reset(seed=config.seed)[0])[None]
-    finally:
-        env.close()
-    attribute(agent.policy, obs, method=config.saliency, target=config.saliency_target)
-    if attribution_class(config.saliency).gradients:
-        x = agent.policy.to_tensor(obs).requires_grad_(True)
-        with torch.enable_grad():
-            logits, _ = agent.policy.forward(x)
-        if not logits.requires_grad:
-            raise UsageError(
-                f"--saliency {config.saliency} needs gradients of the policy's outputs with respect to the "
-                f"observation, but {config.checkpoint}'s outputs carry none (its network detaches the input or "
-                "computes outside torch autograd); use --saliency perturbation, which needs forward passes only."
-            )
-
-
-def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend: Any = None) -> RolloutResult:
+def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend: Backend | None = None) -> RolloutResult:
     """The config's episodes of ``agent``: statistics and (with ``config.heatmap``) the failure heatmap.
     backend: None (this process) or a worker pool (:func:`rlviz.jobs.shards.open_backend`): the episodes run
     there as seed-contiguous shards, merged into the same result."""
@@ -252,7 +177,7 @@ def write_heatmap(result: RolloutResult, recipe: Any, out: Path, config: RenderC
     return heatmap.save(out / "heatmap.npz"), heatmap.plot(out / "heatmap.png", log=config.log_scale)
 
 
-def _run_sharded(backend: Any, config: RenderConfig, gamma: float) -> RolloutResult:
+def _run_sharded(backend: Backend, config: RenderConfig, gamma: float) -> RolloutResult:
     source = source_for(config, backend)  # Ray: the checkpoint's bytes via the object store
     t0 = time.perf_counter()
     # this process idles while the workers run: it imports what it needs afterwards meanwhile
@@ -260,7 +185,7 @@ def _run_sharded(backend: Any, config: RenderConfig, gamma: float) -> RolloutRes
     with progress.bar(config.episodes, "rollouts", unit="ep") as episodes_bar:
         report = lambda ret: episodes_bar.update(1, ret=f"{ret:.1f}")  # noqa: E731
         if getattr(backend, "shares_indices", False):
-            parts = _run_shared(backend, source, config, gamma, report, meanwhile)
+            parts = _run_shared(cast(WorkerPool, backend), source, config, gamma, report, meanwhile)
         else:
             tasks = [ShardTask(source, gamma, r.start, len(r))
                      for r in shard_ranges(config.episodes, backend.size, config.num_envs)]
@@ -268,7 +193,7 @@ def _run_sharded(backend: Any, config: RenderConfig, gamma: float) -> RolloutRes
     return merge_rollouts(parts, time.perf_counter() - t0)
 
 
-def _run_shared(backend: Any, source: Any, config: RenderConfig, gamma: float, report: Any, meanwhile: Any) -> list[Any]:
+def _run_shared(backend: WorkerPool, source: Any, config: RenderConfig, gamma: float, report: Any, meanwhile: Any) -> list[Any]:
     """The episodes shared out to the local workers one at a time as their envs free up (no worker idles while
     another holds a long shard; each builds its envs once). A dead worker's episodes (those it claimed and did
     not return) run again once, split over the workers; a second death raises WorkerError."""
@@ -317,7 +242,7 @@ def import_now(names: Any) -> None:
 
 
 def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, config: RenderConfig,
-                  gamma: float, backend: Any = None, chosen: list[tuple[str, int]] | None = None,
+                  gamma: float, backend: Backend | None = None, chosen: list[tuple[str, int]] | None = None,
                   min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[list[EpisodeResult], float]:
     """Replay the episodes ``chosen`` ((label, episode) pairs; default: those ``config.videos`` selects) through
     :class:`RecordEpisode` as ``<label>-<episode>``: their results (with ``video_path``) and the videos' frame

@@ -1,5 +1,5 @@
-"""The jobs' work units for ``--workers N`` and ``--ray``: rollout shards and video replays, and the one
-replay-into-a-video function (:func:`record_episode`) the jobs use in this process too.
+"""The jobs' work units for ``--workers N`` and ``--ray``: the agent's source, rollout shards, and the backend that
+runs them (the video replays' unit is :class:`rlviz.jobs.videos.VideoTask`).
 
 Each unit carries an :class:`AgentSource` (the checkpoint's path for local workers; its bytes through Ray's
 object store for a cluster) and the job's :class:`~rlviz.config.RenderConfig`; a worker loads the agent once
@@ -15,33 +15,22 @@ import hashlib
 import multiprocessing
 import os
 import tempfile
-import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from .. import progress
-from ..attention.summary import ShareTrack, attention_spec
+from ..attention.summary import attention_spec
 from ..config import RenderConfig
-from ..envs import make_env
-from ..episode import EpisodeResult
 from ..errors import RlvizError, require
 from ..evaluate.rollout import RolloutPlan, RolloutProbes, rollout
-from ..evaluate.workers import WorkerPool, claimed_indices
-from ..media.atomic import atomic_path
+from ..evaluate.workers import Backend, WorkerPool, claimed_indices
 from ..sources import LoadedAgent, load_agent
 from ..sources.hub import is_hub_ref
 from ..sources.vecnormalize import FILE_NAME as VECNORMALIZE_FILE
 from ..sources.vecnormalize import find_vecnormalize
 from ..sources.zoo import find_zoo_run
 
-__all__ = ["AgentSource", "ShardTask", "VideoTask", "run_shard", "record_video_task", "record_episode",
-           "write_video_files", "open_backend", "share_agent", "source_for", "MIN_VIDEO_SECONDS"]
-
-#: render's videos last at least this long: short episodes play slower and hold their last frame.
-MIN_VIDEO_SECONDS = 2.0
+__all__ = ["AgentSource", "ShardTask", "run_shard", "open_backend", "share_agent", "source_for"]
 
 _LOADED: dict[Any, LoadedAgent] = {}  # in a worker: the agents of the last sources, by key (forked workers inherit the driver's)
 _SOURCES: dict[tuple[str, bool, str], AgentSource] = {}  # in the driver: the run's AgentSources (Ray: the checkpoint's bytes are put once)
@@ -138,97 +127,6 @@ def run_shard(task: ShardTask, progress: Any = None) -> Any:
     return rollout(agent.recipe, agent.policy, plan, RolloutProbes(attention=attention_spec(c)))
 
 
-@dataclass(frozen=True)
-class VideoTask:
-    """Replay ``record`` through RecordEpisode as ``name_prefix``; the files come back as bytes. ``min_seconds``:
-    as :func:`record_episode`'s (compare's videos are frame-locked: 0)."""
-
-    source: AgentSource
-    gamma: float
-    name_prefix: str
-    record: EpisodeResult
-    min_seconds: float = MIN_VIDEO_SECONDS
-
-    def __str__(self) -> str:
-        return f"the video of episode {self.record.index}"
-
-
-def record_video_task(task: VideoTask, progress: Any = None) -> tuple[EpisodeResult, float, dict[str, bytes], list[str]]:
-    """(the replay's result, fps, {file name: bytes}, warning messages) of one video, recorded in a private
-    folder; the driver writes the files and re-issues the warnings."""
-    agent = task.source.load()
-    with tempfile.TemporaryDirectory(prefix="rlviz-video-") as d, warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result, fps = record_episode(agent, task.record, Path(d), task.name_prefix, task.source.config, task.gamma,
-                                     min_seconds=task.min_seconds)
-        files = {p.name: p.read_bytes() for p in sorted(Path(d).iterdir()) if p.is_file()}
-    name = Path(result.video_path).name if result.video_path else None
-    return replace(result, video_path=name), fps, files, [str(w.message) for w in caught]  # type: ignore[arg-type]
-
-
-def write_video_files(files: dict[Any, Any], folder: Path) -> dict[Any, Any]:
-    """Write a worker's video files under ``folder`` (each atomically); {name: final path}."""
-    folder.mkdir(parents=True, exist_ok=True)
-    out = {}
-    for name, data in files.items():
-        with atomic_path(folder / name) as tmp:
-            tmp.write_bytes(data)
-        out[name] = folder / name
-    return out
-
-
-def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name_prefix: str, config: RenderConfig,
-                   gamma: float, min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[EpisodeResult, float]:
-    """Replay one rollout episode through :class:`RecordEpisode` into ``folder``: its result (with
-    ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
-    to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`)."""
-    from ..draw.compose import ComposeOptions  # (the recorder and the drawing code load with the first video)
-    from ..record import RecordEpisode, RecordOptions, run_episode
-    from ..record.episode import play_actions
-
-    env = RecordEpisode(
-        make_env(agent.recipe),
-        folder,
-        agent.policy,
-        name_prefix=name_prefix,
-        options=RecordOptions(gamma=gamma, saliency=config.saliency, saliency_target=config.saliency_target,
-                              action_names=agent.action_names, compose_options=ComposeOptions(min_seconds=min_seconds),
-                              background=False),  # a batch job draws in its own thread (no writer thread to stop)
-    )
-    spec = attention_spec(config)  # with attention: the per-object share track under the panels
-    track = share_track(record) if spec is not None else None
-    try:
-        with progress.phase(f"video {name_prefix.replace('-', ':', 1)} ({record.length} steps)"):
-            if record.actions is not None and (spec is None or track is not None):
-                # the env replays the rollout's actions; the policy runs once, batched, for the panels
-                replayed = play_actions(env, record, track)
-            else:  # a record without its actions (or attention shares): played again by the policy
-                played = env if spec is None else ShareTrack(env, spec, agent.policy, agent.recipe.env_id,
-                                                             config.objects)
-                replayed = run_episode(played, seed=record.seed, greedy=record.greedy)
-    finally:
-        env.close()
-    if not np.isclose(replayed.ret, record.ret):
-        warnings.warn(
-            f"Replaying episode {record.index} (seed {record.seed}) gave return {replayed.ret:g}; the rollout gave "
-            f"{record.ret:g}. The env is not deterministic under its seed, so this video may differ "
-            "from the statistics.",
-            stacklevel=2,
-        )
-    return replace(replayed, index=record.index), env.fps
-
-
-def share_track(record: EpisodeResult) -> list[dict[str, float]] | None:
-    """The video's share track from the rollout's attention (``EpisodeResult.attention["track"]``: each step's
-    share per object): ``[{"attention <name>": share}]`` per step, or None when the rollout kept none."""
-    att = record.attention or {}
-    track = att.get("track")
-    if track is None:
-        return None
-    keys = [f"attention {n}" for n in att["names"]]
-    return [dict(zip(keys, map(float, row))) for row in np.asarray(track)]
-
-
 @contextlib.contextmanager
 def open_backend(config: Any) -> Any:
     """A context giving None (this process), a :class:`WorkerPool` (``--workers N``) or a Ray pool (``--ray``)
@@ -258,7 +156,7 @@ def open_backend(config: Any) -> Any:
         _SOURCES.clear()
 
 
-def source_for(config: RenderConfig, backend: Any) -> AgentSource:
+def source_for(config: RenderConfig, backend: Backend | None) -> AgentSource:
     """The AgentSource of ``config`` for ``backend``: with Ray, the checkpoint's bytes go into its object store
     once per run (:meth:`AgentSource.for_config`)."""
     put = getattr(backend, "put", None)

@@ -1,6 +1,7 @@
 """Where agents come from: one module per source, format detection and dispatch in one place
 (:func:`load_agent`, :mod:`.checkpoint`).
 
+* what every source builds: :mod:`.loaded` (:class:`LoadedAgent` and the checks at load);
 * rlviz ``.pt2`` checkpoints: :mod:`.exported` (loading), :mod:`.safety` (vetting the archive first),
   :mod:`.saving` (writing);
 * torch files (``torch.save``: state_dicts, with ``model=``): :mod:`.files` (bytes, format detection, a
@@ -25,15 +26,19 @@ from .._lazy import lazy_exports
 
 #: public name -> the module that defines it (imported on first use: ``rlviz.sources.hub`` alone loads no torch,
 #: so the CLI checks an ``hf://`` id before the heavy imports)
-_EXPORTS = {"LoadedAgent": "checkpoint", "load_agent": "checkpoint", "load_checkpoint": "checkpoint",
+_EXPORTS = {"LoadedAgent": "loaded", "load_agent": "checkpoint", "load_checkpoint": "checkpoint",
             "save_checkpoint": "checkpoint", "cleanrl_policy": "adapters", "to_policy": "adapters"}
 
-__all__ = ["LoadedAgent", "cleanrl_policy", "load_agent", "load_checkpoint", "save_checkpoint", "to_policy"]
+__all__ = [*_EXPORTS]  # the public surface: _EXPORTS, listed once
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from .adapters import cleanrl_policy, to_policy
-    from .checkpoint import LoadedAgent, load_agent, load_checkpoint, save_checkpoint
+    from .adapters import cleanrl_policy as cleanrl_policy
+    from .adapters import to_policy as to_policy
+    from .checkpoint import load_agent as load_agent
+    from .checkpoint import load_checkpoint as load_checkpoint
+    from .checkpoint import save_checkpoint as save_checkpoint
+    from .loaded import LoadedAgent as LoadedAgent

@@ -31,7 +31,7 @@ import numpy as np
 from torch import nn
 
 from ..agent.actions import action_spec
-from ..agent.cleanrl import _CleanRLComposed, _CleanRLMethods, is_cleanrl_agent  # noqa: F401 (0.1 import path)
+from ..agent.cleanrl import is_cleanrl_agent  # noqa: F401 (0.1 import path)
 from ..agent.policy import Policy, TorchPolicy, TorchPolicyOptions
 from ..errors import UsageError
 from .sb3 import sb3_policy

@@ -21,18 +21,10 @@ from ..errors import CheckpointError, UnsafeCheckpointError, UsageError
 from .adapters import build_model, to_policy
 from .cleanrl_jax import load_cleanrl_jax
 from .cleanrl_scripts import recognise_cleanrl
-from .exported import (
-    FORMAT_NAME,
-    FORMAT_VERSION,
-    LoadedAgent,
-    check_forward,
-    coerce_recipe,
-    env_facts,
-    load_export,
-    settle_kind,
-)
+from .exported import FORMAT_NAME, FORMAT_VERSION, load_export
 from .files import EXPECTED, describe, detect_format, read_file, torch_load
 from .hub import fetch_hub_agent, is_hub_ref
+from .loaded import LoadedAgent, check_forward, coerce_recipe, env_facts, settle_kind
 from .saving import save_checkpoint
 from .sb3 import load_sb3_zip
 from .weights import find_state_dict, load_weights

@@ -48,8 +48,8 @@ from ..errors import CheckpointError, EnvError, UsageError
 from . import cleanrl_jax_nets as nets
 from .cleanrl_continuous import CLASSIC_BOX
 from .cleanrl_scripts import cleanrl_atari_recipe
-from .exported import LoadedAgent, env_facts, settle_kind
 from .flax_msgpack import describe_tree, read_flax
+from .loaded import LoadedAgent, env_facts, settle_kind
 from .schema import MAX_SIZE
 
 __all__ = ["JaxLayout", "recognise_jax", "envpool_recipe", "cleanrl_jax_atari_recipe", "load_cleanrl_jax", "SCRIPTS"]

@@ -9,51 +9,29 @@ themselves, or the caller trusts the file.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
 from ..agent.actions import action_spec, space_from_json
 from ..agent.obs import ObsAdapter
-from ..agent.policy import KINDS, Policy, TorchPolicy, action_names_for, resolve_device
-from ..envs.recipe import EnvRecipe, make_env
-from ..errors import CheckpointError, EnvError, RlvizError, UsageError
+from ..agent.policy import KINDS, TorchPolicy, resolve_device
+from ..envs.recipe import EnvRecipe
+from ..errors import CheckpointError, RlvizError, UsageError
 from .files import META_NAME
 from .limits import loads_json
+from .loaded import LoadedAgent, check_forward, coerce_recipe, env_facts, settle_kind
 from .pt2_codegen import aten_bindings
 from .pt2_graph import read_program, same_output
 from .safety import read_export_archive, verify_export_archive
 from .schema import NUMBER, Field, check_fields, check_recipe
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "LoadedAgent", "ExportedNetwork", "coerce_recipe", "env_facts",
-           "load_export", "settle_kind", "check_forward"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "ExportedNetwork", "load_export"]
 
 FORMAT_NAME = "rlviz-checkpoint"
 FORMAT_VERSION = 1
-
-
-@dataclass(frozen=True)
-class LoadedAgent:
-    """A policy ready to run, with what is needed to rebuild its env.
-
-    policy: :class:`Policy` (forward: float32 obs [B, *obs_shape] -> logits [B, A], value [B] | None);
-    recipe: the env it was trained on; action_names: A strings; gamma: discount for returns-to-go;
-    kind: "actor_critic" | "logits" | "q"; metadata: user/training info (JSON types);
-    path: the file; format: "rlviz" | "torch-export" | "torch-state-dict" | "torch-pickle" | "sb3-zip".
-    """
-
-    policy: Policy
-    recipe: EnvRecipe
-    action_names: tuple
-    gamma: float
-    kind: str
-    metadata: dict = field(default_factory=dict)
-    path: Path | None = None
-    format: str = "rlviz"
 
 
 class ExportedNetwork(nn.Module):
@@ -142,72 +120,6 @@ def plain_forward(program: Any) -> Any:
 
     forward.module = module  # type: ignore[attr-defined]  # (kept alive with the function)
     return forward
-
-
-def coerce_recipe(env) -> EnvRecipe:
-    """The caller's ``env`` (an id or a recipe: their own choice, so no trust check) as a recipe."""
-    if isinstance(env, EnvRecipe):
-        return env
-    if isinstance(env, str) and env:
-        return EnvRecipe.for_env_id(env)
-    raise UsageError(f"env={env!r}: expected an env id such as 'ALE/Breakout-v5' or an rlviz EnvRecipe.")
-
-
-def env_facts(recipe: EnvRecipe):
-    """(observation_space, action_space, action names) of one env built from ``recipe``."""
-    e = make_env(recipe, render_mode=None)
-    try:
-        spec = action_spec(e.action_space)
-        names = action_names_for(e, spec.size) if spec.kind == "discrete" else spec.names()
-        return e.observation_space, e.action_space, names
-    finally:
-        e.close()
-
-
-def _zero_forward(policy: Policy, shape, heads: bool = False) -> Exception | None:
-    """One forward on a zero observation of ``shape``: None when it runs, else what torch raised (an
-    :class:`RlvizError` propagates)."""
-    try:
-        with torch.no_grad():
-            x = policy.to_tensor(np.zeros((1, *shape), dtype=np.float32))
-            policy.heads(x) if heads else policy.forward(x)
-    except RlvizError:
-        raise
-    except Exception as exc:
-        return exc
-    return None
-
-
-def _first_line(exc: Exception) -> str:
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-
-
-def settle_kind(policy: Policy, observation_space, source: str | None = None) -> None:
-    """Run one forward on a zero observation so a ``kind="auto"`` policy decides its kind (and A); with
-    ``source``, a network that rejects the env's observation shape raises a one-line :class:`EnvError`."""
-    shape = getattr(observation_space, "shape", None)
-    exc = _zero_forward(policy, shape) if shape else None
-    if exc is None:
-        return
-    if source is None:
-        raise exc
-    raise EnvError(f"{source}: the network rejects the env's observations of shape {tuple(shape or ())} "
-                   f"({_first_line(exc)}); pass the env (and preprocessing) it was trained on.") from None
-
-
-def check_forward(policy: Policy, obs_shape, source: str) -> None:
-    """One forward on a zero observation of ``obs_shape`` (one observation's, as the policy takes it) at load: a
-    file that loads but cannot run (weights of the wrong shape or dtype, a corrupt program) fails here, in one
-    line naming the file, not in the middle of a rollout. Policies with state or action masks are left to their
-    own loaders."""
-    if not policy.capabilities.plain:
-        return
-    exc = _zero_forward(policy, obs_shape, heads=True)
-    if exc is not None:
-        raise CheckpointError(
-            f"{source} loads, but its network cannot run on an observation of shape {tuple(obs_shape)} "
-            f"({type(exc).__name__}: {_first_line(exc)}); the file is corrupt, or was saved for another env."
-        ) from None
 
 
 def _meta_from(members: dict[str, bytes], source: str) -> dict | None:

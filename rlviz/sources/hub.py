@@ -92,7 +92,7 @@ class HubAgent:
                 "file": self.files[0], "layout": self.layout, "files": list(self.files)}
 
     def stamp(self, agent: Any) -> Any:
-        """``agent`` (a :class:`~rlviz.sources.exported.LoadedAgent`) with :meth:`record` in its metadata."""
+        """``agent`` (a :class:`~rlviz.sources.loaded.LoadedAgent`) with :meth:`record` in its metadata."""
         return replace(agent, metadata={**agent.metadata, "hub": self.record()})
 
 

@@ -35,7 +35,7 @@ from ..errors import CheckpointError, RlvizError, UsageError
 from .limits import check_archive, loads_json, read_member
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .exported import LoadedAgent
+    from .loaded import LoadedAgent
 
 __all__ = ["TimelineCheckpoint", "Skipped", "discover", "step_from_name", "step_from_file", "vecnormalize_for",
            "AGENT_SUFFIXES", "NOT_AGENT", "reason_line"]

@@ -25,8 +25,9 @@ from ..agent.outputs import canonical_output
 from ..agent.policy import KINDS, Policy, TorchPolicy, action_names_for
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import CheckpointError, RlvizError, UsageError
-from .exported import FORMAT_NAME, FORMAT_VERSION, coerce_recipe, load_export
+from .exported import FORMAT_NAME, FORMAT_VERSION, load_export
 from .files import META_NAME, atomic_write
+from .loaded import coerce_recipe
 
 __all__ = ["save_checkpoint"]
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["timeline", "TimelineCheckpoint", "TimelineOutputs", "discover"]
-
 _EXPORTS = {"timeline": ".job", "TimelineOutputs": ".outputs", "TimelineCheckpoint": "..sources.run_folders",
             "discover": "..sources.run_folders"}
+
+__all__ = [*_EXPORTS]  # the public surface: _EXPORTS, listed once
 
 
 def __getattr__(name: str) -> Any:

@@ -24,12 +24,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from .. import progress
 from ..errors import CheckpointError, Interrupted, UsageError
 from ..interrupts import remembered_sigint
-from ..jobs.outdir import claim_out_dir, job_inputs, remove_run
-from ..jobs.render import open_sinks
-from ..jobs.shards import open_backend
+from ..jobs.outdir import remove_run
+from ..jobs.skeleton import JobSetup, job_setup
 from ..sources.limits import check_archive
 from ..sources.run_folders import Skipped, TimelineCheckpoint, discover
 from .outputs import Evaluator, TimelineOutputs, log_end, log_rows, outputs_of, say_stderr, timeline_data
@@ -120,31 +118,28 @@ def follow(config: Any) -> TimelineOutputs:
         raise UsageError(f"--follow watches a folder; RUN {run!r} is not one. Pass the folder the training run "
                          "saves its checkpoints into (it may be empty when the watch starts).")
     out = Path(config.out)
-    with claim_out_dir(out, config.overwrite, job_inputs(config)):  # one writer, until the last output is in place
-        sinks = open_sinks(config)  # fail early (a missing extra)
+    with job_setup(config) as job:  # one writer (--out held until the last output is in place), the workers
+        sinks = job.sinks()  # fail early (a missing extra)
         outputs = None
         try:
             prepare_out_folder(out, config)
             outputs = OutputSet(out, config)
-            return _watch(config, out, outputs, sinks)
+            return _watch(config, out, outputs, sinks, job)
         except KeyboardInterrupt:
             raise _interrupted(out, outputs) from None
         finally:
             if outputs is not None:
                 outputs.close()
-            for sink in sinks:
-                sink.close()
 
 
-def _watch(config: Any, out: Path, outputs: OutputSet, sinks: list) -> TimelineOutputs:
+def _watch(config: Any, out: Path, outputs: OutputSet, sinks: list, job: JobSetup) -> TimelineOutputs:
     run = config.run
     watch, looked = FileWatch(config.settle), Looked()
     skipped: list[Skipped] = []
     data = timeline_data([], [], config)
-    evaluator = Evaluator(config, None, say_stderr)
+    evaluator = Evaluator(config, job.backend, say_stderr)
     say_stderr(f"rlviz: watching {run} for checkpoints (Ctrl-C to stop)")
-    with progress.enabled(config.progress), open_backend(config) as backend, remembered_sigint() as interrupted:
-        evaluator.backend = backend
+    with remembered_sigint() as interrupted:
         last_new = time.monotonic()
         while True:
             if interrupted():  # a Ctrl-C that a finalizer or a library swallowed: it stops the watch all the same

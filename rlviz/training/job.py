@@ -23,12 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .. import progress
-from ..config import TimelineConfig, config_dict
+from ..config import TimelineConfig
 from ..errors import CheckpointError, UsageError
-from ..jobs.outdir import check_out_dir, job_inputs, run_folder
-from ..jobs.render import open_sinks
-from ..jobs.shards import open_backend
+from ..jobs.outdir import check_out_dir, job_inputs
+from ..jobs.skeleton import job_setup
 from ..sources.run_folders import discover
 from .outputs import Evaluator, TimelineOutputs, log_end, log_rows, outputs_of, say_stderr, write_outputs
 
@@ -56,22 +54,17 @@ def timeline(config: Any = None, **kwargs: Any) -> TimelineOutputs:
     say = say_stderr if config.progress else (lambda line: None)
     for s in skipped:
         say(f"rlviz: skipped {s.why}")
-    sinks = open_sinks(config)  # fail early (a missing extra) before the long work
-    try:
-        with progress.enabled(config.progress), open_backend(config) as backend:  # started once for the run
-            evaluator = Evaluator(config, backend, say)
-            with run_folder(config.out, overwrite=config.overwrite, job="timeline", options=config_dict(config)) as tmp:
-                evaluator.add_many(checkpoints)  # with workers: every checkpoint's tasks at once
-                if not evaluator.good:  # only this fails the job: a bad checkpoint among good ones is listed
-                    raise CheckpointError(f"RUN {config.run}: none of its {len(evaluator.done)} checkpoint(s) could "
-                                          f"be evaluated (e.g. {evaluator.done[0].error}); nothing was written.")
-                pairs = _disagreements(tmp, evaluator.good, config) if config.disagreements else None
-                data = write_outputs(tmp, evaluator.done, skipped, config, pairs, backend)
-                log_rows(sinks, data, {c.step for c in evaluator.done})
-                log_end(sinks, tmp, data)
-    finally:
-        for sink in sinks:
-            sink.close()
+    with job_setup(config) as job:  # --out claimed, progress, the workers (started once for the run)
+        evaluator = Evaluator(config, job.backend, say)  # (each checkpoint is resolved as it is evaluated)
+        with job.staging("timeline") as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
+            evaluator.add_many(checkpoints)  # with workers: every checkpoint's tasks at once
+            if not evaluator.good:  # only this fails the job: a bad checkpoint among good ones is listed
+                raise CheckpointError(f"RUN {config.run}: none of its {len(evaluator.done)} checkpoint(s) could "
+                                      f"be evaluated (e.g. {evaluator.done[0].error}); nothing was written.")
+            pairs = _disagreements(tmp, evaluator.good, config) if config.disagreements else None
+            data = write_outputs(tmp, evaluator.done, skipped, config, pairs, job.backend)
+            log_rows(sinks, data, {c.step for c in evaluator.done})
+            log_end(sinks, tmp, data)
     return outputs_of(Path(config.out), data, evaluator.done)
 
 

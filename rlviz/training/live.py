@@ -32,7 +32,7 @@ from ..jobs.inputs import written_files
 from ..jobs.outdir import MARKER, write_marker
 from ..sinks.base import Sink, as_sinks, check_step
 from ..sources import LoadedAgent
-from ..sources.exported import coerce_recipe, env_facts
+from ..sources.loaded import coerce_recipe, env_facts
 from ..sources.run_folders import TimelineCheckpoint
 from .outputs import Evaluator, log_end, log_rows, write_outputs
 from .publish import prepare_out_folder

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import progress
-from ..evaluate.stats import _f, flat_numbers
+from ..evaluate.stats import flat_numbers, fmt_number
 from ..media.atomic import atomic_path
 from ..sources.run_folders import Skipped, TimelineCheckpoint
 from .evaluate import evaluate_checkpoint, evaluate_many, policy_change, visited_states
@@ -117,7 +117,7 @@ def _line(cp: TimelineCheckpoint) -> str:
     warn = [f["id"] for f in s.get("diagnostics", ()) if f["severity"] == "warning"]
     change = cp.policy_change or {}
     tv = f", policy TV {change['tv_mean']:.3f}" if change.get("tv_mean") is not None else ""
-    return (f"rlviz: step {cp.step} ({cp.name}): return {_f(s['returns']['mean'])} over {s['episodes']} episodes"
+    return (f"rlviz: step {cp.step} ({cp.name}): return {fmt_number(s['returns']['mean'])} over {s['episodes']} episodes"
             f"{tv}; " + (f"warnings: {', '.join(warn)}" if warn else "no warnings"))
 
 
@@ -245,8 +245,8 @@ def format_timeline(data: dict) -> str:
         tv = (r.get("policy_change") or {}).get("tv_mean")
         warn = ", ".join(f["id"] for f in r["diagnostics"] if f["severity"] == "warning")
         mark = "  REGRESSION" if r.get("regression") else ""
-        lines.append(f"{r['step']:>12}  {_f(r['return']['mean']):>9}  {f'[{_f(ci[0])}, {_f(ci[1])}]':>20}  "
-                     f"{_f(best) if best is not None else '':>9}  {_f(tv, 3) if tv is not None else '':>9}  "
+        lines.append(f"{r['step']:>12}  {fmt_number(r['return']['mean']):>9}  {f'[{fmt_number(ci[0])}, {fmt_number(ci[1])}]':>20}  "
+                     f"{fmt_number(best) if best is not None else '':>9}  {fmt_number(tv, 3) if tv is not None else '':>9}  "
                      f"{warn}{mark}".rstrip())
     if data["first_seen"]:
         lines += ["", "first seen: " + ", ".join(f"{k} at {v}" for k, v in data["first_seen"].items())]

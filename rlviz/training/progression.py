@@ -240,7 +240,7 @@ class PartTask:
 
 def record_part_task(task: PartTask, progress: Any = None) -> tuple[ProgressionPart | None, dict[str, bytes], str]:
     """(the part, its files' bytes by name, "") of one :class:`PartTask`, recorded in a private folder (the driver
-    writes the files: :func:`rlviz.jobs.shards.write_video_files`), or (None, {}, the error in one line)."""
+    writes the files: :func:`rlviz.jobs.videos.write_video_files`), or (None, {}, the error in one line)."""
     with tempfile.TemporaryDirectory(prefix="rlviz-part-") as d:
         try:
             made = record_part(task.source.load(), task.step, task.checkpoint, task.seed, d, part=task.part)

@@ -173,7 +173,8 @@ def _parts_in_workers(todo: Sequence[TimelineCheckpoint], config: Any, seed: int
                       size: tuple[int, int] | None, folder: Path, backend: Any) -> dict[int, ProgressionPart | None]:
     """The parts of ``todo`` recorded by ``backend``'s workers, their files written into ``folder``; {step: part,
     or None where it failed (recorded again here, which says why)}."""
-    from ..jobs.shards import source_for, write_video_files
+    from ..jobs.shards import source_for
+    from ..jobs.videos import write_video_files
     from .evaluate import checkpoint_config
 
     tasks = [PartTask(source_for(checkpoint_config(c, config), backend), int(c.step), c.name, seed,

@@ -1,0 +1,152 @@
+"""The job skeleton's setup, entered in one order by every job (render, compare, timeline, ``timeline --follow``)::
+
+    with job_setup(config) as job:                  # 1. claim --out (one run per folder, held to the end)
+                                                    # 2. progress bars on/off, 3. the worker backend (Ray and
+                                                    #    spawned workers start now, while the agent loads)
+        agent, config, gamma = job.agent(config)    # 4. resolve the agent (shared with forked workers)
+        config = job.check(agent, config)           # 5. checks that would fail after the long work
+        with job.staging("render", options) as tmp: # 6. the sinks (a missing extra fails here), 7. the staging
+            ...                                     #    folder, renamed into --out when complete
+                                                    # 8. the sinks closed, the backend stopped, --out released
+
+Timeline (one staging round per checkpoint set) opens the sinks with :meth:`JobSetup.sinks` and stages its own
+rounds. The helpers the jobs share live here: :func:`open_sinks`, :func:`check_saliency`,
+:func:`vector_attention_off`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import progress
+from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
+from ..envs import make_env
+from ..errors import UsageError
+from ..evaluate.workers import Backend
+from ..explain import attribute, attribution_class
+from ..sinks.base import Sink
+from ..sources import LoadedAgent
+from .outdir import claim_out_dir, job_inputs, run_folder
+from .shards import open_backend, share_agent
+from .stages import resolve_agent
+
+__all__ = ["JobSetup", "job_setup", "open_sinks", "check_saliency", "vector_attention_off"]
+
+
+@dataclass
+class JobSetup:
+    """A job's setup once :func:`job_setup` entered it: its config and worker backend (None: this process), and
+    the sinks it opened (closed when the setup exits)."""
+
+    config: Any
+    backend: Backend | None = None
+    opened: list[Any] = field(default_factory=list)
+
+    def agent(self, config: RenderConfig) -> tuple[LoadedAgent, RenderConfig, float]:
+        """Stage 1 for one agent: (the agent, ``config`` pinned to the loaded ``hf://`` commit, the discount); the
+        agent is shared with workers forked from now on."""
+        agent, config, gamma = resolve_agent(config)
+        share_agent(config, agent)
+        return agent, config, gamma
+
+    @staticmethod
+    def check(agent: LoadedAgent, config: RenderConfig) -> RenderConfig:
+        """``config`` with the default attention off for vector observations, after the checks the videos would
+        fail (:func:`check_saliency`): before the long rollout, not after it."""
+        config = vector_attention_off(agent, config)
+        check_saliency(agent, config)
+        return config
+
+    def sinks(self) -> list[Sink]:
+        """The W&B / TensorBoard sinks the config asks for, opened once (a missing extra fails here, before the
+        long work) and closed when the setup exits."""
+        if not self.opened:
+            self.opened.extend(open_sinks(self.config) or [None])
+        return [s for s in self.opened if s is not None]
+
+    @contextlib.contextmanager
+    def staging(self, job: str) -> Iterator[tuple[Path, list[Sink]]]:
+        """(the staging folder, the sinks): the sinks open first; the folder is renamed into ``--out`` when the
+        block completes (:func:`rlviz.jobs.outdir.run_folder`)."""
+        sinks = self.sinks()
+        c = self.config
+        with run_folder(c.out, overwrite=c.overwrite, job=job, options=config_dict(c)) as tmp:
+            yield tmp, sinks
+
+    def close(self) -> None:
+        for sink in self.opened:
+            if sink is not None:
+                sink.close()
+        self.opened.clear()
+
+
+@contextlib.contextmanager
+def job_setup(config: Any) -> Iterator[JobSetup]:
+    """The setup every job enters first (the module docstring's order): ``--out`` claimed, progress on/off, the
+    worker backend started; on exit the sinks close, the backend stops and ``--out`` is released."""
+    with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress), \
+            open_backend(config) as backend:
+        job = JobSetup(config, backend)
+        try:
+            yield job
+        finally:
+            job.close()
+
+
+def open_sinks(config: RenderConfig | CompareConfig) -> list[Sink]:
+    """The W&B / TensorBoard sinks the config asks for (their extras are imported here, before any long work)."""
+    sinks = []
+    if config.wandb_project:
+        from ..sinks import WandbSink
+
+        sinks.append(WandbSink(project=config.wandb_project, name=config.wandb_run, config=config_dict(config)))
+    if config.tensorboard:
+        from ..sinks import TensorBoardSink
+
+        sinks.append(TensorBoardSink(config.tensorboard))
+    return sinks
+
+
+def vector_attention_off(agent: LoadedAgent, config: RenderConfig) -> RenderConfig:
+    """``config`` with the default attention (on with --saliency and --heatmap) turned off when the observations
+    are a flat vector: attention shares an image's attribution among its objects, and a vector has no pixels
+    (its saliency is per feature, drawn in the videos). An explicit --attention is left to refuse."""
+    if config.attention is not None or not (config.saliency and config.heatmap):
+        return config
+    env = make_env(agent.recipe, render_mode=None)
+    try:
+        obs = np.asarray(env.reset(seed=config.seed)[0])
+    finally:
+        env.close()
+    return replace(config, attention=False) if obs.ndim < 2 else config
+
+
+def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
+    """Refuse a saliency the videos could not draw, before the rollout: the checks the recorder would run
+    (image observations, target) on one reset observation, and, for gradient methods, gradients reaching the
+    input (a network that detaches it would give blank maps)."""
+    if config.saliency is None or not parse_video_spec(config.videos):
+        return
+    env = make_env(agent.recipe, render_mode=None)
+    try:
+        obs = np.asarray(env.reset(seed=config.seed)[0])[None]
+    finally:
+        env.close()
+    attribute(agent.policy, obs, method=config.saliency, target=config.saliency_target)
+    if attribution_class(config.saliency).gradients:
+        x = agent.policy.to_tensor(obs).requires_grad_(True)
+        with torch.enable_grad():
+            logits, _ = agent.policy.forward(x)
+        if not logits.requires_grad:
+            raise UsageError(
+                f"--saliency {config.saliency} needs gradients of the policy's outputs with respect to the "
+                f"observation, but {config.checkpoint}'s outputs carry none (its network detaches the input or "
+                "computes outside torch autograd); use --saliency perturbation, which needs forward passes only."
+            )

@@ -1,0 +1,99 @@
+"""The path a call takes through rlviz's modules, measured as it runs: how many modules it enters, how often it moves
+between them, and how often it goes back to a module it had left (a module that other modules keep calling back
+into holds what they share, or is hosting what belongs elsewhere).
+
+    python scripts/module_path.py load      # load_agent on the shipped MinAtar .pt2
+    python scripts/module_path.py render    # a small render (8 episodes, heatmap, one video, gradient saliency)
+    PYTHONPATH=/path/to/other/tree python scripts/module_path.py load   # another checkout, for a before/after
+
+Each Python-level call that enters an rlviz module other than the one the caller is in counts as a move (torch and
+numpy calls in between are not rlviz modules and are skipped); a move into a module visited before, after the path
+had left it, is a return. Printed: the totals, then the modules with the most returns; then the same at the
+scale of packages (rlviz.sources.pt2, rlviz.evaluate, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "samples" / "minatar_breakout_ppo.pt2"
+
+
+def _module_of(frame) -> str | None:
+    name = frame.f_globals.get("__name__", "")
+    return name if name.startswith("rlviz") else None
+
+
+def trace(fn) -> list[str]:
+    """The rlviz modules ``fn()`` enters, in order, consecutive repeats collapsed."""
+    path: list[str] = []
+
+    def profile(frame, event, arg):
+        if event != "call":
+            return
+        mod = _module_of(frame)
+        if mod is not None and (not path or path[-1] != mod):
+            path.append(mod)
+
+    sys.setprofile(profile)
+    try:
+        fn()
+    finally:
+        sys.setprofile(None)
+    return path
+
+
+def packages(path: list[str]) -> list[str]:
+    """The same path at the scale of packages (a module's package; consecutive repeats collapsed)."""
+    import importlib
+
+    out: list[str] = []
+    for mod in path:
+        pkg = mod if hasattr(importlib.import_module(mod), "__path__") else mod.rpartition(".")[0]
+        if not out or out[-1] != pkg:
+            out.append(pkg)
+    return out
+
+
+def report(path: list[str], what: str) -> None:
+    seen: set[str] = set()
+    returns: Counter[str] = Counter()
+    for i, mod in enumerate(path):
+        if mod in seen and path[i - 1] != mod:
+            returns[mod] += 1
+        seen.add(mod)
+    print(f"{what}: {len(seen)} modules entered, {len(path) - 1} moves between modules, "
+          f"{sum(returns.values())} returns to a module it had left")
+    for mod, n in returns.most_common(8):
+        print(f"  {n:5d} returns to {mod}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("load", "render"))
+    args = ap.parse_args()
+    import rlviz
+
+    if args.what == "load":
+        rlviz.load_agent(str(SAMPLE))  # (imports and caches warmed outside the trace)
+        path = trace(lambda: rlviz.load_agent(str(SAMPLE)))
+        report(path, f"load_agent({SAMPLE.name})")
+        report(packages(path), "  the same, by package")
+    else:
+        with tempfile.TemporaryDirectory() as d:
+            def run(out: str) -> None:
+                rlviz.render(rlviz.RenderConfig(checkpoint=str(SAMPLE), episodes=8, heatmap=True, videos="first:1",
+                                                saliency="gradient", out=out))
+            run(str(Path(d) / "warm"))
+            path = trace(lambda: run(str(Path(d) / "traced")))
+        report(path, "render(8 episodes, --heatmap, --videos first:1, --saliency gradient)")
+        report(packages(path), "  the same, by package")
+
+
+if __name__ == "__main__":
+    main()
