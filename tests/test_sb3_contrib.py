@@ -195,14 +195,28 @@ def test_recurrent_renders_through_the_cli_with_sb3s_returns_and_outputs(recurre
     assert probe_video(video).num_frames >= len(data["actions"]) + 1
 
 
-def test_recurrent_refuses_saliency_with_a_clear_error(recurrent, tmp_path):
-    from rlviz.errors import UsageError
-    from rlviz.jobs.render import render
+def test_recurrent_renders_gradient_saliency_given_the_carried_state(recurrent, tmp_path):
+    """--saliency gradient on RecurrentPPO (refused in 0.4): the recorded episode's per-feature saliency in its
+    .npz is each step's given the LSTM state carried into it (explain.episode_saliency of the episode)."""
+    from rlviz.explain import episode_saliency
 
     _, path = recurrent
-    with pytest.raises(UsageError, match="recurrent"):
-        render(checkpoint=str(path), env="CartPole-v1", episodes=1, out=str(tmp_path / "o"), saliency="gradient")
-    assert not (tmp_path / "o").exists()
+    rows = _render(path, "CartPole-v1", tmp_path / "o", "--episodes", "2", "--saliency", "gradient",
+                   "--videos", "first:1")
+    assert len(rows) == 2
+    (npz,) = (tmp_path / "o" / "videos").glob("*.npz")
+    data = np.load(npz)
+    policy = load_agent(path, env="CartPole-v1").policy
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=int(rows[0]["seed"]))
+    observations, state = [obs], policy.initial_state(1)
+    for action in data["actions"]:
+        _, state = policy.step(obs[None], state)
+        obs, *_ = env.step(int(action))
+        observations.append(obs)
+    want, _ = episode_saliency(policy, np.stack(observations).astype(np.float32), data["actions"])
+    assert data["saliency"].shape == want.shape
+    np.testing.assert_allclose(data["saliency"], want, atol=1e-5)
 
 
 # -- MaskablePPO ------------------------------------------------------------------------------------

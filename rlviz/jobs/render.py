@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from .. import progress
+from ..agent.capabilities import capabilities_of
 from ..attention.plot import plot_attention_at_failure
 from ..attention.summary import attention_spec
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
@@ -40,7 +41,7 @@ from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
 from ..evaluate.workers import WorkerDied, died_twice, merge_rollouts, shard_ranges
-from ..explain import attribute, attribution_class
+from ..explain import GivenState, attribute, attribution_class
 from ..report import REPORT_NAME, write_report
 from ..report.notebook import outputs_html
 from ..sinks.log import log_run
@@ -217,11 +218,15 @@ def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
         obs = np.asarray(env.reset(seed=config.seed)[0])[None]
     finally:
         env.close()
-    attribute(agent.policy, obs, method=config.saliency, target=config.saliency_target)
+    policy = agent.policy
+    if capabilities_of(policy).recurrent:  # explained given its state: the episode's first step's
+        attribution_class(config.saliency).check_policy(policy)
+        policy = GivenState(policy, policy.initial_state(1))
+    attribute(policy, obs, method=config.saliency, target=config.saliency_target)
     if attribution_class(config.saliency).gradients:
-        x = agent.policy.to_tensor(obs).requires_grad_(True)
+        x = policy.to_tensor(obs).requires_grad_(True)
         with torch.enable_grad():
-            logits, _ = agent.policy.forward(x)
+            logits, _ = policy.forward(x)
         if not logits.requires_grad:
             raise UsageError(
                 f"--saliency {config.saliency} needs gradients of the policy's outputs with respect to the "
