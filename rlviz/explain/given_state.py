@@ -50,10 +50,12 @@ def carried_states(policy: Any, observations, start: tuple | None = None) -> tup
     out = [np.empty((n,) + tuple(s.shape[1:]), np.float32) for s in state]
     for c in range(0, n, 256):
         chunk = policy.to_tensor(np.asarray(observations[c : c + 256]))
+        seen: list = []
         for i in range(chunk.shape[0]):
-            for part, s in zip(out, policy.state_arrays(state)):
-                part[c + i] = s[0]
+            seen.append(state)
             _, state = policy.torch_step(chunk[i : i + 1], state)
+        for part, rows in zip(out, policy.state_arrays(tuple(torch.cat(p) for p in zip(*seen)))):
+            part[c : c + chunk.shape[0]] = rows
     return tuple(out)
 
 

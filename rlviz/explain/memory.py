@@ -153,8 +153,12 @@ class MemoryGradient(MemorySaliency):
             out[k:, k] = dot[: m - k].double().cpu().numpy()
             if k == w - 1 or k + 1 >= m:
                 break
-            shifted = [torch.cat([zi[1:], torch.zeros_like(zi[:1])]) for zi in z]  # cotangent on new[r] = Z[r + 1]
-            g = torch.autograd.grad(new_p, state, grad_outputs=shifted, retain_graph=True, allow_unused=True)
+            live = [i for i, zi in enumerate(z) if bool(zi.any())]  # e.g. not a critic LSTM the target never reads
+            if not live:
+                break
+            shifted = [torch.cat([z[i][1:], torch.zeros_like(z[i][:1])]) for i in live]  # cotangent on new[r]: Z[r+1]
+            g = torch.autograd.grad([new_p[i] for i in live], state, grad_outputs=shifted, retain_graph=True,
+                                    allow_unused=True)
             z = [torch.zeros_like(s) if gi is None else gi for s, gi in zip(state, g)]
         return np.abs(out)
 

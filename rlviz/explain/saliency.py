@@ -83,6 +83,8 @@ class AttributionOptions:
     chunk: :func:`episode_saliency`: frames read and attributed per call (default 256).
     percentile: :func:`episode_saliency`: the episode's maps are divided by this percentile of their values
         (default 99.5; :func:`normalise_episode`).
+    states: :func:`episode_saliency` of a recurrent policy: the state rows [T+1, ...] each frame was seen in
+        (:func:`~rlviz.explain.given_state.carried_states`; default None: computed from the initial state).
     """
 
     layout: str | None = None
@@ -90,6 +92,7 @@ class AttributionOptions:
     memory_budget_mb: float = 512.0
     chunk: int = 256
     percentile: float = 99.5
+    states: tuple | None = None
 
 
 def _fold_attribution(args: tuple, kwargs: dict, old: dict) -> tuple:
@@ -162,7 +165,6 @@ def episode_saliency(
     *,
     options: AttributionOptions | None = None,
     out: np.ndarray | None = None,
-    carried: tuple | None = None,
     **method_options,
 ) -> tuple[np.ndarray, str]:
     """Saliency for a recorded episode, in batches, for the recorder.
@@ -176,8 +178,8 @@ def episode_saliency(
     The maps go to ``out`` if given, else to a disk-backed np.memmap in the temp folder (its file is
     unlinked at once and freed with the array), so RAM does not grow with episode length.
     A recurrent policy (``torch_step``, docs/memory.md): frame t's map is its saliency given the state carried into
-    step t (``carried``: those state rows [T+1, ...], :func:`~rlviz.explain.given_state.carried_states`; default:
-    computed here from the policy's initial state).
+    step t (``options.states``: those state rows [T+1, ...], :func:`~rlviz.explain.given_state.carried_states`;
+    default: computed here from the policy's initial state).
     """
     opts = _check_options(options, "episode_saliency")
     n = int(observations.shape[0]) if hasattr(observations, "shape") and len(observations.shape) else 0
@@ -191,7 +193,7 @@ def episode_saliency(
     if capabilities_of(policy).recurrent:  # each frame explained given the state it was seen in
         from .given_state import carried_states
 
-        states = carried_states(policy, observations) if carried is None else carried
+        states = carried_states(policy, observations) if opts.states is None else opts.states
     if acts.shape[0] == n - 1:
         last = _last_argmax(policy, observations, states)
         acts = np.concatenate([acts.astype(np.int64), last])
