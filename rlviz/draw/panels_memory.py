@@ -40,7 +40,7 @@ class MemoryStrip:
     def draw_static(self, img: np.ndarray) -> None:
         x, y, w, h = self.box
         small = self.fs * 0.85
-        put_text(img, f"memory saliency: the decision's share from each of the last {self.W} observations", x, y - 6,
+        put_text(img, f"memory saliency: share of the decision per observation (last {self.W})", x, y - 6,
                  "dim", small)
         put_text(img, f"t-{self.W - 1}", x, y + h + 14, "dim", small)
         put_text(img, "now", x + w - text_width("now", small), y + h + 14, "dim", small)
