@@ -2,17 +2,18 @@
 at t = 0 only, acted on at t = K = 8) and on sb3-contrib's RecurrentPPO: the shares at the decision step sit on the
 cue step for the agent that remembers it and on the current step for the memoryless control; the batched
 truncated-BPTT equals a window-by-window backward; the image saliency of a recurrent policy is the saliency given
-the carried state; memory_unused / memory_saturated raised on their planted agents only."""
+the carried state; memory_unused / memory_saturated / state_not_reset raised on their planted agents and loops
+only."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import torch
-from _memory_probe import K, TinyMemory, play
+from _memory_probe import CueEnv, K, TinyMemory, play
 
 from rlviz.errors import UsageError
-from rlviz.evaluate.memory_checks import memory_effect, memory_findings
+from rlviz.evaluate.memory_checks import memory_effect, memory_findings, reset_findings
 from rlviz.explain import (
     GivenState,
     MemoryGradient,
@@ -159,3 +160,31 @@ def test_memory_saturated_flags_the_pinned_memory_only():
     negative = sum(obs[0, 0] < 0 for obs, _ in episodes)
     want = 1 - negative / (len(episodes) * (K + 1))
     assert findings["memory_saturated"].evidence["mean_saturated_share"] == pytest.approx(want, abs=1e-4)
+
+
+def _loop(reset: bool, episodes: int = 4) -> list:
+    """A user's loop with the cue agent that records the memory it carries into each step, resetting the state
+    at each episode start or (planted) not."""
+    policy, env, carried = TinyMemory("cue"), CueEnv(), []
+    state = policy.initial_state(1)
+    for seed in range(episodes):
+        obs, _ = env.reset(seed=seed)
+        if reset:
+            state = policy.initial_state(1)
+        rows, done = [], False
+        while not done:
+            rows.append(policy.memory_of(state)[0])
+            out, state = policy.step(obs[None], state)
+            obs, _, done, _, _ = env.step(int(out.logits[0].argmax()))
+        carried.append(np.stack(rows))
+    return carried
+
+
+def test_state_not_reset_flags_the_loop_that_carries_its_memory_across_episodes():
+    initial = TinyMemory("cue").memory_of(TinyMemory("cue").initial_state(1))[0]
+    assert reset_findings(_loop(reset=True), initial) == []
+    (finding,) = reset_findings(_loop(reset=False), initial)
+    assert finding.id == "state_not_reset"
+    assert finding.evidence["not_reset"] == 3 and finding.evidence["episodes"] == [1, 2, 3]
+    # each starts with the cue the episode before latched (|h0| ~ 0.86), not with zeros
+    assert finding.evidence["max_difference"] > 0.5

@@ -10,6 +10,9 @@ memory_unused       zeroing the state (the policy's initial state) at every step
 memory_saturated    ``memory_kind`` "lstm" or "gru" and, averaged over the steps t >= 1, >= 50% of the
                     shown units (``memory_of``: an LSTM's h) sit beyond |0.95|: its tanh units are
                     pinned, their gradients vanish and new observations hardly move them
+state_not_reset     a loop's own record of the state it carried into each step (e.g. its annotations)
+                    starts an episode other than the first with a state that is not the initial one:
+                    the loop carried its memory across the episode boundary (:func:`reset_findings`)
 =================== ==================================================================================
 
 Each episode is given as its observations [T+1, *obs] and the state rows carried into each step
@@ -26,10 +29,10 @@ from ..explain.given_state import check_recurrent
 from .diagnostics import Finding
 
 __all__ = ["MEMORY_THRESHOLDS", "MEMORY_WARNING_IDS", "MIN_MEMORY_STEPS", "memory_effect", "saturation",
-           "memory_findings"]
+           "memory_findings", "reset_findings"]
 
 MEMORY_THRESHOLDS = {"unused_change": 0.01, "saturated_share": 0.5, "saturation_level": 0.95}
-MEMORY_WARNING_IDS = ("memory_unused", "memory_saturated")
+MEMORY_WARNING_IDS = ("memory_unused", "memory_saturated", "state_not_reset")
 MIN_MEMORY_STEPS = 8
 
 
@@ -83,3 +86,28 @@ def memory_findings(policy, episodes: list) -> list[Finding]:
                            "their gradients vanish. Check the recurrent weights' scale and the input normalisation.",
                            {"mean_saturated_share": round(float(sat.mean()), 4), "steps": int(sat.size)}))
     return out
+
+
+def reset_findings(carried: list, initial: np.ndarray, atol: float = 1e-6) -> list[Finding]:
+    """``state_not_reset`` for a loop's record of the state it carried into each step: ``carried`` one float
+    array [steps, D] per episode, in the order the loop played them; ``initial`` [D] the policy's initial state
+    (its ``memory_of``). Raised when an episode after the first starts away from ``initial``; the evidence says which
+    (the first 10), how many, and the largest difference."""
+    init = np.asarray(initial, np.float64).reshape(-1)
+    bad, worst = [], 0.0
+    for i in range(1, len(carried)):
+        first = np.asarray(carried[i], np.float64)
+        if first.shape[0] == 0:
+            continue
+        gap = float(np.abs(first[0].reshape(-1) - init).max())
+        if gap > atol:
+            bad.append(i)
+            worst = max(worst, gap)
+    if not bad:
+        return []
+    return [Finding("state_not_reset", "warning",
+                    f"{len(bad)} of {len(carried) - 1} episodes after the first started with a memory that is not the "
+                    f"initial state (largest difference {worst:.3g}): the loop did not reset the state at the episode "
+                    "boundary, so each episode starts with the last one's memory. Reset it where the env resets "
+                    "(policy.initial_state(1), or zero the rows of the envs whose episode ended).",
+                    {"episodes": bad[:10], "not_reset": len(bad), "max_difference": round(worst, 6)})]
