@@ -74,8 +74,10 @@ class GivenState(Policy):
         self.differentiable = capabilities_of(policy).differentiable
         self.module = getattr(policy, "module", None)
         self.forward_rows = None
-        tensors = tuple(t.detach() if isinstance(t, torch.Tensor) else None for t in state)
-        self.state = tensors if all(t is not None for t in tensors) else policy.state_tensors(state)
+        if all(isinstance(t, torch.Tensor) for t in state):
+            self.state: tuple = tuple(t.detach() for t in state)
+        else:
+            self.state = tuple(policy.state_tensors(state))
         self.rows = int(self.state[0].shape[0])
 
     def _state_for(self, n: int) -> tuple:

@@ -221,7 +221,7 @@ def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
     policy = agent.policy
     if capabilities_of(policy).recurrent:  # explained given its state: the episode's first step's
         attribution_class(config.saliency).check_policy(policy)
-        policy = GivenState(policy, policy.initial_state(1))
+        policy = GivenState(policy, policy.initial_state(1))  # type: ignore[attr-defined]  # a recurrent policy
     attribute(policy, obs, method=config.saliency, target=config.saliency_target)
     if attribution_class(config.saliency).gradients:
         x = policy.to_tensor(obs).requires_grad_(True)

@@ -316,7 +316,8 @@ class EpisodeVideo:
         try:
             internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target,
                                           self._annotations, self.spec, observation_space=observation_space)
-            internals = add_memory(internals, trace, policy, opt.saliency, opt.saliency_target, opt.memory_window)
+            internals = add_memory(internals, trace, policy, opt.saliency, opt.saliency_target, opt.memory_window,
+                                   observation_space)
             self._draw(trace, internals)
             self.internals = replace(internals, saliency=None)
         finally:

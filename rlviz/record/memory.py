@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..agent.capabilities import capabilities_of
+from ..agent.obs import FlatView, ObsAdapter, is_plain
 from ..draw.panels_memory import memory_series
 from ..episode.trace import EpisodeInternals, EpisodeTrace
 
@@ -34,14 +35,19 @@ def has_memory(policy: Any) -> bool:
 
 
 def add_memory(internals: EpisodeInternals, trace: EpisodeTrace, policy: Any, saliency: str | None,
-               target: str | int = "action", window: int = 16) -> EpisodeInternals:
-    """``internals`` with the memory after each step and (``saliency`` set, ``window`` >= 1) the memory saliency."""
-    if not has_memory(policy) or trace.observations.ndim < 2 or trace.observations.shape[1:] == (0,):
+               target: str | int = "action", window: int = 16, observation_space: Any = None) -> EpisodeInternals:
+    """``internals`` with the memory after each step and (``saliency`` set, ``window`` >= 1) the memory saliency.
+    ``observation_space``: the env's, for observations the policy sees flattened (as :func:`compute_internals`)."""
+    if not has_memory(policy) or trace.num_steps == 0:
+        return internals
+    obs: Any = trace.observations
+    if observation_space is not None and not is_plain(observation_space):
+        obs = FlatView(ObsAdapter(observation_space, capabilities_of(policy).obs_format), obs)
+    elif obs.ndim < 2 or obs.shape[1:] == (0,):  # no observations kept
         return internals
     from ..explain.given_state import carried_states
     from ..explain.memory import memory_method
 
-    obs = trace.observations
     states = carried_states(policy, obs)
     n = int(obs.shape[0])
     _, last = policy.step(np.asarray(obs[n - 1 : n]), tuple(s[n - 1 :] for s in states))
@@ -57,9 +63,9 @@ def add_memory(internals: EpisodeInternals, trace: EpisodeTrace, policy: Any, sa
                    memory_kind=str(getattr(policy, "memory_kind", "other")))
 
 
-def memory_arrays(internals: EpisodeInternals) -> dict:
+def memory_arrays(internals: EpisodeInternals) -> dict[str, np.ndarray]:
     """The ``.npz`` entries of the episode's memory (see the module docstring); {} without memory."""
-    out: dict = {}
+    out: dict[str, np.ndarray] = {}
     if internals.memory_saliency is not None:
         out["memory_saliency"] = np.asarray(internals.memory_saliency, np.float32)
     if internals.memory is None:
