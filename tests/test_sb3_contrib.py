@@ -196,14 +196,15 @@ def test_recurrent_renders_through_the_cli_with_sb3s_returns_and_outputs(recurre
 
 
 def test_recurrent_renders_gradient_saliency_given_the_carried_state(recurrent, tmp_path):
-    """--saliency gradient on RecurrentPPO (refused in 0.4): the recorded episode's per-feature saliency in its
-    .npz is each step's given the LSTM state carried into it (explain.episode_saliency of the episode)."""
+    """--saliency gradient --heatmap on RecurrentPPO (saliency refused in 0.4): the recorded episode's per-feature
+    saliency in its .npz is each step's given the LSTM state carried into it (explain.episode_saliency of the
+    episode); CartPole's vector observations turn attention off (tests/test_memory_attention.py has it on MinAtar)."""
     from rlviz.explain import episode_saliency
 
     _, path = recurrent
     rows = _render(path, "CartPole-v1", tmp_path / "o", "--episodes", "2", "--saliency", "gradient",
-                   "--videos", "first:1")
-    assert len(rows) == 2
+                   "--videos", "first:1", "--heatmap")
+    assert len(rows) == 2 and (tmp_path / "o" / "heatmap.png").exists()
     (npz,) = (tmp_path / "o" / "videos").glob("*.npz")
     data = np.load(npz)
     policy = load_agent(path, env="CartPole-v1").policy
