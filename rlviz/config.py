@@ -52,6 +52,9 @@ class RenderConfig:
     saliency_target: str | int = option(
         "action", "what the saliency explains: action (chosen logit), logprob, value, or an action index",
         metavar="TARGET")
+    memory_window: int = option(
+        16, "recurrent policies with --saliency: the memory saliency of each step over its last W observations "
+        "(the strip under the video's frame, memory_saliency in the .npz; default 16, 0: none)", metavar="W")
     greedy: bool = option(False, "take the most likely action instead of sampling")
     num_envs: int = option(DEFAULT_NUM_ENVS, f"parallel envs for rollouts (default {DEFAULT_NUM_ENVS})", metavar="N")
     fail_on: str = option("auto", "what counts as a failure (auto: life loss when the env has lives)",
@@ -91,6 +94,7 @@ class RenderConfig:
         set_(self, "seed", _whole("seed", self.seed, 0))
         set_(self, "workers", _whole("workers", self.workers, 1))
         set_(self, "threads", _whole("threads", self.threads, 1))
+        set_(self, "memory_window", _whole("memory_window", self.memory_window, 0))
         if self.ray is not None and (not isinstance(self.ray, str) or not self.ray.strip()):
             raise UsageError(f"--ray {self.ray!r}: expected an address ('auto', 'ray://HOST:PORT', 'HOST:PORT') or no "
                              "value for a local Ray instance.")

@@ -125,6 +125,37 @@ def test_recurrent_steps_are_batch_invariant(recurrent):
         assert all(np.array_equal(a[0], b[i]) for a, b in zip(new_alone, new))
 
 
+def test_recurrent_torch_step_equals_step_and_carries_gradients(recurrent):
+    """The 0.5 contract: torch_step on state_tensors gives step()'s probabilities, value and new state rows (over
+    a carried sequence of 12 steps, 3 rows), gradients reach the observations and the state; memory_of is the
+    actor LSTM's last-layer h; state_arrays(state_tensors(rows)) is the rows."""
+    model, path = recurrent
+    policy = load_agent(path, env="CartPole-v1").policy
+    assert policy.memory_kind == "lstm"
+    rng = np.random.default_rng(1)
+    rows = policy.initial_state(3)
+    state = policy.state_tensors(rows)
+    assert all(np.array_equal(a, b) for a, b in zip(policy.state_arrays(state), rows))
+    for _ in range(12):
+        obs = rng.normal(size=(3, 4)).astype(np.float32)
+        out, rows = policy.step(obs, rows)
+        heads, state = policy.torch_step(policy.to_tensor(obs), state)
+        np.testing.assert_allclose(torch.exp(heads["logits"]).detach().numpy(), out.probs, rtol=1e-6, atol=1e-7)
+        np.testing.assert_allclose(heads["value"].detach().numpy(), out.value, rtol=1e-6, atol=1e-7)
+        for a, b in zip(policy.state_arrays(state), rows):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    memory = policy.memory_of(rows)
+    assert memory.shape == (3, 16) and memory.dtype == np.float32
+    assert np.array_equal(memory, rows[0][:, -1, :]) and not np.array_equal(memory, rows[1][:, -1, :])
+    x = policy.to_tensor(rng.normal(size=(2, 4)).astype(np.float32)).requires_grad_(True)
+    s = tuple(t.clone().requires_grad_(True) for t in policy.state_tensors(tuple(r[:2] for r in rows)))
+    heads, new = policy.torch_step(x, s)
+    (heads["logits"][:, 0].sum() + heads["value"].sum()).backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+    assert s[0].grad is not None and s[0].grad.abs().sum() > 0  # the actor's h reaches the decision
+    assert new[0].shape == (2, 1, 16)
+
+
 def _sb3_recurrent_episode(model, seed: int) -> dict:
     """SB3 playing the greedy episode of ``seed`` step by step: its probabilities, values, actions and the mean
     relative entropy (what rlviz's episodes.csv reports)."""
@@ -164,14 +195,29 @@ def test_recurrent_renders_through_the_cli_with_sb3s_returns_and_outputs(recurre
     assert probe_video(video).num_frames >= len(data["actions"]) + 1
 
 
-def test_recurrent_refuses_saliency_with_a_clear_error(recurrent, tmp_path):
-    from rlviz.errors import UsageError
-    from rlviz.jobs.render import render
+def test_recurrent_renders_gradient_saliency_given_the_carried_state(recurrent, tmp_path):
+    """--saliency gradient --heatmap on RecurrentPPO (saliency refused in 0.4): the recorded episode's per-feature
+    saliency in its .npz is each step's given the LSTM state carried into it (explain.episode_saliency of the
+    episode); CartPole's vector observations turn attention off (tests/test_memory_attention.py has it on MinAtar)."""
+    from rlviz.explain import episode_saliency
 
     _, path = recurrent
-    with pytest.raises(UsageError, match="recurrent"):
-        render(checkpoint=str(path), env="CartPole-v1", episodes=1, out=str(tmp_path / "o"), saliency="gradient")
-    assert not (tmp_path / "o").exists()
+    rows = _render(path, "CartPole-v1", tmp_path / "o", "--episodes", "2", "--saliency", "gradient",
+                   "--videos", "first:1", "--heatmap")
+    assert len(rows) == 2 and (tmp_path / "o" / "heatmap.png").exists()
+    (npz,) = (tmp_path / "o" / "videos").glob("*.npz")
+    data = np.load(npz)
+    policy = load_agent(path, env="CartPole-v1").policy
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=int(rows[0]["seed"]))
+    observations, state = [obs], policy.initial_state(1)
+    for action in data["actions"]:
+        _, state = policy.step(obs[None], state)
+        obs, *_ = env.step(int(action))
+        observations.append(obs)
+    want, _ = episode_saliency(policy, np.stack(observations).astype(np.float32), data["actions"])
+    assert data["saliency"].shape == want.shape
+    np.testing.assert_allclose(data["saliency"], want, atol=1e-5)
 
 
 # -- MaskablePPO ------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..agent.capabilities import capabilities_of
 from ..agent.policy import Policy
 from ..errors import UsageError
 from ..explain.attribution import ATTRIBUTIONS, attribution_class
@@ -62,29 +63,46 @@ class AttributionProbe:
         self.kind, self.index = resolve_target(target)
         self.opts = self.method.resolve_options({}, self.layout.hw)
         self.rows = policy.rows_for(obs.shape) * max(1, int(waves))
+        self.recurrent = capabilities_of(policy).recurrent  # its maps are given each row's carried state
         check_no_train_batchnorm(policy)
 
     @property
     def hw(self) -> tuple[int, int]:
         return self.layout.hw
 
-    def maps(self, obs: np.ndarray, actions: np.ndarray | None = None) -> np.ndarray:
+    def maps(self, obs: np.ndarray, actions: np.ndarray | None = None, states: tuple | None = None) -> np.ndarray:
         """float32 [n, h, w] >= 0 for observations [n, *obs] (passes of exactly :attr:`rows`, the last padded);
-        ``actions`` int64 [n]: the actions taken (targets "action" and "logprob"; None: each row's argmax)."""
+        ``actions`` int64 [n]: the actions taken (targets "action" and "logprob"; None: each row's argmax);
+        ``states``: a recurrent policy's state rows [n, ...] each observation was seen in (required for one)."""
         n, rows = int(obs.shape[0]), self.rows
+        if (states is None) == self.recurrent:
+            raise UsageError("attention on a recurrent policy takes the state each observation was seen in "
+                             "(states=...); a policy without state takes none.")
         out = np.empty((n, *self.hw), np.float32)
         for s in range(0, n, rows):
             chunk = np.asarray(obs[s : s + rows])
             k = chunk.shape[0]
             acts = None if actions is None else np.asarray(actions[s : s + rows], np.int64)
+            st = None if states is None else tuple(np.asarray(p[s : s + rows]) for p in states)
             if k < rows:
                 chunk = np.concatenate([chunk, np.repeat(chunk[:1], rows - k, axis=0)])
                 acts = None if acts is None else np.concatenate([acts, np.repeat(acts[:1], rows - k)])
-            out[s : s + k] = self._chunk(chunk, acts)[:k]
+                st = None if st is None else tuple(np.concatenate([p, np.repeat(p[:1], rows - k, axis=0)]) for p in st)
+            out[s : s + k] = self._chunk(chunk, acts, st)[:k]
         return out
 
-    def _chunk(self, chunk: np.ndarray, acts: np.ndarray | None) -> np.ndarray:
-        policy = self.policy
+    def _chunk(self, chunk: np.ndarray, acts: np.ndarray | None, states: tuple | None = None) -> np.ndarray:
+        if states is not None:  # each row given its carried state: the chunk at once (gradient) or row by row
+            from ..explain.given_state import GivenState
+
+            if self.method.name == "gradient":
+                return self._chunk_of(GivenState(self.policy, states), chunk, acts)
+            return np.concatenate([self._chunk_of(GivenState(self.policy, tuple(p[i : i + 1] for p in states)),
+                                                  chunk[i : i + 1], None if acts is None else acts[i : i + 1])
+                                   for i in range(chunk.shape[0])])
+        return self._chunk_of(self.policy, chunk, acts)
+
+    def _chunk_of(self, policy: Any, chunk: np.ndarray, acts: np.ndarray | None) -> np.ndarray:
         x = policy.to_tensor(chunk)
         a = None if acts is None or self.kind not in ("action", "logprob") else torch.as_tensor(
             np.maximum(acts, 0), dtype=torch.long, device=x.device)

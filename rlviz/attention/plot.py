@@ -30,7 +30,8 @@ def plot_attention_at_failure(result: Any, heatmap: Any, path: Any) -> Any:
     heat_panel(fig, axes[1], "attention before failures", heatmap.background, frame_map / max(frame_map.max(), 1e-12),
                HeatStyle("viridis", Normalize(0, 1), 0.7, label="mean attribution (max = 1)"))
     att = summarize_attention(result.episodes, "") or {"objects": {}}
-    parts = ", ".join(f"{n} {r['share_before_failure']:.3g} (elsewhere {r['share_elsewhere']:.3g})"
+    parts = ", ".join(f"{n} {r['share_before_failure']:.3g} (elsewhere "
+                      f"{'n/a' if r['share_elsewhere'] is None else format(r['share_elsewhere'], '.3g')})"
                       for n, r in att["objects"].items() if r["share_before_failure"] is not None)
     fig.suptitle(f"{heatmap.env_id}: share of attribution before failures: {parts}", fontsize=8)
     return save_figure(fig, path, 120)

@@ -18,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from ..agent.stepping import start_state
 from ..evaluate.diagnostics import Finding
 from ..evaluate.paired import bootstrap_indices, percentile_ci
 from .maps import ATTRIBUTION, object_fractions, step_shares
@@ -198,19 +199,22 @@ class ShareTrack(gym.Wrapper):
         super().__init__(recorder)
         extractor = load_extractor(objects) if isinstance(objects, str) else objects or extractor_for(env_id)
         self.tracker = AttentionTracker(spec, policy, extractor, 1, waves=1)
-        self.recorder, self.obs = recorder, None
+        self.recorder, self.obs, self.policy, self.state = recorder, None, policy, None
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)
         self.obs = np.asarray(obs)
         self.tracker.begin(self.env, self.obs, -1)
+        self.state = start_state(self.policy)  # a recurrent policy's, carried as the episode's player carries it
         return obs, info
 
     def step(self, action):
         t = self.tracker
         fr = object_fractions([t._masks(self.env)], t.names, t.pool)
         acts = np.asarray([action if np.ndim(action) == 0 else 0], np.int64)
-        shares = step_shares(t.probe.maps(self.obs[None], acts), fr)[0]
+        shares = step_shares(t.probe.maps(self.obs[None], acts, self.state), fr)[0]
+        if self.state is not None:
+            _, self.state = self.policy.step(self.obs[None], self.state)
         self.recorder.annotate(**{f"attention {n}": float(v) for n, v in zip(t.names, shares)})
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.obs = np.asarray(obs)

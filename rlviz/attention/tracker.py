@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..agent.stepping import plain
+from ..agent.stepping import plain, start_state
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from ..explain.gradients import select_target
@@ -191,11 +191,15 @@ class AttentionTracker:
         #: the step's capture is the heatmap's (the runner's ``EpisodeState.recent[-1]``, taken of the same state by
         #: an equal extractor) when captures depend on the env's state alone: no frame, no memory of earlier ones
         self.share_captures = not self.extractor.needs_frame and not getattr(self.extractor, "history", 0)
+        #: a recurrent policy: each running episode's state carried into its next step (id(EpisodeAttention) ->
+        #: state row), from its start; the env slot holds the state after the step (the lockstep decides first)
+        self.carried: dict = {}
+        self.miss_states: list = []  # the misses' carried state rows (a recurrent policy)
 
     def begin(self, env, obs, index: int) -> EpisodeAttention:
         if self.probe is None:
             self.probe = AttributionProbe(self.policy, obs, self.spec.method, self.spec.target, self.waves)
-            if not self.from_forward and np.asarray(obs).nbytes <= CACHE_OBS_BYTES:
+            if not self.from_forward and np.asarray(obs).nbytes <= CACHE_OBS_BYTES and not self.probe.recurrent:
                 self.cache = {}
         self.extractor.begin_episode(env)
         if self.share_captures:
@@ -203,6 +207,8 @@ class AttentionTracker:
         if not self.names:
             self.names = tuple(self.extractor.names or self._masks(env))
         ep = self.episodes[index] = EpisodeAttention(self.names, self.probe.hw, self.window)
+        if self.probe.recurrent:  # the state its first step is taken in
+            self.carried[id(ep)] = start_state(self.policy)
         return ep
 
     def _masks(self, env) -> dict:
@@ -287,8 +293,13 @@ class AttentionTracker:
             self.targets.append(self._targets(rows, np.asarray(indices, np.int64)))
             return
         cache, found, misses, src = self.cache, self.found, self.misses, self.src
+        recurrent = self.probe.recurrent
         for i, a in zip(rows.tolist(), np.asarray(indices).tolist()):
-            key = (buf[i].tobytes(), a)
+            key: tuple = (buf[i].tobytes(), a)
+            if recurrent:  # the map depends on the state too
+                state = self.carried[id(slots[i].attention)]
+                self.carried[id(slots[i].attention)] = slots[i].state
+                key += (b"".join(np.asarray(p).tobytes() for p in state),)
             at = misses.get(key)
             if at is None:
                 known = None if cache is None else cache.get(key)
@@ -298,6 +309,8 @@ class AttentionTracker:
                     misses[key] = at
                     self.miss_rows.append(buf[i].copy())
                     self.miss_acts.append(a)
+                    if recurrent:
+                        self.miss_states.append(state)
             src.append(at)
 
     def _run(self) -> None:
@@ -334,7 +347,8 @@ class AttentionTracker:
         found, misses = self.found, self.misses
         if misses:
             keys = list(misses)
-            computed = self.probe.maps(np.stack(self.miss_rows), np.asarray(self.miss_acts, np.int64))
+            states = tuple(np.concatenate(p) for p in zip(*self.miss_states)) if self.miss_states else None
+            computed = self.probe.maps(np.stack(self.miss_rows), np.asarray(self.miss_acts, np.int64), states)
             cache = self.cache
             for key, m in zip(keys, computed):
                 found[misses[key]] = m
@@ -343,6 +357,7 @@ class AttentionTracker:
                     self.cache_bytes += len(key[0]) + m.nbytes
         maps = np.stack([found[i] for i in self.src]) if self.src else np.zeros((0, *self.probe.hw), np.float32)
         self.src, self.found, self.misses, self.miss_rows, self.miss_acts = [], [], {}, [], []
+        self.miss_states = []
         return maps
 
     def attach(self, records: list) -> list:

@@ -22,6 +22,7 @@ from .overlay import saliency_to_frame
 from .panels_continuous import GaussianPanel
 from .panels_discrete import BarsPanel
 from .panels_features import FeaturePanel, feature_names
+from .panels_memory import MemoryStrip, memory_plot_series, memory_series
 from .plot import TimePlot, extras_series, value_plot_series
 from .style import COLORS, FONT, put_text, text_width
 
@@ -106,9 +107,25 @@ class Compositor:
             fx, fy, fw_, frow = self.layout.features
             self.features = FeaturePanel(sal, feature_names(trace.env_id, sal.shape[1]), (fx, fy, fw_), frow, fs)
             self.features.draw_static(self._background)
+        self.memory_strip, self.memory_plot = self._memory_parts()
         if internals.saliency is not None and not self._vector_sal and self._sal_mode == "auto":
             h, w = internals.saliency.shape[1:]
             self._sal_mode = "nearest" if fh % h == 0 and fw % w == 0 else "linear"
+
+    def _memory_parts(self) -> tuple:
+        """A recurrent policy's memory saliency strip and memory plot under the game (None, None without memory)."""
+        L, it = self.layout, self.internals
+        strip = plot = None
+        if L.memory_strip is not None and it.memory_saliency is not None:
+            strip = MemoryStrip(it.memory_saliency, L.memory_strip, self._fs)
+            strip.draw_static(self._background)
+        if L.memory_plot is not None and it.memory is not None:
+            plot = TimePlot(L.memory_plot, self.T, memory_plot_series(memory_series(it)), self._fs, ticks=[0])
+            plot.draw_static(self._background, [(label, color) for label, _, color in plot.series])
+            px, py, _, ph = L.memory_plot
+            put_text(self._background, "reset", px + 4, py + ph + 8 + self._lh - 2, "dim", self._fs * 0.85)
+            plot.draw_traces(self._background)
+        return strip, plot
 
     # -- geometry -------------------------------------------------------------------------------
     def _layout(self) -> None:
@@ -246,6 +263,10 @@ class Compositor:
         self._draw_entropy(out, d)
         if self.features is not None:
             self.features.draw(out, t)
+        if self.memory_strip is not None:
+            self.memory_strip.draw(out, t)
+        if self.memory_plot is not None:
+            self.memory_plot.draw(out, t)
         return out
 
     def _draw_entropy(self, img, d: PanelData) -> None:

@@ -98,6 +98,8 @@ class PanelLayout:
     entropy_bar: tuple
     extras_plot: tuple | None = None
     features: tuple | None = None  # (x, y, w, row_h) of the per-feature saliency bars (vector observations)
+    memory_strip: tuple | None = None  # (x, y, w, h) of the memory saliency strip under the game (recurrent policies)
+    memory_plot: tuple | None = None  # (x, y, w, h) of the memory plot under the game (recurrent policies)
 
 
 def panel_layout(opt: ComposeOptions, frame_hw: tuple[int, int], action_names, internals: EpisodeInternals,
@@ -138,8 +140,26 @@ def panel_layout(opt: ComposeOptions, frame_hw: tuple[int, int], action_names, i
         features = (px + m, y, pw - 2 * m, feature_rows(d, lh))
         y += d * features[3] + 4
     y += (2 if sal is not None else 1) * lh + m  # saliency line (and its colour scale)
-    height = ceil16(max(gh, int(opt.min_height), y))
+    strip, mplot, left = _memory_boxes(internals, gw, gh, lh)
+    height = ceil16(max(gh, int(opt.min_height), y, left))
     width = ceil16(gw + pw)
-    layout = PanelLayout(width, height, k, (0, (height - gh) // 2, gw, gh), px, bar_x0, bar_len, rows, row_h - 4,
-                         plot, ebar, extras, features)
+    game_y = 0 if left > gh else (height - gh) // 2  # with the memory under it, the game sits at the top
+    layout = PanelLayout(width, height, k, (0, game_y, gw, gh), px, bar_x0, bar_len, rows, row_h - 4,
+                         plot, ebar, extras, features, strip, mplot)
     return layout, names
+
+
+def _memory_boxes(internals: EpisodeInternals, gw: int, gh: int, lh: int) -> tuple:
+    """(strip box or None, memory plot box or None, the height the game column needs) for a recurrent policy's
+    memory under the game frame (none without memory: the feed-forward layout is unchanged)."""
+    m, y, w = 12, gh, max(gw - 24, 160)
+    strip = plot = None
+    if internals.memory_saliency is not None:
+        y += 8 + lh
+        strip = (m, y, w, 22)
+        y += 22 + lh + 6
+    if internals.memory is not None:
+        y += lh + 6
+        plot = (m, y, w, 70)
+        y += 70 + 8 + lh
+    return strip, plot, (y + m if strip or plot else gh)

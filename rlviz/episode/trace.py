@@ -336,6 +336,10 @@ class EpisodeInternals(PolicyFields):
     extras:   {name: float32 [T+1]}: the user's own per-step scalars (``RecordEpisode.annotate(**extra)``)
     action_masks: bool [T+1, A] or None: the actions the policy was allowed (MaskablePPO; masked ones have
               probability 0)
+    memory:   float32 [T+1, D] or None: a recurrent policy's memory after each step (``memory_of``: an LSTM's h)
+    memory_saliency: float32 [T+1, W] or None: row t, column k: the share of step t's decision that comes from
+              observation t-k through the memory (NaN where t-k < 0; :mod:`rlviz.explain.memory`)
+    memory_kind: the policy's ``memory_kind`` ("lstm", "gru", "other"; "" without memory)
     """
 
     entropy: np.ndarray
@@ -345,3 +349,6 @@ class EpisodeInternals(PolicyFields):
     saliency_label: str = ""
     extras: dict | None = None
     action_masks: np.ndarray | None = None
+    memory: np.ndarray | None = None
+    memory_saliency: np.ndarray | None = None
+    memory_kind: str = ""

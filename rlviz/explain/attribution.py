@@ -10,7 +10,8 @@ passed is changed (gradients are taken on a detached copy; the module's ``.grad`
 alone). :meth:`SaliencyMethod.maps` reduces it to one number per pixel, as the videos draw it (the functional
 :func:`rlviz.explain.attribute` is ``maps``). Each class also says what it needs of a policy (:meth:`check_policy`,
 the one rule the recorder, :func:`~rlviz.explain.attribute` and attention all apply, read from the policy's
-:class:`~rlviz.agent.capabilities.PolicyCapabilities`). ``times_input=True`` gives attention's attribution per
+:class:`~rlviz.agent.capabilities.PolicyCapabilities`; a recurrent policy is explained given the state it carried:
+:class:`~rlviz.explain.given_state.GivenState`, :func:`~rlviz.explain.episode_saliency`). ``times_input=True`` gives attention's attribution per
 object: |attribution x input| summed over channels (the perturbation score is already spatial and stays as is).
 
 Importing this module loads no torch (the recorder validates its options with it); the methods load it.
@@ -85,10 +86,10 @@ class SaliencyMethod:
             raise UsageError(f"saliency {cls.name!r} takes gradients, but this policy is forward-only ({who}: a numpy "
                              "callable); use saliency 'perturbation' (CLI: --saliency perturbation), which needs "
                              "forward passes only.")
-        if caps.recurrent:
-            raise UsageError(f"saliency {cls.name!r}: this policy is recurrent ({who}: its outputs depend on its state, "
-                             "not only on the observation), which saliency does not handle yet; use no saliency "
-                             "(CLI: --saliency none; API: saliency=None).")
+        if caps.recurrent and not callable(getattr(policy, "torch_step", None)):
+            raise UsageError(f"saliency {cls.name!r}: this policy is recurrent ({who}: its outputs depend on its state) "
+                             "but has no torch_step, the differentiable step saliency takes (docs/memory.md); use no "
+                             "saliency (CLI: --saliency none; API: saliency=None).")
 
     @classmethod
     def known_options(cls, options: dict) -> dict:

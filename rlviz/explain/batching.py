@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..agent.capabilities import capabilities_of
 from ..agent.policy import Policy
 from ..errors import UsageError
 from .gradients import _batch_size, _check_actions, check_no_train_batchnorm, resolve_target
@@ -81,6 +82,10 @@ def iter_chunks(method: Any, obs: Any, target: Any, actions: Any, elementwise: b
             f"{getattr(obs, 'shape', None)}. Add a batch axis (obs[None]) for a single observation."
         )
     cls.check_policy(policy)
+    if capabilities_of(policy).recurrent:
+        raise UsageError(f"attribute() on a recurrent policy ({type(policy).__name__}) needs the state each observation "
+                         "was seen in: pass rlviz.explain.GivenState(policy, state_rows), or use episode_saliency() on "
+                         "the episode's observations in order (it carries the state).")
     is_bool = obs.dtype in (np.bool_, torch.bool)
     lay = detect_layout(obs.shape[1:], np.bool_ if is_bool else None, method.layout, vector=True)
     if lay.is_vector and cls.spatial:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .._deprecated import old_keywords
+from ..agent.capabilities import capabilities_of
 from ..agent.policy import Policy
 from ..choices import SALIENCY_METHODS
 from ..errors import UsageError
@@ -76,6 +77,8 @@ class AttributionOptions:
     chunk: :func:`episode_saliency`: frames read and attributed per call (default 256).
     percentile: :func:`episode_saliency`: the episode's maps are divided by this percentile of their values
         (default 99.5; :func:`normalise_episode`).
+    states: :func:`episode_saliency` of a recurrent policy: the state rows [T+1, ...] each frame was seen in
+        (:func:`~rlviz.explain.given_state.carried_states`; default None: computed from the initial state).
     """
 
     layout: str | None = None
@@ -83,6 +86,7 @@ class AttributionOptions:
     memory_budget_mb: float = 512.0
     chunk: int = 256
     percentile: float = 99.5
+    states: tuple | None = None
 
 
 def _fold_attribution(args: tuple, kwargs: dict, old: dict) -> tuple:
@@ -167,6 +171,9 @@ def episode_saliency(
     ``options.percentile``, label e.g. "gradient · chosen action's logit").
     The maps go to ``out`` if given, else to a disk-backed np.memmap in the temp folder (its file is
     unlinked at once and freed with the array), so RAM does not grow with episode length.
+    A recurrent policy (``torch_step``, docs/memory.md): frame t's map is its saliency given the state carried into
+    step t (``options.states``: those state rows [T+1, ...], :func:`~rlviz.explain.given_state.carried_states`;
+    default: computed here from the policy's initial state).
     """
     opts = _check_options(options, "episode_saliency")
     n = int(observations.shape[0]) if hasattr(observations, "shape") and len(observations.shape) else 0
@@ -176,13 +183,18 @@ def episode_saliency(
             f"episode_saliency needs observations [T+1, ...] and actions [T] (or [T+1]); received "
             f"{getattr(observations, 'shape', None)} and {acts.shape}."
         )
+    states = None
+    if capabilities_of(policy).recurrent:  # each frame explained given the state it was seen in
+        from .given_state import carried_states
+
+        states = carried_states(policy, observations) if opts.states is None else opts.states
     if acts.shape[0] == n - 1:
-        last = policy.evaluate(np.asarray(observations[n - 1 : n])).logits.argmax(-1).astype(np.int64)
+        last = _last_argmax(policy, observations, states)
         acts = np.concatenate([acts.astype(np.int64), last])
     chunk, method = max(1, int(opts.chunk)), attribution_class(method).name
     with bar(n, f"saliency ({method})", unit="frame") as progress:
         out = _episode_maps(policy, observations, acts, method, target, chunk, out, progress,
-                            replace(opts, chunk=chunk), method_options)
+                            replace(opts, chunk=chunk), method_options, states)
     warn_if_all_zero(method, out, n, chunk)
     return (normalise_episode(out, opts.percentile, out=out),
             saliency_label(method, target, continuous_actions(policy)))
@@ -201,13 +213,38 @@ def warn_if_all_zero(method: str | type[SaliencyMethod], maps: np.ndarray, n: in
         )
 
 
-def _episode_maps(policy, observations, acts, method, target, chunk, out, progress, options, method_options
-                  ) -> np.ndarray:
+def _last_argmax(policy, observations, states) -> np.ndarray:
+    """int64 [1]: the argmax of the last frame (the one no action was taken on), given its carried state."""
+    n = int(observations.shape[0])
+    if states is None:
+        return policy.evaluate(np.asarray(observations[n - 1 : n])).logits.argmax(-1).astype(np.int64)
+    out, _ = policy.step(np.asarray(observations[n - 1 : n]), tuple(s[n - 1 : n] for s in states))
+    return out.logits.argmax(-1).astype(np.int64)
+
+
+def _chunk_maps(policy, obs, acts, method, target, options, method_options, states) -> np.ndarray:
+    """The maps of one chunk of frames; a recurrent policy's given each frame's carried state (gradient: the chunk
+    in one pass; the methods with many inputs per frame: frame by frame, its state given to each input)."""
+    if states is None:
+        return attribute(policy, obs, method, target, acts, options=options, **method_options)
+    from .given_state import GivenState
+
+    if attribution_class(method).name == "gradient":
+        whole = replace(options, batch_size=max(int(obs.shape[0]), int(options.batch_size or 0)))
+        return attribute(GivenState(policy, states), obs, method, target, acts, options=whole, **method_options)
+    return np.concatenate([attribute(GivenState(policy, tuple(s[i : i + 1] for s in states)), obs[i : i + 1], method,
+                                     target, acts[i : i + 1], options=options, **method_options)
+                           for i in range(obs.shape[0])])
+
+
+def _episode_maps(policy, observations, acts, method, target, chunk, out, progress, options, method_options,
+                  states=None) -> np.ndarray:
     """The raw maps of every frame, ``chunk`` frames at a time, into ``out`` (a disk-backed memmap by default)."""
     n = acts.shape[0]
     for s in range(0, n, chunk):
         obs = np.asarray(observations[s : s + chunk])
-        maps = attribute(policy, obs, method, target, acts[s : s + chunk], options=options, **method_options)
+        rows = None if states is None else tuple(np.asarray(p[s : s + chunk]) for p in states)
+        maps = _chunk_maps(policy, obs, acts[s : s + chunk], method, target, options, method_options, rows)
         if out is None:
             out = np.memmap(tempfile.TemporaryFile(prefix="rlviz-saliency-"), dtype=np.float32, mode="w+",
                             shape=(n,) + maps.shape[1:])

@@ -26,11 +26,12 @@ import numpy as np
 import torch
 
 from .. import progress
+from ..agent.capabilities import capabilities_of
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
 from ..envs import make_env
 from ..errors import UsageError
 from ..evaluate.workers import Backend
-from ..explain import attribute, attribution_class
+from ..explain import GivenState, attribute, attribution_class
 from ..sinks.base import Sink
 from ..sources import LoadedAgent
 from .outdir import claim_out_dir, job_inputs, run_folder
@@ -139,11 +140,15 @@ def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
         obs = np.asarray(env.reset(seed=config.seed)[0])[None]
     finally:
         env.close()
-    attribute(agent.policy, obs, method=config.saliency, target=config.saliency_target)
+    policy = agent.policy
+    if capabilities_of(policy).recurrent:  # explained given its state: the episode's first step's
+        attribution_class(config.saliency).check_policy(policy)
+        policy = GivenState(policy, policy.initial_state(1))  # type: ignore[attr-defined]  # a recurrent policy
+    attribute(policy, obs, method=config.saliency, target=config.saliency_target)
     if attribution_class(config.saliency).gradients:
-        x = agent.policy.to_tensor(obs).requires_grad_(True)
+        x = policy.to_tensor(obs).requires_grad_(True)
         with torch.enable_grad():
-            logits, _ = agent.policy.forward(x)
+            logits, _ = policy.forward(x)
         if not logits.requires_grad:
             raise UsageError(
                 f"--saliency {config.saliency} needs gradients of the policy's outputs with respect to the "

@@ -86,7 +86,7 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
         agent.policy,
         name_prefix=name_prefix,
         options=RecordOptions(gamma=gamma, saliency=config.saliency, saliency_target=config.saliency_target,
-                              action_names=agent.action_names, compose_options=ComposeOptions(min_seconds=min_seconds),
+                              memory_window=getattr(config, "memory_window", 16), action_names=agent.action_names, compose_options=ComposeOptions(min_seconds=min_seconds),
                               background=False),  # a batch job draws in its own thread (no writer thread to stop)
     )
     spec = attention_spec(config)  # with attention: the per-object share track under the panels

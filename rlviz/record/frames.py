@@ -93,6 +93,8 @@ class RecordOptions:
         TensorBoard ``SummaryWriter`` or a list of these.
     grid_width: ``RecordVectorEpisode(envs_to_record="grid")``: each tile is a sub-env's frame shrunk (never
         enlarged) so that the grid of ceil(sqrt(n)) columns is at most this wide.
+    memory_window: a recurrent policy with saliency on: the memory saliency of each step over its last W
+        observations (default 16; 0: none). The memory itself is drawn and kept with any recurrent policy.
     """
 
     strip: bool = False
@@ -109,8 +111,11 @@ class RecordOptions:
     background: bool = True
     sinks: Any = "auto"
     grid_width: int = 1280
+    memory_window: int = 16
 
     def __post_init__(self) -> None:
+        if int(self.memory_window) < 0:
+            raise UsageError(f"memory_window={self.memory_window}; use 0 (no memory saliency) or a number of steps.")
         if not 0.0 <= float(self.gamma) <= 1.0:
             raise UsageError(f"gamma={self.gamma} is outside [0, 1].")
         if not 0 <= int(self.crf) <= 51:
@@ -305,11 +310,14 @@ class EpisodeVideo:
 
     def _write(self, rec: dict[str, Any], trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
         from .internals import compute_internals
+        from .memory import add_memory
 
         opt = self.options
         try:
             internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target,
                                           self._annotations, self.spec, observation_space=observation_space)
+            internals = add_memory(internals, trace, policy, opt.saliency, opt.saliency_target, opt.memory_window,
+                                   observation_space)
             self._draw(trace, internals)
             self.internals = replace(internals, saliency=None)
         finally:

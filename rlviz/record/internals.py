@@ -254,6 +254,9 @@ def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Pa
         data["squash"] = np.bool_(internals.squash)
     for name, v in (internals.extras or {}).items():
         data[f"extra_{name}"] = v
+    from .memory import memory_arrays
+
+    data.update(memory_arrays(internals))
     from ..media.atomic import atomic_path  # (rlviz.media loads with the first video, not with the recorder)
 
     with atomic_path(path) as tmp:

@@ -8,6 +8,11 @@ SB3's: the probabilities ``policy.get_distribution(obs, states.pi, episode_start
 ``predict``'s), the value ``policy.forward(obs, states, episode_starts)``'s, computed here in one pass through the
 features extractor(s) as SB3's ``_process_sequence`` does. Observations are raw (SB3's ``preprocess_obs`` runs
 inside), optionally normalised first by VecNormalize statistics (``obs_transform``).
+
+The recurrent contract of 0.5 (docs/memory.md): :meth:`SB3RecurrentPolicy.torch_step` is one differentiable step
+on batch-first torch states (what :meth:`~SB3RecurrentPolicy.step` computes, under ``no_grad``),
+:meth:`~SB3RecurrentPolicy.state_tensors` / :meth:`~SB3RecurrentPolicy.state_arrays` convert the state rows,
+:meth:`~SB3RecurrentPolicy.memory_of` is the actor LSTM's last-layer h (``memory_kind`` "lstm").
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ class SB3RecurrentPolicy(Policy):
 
     stateful = True
     obs_format = "raw"  # SB3 preprocesses observations itself
+    memory_kind = "lstm"
 
     def __init__(self, policy, num_actions: int, device="auto", obs_transform=None):
         if not is_recurrent(policy):
@@ -56,18 +62,32 @@ class SB3RecurrentPolicy(Policy):
         """n rows of zeros: (h_pi, c_pi[, h_vf, c_vf]), each float32 [n, layers, hidden]."""
         return tuple(np.zeros((int(n),) + self._shape, np.float32) for _ in range(self._parts))
 
-    def _to_torch(self, state) -> tuple:
+    def _check(self, state) -> None:
         want = self._shape
         if len(state) != self._parts or any(tuple(np.shape(s)[1:]) != want for s in state):
             got = [tuple(np.shape(s)) for s in state]
             raise UsageError(f"A RecurrentPPO state is {self._parts} arrays [rows, {want[0]}, {want[1]}]; received "
                              f"{got}. Start it with policy.initial_state(rows).")
-        return tuple(torch.as_tensor(np.asarray(s, np.float32), device=self.device).transpose(0, 1).contiguous()
-                     for s in state)
+
+    def _to_torch(self, state) -> tuple:
+        """State rows -> SB3's layout: torch float32 [layers, rows, hidden] each."""
+        return tuple(t.transpose(0, 1).contiguous() for t in self.state_tensors(state))
+
+    def state_tensors(self, rows) -> tuple:
+        """State rows (numpy, batch-first) -> torch float32 tensors [rows, layers, hidden] on the policy's device."""
+        self._check(rows)
+        return tuple(torch.as_tensor(np.asarray(s, np.float32), device=self.device) for s in rows)
 
     @staticmethod
-    def _to_numpy(state) -> tuple:
-        return tuple(s.transpose(0, 1).cpu().numpy() for s in state)
+    def state_arrays(tensors) -> tuple:
+        """Batch-first torch state tensors -> state rows (numpy float32, detached)."""
+        return tuple(t.detach().float().cpu().numpy() for t in tensors)
+
+    def memory_of(self, rows) -> np.ndarray:
+        """The hidden vector to show: the actor LSTM's last-layer h, float32 [rows, hidden] (not c, not the
+        critic LSTM's)."""
+        self._check(rows)
+        return np.asarray(rows[0], np.float32)[:, -1, :]
 
     # -- the network ----------------------------------------------------------------------------
     @staticmethod
@@ -98,6 +118,17 @@ class SB3RecurrentPolicy(Policy):
                             value.float().cpu().numpy(), self.kind)
 
     # -- the Policy contract --------------------------------------------------------------------
+    def torch_step(self, obs: torch.Tensor, state: tuple) -> tuple[dict, tuple]:
+        """One differentiable env step per row: obs [B, *obs] (:meth:`to_tensor`'s), state batch-first torch
+        tensors (:meth:`state_tensors`) -> ({"logits": log-probabilities [B, A], "value": [B]}, the new state,
+        batch-first). Gradients flow to ``obs`` and to the state tensors."""
+        if len(state) != self._parts:
+            raise UsageError(f"A RecurrentPPO state is {self._parts} tensors; received {len(state)}. Start it with "
+                             "policy.state_tensors(policy.initial_state(rows)).")
+        sb3 = tuple(t.transpose(0, 1).contiguous() for t in state)
+        h, new = self._run(obs, sb3, rows=int(obs.shape[0]))
+        return h, tuple(t.transpose(0, 1) for t in new)
+
     @torch.no_grad()
     def step(self, obs, state, masks=None) -> tuple[PolicyOutput, tuple]:
         """One env step per row: obs [B, *obs], state B rows (:meth:`initial_state`) -> (PolicyOutput [B], the new
@@ -110,10 +141,10 @@ class SB3RecurrentPolicy(Policy):
         n, logits, values, new = obs.shape[0], [], [], []
         for at in range(0, n, rows):
             o, s = _pad(obs[at : at + rows], rows), tuple(_pad(part[at : at + rows], rows) for part in state)
-            h, out = self._run(self.to_tensor(o), self._to_torch(s), rows=rows)
+            h, out = self.torch_step(self.to_tensor(o), self.state_tensors(s))
             logits.append(h["logits"])
             values.append(h["value"])
-            new.append(self._to_numpy(out))
+            new.append(self.state_arrays(out))
         state = tuple(np.concatenate(parts)[:n] for parts in zip(*new))
         return self._output(torch.cat(logits)[:n], torch.cat(values)[:n]), state
 
