@@ -21,7 +21,7 @@ from .arrays import as_numpy
 if TYPE_CHECKING:  # torch is imported only when a policy is evaluated (annotations alone need none)
     from ..agent.policy import Policy
 
-__all__ = ["Annotations", "compute_internals", "save_episode_data"]
+__all__ = ["Annotations", "compute_internals", "episode_arrays", "save_episode_data"]
 
 _NAMED = ("logits", "value", "mean", "std", "log_std")
 
@@ -227,7 +227,17 @@ def _saliency(trace: Any, policy: Any, out: Any, method: Any, target: Any) -> An
 
 def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Path, fps: float | None = None) -> Path:
     """Per-step numbers of an episode (no frames) as ``.npz``, written under a temporary name first; ``fps`` is
-    the rate its video plays at (frame t = step t), default the trace's."""
+    the rate its video plays at (frame t = step t), default the trace's. The arrays are :func:`episode_arrays`'."""
+    data = episode_arrays(trace, internals, fps)
+    from ..media.atomic import atomic_path  # (rlviz.media loads with the first video, not with the recorder)
+
+    with atomic_path(path) as tmp:
+        np.savez_compressed(tmp, **data)
+    return path
+
+
+def episode_arrays(trace: EpisodeTrace, internals: EpisodeInternals, fps: float | None = None) -> dict[str, Any]:
+    """The per-step numbers :func:`save_episode_data` writes, by name (the annotated extras as ``extra_<name>``)."""
     data = {
         "actions": trace.actions,
         "rewards": trace.rewards,
@@ -254,9 +264,5 @@ def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Pa
         data["squash"] = np.bool_(internals.squash)
     for name, v in (internals.extras or {}).items():
         data[f"extra_{name}"] = v
-    from ..media.atomic import atomic_path  # (rlviz.media loads with the first video, not with the recorder)
-
-    with atomic_path(path) as tmp:
-        np.savez_compressed(tmp, **data)
-    return path
+    return data
 
