@@ -66,9 +66,11 @@ class AgentSpec:
 class AgentsOptions:
     """The multi-agent recorders' options: ``record`` (how videos are encoded and what is kept: a
     :class:`~rlviz.record.RecordOptions`; its ``gamma``, ``preset``, ``crf``, ``save_data``, ``spool_dir`` and
-    ``background`` apply) and ``layout`` (an :class:`~rlviz.draw.panels_agents.AgentsLayout`)."""
+    ``background`` apply; by default libx264's ``ultrafast`` preset: a frame of many columns is large and mostly
+    flat) and ``layout`` (an :class:`~rlviz.draw.panels_agents.AgentsLayout`). Panel videos are handed to the encoder
+    as YUV 4:2:0 (:class:`~rlviz.media.VideoWriter`'s ``yuv``)."""
 
-    record: RecordOptions = field(default_factory=RecordOptions)
+    record: RecordOptions = field(default_factory=lambda: RecordOptions(preset="ultrafast"))
     layout: AgentsLayout = field(default_factory=AgentsLayout)
 
     @staticmethod
@@ -351,9 +353,9 @@ class AgentsVideo:
             comp = AgentsCompositor(frames.shape[1:3], timelines, self.options.layout, self.labels.env_id)
             opt = self.options.record
             buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
-            with VideoWriter(self.path, self.fps, comp.size, preset=opt.preset, crf=opt.crf) as writer:
-                for start in range(0, num_frames, 32):
-                    chunk = frames[start: start + 32]
+            with VideoWriter(self.path, self.fps, comp.size, preset=opt.preset, crf=opt.crf, yuv=True) as writer:
+                for start in range(0, num_frames, 8):
+                    chunk = frames[start: start + 8]
                     for i, frame in enumerate(chunk):
                         writer.write(comp.render(start + i, frame, out=buf))
             if opt.save_data:
