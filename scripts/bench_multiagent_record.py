@@ -38,12 +38,13 @@ import json, os, resource, sys, threading, time, warnings
 import numpy as np
 warnings.simplefilter("ignore")
 ffmpeg_kb = [0]
-def watch():  # the peak resident memory (VmHWM) of this process's children (the ffmpeg encoders), polled
+def watch():  # the peak resident memory (VmHWM) of this process's ffmpeg children (after their exec), polled
     me = str(os.getpid())
     while True:
         for pid in os.listdir("/proc"):
             try:
-                if pid.isdigit() and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1] == me:
+                if (pid.isdigit() and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1] == me
+                        and "ffmpeg" in open(f"/proc/{pid}/comm").read()):
                     for line in open(f"/proc/{pid}/status"):
                         if line.startswith("VmHWM:"):
                             ffmpeg_kb[0] = max(ffmpeg_kb[0], int(line.split()[1]))

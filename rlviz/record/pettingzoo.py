@@ -236,7 +236,8 @@ class _Recording:
                           "or not annotated before its first step); annotate from the first step of episodes chosen "
                           "by episode_trigger.", stacklevel=3)
 
-    def _close_video(self) -> None:
+    def finish_videos(self) -> None:
+        """Finish the current video, if any (an episode cut short), and wait until every video is written."""
         if self._video is not None:
             self.stop_recording()
         self.wait()
@@ -302,7 +303,7 @@ class RecordParallelEpisode(_Recording, BaseParallelWrapper):
 
     def close(self) -> None:
         try:
-            self._close_video()
+            self.finish_videos()
         finally:
             self.env.close()
 
@@ -390,7 +391,7 @@ class RecordAECEpisode(_Recording, BaseWrapper):
 
     def close(self) -> None:
         try:
-            self._close_video()
+            self.finish_videos()
         finally:
             self.env.close()
 
