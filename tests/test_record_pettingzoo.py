@@ -184,3 +184,25 @@ def test_api_test_passes_with_panels_on_an_aec_env(tmp_path):
     api_test(env, num_cycles=8)
     env.close()
     assert list(tmp_path.glob("*.npz"))
+
+
+@pytest.mark.parametrize(("ours", "theirs"), [(RecordParallelEpisode, RecordVideoParallel), (RecordAECEpisode, RecordVideo)])
+def test_signature_is_pettingzoos_plus_policies_and_options(ours, theirs):
+    import inspect
+
+    mine = inspect.signature(ours).parameters
+    for name, p in inspect.signature(theirs).parameters.items():
+        assert name in mine, name
+        if name not in ("env", "gc_trigger"):  # (gc_trigger: both default to collecting after every video)
+            assert mine[name].default == p.default, name
+    assert set(mine) - set(inspect.signature(theirs).parameters) == {"policies", "options"}
+
+
+def test_without_pettingzoo_the_import_says_which_extra(tmp_path):
+    import subprocess
+
+    code = ("import sys; sys.modules['pettingzoo'] = None\n"
+            "try:\n    import rlviz.record.pettingzoo\nexcept ImportError as e:\n    print(type(e).__name__, e)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.startswith("MissingDependencyError") and 'pip install "rlviz[pettingzoo]"' in out
+    assert "\n" not in out.strip()  # one line

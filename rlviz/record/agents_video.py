@@ -363,7 +363,8 @@ class AgentsVideo:
         finally:
             self._close_spools()
 
-    def _timeline(self, agent: str, trace: EpisodeTrace | None, internals: EpisodeInternals | None, num_frames: int):
+    def _timeline(self, agent: str, trace: EpisodeTrace | None, internals: EpisodeInternals | None,
+                  num_frames: int) -> Any:
         from ..draw.panels_agents import AgentTimeline
 
         track = self._tracks[agent]
@@ -400,7 +401,7 @@ class AgentsVideo:
             np.savez_compressed(tmp, **data)
 
 
-def _pad(values: array, n: int) -> None:
+def _pad(values: array[float], n: int) -> None:
     """Extend ``values`` with zeros to ``n`` items."""
     if len(values) < n:
         values.extend([0.0] * (n - len(values)))

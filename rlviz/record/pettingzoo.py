@@ -91,6 +91,7 @@ class _Recording:
     """What both recorders share: the triggers, the folder, the video being recorded and its writer."""
 
     _video: AgentsVideo | None
+    gc_trigger: Callable[[int], bool] | None
 
     def _setup(self, env: Any, video_folder: Any, triggers: tuple[Any, Any], video_length: int, name: tuple[str, Any],
                policies: Any, options: Any) -> None:
@@ -253,7 +254,7 @@ class _Recording:
                 warnings.warn(f"{type(self).__name__}: the last video was not finished; call close().", stacklevel=1)
 
 
-class RecordParallelEpisode(_Recording, BaseParallelWrapper):
+class RecordParallelEpisode(_Recording, BaseParallelWrapper):  # type: ignore[misc]  # (PettingZoo is untyped)
     """PettingZoo's ``RecordVideoParallel`` (same arguments), plus ``policies`` and ``options`` (an
     :class:`~rlviz.record.agents_video.AgentsOptions` or a :class:`~rlviz.record.RecordOptions`). See the module
     docstring; ``annotate`` before ``step`` gives the loop's own numbers."""
@@ -343,7 +344,7 @@ class RecordParallelEpisode(_Recording, BaseParallelWrapper):
         self._del()
 
 
-class RecordAECEpisode(_Recording, BaseWrapper):
+class RecordAECEpisode(_Recording, BaseWrapper):  # type: ignore[misc]  # (PettingZoo is untyped)
     """PettingZoo's ``RecordVideo`` for AEC envs (same arguments), plus ``policies`` and ``options`` (see the module
     docstring). One frame per ``step`` (an agent's move); ``annotate`` before ``step`` gives the moving agent's
     numbers."""
