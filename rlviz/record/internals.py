@@ -33,12 +33,21 @@ class Annotations:
     def __init__(self, spec: ActionSpec | None = None):
         self.rows: dict[str, list[Any]] = {}
         self.spec = spec
+        self._sizes_of: tuple[ActionSpec | None, dict[Any, Any]] | None = None
 
     def __bool__(self) -> bool:
         return bool(self.rows)
 
     def _sizes(self) -> dict[Any, Any]:
-        spec = self.spec
+        cached = self._sizes_of
+        if cached is not None and cached[0] is self.spec:
+            return cached[1]
+        sizes = self._sizes_for(self.spec)
+        self._sizes_of = (self.spec, sizes)  # (one dict per spec: add() runs once per step and agent)
+        return sizes
+
+    @staticmethod
+    def _sizes_for(spec: ActionSpec | None) -> dict[Any, Any]:
         if spec is None:
             return {}
         if spec.continuous:
