@@ -122,3 +122,40 @@ def test_annotate_needs_the_whole_batch_and_a_supersuit_env(tmp_path):
         RecordSuperSuitGame(_envs(), tmp_path, game=2)
     with pytest.raises(UsageError, match="SuperSuit"):
         RecordSuperSuitGame(object(), tmp_path)
+
+
+def test_an_sb3_model_trained_on_supersuit_envs_is_every_agents_policy(tmp_path):
+    """PettingZoo's SB3 tutorial shape: PPO on the SuperSuit vector env (rows = pistons), then one game recorded with
+    the model as the pistons' shared policy: each agent's logits and value are the model's on its own observations."""
+    sb3 = pytest.importorskip("stable_baselines3")
+    from rlviz.record.pettingzoo import RecordParallelEpisode
+    from rlviz.sources.sb3 import sb3_policy
+
+    def game():
+        env = pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=PISTONS, continuous=False, max_cycles=8)
+        return ss.resize_v1(ss.color_reduction_v0(env, "B"), x_size=16, y_size=16)
+
+    train = ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(game()), 1, num_cpus=0, base_class="stable_baselines3")
+    torch.manual_seed(0)  # (SuperSuit's vector env takes no seed= from SB3)
+    model = sb3.PPO("MlpPolicy", train, n_steps=16, batch_size=32, n_epochs=1, device="cpu",
+                    policy_kwargs={"net_arch": [16]})
+    model.learn(64)
+    train.close()
+    policy = sb3_policy(model, device="cpu")
+    env = RecordParallelEpisode(game(), tmp_path, policies=policy)
+    obs, _ = env.reset(seed=3)
+    seen: dict[str, list] = {a: [] for a in env.agents}
+    while env.agents:
+        for a in env.agents:
+            seen[a].append(obs[a])
+        actions = {a: int(model.predict(obs[a], deterministic=True)[0]) for a in env.agents}
+        obs, *_ = env.step(actions)
+    for a in seen:
+        seen[a].append(obs[a])  # the last observation (the step that ended the game)
+    env.close()
+    z = np.load(env.last_video_path.with_suffix(".npz"))
+    for a, rows in seen.items():
+        want = policy.evaluate(np.stack(rows))
+        np.testing.assert_allclose(z[f"{a}/logits"], want.logits, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(z[f"{a}/value"], want.value, rtol=1e-5, atol=1e-6)
+        assert len(rows) == probe_video(env.last_video_path).num_frames
