@@ -209,3 +209,32 @@ def test_thumbnails_fit_their_box():
     assert th.shape == (42, 42, 3) and (th == 255).all()  # stacked greys: the last frame, floats in [0, 1] x255
     assert is_image_observation(img) and not is_image_observation(np.zeros((27, 5)))
     assert not is_image_observation({"observation": img}) and not is_image_observation(np.zeros(8))
+
+
+def _turns(obs):
+    """Logits picking (step + i) % 3 from Tag's observation 10 * step + i (a 50-point margin: greedy and sampled
+    actions agree)."""
+    v = np.asarray(obs, np.int64).reshape(len(obs), -1)[:, 0]
+    return 50.0 * np.eye(3, dtype=np.float32)[(v // 10 + v % 10) % 3]
+
+
+def test_play_agents_with_a_shared_policy_gives_each_agents_statistics(tmp_path):
+    from rlviz.record.agents_play import play_agents
+
+    env = RecordParallelEpisode(Tag(n=3, leave=(1, 3), length=6), tmp_path, policies=_turns)
+    result = play_agents(env, seed=4, greedy=True)
+    assert result.steps == 6 and result.lengths == {"agent_0": 6, "agent_1": 3, "agent_2": 6}
+    for i in range(3):
+        k = result.lengths[f"agent_{i}"]
+        assert result.returns[f"agent_{i}"] == float((i + 1) * ((np.arange(k) + i) % 3).sum())
+    assert result.terminated == {"agent_0": False, "agent_1": True, "agent_2": False}
+    assert result.truncated == {"agent_0": True, "agent_1": False, "agent_2": True}
+    assert result.video_path == tmp_path / "rl-video-episode-0.mp4"
+    z = np.load(result.video_path.with_suffix(".npz"))
+    np.testing.assert_array_equal(z["agent_2/actions"], (np.arange(6) + 2) % 3)
+    again = play_agents(Tag(n=3, leave=(1, 3), length=6), {f"agent_{i}": _turns for i in range(3)}, seed=4)
+    assert (again.returns, again.video_path) == (result.returns, None)  # sampled: exp(-50) away from the argmax
+    cut = play_agents(Tag(n=3, leave=None, length=6), _turns, seed=0, max_steps=2)
+    assert cut.steps == 2 and not any(cut.terminated.values()) and not any(cut.truncated.values())
+    with pytest.raises(UsageError, match="policy for every agent"):
+        play_agents(Tag(), {"agent_0": _turns})
