@@ -40,7 +40,8 @@ def play_agents(env: Any, policies: Any = None, *, seed: int | None = None, gree
     """Play one episode of the PettingZoo parallel ``env`` with ``policies`` (one for all agents, or
     ``{agent: policy}``; default: the recorder's when ``env`` is a RecordParallelEpisode given ``policies=``)."""
     from ..agent.actions import sample_actions, to_env_action
-    from .pettingzoo import RecordParallelEpisode, agent_specs
+    from .agents_recording import agent_specs
+    from .pettingzoo import RecordParallelEpisode
 
     recorder = env if isinstance(env, RecordParallelEpisode) else None
     specs = recorder.specs if recorder is not None and policies is None else agent_specs(env, policies)
