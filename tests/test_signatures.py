@@ -25,6 +25,9 @@ RECORD_VIDEO = ("env", "video_folder", "episode_trigger", "step_trigger", "video
 DROP_INS = {
     # gymnasium.wrappers.RecordVideo, plus the policy whose internals it draws and the RecordOptions
     "rlviz.record.wrapper.RecordEpisode": (RECORD_VIDEO, {"policy", "options"}),
+    # PettingZoo's RecordVideoParallel / RecordVideo (gymnasium's arguments), plus the agents' policies and options
+    "rlviz.record.pettingzoo.RecordParallelEpisode": (RECORD_VIDEO, {"policies", "options"}),
+    "rlviz.record.pettingzoo.RecordAECEpisode": (RECORD_VIDEO, {"policies", "options"}),
 }
 
 #: drop-ins that differ from their original in a way the rule above does not cover, each with its reason.

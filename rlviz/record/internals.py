@@ -21,7 +21,7 @@ from .arrays import as_numpy
 if TYPE_CHECKING:  # torch is imported only when a policy is evaluated (annotations alone need none)
     from ..agent.policy import Policy
 
-__all__ = ["Annotations", "compute_internals", "save_episode_data"]
+__all__ = ["Annotations", "compute_internals", "episode_arrays", "save_episode_data"]
 
 _NAMED = ("logits", "value", "mean", "std", "log_std")
 
@@ -33,12 +33,21 @@ class Annotations:
     def __init__(self, spec: ActionSpec | None = None):
         self.rows: dict[str, list[Any]] = {}
         self.spec = spec
+        self._sizes_of: tuple[ActionSpec | None, dict[Any, Any]] | None = None
 
     def __bool__(self) -> bool:
         return bool(self.rows)
 
     def _sizes(self) -> dict[Any, Any]:
-        spec = self.spec
+        cached = self._sizes_of
+        if cached is not None and cached[0] is self.spec:
+            return cached[1]
+        sizes = self._sizes_for(self.spec)
+        self._sizes_of = (self.spec, sizes)  # (one dict per spec: add() runs once per step and agent)
+        return sizes
+
+    @staticmethod
+    def _sizes_for(spec: ActionSpec | None) -> dict[Any, Any]:
         if spec is None:
             return {}
         if spec.continuous:
@@ -227,7 +236,17 @@ def _saliency(trace: Any, policy: Any, out: Any, method: Any, target: Any) -> An
 
 def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Path, fps: float | None = None) -> Path:
     """Per-step numbers of an episode (no frames) as ``.npz``, written under a temporary name first; ``fps`` is
-    the rate its video plays at (frame t = step t), default the trace's."""
+    the rate its video plays at (frame t = step t), default the trace's. The arrays are :func:`episode_arrays`'."""
+    data = episode_arrays(trace, internals, fps)
+    from ..media.atomic import atomic_path  # (rlviz.media loads with the first video, not with the recorder)
+
+    with atomic_path(path) as tmp:
+        np.savez_compressed(tmp, **data)
+    return path
+
+
+def episode_arrays(trace: EpisodeTrace, internals: EpisodeInternals, fps: float | None = None) -> dict[str, Any]:
+    """The per-step numbers :func:`save_episode_data` writes, by name (the annotated extras as ``extra_<name>``)."""
     data = {
         "actions": trace.actions,
         "rewards": trace.rewards,
@@ -254,12 +273,8 @@ def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Pa
         data["squash"] = np.bool_(internals.squash)
     for name, v in (internals.extras or {}).items():
         data[f"extra_{name}"] = v
-    from .memory import memory_arrays
+    from .memory import memory_arrays  # (a recurrent policy's memory; nothing for others)
 
     data.update(memory_arrays(internals))
-    from ..media.atomic import atomic_path  # (rlviz.media loads with the first video, not with the recorder)
-
-    with atomic_path(path) as tmp:
-        np.savez_compressed(tmp, **data)
-    return path
+    return data
 

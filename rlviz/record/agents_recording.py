@@ -1,0 +1,226 @@
+"""What the PettingZoo recorders (:mod:`rlviz.record.pettingzoo`) share, none of it needing PettingZoo:
+:class:`AgentsRecording` (triggers, folder, frame rate, the video being recorded and its writer, start / stop,
+``annotate``'s routing, the warnings of an unfinished or frames-only video) and :func:`agent_specs` (each agent's
+action spec, bar labels, policy and observation space). The recorders add the env's own API on top."""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import re
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..agent.actions import action_spec
+from ..envs.frames import to_rgb_frame
+from ..errors import UsageError
+from .agents_video import AgentsOptions, AgentSpec, AgentsVideo
+from .frames import RecordOptions, VideoLabels
+from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
+from .writer import BackgroundWriter
+
+__all__ = ["AgentsRecording", "agent_specs", "action_mask"]
+
+
+def agent_specs(env: Any, policies: Any = None, action_names: Any = None) -> dict[str, AgentSpec]:
+    """Each of ``env.possible_agents`` as an :class:`~rlviz.record.agents_video.AgentSpec`: its action spec, its bar
+    labels (``action_names``: one tuple for all, or ``{agent: names}``), its policy (``policies``: None, one shared
+    by all, or ``{agent: policy}``; each made an rlviz Policy for that agent's action space) and observation space."""
+    agents = list(getattr(env, "possible_agents", None) or env.agents)
+    if isinstance(policies, dict):
+        unknown = sorted(set(map(str, policies)) - set(map(str, agents)))
+        if unknown:
+            raise UsageError(f"policies= names {unknown}, which are not among the env's agents {agents}.")
+    out = {}
+    for a in agents:
+        space = env.action_space(a)
+        spec = action_spec(space)
+        policy = policies.get(a) if isinstance(policies, dict) else policies
+        if policy is not None:
+            from ..agent.actions import check_policy_actions
+            from ..agent.callable_policy import as_policy  # torch: only with a policy
+
+            policy = as_policy(policy, space)
+            check_policy_actions(policy, space)
+        names = action_names.get(a) if isinstance(action_names, dict) else action_names
+        out[a] = AgentSpec(spec, action_labels(env, spec, names), policy, env.observation_space(a))
+    return out
+
+
+def action_mask(obs: Any, info: Any) -> Any:
+    """The agent's action mask: ``obs["action_mask"]`` (PettingZoo's classic games) or ``info["action_mask"]``."""
+    if isinstance(obs, dict) and "action_mask" in obs:
+        return obs["action_mask"]
+    if isinstance(info, dict) and "action_mask" in info:
+        return info["action_mask"]
+    return None
+
+
+class AgentsRecording:
+    """What both recorders share: the triggers, the folder, the video being recorded and its writer."""
+
+    _video: AgentsVideo | None
+    gc_trigger: Callable[[int], bool] | None
+
+    def _setup(self, env: Any, video_folder: Any, triggers: tuple[Any, Any], video_length: int, name: tuple[str, Any],
+               policies: Any, options: Any) -> None:
+        mode = getattr(env, "render_mode", None)
+        if mode in (None, "human", "ansi"):
+            raise RenderModeError(f"{type(self).__name__} needs frames, but the env's render_mode is {mode!r}. "
+                                  "Make the env with a render_mode that returns an image: render_mode='rgb_array'.")
+        self.agents_options = opt = AgentsOptions.of(options)
+        self.options: RecordOptions = opt.record
+        if opt.record.saliency is not None:
+            raise UsageError(f"saliency={opt.record.saliency!r}: the multi-agent recorders draw no saliency yet; use "
+                             "RecordOptions(saliency=None).")
+        episode_trigger, step_trigger = triggers
+        name_prefix, fps = name
+        self.specs = agent_specs(env, policies, opt.record.action_names)
+        self.has_policies = any(s.policy is not None for s in self.specs.values())
+        if self.has_policies and (step_trigger is not None or video_length):
+            raise UsageError("step_trigger and video_length cut videos anywhere; with policies a video is one episode. "
+                             "Choose episodes with episode_trigger, or record frames only (no policies).")
+        if re.search(r"[\\/]", str(name_prefix)):
+            raise UsageError(f"name_prefix={name_prefix!r} must be a file name prefix, not a path.")
+        if int(video_length) < 0:
+            raise UsageError(f"video_length={video_length}; expected 0 (whole episodes) or a number of frames.")
+        if episode_trigger is None and step_trigger is None:
+            episode_trigger = (lambda episode_id: True) if self.has_policies else capped_cubic_video_schedule
+        self.episode_trigger, self.step_trigger = episode_trigger, step_trigger
+        self.video_length: float = int(video_length) if video_length else math.inf
+        self.video_folder = os.path.abspath(video_folder)
+        os.makedirs(self.video_folder, exist_ok=True)
+        self.name_prefix = str(name_prefix)
+        fps = fps if fps is not None else getattr(env, "metadata", {}).get("render_fps", 30)
+        if float(fps) <= 0:
+            raise UsageError(f"fps={fps}; expected a positive number.")
+        self.frames_per_sec = float(fps)
+        spec = getattr(env, "spec", None)
+        self.env_id = str(getattr(spec, "id", None) or getattr(env, "metadata", {}).get("name") or type(env.unwrapped).__name__)
+        self.episode_id = self.step_id = -1
+        self.render_history: list[Any] = []
+        self._writer = BackgroundWriter("rlviz-agents-recorder") if opt.record.background else None
+        self._video = None
+        self._seed: int | None = None
+        self._last_path: Path | None = None
+        self._warned = False
+
+    # -- public -----------------------------------------------------------------------------------
+    @property
+    def recording(self) -> bool:
+        """True while a video is being recorded."""
+        return self._video is not None
+
+    @property
+    def last_video_path(self) -> Path | None:
+        """The last finished video (complete on disk when this returns)."""
+        self.wait()
+        return self._last_path
+
+    def wait(self) -> None:
+        """Block until every video finished so far is written."""
+        if self._writer is not None:
+            self._writer.wait()
+
+    def start_recording(self, video_name: str, frames_only: bool = False) -> None:
+        """Start a video named ``video_name`` (finishing the current one first)."""
+        if self._video is not None:
+            self.stop_recording()
+        panels = False if frames_only else (True if self.has_policies else None)
+        labels = VideoLabels(self.env_id, max(self.episode_id, 0), self._seed)
+        self._video = AgentsVideo(os.path.join(self.video_folder, f"{video_name}.mp4"), self.frames_per_sec, self.specs,
+                                  self.agents_options, labels=labels, panels=panels, writer=self._writer)
+
+    def stop_recording(self) -> None:
+        """Finish the current video and write it (nothing is written for a video of zero frames)."""
+        self._end(False, False)
+
+    # -- inside -----------------------------------------------------------------------------------
+    def _end(self, terminated: bool, truncated: bool) -> None:
+        video, self._video = self._video, None
+        if video is None:
+            raise UsageError("stop_recording() was called, but no video is being recorded; check env.recording.")
+        path = video.finish(terminated, truncated)
+        if not video.panels:
+            self.wait()  # frames only: the file is complete when the video is, as PettingZoo's
+        if path is None:
+            warnings.warn(f"{type(self).__name__}: ignored saving a video with zero frames.", stacklevel=3)
+        self._last_path = path or self._last_path
+        if self.gc_trigger is not None and self.gc_trigger(self.episode_id):
+            gc.collect()
+
+    def _grab(self, env: Any) -> Any:
+        frame = env.render()
+        if isinstance(frame, list):
+            if not frame:
+                return None
+            self.render_history += frame
+            frame = frame[-1]
+        return to_rgb_frame(frame)
+
+    def _render(self, env: Any) -> Any:
+        out = env.render()
+        if self._video is not None and isinstance(out, list):
+            for frame in out:
+                self._video.add_frame(to_rgb_frame(frame))
+        if self.render_history:
+            history, self.render_history = self.render_history, []
+            return history + (out if isinstance(out, list) else [out])
+        return out
+
+    def _start_episode(self, env: Any) -> None:
+        """After a reset: the previous whole-episode video ends; a triggered one starts with the reset's frame."""
+        if self._video is not None and self.video_length == math.inf:
+            self.stop_recording()
+        if self.episode_trigger is not None and self.episode_trigger(self.episode_id):
+            self.start_recording(f"{self.name_prefix}-episode-{self.episode_id}")
+            self._video.start(self._grab(env))  # type: ignore[union-attr]
+        elif self._video is not None:  # a video cut by length goes on through the reset
+            self._video.step(self._grab(env), {})
+        self._check_length()
+
+    def _after_step(self, frame_source: Any, rewards: dict[str, float], before: list[str], final_obs: Any) -> None:
+        self.step_id += 1
+        if self.step_trigger is not None and self.step_trigger(self.step_id):
+            self.start_recording(f"{self.name_prefix}-step-{self.step_id}", frames_only=True)
+        video = self._video
+        if video is None:
+            return
+        now = set(frame_source.agents)
+        left = [a for a in before if a not in now]
+        video.step(self._grab(frame_source), rewards, left if now else (), final_obs(left))
+        self._check_length()
+
+    def _check_length(self) -> None:
+        video = self._video
+        if video is not None and not video.panels and video.frames > self.video_length:
+            self.stop_recording()
+
+    def _annotate(self, agent: str, fields: dict[str, Any]) -> None:
+        video = self._video
+        if video is None or video.annotate(agent, **fields):
+            return
+        if not self._warned:
+            self._warned = True
+            warnings.warn(f"{type(self).__name__}.annotate(): this video records frames only (begun by step_trigger, "
+                          "or not annotated before its first step); annotate from the first step of episodes chosen "
+                          "by episode_trigger.", stacklevel=3)
+
+    def finish_videos(self) -> None:
+        """Finish the current video, if any (an episode cut short), and wait until every video is written."""
+        if self._video is not None:
+            self.stop_recording()
+        self.wait()
+
+    def _del(self) -> None:
+        try:
+            video = object.__getattribute__(self, "_video")
+        except AttributeError:
+            return
+        if video is not None and video.open:
+            video.abort()
+            if video.frames:
+                warnings.warn(f"{type(self).__name__}: the last video was not finished; call close().", stacklevel=1)

@@ -1,0 +1,139 @@
+#!/usr/bin/env python
+"""Benchmark: recording a PettingZoo game with every agent's panels (rlviz.record.pettingzoo.RecordParallelEpisode
+with annotations) against PettingZoo's own ``RecordVideoParallel`` (frames only, through moviepy), same episodes.
+
+    python scripts/bench_multiagent_record.py --moviepy-path /tmp/moviepy_bench            # 3 repeats
+    python scripts/bench_multiagent_record.py --moviepy-path DIR --episodes 2 --cycles 60 --pistons 4 --repeats 5
+
+moviepy must not be in rlviz's CI venv: install it elsewhere, e.g.
+``pip install --target /tmp/moviepy_bench --no-deps moviepy proglog decorator python-dotenv`` (imageio and
+imageio-ffmpeg, which moviepy also needs, are in the dev venv), and pass that folder: only PettingZoo's runs get it
+on their ``PYTHONPATH``.
+
+Each run is a fresh process (so peak memory is its own): pistonball_v6 with ``--pistons`` agents (parallel API,
+``max_cycles=--cycles``), ``--episodes`` episodes from seed 0, the same seeded random actions; every episode recorded
+(``episode_trigger=lambda e: True``). Ours annotates each piston's Gaussian (mean, std) and value before each step
+(CleanRL-style: what a training loop has at hand), so every video has one panel column per agent and a ``.npz``.
+"bare" runs the same loop without a recorder. Runs are interleaved (bare, theirs, ours, ours, theirs, bare, ...),
+repeated; printed: min and median wall seconds (the process's own clock from the env's creation to ``close()``
+returning, every video complete) and peak resident memory (the Python process's, and the largest ffmpeg child's, VmHWM
+polled every 50 ms), and the ratios ours / theirs. Targets: wall <= 1.0x, memory <= 1.2x.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+CHILD = r"""
+import json, os, resource, sys, threading, time, warnings
+import numpy as np
+warnings.simplefilter("ignore")
+ffmpeg_kb = [0]
+def watch():  # the peak resident memory (VmHWM) of this process's ffmpeg children (after their exec), polled
+    me = str(os.getpid())
+    while True:
+        for pid in os.listdir("/proc"):
+            try:
+                if (pid.isdigit() and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1] == me
+                        and "ffmpeg" in open(f"/proc/{pid}/comm").read()):
+                    for line in open(f"/proc/{pid}/status"):
+                        if line.startswith("VmHWM:"):
+                            ffmpeg_kb[0] = max(ffmpeg_kb[0], int(line.split()[1]))
+            except (OSError, IndexError, ValueError):
+                pass
+        time.sleep(0.05)
+threading.Thread(target=watch, daemon=True).start()
+kind, folder, episodes, cycles, pistons = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+t0 = time.perf_counter()
+from pettingzoo.butterfly import pistonball_v6
+env = pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=pistons, max_cycles=cycles)
+if kind == "theirs":
+    from pettingzoo.utils.wrappers import RecordVideoParallel
+    env = RecordVideoParallel(env, folder, episode_trigger=lambda e: True)
+elif kind == "ours":
+    from rlviz.record.pettingzoo import RecordParallelEpisode
+    env = RecordParallelEpisode(env, folder, episode_trigger=lambda e: True)
+rng = np.random.default_rng(0)
+steps = 0
+for ep in range(episodes):
+    obs, _ = env.reset(seed=ep)
+    while env.agents:
+        mean = {a: rng.uniform(-1, 1, 1).astype(np.float32) for a in env.agents}
+        if kind == "ours":
+            env.annotate(mean=mean, std={a: np.full(1, 0.3, np.float32) for a in env.agents},
+                         value={a: float(m[0]) for a, m in mean.items()})
+        env.step({a: np.clip(m + rng.normal(0, 0.3, 1).astype(np.float32), -1, 1) for a, m in mean.items()})
+        steps += 1
+env.close()
+wall = time.perf_counter() - t0
+print(json.dumps({"wall": wall, "steps": steps,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                  "ffmpeg_mb": ffmpeg_kb[0] / 1024}))
+"""
+
+
+def run(kind: str, args: argparse.Namespace, work: Path) -> dict:
+    folder = Path(tempfile.mkdtemp(prefix=f"{kind}-", dir=work))
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    paths = [str(ROOT)] + ([args.moviepy_path] if kind == "theirs" else []) + [env.get("PYTHONPATH", "")]
+    env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    out = subprocess.run([sys.executable, "-c", CHILD, kind, str(folder), str(args.episodes), str(args.cycles),
+                          str(args.pistons)], env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise SystemExit(f"{kind} run failed:\n{out.stderr[-3000:]}")
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    videos = sorted(folder.glob("*.mp4"))
+    if kind != "bare" and len(videos) != args.episodes:
+        raise SystemExit(f"{kind}: {len(videos)} videos for {args.episodes} episodes")
+    result["mb_on_disk"] = sum(p.stat().st_size for p in folder.iterdir()) / 2**20
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--moviepy-path", default=None, help="a folder holding moviepy (not in the venv)")
+    ap.add_argument("--episodes", type=int, default=2)
+    ap.add_argument("--cycles", type=int, default=125, help="pistonball's max_cycles (its default, 125)")
+    ap.add_argument("--pistons", type=int, default=4, help="agents (4 or more)")
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    probe = subprocess.run([sys.executable, "-c", "import moviepy"], capture_output=True, check=False,
+                           env=dict(os.environ, PYTHONPATH=args.moviepy_path or ""))
+    if probe.returncode != 0:
+        raise SystemExit("PettingZoo's RecordVideoParallel needs moviepy: pass --moviepy-path DIR (see --help).")
+    results: dict[str, list[dict]] = {"bare": [], "theirs": [], "ours": []}
+    order = ["bare", "theirs", "ours", "ours", "theirs", "bare"]
+    with tempfile.TemporaryDirectory(prefix="rlviz-bench-ma-") as tmp:
+        for r in range(args.repeats):
+            for kind in order if r % 2 == 0 else order[::-1]:
+                results[kind].append(run(kind, args, Path(tmp)))
+                print(f"  repeat {r} {kind:6s} {results[kind][-1]}", flush=True)
+    print(f"\npistonball_v6, {args.pistons} agents, {args.episodes} episodes x {args.cycles} steps, "
+          f"{args.repeats * 2} runs each (interleaved)")
+    summary = {}
+    for kind, rows in results.items():
+        walls = [x["wall"] for x in rows]
+        rss = [x["rss_mb"] for x in rows]
+        ff = [x["ffmpeg_mb"] for x in rows]
+        summary[kind] = (min(walls), statistics.median(walls), max(rss), max(ff))
+        print(f"{kind:6s} wall min {min(walls):7.2f} s  median {statistics.median(walls):7.2f} s   "
+              f"peak RSS python {max(rss):7.1f} MB  ffmpeg {max(ff):6.1f} MB   files {rows[-1]['mb_on_disk']:.1f} MB")
+    o, t = summary["ours"], summary["theirs"]
+    print(f"\nours / theirs: wall min {o[0] / t[0]:.2f}x  median {o[1] / t[1]:.2f}x   "
+          f"peak RSS python {o[2] / t[2]:.2f}x  python+ffmpeg {(o[2] + o[3]) / (t[2] + t[3]):.2f}x "
+          "(targets: wall <= 1.0x, memory <= 1.2x)")
+    print(f"recording overhead over the bare loop: ours {o[1] / summary['bare'][1]:.2f}x, theirs "
+          f"{t[1] / summary['bare'][1]:.2f}x (median wall)")
+
+
+if __name__ == "__main__":
+    main()
