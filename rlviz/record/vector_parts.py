@@ -20,6 +20,7 @@ from .frames import EpisodeVideo
 
 if TYPE_CHECKING:
     from ..episode.trace import EpisodeInternals, EpisodeTrace
+    from .spooled import EpisodeSpool
 
 __all__ = ["RecordedVideo", "SubEnvVideo", "NEXT_STEP", "SAME_STEP", "DISABLED", "autoreset_mode", "FrameReader", "env_rows", "obs_row",
            "final_obs_row", "tile_frames", "grid_shape", "VideoSinks"]
@@ -226,7 +227,7 @@ class SubEnvVideo(EpisodeVideo):
 
     drop_last = False
 
-    def _write(self, rec: dict[str, Any], trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
+    def _write(self, rec: EpisodeSpool, trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
         if not self.drop_last:
             super()._write(rec, trace, policy, observation_space)
             return
@@ -239,7 +240,7 @@ class SubEnvVideo(EpisodeVideo):
         opt = self.options
         try:
             internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target,
-                                          self._annotations, self.spec, observation_space=observation_space)
+                                          self.annotations, self.spec, observation_space=observation_space)
             comp = Compositor(trace, internals, opt.compose_options or ComposeOptions())
             buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
             with VideoWriter(self.path, self.fps, comp.size, preset=opt.preset, crf=opt.crf) as writer:
@@ -249,6 +250,4 @@ class SubEnvVideo(EpisodeVideo):
                 save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=self.fps)
             self.internals = replace(internals, saliency=None)
         finally:
-            for key in ("frames", "obs"):
-                if rec[key] is not None:
-                    rec[key].close()
+            rec.close()
