@@ -132,8 +132,9 @@ def grid_shape(n: int) -> tuple[int, int]:
 
 
 def tile_frames(frames: list[np.ndarray], max_width: int) -> np.ndarray:
-    """The frames tiled row by row (sub-env 0 top left) into uint8 [rows*h, cols*w, 3]; each tile is the first
-    frame's size, shrunk (area interpolation, never enlarged) so the grid is at most ``max_width`` pixels wide."""
+    """The frames tiled row by row (sub-env 0 top left) into uint8 [rows*h, cols*w, 3]; each cell is the first
+    frame's size, shrunk (area interpolation) so the grid is at most ``max_width`` pixels wide. A frame is shrunk to
+    fit its cell (aspect kept), never enlarged: a smaller one sits in the top-left corner of its cell, on black."""
     import cv2
 
     rows, cols = grid_shape(len(frames))
@@ -143,8 +144,15 @@ def tile_frames(frames: list[np.ndarray], max_width: int) -> np.ndarray:
     out = np.zeros((rows * h, cols * w, 3), np.uint8)
     for k, frame in enumerate(frames):
         r, c = divmod(k, cols)
-        tile = frame if frame.shape[:2] == (h, w) else cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA)
-        out[r * h:(r + 1) * h, c * w:(c + 1) * w] = tile
+        fh, fw = frame.shape[:2]
+        if (fh, fw) == (h0, w0):  # the first frame's size (every sub-env's, as a rule): exactly the cell
+            size = (w, h)
+        else:
+            fit = min(1.0, w / fw, h / fh)
+            size = (max(1, min(w, round(fw * fit))), max(1, min(h, round(fh * fit))))
+        tile = frame if size == (fw, fh) else cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
+        th, tw = tile.shape[:2]
+        out[r * h:r * h + th, c * w:c * w + tw] = tile
     return out
 
 
