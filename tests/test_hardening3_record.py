@@ -368,3 +368,46 @@ def test_grid_tiles_are_shrunk_never_enlarged():
     grid = tile_frames([big, wide], max_width=1000)
     np.testing.assert_array_equal(grid[:10, 60:120], 50)  # 240 wide -> 60: a quarter, so 10 high
     assert grid[10:, 60:].max() == 0
+
+
+# -- annotate's odd inputs speak ----------------------------------------------------------------------
+def test_annotate_refuses_what_is_not_numbers_in_one_line(tmp_path):
+    env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path, episode_trigger=lambda k: True)
+    env.reset(seed=0)
+    for bad in ([[1.0], [1.0, 2.0]], [1.0, [2.0, 3.0]], "abc", "1.5", ["1", "2"], {"a": 1.0}, np.ones(2, complex)):
+        with pytest.raises(UsageError, match="annotate\\(logits=...\\) received") as info:
+            env.annotate(logits=bad)
+        _one_line(info)
+    with pytest.raises(UsageError) as info:
+        env.annotate(logits=[0.0, 0.0], value=[4, 2])
+    text = _one_line(info)
+    assert "one per action" not in text and "value" in text, text
+    vec = RecordVectorEpisode(
+        gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1", render_mode="rgb_array") for _ in range(2)]),
+        tmp_path / "vec", episode_trigger=lambda k: True, options=RecordOptions(sinks=None))
+    vec.reset(seed=0)
+    for bad in ([[1.0], [1.0, 2.0]], "ab", [["a", "b"], ["c", "d"]]):
+        with pytest.raises(UsageError) as info:
+            vec.annotate(logits=bad)
+        _one_line(info)
+    env.close()
+    vec.close()
+
+
+def test_non_finite_logits_are_drawn_as_the_softmax_limits_with_one_warning(tmp_path):
+    env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path, episode_trigger=lambda k: True)
+    env.reset(seed=0)
+    given = [[np.inf, 0.0], [-np.inf, 0.0], [np.nan, 0.0], [np.inf, np.inf], [0.0, np.log(3.0)]]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for t, logits in enumerate(given):
+            env.annotate(logits=np.asarray(logits), value=np.inf if t == 1 else float(t))
+            env.step(t % 2)
+        result = env.finish_episode()
+    said = [str(w.message) for w in caught if "non-finite" in str(w.message)]
+    assert len(said) == 2 and all("\n" not in s for s in said), said  # once for logits, once for value
+    data = np.load(result.video_path.with_suffix(".npz"))
+    want = [[1.0, 0.0], [0.0, 1.0], [np.nan, np.nan], [0.5, 0.5], [0.25, 0.75], [0.25, 0.75]]
+    np.testing.assert_allclose(data["probs"], want, rtol=1e-6)
+    np.testing.assert_array_equal(data["value"], [0.0, np.nan, 2.0, 3.0, 4.0, 4.0])
+    env.close()

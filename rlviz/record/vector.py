@@ -244,7 +244,8 @@ class RecordVectorEpisode(RecorderBase, _Base):  # type: ignore[misc]
         """Attach what the loop computed for every sub-env to the step about to be taken: ``logits`` [B, A]
         (Box actions: ``mean``, ``std`` or ``log_std`` [B, D]), ``value`` [B] or [B, 1], and scalars of your own
         [B], each any array-like or a torch tensor on any device. Only the rows of sub-envs being recorded are
-        read (nothing at all when none is); each video's ``.npz`` holds them. A no-op for grid videos."""
+        read (nothing at all when none is); each video's ``.npz`` holds them. A no-op for grid videos. Odd inputs
+        as :meth:`rlviz.RecordEpisode.annotate` says (refused in one line, or non-finite numbers drawn)."""
         rows = [i for i in self.envs_to_record if not self.grid and i not in self._autoreset_next
                 and (v := self._video[i]) is not None and v.mode.annotates]
         if not rows:

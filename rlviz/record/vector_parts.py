@@ -95,12 +95,21 @@ def _as_array(value: Any, rows: list[int]) -> np.ndarray:
 def env_rows(value: Any, rows: list[int], num_envs: int, key: str) -> list[np.ndarray]:
     """One float32 array per env of ``rows`` from a batched annotation ``[num_envs, ...]`` (a scalar: the same for
     every env)."""
+    expected = f"one per sub-env ({num_envs}), e.g. logits [{num_envs}, A], value [{num_envs}] or [{num_envs}, 1]"
+    if isinstance(value, (str, bytes, dict)):
+        raise UsageError(f"annotate({key}=...) received a {type(value).__name__}; expected numbers, {expected}.")
     n = getattr(value, "shape", None)
     lead = (n[0] if n else None) if n is not None else (len(value) if hasattr(value, "__len__") else None)
     if lead is not None and lead != num_envs:
-        raise UsageError(f"annotate({key}=...) received {lead} rows; expected one per sub-env ({num_envs}), "
-                         f"e.g. logits [{num_envs}, A], value [{num_envs}] or [{num_envs}, 1].")
-    arr = _as_array(value, rows)
+        raise UsageError(f"annotate({key}=...) received {lead} rows; expected {expected}.")
+    try:
+        arr = _as_array(value, rows)
+    except (TypeError, ValueError, RuntimeError, IndexError) as exc:
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
+        raise UsageError(f"annotate({key}=...) received a {type(value).__name__} that is not an array of numbers "
+                         f"({reason}); expected {expected}.") from None
+    if arr.dtype.kind not in "biuf":
+        raise UsageError(f"annotate({key}=...) received {arr.dtype} values; expected numbers, {expected}.")
     if arr.ndim == 0:
         return [np.asarray(arr, np.float32).reshape(1)] * len(rows)
     return [np.asarray(a, np.float32) for a in arr]

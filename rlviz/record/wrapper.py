@@ -260,7 +260,10 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
         (Box actions: ``mean=``, ``std=`` or ``log_std=`` [D]), ``value``, and any scalars of your own
         (``q_taken=...``), each drawn as a curve. Any array-like, torch tensors on any device included (read
         through their own ``detach().cpu()``: torch is not imported). The video shows exactly these numbers; the
-        frame after the last step repeats the last step's. A no-op when this episode is not recorded."""
+        frame after the last step repeats the last step's. A no-op when this episode is not recorded. Anything
+        that is not numbers (text, a ragged list) or of the wrong size is refused in one line (``UsageError``);
+        non-finite numbers are drawn, with one warning per video: logits of -inf are impossible actions, +inf
+        certain ones (sharing probability 1), a NaN leaves that step's probabilities empty; a NaN value is a gap."""
         video = self._video
         if video is None or video.annotate(logits=logits, value=value, **extra):
             return
