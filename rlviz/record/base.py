@@ -214,11 +214,14 @@ class RecorderBase:
         self._closed = True
         _LIVE.discard(self)
 
-    @staticmethod
     @contextmanager
-    def finishing() -> Iterator[None]:
+    def finishing(self) -> Iterator[None]:
         """A video's finish (taken from the recorder, handed to the writer) with Ctrl-C held until it is handed over,
-        so an ended episode is never lost half-way (:func:`rlviz.interrupts.deferred_sigint`)."""
+        so an ended episode is never lost half-way (:func:`rlviz.interrupts.deferred_sigint`). A video drawn here
+        (no writer thread, or saliency) is not held: a Ctrl-C stops it at once and its files are removed."""
+        if self._writer is None or self.options.saliency is not None:
+            yield
+            return
         with deferred_sigint():
             yield
 

@@ -55,7 +55,7 @@ def _started(pid: int) -> float | None:
 def owner_gone(pid: int, made: float) -> bool:
     """Whether the process that made a file at ``made`` (its mtime) under ``pid`` is gone: no such process, or one
     that started after the file was made (the pid reused)."""
-    if pid == os.getpid():
+    if pid == os.getpid() or os.name == "nt":  # (Windows: os.kill(pid, 0) would end the process, not probe it)
         return False
     try:
         os.kill(pid, 0)
