@@ -25,7 +25,7 @@ _UNSET = object()
 
 def _chain(venv: Any) -> list[Any]:
     """``venv`` and every VecEnv it wraps (through ``.venv``)."""
-    out = []
+    out: list[Any] = []
     while venv is not None and all(v is not venv for v in out):
         out.append(venv)
         venv = getattr(venv, "venv", None)

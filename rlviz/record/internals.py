@@ -171,7 +171,7 @@ def _held(rows: np.ndarray) -> np.ndarray:
     """Box panels draw a distribution on every frame: a step without finite numbers (not annotated, or NaN / inf)
     shows the last step's before it (the first annotated one's before any); none at all: zeros."""
     out = np.array(rows, np.float32, copy=True)
-    good = np.isfinite(out).all(axis=-1)
+    good = np.asarray(np.isfinite(out).all(axis=-1), dtype=bool).reshape(len(out))
     if not good.any():
         return np.zeros_like(out)
     last = out[int(np.argmax(good))]

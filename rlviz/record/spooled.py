@@ -30,9 +30,9 @@ class EpisodeSpool:
     folder: str
     frames: Spool | None = None
     obs: Spool | SpoolTree | None = None
-    actions: array = field(default_factory=lambda: array("d"))
-    rewards: array = field(default_factory=lambda: array("d"))
-    lives: array = field(default_factory=lambda: array("l"))
+    actions: array[float] = field(default_factory=lambda: array("d"))
+    rewards: array[float] = field(default_factory=lambda: array("d"))
+    lives: array[int] = field(default_factory=lambda: array("l"))
     masks: list[np.ndarray] = field(default_factory=list)
 
     @classmethod
@@ -74,8 +74,8 @@ class EpisodeSpool:
     def trace(self, spec: ActionSpec, terminated: bool, truncated: bool, **labels: Any) -> EpisodeTrace:
         """The episode as an :class:`~rlviz.episode.trace.EpisodeTrace` over the spools (nothing read into memory);
         ``labels``: ``action_names``, ``episode_id``, ``seed``, ``fps``, ``env_id``."""
-        frames = self.frames.view()  # type: ignore[union-attr]
-        obs = self.obs.view() if self.obs is not None else np.zeros((len(frames), 0), np.float32)
+        frames: Any = self.frames.view()  # type: ignore[union-attr]
+        obs: Any = self.obs.view() if self.obs is not None else np.zeros((len(frames), 0), np.float32)
         lives = np.asarray(self.lives, dtype=np.int32)
         actions = np.asarray(self.actions).reshape((self.steps,) + tuple(spec.shape))
         masks = self.masks
