@@ -3,6 +3,7 @@ user's loop (one per step), or both (annotated numbers win); and the per-step ``
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -78,8 +79,10 @@ class Annotations:
         and +inf (a certain one: the +inf actions share probability 1); a NaN among them (or all -inf) leaves that
         step's probabilities empty (NaN). A Box action's ``mean`` / ``std`` / ``log_std``: that step shows the last
         finite step's distribution. Other fields (value, extras): NaN and +-inf are drawn as gaps (NaN)."""
+        if arr.size == 1 and math.isfinite(arr[0]) or arr.size > 1 and np.isfinite(arr).all():
+            return arr
         finite = np.isfinite(arr)
-        if finite.all():
+        if finite.all():  # (empty)
             return arr
         if key == "logits":
             if not (np.isnan(arr).any() or np.isneginf(arr).all()):
@@ -110,6 +113,10 @@ class Annotations:
 def _numbers(key: str, value: Any, what: str) -> np.ndarray:
     """An annotation as a flat float32 array; anything that is not numbers (a string, a ragged list, a dict) is one
     :class:`UsageError` line."""
+    if type(value) is float or type(value) is int:  # the common cases first: a number, a float array
+        return np.array((value,), np.float32)
+    if type(value) is np.ndarray and value.dtype.kind == "f":
+        return value.astype(np.float32, copy=False).reshape(-1)
     try:
         arr = as_numpy(value)
     except (TypeError, ValueError, RuntimeError) as exc:
