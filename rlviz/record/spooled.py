@@ -8,8 +8,11 @@ from what a live one is writing and is cleaned by the next recorder. Nothing her
 
 from __future__ import annotations
 
+import os
 import shutil
 from array import array
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +20,7 @@ import numpy as np
 
 from ..agent.actions import ActionSpec
 from ..episode.trace import EpisodeTrace, Spool, SpoolTree, make_spool
+from ..errors import StorageError
 from .leftovers import spool_folder
 
 __all__ = ["EpisodeSpool"]
@@ -41,11 +45,12 @@ class EpisodeSpool:
         """The spool of an episode whose frame 0 is ``frame`` (and observation ``obs``, kept when ``keep_obs``)."""
         rec = cls(spool_folder(spool_dir))
         try:
-            rec.frames = Spool(np.shape(frame), np.uint8, dir=rec.folder, name="frames")
-            rec.frames.append(frame)
-            if keep_obs:
-                rec.obs = make_spool(obs, dir=rec.folder, name="obs")
-                rec.obs.append(obs)
+            with rec._named():
+                rec.frames = Spool(np.shape(frame), np.uint8, dir=rec.folder, name="frames")
+                rec.frames.append(frame)
+                if keep_obs:
+                    rec.obs = make_spool(obs, dir=rec.folder, name="obs")
+                    rec.obs.append(obs)
         except BaseException:  # a full disk (or Ctrl-C): nothing of this episode stays behind
             rec.close()
             raise
@@ -62,9 +67,10 @@ class EpisodeSpool:
         """One step: the frame after it (None: repeat the last one), its observation, the action taken, the reward."""
         frames = self.frames
         assert frames is not None  # noqa: S101 - set by open()
-        frames.append(frame if frame is not None else frames.view()[-1])
-        if self.obs is not None:
-            self.obs.append(obs)
+        with self._named():
+            frames.append(frame if frame is not None else frames.view()[-1])
+            if self.obs is not None:
+                self.obs.append(obs)
         self.actions.extend(np.asarray(action, dtype=np.float64).reshape(-1).tolist())
         self.rewards.append(float(reward))
         self.lives.append(int(lives))
@@ -74,8 +80,9 @@ class EpisodeSpool:
     def trace(self, spec: ActionSpec, terminated: bool, truncated: bool, **labels: Any) -> EpisodeTrace:
         """The episode as an :class:`~rlviz.episode.trace.EpisodeTrace` over the spools (nothing read into memory);
         ``labels``: ``action_names``, ``episode_id``, ``seed``, ``fps``, ``env_id``."""
-        frames: Any = self.frames.view()  # type: ignore[union-attr]
-        obs: Any = self.obs.view() if self.obs is not None else np.zeros((len(frames), 0), np.float32)
+        with self._named():
+            frames: Any = self.frames.view()  # type: ignore[union-attr]
+            obs: Any = self.obs.view() if self.obs is not None else np.zeros((len(frames), 0), np.float32)
         lives = np.asarray(self.lives, dtype=np.int32)
         actions = np.asarray(self.actions).reshape((self.steps,) + tuple(spec.shape))
         masks = self.masks
@@ -85,6 +92,14 @@ class EpisodeSpool:
             terminated=bool(terminated), truncated=bool(truncated),
             action_masks=np.stack(masks) if masks and len(masks) == len(frames) else None, **labels,
         )
+
+    @contextmanager
+    def _named(self) -> Iterator[None]:
+        """A full disk named as the folder the user chose (``spool_dir`` or TMPDIR), not this episode's own in it."""
+        try:
+            yield
+        except StorageError as exc:
+            raise StorageError(str(exc).replace(self.folder, os.path.dirname(self.folder))) from None
 
     def close(self) -> None:
         """Delete the spools and their folder (idempotent)."""
