@@ -35,10 +35,11 @@ from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError, require
+from ..record.base import RecorderBase, recorder_settings
 from ..record.frames import RecordOptions, VideoLabels, fold_old_keywords
 from ..record.setup import RenderModeError
 from ..record.vector_parts import SubEnvVideo, VideoSinks
-from ..record.writer import BackgroundWriter
+from .sb3_observations import ModelObservations
 
 _vec = require("stable_baselines3.common.vec_env", "sb3", "VecRecordEpisode")
 
@@ -59,12 +60,18 @@ class FramesWritten:
         return f"<{self.count} frames written>"
 
 
-class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
+class VecRecordEpisode(RecorderBase, _vec.VecEnvWrapper):  # type: ignore[name-defined]
     """Record a Stable-Baselines3 VecEnv to MP4 (``VecVideoRecorder``'s arguments; see the module docstring).
 
     Args:
-        venv, video_folder, record_video_trigger, video_length, name_prefix: as ``VecVideoRecorder``.
-        model: an SB3 algorithm (or its ``.policy``) whose internals are drawn beside sub-env ``env_index``.
+        venv, video_folder, record_video_trigger, video_length, name_prefix: as ``VecVideoRecorder``
+            (``name_prefix`` a file name prefix, not a path).
+        model: an SB3 algorithm (or its ``.policy``) whose internals are drawn beside sub-env ``env_index``. Its
+            observation shape must be the VecEnv's (checked when it first meets an observation). With a
+            ``VecNormalize`` the panels are computed on the observations the model acts on: normalised inside this
+            recorder, they are what it sees; wrapped around it, the algorithm's ``get_vec_normalize_env()``
+            normalises each recorded observation with the statistics it was acted on with. A policy alone (or a
+            VecNormalize that is neither) cannot say: a warning says so and the observations are drawn as seen.
         env_index: the sub-env recorded with ``model``.
         options: a :class:`rlviz.RecordOptions` (panels, encoder; ``sinks``: where finished videos are logged, see
             :class:`rlviz.RecordVectorEpisode`). 0.3's ``sinks=`` keyword still works for one release.
@@ -90,28 +97,33 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
                                   "(make_vec_env(..., env_kwargs={'render_mode': 'rgb_array'})).")
         if not callable(record_video_trigger):
             raise UsageError(f"record_video_trigger={record_video_trigger!r}; expected a function of the step count.")
-        if int(video_length) < 1:
-            raise UsageError(f"video_length={video_length}; expected a positive number of steps.")
+        settings = recorder_settings("VecRecordEpisode", video_folder, name_prefix, None, self.env.metadata,
+                                     video_length, least=1)
         if not 0 <= int(env_index) < venv.num_envs:
             raise UsageError(f"env_index={env_index}; the VecEnv has sub-envs 0..{venv.num_envs - 1}.")
-        self.frames_per_sec = float(self.env.metadata.get("render_fps", 30) or 30)
+        self.setup_recorder(settings, options)
+        self.video_folder = os.path.abspath(video_folder)  # (a str, as VecVideoRecorder's)
         self.record_video_trigger = record_video_trigger
-        self.video_folder = os.path.abspath(video_folder)
-        os.makedirs(self.video_folder, exist_ok=True)
-        self.name_prefix, self.video_length = name_prefix, int(video_length)
+        self.video_length = int(settings.video_length)
         self.step_id, self.recording = 0, False
         self.recorded_frames = FramesWritten()
-        self.env_index, self.options = int(env_index), options or RecordOptions()
+        self.env_index = int(env_index)
         self.model = model
         self._policy: Any = None
         self._stream: SubEnvVideo | None = None
         self._sinks = VideoSinks(self.options.sinks)
-        self._writer = BackgroundWriter() if self.options.background else None  # encodes and draws off step()
+        self._obs = ModelObservations(self)
+        self._held: tuple[Any, float, Any, Any, bool] | None = None  # a step waiting for the model to act on it
+        self._stop_pending = False
         #: paths of the finished videos, in order
         self.videos: list[Path] = []
+        if model is not None:
+            self._obs.check(model)
 
     # -- VecEnv API -------------------------------------------------------------------------------
     def reset(self) -> Any:
+        self.check_open("reset")
+        self._release()
         obs = self.venv.reset()
         self._last_obs = obs
         if self.record_video_trigger(self.step_id):
@@ -125,23 +137,34 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
         if self.recording:
             self._capture_frame(reward, obs)
             if len(self.recorded_frames) > self.video_length:
-                self._stop_recording()
+                if self._held is None:
+                    self._stop_recording()
+                else:  # its last observation is normalised when the model acts on it (the next step_async)
+                    self._stop_pending = True
         elif self.record_video_trigger(self.step_id):
             self._start_video_recorder()
         self._last_obs = obs
         return obs, rewards, dones, infos
 
     def step_async(self, actions: np.ndarray) -> None:
+        self._release()  # the model has acted on the held observation: normalised as it saw it
         self._actions = actions
         self.venv.step_async(actions)
 
     def close(self) -> None:
         """Close the VecEnv, then finish the video in progress and wait until every video is written."""
         _vec.VecEnvWrapper.close(self)
-        if self.recording:
-            self._stop_recording()
-        if self._writer is not None:
-            self._writer.wait()
+        try:
+            if self.recording:
+                self._stop_recording()
+            self.wait()
+        finally:
+            self.mark_closed()
+
+    def take_videos(self) -> list[Any]:
+        stream, self._stream, self._held = self._stream, None, None
+        self.recording = False
+        return [stream] if stream is not None else []
 
     def __del__(self) -> None:
         if getattr(self, "recording", False):
@@ -159,9 +182,11 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
     def _start_recording(self) -> None:
         if self.recording:
             self._stop_recording()
+        model = self.model is not None
+        if model:
+            self._obs.check(self.model)  # (a model set after construction meets the observations here)
         self.recording = True
         self.recorded_frames = FramesWritten()
-        model = self.model is not None
         spec = action_spec(self.venv.action_space)
         self._stream = SubEnvVideo(self.video_path, self.frames_per_sec, spec, self.options, panels=model,
                                    with_observations=model, labels=VideoLabels(self._env_id() if model else ""),
@@ -185,28 +210,51 @@ class VecRecordEpisode(_vec.VecEnvWrapper):  # type: ignore[name-defined]
             frame = self.venv.env_method("render", indices=[self.env_index])[0]
             row = None if obs is None else np.array(obs[self.env_index], copy=True)
             action = None if first else np.asarray(self._actions)[self.env_index]  # panels need the action
-        if first:
-            stream.start(to_rgb_frame(frame), row)
-        else:
-            stream.step(to_rgb_frame(frame), reward, action, row)
         self.recorded_frames.count += 1
+        step = (to_rgb_frame(frame), reward, action, row, first)
+        if row is not None and self._obs.outside is not None:
+            self._held = step  # normalised when the model acts on it (step_async), with the statistics it used
+            return
+        self._feed(step)
 
-    def _stop_recording(self) -> None:
-        stream, self._stream = self._stream, None
-        self.recording = False
+    def _feed(self, step: tuple[Any, float, Any, Any, bool]) -> None:
+        stream = self._stream
         if stream is None:
             return
-        policy = self._model_policy() if self.model is not None else None
-        path = stream.finish(policy=policy, observation_space=self.venv.observation_space)
-        if path is None:
-            return
-        step = self.step_id * int(self.num_envs)
-        if self._writer is None:
-            self._done(Path(path), step)
+        frame, reward, action, row, first = step
+        if first:
+            stream.start(frame, row)
         else:
-            self._writer.submit(self._done, Path(path), step)
-            if policy is None:  # frames only: the file is complete when its clip ends, as VecVideoRecorder's
-                self._writer.wait()
+            stream.step(frame, reward, action, row)
+
+    def _feed_held(self) -> None:
+        """Feed the held step, its observation normalised as the model saw it."""
+        held, self._held = self._held, None
+        if held is not None:
+            frame, reward, action, row, first = held
+            self._feed((frame, reward, action, self._obs.normalize(row), first))
+
+    def _release(self) -> None:
+        """The model acts now: the held step goes in, then a stop that waited for it."""
+        self._feed_held()
+        if self._stop_pending:
+            self._stop_recording()
+
+    def _stop_recording(self) -> None:
+        self._feed_held()
+        self._stop_pending = False
+        with self.finishing():
+            stream, self._stream = self._stream, None
+            self.recording = False
+            if stream is None:
+                return
+            policy = self._model_policy() if self.model is not None else None
+            path = stream.finish(policy=policy, observation_space=self.venv.observation_space)
+            if path is None:
+                return
+            self._after_write(self._done, Path(path), self.step_id * int(self.num_envs))
+        if self._writer is not None and policy is None:  # frames only: the file is complete when its clip ends
+            self._writer.wait()
 
     def _done(self, path: Path, step: int) -> None:
         self.videos.append(path)

@@ -31,6 +31,12 @@ video and its ``.npz`` carry). Feed it in order:
   numbers from the spooled observations (annotated numbers win where both exist);
 * ``abort()``: stops without a file.
 
+For the modes (:mod:`rlviz.record.modes`) and subclasses: ``open_spool(frame, obs, lives, masks, *, at_step=False)``,
+``spool`` (the :class:`~rlviz.record.spooled.EpisodeSpool` of a panel video: its recording state on disk),
+``write_frame(frame, reward, step, ret)`` and ``close_stream()`` (a frames-only video's encoder), ``finish_panels(...)``,
+``annotations`` (the loop's numbers, an :class:`~rlviz.record.internals.Annotations`). A recorder of several agents
+feeds one video per agent (each its own ``annotate``) or keeps their numbers in one video's ``annotations``.
+
 Attributes: ``mode`` (one of :mod:`rlviz.record.modes`' classes: ``Pending``, ``Stream``, ``Panels``, ``Finished``;
 ``mode.open`` is False once finished), ``steps`` (steps fed), ``frames``
 (frames fed), ``episode_return``, ``internals`` (after ``finish`` of a panel video: its
@@ -51,7 +57,6 @@ to disk and the panels drawn by ``finish``; ``panels=None``: decided at the firs
 from __future__ import annotations
 
 import os
-from array import array
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,10 +64,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..agent.actions import ActionSpec
-from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool
+from ..episode.trace import EpisodeInternals, EpisodeTrace
 from ..errors import UsageError
 from .internals import Annotations
 from .modes import Finished, Panels, VideoMode, initial_mode
+from .spooled import EpisodeSpool
 from .writer import BackgroundWriter
 
 if TYPE_CHECKING:
@@ -169,9 +175,9 @@ class EpisodeVideo:
         self.steps = self.frames = 0
         self.episode_return = 0.0
         self.internals: EpisodeInternals | None = None
-        self._annotations = Annotations(spec)
+        self.annotations = Annotations(spec)
         self._stream: FrameStream | None = None
-        self._rec: dict[str, Any] | None = None
+        self._spool: EpisodeSpool | None = None
         self._step0 = 0  # steps fed before frame 0 (a panel video begun by step())
 
     @property
@@ -191,7 +197,7 @@ class EpisodeVideo:
         """The loop's numbers for the coming step; False (and nothing kept) when this video records frames only."""
         if not self.mode.annotates:
             return False
-        self._annotations.add(self.steps - self._step0, fields)
+        self.annotations.add(self.steps - self._step0, fields)
         return True
 
     def step(self, frame: Any, reward: float, action: Any = None, obs: Any = None, lives: int = -1, masks: Any = None,
@@ -211,15 +217,46 @@ class EpisodeVideo:
 
     def abort(self) -> None:
         """Stop without writing a file."""
-        rec, self._rec, self.mode = self._rec, None, Finished()
+        rec, self._spool, self.mode = self._spool, None, Finished()
         if self.writer is None:
             self._abort(rec)
         else:
             self.writer.submit(self._abort, rec)
 
-    def _finish_panels(self, terminated: bool, truncated: bool, policy: Any, observation_space: Any) -> Path | None:
+    # -- what the modes use (rlviz.record.modes) -------------------------------------------------
+    @property
+    def spool(self) -> EpisodeSpool | None:
+        """A panel video's recording state on disk (None before its first frame and once finished)."""
+        return self._spool
+
+    def open_spool(self, frame: Any, obs: Any = None, lives: int = -1, masks: Any = None, *,
+                   at_step: bool = False) -> None:
+        """Spool frame 0 (and its observation when this video keeps them); ``at_step``: the video begins at the step
+        just fed (begun by ``step()``, not ``start()``), so the annotations count from there."""
+        self._spool = EpisodeSpool.open(frame, obs, lives, masks, spool_dir=self.options.spool_dir,
+                                        keep_obs=self.with_observations and obs is not None)
+        if at_step:
+            self._step0 = self.steps
+
+    def write_frame(self, frame: Any, reward: float, step: int = 0, ret: float = 0.0) -> None:
+        """A frames-only video's frame, to the encoder (on the writer's thread when there is one); None: nothing."""
+        if frame is None:
+            return
+        if self.writer is None:
+            self._write_frame(frame, reward, step, ret)
+            return
+        frame = np.array(frame, dtype=np.uint8, copy=True)  # the env may reuse its buffer before the thread runs
+        self.writer.submit(self._write_frame, frame, reward, step, ret, nbytes=frame.nbytes)
+
+    def close_stream(self) -> Path | None:
+        """Finish a frames-only video's file (on the writer's thread when there is one): its path, or None when no
+        frame was written."""
+        stream, self._stream = self._stream, None
+        return stream.close() if stream is not None else None
+
+    def finish_panels(self, terminated: bool, truncated: bool, policy: Any, observation_space: Any) -> Path | None:
         """A panel video's end (its mode is Finished by now): its trace, then the panels drawn here or on the writer."""
-        rec, self._rec = self._rec, None
+        rec, self._spool = self._spool, None
         if rec is None:
             return None
         if policy is not None and not self.with_observations:
@@ -229,7 +266,8 @@ class EpisodeVideo:
         # saliency takes the network itself apart, so that video is made here as a whole
         background = self.writer is not None and (policy is None or self.options.saliency is None)
         try:
-            trace = self._trace(rec, terminated, truncated)
+            trace = rec.trace(self.spec, terminated, truncated, action_names=self.action_names,
+                              episode_id=self.episode_id, seed=self.seed, fps=self.fps, env_id=self.env_id)
             if background and policy is not None:
                 policy = _evaluated(policy, trace, observation_space)
             if background:
@@ -243,17 +281,7 @@ class EpisodeVideo:
             self._write(rec, trace, policy, observation_space)
         return self.path
 
-    # -- inside ---------------------------------------------------------------------------------
-    def _stream_write(self, frame: Any, reward: float, step: int = 0, ret: float = 0.0) -> None:
-        if frame is None:
-            return
-        if self.writer is None:
-            self._write_frame(frame, reward, step, ret)
-            return
-        frame = np.array(frame, dtype=np.uint8, copy=True)  # the env may reuse its buffer before the thread runs
-        self.writer.submit(self._write_frame, frame, reward, step, ret, nbytes=frame.nbytes)
-
-    # (the methods below run on the writer's thread when there is one)
+    # -- inside (the methods below run on the writer's thread when there is one) ------------------
     def _write_frame(self, frame: Any, reward: float, step: int, ret: float) -> None:
         if self._stream is None:
             from .stream import FrameStream  # the video machinery loads with the first video
@@ -262,68 +290,27 @@ class EpisodeVideo:
             self._stream = FrameStream(self.path, self.fps, opt.preset, opt.crf, opt.strip)
         self._stream.write(frame, step, reward, ret)
 
-    def _close_stream(self) -> Path | None:
-        stream, self._stream = self._stream, None
-        return stream.close() if stream is not None else None
-
-    def _abort(self, rec: dict[str, Any] | None) -> None:
+    def _abort(self, rec: EpisodeSpool | None) -> None:
         stream, self._stream = self._stream, None
         if stream is not None:
             stream.abort()
-        for key in ("frames", "obs"):
-            if rec is not None and rec[key] is not None:
-                rec[key].close()
+        if rec is not None:
+            rec.close()
 
-    def _open_spool(self, frame: Any, obs: Any, lives: int, masks: Any) -> None:
-        where = self.options.spool_dir
-        keep_obs = self.with_observations and obs is not None
-        rec: dict[str, Any] = {"frames": None, "obs": None, "actions": array("d"), "rewards": array("d"),
-                               "lives": array("l", [int(lives)]), "masks": []}
-        try:
-            rec["frames"] = Spool(np.shape(frame), np.uint8, dir=where, name="frames")
-            rec["frames"].append(frame)
-            if keep_obs:
-                rec["obs"] = make_spool(obs, dir=where, name="obs")
-                rec["obs"].append(obs)
-        except BaseException:  # a full disk: nothing of this episode stays behind
-            self._abort(rec)
-            raise
-        if masks is not None:
-            rec["masks"].append(np.asarray(masks, dtype=bool))
-        self._rec = rec
-
-    def _trace(self, rec: dict[str, Any], terminated: bool, truncated: bool) -> EpisodeTrace:
-        spec = self.spec
-        steps = len(rec["rewards"])
-        lives = np.asarray(rec["lives"], dtype=np.int32)
-        frames = rec["frames"].view()
-        obs = rec["obs"].view() if rec["obs"] is not None else np.zeros((len(frames), 0), np.float32)
-        actions = np.asarray(rec["actions"]).reshape((steps,) + tuple(spec.shape))
-        masks = rec["masks"]
-        return EpisodeTrace(
-            frames=frames, observations=obs, actions=actions.astype(np.float32 if spec.continuous else np.int64),
-            rewards=np.asarray(rec["rewards"], dtype=np.float32), lives=None if (lives < 0).all() else lives,
-            terminated=bool(terminated), truncated=bool(truncated), action_names=self.action_names,
-            episode_id=self.episode_id, seed=self.seed, fps=self.fps, env_id=self.env_id,
-            action_masks=np.stack(masks) if masks and len(masks) == len(frames) else None,
-        )
-
-    def _write(self, rec: dict[str, Any], trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
+    def _write(self, rec: EpisodeSpool, trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
         from .internals import compute_internals
         from .memory import add_memory
 
         opt = self.options
         try:
             internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target,
-                                          self._annotations, self.spec, observation_space=observation_space)
+                                          self.annotations, self.spec, observation_space=observation_space)
             internals = add_memory(internals, trace, policy, opt.saliency, opt.saliency_target, opt.memory_window,
                                    observation_space)
             self._draw(trace, internals)
             self.internals = replace(internals, saliency=None)
         finally:
-            for key in ("frames", "obs"):
-                if rec[key] is not None:
-                    rec[key].close()
+            rec.close()
 
     def _draw(self, trace: EpisodeTrace, internals: EpisodeInternals) -> None:
         """Write the episode's panel video to ``self.path`` (and its ``.npz`` when ``save_data``): rlviz's frame

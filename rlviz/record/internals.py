@@ -3,6 +3,7 @@ user's loop (one per step), or both (annotated numbers win); and the per-step ``
 
 from __future__ import annotations
 
+import math
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -34,6 +35,7 @@ class Annotations:
         self.rows: dict[str, list[Any]] = {}
         self.spec = spec
         self._sizes_of: tuple[ActionSpec | None, dict[Any, Any]] | None = None
+        self._warned: set[str] = set()
 
     def __bool__(self) -> bool:
         return bool(self.rows)
@@ -61,18 +63,19 @@ class Annotations:
         for key, v in fields.items():
             if v is None:
                 continue
-            arr = as_numpy(v, np.float32).reshape(-1)  # torch tensors on any device, without importing torch
             want = sizes.get(key, (1,))
+            what = "one number per step, e.g. annotate(q_taken=float(q[a]))" if key not in _NAMED else (
+                "one number per step, the state's value, e.g. annotate(value=float(v))" if key == "value" else
+                f"{' or '.join(map(str, want))} numbers (one per action)" if want else "nothing for this space")
+            arr = _numbers(key, v, what)
             if arr.size not in want:
-                what = "one number per step, e.g. annotate(q_taken=float(q[a]))" if key not in _NAMED else (
-                    f"{' or '.join(map(str, want))} numbers (one per action)" if want else "nothing for this space")
                 raise UsageError(f"annotate({key}=...) received {arr.size} numbers; expected {what}"
                                  f"{'' if key in _NAMED else ': extra annotations are scalars'}.")
             col = self.rows.get(key)
             if col and col[-1][1].size != arr.size:
                 raise UsageError(f"annotate({key}=...) received {arr.size} numbers at step {step} and "
                                  f"{col[-1][1].size} before; pass the same shape every step.")
-            checked[key] = arr
+            checked[key] = self._finite(key, arr, step)
         for key, arr in checked.items():
             col = self.rows.setdefault(key, [])
             if col and col[-1][0] == step:
@@ -80,6 +83,28 @@ class Annotations:
             else:
                 col.append((step, arr))
 
+    def _finite(self, key: str, arr: np.ndarray, step: int) -> np.ndarray:
+        """Non-finite numbers, said once per key and video: logits keep -inf (an impossible action, probability 0)
+        and +inf (a certain one: the +inf actions share probability 1); a NaN among them (or all -inf) leaves that
+        step's probabilities empty (NaN). A Box action's ``mean`` / ``std`` / ``log_std``: that step shows the last
+        finite step's distribution. Other fields (value, extras): NaN and +-inf are drawn as gaps (NaN)."""
+        if arr.size == 1 and math.isfinite(arr[0]) or arr.size > 1 and np.isfinite(arr).all():
+            return arr
+        finite = np.isfinite(arr)
+        if finite.all():  # (empty)
+            return arr
+        if key == "logits":
+            if not (np.isnan(arr).any() or np.isneginf(arr).all()):
+                return arr  # -inf / +inf: probabilities 0 / shared 1, as the softmax's limits
+            said = "its action probabilities are left empty (NaN)"
+        else:
+            arr = np.where(finite, arr, np.float32(np.nan))
+            said = "that step shows the last finite step's distribution" if key in _NAMED[2:] else "drawn as a gap"
+        if key not in self._warned:
+            self._warned.add(key)
+            warnings.warn(f"annotate({key}=...) received a non-finite number (NaN or inf) at step {step}: {said} "
+                          "(said once per video).", stacklevel=4)
+        return arr
     def array(self, key: str, num_steps: int) -> np.ndarray | None:
         """float32 [T+1, n]: row t is the annotation of step t (NaN where none was given); the frame after the last
         step shows the last step's."""
@@ -94,12 +119,36 @@ class Annotations:
         return out
 
 
+def _numbers(key: str, value: Any, what: str) -> np.ndarray:
+    """An annotation as a flat float32 array; anything that is not numbers (a string, a ragged list, a dict) is one
+    :class:`UsageError` line."""
+    if type(value) is float or type(value) is int:  # the common cases first: a number, a float array
+        return np.array((value,), np.float32)
+    if type(value) is np.ndarray and value.dtype.kind == "f":
+        return value.astype(np.float32, copy=False).reshape(-1)
+    try:
+        arr = as_numpy(value)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"annotate({key}=...) received a {type(value).__name__} that is not an array of numbers "
+                         f"({reason[:120]}); expected {what}: a number, a list, a numpy array or a tensor.") from None
+    if arr.dtype.kind not in "biuf":
+        raise UsageError(f"annotate({key}=...) received {type(value).__name__} of {arr.dtype} values; expected {what} "
+                         "as numbers (a number, a list, a numpy array or a tensor), not text.")
+    return arr.astype(np.float32, copy=False).reshape(-1)
+
+
 def _softmax_parts(logits: np.ndarray, nvec: tuple[Any, ...] | None) -> np.ndarray:
     def sm(x: Any) -> Any:
         with warnings.catch_warnings():  # steps without logits (value annotated alone) are all NaN: NaN stays NaN
             warnings.simplefilter("ignore", RuntimeWarning)
             z = np.exp(x - np.nanmax(x, axis=-1, keepdims=True))
-        return z / z.sum(-1, keepdims=True)
+            p = z / z.sum(-1, keepdims=True)
+            certain = np.isposinf(x)  # +inf logits: the limit of the softmax, those actions share probability 1
+            rows = certain.any(-1) & ~np.isnan(x).any(-1)
+            if rows.any():
+                p[rows] = certain[rows] / certain[rows].sum(-1, keepdims=True)
+        return p
 
     if nvec is None:
         return np.asarray(sm(logits.astype(np.float64)), np.float32)
@@ -119,6 +168,7 @@ def _annotated_output(ann: Annotations, n: int, spec: ActionSpec, squash: bool) 
         std = ann.array("std", n - 1)
         log_std = ann.array("log_std", n - 1)
         std = np.exp(log_std) if std is None and log_std is not None else std
+        mean, std = _held(mean), None if std is None or not np.isfinite(std).any() else _held(std)
         return PolicyOutput(mean, np.zeros((n, 0), np.float32), value, kind, mean=mean, std=std, squash=squash,
                             low=spec.low, high=spec.high)
     logits = ann.array("logits", n - 1)
@@ -131,6 +181,22 @@ def _annotated_output(ann: Annotations, n: int, spec: ActionSpec, squash: bool) 
         raise UsageError(f"annotate(logits=...) received {logits.shape[1]} numbers; the action space has "
                          f"{spec.size} (one per action).")
     return PolicyOutput(logits, _softmax_parts(logits, nvec), value, kind, nvec=nvec)
+
+
+def _held(rows: np.ndarray) -> np.ndarray:
+    """Box panels draw a distribution on every frame: a step without finite numbers (not annotated, or NaN / inf)
+    shows the last step's before it (the first annotated one's before any); none at all: zeros."""
+    out = np.array(rows, np.float32, copy=True)
+    good = np.asarray(np.isfinite(out).all(axis=-1), dtype=bool).reshape(len(out))
+    if not good.any():
+        return np.zeros_like(out)
+    last = out[int(np.argmax(good))]
+    for t in range(len(out)):
+        if good[t]:
+            last = out[t]
+        else:
+            out[t] = last
+    return out
 
 
 def _merge(out: PolicyOutput | None, ann: PolicyOutput | None) -> PolicyOutput | None:

@@ -9,12 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..errors import UsageError
 
-#: an :class:`rlviz.record.frames.EpisodeVideo` (not imported: frames imports this module, and the modes use its
-#: spool and stream helpers: ``_open_spool``, ``_stream_write``, ``_close_stream``, ``_finish_panels``)
+#: an :class:`rlviz.record.frames.EpisodeVideo` (not imported: frames imports this module); the modes use its public
+#: interface for them: ``open_spool``, ``spool``, ``write_frame``, ``close_stream``, ``finish_panels``, ``annotations``
 EpisodeVideo = Any
 
 __all__ = ["VideoMode", "Pending", "Stream", "Panels", "Finished", "initial_mode"]
@@ -61,15 +59,15 @@ class Pending(VideoMode):
 
     def settle(self, video: EpisodeVideo, panels: bool | None = None) -> VideoMode:
         """Pending -> panels (annotated before the first step) or frames only; the waiting frame goes to it."""
-        panels = bool(video._annotations) if panels is None else panels
+        panels = bool(video.annotations) if panels is None else panels
         video.mode = mode = Panels() if panels else Stream()
         if self.first is not None:
             frame, obs, lives, masks = self.first
             self.first = None
             if panels:
-                video._open_spool(frame, obs, lives, masks)
+                video.open_spool(frame, obs, lives, masks)
             else:
-                video._stream_write(frame, 0.0)
+                video.write_frame(frame, 0.0)
         return mode
 
     def step(self, video: EpisodeVideo, frame: Any, reward: float, action: Any, obs: Any, lives: int, masks: Any,
@@ -81,7 +79,7 @@ class Pending(VideoMode):
         if self.first is None:
             video.mode = Finished()
             return None
-        return self.settle(video, bool(video._annotations) or policy is not None).finish(
+        return self.settle(video, bool(video.annotations) or policy is not None).finish(
             video, terminated, truncated, policy, observation_space)
 
 
@@ -89,28 +87,28 @@ class Stream(VideoMode):
     """Frames only: each goes to the encoder (padded to multiples of 16), nothing is held."""
 
     def start(self, video: EpisodeVideo, frame: Any, obs: Any, lives: int, masks: Any) -> None:
-        video._stream_write(frame, 0.0)
+        video.write_frame(frame, 0.0)
 
     def step(self, video: EpisodeVideo, frame: Any, reward: float, action: Any, obs: Any, lives: int, masks: Any,
              label: tuple[int | None, float | None]) -> None:
         video.steps += 1
         video.episode_return += float(reward)
         step, ret = label
-        video._stream_write(frame, float(reward), video.steps if step is None else step,
+        video.write_frame(frame, float(reward), video.steps if step is None else step,
                             video.episode_return if ret is None else ret)
         video.frames += frame is not None
 
     def add_frame(self, video: EpisodeVideo, frame: Any) -> None:
-        video._stream_write(frame, 0.0, video.steps, video.episode_return)
+        video.write_frame(frame, 0.0, video.steps, video.episode_return)
         video.frames += 1
 
     def finish(self, video: EpisodeVideo, terminated: bool, truncated: bool, policy: Any,
                observation_space: Any) -> Path | None:
         video.mode = Finished()
         if video.writer is None:
-            closed: Path | None = video._close_stream()
+            closed: Path | None = video.close_stream()
             return closed
-        video.writer.submit(video._close_stream)
+        video.writer.submit(video.close_stream)
         return video.path if video.frames else None
 
 
@@ -120,7 +118,7 @@ class Panels(VideoMode):
     annotates = True
 
     def start(self, video: EpisodeVideo, frame: Any, obs: Any, lives: int, masks: Any) -> None:
-        video._open_spool(frame, obs, lives, masks)
+        video.open_spool(frame, obs, lives, masks)
 
     def step(self, video: EpisodeVideo, frame: Any, reward: float, action: Any, obs: Any, lives: int, masks: Any,
              label: tuple[int | None, float | None]) -> None:
@@ -128,27 +126,19 @@ class Panels(VideoMode):
         video.episode_return += float(reward)
         if action is None:
             raise UsageError("EpisodeVideo.step(action=None) in a video with panels; pass the action the env took.")
-        if video._rec is None:  # a panel video begun without start(): this step's frame is its frame 0
+        rec = video.spool
+        if rec is None:  # a panel video begun without start(): this step's frame is its frame 0
             if frame is not None:
-                video._open_spool(frame, obs, lives, masks)
-                video._step0 = video.steps
+                video.open_spool(frame, obs, lives, masks, at_step=True)
                 video.frames += 1
             return
-        rec = video._rec
-        rec["frames"].append(frame if frame is not None else rec["frames"].view()[-1])
-        if rec["obs"] is not None:
-            rec["obs"].append(obs)
-        rec["actions"].extend(np.asarray(action, dtype=np.float64).reshape(-1).tolist())
-        rec["rewards"].append(float(reward))
-        rec["lives"].append(int(lives))
-        if masks is not None:
-            rec["masks"].append(np.asarray(masks, dtype=bool))
+        rec.append(frame, obs, action, reward, lives, masks)
         video.frames += 1
 
     def finish(self, video: EpisodeVideo, terminated: bool, truncated: bool, policy: Any,
                observation_space: Any) -> Path | None:
         video.mode = Finished()
-        path: Path | None = video._finish_panels(terminated, truncated, policy, observation_space)
+        path: Path | None = video.finish_panels(terminated, truncated, policy, observation_space)
         return path
 
 

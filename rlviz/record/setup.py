@@ -10,7 +10,7 @@ import numpy as np
 from ..agent.actions import action_names_for
 from ..errors import EnvError, UsageError
 
-__all__ = ["RenderModeError", "capped_cubic_video_schedule", "action_labels", "probe_callable"]
+__all__ = ["RenderModeError", "capped_cubic_video_schedule", "action_labels", "probe_callable", "input_shape", "short_repr"]
 
 _TRIGGER_HINT = ("RecordEpisode's third argument is the policy (gymnasium RecordVideo's is episode_trigger): pass "
                  "triggers by name, episode_trigger=...")
@@ -39,17 +39,53 @@ def action_labels(env: Any, spec: Any, action_names: Any = None) -> tuple[Any, .
     return tuple(str(a) for a in (action_names or action_names_for(env, n)))
 
 
-def probe_callable(policy: Any, fn: Any, observation_space: Any) -> None:
-    """One forward of a callable policy on a sampled observation, so a callable that is not a policy (a trigger
-    passed where RecordVideo takes it) fails at construction, not when the first episode ends."""
+def input_shape(fn: Any) -> tuple[int, ...] | None:
+    """The observation shape a network takes, where its first layer says it (a ``Linear``: ``(in_features,)``, a
+    convolution: ``(in_channels, ...)``); None otherwise. Read from attributes: torch is not imported here."""
+    modules = getattr(fn, "modules", None)
+    if not callable(modules):
+        return None
+    try:
+        for module in modules():
+            if isinstance(getattr(module, "in_features", None), int):
+                return (int(module.in_features),)
+            if isinstance(getattr(module, "in_channels", None), int):
+                return (int(module.in_channels),)
+    except Exception:  # a module-like object without torch's modules()
+        return None
+    return None
+
+
+def short_repr(obj: Any, limit: int = 80) -> str:
+    """``repr(obj)`` on one line (a multi-line one, e.g. a ``Sequential``, as ``<ClassName>``), at most ``limit`` long."""
+    text = repr(obj)
+    if "\n" in text or len(text) > limit:
+        return f"<{type(obj).__name__}>"
+    return text
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def probe_callable(policy: Any, fn: Any, observation_space: Any, owner: str = "RecordEpisode") -> None:
+    """One forward of a policy the recorder wrapped (a callable or a ``torch.nn.Module``) on a sampled observation,
+    so one that does not fit the env fails at construction, in one line naming both shapes, not when the first
+    episode ends; a callable that is not a policy (a trigger passed where RecordVideo takes it) likewise."""
     try:
         sample = np.asarray(observation_space.sample(), dtype=np.float32)[None]
     except (AttributeError, NotImplementedError, TypeError, ValueError):  # spaces that cannot be sampled as an array
         return
+    hint = f" {_TRIGGER_HINT}." if owner == "RecordEpisode" and input_shape(fn) is None else ""
     try:
         policy.evaluate(sample)
     except UsageError as exc:
-        raise UsageError(f"{exc} {_TRIGGER_HINT}.") from exc
+        raise UsageError(f"{exc}{hint}") from exc
     except Exception as exc:  # the user's callable failed on a batch of one observation
-        raise UsageError(f"policy={fn!r} failed on a batch of one observation [1, *obs_shape] ({type(exc).__name__}: "
-                         f"{exc}); a policy maps a batch of observations to logits. {_TRIGGER_HINT}.") from exc
+        want = input_shape(fn)
+        takes = f"takes observations of shape {want}" if want is not None else "failed"
+        raise UsageError(f"{owner}(policy={short_repr(fn)}) {takes}, but the env's observations have shape "
+                         f"{tuple(sample.shape[1:])} (on a batch of one observation [1, *obs_shape]: "
+                         f"{_first_line(exc)}); pass the policy made for this env (a policy maps a batch of "
+                         f"observations to logits).{hint}") from exc

@@ -27,12 +27,11 @@ A video never holds two episodes. Frames per whole episode of L steps:
 from __future__ import annotations
 
 import math
-import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -40,8 +39,9 @@ import numpy as np
 from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..errors import UsageError
+from .base import RecorderBase, default_triggers, recorder_settings, settle_policy
 from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
-from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
+from .setup import RenderModeError, action_labels
 from .vector_parts import (
     DISABLED,
     SAME_STEP,
@@ -55,7 +55,6 @@ from .vector_parts import (
     obs_row,
     tile_frames,
 )
-from .writer import BackgroundWriter
 
 __all__ = ["RecordVectorEpisode", "RecordedVideo", "GRID_VIDEO_LENGTH", "GRID_STEP_EVERY"]
 
@@ -65,7 +64,25 @@ _Base: Any = getattr(gym.vector, "VectorWrapper", None) or gym.vector.VectorEnvW
 GRID_STEP_EVERY, GRID_VIDEO_LENGTH = 10_000, 200
 
 
-class RecordVectorEpisode(_Base):  # type: ignore[misc]
+def _indices(envs_to_record: Any, n: int) -> tuple[int, ...]:
+    """The recorded sub-envs: distinct whole numbers in 0..n-1, or all of them for ``"grid"``."""
+    if isinstance(envs_to_record, str):
+        if envs_to_record != "grid":
+            raise UsageError(f"envs_to_record={envs_to_record!r}; expected sub-env indices such as (0,) or 'grid'.")
+        return tuple(range(n))
+    try:
+        given = list(envs_to_record)
+    except TypeError:
+        raise UsageError(f"envs_to_record={envs_to_record!r}; expected a sequence of sub-env indices such as (0,) or "
+                         f"({envs_to_record!r},), or 'grid'.") from None
+    indices = tuple(int(i) for i in given if isinstance(i, (int, np.integer)) and not isinstance(i, bool))
+    if len(indices) != len(given) or not indices or any(not 0 <= i < n for i in indices) \
+            or len(set(indices)) != len(indices):
+        raise UsageError(f"envs_to_record={envs_to_record!r}; expected distinct whole sub-env indices in 0..{n - 1}.")
+    return indices
+
+
+class RecordVectorEpisode(RecorderBase, _Base):  # type: ignore[misc]
     """Record sub-envs of a gymnasium vector env (Sync or Async, gymnasium 0.29 or 1.x, any autoreset mode).
 
     Args:
@@ -93,7 +110,7 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
     """
 
     @old_keywords(("sinks", "grid_width"), fold_old_keywords, "options=RecordOptions(sinks=..., grid_width=...)")
-    def __init__(  # noqa: C901 - one check per argument
+    def __init__(
         self,
         envs: Any,
         video_folder: str | Path,
@@ -116,47 +133,30 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         self._reader = FrameReader(envs)
         n = int(envs.num_envs)
         self.grid = isinstance(envs_to_record, str)
-        if self.grid and envs_to_record != "grid":
-            raise UsageError(f"envs_to_record={envs_to_record!r}; expected sub-env indices such as (0,) or 'grid'.")
-        indices = tuple(range(n)) if self.grid else tuple(int(i) for i in envs_to_record)
-        if not indices or any(not 0 <= i < n for i in indices) or len(set(indices)) != len(indices):
-            raise UsageError(f"envs_to_record={envs_to_record!r}; expected distinct sub-env indices in 0..{n - 1}.")
+        indices = _indices(envs_to_record, n)
         bad = {i: m for i, m in zip(indices, self._reader.render_modes(indices)) if m != "rgb_array"}
         if bad:
             raise RenderModeError(f"RecordVectorEpisode needs frames, but sub-envs {sorted(bad)} have render_mode "
                                   f"{sorted(set(map(str, bad.values())))}. Make the recorded sub-envs with render_mode="
                                   "'rgb_array', e.g. gym.make(env_id, render_mode='rgb_array').")
-        if re.search(r"[\\/]", name_prefix):
-            raise UsageError(f"name_prefix={name_prefix!r} must be a file name prefix, not a path.")
-        if int(video_length) < 0:
-            raise UsageError(f"video_length={video_length}; expected 0 (whole episodes) or a number of frames.")
+        settings = recorder_settings("RecordVectorEpisode", video_folder, name_prefix, fps, envs.metadata, video_length,
+                                     whole=GRID_VIDEO_LENGTH if self.grid else math.inf)
         if self.grid and policy is not None:
             raise UsageError("envs_to_record='grid' records frames only; pass sub-env indices to draw a policy's panels.")
         if self.grid and step_trigger is None:
             step_trigger = lambda s: s % GRID_STEP_EVERY == 0  # noqa: E731
-        if episode_trigger is None and step_trigger is None:
-            episode_trigger = capped_cubic_video_schedule
+        self.episode_trigger, self.step_trigger = default_triggers(episode_trigger, step_trigger)
         self.envs_to_record, self.num_recorded = indices, len(indices)
-        self.episode_trigger, self.step_trigger = episode_trigger, step_trigger
-        self.video_length = int(video_length) or (GRID_VIDEO_LENGTH if self.grid else math.inf)
-        self.video_folder = Path(video_folder)
-        self.video_folder.mkdir(parents=True, exist_ok=True)
-        self.name_prefix = name_prefix
-        self.fps = self.frames_per_sec = float(fps or (envs.metadata or {}).get("render_fps") or 30)
-        if self.fps <= 0:
-            raise UsageError(f"fps={fps}; expected a positive number.")
-        self.options = options or RecordOptions()
-        self.grid_width = int(self.options.grid_width)
+        self.video_length = settings.video_length
+        opt = self.setup_recorder(settings, options)
+        self.grid_width = int(opt.grid_width)
         self.autoreset_mode = autoreset_mode(envs)
         self._spec = action_spec(envs.single_action_space)
         subs = self._reader._subs
-        self._action_names = action_labels(subs[0] if subs else None, self._spec, self.options.action_names)
-        self.policy = None
-        if policy is not None:
-            from ..agent.callable_policy import as_policy
-
-            self.policy = as_policy(policy, envs.single_action_space, self.options.squash)
-        self._sinks = VideoSinks(self.options.sinks)
+        self._action_names = action_labels(subs[0] if subs else None, self._spec, opt.action_names)
+        self.policy = settle_policy(policy, envs.single_action_space, envs.single_observation_space, opt.squash,
+                                    "RecordVectorEpisode")
+        self._sinks = VideoSinks(opt.sinks)
         spec = subs[indices[0]].spec if subs else self._reader.call("spec")[indices[0]]
         self.env_id = getattr(spec, "id", None) or type(getattr(envs, "unwrapped", envs)).__name__
         self.step_id = 0
@@ -167,10 +167,10 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         self._autoreset_next: set[int] = set()  # NEXT_STEP: sub-envs whose coming step() is their reset
         self._grid: EpisodeVideo | None = None
         self._grid_start = 0
-        self._writer = BackgroundWriter() if self.options.background else None  # encodes and draws off step()
 
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None) -> Any:
+        self.check_open("reset")
         mask = None if not options or options.get("reset_mask") is None else np.asarray(options["reset_mask"], bool)
         targets = [i for i in self.envs_to_record if mask is None or mask[i]]
         if not self.grid:
@@ -225,13 +225,15 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         try:
             self._finish_all()
         finally:
+            self.mark_closed()
             self.env.close(**kwargs)
 
-    def wait(self) -> None:
-        """Block until every finished video is written (and logged): videos are encoded, and panels drawn, on a
-        thread of the recorder's own unless ``options.background`` is False."""
-        if self._writer is not None:
-            self._writer.wait()
+    def take_videos(self) -> list[EpisodeVideo]:
+        videos: list[EpisodeVideo] = [v for v in self._video.values() if v is not None]
+        if self._grid is not None:
+            videos.append(self._grid)
+        self._video, self._grid = dict.fromkeys(self._video), None
+        return videos
 
     def __del__(self) -> None:
         if any(getattr(self, "_video", {}).values()) or getattr(self, "_grid", None) is not None:
@@ -242,7 +244,8 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
         """Attach what the loop computed for every sub-env to the step about to be taken: ``logits`` [B, A]
         (Box actions: ``mean``, ``std`` or ``log_std`` [B, D]), ``value`` [B] or [B, 1], and scalars of your own
         [B], each any array-like or a torch tensor on any device. Only the rows of sub-envs being recorded are
-        read (nothing at all when none is); each video's ``.npz`` holds them. A no-op for grid videos."""
+        read (nothing at all when none is); each video's ``.npz`` holds them. A no-op for grid videos. Odd inputs
+        as :meth:`rlviz.RecordEpisode.annotate` says (refused in one line, or non-finite numbers drawn)."""
         rows = [i for i in self.envs_to_record if not self.grid and i not in self._autoreset_next
                 and (v := self._video[i]) is not None and v.mode.annotates]
         if not rows:
@@ -326,24 +329,18 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
                 self._autoreset_next.add(i)
 
     def _finish(self, i: int, terminated: bool, truncated: bool) -> None:
-        video, self._video[i] = self._video[i], None
-        if video is None:
+        if self._video[i] is None:
             return
-        episode_id, start = self._meta.pop(i)
-        frames = video.frames - int(video.drop_last)
-        path = video.finish(terminated, truncated, policy=self.policy, observation_space=self.single_observation_space)
-        if path is None:
-            return
-        self._after_write(self._done, video, RecordedVideo(path, i, episode_id, start, video.steps, frames,
-                                                           video.episode_return, terminated, truncated),
-                          f"videos/env-{i}", self.step_id * int(self.num_envs))
-
-    def _after_write(self, fn: Callable[..., None], *args: Any) -> None:
-        """``fn(*args)`` once the videos finished so far are written (on the writer's thread when there is one)."""
-        if self._writer is None:
-            fn(*args)
-        else:
-            self._writer.submit(fn, *args)
+        with self.finishing():
+            video = cast(SubEnvVideo, self._video[i])
+            self._video[i] = None
+            episode_id, start = self._meta.pop(i)
+            frames = video.frames - int(video.drop_last)
+            path = video.finish(terminated, truncated, policy=self.policy, observation_space=self.single_observation_space)
+            if path is not None:
+                done = RecordedVideo(path, i, episode_id, start, video.steps, frames, video.episode_return, terminated,
+                                     truncated)
+                self._after_write(self._done, video, done, f"videos/env-{i}", self.step_id * int(self.num_envs))
 
     def _done(self, video: EpisodeVideo | None, done: RecordedVideo, name: str, step: int) -> None:
         if video is not None and video.internals is not None:
@@ -383,10 +380,11 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
             self._grid_end()
 
     def _grid_end(self) -> None:
-        grid, self._grid = self._grid, None
-        if grid is None:
+        if self._grid is None:
             return
-        path = grid.finish()
-        if path is not None:
-            done = RecordedVideo(path, -1, -1, self._grid_start, grid.steps, grid.frames, 0.0, False, False)
-            self._after_write(self._done, None, done, "videos/grid", self.step_id * int(self.num_envs))
+        with self.finishing():
+            grid, self._grid = self._grid, None
+            path = grid.finish()
+            if path is not None:
+                done = RecordedVideo(path, -1, -1, self._grid_start, grid.steps, grid.frames, 0.0, False, False)
+                self._after_write(self._done, None, done, "videos/grid", self.step_id * int(self.num_envs))

@@ -20,6 +20,7 @@ from .frames import EpisodeVideo
 
 if TYPE_CHECKING:
     from ..episode.trace import EpisodeInternals, EpisodeTrace
+    from .spooled import EpisodeSpool
 
 __all__ = ["RecordedVideo", "SubEnvVideo", "NEXT_STEP", "SAME_STEP", "DISABLED", "autoreset_mode", "FrameReader", "env_rows", "obs_row",
            "final_obs_row", "tile_frames", "grid_shape", "VideoSinks"]
@@ -94,12 +95,21 @@ def _as_array(value: Any, rows: list[int]) -> np.ndarray:
 def env_rows(value: Any, rows: list[int], num_envs: int, key: str) -> list[np.ndarray]:
     """One float32 array per env of ``rows`` from a batched annotation ``[num_envs, ...]`` (a scalar: the same for
     every env)."""
+    expected = f"one per sub-env ({num_envs}), e.g. logits [{num_envs}, A], value [{num_envs}] or [{num_envs}, 1]"
+    if isinstance(value, (str, bytes, dict)):
+        raise UsageError(f"annotate({key}=...) received a {type(value).__name__}; expected numbers, {expected}.")
     n = getattr(value, "shape", None)
     lead = (n[0] if n else None) if n is not None else (len(value) if hasattr(value, "__len__") else None)
     if lead is not None and lead != num_envs:
-        raise UsageError(f"annotate({key}=...) received {lead} rows; expected one per sub-env ({num_envs}), "
-                         f"e.g. logits [{num_envs}, A], value [{num_envs}] or [{num_envs}, 1].")
-    arr = _as_array(value, rows)
+        raise UsageError(f"annotate({key}=...) received {lead} rows; expected {expected}.")
+    try:
+        arr = _as_array(value, rows)
+    except (TypeError, ValueError, RuntimeError, IndexError) as exc:
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
+        raise UsageError(f"annotate({key}=...) received a {type(value).__name__} that is not an array of numbers "
+                         f"({reason}); expected {expected}.") from None
+    if arr.dtype.kind not in "biuf":
+        raise UsageError(f"annotate({key}=...) received {arr.dtype} values; expected numbers, {expected}.")
     if arr.ndim == 0:
         return [np.asarray(arr, np.float32).reshape(1)] * len(rows)
     return [np.asarray(a, np.float32) for a in arr]
@@ -131,8 +141,9 @@ def grid_shape(n: int) -> tuple[int, int]:
 
 
 def tile_frames(frames: list[np.ndarray], max_width: int) -> np.ndarray:
-    """The frames tiled row by row (sub-env 0 top left) into uint8 [rows*h, cols*w, 3]; each tile is the first
-    frame's size, shrunk (area interpolation, never enlarged) so the grid is at most ``max_width`` pixels wide."""
+    """The frames tiled row by row (sub-env 0 top left) into uint8 [rows*h, cols*w, 3]; each cell is the first
+    frame's size, shrunk (area interpolation) so the grid is at most ``max_width`` pixels wide. A frame is shrunk to
+    fit its cell (aspect kept), never enlarged: a smaller one sits in the top-left corner of its cell, on black."""
     import cv2
 
     rows, cols = grid_shape(len(frames))
@@ -142,8 +153,15 @@ def tile_frames(frames: list[np.ndarray], max_width: int) -> np.ndarray:
     out = np.zeros((rows * h, cols * w, 3), np.uint8)
     for k, frame in enumerate(frames):
         r, c = divmod(k, cols)
-        tile = frame if frame.shape[:2] == (h, w) else cv2.resize(frame, (w, h), interpolation=cv2.INTER_AREA)
-        out[r * h:(r + 1) * h, c * w:(c + 1) * w] = tile
+        fh, fw = frame.shape[:2]
+        if (fh, fw) == (h0, w0):  # the first frame's size (every sub-env's, as a rule): exactly the cell
+            size = (w, h)
+        else:
+            fit = min(1.0, w / fw, h / fh)
+            size = (max(1, min(w, round(fw * fit))), max(1, min(h, round(fh * fit))))
+        tile = frame if size == (fw, fh) else cv2.resize(frame, size, interpolation=cv2.INTER_AREA)
+        th, tw = tile.shape[:2]
+        out[r * h:r * h + th, c * w:c * w + tw] = tile
     return out
 
 
@@ -226,7 +244,7 @@ class SubEnvVideo(EpisodeVideo):
 
     drop_last = False
 
-    def _write(self, rec: dict[str, Any], trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
+    def _write(self, rec: EpisodeSpool, trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
         if not self.drop_last:
             super()._write(rec, trace, policy, observation_space)
             return
@@ -239,7 +257,7 @@ class SubEnvVideo(EpisodeVideo):
         opt = self.options
         try:
             internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target,
-                                          self._annotations, self.spec, observation_space=observation_space)
+                                          self.annotations, self.spec, observation_space=observation_space)
             comp = Compositor(trace, internals, opt.compose_options or ComposeOptions())
             buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
             with VideoWriter(self.path, self.fps, comp.size, preset=opt.preset, crf=opt.crf) as writer:
@@ -249,6 +267,4 @@ class SubEnvVideo(EpisodeVideo):
                 save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=self.fps)
             self.internals = replace(internals, saliency=None)
         finally:
-            for key in ("frames", "obs"):
-                if rec[key] is not None:
-                    rec[key].close()
+            rec.close()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import gc
 import math
 import os
-import re
 import warnings
 from collections.abc import Callable
 from dataclasses import replace
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any, cast
 import gymnasium as gym
 
 from .._deprecated import old_keywords
-from ..agent.actions import action_spec, check_policy_actions
+from ..agent.actions import action_spec
 from ..agent.obs import is_plain
 from ..choices import SALIENCY_METHODS
 from ..envs.frames import to_rgb_frame
@@ -38,11 +37,11 @@ from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals
 from ..errors import UsageError
 from ..explain.attribution import attribution_class
+from .base import RecorderBase, default_triggers, every_episode, recorder_settings, settle_policy
 from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
 from .internals import compute_internals, save_episode_data
 from .modes import Stream
-from .setup import RenderModeError, action_labels, capped_cubic_video_schedule, probe_callable
-from .writer import BackgroundWriter
+from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
 
 if TYPE_CHECKING:  # annotations only: importing them here would load torch and the drawing code early
     import torch
@@ -58,7 +57,21 @@ OLD_KEYWORDS = ("strip", "gamma", "saliency", "saliency_target", "compose_option
                 "spool_dir", "action_names", "squash")
 
 
-class RecordEpisode(gym.Wrapper):
+def check_saliency(saliency: str | None, policy: Any, observation_space: Any) -> None:
+    """``RecordOptions.saliency`` against the policy and the env's observations (the rule ``attribute()`` applies)."""
+    if saliency is None:
+        return
+    if saliency not in SALIENCY_METHODS:
+        raise UsageError(f"saliency={saliency!r} is not known; use None or one of {SALIENCY_METHODS}.")
+    if policy is None:
+        raise UsageError(f"saliency={saliency!r} needs policy=...: saliency takes the network apart.")
+    attribution_class(saliency).check_policy(policy)
+    if not is_plain(observation_space):
+        raise UsageError(f"saliency={saliency!r} maps array observations, but this env's are {observation_space}; "
+                         "use saliency=None (CLI: --saliency none) for it.")
+
+
+class RecordEpisode(RecorderBase, gym.Wrapper):
     """Record episodes to MP4: the frames (a ``RecordVideo`` drop-in) and, given internals, the agent's panels.
 
     Args:
@@ -88,7 +101,7 @@ class RecordEpisode(gym.Wrapper):
     video_class: type[EpisodeVideo] = EpisodeVideo
 
     @old_keywords(OLD_KEYWORDS, fold_old_keywords, "options=RecordOptions(...)")
-    def __init__(  # noqa: C901 - one check per argument
+    def __init__(
         self,
         env: gym.Env,
         video_folder: str | os.PathLike[str],
@@ -113,50 +126,24 @@ class RecordEpisode(gym.Wrapper):
         check_render_mode(env, env.render_mode)  # an env that only claims the mode fails here, not on render()
         if options is not None and not isinstance(options, RecordOptions):
             raise UsageError(f"options={options!r}; expected a rlviz.record.RecordOptions(...).")
-        self.options = opt = options or RecordOptions()
-        saliency = opt.saliency
+        opt = options or RecordOptions()
         self.spec_actions = spec = action_spec(env.action_space)
-        self.policy = None
-        if policy is not None:
-            from ..agent.callable_policy import CallablePolicy, as_policy  # torch: only with a policy
-
-            self.policy = as_policy(policy, env.action_space, opt.squash)
-            check_policy_actions(self.policy, env.action_space)
-            if isinstance(self.policy, CallablePolicy) and self.policy.fn is policy:
-                probe_callable(self.policy, policy, env.observation_space)
-            if step_trigger is not None or video_length:
-                raise UsageError("step_trigger and video_length cut videos anywhere; with a policy a video is one "
-                                 "episode. Choose episodes with episode_trigger, or record frames only (no policy).")
-        if saliency is not None and saliency not in SALIENCY_METHODS:
-            raise UsageError(f"saliency={saliency!r} is not known; use None or one of {SALIENCY_METHODS}.")
-        if saliency is not None and self.policy is None:
-            raise UsageError(f"saliency={saliency!r} needs policy=...: saliency takes the network apart.")
-        if saliency is not None:
-            attribution_class(saliency).check_policy(self.policy)  # the rule attribute() applies
-        if saliency is not None and not is_plain(env.observation_space):
-            raise UsageError(f"saliency={saliency!r} maps array observations, but this env's are {env.observation_space}; "
-                             "use saliency=None (CLI: --saliency none) for it.")
-        if re.search(r"[\\/]", name_prefix):
-            raise UsageError(f"name_prefix={name_prefix!r} must be a file name prefix, not a path.")
-        if int(video_length) < 0:
-            raise UsageError(f"video_length={video_length}; expected 0 (whole episodes) or a number of frames.")
-        if episode_trigger is None and step_trigger is None:
-            episode_trigger = capped_cubic_video_schedule if self.policy is None else (lambda episode_id: True)
-        self.episode_trigger, self.step_trigger = episode_trigger, step_trigger
-        self.video_length = int(video_length) if video_length else math.inf
+        self.policy = settle_policy(policy, env.action_space, env.observation_space, opt.squash, "RecordEpisode")
+        if self.policy is not None and (step_trigger is not None or video_length):
+            raise UsageError("step_trigger and video_length cut videos anywhere; with a policy a video is one "
+                             "episode. Choose episodes with episode_trigger, or record frames only (no policy).")
+        check_saliency(opt.saliency, self.policy, env.observation_space)
+        settings = recorder_settings("RecordEpisode", video_folder, name_prefix, fps, env.metadata, video_length)
+        self.episode_trigger, self.step_trigger = default_triggers(
+            episode_trigger, step_trigger, capped_cubic_video_schedule if self.policy is None else every_episode)
+        self.video_length = settings.video_length
         self.disable_logger, self.gc_trigger = disable_logger, gc_trigger
-        self.video_folder = Path(video_folder)
-        self.video_folder.mkdir(parents=True, exist_ok=True)
-        self.name_prefix = name_prefix
-        self.fps = self.frames_per_sec = float(fps or env.metadata.get("render_fps") or 30)
-        if self.fps <= 0:
-            raise UsageError(f"fps={fps}; expected a positive number.")
+        self.setup_recorder(settings, opt)
         self.action_names = action_labels(env, spec, opt.action_names)
         env_spec = getattr(env, "spec", None)
         self.env_id = env_spec.id if env_spec is not None else type(env.unwrapped).__name__
         self.episode_id = self.step_id = -1
         self.render_history: list[Any] = []
-        self._writer = BackgroundWriter() if opt.background else None  # encodes and draws off step()'s thread
         self._last_path: Path | None = None
         self._last_panels: EpisodeVideo | None = None  # the last panel video (its internals)
         self._last_result: EpisodeResult | None = None
@@ -192,13 +179,9 @@ class RecordEpisode(gym.Wrapper):
         self.wait()
         return self._last_result
 
-    def wait(self) -> None:
-        """Block until every video finished so far is written (they are encoded on the recorder's thread)."""
-        if self._writer is not None:
-            self._writer.wait()
-
     # -- gymnasium API ----------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[Any, Any] | None = None) -> Any:
+        self.check_open("reset")
         if self._video is not None and self._video.panels:  # the previous episode was cut by this reset
             self._finish(terminated=False, truncated=False)
         obs, info = self.env.reset(seed=seed, options=options)
@@ -252,7 +235,12 @@ class RecordEpisode(gym.Wrapper):
                 self.stop_recording()
             self.wait()
         finally:
+            self.mark_closed()
             super().close()
+
+    def take_videos(self) -> list[EpisodeVideo]:
+        video, self._video = self._video, None
+        return [video] if video is not None else []
 
     def __del__(self) -> None:
         video = getattr(self, "_video", None)  # __init__ may have raised before any attribute was set
@@ -272,7 +260,10 @@ class RecordEpisode(gym.Wrapper):
         (Box actions: ``mean=``, ``std=`` or ``log_std=`` [D]), ``value``, and any scalars of your own
         (``q_taken=...``), each drawn as a curve. Any array-like, torch tensors on any device included (read
         through their own ``detach().cpu()``: torch is not imported). The video shows exactly these numbers; the
-        frame after the last step repeats the last step's. A no-op when this episode is not recorded."""
+        frame after the last step repeats the last step's. A no-op when this episode is not recorded. Anything
+        that is not numbers (text, a ragged list) or of the wrong size is refused in one line (``UsageError``);
+        non-finite numbers are drawn, with one warning per video: logits of -inf are impossible actions, +inf
+        certain ones (sharing probability 1), a NaN leaves that step's probabilities empty; a NaN value is a gap."""
         video = self._video
         if video is None or video.annotate(logits=logits, value=value, **extra):
             return
@@ -299,8 +290,9 @@ class RecordEpisode(gym.Wrapper):
         if self._video.panels:
             self._finish(terminated=False, truncated=False)
         else:
-            video, self._video = self._video, None
-            path = video.finish()
+            with self.finishing():
+                video, self._video = self._video, None
+                path = video.finish()
             self.wait()  # frames only: the file is complete when the episode is over, as RecordVideo's
             if path is None:
                 warnings.warn("RecordEpisode: ignored saving a video with zero frames.", stacklevel=2)
@@ -356,8 +348,9 @@ class RecordEpisode(gym.Wrapper):
                              length=self._episode_len, terminated=terminated, truncated=truncated, video_path=path)
 
     def _finish(self, terminated: bool, truncated: bool) -> None:
-        video, self._video = cast(EpisodeVideo, self._video), None
-        path = video.finish(terminated, truncated, policy=self.policy, observation_space=self.observation_space)
+        with self.finishing():
+            video, self._video = cast(EpisodeVideo, self._video), None
+            path = video.finish(terminated, truncated, policy=self.policy, observation_space=self.observation_space)
         self._last_path = path or self._last_path
         if path is not None:
             self._last_panels = video
