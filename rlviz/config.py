@@ -70,8 +70,10 @@ class RenderConfig:
     fail_on: str = option("auto", "what counts as a failure (auto: life loss when the env has lives)",
                           choices=FAIL_ON)
     objects: str | None = option(None, "object extractor for the heatmap and attention: 'pixels' (moving pixels), "
-                                 "'ram' (the ALE game's RAM map) or 'module:function' (default by env: RAM objects for "
-                                 "20 ALE games, docs/atari-objects.md)", metavar="pixels|ram|MODULE:FUNCTION")
+                                 "'ram' (the ALE game's RAM map), 'body:NAME' (where a MuJoCo body was, in its own "
+                                 "x-z or x-y plane, docs/bodies.md) or 'module:function' (default by env: RAM objects "
+                                 "for 20 ALE games, docs/atari-objects.md; the agent's cell for MiniGrid)",
+                                 metavar="pixels|ram|body:NAME|MODULE:FUNCTION")
     log_scale: bool = option(False, "log colour scale for the heatmap")
     attention: bool | str | None = option(
         None, "every step's attribution share per heatmap object (summary.json attention, attention_at_failure.png); "

@@ -214,7 +214,10 @@ def _extractor(recipe: EnvRecipe, objects, heatmap) -> Extractor | None:
 def _start_heatmap(env, extractor: Extractor, heatmap, env_id: str, seed: int) -> FailureHeatmap:
     """The heatmap to add failures to (``heatmap`` itself when it is one), sized by a first frame of the game."""
     seeded_reset(env, seed)
-    background = to_rgb_frame(env.render())
+    own = getattr(extractor, "background_image", None)  # a heatmap in the extractor's own plane (body_objects)
+    if own is not None:
+        extractor.begin_episode(env)
+    background = own() if own is not None else to_rgb_frame(env.render())
     if hasattr(extractor, "frame_shape") and extractor.frame_shape is None:
         extractor.frame_shape = background.shape[:2]
     names = extractor.names or tuple(extractor(background, env))

@@ -32,7 +32,7 @@ from .._deprecated import old_keywords
 from ..agent.actions import action_spec, check_policy_actions
 from ..agent.obs import is_plain
 from ..choices import SALIENCY_METHODS
-from ..envs.frames import to_rgb_frame
+from ..envs.frames import frame_rate, to_rgb_frame
 from ..envs.recipe import check_render_mode
 from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals
@@ -148,7 +148,7 @@ class RecordEpisode(gym.Wrapper):
         self.video_folder = Path(video_folder)
         self.video_folder.mkdir(parents=True, exist_ok=True)
         self.name_prefix = name_prefix
-        self.fps = self.frames_per_sec = float(fps or env.metadata.get("render_fps") or 30)
+        self.fps = self.frames_per_sec = float(fps or frame_rate(env))  # (the env's metadata or dt: envs/frames.py)
         if self.fps <= 0:
             raise UsageError(f"fps={fps}; expected a positive number.")
         self.action_names = action_labels(env, spec, opt.action_names)
