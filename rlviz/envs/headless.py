@@ -5,9 +5,10 @@ gymnasium's MuJoCo renderer tries glfw, egl and osmesa in turn when ``MUJOCO_GL`
 platform at its first import: once EGL was tried, OSMesa cannot be (gymnasium #726: EGL fails on cluster nodes,
 OSMesa is the way out). So before the first MuJoCo env is made (and only with no display and no ``MUJOCO_GL`` of
 the user's), :func:`choose_gl` probes EGL with ``ctypes`` (``eglInitialize`` on its devices, as ``mujoco.egl``
-opens them, or the default display: nothing is imported into PyOpenGL), then OSMesa (its library loads), and sets ``MUJOCO_GL`` and ``PYOPENGL_PLATFORM`` to the
-first that works; worker processes inherit them. When neither works, :func:`no_gl_wrapper` turns the first
-``render()`` into one line naming the system packages (rollouts without frames still run).
+opens them, or the default display: nothing is imported into PyOpenGL), then OSMesa (its library loads), and sets
+``MUJOCO_GL`` and ``PYOPENGL_PLATFORM`` to the first that works; worker processes inherit them. When neither works
+(or mujoco was imported first), :func:`no_gl_wrapper` turns a failing ``render()`` into one line naming the system
+packages (rollouts without frames still run).
 """
 
 from __future__ import annotations
@@ -115,7 +116,8 @@ class _NoGL(gym.Wrapper):
 
 
 def no_gl_wrapper(env: gym.Env, env_id: str) -> gym.Env:
-    """``env`` wrapped by :class:`_NoGL` when the probe found no backend for a MuJoCo ``env_id``, else ``env``."""
-    if _CHOSEN == [None] and not os.environ.get("MUJOCO_GL") and uses_mujoco(env_id):
+    """``env`` wrapped by :class:`_NoGL` when no backend is set for a MuJoCo ``env_id`` (the probe found none, or
+    mujoco was imported before it could choose), else ``env``."""
+    if not os.environ.get("MUJOCO_GL") and uses_mujoco(env_id):
         return _NoGL(env)
     return env

@@ -174,8 +174,7 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
     if isinstance(recipe, str):
         recipe = EnvRecipe.for_env_id(recipe)
     require_registered(recipe.env_id)
-    if render_mode is not None:
-        choose_gl(recipe.env_id)  # MuJoCo: EGL or OSMesa, before mujoco is imported (rlviz.envs.headless)
+    choose_gl(recipe.env_id)  # MuJoCo: EGL or OSMesa, before mujoco is imported (rlviz.envs.headless)
     check_render_mode(recipe.env_id, render_mode)  # before make: some envs assert it in __init__
     try:
         kwargs = dict(recipe.env_kwargs)

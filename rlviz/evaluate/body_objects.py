@@ -17,7 +17,8 @@ import numpy as np
 from ..errors import UsageError
 from .extractor import Extractor
 
-__all__ = ["BodyExtractor", "GridAgentExtractor", "PIXELS_PER_METRE", "BODY_PLANES", "body_extractor"]
+__all__ = ["BodyExtractor", "GridAgentExtractor", "PIXELS_PER_METRE", "BODY_PLANES", "body_extractor",
+           "default_body_extractor", "TORSO_ENVS"]
 
 PIXELS_PER_METRE = 40
 #: plane -> ((first axis, its metres shown), (second axis, its metres shown)); axes 0 x, 1 y, 2 z
@@ -106,6 +107,16 @@ def _at(ca: int, a: float, ra: int, b: float) -> np.ndarray:
     p = np.zeros(3)
     p[ca], p[ra] = a, b
     return p
+
+
+#: gymnasium's MuJoCo bodies whose root body is named "torso": their heatmap is the torso's by default
+TORSO_ENVS = ("Hopper", "Walker2d", "HalfCheetah", "Ant", "Humanoid", "HumanoidStandup", "Swimmer")
+
+
+def default_body_extractor(env_id: str) -> BodyExtractor | None:
+    """``body:torso`` for gymnasium's MuJoCo walkers (any version), else None."""
+    name = str(env_id).rsplit("/", 1)[-1].rsplit("-v", 1)[0]
+    return BodyExtractor("torso") if name in TORSO_ENVS else None
 
 
 def body_extractor(spec: str) -> BodyExtractor:

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
-from .body_objects import GridAgentExtractor, body_extractor
+from .body_objects import GridAgentExtractor, body_extractor, default_body_extractor
 from .classic_objects import CLASSIC_OBJECTS
 from .extractor import Extractor
 
@@ -328,13 +328,17 @@ def extractor_for(env_id: str) -> Extractor:
     """The default extractor for an env id: exact ones for known games (Atari Breakout and Pong by colour as in
     0.3, MinAtar, gymnasium's classic control and LunarLander), the RAM map of the ALE games rlviz has one for
     (:mod:`rlviz.evaluate.atari_ram`; v5 and v4 ids alike), all state channels for other MinAtar games, else
-    :class:`MotionExtractor`; MiniGrid and BabyAI: the agent's cell (:mod:`rlviz.evaluate.body_objects`)."""
+    :class:`MotionExtractor`; MiniGrid and BabyAI: the agent's cell, gymnasium's MuJoCo walkers: the torso in its
+    plane (:mod:`rlviz.evaluate.body_objects`)."""
     if env_id in _BY_ID:
         return _BY_ID[env_id]()
     if env_id.startswith("MinAtar/"):
         return MinAtarExtractor()
     if env_id.startswith(("MiniGrid-", "BabyAI-")):
         return GridAgentExtractor()
+    body = default_body_extractor(env_id)  # Hopper, Walker2d, Ant...: where the torso was (body_objects)
+    if body is not None:
+        return body
     from .atari_ram import ram_extractor_for  # (it builds on this module)
 
     ram = ram_extractor_for(env_id)
