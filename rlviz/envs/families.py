@@ -107,3 +107,20 @@ def describe_space(space) -> str:
 
 
 __all__ += ["family_hint"]
+
+
+def body_action_names(env, dims: int) -> tuple[str, ...] | None:
+    """A MuJoCo env's action dimensions named by its actuators, or the joints unnamed ones drive (Hopper:
+    thigh_joint, leg_joint, foot_joint), when the model has exactly ``dims`` of them, all named; else None. Nothing is imported: the env's model is read."""
+    model = getattr(getattr(env, "unwrapped", env), "model", None)
+    if model is None or getattr(model, "nu", None) != dims or not callable(getattr(model, "actuator", None)):
+        return None
+    try:  # an unnamed actuator (Hopper's) by the joint it drives (actuator_trnid[i, 0], for a joint transmission)
+        names = tuple(str(model.actuator(i).name) or (str(model.joint(int(model.actuator_trnid[i, 0])).name)
+                                                     if int(model.actuator_trntype[i]) == 0 else "") for i in range(dims))
+    except Exception:  # not a MuJoCo model after all
+        return None
+    return names if all(names) and len(set(names)) == dims else None
+
+
+__all__ += ["body_action_names"]

@@ -20,6 +20,7 @@ from torch import nn
 from ..agent.actions import action_spec, space_from_json
 from ..agent.obs import ObsAdapter
 from ..agent.policy import KINDS, Policy, TorchPolicy, action_names_for, resolve_device
+from ..envs.families import body_action_names
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import CheckpointError, EnvError, RlvizError, UsageError
 from .files import META_NAME
@@ -158,7 +159,8 @@ def env_facts(recipe: EnvRecipe):
     e = make_env(recipe, render_mode=None)
     try:
         spec = action_spec(e.action_space)
-        names = action_names_for(e, spec.size) if spec.kind == "discrete" else spec.names()
+        names = action_names_for(e, spec.size) if spec.kind == "discrete" else (
+            (spec.kind == "box" and body_action_names(e, spec.size)) or spec.names())  # MuJoCo: its actuators
         return e.observation_space, e.action_space, names
     finally:
         e.close()
