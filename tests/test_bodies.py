@@ -318,6 +318,8 @@ def _check_box_run(out: Path, dims: int, fps: float, heatmap_object: str | None 
     rate, held = video_timing(steps, fps, MIN_VIDEO_SECONDS)  # a short episode plays slower, holding its last frame
     assert info.num_frames == steps + held and len(data["mean"]) == steps and info.fps == pytest.approx(rate, rel=1e-3)
     assert data["mean"].shape[1] == dims and info.width * info.height > 480 * 480  # the 480x480 body and its panels
+    names = {3: ["thigh_joint", "leg_joint", "foot_joint"], 6: ["bthigh", "bshin", "bfoot", "fthigh", "fshin", "ffoot"]}
+    assert list(data["action_names"]) == names[dims]  # the panels named by the model's actuators
     return summary
 
 
@@ -359,3 +361,43 @@ def test_cleanrl_ppo_continuous_state_dict_on_hopper(tmp_path):
     summary = _check_box_run(out, act_dim, 125)
     # std e^-1 against Hopper's [-1, 1]: spread 0.184, under the uniform threshold, far above collapse
     assert not {f["id"] for f in summary["diagnostics"]} & {"gaussian_uniform", "gaussian_collapsed"}
+
+
+# -- MiniGrid partial views -------------------------------------------------------------------------------------
+class OneCell(nn.Module):
+    """MiniGrid's [7, 7, 3] view image: the action is decided by one view cell's object type alone."""
+
+    def __init__(self, vx: int, vy: int):
+        super().__init__()
+        self.vx, self.vy = vx, vy
+
+    def forward(self, x):
+        s = x[:, self.vx, self.vy, 0].float()
+        return torch.stack([s, -s, 0 * s], 1), 0 * s
+
+
+@pytest.mark.parametrize("agent_dir", [0, 1, 2, 3])
+def test_view_saliency_on_one_cell_projects_onto_the_matching_grid_cell(agent_dir):
+    pytest.importorskip("minigrid")
+    from minigrid.core.world_object import Ball
+    from minigrid.wrappers import ImgObsWrapper
+
+    from rlviz import attribute
+    from rlviz.explain.partial_view import view_cell_saliency, view_cell_to_grid, view_to_grid
+
+    env = ImgObsWrapper(make_env("MiniGrid-Empty-16x16-v0", render_mode=None))
+    env.reset(seed=0)
+    u = env.unwrapped
+    u.agent_pos, u.agent_dir = np.array((8, 8)), agent_dir
+    vx, vy = 2, 3  # a cell ahead and to the left of the agent (at view cell (3, 6))
+    x, y = view_cell_to_grid(vx, vy, u.agent_pos, agent_dir)
+    assert u.get_view_coords(x, y) == (vx, vy)  # MiniGrid's own world -> view mapping, inverted
+    u.grid.set(x, y, Ball("blue"))
+    obs = u.gen_obs()["image"]
+    assert obs[vx, vy, 0] == 6  # the ball (OBJECT_TO_IDX["ball"]) is where the view cell says
+    policy = TorchPolicy(OneCell(vx, vy), num_actions=3, device="cpu")
+    sal = attribute(policy, obs[None].astype(np.float32), method="gradient")
+    view = view_cell_saliency(np.asarray(sal)[0])
+    assert view[vx, vy] / view.sum() >= 0.9
+    grid = view_to_grid(view, u.agent_pos, agent_dir, (u.width, u.height))
+    assert np.unravel_index(grid.argmax(), grid.shape) == (y, x) and grid.sum() == pytest.approx(view.sum())
