@@ -401,3 +401,19 @@ def test_view_saliency_on_one_cell_projects_onto_the_matching_grid_cell(agent_di
     assert view[vx, vy] / view.sum() >= 0.9
     grid = view_to_grid(view, u.agent_pos, agent_dir, (u.width, u.height))
     assert np.unravel_index(grid.argmax(), grid.shape) == (y, x) and grid.sum() == pytest.approx(view.sum())
+
+
+@needs_mujoco
+@pytest.mark.parametrize("env_id, joints", [("Hopper-v5", 3), ("Walker2d-v5", 6), ("HalfCheetah-v5", 6)])
+def test_mujoco_feature_names_follow_the_observation_layout(env_id, joints):
+    from rlviz.draw.panels_features import feature_names
+
+    env = make_env(env_id, render_mode=None)
+    obs, _ = env.reset(seed=0)
+    obs, *_ = env.step(env.action_space.sample())
+    names = feature_names(env_id, len(obs))
+    qpos, qvel = env.unwrapped.data.qpos, env.unwrapped.data.qvel
+    assert names[0] == "torso z" and obs[0] == pytest.approx(qpos[1])
+    assert names[1] == "torso angle" and obs[1] == pytest.approx(qpos[2])
+    assert names[2 + joints] == "torso vel x" and obs[2 + joints] == pytest.approx(qvel[0])
+    assert names[-1].endswith("ang.vel") and obs[-1] == pytest.approx(np.clip(qvel[-1], -10, 10))
