@@ -177,7 +177,7 @@ def test_body_heatmap_counts_where_the_torso_was_on_the_step_before_each_fall():
     hm = res.heatmap
     assert hm.object_names == ("torso",) and hm.failures == 3
     ex = BodyExtractor("torso", "xz")
-    assert hm.frame_shape == ex.shape() == (round(2.5 * PIXELS_PER_METRE), round(20 * PIXELS_PER_METRE))
+    assert hm.frame_shape == ex.shape() == (round(2 * PIXELS_PER_METRE), round(12 * PIXELS_PER_METRE))
     # replayed by hand: the torso's (x, z) on the frame each failing action was chosen on
     expected = np.zeros(hm.frame_shape, np.int64)
     for e in res.episodes:

@@ -22,7 +22,7 @@ __all__ = ["BodyExtractor", "GridAgentExtractor", "PIXELS_PER_METRE", "BODY_PLAN
 
 PIXELS_PER_METRE = 40
 #: plane -> ((first axis, its metres shown), (second axis, its metres shown)); axes 0 x, 1 y, 2 z
-BODY_PLANES = {"xz": ((0, (-2.0, 18.0)), (2, (0.0, 2.5))), "xy": ((0, (-10.0, 10.0)), (1, (-10.0, 10.0)))}
+BODY_PLANES = {"xz": ((0, (-1.0, 11.0)), (2, (0.0, 2.0))), "xy": ((0, (-10.0, 10.0)), (1, (-10.0, 10.0)))}
 _FLOOR_BODIES = ("Ant", "Humanoid", "HumanoidStandup", "Quadruped")
 
 
@@ -38,7 +38,7 @@ class BodyExtractor(Extractor):
 
     needs_frame = False
 
-    def __init__(self, name: str, plane: str | None = None, radius: int = 3):
+    def __init__(self, name: str, plane: str | None = None, radius: int = 4):
         if plane is not None and plane not in BODY_PLANES:
             raise UsageError(f"body plane {plane!r}; expected one of {sorted(BODY_PLANES)}.")
         self.body, self.plane, self.radius = str(name), plane, int(radius)
