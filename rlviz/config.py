@@ -23,7 +23,7 @@ __all__ = ["RenderConfig", "CompareConfig", "TimelineConfig", "option", "cli_opt
            "parse_video_spec", "COMPARE_SHARED", "COMPARE_PER_AGENT", "COMPARE_ONLY"]
 
 
-def _wrappers(value: Any) -> tuple:
+def _wrappers(value: Any) -> tuple[str, ...]:
     """--wrapper: a tuple of 'module:Class' names (one name alone is taken as one)."""
     names = (value,) if isinstance(value, str) else tuple(value or ())
     for name in names:
@@ -44,7 +44,7 @@ class RenderConfig:
                              metavar="ID")
     model: str | None = option(None, "'module:Class' building the network of a state_dict checkpoint",
                                metavar="MODULE:CLASS")
-    wrapper: tuple = option((), "'module:Class' observation wrapper the agent was trained with, applied after the "
+    wrapper: tuple[str, ...] = option((), "'module:Class' observation wrapper the agent was trained with, applied after the "
                             "env's own (repeatable, in order; e.g. minigrid.wrappers:ImgObsWrapper)", kind="append",
                             metavar="MODULE:CLASS")
     vecnormalize: str | os.PathLike[str] | None = option(

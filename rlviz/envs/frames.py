@@ -57,9 +57,9 @@ def frame_rate(env) -> float:
     else the env's ``metadata["render_fps"]`` (gymnasium's MuJoCo envs set it from their ``dt``); else ``1 / dt``
     where the env has one; else 30."""
     base = getattr(env, "unwrapped", env)
-    inner = getattr(base, "_env", None)
-    if type(base).__module__.startswith("shimmy.dm_control") and callable(getattr(inner, "control_timestep", None)):
-        step = float(inner.control_timestep())
+    control_timestep = getattr(getattr(base, "_env", None), "control_timestep", None)
+    if type(base).__module__.startswith("shimmy.dm_control") and callable(control_timestep):
+        step = float(control_timestep())
         if step > 0:
             return 1.0 / step
     fps = (getattr(env, "metadata", None) or {}).get("render_fps")
