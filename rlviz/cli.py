@@ -64,6 +64,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_cls) -> None:
             parser.add_argument(str(opt.flag), dest=opt.name, action="store_true", help=opt.help)
         elif opt.kind == "negated":
             parser.add_argument(str(opt.flag), dest=opt.name, action="store_false", help=opt.help)
+        elif opt.kind == "append":
+            parser.add_argument(str(opt.flag), dest=opt.name, action="append", metavar=opt.metavar, help=opt.help,
+                                default=argparse.SUPPRESS)
         elif opt.kind == "optional":
             parser.add_argument(str(opt.flag), dest=opt.name, nargs="?", const=opt.const, metavar=opt.metavar,
                                 help=opt.help, default=argparse.SUPPRESS)
@@ -74,6 +77,8 @@ def add_config_arguments(parser: argparse.ArgumentParser, config_cls) -> None:
 
 
 def _cli_default(opt):
+    if opt.kind == "append":
+        return []  # (argparse appends to it)
     if opt.cli_default == "tty":
         return sys.stderr.isatty()
     return opt.default if opt.cli_default is None else opt.cli_default

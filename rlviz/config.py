@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,15 @@ __all__ = ["RenderConfig", "CompareConfig", "TimelineConfig", "option", "cli_opt
            "parse_video_spec", "COMPARE_SHARED", "COMPARE_PER_AGENT", "COMPARE_ONLY"]
 
 
+def _wrappers(value: Any) -> tuple[str, ...]:
+    """--wrapper: a tuple of 'module:Class' names (one name alone is taken as one)."""
+    names = (value,) if isinstance(value, str) else tuple(value or ())
+    for name in names:
+        if not isinstance(name, str) or re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", name) is None:
+            raise UsageError(f"--wrapper {name!r}: expected 'module:Class', e.g. minigrid.wrappers:ImgObsWrapper.")
+    return names
+
+
 @dataclass(frozen=True)
 class RenderConfig:
     """Everything ``rlviz render`` can be asked. Each field is one CLI flag (``--num-envs`` for ``num_envs``);
@@ -34,6 +44,9 @@ class RenderConfig:
                              metavar="ID")
     model: str | None = option(None, "'module:Class' building the network of a state_dict checkpoint",
                                metavar="MODULE:CLASS")
+    wrapper: tuple[str, ...] = option((), "'module:Class' observation wrapper the agent was trained with, applied after the "
+                            "env's own (repeatable, in order; e.g. minigrid.wrappers:ImgObsWrapper)", kind="append",
+                            metavar="MODULE:CLASS")
     vecnormalize: str | os.PathLike[str] | None = option(
         None, "SB3 VecNormalize statistics to apply (default: the vecnormalize.pkl of an rl-zoo3 run)", metavar="PKL")
     trust_checkpoint: bool = option(
@@ -60,8 +73,10 @@ class RenderConfig:
     fail_on: str = option("auto", "what counts as a failure (auto: life loss when the env has lives)",
                           choices=FAIL_ON)
     objects: str | None = option(None, "object extractor for the heatmap and attention: 'pixels' (moving pixels), "
-                                 "'ram' (the ALE game's RAM map) or 'module:function' (default by env: RAM objects for "
-                                 "20 ALE games, docs/atari-objects.md)", metavar="pixels|ram|MODULE:FUNCTION")
+                                 "'ram' (the ALE game's RAM map), 'body:NAME' (where a MuJoCo body was, in its own "
+                                 "x-z or x-y plane, docs/bodies.md) or 'module:function' (default by env: RAM objects "
+                                 "for 20 ALE games, docs/atari-objects.md; the agent's cell for MiniGrid)",
+                                 metavar="pixels|ram|body:NAME|MODULE:FUNCTION")
     log_scale: bool = option(False, "log colour scale for the heatmap")
     attention: bool | str | None = option(
         None, "every step's attribution share per heatmap object (summary.json attention, attention_at_failure.png); "
@@ -95,6 +110,7 @@ class RenderConfig:
         set_(self, "workers", _whole("workers", self.workers, 1))
         set_(self, "threads", _whole("threads", self.threads, 1))
         set_(self, "memory_window", _whole("memory_window", self.memory_window, 0))
+        set_(self, "wrapper", _wrappers(self.wrapper))
         if self.ray is not None and (not isinstance(self.ray, str) or not self.ray.strip()):
             raise UsageError(f"--ray {self.ray!r}: expected an address ('auto', 'ray://HOST:PORT', 'HOST:PORT') or no "
                              "value for a local Ray instance.")
@@ -126,7 +142,7 @@ class RenderConfig:
 
 
 #: The options of ``rlviz render`` that ``rlviz compare`` takes too (declared once, in RenderConfig).
-COMPARE_SHARED = ("env", "model", "trust_checkpoint", "episodes", "heatmap", "videos", "out", "overwrite", "seed",
+COMPARE_SHARED = ("env", "model", "wrapper", "trust_checkpoint", "episodes", "heatmap", "videos", "out", "overwrite", "seed",
                   "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale",
                   "attention", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers", "ray",
                   "threads", "strict")

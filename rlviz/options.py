@@ -18,8 +18,9 @@ class CliOption:
     """How a config field appears on the command line (read by :mod:`rlviz.cli`).
 
     flag: ``--name`` (default: the field name with dashes); ``None`` for the positional argument.
-    kind: "value" (takes a value), "switch" (``store_true``), "negated" (``--no-x`` sets False) or "optional"
-    (the value may be left out: the flag alone gives ``const``, e.g. ``--ray`` alone a local Ray instance).
+    kind: "value" (takes a value), "switch" (``store_true``), "negated" (``--no-x`` sets False), "append" (repeatable:
+    a tuple of the values given) or "optional" (the value may be left out: the flag alone gives ``const``, e.g.
+    ``--ray`` alone a local Ray instance).
     choices: allowed values (shown in --help, "did you mean" on a typo); metavar: the value's name in --help.
     """
 

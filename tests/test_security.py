@@ -208,7 +208,7 @@ def test_library_refuses_then_obeys_consent(frame_ckpt, tmp_path, monkeypatch):
          "gymnasium env here"),
         (lambda m: m["recipe"].update(wrappers=[{"name": "evil.wrappers.Evil", "kwargs": {}}]),
          "names the wrapper 'evil.wrappers.Evil', which rlviz does not act on from a file: it is not one of "
-         "rlviz's wrappers (atari, cleanrl_life_reset, clip_reward, envpool_atari, frame_stack, grayscale, resize, "
+         "rlviz's wrappers (atari, channels_first, cleanrl_life_reset, clip_reward, envpool_atari, frame_stack, grayscale, resize, "
          "sb3_atari, sb3_frame_stack, time_limit)"),
         (lambda m: m["recipe"].update(env_kwargs={"entry_point": "os:system"}),
          "names the env keyword argument \"entry_point='os:system'\", which rlviz does not act on from a file: "
@@ -288,7 +288,7 @@ def test_crafted_zoo_config_naming_an_unknown_wrapper_is_refused(tmp_path):
         zoo_env_wrappers(config, str(path), known={atari})
     assert str(info.value) == (
         f"{path} names the wrapper 'evil_wrappers.Evil', which rlviz does not act on from a file: it is not one of "
-        f"rlviz's wrappers (atari, cleanrl_life_reset, clip_reward, envpool_atari, frame_stack, grayscale, resize, "
+        f"rlviz's wrappers (atari, channels_first, cleanrl_life_reset, clip_reward, envpool_atari, frame_stack, grayscale, resize, "
         f"sb3_atari, sb3_frame_stack, {atari}, time_limit), and building it would import "
         "code the file chose. If you trust the file, pass --trust-checkpoint (trust=True)."
     )

@@ -3,8 +3,8 @@
 For observations that are a vector [D] (CartPole's 4 numbers, Pendulum's 3, MuJoCo's tens), saliency is one
 number per feature and step (``internals.saliency`` float32 [T+1, D] in [0, 1], normalised over the whole
 episode, not per frame, so bars do not flicker and a full bar means "as large as anywhere in this episode").
-The panel draws one labelled bar per feature; names come from :data:`FEATURE_NAMES` for the classic-control
-envs whose observation layout Gymnasium documents, else ``x0, x1, ...``.
+The panel draws one labelled bar per feature; names come from :data:`FEATURE_NAMES` for the classic-control and
+MuJoCo envs whose observation layout Gymnasium documents (MuJoCo v5: qpos then qvel), else ``x0, x1, ...``.
 """
 
 from __future__ import annotations
@@ -15,6 +15,12 @@ import numpy as np
 from .style import COLORS, put_text, short, text_width
 
 __all__ = ["FEATURE_NAMES", "FeaturePanel", "feature_names", "feature_rows"]
+
+def _mujoco_planar(joints: tuple[str, ...]) -> tuple[str, ...]:
+    """A planar MuJoCo walker's observation names: torso z and angle, joint angles, then their velocities."""
+    return ("torso z", "torso angle", *(f"{j} angle" for j in joints), "torso vel x", "torso vel z", "torso ang.vel",
+            *(f"{j} ang.vel" for j in joints))
+
 
 _CARTPOLE = ("cart x", "cart vel", "pole angle", "pole ang.vel")
 _PENDULUM = ("cos theta", "sin theta", "ang.vel")
@@ -27,6 +33,15 @@ FEATURE_NAMES: dict[str, tuple[str, ...]] = {
     "Acrobot": ("cos th1", "sin th1", "cos th2", "sin th2", "ang.vel 1", "ang.vel 2"),
     "LunarLander": ("x", "y", "vel x", "vel y", "angle", "ang.vel", "leg 1", "leg 2"),
     "LunarLanderContinuous": ("x", "y", "vel x", "vel y", "angle", "ang.vel", "leg 1", "leg 2"),
+    # gymnasium's MuJoCo envs (v5's documented order, default kwargs): qpos without the root's x (z, angle, joint
+    # angles), then qvel (the root's velocities, the joints' angular velocities)
+    "Hopper": _mujoco_planar(("thigh", "leg", "foot")),
+    "Walker2d": _mujoco_planar(("thigh", "leg", "foot", "thigh L", "leg L", "foot L")),
+    "HalfCheetah": _mujoco_planar(("bthigh", "bshin", "bfoot", "fthigh", "fshin", "ffoot")),
+    "Swimmer": ("tip angle", "rot 1", "rot 2", "tip vel x", "tip vel y", "tip ang.vel", "rot 1 vel", "rot 2 vel"),
+    "InvertedPendulum": ("cart x", "pole angle", "cart vel", "pole ang.vel"),
+    "InvertedDoublePendulum": ("cart x", "sin hinge 1", "sin hinge 2", "cos hinge 1", "cos hinge 2", "cart vel",
+                               "hinge 1 ang.vel", "hinge 2 ang.vel", "constraint"),
 }
 #: Most rows drawn with a label; more features get thin unlabelled rows.
 _LABELLED = 16

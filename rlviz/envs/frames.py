@@ -49,3 +49,24 @@ def to_rgb_frame(frame) -> np.ndarray:
     if f.shape[-1] == 1:
         f = np.repeat(f, 3, axis=-1)
     return np.ascontiguousarray(f[..., :3])
+
+
+def frame_rate(env) -> float:
+    """The frames per second an episode of ``env`` plays at in real time: dm_control through Shimmy, one frame per
+    control step (``1 / control_timestep()``: Shimmy's ``metadata["render_fps"]`` holds the step in milliseconds);
+    else the env's ``metadata["render_fps"]`` (gymnasium's MuJoCo envs set it from their ``dt``); else ``1 / dt``
+    where the env has one; else 30."""
+    base = getattr(env, "unwrapped", env)
+    control_timestep = getattr(getattr(base, "_env", None), "control_timestep", None)
+    if type(base).__module__.startswith("shimmy.dm_control") and callable(control_timestep):
+        step = float(control_timestep())
+        if step > 0:
+            return 1.0 / step
+    fps = (getattr(env, "metadata", None) or {}).get("render_fps")
+    if isinstance(fps, (int, float)) and fps > 0:
+        return float(fps)
+    dt = getattr(base, "dt", None)
+    return 1.0 / float(dt) if isinstance(dt, (int, float)) and dt > 0 else 30.0
+
+
+__all__ += ["frame_rate"]

@@ -15,6 +15,8 @@ import gymnasium as gym
 
 from ..errors import EnvError, UsageError, did_you_mean
 from .compat import same_step_vector_env
+from .families import family_hint, is_user_wrapper, register_family, user_wrapper
+from .headless import choose_gl, no_gl_wrapper
 from .trust import check_recipe_names
 from .wrappers import WRAPPERS
 
@@ -148,6 +150,8 @@ def register_envs(env_id: str | None = None) -> None:
     for namespace in sorted(wanted - _REGISTERED):
         _NAMESPACES[namespace]()
         _REGISTERED.add(namespace)
+    if env_id is not None and env_id not in gym.registry:
+        register_family(env_id)  # MiniGrid-*, dm_control/*: their package, when installed (rlviz.envs.families)
 
 
 def require_registered(env_id: str) -> None:
@@ -160,6 +164,7 @@ def require_registered(env_id: str) -> None:
     namespace = env_id.split("/")[0] if "/" in env_id else None
     if namespace == "MinAtar" and "MinAtar" not in {k.split("/")[0] for k in gym.registry}:
         hint += " MinAtar envs need: pip install \"rlviz[minatar]\"."
+    hint += family_hint(env_id)
     raise EnvError(f"Unknown env id {env_id!r}: gymnasium has no env registered under that name.{hint or ''} "
                    "For an env of your own package, register it or pass 'your_module:EnvName-v0'.")
 
@@ -169,6 +174,7 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
     if isinstance(recipe, str):
         recipe = EnvRecipe.for_env_id(recipe)
     require_registered(recipe.env_id)
+    choose_gl(recipe.env_id)  # MuJoCo: EGL or OSMesa, before mujoco is imported (rlviz.envs.headless)
     check_render_mode(recipe.env_id, render_mode)  # before make: some envs assert it in __init__
     try:
         kwargs = dict(recipe.env_kwargs)
@@ -189,13 +195,16 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
     except EnvError:
         env.close()
         raise
+    if render_mode is not None:
+        env = no_gl_wrapper(env, recipe.env_id)
     for w in recipe.wrappers:
         if w.training_only and not training:
             continue
-        if w.name not in WRAPPERS:
-            raise EnvError(f"Unknown wrapper {w.name!r} in the env recipe; known: {sorted(WRAPPERS)}.")
+        if w.name not in WRAPPERS and not is_user_wrapper(w.name):
+            raise EnvError(f"Unknown wrapper {w.name!r} in the env recipe; known: {sorted(WRAPPERS)} or "
+                           "'module:Class' (--wrapper).")
         try:
-            env = WRAPPERS[w.name](env, **w.kwargs)
+            env = (WRAPPERS[w.name] if w.name in WRAPPERS else user_wrapper(w.name))(env, **w.kwargs)
         except (TypeError, ValueError, AssertionError) as exc:  # kwargs the wrapper refuses (from a file)
             env.close()
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]

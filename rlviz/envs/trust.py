@@ -8,7 +8,8 @@ built. A file is not vetted the way a program is, so from a file rlviz acts only
 * env ids registered with gymnasium (after :func:`rlviz.envs.recipe.register_envs`) and needing no import:
   no ``module:`` prefix;
 * env and wrapper keyword arguments that are plain JSON values (no import paths, no ``entry_point``-like keys);
-* wrapper names of :data:`rlviz.envs.wrappers.WRAPPERS` (or a caller's own translation table);
+* wrapper names of :data:`rlviz.envs.wrappers.WRAPPERS` (or a caller's own translation table), and the
+  ``module:Class`` observation wrappers of :data:`rlviz.envs.families.KNOWN_WRAPPER_CLASSES` (MiniGrid's);
 * classes on an allow-list (:data:`POLICY_CLASSES`, :data:`ACTIVATION_CLASSES`, :data:`EXTRACTOR_CLASSES`).
 
 Anything else raises :class:`~rlviz.errors.UnsafeCheckpointError` naming the name, the reason, and how to
@@ -25,6 +26,7 @@ from collections.abc import Collection, Iterable, Mapping
 import gymnasium as gym
 
 from ..errors import CheckpointError, UnsafeCheckpointError
+from .families import KNOWN_WRAPPER_CLASSES
 from .wrappers import WRAPPERS
 
 __all__ = [
@@ -144,7 +146,7 @@ def check_wrapper_name(name, source: str, trusted: bool = False, known: Collecti
     with ``trusted`` the name is returned for the caller to resolve."""
     if not isinstance(name, str) or not name:
         raise CheckpointError(f"{source}: the wrapper name {name!r} is not a non-empty string; the file is malformed.")
-    if trusted or name in WRAPPERS or name in known:
+    if trusted or name in WRAPPERS or name in known or name in KNOWN_WRAPPER_CLASSES:
         return name
     listed = sorted(set(WRAPPERS) | set(known))
     raise _refuse(source, "the wrapper", name,

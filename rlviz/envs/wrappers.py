@@ -24,6 +24,22 @@ def _envpool_atari(env: gym.Env, **kw) -> gym.Env:
     return EnvpoolAtari(env, **kw)
 
 
+class ChannelsFirst(gym.ObservationWrapper):
+    """[H, W, C] image observations as [C, H, W]: what SB3's ``VecTransposeImage`` gives the agents it trains on
+    image envs (MiniGrid's ``ImgObsWrapper`` too)."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        space = env.observation_space
+        if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
+            raise ValueError(f"channels_first takes [H, W, C] Box observations; the env gives {space}")
+        self.observation_space = gym.spaces.Box(space.low.transpose(2, 0, 1), space.high.transpose(2, 0, 1),
+                                                dtype=space.dtype)
+
+    def observation(self, observation):
+        return np.ascontiguousarray(np.transpose(observation, (2, 0, 1)))
+
+
 def _clip_reward(env: gym.Env) -> gym.Env:
     return gym.wrappers.TransformReward(env, lambda r: float(np.sign(float(r))))
 
@@ -43,4 +59,6 @@ WRAPPERS: dict[str, Callable[..., gym.Env]] = {
     "envpool_atari": lambda env, **kw: _envpool_atari(env, **kw),
     # CleanRL's gymnasium Atari scripts: NOOP, FIRE, 2 after a lost life (EpisodicLifeEnv + FireResetEnv)
     "cleanrl_life_reset": lambda env, **kw: CleanRLLifeReset(env),
+    # SB3 agents of image envs (VecTransposeImage): MiniGrid's ImgObsWrapper, RGB renders
+    "channels_first": lambda env, **kw: ChannelsFirst(env),
 }

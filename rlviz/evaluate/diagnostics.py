@@ -13,7 +13,7 @@ Warnings (thresholds; tuned so that the shipped healthy agents raise none over 1
 id                   triggered when
 ==================== ===================================================================================
 nan_internals        any step with non-finite logits, probabilities or value
-policy_uniform       mean relative entropy >= 0.9 (discrete actions, not Q-learning)
+policy_uniform       mean relative entropy >= 0.9 (discrete actions, not Q-learning; Box actions: box_findings.py)
 policy_collapsed     relative entropy < 0.01 on >= 95% of steps (stochastic policies only, not Q-learning)
 action_dominant      one action taken on >= 95% of steps, >= 2 actions
 value_wrong_sign     correlation of V with the discounted return-to-go G <= -0.1
@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .box_findings import box_policy_findings
 from .step_checks import nonfinite_rows, obs_keys
 
 __all__ = ["Finding", "EpisodeDiagnostics", "diagnose", "nonfinite_rows", "obs_keys", "THRESHOLDS", "WARNING_IDS",
@@ -361,6 +362,11 @@ def diagnose(result, kind: str = "actor_critic") -> list[Finding]:
     if not eps:
         return []
     steps = sum(e.diag["steps"] for e in eps)
-    found = (_nan_finding(eps) + _policy_findings(eps, kind, steps) + _value_findings(eps, float(result.gamma))
+    space = getattr(result, "action_space", None)  # None: Discrete
+    if isinstance(space, dict) and space.get("kind") == "box":  # no discrete finding on a Box (box_findings.py)
+        policy = box_policy_findings(eps, space, lambda i, sev, msg, **ev: Finding(i, sev, msg, ev))
+    else:
+        policy = _policy_findings(eps, kind, steps)
+    found = (_nan_finding(eps) + policy + _value_findings(eps, float(result.gamma))
              + _episode_findings(eps, _env_can_end(result)) + _info_findings(eps))
     return [f for f in found if f.severity == "warning"] + [f for f in found if f.severity != "warning"]

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
+from .body_objects import GridAgentExtractor, body_extractor, default_body_extractor
 from .classic_objects import CLASSIC_OBJECTS
 from .extractor import Extractor
 
@@ -327,11 +328,17 @@ def extractor_for(env_id: str) -> Extractor:
     """The default extractor for an env id: exact ones for known games (Atari Breakout and Pong by colour as in
     0.3, MinAtar, gymnasium's classic control and LunarLander), the RAM map of the ALE games rlviz has one for
     (:mod:`rlviz.evaluate.atari_ram`; v5 and v4 ids alike), all state channels for other MinAtar games, else
-    :class:`MotionExtractor`."""
+    :class:`MotionExtractor`; MiniGrid and BabyAI: the agent's cell, gymnasium's MuJoCo walkers: the torso in its
+    plane (:mod:`rlviz.evaluate.body_objects`)."""
     if env_id in _BY_ID:
         return _BY_ID[env_id]()
     if env_id.startswith("MinAtar/"):
         return MinAtarExtractor()
+    if env_id.startswith(("MiniGrid-", "BabyAI-")):
+        return GridAgentExtractor()
+    body = default_body_extractor(env_id)  # Hopper, Walker2d, Ant...: where the torso was (body_objects)
+    if body is not None:
+        return body
     from .atari_ram import ram_extractor_for  # (it builds on this module)
 
     ram = ram_extractor_for(env_id)
@@ -346,13 +353,16 @@ def load_extractor(spec: str) -> Extractor:
     """``"package.module:function"`` -> an :class:`Extractor` (a function ``(frame, env) -> masks``
     is wrapped in :class:`FunctionExtractor`; an Extractor subclass or instance is used as is). Keywords:
     ``"pixels"``: :class:`MotionExtractor` (moving pixels, any rgb env); ``"ram"``: the ALE game's RAM map
-    (:class:`rlviz.evaluate.atari_ram.RamExtractor`, its game read from the env on the first step)."""
+    (:class:`rlviz.evaluate.atari_ram.RamExtractor`, its game read from the env on the first step);
+    ``"body:NAME"``: a MuJoCo body's position in its plane (:class:`rlviz.evaluate.body_objects.BodyExtractor`)."""
     if spec == "pixels":
         return MotionExtractor()
     if spec == "ram":
         from .atari_ram import ram_extractor_for
 
         return ram_extractor_for()  # type: ignore[return-value]  # (never None without an env id)
+    if isinstance(spec, str) and spec.startswith("body:"):
+        return body_extractor(spec)
     if not isinstance(spec, str) or spec.count(":") != 1:
         raise UsageError(f"Object extractor {spec!r}: expected 'pixels', 'ram' or 'module:function', "
                          "e.g. 'mygame.objects:extract'.")

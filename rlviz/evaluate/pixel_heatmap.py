@@ -33,18 +33,38 @@ from ..envs.frames import to_rgb_frame
 from .heatmap import FailureHeatmap
 from .objects import Extractor, last_seen
 
-__all__ = ["FailureReplay", "EpisodeLog", "copies_faithfully"]
+__all__ = ["FailureReplay", "EpisodeLog", "copies_faithfully", "probe_action"]
+
+
+def probe_action(space, k: int):
+    """A fixed valid action number ``k`` of ``space`` (Discrete: ``k mod n``; Box: one of five evenly spaced points
+    of its bounds clipped to [-1, 1], every dimension alike; MultiDiscrete: ``k`` shifted per part), for probes
+    that must step any env the same way twice."""
+    import gymnasium as gym
+
+    n = getattr(space, "n", None)
+    if isinstance(n, (int, np.integer)):
+        return int(k % max(1, int(n)))
+    if isinstance(space, gym.spaces.Box):
+        low, high = np.clip(space.low, -1, 1), np.clip(space.high, -1, 1)
+        return (low + (k % 5) / 4 * (high - low)).astype(space.dtype)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return (k + np.arange(space.nvec.size)).reshape(space.nvec.shape) % space.nvec
+    if isinstance(space, gym.spaces.MultiBinary):
+        return ((k + np.arange(int(np.prod(space.shape)))) % 2).reshape(space.shape).astype(space.dtype)
+    return space.sample()
 
 
 def copies_faithfully(env, seed: int | None, num_actions: int, steps: int = 24) -> bool:
     """Whether ``copy.deepcopy(env)`` gives an env that plays on exactly as ``env`` does (ALE's emulator handle,
-    for one, does not copy: its copies share or lose the game). Checked on ``steps`` steps after a seeded reset;
-    call it before ``env`` renders (a pygame clock cannot be copied either)."""
+    for one, does not copy: its copies share or lose the game). Checked on ``steps`` steps after a seeded reset
+    (``(7i + 3) mod num_actions``; num_actions 0: other spaces, :func:`probe_action` of the same numbers); call it
+    before ``env`` renders (a pygame clock cannot be copied either)."""
     try:
         seeded_reset(env, seed) if seed is not None else env.reset()
         twin = copy.deepcopy(env)
         for i in range(steps):
-            a = (i * 7 + 3) % max(1, num_actions)
+            a = (i * 7 + 3) % num_actions if num_actions > 0 else probe_action(env.action_space, i * 7 + 3)
             got = [o[:3] for o in (env.step(a), twin.step(a))]
             if not (_same(got[0][0], got[1][0]) and got[0][1:] == got[1][1:]):
                 return False
@@ -194,7 +214,8 @@ class FailureReplay:
                 del captures[u]  # (what a capture remembers lives in the extractor)
             if s == last:
                 break
-            obs, _, terminated, truncated, _ = env.step(int(action_at(s)))
+            a = action_at(s)  # Discrete: an int (the log's array); other spaces: the array the rollout stepped with
+            obs, _, terminated, truncated, _ = env.step(int(a) if self.num_actions > 0 else a)
             if terminated or truncated:
                 warnings.warn(
                     f"Replaying an episode for the heatmap, the env ended at step {s + 1} but the rollout went on "

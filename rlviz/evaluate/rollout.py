@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 
 from .._deprecated import old_keywords
-from ..agent.actions import check_policy_actions, draw_noise
+from ..agent.actions import check_policy_actions, draw_noise, space_to_json
+from ..agent.capabilities import capabilities_of
 from ..agent.policy import Policy
 from ..attention.tracker import AttentionTracker
 from ..choices import FAIL_ON
@@ -72,6 +73,9 @@ class RolloutResult:
     seed: int
     fail_on: str
     recipe_json: str = field(default="", repr=False)
+    #: the env's action space when not Discrete (:func:`rlviz.agent.actions.space_to_json`, Box: plus ``squash``,
+    #: the policy's tanh), for the diagnosis made for it; None: Discrete
+    action_space: dict | None = field(default=None, repr=False)
 
     @property
     def returns(self) -> np.ndarray:
@@ -184,8 +188,16 @@ def _rollout(recipe, policy, plan: RolloutPlan, extractor, heatmap, attention, p
             replay.close()
     return RolloutResult(
         recipe.env_id, tuple(records), hm, steps, wall, float(plan.gamma), int(seed),
-        runner.fail_on, recipe.to_json()  # type: ignore[arg-type]
+        runner.fail_on, recipe.to_json(), _space_json(space, policy)  # type: ignore[arg-type]
     )
+
+
+def _space_json(space, policy) -> dict | None:
+    """The action space for :attr:`RolloutResult.action_space` (None: Discrete)."""
+    described = space_to_json(space)
+    if described is not None and described["kind"] == "box":
+        described["squash"] = bool(capabilities_of(policy).squash)
+    return described
 
 
 def _extractor(recipe: EnvRecipe, objects, heatmap) -> Extractor | None:
@@ -202,7 +214,10 @@ def _extractor(recipe: EnvRecipe, objects, heatmap) -> Extractor | None:
 def _start_heatmap(env, extractor: Extractor, heatmap, env_id: str, seed: int) -> FailureHeatmap:
     """The heatmap to add failures to (``heatmap`` itself when it is one), sized by a first frame of the game."""
     seeded_reset(env, seed)
-    background = to_rgb_frame(env.render())
+    own = getattr(extractor, "background_image", None)  # a heatmap in the extractor's own plane (body_objects)
+    if own is not None:
+        extractor.begin_episode(env)
+    background = own() if own is not None else to_rgb_frame(env.render())
     if hasattr(extractor, "frame_shape") and extractor.frame_shape is None:
         extractor.frame_shape = background.shape[:2]
     names = extractor.names or tuple(extractor(background, env))

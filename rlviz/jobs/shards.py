@@ -29,6 +29,7 @@ from ..sources.hub import is_hub_ref
 from ..sources.vecnormalize import FILE_NAME as VECNORMALIZE_FILE
 from ..sources.vecnormalize import find_vecnormalize
 from ..sources.zoo import find_zoo_run
+from .stages import agent_env
 
 __all__ = ["AgentSource", "ShardTask", "run_shard", "open_backend", "share_agent", "source_for"]
 
@@ -65,7 +66,8 @@ class AgentSource:
     @property
     def key(self) -> tuple[Any, ...]:
         c = self.config
-        return self.path, self.digest, c.device, c.env, c.model, c.trust_checkpoint, os.fspath(c.vecnormalize or "")
+        return (self.path, self.digest, c.device, c.env, c.wrapper, c.model, c.trust_checkpoint,
+                os.fspath(c.vecnormalize or ""))
 
     def load(self) -> LoadedAgent:
         """The agent (loaded once per worker process and source)."""
@@ -77,7 +79,7 @@ class AgentSource:
 
     def _load(self) -> LoadedAgent:
         c = self.config
-        kw: dict[str, Any] = dict(env=c.env, model=c.model, trust=c.trust_checkpoint, device=c.device)
+        kw: dict[str, Any] = dict(env=agent_env(c), model=c.model, trust=c.trust_checkpoint, device=c.device)
         if self.ref is None:
             return load_agent(self.path, vecnormalize=c.vecnormalize, **kw)
         data = require("ray", "ray", "--ray").get(self.ref)

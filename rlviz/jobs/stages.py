@@ -22,7 +22,8 @@ from .. import progress
 from ..attention.plot import plot_attention_at_failure
 from ..attention.summary import with_attention
 from ..config import RenderConfig
-from ..envs import make_env, to_rgb_frame
+from ..envs import EnvRecipe, WrapperSpec, make_env, to_rgb_frame
+from ..errors import UsageError
 from ..evaluate import RolloutResult, summarize
 from ..evaluate.diagnostics import diagnose
 from ..evaluate.stats import Summary, flat_numbers
@@ -31,7 +32,7 @@ from ..sinks.log import Logged, RunLog, findings_markdown
 from ..sources import LoadedAgent, load_agent
 from ..sources.hub import pinned_id
 
-__all__ = ["resolve_agent", "summarise", "run_log", "run_record", "write_attention_at_failure", "background_frame",
+__all__ = ["resolve_agent", "agent_env", "summarise", "run_log", "run_record", "write_attention_at_failure", "background_frame",
            "ATTENTION_PNG"]
 
 #: The attention map at failure beside the failure heatmap (with attention on and failures seen).
@@ -42,10 +43,21 @@ def resolve_agent(config: RenderConfig) -> tuple[LoadedAgent, RenderConfig, floa
     """Stage 1: (the agent, ``config`` with its checkpoint pinned to the loaded commit for ``hf://`` ids so that
     workers load the same one, the discount: ``--gamma`` or the checkpoint's)."""
     with progress.phase(f"loading {Path(config.checkpoint).name}"):
-        agent = load_agent(config.checkpoint, env=config.env, model=config.model, trust=config.trust_checkpoint,
-                           device=config.device, vecnormalize=config.vecnormalize)
+        agent = load_agent(config.checkpoint, env=agent_env(config), model=config.model,
+                           trust=config.trust_checkpoint, device=config.device, vecnormalize=config.vecnormalize)
     config = replace(config, checkpoint=pinned_id(config.checkpoint, agent))
     return agent, config, float(config.gamma if config.gamma is not None else agent.gamma)
+
+
+def agent_env(config: RenderConfig) -> Any:
+    """What ``load_agent`` gets as ``env``: ``--env``, or with ``--wrapper`` names its recipe with those wrappers
+    after the env's own (the user's consent to import them: :mod:`rlviz.envs.families`)."""
+    if not config.wrapper:
+        return config.env
+    if config.env is None:
+        raise UsageError(f"--wrapper {config.wrapper[0]} needs --env ID: the wrappers go around the env you name.")
+    base = EnvRecipe.for_env_id(config.env)
+    return replace(base, wrappers=base.wrappers + tuple(WrapperSpec(name) for name in config.wrapper))
 
 
 def summarise(result: RolloutResult, kind: str) -> Summary:

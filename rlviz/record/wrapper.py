@@ -31,7 +31,7 @@ from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..agent.obs import is_plain
 from ..choices import SALIENCY_METHODS
-from ..envs.frames import to_rgb_frame
+from ..envs.frames import frame_rate, to_rgb_frame
 from ..envs.recipe import check_render_mode
 from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals
@@ -133,7 +133,8 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
             raise UsageError("step_trigger and video_length cut videos anywhere; with a policy a video is one "
                              "episode. Choose episodes with episode_trigger, or record frames only (no policy).")
         check_saliency(opt.saliency, self.policy, env.observation_space)
-        settings = recorder_settings("RecordEpisode", video_folder, name_prefix, fps, env.metadata, video_length)
+        settings = recorder_settings("RecordEpisode", video_folder, name_prefix, fps or frame_rate(env), env.metadata,
+                                     video_length)  # (the env's metadata or dt: envs/frames.py)
         self.episode_trigger, self.step_trigger = default_triggers(
             episode_trigger, step_trigger, capped_cubic_video_schedule if self.policy is None else every_episode)
         self.video_length = settings.video_length

@@ -10,13 +10,14 @@ consents (:mod:`rlviz.envs.trust`): ``env=`` is consent for that env id, ``trust
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from torch import nn
 
 from ..agent.policy import KINDS
-from ..envs.recipe import EnvRecipe
+from ..envs.recipe import EnvRecipe, WrapperSpec
 from ..errors import CheckpointError, UnsafeCheckpointError, UsageError
 from .adapters import build_model, to_policy
 from .cleanrl_jax import load_cleanrl_jax
@@ -93,6 +94,9 @@ def load_agent(
         stats = sb3_stats(run, vecnormalize)
         policy, gamma, meta = load_sb3_zip(data, source, observation_space=obs_space, action_space=act_space,
                                            trust=trust, device=device, vecnormalize=stats)
+        if meta.get("channels_first"):  # SB3's VecTransposeImage, rebuilt by name
+            recipe = replace(recipe, wrappers=recipe.wrappers + (WrapperSpec("channels_first"),))
+            obs_space = env_facts(recipe)[0]
         check_forward(policy, tuple(obs_space.shape or ()), source)
         return LoadedAgent(policy, recipe, tuple(names), gamma, policy.kind, meta, Path(source), "sb3-zip")
     if fmt == "flax-msgpack":  # CleanRL's JAX scripts (rlviz.sources.cleanrl_jax); no JAX needed

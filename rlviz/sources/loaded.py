@@ -14,6 +14,7 @@ import torch
 
 from ..agent.actions import action_spec
 from ..agent.policy import Policy, action_names_for
+from ..envs.families import body_action_names
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import CheckpointError, EnvError, RlvizError, UsageError
 
@@ -54,7 +55,8 @@ def env_facts(recipe: EnvRecipe):
     e = make_env(recipe, render_mode=None)
     try:
         spec = action_spec(e.action_space)
-        names = action_names_for(e, spec.size) if spec.kind == "discrete" else spec.names()
+        names = action_names_for(e, spec.size) if spec.kind == "discrete" else (
+            (spec.kind == "box" and body_action_names(e, spec.size)) or spec.names())  # MuJoCo: its actuators
         return e.observation_space, e.action_space, names
     finally:
         e.close()

@@ -44,6 +44,7 @@ from torch import nn
 from ..agent.actions import action_spec
 from ..agent.masking import MaskedTorchPolicy
 from ..agent.policy import Policy, TorchPolicy, check_action_space, resolve_device
+from ..envs.families import describe_space
 from ..envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, allowed_class
 from ..errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
 from .files import quiet_torch_load, require_safe_torch_load
@@ -68,6 +69,8 @@ _DATA_FIELDS = {"policy_class": Field((dict,)), "policy_kwargs": Field((dict, _N
                 "gamma": Field((*NUMBER, _NONE)), "num_timesteps": Field((int, _NONE)),
                 "use_sde": Field((bool, _NONE))}
 _CLASS_REPR = re.compile(r"<class '([\w.]+)'>")
+_WRAPPER_HINT = (" (a Dict: name the observation wrapper it was trained with, e.g. --wrapper "
+                 "minigrid.wrappers:ImgObsWrapper)")
 _SPACE_TYPE = re.compile(r"<class 'gymnasium\.spaces\.\w+\.(\w+)'>")
 
 
@@ -220,14 +223,29 @@ def _saved_shape(saved: dict) -> tuple | None:
         return None
 
 
-def _check_spaces(data: dict, observation_space, action_space, source: str) -> None:
+def channels_first_space(space):
+    """The Box SB3's ``VecTransposeImage`` gives for an [H, W, C] uint8 image ``space`` ([C, H, W]), else None."""
+    from gymnasium import spaces
+
+    if not (isinstance(space, spaces.Box) and space.dtype == "uint8" and len(space.shape) == 3):
+        return None
+    return spaces.Box(space.low.transpose(2, 0, 1), space.high.transpose(2, 0, 1), dtype=space.dtype)
+
+
+def _check_spaces(data: dict, observation_space, action_space, source: str) -> bool:
+    """Checks the env's spaces against the zip's; True when the zip's observations are the env's image transposed
+    channels first (SB3's ``VecTransposeImage``, applied by SB3 to every image env it trains on)."""
     saved = data.get("observation_space") or {}
     shape = _saved_shape(saved)
+    transposed = channels_first_space(observation_space)
+    if shape is not None and transposed is not None and tuple(observation_space.shape) != shape and tuple(
+            transposed.shape) == shape:
+        return True
     if shape is not None and tuple(observation_space.shape or ()) != shape:
         raise EnvError(
             f"{source} was trained on observations of shape {shape} ({saved.get('dtype')}), but the env gives "
-            f"{tuple(observation_space.shape or ())} ({observation_space.dtype}); pass the env (and preprocessing) "
-            "it was trained on."
+            f"{describe_space(observation_space)}; pass the env (and preprocessing) it was trained on"
+            f"{_WRAPPER_HINT if type(observation_space).__name__ == 'Dict' else ''}."
         )
     saved = data.get("action_space") or {}
     kind = _SPACE_TYPE.fullmatch(str(saved.get(":type:", "")))
@@ -240,6 +258,7 @@ def _check_spaces(data: dict, observation_space, action_space, source: str) -> N
         what = f"{kind.group(1) if kind else 'an action space'} {f'of {n} actions' if n.isdigit() else ''}"
         raise EnvError(f"{source} was trained with {what.strip()} (shape {_saved_shape(saved)}); the env has "
                        f"{action_space}; pass the env it was trained on.")
+    return False
 
 
 def _trained_under_vecnormalize(doc: dict) -> bool:
@@ -289,7 +308,9 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
                 state = torch.load(io.BytesIO(weights_blob), map_location="cpu", weights_only=True)
         except Exception as exc:
             raise CheckpointError(f"{source}: policy.pth does not load as plain weights ({type(exc).__name__}).") from None
-    _check_spaces(doc, observation_space, action_space, source)
+    channels_first = _check_spaces(doc, observation_space, action_space, source)
+    if channels_first:  # the caller puts the "channels_first" wrapper on the recipe (meta says so)
+        observation_space = channels_first_space(observation_space)
     try:
         policy = cls(observation_space=observation_space, action_space=action_space, lr_schedule=lambda _: 0.0,
                      **kwargs)
@@ -310,7 +331,8 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
     meta = {"sb3_version": version, "policy_class": cls.__name__, "algorithm": algorithm,
             "num_timesteps": doc.get("num_timesteps") if isinstance(doc.get("num_timesteps"), int) else None,
             "vecnormalize": _trained_under_vecnormalize(doc),
-            "vecnormalize_stats": vecnormalize.source if vecnormalize is not None else None}
+            "vecnormalize_stats": vecnormalize.source if vecnormalize is not None else None,
+            "channels_first": channels_first}
     if meta["vecnormalize"] and vecnormalize is None:
         warnings.warn(
             f"{source} was trained under VecNormalize (its data has _last_original_obs) but no statistics were "
