@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Box, RamGame, box_if
-from .screen import blobs, colour_set
+from .screen import blobs, colour_set, row_background
 
 __all__ = ["MsPacman", "Qbert", "MontezumaRevenge", "Pitfall", "Venture", "Kangaroo", "Frostbite"]
 
@@ -127,9 +127,9 @@ class Pitfall(RamGame):
         logs = np.array(band, copy=True)  # Harry's trousers are the logs' brown: his box is left out of the logs
         x, y = int(ram[97]), (int(ram[105]) + 72) % 256 - top
         logs[max(y - 1, 0):max(y + 22, 0), max(x - 1, 0):max(x + 9, 0)] = _HIDDEN
-        out = []
+        out, background = [], row_background(band)
         for category, (_, first, min_w, min_h) in _PITFALL_HAZARDS.items():
-            found = blobs(logs if category == "log" else band, top, _PITFALL_SCENERY[category])
+            found = blobs(logs if category == "log" else band, top, _PITFALL_SCENERY[category], background=background)
             out += [Box(category, b.x, b.y, b.w, b.h) for b in found if b.y >= first and b.w >= min_w and b.h >= min_h]
         return out
 

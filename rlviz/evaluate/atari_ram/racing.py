@@ -93,15 +93,16 @@ _BEAM_SCENERY = colour_set(0xA4, 0x68, *range(0x10, 0x20, 2))
 
 
 class BeamRider(RamGame):
-    """The agent's ship at column 1.5 RAM[41] - 115, row 167, 15x13 (it moves between five beams). Read from the
-    screen (rows 46-163, between the horizon and the agent's ship): the white saucers (greys: grey while far away,
-    white when near) as ``saucer``, and every other craft and shot (orange, pink, red: not the beams' blue, not the
-    agent's purple lariat nor the yellows) as ``enemy``; what differs from its row's background, so the full-screen
-    flashes (a hit, a new sector) are background, not objects."""
+    """The agent's ship at column 1.5 RAM[41] - 115, row 167, 15x13 (it moves between five beams; its wreck is red
+    for the 61 decisions from the hit to the life's loss). Read from the screen (rows 46-163, between the horizon
+    and the agent's ship): the white saucers (greys: grey while far away, white when near) as ``saucer``, and every
+    other craft and shot (orange, pink, red: not the beams' blue, not the agent's purple lariat nor the yellows) as
+    ``enemy``; what differs from its row's background, so the full-screen flashes (a hit, a new sector) are
+    background, not objects."""
 
     name = "beam_rider"
     categories = ("player", "saucer", "enemy")
-    colours = {"player": ((210, 210, 64),),
+    colours = {"player": ((210, 210, 64), (200, 72, 72)),  # (red: the wreck, until the life is taken)
                "saucer": ((74, 74, 74), (111, 111, 111), (142, 142, 142), (170, 170, 170), (192, 192, 192),
                           (214, 214, 214), (236, 236, 236)),
                "enemy": ((198, 108, 58), (184, 70, 162), (180, 122, 48), (181, 83, 40), (144, 28, 0), (163, 57, 21),

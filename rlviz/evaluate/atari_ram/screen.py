@@ -36,33 +36,38 @@ class Blob(NamedTuple):
 def row_background(band: np.ndarray) -> np.ndarray:
     """uint8 [rows]: each row's most common colour (``band`` uint8 [rows, columns])."""
     rows = band.shape[0]
-    keys = np.arange(rows, dtype=np.int64)[:, None] * 256 + band
-    counts = np.bincount(keys.ravel(), minlength=rows * 256).reshape(rows, 256)
+    keys = (np.arange(rows, dtype=np.int32) << 8)[:, None] + band
+    counts = np.bincount(keys.ravel(), minlength=rows << 8).reshape(rows, 256)
     return counts.argmax(axis=1).astype(np.uint8)
 
 
-def blobs(band: np.ndarray, top: int, scenery: np.ndarray, gap: int = 1, left: int = 8) -> list[Blob]:
+def blobs(band: np.ndarray, top: int, scenery: np.ndarray, gap: int = 1, left: int = 8,
+          background: np.ndarray | None = None) -> list[Blob]:
     """The objects in ``band`` (uint8 [rows, 160]: rows ``top`` .. of ``getScreen()``): pixels that differ from their
     row's background and whose colour is not marked in ``scenery`` (bool [256]), from column ``left`` on (the 2600
-    blanks columns 0-7 on lines it moves objects on), pixels up to ``gap`` - 1 px apart in a row joined."""
+    blanks columns 0-7 on lines it moves objects on), pixels up to ``gap`` - 1 px apart in a row joined.
+    ``background``: :func:`row_background` of ``band``, when the caller has it already."""
     import cv2  # (lazy: opencv is loaded only where a game reads the screen)
 
-    band = np.asarray(band, dtype=np.uint8)
-    mask = (band != row_background(band)[:, None]) & ~scenery[band]
+    band = np.ascontiguousarray(band, dtype=np.uint8)
+    if background is None:
+        background = row_background(band)
+    objects = cv2.LUT(band, (~scenery).view(np.uint8)).view(bool)  # (a table look-up: faster than scenery[band])
+    mask = (band != background[:, None]) & objects
     mask[:, :left] = False
-    if not mask.any():
+    rows = np.flatnonzero(mask.any(axis=1))
+    if not len(rows):
         return []
-    joined = mask.astype(np.uint8)
-    if gap > 1:
-        joined = cv2.morphologyEx(joined, cv2.MORPH_CLOSE, np.ones((1, gap), np.uint8))
-    n, labels, stats, _ = cv2.connectedComponentsWithStats(joined, connectivity=8)
-    out = []
-    for i in range(1, n):
-        x, y, w, h, _ = (int(v) for v in stats[i])
-        own = (labels[y:y + h, x:x + w] == i) & mask[y:y + h, x:x + w]
-        colours = np.bincount(band[y:y + h, x:x + w][own], minlength=256)
-        out.append(Blob(x, top + y, w, h, int(colours.argmax()), int(own.sum())))
-    return out
+    r0 = int(rows[0])
+    mask, band = mask[r0:int(rows[-1]) + 1], band[r0:int(rows[-1]) + 1]  # (the rows with objects only)
+    joined = np.ascontiguousarray(mask).view(np.uint8)
+    closed = cv2.morphologyEx(joined, cv2.MORPH_CLOSE, np.ones((1, gap), np.uint8)) if gap > 1 else joined
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(closed, connectivity=8)
+    # each object's most common colour and pixel count, over its own pixels (not the gaps joined), in one pass
+    counts = np.bincount((labels[mask] << 8) + band[mask], minlength=n << 8).reshape(n, 256)
+    colours, pixels = counts.argmax(axis=1), counts.sum(axis=1)
+    return [Blob(int(x), top + r0 + int(y), int(w), int(h), int(colours[i]), int(pixels[i]))
+            for i, (x, y, w, h, _) in enumerate(stats) if i]
 
 
 def colour_set(*values: int) -> np.ndarray:
