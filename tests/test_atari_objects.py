@@ -37,17 +37,17 @@ MIN_HIT = {
     "boxing": {"player": 0.95, "enemy": 0.95},
     "asterix": {"player": 0.95, "enemy": 0.95, "item": 0.6},
     "qbert": {"player": 0.95, "enemy": 0.0},
-    "enduro": {"player": 0.95},
-    "beam_rider": {"player": 0.95},
+    "enduro": {"player": 0.95, "car": 0.9},
+    "beam_rider": {"player": 0.95, "saucer": 0.9, "enemy": 0.9},
     "riverraid": {"player": 0.95, "missile": 0.95, "enemy": 0.95, "fuel": 0.9, "bridge": 0.9},
     "tennis": {"player": 0.95, "enemy": 0.95, "ball": 0.95, "shadow": 0.9},
     "bowling": {"player": 0.95, "ball": 0.95, "pin": 0.95},
     "kangaroo": {"player": 0.95, "monkey": 0.85, "coconut": 0.95},
     "frostbite": {"player": 0.95, "enemy": 0.95, "floe": 0.95},
     "montezuma_revenge": {"player": 0.95, "enemy": 0.9},
-    "pitfall": {"player": 0.95},
+    "pitfall": {"player": 0.95, "log": 0.9, "pit": 0.9, "crocodile": 0.9, "scorpion": 0.9},
     "skiing": {"player": 0.95, "tree": 0.8, "mogul": 0.9, "flag": 0.9},
-    "venture": {"player": 0.95},
+    "venture": {"player": 0.95, "monster": 0.9},
 }
 
 

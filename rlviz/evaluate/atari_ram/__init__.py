@@ -1,5 +1,7 @@
 """Objects of Atari games read from the console's RAM: one map per game (:class:`RamGame`), the extractor the
-heatmap and attention use (:class:`RamExtractor`), the registry by env id, and the screen check. The games, their
+heatmap and attention use (:class:`RamExtractor`), the registry by env id, and the screen check. Where the RAM
+formulas do not place the objects (Enduro's cars, BeamRider's saucers, Pitfall's hazards, Venture's room monsters),
+the game reads them from the screen (:mod:`.screen`). The games, their
 categories, hit rates and cost: docs/atari-objects.md."""
 
 from .base import Box, RamExtractor, RamGame

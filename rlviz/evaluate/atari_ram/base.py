@@ -11,6 +11,12 @@ so arithmetic never wraps under numpy 1 or 2).
 every step; the RAM is the same ALE's under frame skip, sticky actions, AtariPreprocessing and frame stacking),
 ``masks`` runs detection and paints each category's boxes into a bool ``[210, 160]`` mask (scaled to the rendered
 frame when it has another size).
+
+Where the RAM formulas do not place a game's objects (Enduro's other cars, BeamRider's saucers), the game reads them
+from the screen: ``screen_rows`` names the band of rows it reads, ``capture`` then also copies that band of
+``ale.getScreen()`` (one colour byte a pixel: 160 bytes a row), and :meth:`RamGame.read_screen` finds the objects in
+it (rules in :mod:`.screen`), again only on the steps the heatmap asks for. Games without ``screen_rows`` capture
+the RAM alone, as before.
 """
 
 from __future__ import annotations
@@ -48,16 +54,37 @@ class RamGame:
     """One game's RAM map. Subclasses set ``name`` (ALE's ROM name, e.g. ``"space_invaders"``), ``categories``
     (panel order), ``colours`` ({category: RGB triples it is drawn in}) and implement :meth:`detect`.
     ``flicker``: categories drawn only on some frames (the screen check counts them as documented in the docs page).
-    ``substitute``: the game this map stands in for, when a requested game has no published map."""
+    ``substitute``: the game this map stands in for, when a requested game has no published map.
+    ``screen_rows``: (first, end) rows of the screen that :meth:`read_screen` reads; None (most games): RAM only."""
 
     name: str = ""
     categories: tuple[str, ...] = ()
     colours: dict[str, tuple[tuple[int, int, int], ...]] = {}
     flicker: tuple[str, ...] = ()
+    screen_rows: tuple[int, int] | None = None
 
     def detect(self, ram: np.ndarray) -> list[Box]:
         """``ram``: int64 [128] -> the objects on screen."""
         raise NotImplementedError
+
+    def read_screen(self, band: np.ndarray, ram: np.ndarray) -> list[Box]:
+        """The objects read from the screen: ``band`` uint8 [rows, 160], rows ``screen_rows`` of ``ale.getScreen()``
+        (colour bytes), ``ram`` as in :meth:`detect`; boxes in screen coordinates. Only games with ``screen_rows``."""
+        return []
+
+    def band(self, screen: np.ndarray) -> np.ndarray | None:
+        """The rows of ``screen`` (``ale.getScreen()``, uint8 [210, 160]) that :meth:`read_screen` reads, copied;
+        None for a game that reads none."""
+        if self.screen_rows is None:
+            return None
+        return np.array(screen[self.screen_rows[0]:self.screen_rows[1]], dtype=np.uint8, copy=True)
+
+    def objects(self, ram: np.ndarray, band: np.ndarray | None = None) -> list[Box]:
+        """All the game's objects: :meth:`detect` on the RAM, then :meth:`read_screen` on the band (when given)."""
+        out = self.detect(ram)
+        if band is not None and self.screen_rows is not None:
+            out += self.read_screen(band, ram)
+        return out
 
 
 def box_if(category: str, x: int, y: int, w: int, h: int, visible: bool, drawn: bool = True) -> list[Box]:
@@ -92,23 +119,28 @@ class RamExtractor(Extractor):
         return self.game
 
     def capture(self, frame, env):
-        self._resolve(env)
+        game = self._resolve(env)
         ale = getattr(getattr(env, "unwrapped", env), "ale", None)
         if ale is None:
             raise UsageError(f"{env!r} is not an ALE env (no unwrapped.ale); the RAM object extractor reads ALE's RAM.")
-        return np.array(ale.getRAM(), dtype=np.uint8, copy=True)  # 128 bytes a step
+        ram = np.array(ale.getRAM(), dtype=np.uint8, copy=True)  # 128 bytes a step
+        if game.screen_rows is None:
+            return ram
+        return ram, game.band(ale.getScreen())  # and the band of screen rows the game reads (160 bytes a row)
 
-    def boxes(self, ram: np.ndarray) -> list[Box]:
-        """The game's objects in one RAM snapshot (uint8 [128])."""
+    def boxes(self, ram: np.ndarray, band: np.ndarray | None = None) -> list[Box]:
+        """The game's objects in one RAM snapshot (uint8 [128]) and, for a game that reads the screen, the band of
+        screen rows captured with it."""
         if self.game is None:
             raise UsageError("RamExtractor.boxes() before the game is known; capture a frame of the env first.")
-        return self.game.detect(np.asarray(ram, dtype=np.int64))
+        return self.game.objects(np.asarray(ram, dtype=np.int64), band)
 
-    def masks(self, ram) -> dict[str, np.ndarray]:
+    def masks(self, captured) -> dict[str, np.ndarray]:
         shape = tuple(self.frame_shape[:2]) if self.frame_shape is not None else SCREEN
         out = {c: np.zeros(shape, dtype=bool) for c in self.names}
         fy, fx = shape[0] / SCREEN[0], shape[1] / SCREEN[1]
-        for b in self.boxes(ram):
+        ram, band = captured if isinstance(captured, tuple) else (captured, None)
+        for b in self.boxes(ram, band):
             if b.category not in out or b.w <= 0 or b.h <= 0:
                 continue
             r0, r1 = max(round(b.y * fy), 0), min(round((b.y + b.h) * fy), shape[0])

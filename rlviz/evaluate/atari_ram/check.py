@@ -1,5 +1,7 @@
 """The screen check of a RAM map: does each box the map reports cover pixels of its category's colour on the
-screen the emulator drew (``ale.getScreenRGB()``)? Used by tests/test_atari_objects.py (the hit rates it asserts)
+screen the emulator drew (``ale.getScreenRGB()``)? Categories a game reads from the screen (``RamGame.read_screen``,
+on ``ale.getScreen()``'s colour bytes) are checked the same way: their boxes must land on one of the category's
+RGB colours, so a box on scenery, on the player or on a colour the map does not list misses. Used by tests/test_atari_objects.py (the hit rates it asserts)
 and scripts/bench_atari_objects.py (the table in docs/atari-objects.md)."""
 
 from __future__ import annotations
@@ -73,7 +75,7 @@ def check_game(game: RamGame, env, steps: int, act: Callable[[int], int], margin
         if ended:
             continue
         screen = ale.getScreenRGB()
-        for b in game.detect(np.asarray(ale.getRAM(), dtype=np.int64)):
+        for b in game.objects(np.asarray(ale.getRAM(), dtype=np.int64), game.band(ale.getScreen())):
             colours = game.colours[b.category]
             if not b.drawn:
                 out.hidden[b.category] = out.hidden.get(b.category, 0) + 1

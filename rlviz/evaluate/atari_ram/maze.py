@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Box, RamGame, box_if
+from .screen import blobs, colour_set, row_background
 
 __all__ = ["MsPacman", "Qbert", "MontezumaRevenge", "Pitfall", "Venture", "Kangaroo", "Frostbite"]
 
@@ -94,32 +95,83 @@ class MontezumaRevenge(RamGame):
         return out
 
 
+#: Pitfall's hazards, read from the screen: category -> (``getScreen()`` colours, first row, least width, least
+#: height): logs (brown), pits (tar black or water blue with the crocodiles in it, at least 16 px wide: the ladder
+#: holes are 8-12 px and lead underground, which costs no life), crocodiles (dark green, in the water), the
+#: scorpion (white, below row 150)
+_PITFALL_HAZARDS = {"log": ((0x12,), 0, 1, 1), "pit": ((0x00, 0xA4, 0xD0), 0, 16, 1), "crocodile": ((0xD0,), 0, 1, 1),
+                    "scorpion": ((0x0E,), 150, 1, 5)}
+_PITFALL_SCENERY = {c: ~colour_set(*colours) for c, (colours, *_) in _PITFALL_HAZARDS.items()}
+_HIDDEN = 0xFF  # (a colour ALE never draws: Harry's pixels are painted over with it before the logs are read)
+
+
 class Pitfall(RamGame):
     """Pitfall Harry at (RAM[97], (RAM[105] + 72) mod 256), 8x21 (after a life is lost he drops in from the
     treetops: RAM[105] 225-255, rows 41-71); not drawn while RAM[30], the death countdown (drowned, eaten), is
-    not 0. (Logs, pits, scorpions and crocodiles: per-scene tables in
-    OCAtari; not mapped here.)"""
+    not 0. The hazards, read from the screen (rows 100-184): ``log`` (Harry's box left out: his trousers are the logs'
+    brown), ``pit`` (tar pits, water holes, quicksand), ``crocodile`` and ``scorpion``, each by its colour
+    (``_PITFALL_HAZARDS``; OCAtari's per-scene RAM tables are not needed). (Fire and snakes: not mapped.)"""
 
     name = "pitfall"
-    categories = ("player",)
-    colours = {"player": ((53, 95, 24), (92, 186, 92), (105, 105, 15), (228, 111, 111), (214, 214, 214))}
+    categories = ("player", "log", "pit", "crocodile", "scorpion")
+    colours = {"player": ((53, 95, 24), (92, 186, 92), (105, 105, 15), (228, 111, 111), (214, 214, 214)),
+               "log": ((105, 105, 15),), "pit": ((0, 0, 0), (45, 109, 152)), "crocodile": ((20, 60, 0),),
+               "scorpion": ((236, 236, 236),)}
+    screen_rows = (100, 185)
 
     def detect(self, ram: np.ndarray) -> list[Box]:
         return [Box("player", int(ram[97]), (int(ram[105]) + 72) % 256, 8, 21, ram[30] == 0)]
 
+    def read_screen(self, band: np.ndarray, ram: np.ndarray) -> list[Box]:
+        top = self.screen_rows[0]
+        logs = np.array(band, copy=True)  # Harry's trousers are the logs' brown: his box is left out of the logs
+        x, y = int(ram[97]), (int(ram[105]) + 72) % 256 - top
+        logs[max(y - 1, 0):max(y + 22, 0), max(x - 1, 0):max(x + 9, 0)] = _HIDDEN
+        out, background = [], row_background(band)
+        for category, (_, first, min_w, min_h) in _PITFALL_HAZARDS.items():
+            found = blobs(logs if category == "log" else band, top, _PITFALL_SCENERY[category], background=background)
+            out += [Box(category, b.x, b.y, b.w, b.h) for b in found if b.y >= first and b.w >= min_w and b.h >= min_h]
+        return out
+
+
+#: Venture's room monsters by room (RAM[90] 0-7), as ``getScreen()`` colours: the skeleton (grey), the goblins
+#: (purple), the serpents (green), the moving walls (orange), the two-headed (red), the troll (grey), the dragon
+#: (yellow), the spider (orange) (OCAtari's venture.py); the hall monster (green) follows Winky into every room
+_VENTURE_ROOM_MONSTERS = {0: (0x04,), 1: (0x74,), 2: (0xD4,), 3: (0x34,), 4: (0x44,), 5: (0x04,), 6: (0x14,),
+                          7: (0x34,)}
+_HALL_MONSTER = 0xD4
+#: per room, the colours that are not a monster (everything else on the screen is scenery there)
+_VENTURE_SCENERY = {room: ~colour_set(*c, _HALL_MONSTER) for room, c in _VENTURE_ROOM_MONSTERS.items()}
+
 
 class Venture(RamGame):
-    """Winky: in the hallway (RAM[90] 8 or 9) a dot at (RAM[85] - 1, 2 RAM[26] + 25), 1x2; in a room at
-    (RAM[79] - 1, (2 RAM[20] + 26) mod 255), 8x12."""
+    """Winky: a dot at (RAM[85] - 1, 2 RAM[26] + 25), 1x2, in the hallway (RAM[90] 8 or 9) and in the rooms (RAM[90]
+    0-7) alike (OCAtari's 8x12 Winky at slot 0 in the rooms is not where the screen shows him). Monsters: in the
+    hallway three, from the RAM: slot k (3-5) at column RAM[79 + k] - 1 (- 7 for the third), row 2 RAM[20 + k] + 26
+    (+ 27 for the second and third), 5x8, while RAM[20 + k] < 81 (a monster shot is gone). In a room the RAM slots
+    follow no formula that holds, so the monsters are read from the screen (rows 20-189): the blobs in the room's
+    monster colour or the hall monster's green (the treasures have other colours)."""
 
     name = "venture"
-    categories = ("player",)
-    colours = {"player": ((168, 48, 143),)}
+    categories = ("player", "monster")
+    colours = {"player": ((168, 48, 143),),
+               "monster": ((82, 126, 45), (111, 111, 111), (78, 50, 181), (181, 83, 40), (184, 50, 50),
+                           (134, 134, 29))}
+    screen_rows = (20, 190)
 
     def detect(self, ram: np.ndarray) -> list[Box]:
-        if ram[90] in (8, 9):
-            return [Box("player", int(ram[85]) - 1, 2 * int(ram[26]) + 25, 1, 2)]
-        return [Box("player", int(ram[79]) - 1, (2 * int(ram[20]) + 26) % 255, 8, 12)]
+        out = [Box("player", int(ram[85]) - 1, 2 * int(ram[26]) + 25, 1, 2)]
+        if ram[90] not in (8, 9):
+            return out
+        for k, dx, dy in ((3, 1, 26), (4, 1, 27), (5, 7, 27)):
+            out += box_if("monster", int(ram[79 + k]) - dx, 2 * int(ram[20 + k]) + dy, 5, 8, ram[20 + k] < 81)
+        return out
+
+    def read_screen(self, band: np.ndarray, ram: np.ndarray) -> list[Box]:
+        scenery = _VENTURE_SCENERY.get(int(ram[90]))
+        if scenery is None:  # the hallway: from the RAM
+            return []
+        return [Box("monster", b.x, b.y, b.w, b.h) for b in blobs(band, self.screen_rows[0], scenery, left=0)]
 
 
 class Kangaroo(RamGame):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .base import Box, RamGame, box_if
+from .screen import blobs, colour_set
 
 __all__ = ["Freeway", "Enduro", "Skiing", "BeamRider", "Riverraid"]
 
@@ -30,17 +31,31 @@ class Freeway(RamGame):
             Box("car", int(ram[117 - i]) - 3, 27 + 16 * i, 8, 10) for i in range(10)]
 
 
+#: the greys (hue 0): Enduro's road lines and the agent's car, in every light
+_GREYS = colour_set(*range(0, 16, 2))
+
+
 class Enduro(RamGame):
-    """The agent's car at column 77 shifted by the drift RAM[46] (signed, halved) and row 89 + RAM[52], 16x11."""
+    """The agent's car at column 77 shifted by the drift RAM[46] (signed, halved) and row 89 + RAM[52], 16x11.
+    The other cars, read from the screen (rows 52-157, below the mountains): what differs from its row's background
+    (the grass, the snow, the night) and is not grey (the road's edges and the agent's car are greys in every
+    light), joined across gaps of up to 4 px (a car at night is two tail lights)."""
 
     name = "enduro"
-    categories = ("player",)
-    colours = {"player": ((192, 192, 192),)}
+    categories = ("player", "car")
+    colours = {"player": ((192, 192, 192),),
+               "car": ((184, 70, 162), (66, 114, 194), (162, 162, 42), (66, 158, 130), (162, 134, 56), (198, 108, 58),
+                       (110, 156, 66), (136, 146, 62), (72, 160, 72), (104, 72, 198), (66, 136, 176), (66, 72, 200),
+                       (200, 72, 72))}
+    screen_rows = (52, 158)
 
     def detect(self, ram: np.ndarray) -> list[Box]:
         d = int(ram[46])
         x = 77 + ((255 - d) >> 1) + 2 if d & 128 else 77 - (d >> 1)
         return [Box("player", x, 89 + int(ram[52]), 16, 11)]
+
+    def read_screen(self, band: np.ndarray, ram: np.ndarray) -> list[Box]:
+        return [Box("car", b.x, b.y, b.w, b.h) for b in blobs(band, self.screen_rows[0], _GREYS, gap=5)]
 
 
 _TREE_COLOURS = ((110, 156, 66), (82, 126, 45), (158, 208, 101), (72, 160, 72))
@@ -72,15 +87,34 @@ class Skiing(RamGame):
         return out
 
 
+#: BeamRider's scenery (the beams' blue) and the agent's own shots: the lariat (purple 0x68) and the yellows
+#: (hue 1: the torpedoes, and the yellow chirpers, which do no harm)
+_BEAM_SCENERY = colour_set(0xA4, 0x68, *range(0x10, 0x20, 2))
+
+
 class BeamRider(RamGame):
-    """The agent's ship at column 1.5 RAM[41] - 115, row 167, 15x13 (it moves between five beams)."""
+    """The agent's ship at column 1.5 RAM[41] - 115, row 167, 15x13 (it moves between five beams; its wreck is red
+    for the 61 decisions from the hit to the life's loss). Read from the screen (rows 46-163, between the horizon
+    and the agent's ship): the white saucers (greys: grey while far away, white when near) as ``saucer``, and every
+    other craft and shot (orange, pink, red: not the beams' blue, not the agent's purple lariat nor the yellows) as
+    ``enemy``; what differs from its row's background, so the full-screen flashes (a hit, a new sector) are
+    background, not objects."""
 
     name = "beam_rider"
-    categories = ("player",)
-    colours = {"player": ((210, 210, 64),)}
+    categories = ("player", "saucer", "enemy")
+    colours = {"player": ((210, 210, 64), (200, 72, 72)),  # (red: the wreck, until the life is taken)
+               "saucer": ((74, 74, 74), (111, 111, 111), (142, 142, 142), (170, 170, 170), (192, 192, 192),
+                          (214, 214, 214), (236, 236, 236)),
+               "enemy": ((198, 108, 58), (184, 70, 162), (180, 122, 48), (181, 83, 40), (144, 28, 0), (163, 57, 21),
+                         (213, 130, 74), (167, 26, 26), (184, 50, 50), (200, 72, 72), (214, 92, 92))}
+    screen_rows = (46, 164)
 
     def detect(self, ram: np.ndarray) -> list[Box]:
         return [Box("player", int(int(ram[41]) * 1.5) - 115, 167, 15, 13)]
+
+    def read_screen(self, band: np.ndarray, ram: np.ndarray) -> list[Box]:
+        return [Box("saucer" if b.colour < 16 else "enemy", b.x, b.y, b.w, b.h)
+                for b in blobs(band, self.screen_rows[0], _BEAM_SCENERY)]
 
 
 #: River Raid's object types (RAM[32 + i]) -> (category, width, height, rows above the slot's anchor)
