@@ -11,8 +11,9 @@ SALIENCY_METHODS = ("gradient", "smoothgrad", "perturbation")
 SALIENCY_TARGETS = ("action", "logprob", "value")
 #: What counts as a failure (:mod:`rlviz.evaluate.rollout`): "auto" = life loss when the env reports lives.
 FAIL_ON = ("auto", "termination", "life-loss", "negative-reward")
-#: Episode selections for videos (``--videos first:1,worst:2``).
-VIDEO_KINDS = ("first", "worst", "best", "median", "random")
+#: Episode selections for videos (``--videos first:1,worst:2``): KIND:COUNT, and the two that name episodes
+#: (``episode:N[,M...]``: those episodes; ``failed-at:X,Y``: those whose failures put an object on heatmap pixel X, Y).
+VIDEO_KINDS = ("first", "worst", "best", "median", "random", "episode", "failed-at")
 #: Envs stepped in lockstep by rollouts, in the library and the CLI alike.
 DEFAULT_NUM_ENVS = 16
 
