@@ -127,6 +127,8 @@ def _episode_routes(app: Any, flask: Any, index: RunIndex, cache: EpisodeCache) 
 
     def episode_or_404(n: int) -> dict[str, Any]:
         row = index.episode(n) if n <= _MAX_EPISODE else None
+        if not flask.request.path.startswith(f"/api/episode/{n}/"):  # ASCII digits only (not a fullwidth "１")
+            row = None
         if row is None or not index.replayable:
             flask.abort(404)
         return row
