@@ -150,8 +150,10 @@ class FailureHeatmap:
                 h.background = z["background"] if "background" in z.files else None
                 if "contrib_episode" in z.files:
                     h.contributions = _read_contributions(z, len(names), h.frame_shape)
-        except (OSError, KeyError, ValueError) as exc:
-            raise UsageError(f"{path} is not an rlviz failure heatmap (.npz written by FailureHeatmap.save): {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - numpy's reader raises many types on a damaged file (zip, zlib,
+            # header syntax, a member that reads as bytes): each one means the file is not a heatmap
+            said = " ".join(str(exc).split())[:200]
+            raise UsageError(f"{path} is not an rlviz failure heatmap (.npz written by FailureHeatmap.save): {said}") from exc
         return h
 
     # -- plotting -----------------------------------------------------------------------------

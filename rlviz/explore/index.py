@@ -77,8 +77,12 @@ class RunIndex:
         self.columns: list[str] = []
         self.rows: list[list[Any]] = []
         if (self.root / "episodes.csv").exists():
-            reader = csv.reader(io.StringIO(read_inside(self.root, "episodes.csv").decode("utf-8", "replace")))
-            table = list(reader)
+            text = read_inside(self.root, "episodes.csv").decode("utf-8", "replace")
+            try:
+                table = list(csv.reader(io.StringIO(text, newline="")))
+            except csv.Error as exc:
+                raise UsageError(f"{folder / 'episodes.csv'} is not a CSV table ({exc}); the run folder is damaged: "
+                                 "render it again.") from None
             if table:
                 self.columns, self.rows = table[0], [[_cell(v) for v in r] for r in table[1:]]
         self.heatmap = None
