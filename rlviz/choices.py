@@ -3,7 +3,7 @@ offers them as choices. (A leaf module: importing it loads nothing heavy.)"""
 
 from __future__ import annotations
 
-__all__ = ["SALIENCY_METHODS", "SALIENCY_TARGETS", "FAIL_ON", "VIDEO_KINDS", "DEFAULT_NUM_ENVS", "RAY_LOCAL"]
+__all__ = ["RUN_MARKER", "RUN_CACHE_DIR", "SALIENCY_METHODS", "SALIENCY_TARGETS", "FAIL_ON", "VIDEO_KINDS", "DEFAULT_NUM_ENVS", "RAY_LOCAL"]
 
 #: Saliency methods (implemented in :mod:`rlviz.explain.saliency`).
 SALIENCY_METHODS = ("gradient", "smoothgrad", "perturbation")
@@ -19,3 +19,8 @@ DEFAULT_NUM_ENVS = 16
 
 #: ``--ray`` given without an address: start a local Ray instance for the run.
 RAY_LOCAL = "local"
+
+#: The file that marks a folder as an rlviz run, and the run's cache area (``rlviz explore``'s renders): named here
+#: so that the explorer finds them without importing the jobs (:mod:`rlviz.jobs.outdir` writes them).
+RUN_MARKER = "rlviz-run.json"
+RUN_CACHE_DIR = ".rlviz-cache"

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..choices import RUN_CACHE_DIR as CACHE_DIR
 from ..errors import UsageError
-from ..jobs.outdir import CACHE_DIR
 from .index import inside
 from .replay import video_name
 

@@ -11,14 +11,14 @@ import io
 import json
 import math
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..choices import RUN_MARKER as MARKER
 from ..errors import UsageError
-from ..evaluate.heatmap import FailureHeatmap
-from ..jobs.outdir import MARKER
 
 __all__ = ["RunIndex", "inside", "read_inside"]
 
@@ -85,9 +85,9 @@ class RunIndex:
                                  "render it again.") from None
             if table:
                 self.columns, self.rows = table[0], [[_cell(v) for v in r] for r in table[1:]]
-        self.heatmap = None
-        if (self.root / "heatmap.npz").exists() and inside(self.root, "heatmap.npz") is not None:
-            self.heatmap = FailureHeatmap.load(self.root / "heatmap.npz")
+        self.has_heatmap = (self.root / "heatmap.npz").exists() and inside(self.root, "heatmap.npz") is not None
+        self._heatmap: Any = None
+        self._heatmap_lock = threading.Lock()
         self._by_episode = {r[self.columns.index("episode")]: r for r in self.rows} if "episode" in self.columns else {}
 
     def _json(self, rel: str) -> dict[str, Any]:
@@ -98,6 +98,18 @@ class RunIndex:
         except ValueError:
             return {}
         return data if isinstance(data, dict) else {}
+
+    @property
+    def heatmap(self) -> Any:
+        """The run's FailureHeatmap (read on first use: the evaluation package loads torch), or None."""
+        if not self.has_heatmap:
+            return None
+        with self._heatmap_lock:
+            if self._heatmap is None:
+                from ..evaluate.heatmap import FailureHeatmap
+
+                self._heatmap = FailureHeatmap.load(self.root / "heatmap.npz")
+            return self._heatmap
 
     @property
     def replayable(self) -> bool:
@@ -124,12 +136,26 @@ class RunIndex:
         data: dict[str, Any] = {"job": self.job, "title": str(self.summary.get("env_id") or self.root.name),
                                 "summary": self.summary, "columns": self.columns, "rows": self.rows,
                                 "replayable": self.replayable, "saliency": self.options.get("saliency")}
-        h = self.heatmap
-        if h is not None:
-            layers = {n: h.counts[n].tolist() for n in h.object_names}
-            data["heatmap"] = {"shape": list(h.frame_shape), "layers": layers, "total": h.total().tolist(),
-                               "failures": h.failures, "episodes": h.episodes,
-                               "per_episode": bool(h.contributions) or h.failures == 0,
-                               "background": None if h.background is None else
-                               np.asarray(h.background, np.uint8).reshape(-1).tolist()}
+        if self.has_heatmap:
+            data["heatmap"] = self._heatmap_view()
         return data
+
+    def _heatmap_view(self) -> dict[str, Any]:
+        """The heatmap as the page draws it (counts per object, their total, the background), read from the .npz
+        directly: the first page does not wait for the evaluation package (the cells load FailureHeatmap)."""
+        try:
+            with np.load(self.root / "heatmap.npz", allow_pickle=False) as z:
+                counts = np.asarray(z["counts"], np.int64)
+                names = [str(n) for n in z["object_names"]]
+                bg = np.asarray(z["background"], np.uint8) if "background" in z.files else None
+                view = {"failures": int(z["failures"]), "episodes": int(z["episodes"]),
+                        "per_episode": "contrib_episode" in z.files}
+            if counts.ndim != 3 or len(names) != counts.shape[0] or (bg is not None and bg.shape[:2] != counts.shape[1:]):
+                raise ValueError("its arrays do not fit together")
+        except Exception as exc:  # noqa: BLE001 - numpy raises many types on a damaged file; each means "not a heatmap"
+            said = " ".join(str(exc).split())[:200]
+            raise UsageError(f"{self.root / 'heatmap.npz'} is not an rlviz failure heatmap ({said}); render the run "
+                             "again with --heatmap.") from None
+        view.update(shape=list(counts.shape[1:]), layers={n: c.tolist() for n, c in zip(names, counts)},
+                    total=counts.sum(axis=0).tolist(), background=None if bg is None else bg.reshape(-1).tolist())
+        return view

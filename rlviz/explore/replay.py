@@ -69,6 +69,14 @@ class EpisodeRenderer:
             agent, resolved, gamma = self._loaded
             return agent, replace(resolved, videos=config.videos), gamma
 
+    def warm(self) -> None:
+        """Load the agent now (the server calls it in a thread at start, so the first episode opened waits for its
+        replay only); a failure is left to the first render, which reports it."""
+        try:
+            self._agent(self.config(0))
+        except Exception:  # noqa: BLE001, S110 - said by the first render
+            pass
+
     def __call__(self, n: int, folder: Path) -> Path:
         """Render episode ``n`` into ``folder``: the MP4's path (its .npz beside it)."""
         from ..evaluate.threads import torch_threads

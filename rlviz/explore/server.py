@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import RlvizError, UsageError, require
-from ..report.data import step_trace
 from .cache import EpisodeCache
 from .index import RunIndex
 from .replay import EpisodeRenderer
@@ -54,12 +53,14 @@ def _renderer(index: RunIndex, config: Any) -> Any:
 
 
 def create_app(index: RunIndex, cache: EpisodeCache, hosts: tuple[str, ...] = ()) -> Any:
-    """The Flask app serving ``index``'s run; ``hosts``: the Host header values accepted (empty: any)."""
+    """The Flask app serving ``index``'s run; ``hosts``: the Host header values accepted (empty: any). The first
+    answer of the run's data starts loading the agent in a thread (the renderer's ``warm``), so that the first
+    episode opened waits for its replay only, and the first page for nothing."""
     flask = require("flask", "explore", "rlviz explore")
     app = flask.Flask(__name__, static_folder=None, template_folder=None)
     app.config.update(MAX_CONTENT_LENGTH=1024)
     _guards(app, flask, hosts)
-    _page_routes(app, flask, index)
+    _page_routes(app, flask, index, cache)
     _episode_routes(app, flask, index, cache)
     return app
 
@@ -89,9 +90,19 @@ def _guards(app: Any, flask: Any, hosts: tuple[str, ...]) -> None:
         app.register_error_handler(code, lambda _, c=code, t=text: _fail(flask, c, t))
 
 
-def _page_routes(app: Any, flask: Any, index: RunIndex) -> None:
+def _page_routes(app: Any, flask: Any, index: RunIndex, cache: EpisodeCache) -> None:
     """The page, its assets, the run's data and the heatmap's cells."""
     page = json.dumps(index.page_data(), separators=(",", ":"), allow_nan=False).encode()
+    pending = [True]
+
+    def warm() -> None:  # the heatmap's cells and the agent: loaded while the user looks at the first page
+        try:
+            index.heatmap  # noqa: B018 - (read now)
+        except UsageError:
+            pass  # (each cell asked says so)
+        load = getattr(cache.renderer, "warm", None)
+        if load is not None and index.replayable:
+            load()
 
     @app.get("/")
     def home() -> Any:
@@ -107,7 +118,11 @@ def _page_routes(app: Any, flask: Any, index: RunIndex) -> None:
 
     @app.get("/api/run")
     def run() -> Any:
-        return flask.Response(page, mimetype="application/json")
+        resp = flask.Response(page, mimetype="application/json")
+        if pending[0]:  # (after the answer is sent, once, in a thread of its own)
+            pending[0] = False
+            resp.call_on_close(lambda: threading.Thread(target=warm, name="rlviz-explore-warm", daemon=True).start())
+        return resp
 
     @app.get("/api/cell")
     def cell() -> Any:
@@ -149,6 +164,8 @@ def _episode_routes(app: Any, flask: Any, index: RunIndex, cache: EpisodeCache) 
         video = cache.video(n)
         if video is None:
             return _fail(flask, 409, "not rendered yet: open the episode first")
+        from ..report.data import step_trace  # (numpy and the media reader: loaded with the first episode)
+
         data = step_trace(video)
         data["failure_step"] = max(int(data["T"]) - 1, 0) if row.get("terminated") else None
         data["episode"] = row

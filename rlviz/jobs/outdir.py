@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
+from ..choices import RUN_CACHE_DIR, RUN_MARKER
 from ..errors import StorageError, UsageError
 from ..media.atomic import temp_name
 from .inputs import check_not_input, job_inputs, listed_files, marker_dict, remove_listed, written_files
@@ -39,9 +40,9 @@ __all__ = ["MARKER", "CACHE_DIR", "check_out_dir", "claim_out_dir", "run_folder"
            "foreign_files", "remove_run", "write_marker"]
 
 #: The file that marks a folder as an rlviz run (what wrote it, with which options).
-MARKER = "rlviz-run.json"
+MARKER = RUN_MARKER
 #: The run's cache area (``rlviz explore``'s episodes rendered on demand): rlviz's, removed with the run.
-CACHE_DIR = ".rlviz-cache"
+CACHE_DIR = RUN_CACHE_DIR
 
 
 def is_run_folder(path: Path) -> bool:
