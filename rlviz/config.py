@@ -344,7 +344,7 @@ class ExploreConfig:
     trust_checkpoint: bool = option(False, "as render's --trust-checkpoint (never taken from the run's options)")
     device: str = option("cpu", "device of the replays (default cpu)", metavar="DEVICE")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not str(self.out):
             raise UsageError("OUT is empty; pass a run folder written by `rlviz render --out`.")
         port = _whole("port", self.port, 0)

@@ -72,7 +72,8 @@ class RunIndex:
         if not isinstance(marker, dict):
             raise UsageError(f"{folder / MARKER} holds no object; the run folder is damaged: render it again.")
         self.job = str(marker.get("job", ""))
-        self.options: dict[str, Any] = marker.get("options") if isinstance(marker.get("options"), dict) else {}
+        options = marker.get("options")
+        self.options: dict[str, Any] = options if isinstance(options, dict) else {}
         self.summary = self._json("summary.json")
         self.columns: list[str] = []
         self.rows: list[list[Any]] = []
@@ -148,7 +149,7 @@ class RunIndex:
                 counts = np.asarray(z["counts"], np.int64)
                 names = [str(n) for n in z["object_names"]]
                 bg = np.asarray(z["background"], np.uint8) if "background" in z.files else None
-                view = {"failures": int(z["failures"]), "episodes": int(z["episodes"]),
+                view: dict[str, Any] = {"failures": int(z["failures"]), "episodes": int(z["episodes"]),
                         "per_episode": "contrib_episode" in z.files}
             if counts.ndim != 3 or len(names) != counts.shape[0] or (bg is not None and bg.shape[:2] != counts.shape[1:]):
                 raise ValueError("its arrays do not fit together")

@@ -146,7 +146,7 @@ def _episode_routes(app: Any, flask: Any, index: RunIndex, cache: EpisodeCache) 
             row = None
         if row is None or not index.replayable:
             flask.abort(404)
-        return row
+        return row  # type: ignore[return-value]  # (abort raises)
 
     @app.post("/api/episode/<int:n>/open")
     def open_episode(n: int) -> Any:
