@@ -235,3 +235,32 @@ def test_ctrl_c_exits_130_and_leaves_nothing_half_written(run):
     assert not [n for n in names if n.startswith(".partial-") or "partial" in n]
     assert all(n.endswith((".mp4", ".npz")) for n in names)
     assert {n[:-4] for n in names if n.endswith(".mp4")} <= {n[:-4] for n in names if n.endswith(".npz")}
+
+
+def test_without_flask_the_error_names_the_extra(run, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "flask", None)
+    assert main(["explore", str(run), "--no-browser"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert 'pip install "rlviz[explore]"' in err and len(err.splitlines()) == 1
+
+
+def test_bad_options_are_usage_errors(run, capsys):
+    for args in (["--port", "99999"], ["--port", "-1"], ["--port", "x"], ["--host", " "]):
+        assert main(["explore", str(run), "--no-browser", *args]) == 2, args
+        assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+def test_the_cache_area_is_the_runs_own_and_goes_with_it(run, tmp_path):
+    import shutil
+
+    from rlviz.jobs.outdir import foreign_files, remove_run
+
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy, symlinks=True)
+    (copy / ".rlviz-cache" / "explore").mkdir(parents=True, exist_ok=True)
+    (copy / ".rlviz-cache" / "explore" / "episode-1-episode-0.mp4").write_bytes(b"x")
+    assert foreign_files(copy) == []  # --overwrite may replace the run
+    (copy / "mine.txt").write_text("a user's file")
+    assert foreign_files(copy) == ["mine.txt"]
+    remove_run(copy)
+    assert sorted(p.name for p in copy.iterdir()) == ["mine.txt"]

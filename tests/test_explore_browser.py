@@ -81,7 +81,10 @@ def test_click_the_hottest_cell_open_its_first_episode_and_seek_to_its_failure(b
                                browser.find_element("css selector", "#list tbody tr"))
         browser.find_element("css selector", "#list tbody tr").click()
         _wait(browser, "return window.exploreEpisodeReady === true", 600)  # rendered on demand, then loaded
-        os.environ.get("RLVIZ_EXPLORE_SCREENSHOT") and browser.save_screenshot(os.environ["RLVIZ_EXPLORE_SCREENSHOT"])
+        shots = os.environ.get("RLVIZ_EXPLORE_SCREENSHOTS")  # a folder: the pictures of docs/explore.md
+        if shots:
+            browser.execute_script("window.scrollTo(0, 0)")
+            browser.save_screenshot(os.path.join(shots, "explore-cell.png"))
         browser.find_element("css selector", "#fail").click()
         t = browser.execute_script("return explore.tl.failure_step")
         video = browser.find_element("css selector", "#viewer video")
@@ -89,6 +92,9 @@ def test_click_the_hottest_cell_open_its_first_episode_and_seek_to_its_failure(b
                        "Math.abs(v.currentTime - (arguments[1] + 0.5) / explore.tl.fps) < 1e-3", 60, video, t)
         shown = _grab(browser, video)
         assert browser.execute_script("return explore.trace.t") == t
+        if shots:
+            browser.execute_script("document.getElementById('viewer').scrollIntoView({block: 'start'})")
+            browser.save_screenshot(os.path.join(shots, "explore-episode.png"))
 
     ref = reference_video(tmp_path_factory, n)
     frames = list(read_video(ref))
