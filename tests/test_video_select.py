@@ -99,3 +99,16 @@ def test_episode_video_equals_the_one_another_selection_writes(run, minatar_ckpt
         assert za.files == zb.files
         for k in za.files:
             assert np.array_equal(za[k], zb[k]), k
+
+
+def test_contributions_are_the_same_for_any_worker_count(minatar_ckpt, tmp_path):
+    outs = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        render(checkpoint=str(minatar_ckpt), episodes=24, num_envs=4, heatmap=True, videos="none", out=out,
+               workers=workers)
+        outs.append(out / "heatmap.npz")
+    with np.load(outs[0]) as a, np.load(outs[1]) as b:
+        assert a.files == b.files and "contrib_runs" in a.files
+        for k in a.files:
+            assert np.array_equal(a[k], b[k]), k
