@@ -264,3 +264,13 @@ def test_the_cache_area_is_the_runs_own_and_goes_with_it(run, tmp_path):
     assert foreign_files(copy) == ["mine.txt"]
     remove_run(copy)
     assert sorted(p.name for p in copy.iterdir()) == ["mine.txt"]
+
+
+def test_the_pages_heatmap_is_the_heatmaps_counts(run):
+    h = FailureHeatmap.load(run / "heatmap.npz")
+    view = RunIndex(run).page_data()["heatmap"]
+    assert view["shape"] == list(h.frame_shape) and view["per_episode"]
+    assert view["layers"] == {n: h.counts[n].tolist() for n in h.object_names}
+    assert view["total"] == h.total().tolist()
+    assert view["background"] == h.background.reshape(-1).tolist()
+    assert (view["failures"], view["episodes"]) == (h.failures, h.episodes) == (h.failures, 200)
