@@ -268,7 +268,8 @@ def test_the_cache_area_is_the_runs_own_and_goes_with_it(run, tmp_path):
 
 def test_the_pages_heatmap_is_the_heatmaps_counts(run):
     h = FailureHeatmap.load(run / "heatmap.npz")
-    view = RunIndex(run).page_data()["heatmap"]
+    assert RunIndex(run).page_data()["heatmap"] is True
+    view = RunIndex(run).heatmap_view()
     assert view["shape"] == list(h.frame_shape) and view["per_episode"]
     assert view["layers"] == {n: h.counts[n].tolist() for n in h.object_names}
     assert view["total"] == h.total().tolist()

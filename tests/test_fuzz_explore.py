@@ -38,6 +38,8 @@ def folder(tmp_path_factory):
 def _open(folder) -> None:
     index = RunIndex(folder)
     index.page_data()
+    if index.has_heatmap:
+        index.heatmap_view()
     if index.heatmap is not None:
         H, W = index.heatmap.frame_shape
         for y in range(min(H, 8)):

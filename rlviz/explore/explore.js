@@ -168,6 +168,10 @@ async function start() {
   el("summary").textContent = (s.episodes || E.rows.length) + " episodes" + (s.returns ? ", return mean " + fmt(s.returns.mean) : "") +
     (E.run.replayable ? "" : " (episodes of a " + E.run.job + " run cannot be opened yet)");
   if (E.run.heatmap) {
+    try { E.run.heatmap = await getJSON("/api/heatmap"); }
+    catch (e) { E.run.heatmap = null; el("summary").textContent += " (heatmap: " + e.message + ")"; }
+  }
+  if (E.run.heatmap) {
     const sel = el("layer"); const all = document.createElement("option"); all.value = ""; all.textContent = "all objects"; sel.appendChild(all);
     Object.keys(E.run.heatmap.layers).forEach(n => { const o = document.createElement("option"); o.value = n; o.textContent = n; sel.appendChild(o); });
     sel.addEventListener("change", drawHeatmap);

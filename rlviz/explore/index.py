@@ -15,8 +15,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..choices import RUN_MARKER as MARKER
 from ..errors import UsageError
 
@@ -137,13 +135,14 @@ class RunIndex:
         data: dict[str, Any] = {"job": self.job, "title": str(self.summary.get("env_id") or self.root.name),
                                 "summary": self.summary, "columns": self.columns, "rows": self.rows,
                                 "replayable": self.replayable, "saliency": self.options.get("saliency")}
-        if self.has_heatmap:
-            data["heatmap"] = self._heatmap_view()
+        data["heatmap"] = self.has_heatmap  # (its data: heatmap_view, asked for after the first page)
         return data
 
-    def _heatmap_view(self) -> dict[str, Any]:
+    def heatmap_view(self) -> dict[str, Any]:
         """The heatmap as the page draws it (counts per object, their total, the background), read from the .npz
-        directly: the first page does not wait for the evaluation package (the cells load FailureHeatmap)."""
+        directly: the page does not wait for the evaluation package (the cells load FailureHeatmap)."""
+        import numpy as np  # (not before the first page)
+
         try:
             with np.load(self.root / "heatmap.npz", allow_pickle=False) as z:
                 counts = np.asarray(z["counts"], np.int64)

@@ -61,6 +61,7 @@ def create_app(index: RunIndex, cache: EpisodeCache, hosts: tuple[str, ...] = ()
     app.config.update(MAX_CONTENT_LENGTH=1024)
     _guards(app, flask, hosts)
     _page_routes(app, flask, index, cache)
+    _heatmap_routes(app, flask, index)
     _episode_routes(app, flask, index, cache)
     return app
 
@@ -123,6 +124,20 @@ def _page_routes(app: Any, flask: Any, index: RunIndex, cache: EpisodeCache) -> 
             pending[0] = False
             resp.call_on_close(lambda: threading.Thread(target=warm, name="rlviz-explore-warm", daemon=True).start())
         return resp
+
+
+
+def _heatmap_routes(app: Any, flask: Any, index: RunIndex) -> None:
+    """The heatmap's counts as the page draws them, and the episodes of a cell."""
+
+    @app.get("/api/heatmap")
+    def heatmap() -> Any:
+        if not index.has_heatmap:
+            flask.abort(404)
+        try:
+            return flask.jsonify(index.heatmap_view())
+        except UsageError as exc:
+            return _fail(flask, 409, str(exc))
 
     @app.get("/api/cell")
     def cell() -> Any:
