@@ -40,6 +40,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("jobs", ("rlviz.jobs",)),                # render, compare
     ("training", ("rlviz.training",)),        # the training timeline (a job built on render's)
     ("integrations", ("rlviz.integrations",)),  # training-time hooks (write a timeline while training)
+    ("explore", ("rlviz.explore",)),          # rlviz explore: the local web app on a run folder
     ("cli", ("rlviz.cli", "rlviz.__main__")),
     ("root", ("rlviz",)),                     # the package root: lazy names for users
 )

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import progress
 from ._version import __version__
-from .config import CompareConfig, RenderConfig, TimelineConfig, cli_options
+from .config import CompareConfig, ExploreConfig, RenderConfig, TimelineConfig, cli_options
 from .errors import Interrupted, RlvizError, did_you_mean
 
 __all__ = ["main", "build_parser"]
@@ -29,6 +29,7 @@ examples:
   rlviz render agent.pt2 --episodes 200 --wandb my-project --tensorboard runs/eval
   rlviz compare before.pt2 after.pt2 --episodes 1000 --heatmap --videos worst:1   # same seeds, error bars
   rlviz timeline checkpoints/ --env CartPole-v1 --episodes 100 --follow   # every checkpoint of a training run
+  rlviz explore rlviz-out                 # the run in a browser: click a heatmap cell, watch those episodes
 """
 
 
@@ -125,6 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
         "that file); write timeline.json / timeline.csv (statistics, diagnostics, first_seen, regressions, "
         "policy_change per checkpoint) and the views (timeline.png, progression.mp4, report.html).",
     )
+    _add_job(
+        sub, "explore", ExploreConfig,
+        help="a local web app on a run folder: click a heatmap cell or a histogram bar, open any episode "
+        "(rendered on demand, as --videos episode:N writes it) and step through it",
+        description="Serve the run folder OUT (written by rlviz render) on 127.0.0.1: its failure heatmap, "
+        "histograms and episodes, each episode rendered on demand into OUT/.rlviz-cache/ and scrubbed step by step "
+        "with its per-step trace. Needs the rlviz[explore] extra (Flask).",
+    )
     return parser
 
 
@@ -208,7 +217,14 @@ def _run_timeline(args) -> int:
     return 0
 
 
-COMMANDS = {"render": _run_render, "compare": _run_compare, "timeline": _run_timeline}
+def _run_explore(args) -> int:
+    config = _config(ExploreConfig, args)
+    from .explore import explore
+
+    return int(explore(config))
+
+
+COMMANDS = {"render": _run_render, "compare": _run_compare, "timeline": _run_timeline, "explore": _run_explore}
 
 
 def _from_interrupt(exc: BaseException) -> bool:

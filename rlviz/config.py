@@ -19,7 +19,7 @@ from .options import attention_value as _attention
 from .options import choice as _choice
 from .options import whole as _whole
 
-__all__ = ["RenderConfig", "CompareConfig", "TimelineConfig", "option", "cli_options", "CliOption", "config_dict",
+__all__ = ["RenderConfig", "CompareConfig", "TimelineConfig", "ExploreConfig", "option", "cli_options", "CliOption", "config_dict",
            "parse_video_spec", "COMPARE_SHARED", "COMPARE_PER_AGENT", "COMPARE_ONLY"]
 
 
@@ -347,6 +347,32 @@ TimelineConfig = make_dataclass(
     frozen=True,
 )
 TimelineConfig.__module__ = __name__
+
+
+@dataclass(frozen=True)
+class ExploreConfig:
+    """Everything ``rlviz explore OUT`` can be asked: the run folder, where to serve it, and the agent's loading
+    rules (the run's own options never grant trust: only these flags do)."""
+
+    out: str | os.PathLike[str] = option(help="a run folder written by rlviz render (rlviz-run.json marks one)",
+                                         positional=True)
+    host: str = option("127.0.0.1", "address to serve on (default 127.0.0.1: this machine only)", metavar="HOST")
+    port: int = option(8765, "port to serve on (default 8765; 0: any free port)", metavar="PORT")
+    browser: bool = option(True, "do not open a browser", flag="--no-browser", kind="negated")
+    checkpoint: str | None = option(None, "the agent that replays episodes (default: the one rlviz-run.json names)",
+                                    metavar="PATH")
+    trust_checkpoint: bool = option(False, "as render's --trust-checkpoint (never taken from the run's options)")
+    device: str = option("cpu", "device of the replays (default cpu)", metavar="DEVICE")
+
+    def __post_init__(self) -> None:
+        if not str(self.out):
+            raise UsageError("OUT is empty; pass a run folder written by `rlviz render --out`.")
+        port = _whole("port", self.port, 0)
+        if port > 65535:
+            raise UsageError(f"--port: expected a port number 0-65535, received {self.port!r}.")
+        object.__setattr__(self, "port", port)
+        if not str(self.host).strip():
+            raise UsageError("--host is empty; pass an address such as 127.0.0.1.")
 
 
 def config_dict(config: Any) -> dict[str, Any]:

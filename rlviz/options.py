@@ -89,21 +89,39 @@ def choice(name: str, value: Any, choices: tuple[Any, ...]) -> str:
     return str(value)
 
 
-def parse_video_spec(spec: str | None) -> list[tuple[str, int]]:
-    """``"first:1,worst:2"`` -> ``[("first", 1), ("worst", 2)]``; ``"none"``/empty -> ``[]``."""
+def parse_video_spec(spec: str | None) -> list[tuple[str, Any]]:
+    """``"first:1,worst:2"`` -> ``[("first", 1), ("worst", 2)]``; ``"episode:4,9"`` -> ``[("episode", 4),
+    ("episode", 9)]``; ``"failed-at:3,7"`` -> ``[("failed-at", (3, 7))]`` (x, y: a heatmap pixel);
+    ``"none"``/empty -> ``[]``."""
     if spec is None or str(spec).strip().lower() in ("", "none"):
         return []
-    items = []
-    for part in str(spec).split(","):
-        kind, _, count = part.strip().partition(":")
+    items: list[tuple[str, Any]] = []
+    parts = [p.strip() for p in str(spec).split(",")]
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        kind, _, count = part.partition(":")
         kind = kind.strip().lower()
         if kind not in VIDEO_KINDS:
             from .errors import did_you_mean
 
             raise UsageError(
                 f"--videos item {part!r}: {kind!r} is not a selection; use {', '.join(VIDEO_KINDS)} "
-                f"as KIND:COUNT, e.g. 'first:1,worst:1'.{did_you_mean(kind, VIDEO_KINDS)}"
+                f"as KIND:COUNT, e.g. 'first:1,worst:1', or episode:N[,M...] / failed-at:X,Y."
+                f"{did_you_mean(kind, VIDEO_KINDS)}"
             )
+        if kind == "failed-at":
+            x, y = _whole(part, count), _whole(part, parts[i + 1] if i + 1 < len(parts) else "")
+            items.append((kind, (x, y)))
+            i += 2
+            continue
+        if kind == "episode":
+            items.append((kind, _whole(part, count)))
+            i += 1
+            while i < len(parts) and parts[i].isdigit():  # episode:4,9,12
+                items.append((kind, int(parts[i])))
+                i += 1
+            continue
         try:
             k = int(count) if count else 1
         except ValueError:
@@ -111,7 +129,16 @@ def parse_video_spec(spec: str | None) -> list[tuple[str, int]]:
         if k < 0:
             raise UsageError(f"--videos item {part!r}: the count must not be negative.")
         items.append((kind, k))
+        i += 1
     return items
+
+
+def _whole(part: str, text: str) -> int:
+    """A non-negative whole number of an ``episode:`` / ``failed-at:`` item, or a UsageError saying the form."""
+    if not text.strip().isdigit():
+        raise UsageError(f"--videos item {part!r}: expected episode:N[,M...] (episode indices) or failed-at:X,Y "
+                         "(a heatmap pixel: column, row), each a whole number >= 0.")
+    return int(text)
 
 
 def attention_value(att: Any) -> bool | str | None:

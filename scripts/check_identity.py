@@ -81,6 +81,8 @@ JOBS: dict[str, list[str]] = {
 INTENDED: dict[tuple[str, str, str], str] = {
     ("sac", "summary.json", "diagnostics*"): "#46: a Box policy is diagnosed against its action bounds; the SAC trained "
     "for seconds still has its initial wide Gaussian (gaussian_uniform, a new finding)",
+    ("*", "*heatmap*.npz", "contrib_*"): "0.5 (#47): the heatmap keeps each episode's contribution (--videos "
+                                         "failed-at, rlviz explore): new arrays, the counts unchanged",
 }
 
 #: Keys whose values are times, versions or paths: not results.

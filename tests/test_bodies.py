@@ -297,7 +297,7 @@ def _sb3_agent(algo: str, env_id: str, path: Path) -> Path:
 
 def _check_box_run(out: Path, dims: int, fps: float, heatmap_object: str | None = "torso") -> dict:
     from rlviz.draw.video import video_timing
-    from rlviz.jobs.render import MIN_VIDEO_SECONDS
+    from rlviz.jobs.videos import MIN_VIDEO_SECONDS
     from rlviz.media import probe_video
 
     summary = json.loads((out / "summary.json").read_text())

@@ -41,7 +41,8 @@ def test_save_load_roundtrip_and_plot(tmp_path):
     assert all(np.array_equal(g.counts[n], h.counts[n]) and g.counts[n].dtype == np.int64 for n in g.object_names)
     assert np.array_equal(g.background, h.background)
     with np.load(p, allow_pickle=False) as z:  # no pickled objects inside
-        assert set(z.files) == {"counts", "object_names", "env_id", "failures", "episodes", "background"}
+        assert set(z.files) == {"counts", "object_names", "env_id", "failures", "episodes", "background",
+                                "contrib_episode", "contrib_object", "contrib_offsets", "contrib_runs"}
     for log in (False, True):
         out = g.plot(tmp_path / f"hm{log}.png", log=log)
         img = Image.open(out)

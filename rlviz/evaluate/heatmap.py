@@ -26,6 +26,9 @@ class FailureHeatmap:
     failures:   failure events added
     episodes:   episodes rolled out (failing or not)
     background: uint8 [H, W, 3] or None -- a representative frame to plot under the heat
+    contributions: per failure event and object, (episode index, object index, runs): the pixels the object
+                covered as runs of flat indices (int32 [k, 2]: start, length); summed, they are ``counts``
+                (:meth:`episodes_at`: the episodes whose failures put an object on a pixel)
     """
 
     def __init__(self, frame_shape: tuple[int, int], object_names, env_id: str = ""):
@@ -41,9 +44,11 @@ class FailureHeatmap:
         self.failures = 0
         self.episodes = 0
         self.background: np.ndarray | None = None
+        self.contributions: list[tuple[int, int, np.ndarray]] = []
 
-    def add(self, masks: dict) -> None:
-        """One failure event: ``masks`` {name: bool [H, W]} (missing names count as empty)."""
+    def add(self, masks: dict, episode: int = -1) -> None:
+        """One failure event of episode ``episode`` (-1: not known): ``masks`` {name: bool [H, W]} (missing
+        names count as empty)."""
         unknown = set(masks) - set(self.object_names)
         if unknown:
             raise UsageError(f"Masks for unknown objects {sorted(unknown)}; this heatmap has {self.object_names}.")
@@ -52,10 +57,13 @@ class FailureHeatmap:
             if m.shape != self.frame_shape:
                 raise UsageError(f"Mask '{name}' has shape {m.shape}; expected the frame's {self.frame_shape}.")
             counts = self.counts[name]
+            flat = np.flatnonzero(m)
             if counts.flags.c_contiguous:  # a small object in a large frame: add where it is, not everywhere
-                counts.reshape(-1)[np.flatnonzero(m)] += 1
+                counts.reshape(-1)[flat] += 1
             else:
                 counts += m.astype(bool)
+            if flat.size:
+                self.contributions.append((int(episode), self.object_names.index(name), _runs(flat)))
         self.failures += 1
 
     def _check_compatible(self, other: FailureHeatmap) -> None:
@@ -72,6 +80,7 @@ class FailureHeatmap:
             self.counts[n] += other.counts[n]
         self.failures += other.failures
         self.episodes += other.episodes
+        self.contributions.extend(other.contributions)
         if self.background is None and other.background is not None:
             self.background = other.background.copy()
         return self
@@ -91,6 +100,27 @@ class FailureHeatmap:
         """int64 [H, W]: counts summed over objects ("all objects")."""
         return np.asarray(np.sum([self.counts[n] for n in self.object_names], axis=0, dtype=np.int64))
 
+    def episodes_at(self, row: int, col: int, name: str | None = None) -> list[int]:
+        """The episodes (sorted, each once) whose failures put object ``name`` (None: any object) on pixel
+        (``row``, ``col``): those whose contributions to the counts include that pixel."""
+        h, w = self.frame_shape
+        if not (0 <= row < h and 0 <= col < w):
+            raise UsageError(f"Pixel ({col}, {row}) is outside the heatmap's {w}x{h} frame; expected x < {w}, y < {h}.")
+        obj = None if name is None else self.object_names.index(name)
+        at = row * w + col
+        return sorted({e for e, o, runs in self.contributions if (obj is None or o == obj)
+                       and bool(np.any((runs[:, 0] <= at) & (at < runs[:, 0] + runs[:, 1])))})
+
+    def contribution(self, episode: int) -> dict[str, np.ndarray]:
+        """{name: int64 [H, W]}: what episode ``episode``'s failures added to the counts."""
+        out = {n: np.zeros(self.frame_shape, dtype=np.int64) for n in self.object_names}
+        for e, o, runs in self.contributions:
+            if e == episode:
+                flat = out[self.object_names[o]].reshape(-1)
+                for start, length in runs:
+                    flat[start:start + length] += 1
+        return out
+
     # -- persistence --------------------------------------------------------------------------
     def save(self, path) -> Path:
         """Write an .npz (no pickles): counts, names, env id, counters, optional background."""
@@ -104,6 +134,7 @@ class FailureHeatmap:
         }
         if self.background is not None:
             arrays["background"] = self.background
+        arrays.update(_contribution_arrays(self.contributions))
         with atomic_path(path) as tmp:
             np.savez_compressed(tmp, **arrays)
         return path
@@ -118,8 +149,12 @@ class FailureHeatmap:
                     h.counts[n] = counts[i].astype(np.int64)
                 h.failures, h.episodes = int(z["failures"]), int(z["episodes"])
                 h.background = z["background"] if "background" in z.files else None
-        except (OSError, KeyError, ValueError) as exc:
-            raise UsageError(f"{path} is not an rlviz failure heatmap (.npz written by FailureHeatmap.save): {exc}") from exc
+                if "contrib_episode" in z.files:
+                    h.contributions = _read_contributions(z, len(names), h.frame_shape)
+        except Exception as exc:  # noqa: BLE001 - numpy's reader raises many types on a damaged file (zip, zlib,
+            # header syntax, a member that reads as bytes): each one means the file is not a heatmap
+            said = " ".join(str(exc).split())[:200]
+            raise UsageError(f"{path} is not an rlviz failure heatmap (.npz written by FailureHeatmap.save): {said}") from exc
         return h
 
     # -- plotting -----------------------------------------------------------------------------
@@ -140,6 +175,40 @@ class FailureHeatmap:
             heat_panel(fig, ax, name, bg, np.ma.masked_where(grid <= 0, grid), HeatStyle("inferno", norm, 0.85))
         fig.suptitle(title or f"{self.env_id}: {self.failures} failures / {self.episodes} episodes", fontsize=10)
         return save_figure(fig, path, dpi)
+
+
+def _runs(flat: np.ndarray) -> np.ndarray:
+    """Sorted flat pixel indices as runs: int32 [k, 2] (start, length)."""
+    breaks = np.flatnonzero(np.diff(flat) != 1) + 1
+    starts = np.concatenate(([0], breaks))
+    stops = np.concatenate((breaks, [flat.size]))
+    return np.stack([flat[starts], stops - starts], axis=1).astype(np.int32)
+
+
+def _contribution_arrays(contributions: list) -> dict[str, np.ndarray]:
+    """The contributions as arrays for the .npz, ordered by episode (the same for any split into workers):
+    ``contrib_episode`` / ``contrib_object`` [K], ``contrib_offsets`` [K + 1] into ``contrib_runs`` [R, 2]."""
+    order = sorted(range(len(contributions)), key=lambda i: contributions[i][0])
+    rows = [contributions[i] for i in order]
+    sizes = [len(r[2]) for r in rows]
+    return {
+        "contrib_episode": np.array([r[0] for r in rows], dtype=np.int64),
+        "contrib_object": np.array([r[1] for r in rows], dtype=np.int32),
+        "contrib_offsets": np.concatenate(([0], np.cumsum(sizes))).astype(np.int64),
+        "contrib_runs": (np.concatenate([r[2] for r in rows]) if rows else np.zeros((0, 2))).astype(np.int32),
+    }
+
+
+def _read_contributions(z: Any, objects: int, frame_shape: tuple[int, int]) -> list[tuple[int, int, np.ndarray]]:
+    """The contributions of a saved heatmap, checked (ValueError when they do not fit its objects and frame)."""
+    ep, obj = z["contrib_episode"].astype(np.int64), z["contrib_object"].astype(np.int64)
+    off, runs = z["contrib_offsets"].astype(np.int64), z["contrib_runs"].astype(np.int64)
+    size = frame_shape[0] * frame_shape[1]
+    if (ep.ndim != 1 or obj.shape != ep.shape or off.shape != (ep.size + 1,) or runs.ndim != 2 or runs.shape[1] != 2
+            or off[0] != 0 or off[-1] != len(runs) or np.any(np.diff(off) < 0) or np.any((obj < 0) | (obj >= objects))
+            or np.any(runs[:, 0] < 0) or np.any(runs[:, 1] < 1) or np.any(runs.sum(axis=1) > size)):
+        raise ValueError("its per-episode contributions do not fit its objects and frame")
+    return [(int(e), int(o), runs[a:b].astype(np.int32)) for e, o, a, b in zip(ep, obj, off[:-1], off[1:])]
 
 
 def heat_figure(frame_shape: tuple[int, int], panels: int, extra_h: float = 0.0):

@@ -83,8 +83,8 @@ _SEED = object()  # the snapshot of step 0 of a seeded episode: its seed
 class EpisodeLog:
     """What a rollout keeps of one running episode for the heatmap (no frames)."""
 
-    def __init__(self, seed: int | None, typecode: str | None, copyable: bool):
-        self.seed = seed
+    def __init__(self, seed: int | None, typecode: str | None, copyable: bool, index: int = -1):
+        self.seed, self.index = seed, index  # index: the episode's, for the heatmap's per-episode contributions
         self.snaps: list[tuple[int, object]] = []  # (step, env copy), oldest first, at most two
         self.base = 0  # the step of actions[0]
         self.actions = array(typecode) if typecode else []  # Box/MultiDiscrete actions: a list of arrays
@@ -111,9 +111,9 @@ class FailureReplay:
         self.frames_rendered = 0
 
     # -- during the rollout ------------------------------------------------------------------------
-    def begin(self, seed: int | None) -> EpisodeLog:
+    def begin(self, seed: int | None, index: int = -1) -> EpisodeLog:
         typecode = None if self.num_actions <= 0 else "B" if self.num_actions <= 256 else "q"  # None: any action
-        log = EpisodeLog(seed, typecode, self.copyable)
+        log = EpisodeLog(seed, typecode, self.copyable, index)
         if seed is not None:
             log.snaps.append((0, _SEED))  # step 0 is the seeded reset: replayed on our own env, never copied
         return log
@@ -145,12 +145,12 @@ class FailureReplay:
         if found is not None and not all(m.any() for m in found[t].values()):
             found = self._from_snapshot(log, {t: max(0, t - self.lookback + 1)}, obs_t, flatten)
         if found is not None:
-            self.heatmap.add(found[t])
+            self.heatmap.add(found[t], log.index)
 
     def end(self, log: EpisodeLog) -> None:
         """The episode ended: replay it from its seed for the failures no snapshot could serve."""
         if log.pending:
-            self.add(log.seed, log.actions, log.pending)
+            self.add(log.seed, log.actions, log.pending, log.index)
 
     def _from_snapshot(self, log: EpisodeLog, windows: dict, obs_t, flatten: Callable) -> dict | None:
         first = max(0, min(windows[t] for t in windows) - self.history)
@@ -174,9 +174,9 @@ class FailureReplay:
         return found
 
     # -- replays from the seed ---------------------------------------------------------------------
-    def add(self, seed: int | None, actions, fail_frames: list[int]) -> None:
-        """Episode reset with ``seed`` and stepped with ``actions``; ``fail_frames``: the frame index (steps
-        taken) on which each failing action was chosen."""
+    def add(self, seed: int | None, actions, fail_frames: list[int], episode: int = -1) -> None:
+        """Episode ``episode`` reset with ``seed`` and stepped with ``actions``; ``fail_frames``: the frame index
+        (steps taken) on which each failing action was chosen."""
         if not fail_frames:
             return
         found = self._from_seed(seed, actions, {t: t for t in fail_frames})
@@ -185,7 +185,7 @@ class FailureReplay:
             found.update(self._from_seed(seed, actions, incomplete))
         for t in fail_frames:
             if t in found:
-                self.heatmap.add(found[t])
+                self.heatmap.add(found[t], episode)
 
     def _from_seed(self, seed, actions, windows: dict[int, int]) -> dict[int, dict]:
         seeded_reset(self.env, seed) if seed is not None else self.env.reset()

@@ -113,7 +113,7 @@ class Runner:
         if self.fail_on is None:
             self.fail_on = resolve_fail_on(self.fail_on_arg, ep.lives)
         if self.replay is not None:
-            ep.log, ep.obs = self.replay.begin(seed), obs
+            ep.log, ep.obs = self.replay.begin(seed, index), obs
         elif self.extractor is not None:
             self.extractor.begin_episode(env)
             ep.recent = deque([self._capture(env)], maxlen=self.lookback)
@@ -159,7 +159,7 @@ class Runner:
             if ep.log is not None:
                 self.replay.failure(ep.log, ep.length - 1, ep.obs, self.obs.single)
             elif self.heatmap is not None:
-                self.heatmap.add(last_seen(self.extractor, reversed(ep.recent)))  # type: ignore[arg-type]
+                self.heatmap.add(last_seen(self.extractor, reversed(ep.recent)), ep.index)  # type: ignore[arg-type]
         if "is_success" in info:
             ep.is_success = bool(np.asarray(info["is_success"]))
         if self.max_steps is not None and ep.length >= self.max_steps and not terminated:

@@ -37,7 +37,7 @@ from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
 from ..errors import UsageError
 from ..evaluate import RolloutResult
-from ..evaluate.heatmap import HeatmapDiff
+from ..evaluate.heatmap import FailureHeatmap, HeatmapDiff
 from ..evaluate.paired import paired_comparison
 from ..evaluate.stats import flat_numbers, fmt_number
 from ..evaluate.threads import torch_threads
@@ -246,7 +246,9 @@ def _record_side_by_side(agents: Any, results: Any, folder: Path, config: Compar
     seed (videos/a, videos/b: render's :func:`~rlviz.jobs.render.record_videos`, in the workers with a
     ``backend``) and the two side by side (videos/<label>-<k>.mp4)."""
     diffs = results[1].returns - results[0].returns
-    chosen = select_episodes(diffs, parse_video_spec(config.videos), seed=config.seed)
+    maps = [r.heatmap for r in results if r.heatmap is not None]  # failed-at: the episodes where A or B failed there
+    chosen = select_episodes(diffs, parse_video_spec(config.videos), seed=config.seed,
+                             heatmap=FailureHeatmap.merged(maps) if maps else None)
     if not chosen:
         return [], 30.0
     singles, fps = [], 30.0

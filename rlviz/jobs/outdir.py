@@ -31,15 +31,18 @@ from pathlib import Path
 from typing import Any
 
 from .._version import __version__
+from ..choices import RUN_CACHE_DIR, RUN_MARKER
 from ..errors import StorageError, UsageError
 from ..media.atomic import temp_name
 from .inputs import check_not_input, job_inputs, listed_files, marker_dict, remove_listed, written_files
 
-__all__ = ["MARKER", "check_out_dir", "claim_out_dir", "run_folder", "is_run_folder", "lock_path", "job_inputs",
+__all__ = ["MARKER", "CACHE_DIR", "check_out_dir", "claim_out_dir", "run_folder", "is_run_folder", "lock_path", "job_inputs",
            "foreign_files", "remove_run", "write_marker"]
 
 #: The file that marks a folder as an rlviz run (what wrote it, with which options).
-MARKER = "rlviz-run.json"
+MARKER = RUN_MARKER
+#: The run's cache area (``rlviz explore``'s episodes rendered on demand): rlviz's, removed with the run.
+CACHE_DIR = RUN_CACHE_DIR
 
 
 def is_run_folder(path: Path) -> bool:
@@ -50,7 +53,8 @@ def foreign_files(out: Path) -> list[str]:
     """The files (and links) under ``out`` that its marker does not list as rlviz's: what ``--overwrite`` must never
     remove. All of them when the marker lists no files (0.3's markers, or a marker rlviz did not write)."""
     listed = set(listed_files(out) or ())
-    return [f for f in written_files(out) if f != MARKER and f not in listed]
+    return [f for f in written_files(out) if f != MARKER and f not in listed
+            and not (f.startswith(CACHE_DIR + "/") and not os.path.islink(Path(out, CACHE_DIR)))]
 
 
 def check_out_dir(out: str | os.PathLike[str], overwrite: bool, inputs: Sequence[Path] = ()) -> Path:
@@ -91,6 +95,9 @@ def write_marker(folder: Path, job: str, options: dict[str, Any], files: Sequenc
 
 def remove_run(out: Path) -> None:
     """Remove what the marker of ``out`` lists (and the marker, and the folders left empty); nothing else."""
+    cache = Path(out, CACHE_DIR)
+    if cache.is_dir() and not cache.is_symlink():
+        shutil.rmtree(cache, ignore_errors=True)  # (rmtree never follows links inside it)
     remove_listed(out, listed_files(out) or [], MARKER)
 
 

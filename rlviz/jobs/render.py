@@ -76,8 +76,12 @@ class RenderOutputs:
         return [f for f in self.summary.get("diagnostics", ()) if f["severity"] == "warning"]
 
 
-def select_episodes(returns: np.ndarray, spec: list[tuple[str, int]], seed: int = 0) -> list[tuple[str, int]]:
-    """Pick episode indices for each (kind, k) of ``spec``; an episode is listed once, first label wins."""
+def select_episodes(returns: np.ndarray, spec: list[tuple[str, Any]], seed: int = 0,
+                    heatmap: Any = None) -> list[tuple[str, int]]:
+    """Pick episode indices for each item of ``spec`` (:func:`parse_video_spec`); an episode is listed once, first
+    label wins. ``episode`` items name an episode; ``failed-at`` items ((x, y), labelled "failed") select the
+    episodes whose failures put an object on that pixel of ``heatmap`` (a FailureHeatmap with its per-episode
+    contributions: :meth:`~rlviz.evaluate.heatmap.FailureHeatmap.episodes_at`)."""
     returns = np.asarray(returns, dtype=np.float64)
     n = returns.shape[0]
     order = np.argsort(returns, kind="stable")  # ascending return; ties by episode index
@@ -85,23 +89,36 @@ def select_episodes(returns: np.ndarray, spec: list[tuple[str, int]], seed: int 
     chosen: list[tuple[str, int]] = []
     seen: set[int] = set()
     for kind, k in spec:
-        k = min(k, n)
-        if kind == "first":
-            idx = list(range(k))
-        elif kind == "worst":
-            idx = list(order[:k])
-        elif kind == "best":
-            idx = list(order[::-1][:k])
-        elif kind == "median":
-            start = max(0, (n - k) // 2)
-            idx = list(order[start : start + k])
+        if kind == "episode":
+            if not 0 <= k < n:
+                raise UsageError(f"--videos episode:{k}: the run has {n} episodes (0-{n - 1}); name one of them.")
+            idx, kind = [k], "episode"
+        elif kind == "failed-at":
+            if heatmap is None:
+                raise UsageError(f"--videos failed-at:{k[0]},{k[1]} selects by the failure heatmap; add --heatmap.")
+            idx, kind = heatmap.episodes_at(k[1], k[0]), "failed"
         else:
-            idx = list(rng.choice(n, size=k, replace=False))
+            idx = _ranked(kind, min(k, n), n, order, rng)
         for i in idx:
             if int(i) not in seen:
                 seen.add(int(i))
                 chosen.append((kind, int(i)))
     return chosen
+
+
+def _ranked(kind: str, k: int, n: int, order: np.ndarray, rng: np.random.Generator) -> list[Any]:
+    """The ``k`` episodes a KIND:COUNT item selects (``order``: the episodes by ascending return)."""
+    if kind == "first":
+        return list(range(k))
+    if kind == "worst":
+        return list(order[:k])
+    if kind == "best":
+        return list(order[::-1][:k])
+    if kind == "median":
+        start = max(0, (n - k) // 2)
+        return list(order[start : start + k])
+    return list(rng.choice(n, size=k, replace=False))
+
 
 
 def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
@@ -249,7 +266,8 @@ def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, confi
     rate. A replay whose return differs from the rollout's gets a warning. With a ``backend`` the replays run in
     its workers and the files come back as bytes. ``min_seconds``: as :func:`record_episode`'s."""
     if chosen is None:
-        chosen = select_episodes(result.returns, parse_video_spec(config.videos), seed=config.seed)
+        chosen = select_episodes(result.returns, parse_video_spec(config.videos), seed=config.seed,
+                                 heatmap=result.heatmap)
     if backend is not None and chosen:
         source = source_for(config, backend)
         tasks = [VideoTask(source, gamma, f"{label}-{idx}", result.episodes[idx], min_seconds)

@@ -1,0 +1,131 @@
+"""The explorer's renders, kept in the run's cache area (``OUT/.rlviz-cache/explore/``): each episode rendered
+once (a lock per episode: concurrent requests wait for the same render), into a private staging folder that is
+renamed into place when complete (the .npz first, the .mp4 last: a video in the cache is a complete one), so an
+interrupted or failed render leaves nothing under a final name. A failed render is remembered as an error for the
+page; the next request tries again."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..choices import RUN_CACHE_DIR as CACHE_DIR
+from ..errors import UsageError
+from .index import inside
+from .replay import video_name
+
+__all__ = ["EpisodeCache", "STAGING_PREFIX"]
+
+#: Staging folders of renders under way (removed when they end, and at start and exit).
+STAGING_PREFIX = ".partial-"
+
+
+class EpisodeCache:
+    """Episodes of the run at ``root`` rendered by ``renderer(n, folder) -> mp4 path`` and kept in its cache area."""
+
+    def __init__(self, root: Path, renderer: Callable[[int, Path], Path]):
+        self.root, self.renderer = Path(root), renderer
+        self.rel = f"{CACHE_DIR}/explore"
+        self.renders: dict[int, int] = {}  # episode -> renders run (one per episode unless one failed)
+        self._state: dict[int, dict[str, Any]] = {}
+        self._locks: dict[int, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self.clean()
+
+    @property
+    def folder(self) -> Path:
+        """The cache folder; refused (UsageError) when it or a folder on the way is a link out of the run."""
+        path = inside(self.root, self.rel)
+        if path is None or path != self.root.joinpath(*self.rel.split("/")):
+            raise UsageError(f"{self.root / self.rel} is a link; the explorer writes only inside the run folder. "
+                             "Remove the link and open the run again.")
+        return path
+
+    def clean(self) -> None:
+        """Remove staging folders left by an interrupted explorer."""
+        folder = self.root / CACHE_DIR / "explore"
+        if folder.is_dir() and not folder.is_symlink() and inside(self.root, self.rel) is not None:
+            for p in folder.iterdir():
+                if p.name.startswith(STAGING_PREFIX) and p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+
+    def video(self, n: int) -> Path | None:
+        """Episode ``n``'s cached MP4 (a complete one), or None."""
+        return self._file(video_name(n))
+
+    def npz(self, n: int) -> Path | None:
+        return self._file(video_name(n)[: -len(".mp4")] + ".npz")
+
+    def _file(self, name: str) -> Path | None:
+        path = inside(self.root, f"{self.rel}/{name}")
+        return path if path is not None and path.is_file() and path.parent == self.folder else None
+
+    def status(self, n: int) -> dict[str, Any]:
+        """{"state": "done" | "rendering" | "error" | "none", ...}."""
+        if self.video(n) is not None:
+            return {"state": "done"}
+        with self._guard:
+            s = dict(self._state.get(n, {"state": "none"}))
+        if s.get("state") == "rendering":
+            s["seconds"] = round(time.monotonic() - s.pop("since"), 1)
+        return s
+
+    def start(self, n: int) -> dict[str, Any]:
+        """Start rendering episode ``n`` in a thread unless it is cached or under way; its status."""
+        with self._guard:
+            busy = self._state.get(n, {}).get("state") == "rendering"
+            if not busy and self.video(n) is None:
+                self._state[n] = {"state": "rendering", "since": time.monotonic()}
+                threading.Thread(target=self._quietly, args=(n,), name=f"rlviz-explore-{n}", daemon=True).start()
+        return self.status(n)
+
+    def _quietly(self, n: int) -> None:
+        try:
+            self.render(n)
+        except Exception:  # noqa: BLE001, S110 - kept in the episode's status for the page
+            pass
+
+    def render(self, n: int) -> Path:
+        """Episode ``n``'s MP4, rendered now unless cached; a render already under way is waited for."""
+        with self._guard:
+            lock = self._locks.setdefault(n, threading.Lock())
+        with lock:
+            done = self.video(n)
+            if done is not None:
+                self._set(n, {"state": "done"})
+                return done
+            try:
+                path = self._render(n)
+            except BaseException as exc:  # noqa: BLE001 - any failure is the page's to show; the server goes on
+                self._set(n, {"state": "error", "message": _one_line(exc)})
+                raise
+            self._set(n, {"state": "done"})
+            return path
+
+    def _set(self, n: int, state: dict[str, Any]) -> None:
+        with self._guard:
+            self._state[n] = state
+
+    def _render(self, n: int) -> Path:
+        folder = self.folder
+        folder.mkdir(parents=True, exist_ok=True)
+        self.renders[n] = self.renders.get(n, 0) + 1
+        with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{n}-", dir=folder) as tmp:
+            mp4 = Path(self.renderer(n, Path(tmp)))
+            npz = mp4.with_suffix(".npz")
+            final = folder / video_name(n)
+            if npz.is_file():
+                os.replace(npz, final.with_suffix(".npz"))
+            os.replace(mp4, final)  # last: the video's presence means a complete render
+        return final
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else 'no message'}"

@@ -1,0 +1,205 @@
+"use strict";
+// rlviz explore: the run's heatmap, histograms and episodes; any episode rendered on demand (the replay of
+// `--videos episode:N`) and scrubbed step by step with its per-step trace (StepTrace, from the report's page.js).
+const E = {run: null, col: {}, rows: [], trace: null, tl: null, n: null, poll: null};
+window.explore = E;
+
+function el(id) { return document.getElementById(id); }
+function num(v) { return v === null || v === undefined ? NaN : Number(v); }
+
+async function getJSON(url, opts) {
+  const r = await fetch(url, opts);
+  const body = await r.json().catch(() => ({error: "bad answer"}));
+  if (!r.ok) throw new Error(body.error || ("HTTP " + r.status));
+  return body;
+}
+
+function rowTable(table, columns, rows, sortable) {
+  table.textContent = "";
+  const head = table.createTHead().insertRow();
+  columns.forEach((c, j) => { const th = document.createElement("th"); th.textContent = c; th.dataset.col = j; head.appendChild(th); });
+  const body = table.createTBody();
+  const trs = rows.map(row => {
+    const tr = document.createElement("tr"); tr.className = "ep";
+    row.forEach(v => { tr.insertCell().textContent = fmt(v); });
+    tr.dataset.episode = row[E.col.episode]; tr._row = row;
+    tr.addEventListener("click", () => openEpisode(Number(tr.dataset.episode)));
+    return tr;
+  });
+  trs.forEach(tr => body.appendChild(tr));
+  if (sortable) head.addEventListener("click", ev => {
+    const th = ev.target.closest("th"); if (!th) return;
+    const j = Number(th.dataset.col), asc = !th.classList.contains("asc");
+    head.querySelectorAll("th").forEach(h => h.classList.remove("asc", "desc"));
+    th.classList.add(asc ? "asc" : "desc");
+    const key = v => (v === null || v === "" ? -Infinity : (isNaN(Number(v)) ? String(v) : Number(v)));
+    trs.sort((a, b) => { const x = key(a._row[j]), y = key(b._row[j]); return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1); });
+    trs.forEach(tr => body.appendChild(tr));
+  });
+}
+
+// -- the list of episodes a click selected ------------------------------------------------------------------
+const LIST_COLUMNS = ["episode", "return", "length", "seed", "failures", "terminated", "truncated"];
+function showList(title, rows) {
+  el("list-title").textContent = title + " (" + rows.length + ")";
+  const cols = LIST_COLUMNS.filter(c => c in E.col);
+  const sorted = rows.slice().sort((a, b) => a[E.col.episode] - b[E.col.episode]);
+  rowTable(el("list"), cols, sorted.map(r => cols.map(c => r[E.col[c]])), true);
+}
+
+// -- heatmap ---------------------------------------------------------------------------------------------------
+function drawHeatmap() {
+  const h = E.run.heatmap, c = el("heatmap"); if (!h) { el("heat-box").hidden = true; return; }
+  const [H, W] = h.shape, layer = el("layer").value, grid = layer ? h.layers[layer] : h.total;
+  const scale = Math.max(1, Math.floor(320 / Math.max(H, W)));
+  c.width = W * scale; c.height = H * scale; c.style.width = c.width + "px"; c.style.height = c.height + "px";
+  const g = c.getContext("2d"), img = g.createImageData(W, H);
+  let vmax = 1; grid.forEach(r => r.forEach(v => { if (v > vmax) vmax = v; }));
+  for (let y = 0; y < H; y++) for (let x = 0; x < W; x++) {
+    const i = (y * W + x) * 4, v = grid[y][x] / vmax, bg = h.background;
+    const b = bg ? [bg[(y * W + x) * 3], bg[(y * W + x) * 3 + 1], bg[(y * W + x) * 3 + 2]] : [0, 0, 0];
+    const heat = v > 0 ? [255 * Math.min(1, 1.6 * v), 255 * Math.max(0, 1.6 * v - 0.6), 60 * (1 - v)] : null;
+    const px = heat ? heat : b.map(u => u * 0.35);
+    img.data[i] = px[0]; img.data[i + 1] = px[1]; img.data[i + 2] = px[2]; img.data[i + 3] = 255;
+  }
+  const tmp = document.createElement("canvas"); tmp.width = W; tmp.height = H; tmp.getContext("2d").putImageData(img, 0, 0);
+  g.imageSmoothingEnabled = false; g.drawImage(tmp, 0, 0, c.width, c.height);
+  E.heatScale = scale;
+}
+
+async function clickCell(x, y) {
+  const layer = el("layer").value;
+  const q = "/api/cell?x=" + x + "&y=" + y + (layer ? "&layer=" + encodeURIComponent(layer) : "");
+  const ans = await getJSON(q);
+  E.cellRows = ans.episodes.map(r => ans.columns.map(c => r[c]));
+  showList("Failed with " + (layer || "an object") + " at (" + x + ", " + y + ")", E.cellRows);
+}
+
+// -- histograms ------------------------------------------------------------------------------------------------
+function histogram(box, column, bins) {
+  const j = E.col[column]; if (j === undefined) return;
+  const vals = E.rows.map(r => num(r[j])).filter(v => !isNaN(v)); if (!vals.length) return;
+  const lo = Math.min(...vals), hi = Math.max(...vals), n = hi > lo ? bins : 1, w = (hi - lo) / n || 1;
+  const bin = v => Math.min(n - 1, Math.floor((v - lo) / w));
+  const counts = new Array(n).fill(0); vals.forEach(v => counts[bin(v)]++);
+  const top = Math.max(...counts);
+  counts.forEach((k, b) => {
+    const bar = document.createElement("div"); bar.className = "bar"; bar.style.height = (100 * k / top) + "%";
+    const a = lo + b * w, z = b === n - 1 ? hi : lo + (b + 1) * w;
+    bar.title = column + " " + fmt(a) + " to " + fmt(z) + ": " + k + " episodes"; bar.dataset.bin = b;
+    bar.addEventListener("click", () => {
+      box.querySelectorAll(".bar.on").forEach(x => x.classList.remove("on")); bar.classList.add("on");
+      showList(column + " " + fmt(a) + " to " + fmt(z), E.rows.filter(r => !isNaN(num(r[j])) && bin(num(r[j])) === b));
+    });
+    box.appendChild(bar);
+  });
+}
+
+// -- all episodes, filtered --------------------------------------------------------------------------------------
+function filterAll() {
+  const f = el("f-failed").checked, t = el("f-truncated").checked;
+  const lo = el("f-min").value === "" ? -Infinity : Number(el("f-min").value);
+  const hi = el("f-max").value === "" ? Infinity : Number(el("f-max").value);
+  const c = E.col, rows = E.rows.filter(r => (!f || num(r[c.failures]) > 0) && (!t || r[c.truncated] === true)
+    && num(r[c["return"]]) >= lo && num(r[c["return"]]) <= hi);
+  el("count").textContent = rows.length + " of " + E.rows.length;
+  rowTable(el("all"), E.run.columns, rows, true);
+}
+
+// -- one episode -------------------------------------------------------------------------------------------------
+async function openEpisode(n) {
+  if (!E.run.replayable) return;
+  E.n = n; E.tl = null; clearTimeout(E.poll);
+  el("viewer").hidden = false; el("viewer-title").textContent = "Episode " + n;
+  const row = E.rows.find(r => r[E.col.episode] === n) || [];
+  const video = el("viewer-box").querySelector("video"); video.removeAttribute("src"); video.load();
+  window.exploreEpisodeReady = false;
+  const prog = el("progress"); prog.className = "readout";
+  let st;
+  try { st = await getJSON("/api/episode/" + n + "/open", {method: "POST"}); }
+  catch (e) { prog.className = "readout error"; prog.textContent = "episode " + n + ": " + e.message; return; }
+  while (st.state === "rendering" && E.n === n) {
+    prog.innerHTML = "<span class='spinner'></span>";
+    prog.appendChild(document.createTextNode("rendering episode " + n + " (" + row[E.col.length] + " steps): " +
+                                             (st.seconds || 0) + " s"));
+    await new Promise(r => { E.poll = setTimeout(r, 250); });
+    st = await getJSON("/api/episode/" + n + "/status");
+  }
+  if (E.n !== n) return;
+  if (st.state !== "done") { prog.className = "readout error"; prog.textContent = "episode " + n + " could not be rendered: " + (st.message || st.state); return; }
+  prog.textContent = "";
+  const tl = await getJSON("/api/episode/" + n + "/trace");
+  if (E.n !== n) return;
+  E.tl = tl; el("scrub").max = tl.T; el("fail").disabled = tl.failure_step === null;
+  el("viewer-title").textContent = "Episode " + n + " (seed " + row[E.col.seed] + ", return " + fmt(row[E.col["return"]]) +
+    ", " + tl.T + " steps" + (tl.failure_step !== null ? ", failed at step " + tl.failure_step : "") + ")";
+  el("legend").textContent = "";
+  (tl.action_names || []).forEach((name, a) => { const s = document.createElement("span"); s.style.color = PALETTE[a % PALETTE.length]; s.textContent = "\u25A0 " + name; el("legend").appendChild(s); });
+  const box = el("viewer-box");
+  if (!E.trace) {
+    E.trace = new StepTrace(box, tl);
+    const base = E.trace.setStep.bind(E.trace);
+    E.trace.setStep = t => { base(t); el("scrub").value = t; el("step").textContent = "step " + t + " / " + E.tl.T; showAttention(t); };
+  } else { E.trace.tl = tl; E.trace.t = -1; }
+  video.addEventListener("loadeddata", () => { seek(0); window.exploreEpisodeReady = true; }, {once: true});
+  video.src = "/api/episode/" + n + "/video.mp4";
+}
+
+function showAttention(t) {
+  const a = E.tl && E.tl.attention, box = el("attention");
+  if (!a || !Object.keys(a).length) { box.textContent = ""; return; }
+  box.textContent = "attention: " + Object.entries(a).map(([k, v]) => k + " " + fmt(v[Math.min(t, v.length - 1)])).join(" \u00b7 ");
+}
+
+function seek(t) {
+  if (!E.tl || !E.trace) return;
+  t = Math.max(0, Math.min(E.tl.T, t)); E.trace.video.pause(); E.trace.seek(t);
+}
+E.seek = seek; E.open = openEpisode; E.clickCell = clickCell;
+E.failureStep = () => { if (E.tl && E.tl.failure_step !== null) seek(E.tl.failure_step); };
+
+// -- start -------------------------------------------------------------------------------------------------------
+async function start() {
+  E.run = await getJSON("/api/run");
+  E.run.columns.forEach((c, j) => { E.col[c] = j; });
+  E.rows = E.run.rows;
+  el("title").textContent = E.run.title + " \u2014 " + (E.run.job || "run");
+  const s = E.run.summary;
+  el("summary").textContent = (s.episodes || E.rows.length) + " episodes" + (s.returns ? ", return mean " + fmt(s.returns.mean) : "") +
+    (E.run.replayable ? "" : " (episodes of a " + E.run.job + " run cannot be opened yet)");
+  if (E.run.heatmap) {
+    try { E.run.heatmap = await getJSON("/api/heatmap"); }
+    catch (e) { E.run.heatmap = null; el("summary").textContent += " (heatmap: " + e.message + ")"; }
+  }
+  if (E.run.heatmap) {
+    const sel = el("layer"); const all = document.createElement("option"); all.value = ""; all.textContent = "all objects"; sel.appendChild(all);
+    Object.keys(E.run.heatmap.layers).forEach(n => { const o = document.createElement("option"); o.value = n; o.textContent = n; sel.appendChild(o); });
+    sel.addEventListener("change", drawHeatmap);
+    el("heatmap").addEventListener("click", ev => {
+      const r = el("heatmap").getBoundingClientRect(), [H, W] = E.run.heatmap.shape;
+      const x = Math.min(W - 1, Math.floor((ev.clientX - r.left) / r.width * W)), y = Math.min(H - 1, Math.floor((ev.clientY - r.top) / r.height * H));
+      clickCell(x, y).catch(e => { el("list-title").textContent = e.message; });
+    });
+  }
+  drawHeatmap();
+  histogram(el("hist-return"), "return", 20); histogram(el("hist-length"), "length", 20);
+  ["f-failed", "f-truncated", "f-min", "f-max"].forEach(id => el(id).addEventListener("input", filterAll));
+  filterAll();
+  el("prev").addEventListener("click", () => E.trace && seek(E.trace.t - 1));
+  el("next").addEventListener("click", () => E.trace && seek(E.trace.t + 1));
+  el("fail").addEventListener("click", E.failureStep);
+  el("scrub").addEventListener("input", () => seek(Number(el("scrub").value)));
+  el("play").addEventListener("click", () => { const v = E.trace && E.trace.video; if (v) v.paused ? v.play() : v.pause(); });
+  document.addEventListener("keydown", ev => {
+    if (!E.trace || ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT") return;
+    const k = ev.key, t = E.trace.t;
+    if (k === "ArrowRight") seek(t + 1); else if (k === "ArrowLeft") seek(t - 1);
+    else if (k === "Home") seek(0); else if (k === "End") seek(E.tl.T);
+    else if (k === "f" || k === "F") E.failureStep();
+    else if (k === " ") { const v = E.trace.video; v.paused ? v.play() : v.pause(); }
+    else return;
+    ev.preventDefault();
+  });
+  window.exploreReady = true;
+}
+start().catch(e => { el("summary").textContent = "could not read the run: " + e.message; });

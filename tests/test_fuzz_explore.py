@@ -1,0 +1,71 @@
+"""The explorer's readers survive a fuzzer (as tests/test_fuzz.py's): a run folder whose rlviz-run.json,
+episodes.csv, summary.json or heatmap.npz (with its per-episode contributions) is mutated either opens (its page
+data and every heatmap cell answer) or is refused with exactly one one-line RlvizError; never another exception."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+from _mutate import mutate_file
+
+from rlviz.errors import RlvizError
+from rlviz.evaluate.heatmap import FailureHeatmap
+from rlviz.explore.index import RunIndex
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A small run folder written by hand as render writes one (marker, csv, summary, heatmap with contributions)."""
+    out = tmp_path_factory.mktemp("fuzz-run")
+    h = FailureHeatmap((6, 5), ("ball", "paddle"), "probe")
+    rng = np.random.default_rng(0)
+    for e in range(8):
+        h.add({"ball": rng.random((6, 5)) < 0.2, "paddle": rng.random((6, 5)) < 0.3}, episode=e)
+    h.episodes = 10
+    h.save(out / "heatmap.npz")
+    rows = "\n".join(f"{e},{100 + e},{e * 1.5},{20 + e},{int(e < 8)},{e < 8},False,,0.5" for e in range(10))
+    (out / "episodes.csv").write_text("episode,seed,return,length,failures,terminated,truncated,is_success,"
+                                      f"mean_entropy\n{rows}\n")
+    (out / "summary.json").write_text('{"env_id": "probe", "episodes": 10, "returns": {"mean": 6.75}}')
+    (out / "rlviz-run.json").write_text('{"job": "render", "options": {"checkpoint": "x.pt2", "episodes": 10}, '
+                                        '"files": ["episodes.csv", "heatmap.npz", "summary.json"]}')
+    return out
+
+
+def _open(folder) -> None:
+    index = RunIndex(folder)
+    index.page_data()
+    if index.has_heatmap:
+        index.heatmap_view()
+    if index.heatmap is not None:
+        H, W = index.heatmap.frame_shape
+        for y in range(min(H, 8)):
+            for x in range(min(W, 8)):
+                index.cell(x, y)
+
+
+def test_mutated_run_folders_open_or_are_refused_in_one_line(folder, tmp_path):
+    count = int(os.environ.get("RLVIZ_FUZZ_COUNT", "400"))
+    names = ["rlviz-run.json", "episodes.csv", "summary.json", "heatmap.npz"]
+    tally = {"ok": 0, "refused": 0}
+    for i in range(count):
+        rng = np.random.default_rng([7, i])
+        work = tmp_path / f"in{i}"
+        shutil.copytree(folder, work)
+        victim = work / names[i % len(names)]
+        how = mutate_file(victim, rng, tmp_path / "marker")
+        try:
+            _open(work)
+            tally["ok"] += 1
+        except RlvizError as exc:
+            assert len(str(exc).splitlines()) == 1, (i, how, str(exc))
+            tally["refused"] += 1
+        except Exception as exc:  # noqa: BLE001 - the failure to report
+            raise AssertionError(f"input {i} ({victim.name}: {how}) raised {type(exc).__name__}: {exc}") from exc
+        finally:
+            shutil.rmtree(work)
+    assert not (tmp_path / "marker").exists()
+    assert tally["ok"] and tally["refused"], tally
