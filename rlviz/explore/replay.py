@@ -1,7 +1,7 @@
 """One episode of a run, rendered on demand by the replay ``rlviz render --videos episode:N`` runs: the agent
 loaded as render loads it (the trust rules are the explorer's flags, never the run's options), the episode
 rolled out again from its seed (episode outcomes do not depend on how many envs run beside it), then replayed
-through :func:`~rlviz.jobs.shards.record_episode` into ``episode-<N>-episode-0.mp4`` and its ``.npz``."""
+through :func:`~rlviz.jobs.videos.record_episode` into ``episode-<N>-episode-0.mp4`` and its ``.npz``."""
 
 from __future__ import annotations
 
