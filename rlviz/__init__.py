@@ -44,6 +44,7 @@ _EXPORTS = {
     "CompareOutputs": "jobs", "RenderOutputs": "jobs", "compare": "jobs", "render": "jobs",
     "timeline": "training.job", "TimelineOutputs": "training.outputs",
     "TorchPolicyOptions": "agent", "AttributionOptions": "explain",
+    "RecurrentModule": "agent", "RecurrentTorchPolicy": "agent",
 }
 
 __all__ = [
@@ -55,7 +56,7 @@ __all__ = [
     "normalise_episode", "probe_video", "read_video", "render", "replay_episode", "rollout", "run_episode",
     "save_checkpoint", "summarize", "write_episode_video", "__version__",
     "timeline", "TimelineConfig", "TimelineOutputs", "RolloutPlan", "RolloutProbes",
-    "TorchPolicyOptions", "AttributionOptions",
+    "TorchPolicyOptions", "AttributionOptions", "RecurrentModule", "RecurrentTorchPolicy",
 ]
 
 
@@ -63,7 +64,15 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
 
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from .agent import CallablePolicy, Policy, PolicyOutput, TorchPolicy, TorchPolicyOptions
+    from .agent import (
+        CallablePolicy,
+        Policy,
+        PolicyOutput,
+        RecurrentModule,
+        RecurrentTorchPolicy,
+        TorchPolicy,
+        TorchPolicyOptions,
+    )
     from .config import CompareConfig, RenderConfig, TimelineConfig
     from .draw import ComposeOptions, Compositor, write_episode_video
     from .envs import EnvRecipe, atari_recipe, make_env, make_vec_env

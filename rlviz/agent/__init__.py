@@ -19,11 +19,12 @@ _EXPORTS = {
     "PolicyCapabilities": "capabilities", "capabilities_of": "capabilities",
     "MinAtarAgent": "models", "NatureCNNAgent": "models",
     "PolicyOutput": "policy_output", "Policy": "policy", "TorchPolicy": "policy", "resolve_device": "policy",
-    "TorchPolicyOptions": "policy",
+    "TorchPolicyOptions": "policy", "RecurrentModule": "recurrent", "RecurrentTorchPolicy": "recurrent",
 }
 
 __all__ = ["ActionSpec", "CallablePolicy", "action_spec", "as_policy", "capabilities_of", "MinAtarAgent",
-           "NatureCNNAgent", "Policy", "PolicyCapabilities", "PolicyOutput", "TorchPolicy", "TorchPolicyOptions", "relative_entropy", "resolve_device", "sample_actions"]
+           "NatureCNNAgent", "Policy", "PolicyCapabilities", "PolicyOutput", "TorchPolicy", "TorchPolicyOptions", "relative_entropy", "resolve_device", "sample_actions",
+           "RecurrentModule", "RecurrentTorchPolicy"]
 
 
 # the package's names on first use; the loaders' names of release 0.2 (``rlviz.agent.load_agent``...), now in
@@ -38,3 +39,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .models import MinAtarAgent, NatureCNNAgent
     from .policy import Policy, TorchPolicy, TorchPolicyOptions, resolve_device
     from .policy_output import PolicyOutput
+    from .recurrent import RecurrentModule, RecurrentTorchPolicy
