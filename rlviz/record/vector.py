@@ -156,6 +156,9 @@ class RecordVectorEpisode(_Base):  # type: ignore[misc]
             from ..agent.callable_policy import as_policy
 
             self.policy = as_policy(policy, envs.single_action_space, self.options.squash)
+            if self.policy.capabilities.recurrent and step_trigger is not None:  # its panels need whole episodes
+                raise UsageError("step_trigger starts videos mid-episode, but this policy is recurrent: its outputs "
+                                 "need the episode from its start. Choose episodes with episode_trigger.")
         self._sinks = VideoSinks(self.options.sinks)
         spec = subs[indices[0]].spec if subs else self._reader.call("spec")[indices[0]]
         self.env_id = getattr(spec, "id", None) or type(getattr(envs, "unwrapped", envs)).__name__
