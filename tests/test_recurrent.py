@@ -5,6 +5,7 @@ every loop gives an episode the same numbers whatever the batch, the workers or 
 from __future__ import annotations
 
 import csv
+import json
 
 import gymnasium as gym
 import numpy as np
@@ -19,6 +20,7 @@ from rlviz.errors import UsageError
 from rlviz.evaluate import RolloutPlan, replay_episode, rollout
 from rlviz.record import RecordEpisode, RecordOptions
 from rlviz.record.vector import RecordVectorEpisode
+from rlviz.sources.checkpoint import load_agent
 
 MODULE = '''
 import torch
@@ -39,6 +41,23 @@ class GRUAgent(nn.Module):
     def step(self, obs, state):
         out, h = self.gru(torch.tanh(self.body(obs)).unsqueeze(0), state)
         return self.pi(out[0]), self.v(out[0])[:, 0], h
+
+
+class ClockAgent(nn.Module):
+    """Acts on the time since its episode started (its memory, a counter [B, 1]) and the pole's angle: a branch
+    that lost its memory plays another action sequence."""
+
+    def __init__(self):
+        super().__init__()
+        self.phase = nn.Parameter(torch.zeros(1))
+
+    def initial_state(self, batch):
+        return torch.zeros(batch, 1)
+
+    def step(self, obs, state):
+        c = state + 1.0
+        push = 6.0 * torch.sin(0.9 * c[:, 0] + self.phase) + 40.0 * obs[:, 2]
+        return torch.stack([torch.zeros_like(push), push], -1), 0.1 * c[:, 0] + obs[:, 0], c
 
 
 class CellAgent(nn.Module):
@@ -240,3 +259,75 @@ def test_a_replay_and_the_recorders_carry_the_state_from_the_episodes_start(agen
         expect = policy.evaluate(np.stack(episodes[video.env_index][1]))
         np.testing.assert_allclose(npz["probs"], expect.probs, rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(npz["value"], expect.value, rtol=1e-5, atol=1e-6)
+
+
+def _clock_episode(policy, seed: int) -> tuple[list, list]:
+    """``policy``'s greedy CartPole episode on ``seed``: its observations (each acted on) and actions."""
+    env = gym.make("CartPole-v1")
+    obs, _ = env.reset(seed=seed)
+    seen, actions, state, done = [], [], policy.initial_state(1), False
+    while not done:
+        out, state = policy.step(obs[None], state)
+        seen.append(obs)
+        actions.append(int(out.probs[0].argmax()))
+        obs, _, te, tr, _ = env.step(actions[-1])
+        done = te or tr
+    return seen, actions
+
+
+def test_compare_disagreements_carry_each_agents_memory_into_the_probe_and_the_branches(agents, tmp_path):
+    """Two clock agents (the same network, other phases): each state's TV and values are the two agents' with their
+    memories run along the playing agent's episode, and each branch is the agent playing on from the restored env
+    WITH its memory of the episode so far (a branch from a fresh memory plays another action sequence)."""
+    folder, _ = agents
+    paths = []
+    for name, phase in (("a", 0.0), ("b", 2.0)):
+        torch.save({"phase": torch.tensor([phase])}, folder / f"clock-{name}.pt")
+        paths.append(str(folder / f"clock-{name}.pt"))
+    out = tmp_path / "cmp"
+    assert main(["compare", *paths, "--model", f"{folder / 'agents.py'}:ClockAgent", "--env", "CartPole-v1",
+                 "--episodes", "4", "--greedy", "--disagreements", "4", "--disagreement-to-end", "--out",
+                 str(out), "--no-progress", "--disagreement-videos", "1"]) == 0
+    rows = list(csv.DictReader((out / "disagreements.csv").open()))
+    assert len(rows) == 4
+    pa, pb = (load_agent(p, env="CartPole-v1", model=f"{folder / 'agents.py'}:ClockAgent").policy for p in paths)
+    fresh_differs = 0
+    for row in rows:
+        own, other = (pa, pb) if row["states_of"] == "a" else (pb, pa)
+        seed, step = int(row["seed"]), int(row["step"])
+        seen, actions = _clock_episode(own, seed)
+        mine, theirs = own.evaluate(np.stack(seen)), other.evaluate(np.stack(seen))
+        assert float(row["tv"]) == pytest.approx(0.5 * np.abs(mine.probs[step] - theirs.probs[step]).sum(), abs=1e-5)
+        values = {row["states_of"]: mine.value[step], "ba"[row["states_of"] == "b"]: theirs.value[step]}
+        assert (float(row["value_a"]), float(row["value_b"])) == pytest.approx((values["a"], values["b"]), abs=1e-5)
+        for side, player in (("a", pa), ("b", pb)):
+            expect = _branch_steps(player, seed, seen, actions, step, 10_000, remember=True)
+            assert int(row[f"{side}_steps"]) == expect
+            fresh_differs += _branch_steps(player, seed, seen, actions, step, 10_000, remember=False) != expect
+    assert fresh_differs  # the test sees a branch that forgot its memory
+    first = json.loads((out / "disagreements.json").read_text())["states"][0]
+    kept = np.load(out / "videos" / "disagreements" / "b" / "state-1.npz")
+    seen, _ = _clock_episode(pa if first["states_of"] == "a" else pb, first["seed"])
+    along = pb.evaluate(np.stack(seen))  # B at that state, its memory run along the episode
+    np.testing.assert_allclose(kept["probs"][0], along.probs[first["step"]], atol=1e-6)
+    assert kept["value"][0] == pytest.approx(along.value[first["step"]], abs=1e-6)
+
+
+def _branch_steps(player, seed: int, seen: list, actions: list, step: int, horizon: int, remember: bool) -> int:
+    """Steps ``player`` plays greedily (at most ``horizon``) from state ``step`` of the episode (``seen``,
+    ``actions``), with its memory run along the episode's first ``step`` observations (or a fresh one)."""
+    env = gym.make("CartPole-v1")
+    env.reset(seed=seed)
+    state = player.initial_state(1)
+    for obs, a in zip(seen[:step], actions[:step]):
+        if remember:
+            _, state = player.step(obs[None], state)
+        env.step(a)
+    obs, n = seen[step], 0
+    while n < horizon:
+        out, state = player.step(obs[None], state)
+        obs, _, te, tr, _ = env.step(int(out.probs[0].argmax()))
+        n += 1
+        if te or tr:
+            break
+    return n
