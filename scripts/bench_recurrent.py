@@ -13,9 +13,9 @@ and saved as its zip. Timed, interleaved (render, bare, bare, render, ...) in on
   same number of envs, the LSTM states carried and reset by ``episode_start`` as it does; each sub-env takes the
   next of rlviz's episode seeds (``episode_seed_for(0, k)``) at each reset, so both play the same seeds.
 
-Prints min and median seconds of each, the env steps each played, and the ratio render / bare of wall time and of
-time per env step (the two play the same seeds but not exactly the same episodes: evaluate_policy counts the first
-N/num_envs episodes of each sub-env). Target: <= 1.2x.
+Prints min and median seconds of each, the env steps each played, and the ratio render / bare of wall time (the
+figure the target is on: the same N episodes' outcomes) and of time per env step (evaluate_policy also plays on the
+sub-envs that have their quota while the others finish, steps it does not count). Target: <= 1.2x.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ class _Counter:
 def _seeded_envs(num_envs: int, counter: _Counter):
     """A DummyVecEnv whose sub-envs take rlviz's episode seeds in turn at each reset, counting steps."""
     import gymnasium as gym
+    from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv
 
     from rlviz.evaluate.rollout import episode_seed_for
@@ -64,7 +65,7 @@ def _seeded_envs(num_envs: int, counter: _Counter):
             counter.steps += 1
             return self.env.step(action)
 
-    return DummyVecEnv([lambda: Seeded(gym.make("CartPole-v1")) for _ in range(num_envs)])
+    return DummyVecEnv([lambda: Monitor(Seeded(gym.make("CartPole-v1"))) for _ in range(num_envs)])
 
 
 def main() -> None:
