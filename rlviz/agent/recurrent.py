@@ -125,14 +125,15 @@ class RecurrentTorchPolicy(Policy):
             num_actions = check_action_space(action_space, num_actions)
         self.device = resolve_device(device)
         self.module = module.to(self.device).eval()
+        protocol: Any = self.module  # its initial_state and step
         self.obs_transform = obs_transform
         self.num_actions = int(num_actions) if num_actions is not None else -1
         self.kind = "actor_critic"
         self._kind_known = False
         self.memory_kind = _memory_kind(module)
         with torch.no_grad():
-            one, two = (_parts(module.initial_state(n), who) for n in (1, 2))
-        self._single = not isinstance(module.initial_state(1), (tuple, list))
+            one, two = (_parts(protocol.initial_state(n), who) for n in (1, 2))
+            self._single = not isinstance(protocol.initial_state(1), (tuple, list))
         self._axes = _batch_axes(one, two, who)
         self._row_shapes = tuple(tuple(t.shape[:ax]) + tuple(t.shape[ax + 1 :]) for t, ax in zip(one, self._axes))
 

@@ -169,9 +169,9 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
     while active:
         rows = np.array(active, np.intp)
         memory.step(buf, active)
-        d = decide(policy, *_inputs(runner, buf[: len(taps)], rows, taps, eps), lambda draw, act=tuple(active):
-                   np.concatenate([draw_noise(eps[i].rng, draw) for i in act]), greedy, runner.spec,
-                   forward=_forward(runner, taps, eps, active))
+        obs_in, rows_in = _inputs(runner, buf[: len(taps)], rows)
+        d = decide(policy, obs_in, rows_in, lambda draw, act=tuple(active): np.concatenate(
+            [draw_noise(eps[i].rng, draw) for i in act]), greedy, runner.spec, forward=_forward(runner, taps, eps, active))
         for i, action in zip(active, d.env_actions):
             ob, _, done, _, _ = runner.step(taps[i], eps[i], action)
             if done:
@@ -209,7 +209,7 @@ class _Memories:
         return {side: rows[i] for side, rows in self.rows.items()} or None
 
 
-def _inputs(runner: Runner, buf: np.ndarray, rows: np.ndarray, envs: list, eps: list) -> tuple:
+def _inputs(runner: Runner, buf: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
     """decide()'s (obs, rows): a stateful policy's step takes the active rows only (their state rows carried)."""
     return (buf[rows], None) if not plain(runner.policy) else (buf, rows)
 
@@ -356,9 +356,10 @@ def play_many(agent: Any, side: str, saved: list[SavedState], horizon: int | Non
         results: list[Any] = [None] * len(envs)
         active = list(range(len(envs)))
         while active:
-            d = decide(agent.policy, *_inputs(runner, buf, np.array(active, np.intp), envs, eps),
-                       lambda draw, act=tuple(active): np.concatenate([draw_noise(eps[i].rng, draw) for i in act]),
-                       greedy, runner.spec, forward=_forward(runner, envs, eps, active))
+            obs_in, rows_in = _inputs(runner, buf, np.array(active, np.intp))
+            d = decide(agent.policy, obs_in, rows_in, lambda draw, act=tuple(active): np.concatenate(
+                [draw_noise(eps[i].rng, draw) for i in act]), greedy, runner.spec,
+                forward=_forward(runner, envs, eps, active))
             still = []
             for i, action in zip(active, d.env_actions):
                 ob, _, done, terminated, truncated = runner.step(envs[i], eps[i], action)

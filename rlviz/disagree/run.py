@@ -194,7 +194,7 @@ def _branch_video(agents: list[Any], branches: list[BranchResult], kept: list[An
     comps = []
     for i, (agent, collected) in enumerate(zip(agents, kept)):
         trace = collected.trace(fps)
-        policy = agent.policy if collected.memory is None else FromState(agent.policy, collected.memory)
+        policy: Any = agent.policy if collected.memory is None else FromState(agent.policy, collected.memory)
         internals = compute_internals(trace, policy, gammas[i], config.saliency, config.saliency_target,
                                       spec=collected.actions, observation_space=collected.observation_space)
         npz = folder / "ab"[i] / f"state-{rank}.npz"
