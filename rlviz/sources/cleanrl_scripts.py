@@ -273,6 +273,7 @@ def recognise_cleanrl(state) -> CleanRLLayout | None:
         return None
     torso = {f"network.{i}.{p}" for i in (0, 2, 4, 7) for p in ("weight", "bias")}
     actor = _shape(state, "actor.weight")
+    actor = actor if actor is not None and len(actor) == 2 else None  # [A, features]
     if keys == torso | {"actor.weight", "actor.bias", "critic.weight", "critic.bias"} and actor and actor[1] == 512 \
             and _shape(state, "critic.weight") == (1, 512):
         return CleanRLLayout("ppo_atari.py", "actor_critic", True, channels, actor[0])
