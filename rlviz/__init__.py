@@ -44,6 +44,7 @@ _EXPORTS = {
     "CompareOutputs": "jobs", "RenderOutputs": "jobs", "compare": "jobs", "render": "jobs",
     "timeline": "training.job", "TimelineOutputs": "training.outputs",
     "TorchPolicyOptions": "agent", "AttributionOptions": "explain",
+    "RecurrentModule": "agent", "RecurrentTorchPolicy": "agent",
 }
 
 __all__ = [*_EXPORTS, "__version__"]  # the public surface: _EXPORTS, listed once
@@ -56,6 +57,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .agent import CallablePolicy as CallablePolicy
     from .agent import Policy as Policy
     from .agent import PolicyOutput as PolicyOutput
+    from .agent import RecurrentModule as RecurrentModule
+    from .agent import RecurrentTorchPolicy as RecurrentTorchPolicy
     from .agent import TorchPolicy as TorchPolicy
     from .agent import TorchPolicyOptions as TorchPolicyOptions
     from .config import CompareConfig as CompareConfig

@@ -89,6 +89,17 @@ def _cleanrl_continuous(folder: Path) -> Path:
     return path
 
 
+@reader("torch-state-dict-cleanrl-lstm")  # ppo_atari_lstm.py's state_dict, the env from CleanRL's run folder's name
+def _cleanrl_lstm(folder: Path) -> Path:
+    from rlviz.sources.cleanrl_scripts import CleanRLLSTM
+
+    torch.manual_seed(0)
+    run = folder / "runs" / "BreakoutNoFrameskip-v4__ppo_atari_lstm__1__1"
+    run.mkdir(parents=True)
+    torch.save(CleanRLLSTM(1, 4, hidden=16).state_dict(), run / "ppo_atari_lstm.cleanrl_model")
+    return run / "ppo_atari_lstm.cleanrl_model"
+
+
 def _ppo(env_id: str = "CartPole-v1"):
     from stable_baselines3 import PPO
 
@@ -200,7 +211,10 @@ def _one_forward(agent) -> None:
         obs = ObsAdapter(env.observation_space).batch([env.reset(seed=0)[0]])
     finally:
         env.close()
-    if agent.policy.stateful or agent.policy.needs_action_masks:
+    if agent.policy.needs_action_masks:
+        return
+    if agent.policy.stateful:  # one step from the state an episode starts in
+        agent.policy.step(obs, agent.policy.initial_state(len(obs)))
         return
     agent.policy.evaluate(obs)
 

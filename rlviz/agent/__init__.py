@@ -18,7 +18,7 @@ _EXPORTS = {
     "PolicyCapabilities": "capabilities", "capabilities_of": "capabilities",
     "MinAtarAgent": "models", "NatureCNNAgent": "models",
     "PolicyOutput": "policy_output", "Policy": "policy", "TorchPolicy": "policy", "resolve_device": "policy",
-    "TorchPolicyOptions": "policy",
+    "TorchPolicyOptions": "policy", "RecurrentModule": "recurrent", "RecurrentTorchPolicy": "recurrent",
 }
 
 __all__ = [*_EXPORTS]  # the public surface: _EXPORTS, listed once
@@ -44,3 +44,5 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .policy import TorchPolicyOptions as TorchPolicyOptions
     from .policy import resolve_device as resolve_device
     from .policy_output import PolicyOutput as PolicyOutput
+    from .recurrent import RecurrentModule as RecurrentModule
+    from .recurrent import RecurrentTorchPolicy as RecurrentTorchPolicy

@@ -60,10 +60,15 @@ class CallablePolicy(TorchPolicy):
 
 
 def as_policy(policy, action_space=None, squash: bool = False) -> Policy:
-    """``policy`` as an rlviz :class:`Policy`: a Policy as is, a ``torch.nn.Module`` in :class:`TorchPolicy`,
+    """``policy`` as an rlviz :class:`Policy`: a Policy as is, a recurrent module (``initial_state``, ``step``) in
+    :class:`~rlviz.agent.recurrent.RecurrentTorchPolicy`, another ``torch.nn.Module`` in :class:`TorchPolicy`,
     any other callable (numpy in/out) in :class:`CallablePolicy`."""
     if isinstance(policy, Policy):
         return policy
+    from .recurrent import RecurrentTorchPolicy, is_recurrent_module
+
+    if is_recurrent_module(policy):  # the recurrent protocol: initial_state(batch), step(obs, state)
+        return RecurrentTorchPolicy(policy, action_space=action_space)
     if isinstance(policy, torch.nn.Module):
         return TorchPolicy(policy, action_space=action_space, squash=squash)
     if callable(policy):

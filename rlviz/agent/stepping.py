@@ -10,6 +10,7 @@ recorder stored.
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ from .capabilities import capabilities_of
 from .masking import env_action_masks
 from .policy import Policy, PolicyOutput
 
-__all__ = ["plain", "start_state", "episode_masks", "policy_step", "evaluate_episode"]
+__all__ = ["plain", "start_state", "episode_masks", "policy_step", "evaluate_episode", "evaluate_from", "FromState"]
 
 
 def plain(policy: Policy) -> bool:
@@ -59,3 +60,31 @@ def evaluate_episode(policy: Policy, obs, masks: np.ndarray | None = None) -> Po
     if masks is not None and capabilities_of(policy).action_masks:
         return policy.evaluate(obs, masks=masks)  # type: ignore[call-arg]  # a policy that takes masks
     return policy.evaluate(obs)
+
+
+def evaluate_from(policy: Policy, obs, state) -> PolicyOutput:
+    """What a stateful ``policy`` says on observations [T, *obs] in order, starting from the state row ``state``
+    (its memory at a saved step) instead of its initial state: a step per observation, as the loops compute it."""
+    outs = []
+    for t in range(int(obs.shape[0])):
+        out, state = policy.step(np.asarray(obs[t : t + 1]), state)  # type: ignore[attr-defined]  # stateful
+        outs.append(out)
+    first = outs[0]
+    rows = {f.name: np.concatenate([getattr(o, f.name) for o in outs]) for f in fields(first)
+            if isinstance(getattr(first, f.name), np.ndarray) and np.ndim(getattr(first, f.name)) >= 1
+            and f.name not in ("nvec", "low", "high")}
+    return replace(first, **rows)
+
+
+class FromState:
+    """``policy`` resumed at a saved step: :meth:`evaluate` reads observations as the continuation of an episode
+    whose state row was ``state`` there (:func:`evaluate_from`); everything else is the policy's."""
+
+    def __init__(self, policy: Policy, state):
+        self._policy, self._state = policy, state
+
+    def evaluate(self, obs, batch_size: int | None = None, masks=None) -> PolicyOutput:
+        return evaluate_from(self._policy, obs, self._state)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._policy, name)

@@ -27,6 +27,8 @@ import gymnasium as gym
 import numpy as np
 
 from ..agent.actions import action_spec, draw_noise, noise_draw
+from ..agent.capabilities import capabilities_of
+from ..agent.stepping import plain, policy_step, start_state
 from ..envs import make_env, to_rgb_frame
 from ..envs.snapshot import EnvSnapshot, NotRestorable, restore, save, snapshot_kind
 from ..episode.trace import EpisodeTrace, Spool, make_spool
@@ -78,13 +80,16 @@ class Resumed(gym.Wrapper):
 @dataclass(frozen=True)
 class SavedState:
     """Step ``step`` of an episode, saved: the env (``snapshot``, frame included), the observation and info there
-    (raw, as the env returned them) and the playing agent's action generator at that step."""
+    (raw, as the env returned them), the playing agent's action generator at that step and the recurrent agents'
+    memories there (``memory``)."""
 
     step: int
     snapshot: EnvSnapshot
     obs: Any
     info: dict
     rng: np.random.Generator
+    #: recurrent agents' state rows there, by side ("a", "b"): each one's memory run along this episode to the step
+    memory: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -139,13 +144,15 @@ def reach(agent: Any, env: Any, seed: int, step: int, *, greedy: bool, fail_on: 
 
 
 def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: str, gamma: float,
-               actions: list | None = None) -> list[SavedState]:
+               actions: list | None = None, carry: dict | None = None) -> list[SavedState]:
     """State ``step`` of each ``(seed, step)`` in ``targets`` of ``agent``'s episodes, saved: the episodes replayed
     in lockstep, one on each of ``envs`` (``rgb_array``; left at the saved states, ALE snapshots need them),
     one batched forward per step. Each row is what a lone replay computes (forwards of fixed-size chunks) and
     samples with its episode's own generator, so each state is the rollout's. ``actions``: each episode's actions
     as the rollout took them (``EpisodeResult.actions``, at least ``step`` of them): replayed without the policy,
-    the generator advanced by the noise each step draws (one forward tells its shape), the same states."""
+    the generator advanced by the noise each step draws (one forward tells its shape), the same states.
+    ``carry``: side -> a recurrent policy whose memory is run along each replayed episode to the state
+    (``SavedState.memory``; the playing agent's own is its rollout's)."""
     policy = agent.policy
     runner = Runner(policy, RolloutPlan(1, greedy=greedy, fail_on=fail_on, gamma=float(gamma)))
     taps = [_Tap(e) for e in envs]
@@ -155,13 +162,16 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
     for i, (ob, _) in enumerate(starts):
         buf[i] = ob
     goal = [int(step) for _, step in targets]
+    memory = _Memories(carry or {}, len(taps))
     if actions is not None:
-        _replay(runner, taps, eps, goal, actions, noise_draw(policy.evaluate(buf[:1]), greedy), targets)
+        _replay(runner, taps, eps, goal, actions, noise_draw(policy.evaluate(buf[:1]), greedy), targets, memory)
     active = [i for i in range(len(taps)) if goal[i] > eps[i].length]
     while active:
         rows = np.array(active, np.intp)
-        d = decide(policy, buf[: len(taps)], rows, lambda draw, act=tuple(active): np.concatenate(
-            [draw_noise(eps[i].rng, draw) for i in act]), greedy, runner.spec)
+        memory.step(buf, active)
+        obs_in, rows_in = _inputs(runner, buf[: len(taps)], rows)
+        d = decide(policy, obs_in, rows_in, lambda draw, act=tuple(active): np.concatenate(
+            [draw_noise(eps[i].rng, draw) for i in act]), greedy, runner.spec, forward=_forward(runner, taps, eps, active))
         for i, action in zip(active, d.env_actions):
             ob, _, done, _, _ = runner.step(taps[i], eps[i], action)
             if done:
@@ -169,20 +179,62 @@ def reach_many(agent: Any, envs: list, targets: list, *, greedy: bool, fail_on: 
             buf[i] = ob
         active = [i for i in active if eps[i].length < goal[i]]
     saved = []
-    for tap, env, ep, step in zip(taps, envs, eps, goal):
+    for i, (tap, env, ep, step) in enumerate(zip(taps, envs, eps, goal)):
         obs, info = tap.last
-        saved.append(SavedState(step, save(env, to_rgb_frame(env.render())), obs, dict(info), ep.rng))
+        saved.append(SavedState(step, save(env, to_rgb_frame(env.render())), obs, dict(info), ep.rng,
+                                memory.of(i)))
     return saved
 
 
-def _replay(runner: Runner, taps: list, eps: list, goal: list, actions: list, draw: Any, targets: list) -> None:
-    """Each episode stepped with its recorded actions up to its goal, its generator advanced as the rollout's."""
+class _Memories:
+    """Recurrent policies' state rows (``carry``: side -> policy), one per replayed episode, stepped on the
+    observations the episodes reach (each from the policy's initial state)."""
+
+    def __init__(self, carry: dict, n: int):
+        self.carry = {side: p for side, p in carry.items() if capabilities_of(p).recurrent}
+        self.rows = {side: [start_state(p) for _ in range(n)] for side, p in self.carry.items()}
+
+    def step(self, buf: np.ndarray, active: list) -> None:
+        for side, p in self.carry.items():
+            _, new = policy_step(p, buf[active], [self.rows[side][i] for i in active], [None] * len(active))
+            for i, state in zip(active, new):
+                self.rows[side][i] = state
+
+    def step_one(self, buf: np.ndarray, i: int) -> None:
+        """Episode ``i``'s memories stepped on ``buf`` [1, *obs]."""
+        for side, p in self.carry.items():
+            self.rows[side][i] = policy_step(p, buf, [self.rows[side][i]], [None])[1][0]
+
+    def of(self, i: int) -> dict | None:
+        return {side: rows[i] for side, rows in self.rows.items()} or None
+
+
+def _inputs(runner: Runner, buf: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """decide()'s (obs, rows): a stateful policy's step takes the active rows only (their state rows carried)."""
+    return (buf[rows], None) if not plain(runner.policy) else (buf, rows)
+
+
+def _forward(runner: Runner, envs: list, eps: list, active: list) -> Any:
+    """decide()'s ``forward``: a stateful policy stepped with its rows' states (None: ``policy.evaluate``)."""
+    if plain(runner.policy):
+        return None
+    return lambda obs: runner.evaluate([envs[i] for i in active], [eps[i] for i in active], obs)
+
+
+def _replay(runner: Runner, taps: list, eps: list, goal: list, actions: list, draw: Any, targets: list,
+            memory: _Memories) -> None:
+    """Each episode stepped with its recorded actions up to its goal, its generator advanced as the rollout's (and
+    the carried memories stepped on its observations)."""
     discrete = runner.spec.kind == "discrete"
-    for tap, ep, step, taken, (seed, _) in zip(taps, eps, goal, actions, targets):
+    buf = input_buffer(runner.obs.single(taps[0].last[0]), 1) if memory.carry else None
+    for i, (tap, ep, step, taken, (seed, _)) in enumerate(zip(taps, eps, goal, actions, targets)):
         taken = np.asarray(taken)
         if taken.shape[0] < step:
             raise EnvError(f"Episode seed {seed} has {taken.shape[0]} recorded actions; state {step} needs {step}.")
         for a in taken[:step]:
+            if buf is not None:
+                buf[0] = runner.obs.single(tap.last[0])
+                memory.step_one(buf, i)
             _, _, done, _, _ = runner.step(tap, ep, int(a) if discrete else a)
             if done:
                 raise _ended(seed, step, ep.length)
@@ -212,6 +264,7 @@ class Collect(gym.Wrapper):
         self._rewards: list = []
         self._lives: list = []
         self.ended = (False, False)  # (terminated, truncated), as the loop saw it
+        self.memory: Any = None  # a recurrent agent's state row at the branch's start (set by play_many)
 
     def _keep(self, obs: Any, info: dict) -> None:
         frame = to_rgb_frame(self.env.render())
@@ -269,6 +322,16 @@ def play_kept(agent: Any, side: str, saved: SavedState, horizon: int | None, *, 
     return result, cast(Collect, kept)  # keep=[True]: kept
 
 
+def _resume(ep: Any, saved: SavedState, env: Any, side: str) -> None:
+    """Episode state ``ep`` set where ``saved`` was: its action generator and, for a recurrent agent, its memory of
+    the episode so far (kept on a :class:`Collect` too: the branch's video reads the branch from there)."""
+    ep.rng = copy.deepcopy(saved.rng)
+    if saved.memory and side in saved.memory:
+        ep.state = saved.memory[side]
+        if isinstance(env, Collect):
+            env.memory = saved.memory[side]
+
+
 def play_many(agent: Any, side: str, saved: list[SavedState], horizon: int | None, *, keep: list[bool] | None = None,
               greedy: bool, fail_on: str, gamma: float) -> list[tuple[BranchResult, Collect | None]]:
     """``agent`` (labelled ``side``) played from each of ``saved`` for ``horizon`` steps (None: to the episode's
@@ -285,16 +348,18 @@ def play_many(agent: Any, side: str, saved: list[SavedState], horizon: int | Non
             envs.append(Collect(env, agent.action_names) if k else env)
         starts = [runner.start(env, -1, None) for env in envs]  # (Resumed.reset: the saved observation)
         eps = [ep for _, ep in starts]
-        for ep, s in zip(eps, saved):
-            ep.rng = copy.deepcopy(s.rng)
+        for ep, s, env in zip(eps, saved, envs):
+            _resume(ep, s, env, side)
         buf = input_buffer(starts[0][0], len(envs))
         for i, (ob, _) in enumerate(starts):
             buf[i] = ob
         results: list[Any] = [None] * len(envs)
         active = list(range(len(envs)))
         while active:
-            d = decide(agent.policy, buf, np.array(active, np.intp), lambda draw, act=tuple(active): np.concatenate(
-                [draw_noise(eps[i].rng, draw) for i in act]), greedy, runner.spec)
+            obs_in, rows_in = _inputs(runner, buf, np.array(active, np.intp))
+            d = decide(agent.policy, obs_in, rows_in, lambda draw, act=tuple(active): np.concatenate(
+                [draw_noise(eps[i].rng, draw) for i in act]), greedy, runner.spec,
+                forward=_forward(runner, envs, eps, active))
             still = []
             for i, action in zip(active, d.env_actions):
                 ob, _, done, terminated, truncated = runner.step(envs[i], eps[i], action)

@@ -25,7 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from ..agent.stepping import plain
+from ..agent.capabilities import capabilities_of
+from ..agent.stepping import policy_step, start_state
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from ..evaluate.distance import action_distance, greedy_actions
@@ -66,12 +67,13 @@ class EpisodeDisagreement:
 
 
 def check_probe_policies(own: Any, other: Any) -> None:
-    """A usage error unless ``other`` can be asked on ``own``'s states: both stateless and unmasked (a recurrent
-    policy's distribution depends on its history, a masked one's on the env), the same observation format."""
+    """A usage error unless ``other`` can be asked on ``own``'s states: both unmasked (a masked policy's distribution
+    depends on the env), the same observation format. A recurrent one is asked with its memory run along the
+    playing agent's episode (its own state row per episode, fresh at the episode's start)."""
     for p in (own, other):
-        if not plain(p):
-            raise UsageError(f"disagreements ask each agent on the other's states, but {type(p).__name__} carries a "
-                             "state between steps or needs the env's action masks; compare without --disagreements.")
+        if capabilities_of(p).action_masks:
+            raise UsageError(f"disagreements ask each agent on the other's states, but {type(p).__name__} needs the "
+                             "env's action masks; compare without --disagreements.")
     fa, fb = getattr(own, "obs_format", "flat"), getattr(other, "obs_format", "flat")
     if fa != fb:
         raise UsageError(f"disagreements give one agent's inputs to the other, but they read observations as {fa!r} "
@@ -125,6 +127,8 @@ class DisagreementProbe:
 
     def __init__(self, other: Any, side: str, extractor: Any = None):
         self.other, self.side, self.extractor = other, side, extractor
+        #: a recurrent ``other``: its state row per column row (running episode), run along the episode's states
+        self.memory: dict[int, Any] | None = {} if capabilities_of(other).recurrent else None
         self.episodes: dict[int, EpisodeDisagreement] = {}
         self.heatmap: FailureHeatmap | None = None
         self.forwarded = 0
@@ -151,6 +155,8 @@ class DisagreementProbe:
         rows = self.row_of[slots]
         for j in np.flatnonzero(rows < 0).tolist():
             rows[j] = self.row_of[slots[j]] = self._new_row()
+            if self.memory is not None:
+                self.memory[int(rows[j])] = start_state(self.other)
         return rows
 
     def _new_row(self) -> int:
@@ -187,6 +193,9 @@ class DisagreementProbe:
         self.pending[r] += 1
         self.cols["own"][r, at] = np.nan if out.value is None else out.value
         mine = self.mine.add(out)
+        if self.memory is not None:  # asked now, its memory carried: the outputs depend on the episode so far
+            self._ask_with_memory(obs, rows, r, mine, slots, envs)
+            return
         keys = [hashlib.blake2b(obs[i].tobytes(), digest_size=16).digest() for i in rows.tolist()]
         known, new = self.known, self.new
         theirs = np.array([known.get(k, -1) for k in keys], np.int64)
@@ -200,6 +209,23 @@ class DisagreementProbe:
             self.flush()
         elif self.num_waiting >= self.unknown + self.flush_rows:
             self._resolve()  # the states whose observations are known already
+
+    def _ask_with_memory(self, obs: np.ndarray, rows: np.ndarray, r: np.ndarray, mine: np.ndarray, slots: list,
+                         envs: list) -> None:
+        """A recurrent other agent stepped on this step's states with each episode's memory of it (batch-invariant
+        steps: the numbers do not depend on the episodes beside it), its states written at once."""
+        memory = self.memory if self.memory is not None else {}
+        out, new = policy_step(self.other, obs[rows], [memory[int(k)] for k in r.tolist()],
+                               [envs[i] for i in rows.tolist()])
+        for k, state in zip(r.tolist(), new):
+            memory[int(k)] = state
+        self.forwarded += len(rows)
+        theirs = self.theirs.add(out)
+        caps = None if self.extractor is None else [self._capture(slots[i], envs[i]) for i in rows.tolist()]
+        self.waiting.append((r, self.pos[r] - 1, mine, theirs, [b""] * len(rows), caps))
+        self.num_waiting += len(rows)
+        self._resolve()
+        self.theirs = _Outputs()  # every state written: none of these rows is asked for again
 
     def _capture(self, ep: Any, env: Any) -> Any:
         if self.extractor.needs_frame:
@@ -274,6 +300,8 @@ class DisagreementProbe:
             self.episodes[int(ep.index)] = _episode(self.side, ep, {}, -1, 0)
             return
         self.row_of[slot] = -1
+        if self.memory is not None:
+            self.memory.pop(row, None)
         self.ended[row] = (int(ep.index), int(ep.seed) if ep.seed is not None else -1, int(self.pos[row]))
         if not self.pending[row]:
             self._finalize(row)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import progress
+from ..agent.stepping import FromState
 from ..attention.summary import attention_spec
 from ..draw.compose import ComposeOptions, Compositor
 from ..draw.side_by_side import Encoding, compose_side_by_side
@@ -177,7 +178,8 @@ def _reach(agents: list[Any], picks: list[Pick], envs: list[Any], gammas: list[f
             by_index = {e.index: e for e in result.episodes}
             actions = [getattr(by_index.get(picks[j].episode), "actions", None) for j in mine]
             got = reach_many(agent, [envs[j] for j in mine], [(picks[j].seed, picks[j].step) for j in mine],
-                             gamma=gamma, actions=None if any(a is None for a in actions) else actions, **kw)
+                             gamma=gamma, actions=None if any(a is None for a in actions) else actions,
+                             carry={s: a.policy for s, a in zip("ab", agents)}, **kw)
             states.update(zip(mine, got))
     return [states[j] for j in range(len(picks))]
 
@@ -192,7 +194,8 @@ def _branch_video(agents: list[Any], branches: list[BranchResult], kept: list[An
     comps = []
     for i, (agent, collected) in enumerate(zip(agents, kept)):
         trace = collected.trace(fps)
-        internals = compute_internals(trace, agent.policy, gammas[i], config.saliency, config.saliency_target,
+        policy: Any = agent.policy if collected.memory is None else FromState(agent.policy, collected.memory)
+        internals = compute_internals(trace, policy, gammas[i], config.saliency, config.saliency_target,
                                       spec=collected.actions, observation_space=collected.observation_space)
         npz = folder / "ab"[i] / f"state-{rank}.npz"
         npz.parent.mkdir(parents=True, exist_ok=True)

@@ -156,6 +156,9 @@ class RecordVectorEpisode(RecorderBase, _Base):  # type: ignore[misc]
         self._action_names = action_labels(subs[0] if subs else None, self._spec, opt.action_names)
         self.policy = settle_policy(policy, envs.single_action_space, envs.single_observation_space, opt.squash,
                                     "RecordVectorEpisode")
+        if self.policy is not None and self.policy.capabilities.recurrent and step_trigger is not None:
+            raise UsageError("step_trigger starts videos mid-episode, but this policy is recurrent: its outputs "
+                             "need the episode from its start. Choose episodes with episode_trigger.")
         self._sinks = VideoSinks(opt.sinks)
         spec = subs[indices[0]].spec if subs else self._reader.call("spec")[indices[0]]
         self.env_id = getattr(spec, "id", None) or type(getattr(envs, "unwrapped", envs)).__name__

@@ -33,6 +33,7 @@ from torch import nn
 from ..agent.actions import action_spec
 from ..agent.cleanrl import is_cleanrl_agent  # noqa: F401 (0.1 import path)
 from ..agent.policy import Policy, TorchPolicy, TorchPolicyOptions
+from ..agent.recurrent import RecurrentTorchPolicy, is_recurrent_module
 from ..errors import UsageError
 from .sb3 import sb3_policy
 
@@ -59,6 +60,8 @@ def to_policy(obj, *, observation_space=None, action_space=None, kind: str = "au
             f"rlviz cannot use a {type(obj).__name__} as a policy; expected a torch.nn.Module (forward returning "
             "logits, (logits, value) or Q-values), a CleanRL agent, a Stable-Baselines3 model or an rlviz Policy."
         )
+    if is_recurrent_module(obj):  # the recurrent protocol (rlviz.agent.recurrent): initial_state, step
+        return RecurrentTorchPolicy(obj, device=device, action_space=action_space)
     if is_cleanrl_agent(obj) and kind in ("auto", "actor_critic"):
         return cleanrl_policy(obj, observation_space=observation_space, action_space=action_space, device=device,
                               probe_obs=probe_obs)

@@ -31,7 +31,6 @@ scripts' pipeline is :func:`cleanrl_jax_atari_recipe` (CleanRL's wrappers as its
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +46,7 @@ from ..envs.trust import check_env_id
 from ..errors import CheckpointError, EnvError, UsageError
 from . import cleanrl_jax_nets as nets
 from .cleanrl_continuous import CLASSIC_BOX
-from .cleanrl_scripts import cleanrl_atari_recipe
+from .cleanrl_scripts import cleanrl_atari_recipe, run_folder_env
 from .flax_msgpack import describe_tree, read_flax
 from .loaded import LoadedAgent, env_facts, settle_kind
 from .schema import MAX_SIZE
@@ -57,7 +56,6 @@ __all__ = ["JaxLayout", "recognise_jax", "envpool_recipe", "cleanrl_jax_atari_re
 SCRIPTS = ("dqn_jax.py", "dqn_atari_jax.py", "c51_jax.py", "c51_atari_jax.py", "td3_continuous_action_jax.py",
            "ddpg_continuous_action_jax.py", "ppo_atari_envpool_xla_jax_scan.py", "qdagger_dqn_atari_jax_impalacnn.py")
 _CLASSIC = {(4, 2): "CartPole-v1", (6, 3): "Acrobot-v1", (2, 3): "MountainCar-v0"}
-_RUN = re.compile(r"(?P<env>[\w.:/-]+-v\d+)__(?P<exp>[\w.-]+)__\d+__\d+")
 
 
 def _is_array(x: Any, ndim: int) -> bool:
@@ -175,7 +173,7 @@ class JaxLayout:
         if env:
             return self._recipe_for(str(env))
         env_id = self.args.get("env_id") if isinstance(self.args.get("env_id"), str) else None
-        env_id = env_id or _run_folder_env(source, self.script)
+        env_id = env_id or run_folder_env(source)
         if env_id:
             vetted = ale_id(env_id) if self.script.startswith("ppo_atari_envpool") else env_id
             register_envs(vetted)
@@ -194,16 +192,6 @@ class JaxLayout:
         if self.script.startswith("ppo_atari_envpool"):
             return envpool_recipe(env_id, self.obs_dim)
         return cleanrl_jax_atari_recipe(env_id, self.obs_dim) if self.atari else EnvRecipe.for_env_id(env_id)
-
-
-def _run_folder_env(source: str, script: str) -> str | None:
-    """The env id in CleanRL's run folder name ``{env_id}__{exp_name}__{seed}__{time}`` holding ``source``."""
-    folder = Path(source).parent
-    m = _RUN.fullmatch(folder.name)
-    if m is None:
-        return None
-    # an id with a namespace ("ALE/Breakout-v5") makes CleanRL's run_name a folder inside runs/ALE/
-    return f"{folder.parent.name}/{m.group('env')}" if folder.parent.name in ("ALE", "MinAtar") else m.group("env")
 
 
 def cleanrl_jax_atari_recipe(env_id: str, stack: int = 4) -> EnvRecipe:

@@ -12,11 +12,18 @@ script                 parameters                                               
                        ``actor`` [A, 512], ``critic`` [1, 512]; input ``x / 255``
 ``dqn.py``             ``network.{0,2,4}``: Linear 120-84, ReLU, out [A]                      Q-values
 ``dqn_atari.py``       ``network.{0,2,4}`` Nature CNN, ``network.{7,9}`` 512, out [A]; ``/255``  Q-values
+``ppo_atari_lstm.py``  ``network.*`` as ppo_atari.py (1 frame), ``lstm.*_l0`` LSTM 512->H,       recurrent
+                       ``actor`` [A, H], ``critic`` [1, H]; input ``x / 255``                   actor-critic
 =====================  ====================================================================  ==============
+
+``ppo_atari_lstm.py``'s agent carries the LSTM's (h, c) from step to step, zeros at an episode start (its
+``get_states(x, lstm_state, done)`` multiplies the state by ``1 - done``): :class:`CleanRLLSTM` follows the
+recurrent protocol (:mod:`rlviz.agent.recurrent`), and the loops reset its state where an episode starts.
 
 ``ppo_continuous_action.py`` and ``sac_continuous_action.py`` (Box actions): :mod:`rlviz.sources.cleanrl_continuous`.
 
-Env: the Atari scripts train on ``NoopReset(30) -> MaxAndSkip(4) -> FireReset -> Resize 84x84 -> Grayscale ->
+Env: ``--env``, else for the Atari scripts the run folder CleanRL saves into,
+``runs/{env_id}__{exp_name}__{seed}__{time}/`` (:func:`run_folder_env`). The Atari scripts train on ``NoopReset(30) -> MaxAndSkip(4) -> FireReset -> Resize 84x84 -> Grayscale ->
 FrameStack(4)`` (gymnasium's resize and grey wrappers; life loss and reward clipping are training-only):
 :func:`cleanrl_atari_recipe` builds that chain for the env id given with ``--env``. The vector scripts default
 to CartPole-v1; an env is inferred only where the observation size and action count name exactly one of
@@ -26,20 +33,25 @@ actions), else ``--env`` is required.
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
 from ..agent.actions import action_spec
-from ..agent.policy import TorchPolicy
-from ..envs.recipe import EnvRecipe, WrapperSpec
+from ..agent.policy import Policy, TorchPolicy
+from ..agent.recurrent import RecurrentTorchPolicy
+from ..envs.recipe import EnvRecipe, WrapperSpec, register_envs
+from ..envs.trust import check_env_id
 from ..errors import EnvError, UsageError
 from .cleanrl_continuous import CLASSIC_BOX, build_continuous, recognise_continuous
 
-__all__ = ["CleanRLLayout", "recognise_cleanrl", "cleanrl_atari_recipe", "CleanRLPPO", "CleanRLQNetwork"]
+__all__ = ["CleanRLLayout", "recognise_cleanrl", "cleanrl_atari_recipe", "CleanRLPPO", "CleanRLQNetwork", "CleanRLLSTM",
+           "run_folder_env"]
 
 #: (observation size, actions) -> the only classic-control env with discrete actions of that size.
 _CLASSIC = {(4, 2): "CartPole-v1", (6, 3): "Acrobot-v1", (2, 3): "MountainCar-v0"}
@@ -95,6 +107,44 @@ class CleanRLQNetwork(nn.Module):
         return self.network(obs / 255.0 if self.atari else obs)
 
 
+class CleanRLLSTM(nn.Module):
+    """ppo_atari_lstm.py's agent (obs [B, C, 84, 84] in 0..255): Nature CNN -> one LSTM layer (512 -> H) -> actor and
+    critic, as the recurrent protocol (:mod:`rlviz.agent.recurrent`): ``initial_state(B)`` = zeros (h, c)
+    [1, B, H] each, ``step(obs, state) -> (logits [B, A], value [B], new state)``: one time step of the script's
+    ``get_states`` on a state that is not reset (the loops give ``initial_state`` where an episode starts)."""
+
+    memory_kind = "lstm"
+
+    def __init__(self, in_channels: int, num_actions: int, hidden: int = 128):
+        super().__init__()
+        self.network = nn.Sequential(*_nature_torso(in_channels))
+        self.lstm = nn.LSTM(512, hidden)
+        self.actor, self.critic = nn.Linear(hidden, num_actions), nn.Linear(hidden, 1)
+
+    def initial_state(self, batch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        w = self.actor.weight
+        shape = (self.lstm.num_layers, int(batch), self.lstm.hidden_size)
+        return torch.zeros(shape, dtype=w.dtype, device=w.device), torch.zeros(shape, dtype=w.dtype, device=w.device)
+
+    def step(self, obs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor]):
+        out, new = self.lstm(self.network(obs / 255.0).unsqueeze(0), state)
+        h = out[0]
+        return self.actor(h), self.critic(h).reshape(h.shape[0]), new
+
+
+_RUN = re.compile(r"(?P<env>[\w.:/-]+-v\d+)__(?P<exp>[\w.-]+)__\d+__\d+")
+
+
+def run_folder_env(source: str) -> str | None:
+    """The env id in CleanRL's run folder name ``{env_id}__{exp_name}__{seed}__{time}`` holding ``source``."""
+    folder = Path(source).parent
+    m = _RUN.fullmatch(folder.name)
+    if m is None:
+        return None
+    # an id with a namespace ("ALE/Breakout-v5") makes CleanRL's run_name a folder inside runs/ALE/
+    return f"{folder.parent.name}/{m.group('env')}" if folder.parent.name in ("ALE", "MinAtar") else m.group("env")
+
+
 @dataclass(frozen=True)
 class CleanRLLayout:
     """A recognised CleanRL script: its name, the network to rebuild, kind, observation size / channels, actions
@@ -112,11 +162,15 @@ class CleanRLLayout:
     def build(self) -> nn.Module:
         if self.box:
             return build_continuous(self.script, self.obs_dim, self.num_actions, self.hidden)
+        if self.script == "ppo_atari_lstm.py":
+            return CleanRLLSTM(self.obs_dim, self.num_actions, int(self.hidden or 128))
         cls = CleanRLPPO if self.kind == "actor_critic" else CleanRLQNetwork
         return cls(self.obs_dim, self.num_actions, atari=self.atari, in_channels=self.obs_dim)
 
-    def policy(self, module: nn.Module, action_space, device="auto", source: str = "") -> TorchPolicy:
+    def policy(self, module: nn.Module, action_space, device="auto", source: str = "") -> Policy:
         """The policy for ``module`` (built by :meth:`build`, weights loaded) acting in ``action_space``."""
+        if isinstance(module, CleanRLLSTM):
+            return RecurrentTorchPolicy(module, device=device, action_space=action_space)
         spec = action_spec(action_space)
         if self.box and (spec.kind != "box" or spec.size != self.num_actions):
             raise EnvError(f"{source} is CleanRL {self.script}'s agent for {self.num_actions}-dimensional Box "
@@ -143,13 +197,19 @@ class CleanRLLayout:
             return env
         if env:
             return cleanrl_atari_recipe(env, self.obs_dim) if self.atari else EnvRecipe.for_env_id(env)
+        named = run_folder_env(source) if self.atari else None
+        if named:  # runs/{env_id}__{exp_name}__{seed}__{time}/: an id read from a path passes rlviz.envs.trust
+            register_envs(named)
+            check_env_id(named, source)
+            return cleanrl_atari_recipe(named, self.obs_dim)
         known = CLASSIC_BOX if self.box else _CLASSIC
         inferred = None if self.atari else known.get((self.obs_dim, self.num_actions))
         if inferred is None:
             raise UsageError(
                 f"{source} is CleanRL {self.script}'s agent ({self.obs_dim} {'frames' if self.atari else 'inputs'}, "
                 f"{self.num_actions} {'action dimensions' if self.box else 'actions'}); which env it played cannot "
-                "be told from the weights: pass --env "
+                "be told from the weights nor from CleanRL's run folder runs/{env_id}__{exp_name}__{seed}__{time}/: "
+                "pass --env "
                 f"{'BreakoutNoFrameskip-v4' if self.atari else '<env id>'} (env=...).")
         return EnvRecipe(inferred)
 
@@ -178,6 +238,15 @@ def _cnn_channels(state: dict) -> int | None:
     return w[1] if ok and w is not None else None
 
 
+def _lstm_hidden(state: dict) -> int | None:
+    """H when ``lstm.*_l0`` is one nn.LSTM layer 512 -> H (ppo_atari_lstm.py's), else None."""
+    w = _shape(state, "lstm.weight_hh_l0")
+    h = w[1] if w is not None and len(w) == 2 and w[0] == 4 * w[1] else None
+    ok = h and (_shape(state, "lstm.weight_ih_l0"), _shape(state, "lstm.bias_ih_l0"), _shape(state, "lstm.bias_hh_l0")) \
+        == ((4 * h, 512), (4 * h,), (4 * h,))
+    return h if ok else None
+
+
 def recognise_cleanrl(state) -> CleanRLLayout | None:
     """The CleanRL script whose agent ``state`` (a state_dict) is, or None when it is none of them exactly."""
     if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
@@ -204,9 +273,15 @@ def recognise_cleanrl(state) -> CleanRLLayout | None:
         return None
     torso = {f"network.{i}.{p}" for i in (0, 2, 4, 7) for p in ("weight", "bias")}
     actor = _shape(state, "actor.weight")
+    actor = actor if actor is not None and len(actor) == 2 else None  # [A, features]
     if keys == torso | {"actor.weight", "actor.bias", "critic.weight", "critic.bias"} and actor and actor[1] == 512 \
             and _shape(state, "critic.weight") == (1, 512):
         return CleanRLLayout("ppo_atari.py", "actor_critic", True, channels, actor[0])
+    lstm = _lstm_hidden(state)
+    lstm_keys = {f"lstm.{w}_{g}_l0" for w in ("weight", "bias") for g in ("ih", "hh")}
+    if lstm and keys == torso | lstm_keys | {"actor.weight", "actor.bias", "critic.weight", "critic.bias"} and actor \
+            and actor[1] == lstm and _shape(state, "critic.weight") == (1, lstm):
+        return CleanRLLayout("ppo_atari_lstm.py", "actor_critic", True, channels, actor[0], hidden=lstm)
     head = _shape(state, "network.9.weight")
     if keys == torso | {"network.9.weight", "network.9.bias"} and head and head[1] == 512:
         return CleanRLLayout("dqn_atari.py", "q", True, channels, head[0])

@@ -241,16 +241,15 @@ def task_ranges(checkpoints: int, episodes: int, workers: int, num_envs: int = 1
 def visited_states(agent: LoadedAgent, config: Any, limit: int = STATE_LIMIT) -> np.ndarray | None:
     """float/uint8 ``[n <= limit, *obs_shape]``: the observations ``agent``'s policy acted on in the run's first
     episodes (episode k replayed alone on its seed, as in the rollout), or None when they are not plain arrays
-    (dict/tuple observations) or the policy carries state between steps (its distribution depends on more than
-    the state)."""
+    (dict/tuple observations). A recurrent policy's are its first episode's (from its start, at most ``limit``):
+    ``policy.evaluate`` reads them as one episode, so each checkpoint is asked with its memory run along it."""
     from ..envs import make_env
 
-    if capabilities_of(agent.policy).recurrent:
-        return None
+    recurrent = capabilities_of(agent.policy).recurrent
     gamma = float(config.gamma if config.gamma is not None else agent.gamma)
     env = _Visited(make_env(agent.recipe, render_mode="rgb_array"), limit)
     try:
-        for k in range(int(config.episodes)):
+        for k in range(1 if recurrent else int(config.episodes)):
             if len(env.seen) >= limit:
                 break
             with torch_threads(config.threads):
