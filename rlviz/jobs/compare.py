@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -46,6 +47,7 @@ from ..report import REPORT_NAME, write_report
 from ..report.disagreements import disagreements_html
 from ..sinks.log import Logged, RunLog, findings_markdown, log_run
 from ..sources import LoadedAgent
+from .inputs import check_model_folders
 from .outdir import claim_out_dir, job_inputs, run_folder
 from .render import (
     MIN_VIDEO_SECONDS,
@@ -96,6 +98,7 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         config = CompareConfig(**kwargs)
     elif kwargs:
         raise UsageError("compare() takes either a CompareConfig or keyword arguments, not both.")
+    check_model_folders(config)  # a folder with no model: said first, not an --out conflict
     # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
     with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress):
         agents, pinned = [], []
@@ -158,7 +161,10 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
                 found = None if pending is None else pending.result()
     disagreements = None if found is None else write_disagreements(found, config, folder)
     if disagreements is not None:
-        comparison["disagreements"] = {**disagreements["summary"], "branches": disagreements["branches"]}
+        comparison["disagreements"] = {"measure": found.measure, **disagreements["summary"],
+                                       "branches": disagreements["branches"]}
+        if found.note:  # fewer states than asked, or no branches: said here too, not only in the file
+            warnings.warn(f"--disagreements {config.disagreements}: {found.note}", UserWarning, stacklevel=2)
     _write_text(folder / "comparison.json", json.dumps(comparison, indent=2) + "\n")
     _write_text(folder / "episodes.csv", paired_csv(results))
     if sinks:

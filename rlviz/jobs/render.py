@@ -36,6 +36,7 @@ from ..envs import make_env
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout
+from ..evaluate.objects import fallback_note
 from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
@@ -45,6 +46,7 @@ from ..report import REPORT_NAME, write_report
 from ..report.notebook import outputs_html
 from ..sinks.log import log_run
 from ..sources import LoadedAgent
+from .inputs import check_model_folders
 from .outdir import claim_out_dir, job_inputs, run_folder
 from .shards import (
     MIN_VIDEO_SECONDS,
@@ -139,6 +141,7 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         config = RenderConfig(**kwargs)
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
+    check_model_folders(config)  # a folder with no model: said first, not an --out conflict
     # refuse a bad --out, or one another run is writing, before the long work; hold it until the run is in place
     with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress), \
             open_backend(config) as backend:  # Ray / spawned workers start now
@@ -146,6 +149,8 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         share_agent(config, agent)  # forked workers inherit it
         config = vector_attention_off(agent, config)
         check_saliency(agent, config)  # now, not after the long rollout
+        if heatmap_note(agent, config):  # a heatmap of moving pixels, not the game's objects: said now
+            warnings.warn(heatmap_note(agent, config), UserWarning, stacklevel=2)
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
         try:
             with run_folder(config.out, overwrite=config.overwrite, job="render", options=config_dict(config)) as tmp:
@@ -172,12 +177,18 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
     )
 
 
+def heatmap_note(agent: LoadedAgent, config: RenderConfig) -> str | None:
+    """summary.json's ``heatmap_note``: the heatmap on (no ``--objects``) of a game rlviz knows no objects of."""
+    return fallback_note(agent.recipe.env_id) if config.heatmap and not config.objects else None
+
+
 def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list[Any],
                  backend: Any = None) -> tuple[Any, ...]:
     """The run's outputs, written into ``folder``: (summary, heatmap npz, heatmap png, video results)."""
     with torch_threads(config.threads):
         result = run_rollouts(agent, config, gamma, backend)
-        summary = replace(summarise(result, agent.policy.kind), hub=agent.metadata.get("hub"))  # hf:// agents: repo and commit
+        summary = replace(summarise(result, agent.policy.kind), hub=agent.metadata.get("hub"),  # hf://: repo, commit
+                          heatmap_note=heatmap_note(agent, config))
         write_summary_json(summary, folder / "summary.json")
         write_episodes_csv(result, folder / "episodes.csv")
         with progress.phase("heatmap") if result.heatmap is not None else nullcontext():

@@ -21,9 +21,10 @@ from ..agent.actions import action_spec, space_from_json
 from ..agent.obs import ObsAdapter
 from ..agent.policy import KINDS, Policy, TorchPolicy, action_names_for, resolve_device
 from ..envs.recipe import EnvRecipe, make_env
-from ..errors import CheckpointError, EnvError, RlvizError, UsageError
+from ..errors import CheckpointError, RlvizError, UsageError
 from .files import META_NAME
 from .limits import loads_json
+from .meet import shape_mismatch
 from .pt2_codegen import aten_bindings
 from .pt2_graph import read_program, same_output
 from .safety import read_export_archive, verify_export_archive
@@ -191,8 +192,7 @@ def settle_kind(policy: Policy, observation_space, source: str | None = None) ->
         return
     if source is None:
         raise exc
-    raise EnvError(f"{source}: the network rejects the env's observations of shape {tuple(shape or ())} "
-                   f"({_first_line(exc)}); pass the env (and preprocessing) it was trained on.") from None
+    raise shape_mismatch(source, "the env", tuple(shape or ()), policy, exc) from None
 
 
 def check_forward(policy: Policy, obs_shape, source: str) -> None:
