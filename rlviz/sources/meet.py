@@ -24,12 +24,25 @@ __all__ = ["meet_observation", "network_input", "shape_mismatch"]
 
 
 def network_input(policy: Policy) -> str | None:
-    """What the network takes, as far as it says: an SB3 policy's observation space, else its first layer's inputs
-    (a Linear's features, a convolution's channels); None when it does not say."""
+    """What the network takes, as far as it says: an SB3 policy's observation space, an exported program's input
+    shape, else its first layer's inputs (a Linear's features, a convolution's channels); None when it does not
+    say."""
     module = getattr(policy, "module", None)
     space = getattr(module, "observation_space", None)
     if getattr(space, "shape", None):
         return f"shape {tuple(space.shape)}"
+    meta = getattr(getattr(module, "graph", None), "meta", None)  # a .pt2 program read by rlviz: its input's sizes
+    sizes = meta.get("sizes") if isinstance(meta, dict) else None
+    if isinstance(sizes, list) and sizes and all(isinstance(d, dict) and "as_int" in d for d in sizes[1:]):
+        return f"shape {tuple(int(d['as_int']) for d in sizes[1:])}"
+    graph = getattr(getattr(module, "program", None), "graph", None)  # a program torch.export loaded
+    for node in getattr(graph, "nodes", ()):
+        if node.op == "placeholder":
+            shape = getattr(node.meta.get("val"), "shape", None)
+            try:
+                return None if shape is None else f"shape {tuple(int(d) for d in tuple(shape)[1:])}"
+            except (TypeError, ValueError):  # a symbolic size past the batch axis
+                return None
     if isinstance(module, nn.Module):
         for layer in module.modules():
             if isinstance(layer, nn.Linear):
@@ -50,7 +63,7 @@ def meet_observation(policy: Policy, observation_space, recipe: EnvRecipe, sourc
         return
     space = copy.deepcopy(observation_space)  # (seeding it leaves the caller's space alone)
     space.seed(0)
-    adapter = ObsAdapter(space, policy.obs_format)  # (a space no policy can take: its own UsageError)
+    adapter = ObsAdapter(space, policy.capabilities.obs_format)  # (as the rollouts: a space none can take raises)
     given = adapter.batch([space.sample()])
     try:
         policy.evaluate(given)

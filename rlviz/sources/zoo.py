@@ -25,7 +25,7 @@ from pathlib import Path
 from ..envs.recipe import EnvRecipe, WrapperSpec
 from ..envs.wrappers import WRAPPERS
 from ..errors import CheckpointError, UsageError
-from .run_folders import AGENT_SUFFIXES, NOT_AGENT
+from .agent_names import is_agent_name
 from .schema import NUMBER, Field, check_fields, check_recipe
 from .vecnormalize import (
     FILE_NAME,
@@ -94,8 +94,7 @@ def run_model(run: Path) -> Path:
             return candidate
     if len(zips) == 1:
         return zips[0]
-    agents = [p for p in run.iterdir() if p.is_file() and p.name.endswith(AGENT_SUFFIXES)
-              and not NOT_AGENT.search(p.name)] if run.is_dir() else []
+    agents = [p for p in run.iterdir() if p.is_file() and is_agent_name(p.name)] if run.is_dir() else []
     found = [z.name for z in zips] or ("nothing: the folder is empty" if not any(run.iterdir()) else "no .zip")
     hint = (f" ({len(agents)} checkpoint file(s) here, e.g. {sorted(agents)[0].name}: `rlviz timeline {run}` "
             "evaluates a folder of a training run's checkpoints)") if agents else ""
