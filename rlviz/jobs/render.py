@@ -64,7 +64,7 @@ from .stages import ATTENTION_PNG, background_frame, resolve_agent, run_log, run
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
            "write_heatmap", "record_videos", "record_episode", "open_sinks", "check_saliency",
-           "vector_attention_off", "import_now",
+           "vector_attention_off", "import_now", "heatmap_note",
            "MIN_VIDEO_SECONDS"]
 
 
