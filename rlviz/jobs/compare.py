@@ -160,7 +160,7 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
             with progress.phase("disagreements") if pending is not None else nullcontext():
                 found = None if pending is None else pending.result()
     disagreements = None if found is None else write_disagreements(found, config, folder)
-    if disagreements is not None:
+    if disagreements is not None and found is not None:
         comparison["disagreements"] = {"measure": found.measure, **disagreements["summary"],
                                        "branches": disagreements["branches"]}
         if found.note:  # fewer states than asked, or no branches: said here too, not only in the file

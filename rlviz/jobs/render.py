@@ -149,8 +149,9 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         share_agent(config, agent)  # forked workers inherit it
         config = vector_attention_off(agent, config)
         check_saliency(agent, config)  # now, not after the long rollout
-        if heatmap_note(agent, config):  # a heatmap of moving pixels, not the game's objects: said now
-            warnings.warn(heatmap_note(agent, config), UserWarning, stacklevel=2)
+        note = heatmap_note(agent, config)
+        if note:  # a heatmap of moving pixels, not the game's objects: said now
+            warnings.warn(note, UserWarning, stacklevel=2)
         sinks = open_sinks(config)  # fail early (a missing extra) before the long rollout
         try:
             with run_folder(config.out, overwrite=config.overwrite, job="render", options=config_dict(config)) as tmp:

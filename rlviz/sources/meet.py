@@ -28,9 +28,9 @@ def network_input(policy: Policy) -> str | None:
     shape, else its first layer's inputs (a Linear's features, a convolution's channels); None when it does not
     say."""
     module = getattr(policy, "module", None)
-    space = getattr(module, "observation_space", None)
-    if getattr(space, "shape", None):
-        return f"shape {tuple(space.shape)}"
+    shape = getattr(getattr(module, "observation_space", None), "shape", None)
+    if shape:
+        return f"shape {tuple(shape)}"
     meta = getattr(getattr(module, "graph", None), "meta", None)  # a .pt2 program read by rlviz: its input's sizes
     sizes = meta.get("sizes") if isinstance(meta, dict) else None
     if isinstance(sizes, list) and sizes and all(isinstance(d, dict) and "as_int" in d for d in sizes[1:]):
