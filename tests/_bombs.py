@@ -61,21 +61,22 @@ import json, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 {setup}
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 try:
     value = {call}
     outcome = "returned " + repr(value)[:300]
 except BaseException as exc:
     outcome = type(exc).__name__ + ": " + str(exc)
-wall = time.perf_counter() - start
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu
 after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(json.dumps({{"s": wall, "mb": (after - before) / 1024, "outcome": outcome}}))
+print(json.dumps({{"s": wall, "cpu": cpu, "mb": (after - before) / 1024, "outcome": outcome}}))
 """
 
 
 def measured(setup: str, call: str, timeout: float = 120, pythonpath: str | None = None) -> dict:
     """Run ``call`` (an expression) after ``setup`` (imports: not measured) in a fresh interpreter; returns
-    {"s": wall seconds, "mb": peak memory added (MB, ru_maxrss), "outcome": "returned ..." or "Error: message"}."""
+    {"s": wall seconds, "cpu": the process's CPU seconds (what tests bound: other processes' load does not count),
+    "mb": peak memory added (MB, ru_maxrss), "outcome": "returned ..." or "Error: message"}."""
     env = {**os.environ, "PYTHONPATH": pythonpath or str(ROOT)}
     proc = subprocess.run([sys.executable, "-c", _MEASURE.format(setup=setup, call=call)], capture_output=True,
                           text=True, timeout=timeout, env=env)

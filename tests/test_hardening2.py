@@ -2,7 +2,7 @@
 careless user meets it, each failing on release 0.3.0.
 
 inputs as outputs; ``--overwrite`` removes only what the marker lists; one writer per ``--out`` under ``--follow``;
-a zip bomb and a YAML alias bomb refused in < 2 s and < 300 MB; 100,000-deep JSON/YAML in every reader; a bad
+a zip bomb and a YAML alias bomb refused in < 2 s of CPU and < 300 MB; 100,000-deep JSON/YAML in every reader; a bad
 checkpoint skipped with its reason; a checkpoint filled in place retried under ``--follow``; the Hub cache validated;
 the small items (one name per failure line, no torch warning before rlviz's line, symlink loops listed,
 ``rlviz.training.__all__``, docstrings naming moved modules). Ctrl-C: tests/test_sigint.py.
@@ -189,12 +189,12 @@ def test_a_zip_bomb_is_refused_fast_and_small(tmp_path):
     (run / "rl_model_5_steps.zip").write_bytes(b"PK\x03\x04")  # its step from its name: not read by discovery
     got = measured(STARTUP + "from rlviz.sources.run_folders import discover",
                    f"(lambda f, s: ([c.name for c in f], [x.why for x in s]))(*discover({str(run)!r}))", pythonpath=CODE)
-    assert got["s"] < 2 and got["mb"] < 300, got
+    assert got["cpu"] < 2 and got["mb"] < 300, got
     assert "['rl_model_5_steps.zip']" in got["outcome"] and "final.zip: archive member 'data' inflates" in got["outcome"] \
         and "to 1.0 GiB" in got["outcome"], got
     weights = zip_with_bomb(tmp_path / "w.zip", {"data": b"{}", "_stable_baselines3_version": b"2.4.0"}, "policy.pth")
     got = measured(STARTUP, f"load_agent({str(weights)!r}, env='CartPole-v1')", pythonpath=CODE)
-    assert got["s"] < 2 and got["mb"] < 300 and got["outcome"].startswith("CheckpointError") \
+    assert got["cpu"] < 2 and got["mb"] < 300 and got["outcome"].startswith("CheckpointError") \
         and "inflates" in got["outcome"], got
 
 
@@ -205,7 +205,7 @@ def test_a_yaml_alias_bomb_is_refused_before_it_is_expanded(tmp_path):
     (run / "CartPole-v1" / "config.yml").write_text("policy: MlpPolicy\n")
     (run / "CartPole-v1" / "args.yml").write_text(YAML_BOMB + "env: CartPole-v1\nenv_kwargs: {k: *i}\n")
     got = measured(STARTUP, f"load_agent({str(run)!r})", pythonpath=CODE)
-    assert got["s"] < 2 and got["mb"] < 300, got
+    assert got["cpu"] < 2 and got["mb"] < 300, got
     assert got["outcome"].startswith("CheckpointError") and "100,000 nodes" in got["outcome"] \
         and "args.yml" in got["outcome"], got
 
@@ -268,10 +268,10 @@ def _deep_readers(tmp_path: Path) -> dict:
 
 def test_100000_deep_json_and_yaml_in_every_reader(tmp_path):
     for name, call in _deep_readers(tmp_path).items():
-        start = time.perf_counter()
+        start = time.process_time()  # CPU time: the load of other processes on the machine does not count
         with pytest.raises(RlvizError) as info:
             call()
-        assert time.perf_counter() - start < 2, name
+        assert time.process_time() - start < 2, name
         msg = str(info.value)
         assert "\n" not in msg and "Recursion" not in msg and ("deeper than" in msg or "did not write" in msg), \
             (name, msg)

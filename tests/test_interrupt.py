@@ -117,7 +117,7 @@ def test_sigint_to_an_encoding_python_process(tmp_path, target):
         line = proc.stdout.readline().split()
         assert len(line) == 2, proc.stderr.read()
         ffmpeg_pid, partial = int(line[0]), line[1]
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120  # a hang guard: ffmpeg starts slowly on a loaded machine
         while not os.path.isfile(partial) and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.3)  # mid-encode: frames keep flowing into ffmpeg

@@ -6,7 +6,6 @@ import csv
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 from _envs import probe_objects
-from _procs import alive
+from _procs import Watched, alive
 
 import rlviz.evaluate.workers as workers_mod
 from rlviz.agent.policy import TorchPolicy
@@ -349,28 +348,25 @@ def _descendants(pid: int) -> set[int]:
 
 @pytest.mark.slow
 def test_ctrl_c_stops_every_worker_and_leaves_no_outputs(tmp_path):
-    """SIGINT to the CLI while 2 workers roll out: exit 130, every worker (and its ffmpeg) gone, no outputs."""
+    """SIGINT to the CLI while 2 workers roll out: exit 130, every worker (and its ffmpeg) gone, no outputs. The signal
+    follows the job's progress (its bars on a terminal: episodes done in the shards), not a clock; 5000 episodes
+    cannot end first."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")]))
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "rlviz", "render", str(MINATAR), "--episodes", "5000", "--workers", "2",
-           "--no-progress", "--out", str(out)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job = Watched(["render", MINATAR, "--episodes", "5000", "--workers", "2", "--out", out], os.getcwd(), env,
+                  importtime=False)
     try:
-        deadline, workers = time.monotonic() + 120, set()
-        while time.monotonic() < deadline and len(workers) < 2:
-            time.sleep(0.5)
-            workers = _descendants(proc.pid) if proc.poll() is None else set()  # the workers (forked or spawned)
+        job.wait_for(r"^rollouts:.*\s[1-9]\d*/5000")  # inside their shards: episodes reported done
+        workers = _descendants(job.proc.pid)  # the workers (forked or spawned)
         assert len(workers) >= 2, "the workers did not start"
-        time.sleep(3.0)  # inside their shards
-        workers = _descendants(proc.pid)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        job.interrupt()
+        rc = job.finish()
     finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    assert proc.returncode == 130, err
-    assert "interrupted" in err and len(err.strip().splitlines()) == 1, err
+        job.close()
+    err = job.text()
+    assert rc == 130, err[-3000:]
+    said = job.said()
+    assert len(said) == 1 and said[0].startswith("rlviz: interrupted") and "Traceback" not in err, said
     assert not [p for p in workers if alive(p)]
     assert not out.exists() and not list(tmp_path.iterdir())
 

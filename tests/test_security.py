@@ -331,7 +331,7 @@ def test_observation_shape_mismatch_is_one_line(frame_ckpt, tmp_path, capsys):
     program = tmp_path / "bare.pt2"
     torch.export.save(torch.export.export(ActorCritic().eval(), (torch.zeros(2, 4),),
                                           dynamic_shapes=({0: torch.export.Dim("batch", min=1)},)), program)
-    with pytest.raises(EnvError, match=r"bare.pt2: the network rejects the env's observations of shape \(3,\) \("):
+    with pytest.raises(EnvError, match=r"bare.pt2: its network cannot take the observations of the env: the env gives shape \(3,\), the network takes shape \(4,\) \("):
         load_agent(program, env="rlviz-probe/Probe-v0")
 
 

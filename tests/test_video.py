@@ -223,7 +223,7 @@ def test_two_processes_writing_the_same_video_use_different_temporary_files(tmp_
                               stdout=subprocess.PIPE, text=True, env=env) for v in (40, 200)]
     try:
         partials = [p.stdout.readline().strip() for p in procs]
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120  # a hang guard: ffmpeg starts slowly on a loaded machine
         while not all(os.path.isfile(q) for q in partials) and time.monotonic() < deadline:
             time.sleep(0.05)  # ffmpeg creates its output once the encoder is up
         assert len(set(partials)) == 2 and all(os.path.isfile(q) for q in partials)

@@ -3,7 +3,10 @@
 ::
 
     disagreements.json     the summary (share of states where the greedy actions differ, TV's distribution, per
-                           agent's states), the options, and the ranked states with both branches' outcomes
+                           agent's states), the options, and the ranked states with both branches' outcomes;
+                           "measure" says what the "tv" numbers are: "total_variation", or "action_gap" for
+                           deterministic actors ("measure_is" in words); "note": fewer states than asked, or no
+                           branches, and why
     disagreements.csv      one row per ranked state (the same numbers)
     disagreement_heatmap.npz/.png   object positions on the states where the greedy actions differ (with --heatmap)
     videos/disagreements/state-<rank>.mp4   the two branches side by side (per-step numbers: a/ b/state-<rank>.npz)
@@ -18,6 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..evaluate.distance import MEASURES
 from ..media.atomic import atomic_path
 from ..sinks.log import Logged, RunLog, log_run
 from .run import BranchedState, Disagreements
@@ -55,7 +59,8 @@ def disagreements_dict(d: Disagreements, config: Any, folder: Path | None = None
     """The content of disagreements.json."""
     wins = {k: sum(1 for s in d.states if s.better == k) for k in ("a", "b", "tie")}
     return {"disagreements": int(config.disagreements), "horizon": d.horizon, "to_end": bool(config.disagreement_to_end),
-            "window": int(config.disagreement_horizon), "summary": d.summary,
+            "window": int(config.disagreement_horizon), "measure": d.measure, "measure_is": MEASURES[d.measure],
+            "summary": d.summary,
             "branches": {"states": sum(1 for s in d.states if s.a is not None), "better": wins},
             "note": d.note, "states": [state_row(s, folder) for s in d.states]}
 

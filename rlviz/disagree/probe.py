@@ -29,14 +29,17 @@ from ..agent.capabilities import capabilities_of
 from ..agent.stepping import policy_step, start_state
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
-from ..evaluate.distance import action_distance, greedy_actions
+from ..evaluate.distance import ACTION_GAP, TV, disagreement, greedy_actions
 from ..evaluate.heatmap import FailureHeatmap
 
-__all__ = ["EpisodeDisagreement", "DisagreementProbe", "check_probe_policies", "BOX_DIFFER_TV"]
+__all__ = ["EpisodeDisagreement", "DisagreementProbe", "check_probe_policies", "BOX_DIFFER_TV", "BOX_DIFFER_GAP"]
 
 #: Box actions have no greedy action to compare: a state counts as one where they choose differently from this TV
 #: (the Pinsker bound of the Gaussians' distance) on.
 BOX_DIFFER_TV = 0.5
+#: Deterministic Box actors (measured by :func:`~rlviz.evaluate.distance.action_gap`): a state counts as one where
+#: they choose differently from this gap on (a tenth of the action bounds' width).
+BOX_DIFFER_GAP = 0.1
 #: Forward chunks of new observations evaluated together.
 FLUSH_CHUNKS = 16
 
@@ -46,11 +49,13 @@ class EpisodeDisagreement:
     """Episode ``index`` (seed ``seed``) played by agent ``side`` ("a" or "b"), the other agent asked on each of
     its T states (T = the episode's length; state t is the observation action t was chosen on).
 
-    tv:          float32 [T]  total-variation distance of the two action distributions (0: the same, 1: disjoint;
-                 Box: the Pinsker bound); NaN where an agent has no distribution (a deterministic actor)
+    tv:          float32 [T]  the probe's ``measure`` of how far apart the two agents are there: the total-variation
+                 distance of the two action distributions (0: the same, 1: disjoint; Box: the Pinsker bound), or for
+                 deterministic Box actors the action gap (:func:`~rlviz.evaluate.distance.action_gap`: the actions'
+                 distance scaled by the bounds); NaN where neither applies
     own_value:   float32 [T]  the playing agent's value there (NaN without a value head)
     other_value: float32 [T]  the other agent's value there
-    differ:      bool [T]     the greedy actions differ (Box: ``tv >= BOX_DIFFER_TV``)
+    differ:      bool [T]     the greedy actions differ (Box: ``tv >= BOX_DIFFER_TV``, or ``BOX_DIFFER_GAP``)
     """
 
     side: str
@@ -132,6 +137,7 @@ class DisagreementProbe:
         self.episodes: dict[int, EpisodeDisagreement] = {}
         self.heatmap: FailureHeatmap | None = None
         self.forwarded = 0
+        self.measure = TV  # what ``tv`` holds: TV, or ACTION_GAP for deterministic actors (rlviz.evaluate.distance)
         self.cols: dict[str, np.ndarray] = {}  # name -> [rows, capacity]
         self.pos = np.zeros(0, np.int64)  # per row: states written so far
         self.pending = np.zeros(0, np.int64)  # per row: states waiting for the other agent's output
@@ -258,10 +264,13 @@ class DisagreementProbe:
             return
         ri, ai = r[ready], at[ready]
         mo, to = self.mine.take(mine[ready]), self.theirs.take(theirs[ready])
-        dist = action_distance(mo, to)
-        tv = np.full(len(ri), np.nan) if dist is None else dist[0]
+        found = disagreement(mo, to, getattr(self.other, "action_spec", None))
+        tv = np.full(len(ri), np.nan) if found is None else found[1]
+        if found is not None:
+            self.measure = found[0]
         ga, gb = greedy_actions(mo), greedy_actions(to)
-        differ = (ga != gb).any(axis=1) if ga is not None and gb is not None else tv >= BOX_DIFFER_TV
+        differ = (ga != gb).any(axis=1) if ga is not None and gb is not None else \
+            tv >= (BOX_DIFFER_GAP if self.measure == ACTION_GAP else BOX_DIFFER_TV)
         c = self.cols
         c["tv"][ri, ai] = tv
         c["other"][ri, ai] = np.nan if to.value is None else to.value

@@ -22,15 +22,16 @@ from ..draw.side_by_side import Encoding, compose_side_by_side
 from ..draw.video import video_timing
 from ..envs import make_env
 from ..envs.snapshot import NotRestorable
+from ..evaluate.distance import TV
 from ..evaluate.heatmap import FailureHeatmap
 from ..evaluate.objects import extractor_for, load_extractor
 from ..evaluate.rollout import RolloutPlan, RolloutProbes, RolloutResult, episode_seed_for, rollout
 from ..record.internals import compute_internals, save_episode_data
 from .branches import BranchResult, check_restorable, play_many, reach_many
 from .probe import DisagreementProbe, EpisodeDisagreement, check_probe_policies
-from .select import Pick, summarize_disagreement, top_states
+from .select import MIN_TV, Pick, summarize_disagreement, top_states
 
-__all__ = ["BranchedState", "Disagreements", "probed_rollouts", "branch_states", "better_of", "analyse"]
+__all__ = ["BranchedState", "Disagreements", "probed_rollouts", "branch_states", "better_of", "analyse", "found_note"]
 
 #: States whose branches are played and recorded at the same time.
 BRANCH_THREADS = 2
@@ -62,8 +63,10 @@ class BranchedState:
 class Disagreements:
     """The analysis of one comparison. summary: :func:`~.select.summarize_disagreement`'s numbers; states: the
     branched top states, by rank; episodes: every episode's per-state numbers (A's episodes, then B's);
-    heatmap: where the greedy actions differ (object positions), or None; note: why there are no branches
-    (one line), or None; horizon: steps per branch (None: to the end of the episode)."""
+    heatmap: where the greedy actions differ (object positions), or None; note: why there are fewer states than
+    asked, or no branches (one line), or None; horizon: steps per branch (None: to the end of the episode);
+    measure: what the states' ``tv`` numbers are (:data:`~rlviz.evaluate.distance.TV`, or
+    :data:`~rlviz.evaluate.distance.ACTION_GAP` for deterministic actors)."""
 
     summary: dict[str, Any]
     states: tuple[BranchedState, ...]
@@ -71,6 +74,7 @@ class Disagreements:
     heatmap: FailureHeatmap | None = None
     note: str | None = None
     horizon: int | None = None
+    measure: str = TV
 
 
 def _extractor(agent: Any, config: Any) -> Any:
@@ -221,10 +225,33 @@ def analyse(agents: list[Any], probes: list[Any], results: list[RolloutResult], 
     'none' or ``folder`` None)."""
     episodes = tuple(p.episodes[e.index] for p, r in zip(probes, results) for e in r.episodes)
     horizon = None if config.disagreement_to_end else int(config.disagreement_horizon)
+    measure = next((p.measure for p in probes if p.measure != TV), TV)
     picks = top_states(episodes, int(config.disagreements), int(config.disagreement_horizon))
     states, note = branch_states(agents, picks, config, gammas, folder, labels, results)
+    found = found_note(episodes, picks, int(config.disagreements), int(config.disagreement_horizon), measure)
+    note = " ".join(n for n in (found, note) if n) or None
     return Disagreements(summarize_disagreement(episodes), tuple(states), episodes, _heatmap(probes, results), note,
-                         horizon)
+                         horizon, measure)
+
+
+def found_note(episodes: tuple[EpisodeDisagreement, ...], picks: list[Pick], k: int, window: int,
+               measure: str) -> str | None:
+    """One line when the analysis found fewer than the ``k`` states asked (none, or the cap the episodes allow),
+    saying why and what gives more; None when it found them all."""
+    if len(picks) >= k:
+        return None
+    values = np.concatenate([e.tv for e in episodes]) if episodes else np.zeros(0)
+    finite = values[np.isfinite(values)]
+    what = "TV" if measure == TV else "action gap"
+    if not len(picks):
+        if not finite.size:
+            return (f"no states: no measure applies to these agents on their {values.size} states (neither a "
+                    "distribution for TV nor Box actions for the action gap).")
+        return (f"no states: A and B act the same on all {finite.size} states ({what} below {MIN_TV:g} everywhere; "
+                "e.g. the same agent twice), so there is nothing to branch from.")
+    return (f"{len(picks)} of the {k} states asked: the states where A and B act differently ({what} >= {MIN_TV:g}) "
+            f"give no more, at most one per {window} steps of an episode and a state met again once; more --episodes "
+            "or a shorter --disagreement-horizon give more.")
 
 
 def _heatmap(probes: list[Any], results: list[RolloutResult]) -> FailureHeatmap | None:

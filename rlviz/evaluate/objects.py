@@ -40,6 +40,7 @@ __all__ = [
     "breakout_extractor",
     "pong_extractor",
     "extractor_for",
+    "fallback_note",
     "KEYWORDS",
     "load_extractor",
     "as_extractor",
@@ -343,6 +344,16 @@ def extractor_for(env_id: str) -> Extractor:
 
     ram = ram_extractor_for(env_id)
     return ram if ram is not None else MotionExtractor()
+
+
+def fallback_note(env_id: str) -> str | None:
+    """One line when the heatmap of ``env_id`` (with no ``--objects``) falls back to :class:`MotionExtractor`
+    (rlviz knows no objects of that game: no RAM map, no state layout), else None."""
+    if not isinstance(extractor_for(env_id), MotionExtractor):
+        return None
+    return (f"{env_id} has no object map in rlviz (no RAM map, no known state layout): its heatmap counts 'moving' "
+            "pixels (changed since the previous frame, not the background colour) in place of the game's objects; "
+            "--objects module:function names yours.")
 
 
 #: ``--objects`` keywords: the extractor each names, in place of ``module:function``

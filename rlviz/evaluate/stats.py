@@ -93,12 +93,15 @@ class Summary:
     diagnostics: tuple = ()
     hub: dict | None = None  # the agent's Hugging Face Hub repo, revision and commit (rlviz.sources.hub), if any
     attention: dict | None = None  # per-object attribution shares (rlviz.attention.summary.summarize_attention)
+    heatmap_note: str | None = None  # why the heatmap shows what it shows, when it is not the game's objects
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["diagnostics"] = [dict(f) for f in self.diagnostics]
         if d["hub"] is None:  # only agents from the Hub carry it
             del d["hub"]
+        if d["heatmap_note"] is None:  # only heatmaps that fell back to moving pixels carry it
+            del d["heatmap_note"]
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
 
     @property

@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -48,6 +49,7 @@ from ..report.disagreements import disagreements_html
 from ..sinks.base import Sink
 from ..sinks.log import Logged, RunLog, findings_markdown, log_run
 from ..sources import LoadedAgent
+from .inputs import check_model_folders
 from .render import record_videos, run_rollouts, select_episodes
 from .skeleton import check_saliency, job_setup, vector_attention_off
 from .stages import run_record, summarise, write_attention_at_failure
@@ -90,6 +92,7 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         config = CompareConfig(**kwargs)
     elif kwargs:
         raise UsageError("compare() takes either a CompareConfig or keyword arguments, not both.")
+    check_model_folders(config)  # a folder with no model: said first, not an --out conflict
     with job_setup(config) as job:  # --out claimed, progress, the workers (both agents' shards) start now
         agents, pinned = [], []
         for side in "ab":  # render's stage 1 for each agent (its own --vecnormalize-a/-b)
@@ -145,8 +148,11 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
             with progress.phase("disagreements") if pending is not None else nullcontext():
                 found = None if pending is None else pending.result()
     disagreements = None if found is None else write_disagreements(found, config, folder)
-    if disagreements is not None:
-        comparison["disagreements"] = {**disagreements["summary"], "branches": disagreements["branches"]}
+    if disagreements is not None and found is not None:
+        comparison["disagreements"] = {"measure": found.measure, **disagreements["summary"],
+                                       "branches": disagreements["branches"]}
+        if found.note:  # fewer states than asked, or no branches: said here too, not only in the file
+            warnings.warn(f"--disagreements {config.disagreements}: {found.note}", UserWarning, stacklevel=2)
     _write_text(folder / "comparison.json", json.dumps(comparison, indent=2) + "\n")
     _write_text(folder / "episodes.csv", paired_csv(results))
     if sinks:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import UsageError
 
-__all__ = ["job_inputs", "check_not_input", "written_files", "listed_files", "marker_dict", "remove_listed",
+__all__ = ["job_inputs", "check_model_folders", "check_not_input", "written_files", "listed_files", "marker_dict", "remove_listed",
            "INPUT_FIELDS"]
 
 #: the config fields that name a job's inputs (render/compare/timeline)
@@ -76,6 +76,17 @@ def job_inputs(config: Any) -> list[Path]:
         return config.get(name) if isinstance(config, dict) else getattr(config, name, None)
 
     return [p for name in INPUT_FIELDS for p in _paths(get(name))]
+
+
+def check_model_folders(config: Any) -> None:
+    """Refuse, before anything about ``--out``, a model input (render's checkpoint, compare's A and B) that is a
+    local folder with no model in it (one line saying what it holds instead: :func:`rlviz.sources.zoo.run_model`)."""
+    from ..sources.zoo import run_model
+
+    for name in ("checkpoint", "a", "b"):
+        value = getattr(config, name, None)
+        if isinstance(value, (str, os.PathLike)) and not str(value).startswith("hf://") and Path(value).is_dir():
+            run_model(Path(value))
 
 
 def check_not_input(out: Path, inputs: Sequence[Path]) -> None:

@@ -34,6 +34,7 @@ from ..config import RenderConfig, parse_video_spec
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout
+from ..evaluate.objects import fallback_note
 from ..evaluate.plan import RolloutPlan, RolloutProbes
 from ..evaluate.stats import write_episodes_csv, write_summary_json
 from ..evaluate.threads import torch_threads
@@ -43,13 +44,14 @@ from ..report.notebook import outputs_html
 from ..sinks.base import Sink
 from ..sinks.log import log_run
 from ..sources import LoadedAgent
+from .inputs import check_model_folders
 from .shards import ShardTask, run_shard, source_for
 from .skeleton import job_setup
 from .stages import ATTENTION_PNG, background_frame, run_log, run_record, summarise
 from .videos import MIN_VIDEO_SECONDS, VideoTask, record_episode, record_video_task, write_video_files
 
 __all__ = ["RenderConfig", "RenderOutputs", "render", "parse_video_spec", "select_episodes", "run_rollouts",
-           "write_heatmap", "record_videos", "import_now"]
+           "write_heatmap", "record_videos", "import_now", "heatmap_note"]
 
 
 @dataclass(frozen=True)
@@ -128,9 +130,13 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         config = RenderConfig(**kwargs)
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
+    check_model_folders(config)  # a folder with no model: said first, not an --out conflict
     with job_setup(config) as job:  # --out claimed, progress, the workers (Ray / spawned ones start now)
         agent, config, gamma = job.agent(config)  # hf://: the config names the commit the workers load
         config = job.check(agent, config)  # now, not after the long rollout
+        note = heatmap_note(agent, config)
+        if note:  # a heatmap of moving pixels, not the game's objects: said now
+            warnings.warn(note, UserWarning, stacklevel=2)
         with job.staging("render") as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
             written = _render_into(tmp, agent, config, gamma, sinks, job.backend)
     out = Path(config.out)
@@ -152,12 +158,18 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
     )
 
 
+def heatmap_note(agent: LoadedAgent, config: RenderConfig) -> str | None:
+    """summary.json's ``heatmap_note``: the heatmap on (no ``--objects``) of a game rlviz knows no objects of."""
+    return fallback_note(agent.recipe.env_id) if config.heatmap and not config.objects else None
+
+
 def _render_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float, sinks: list[Sink],
                  backend: Backend | None = None) -> tuple[Any, ...]:
     """The run's outputs, written into ``folder``: (summary, heatmap npz, heatmap png, video results)."""
     with torch_threads(config.threads):
         result = run_rollouts(agent, config, gamma, backend)
-        summary = replace(summarise(result, agent.policy.kind), hub=agent.metadata.get("hub"))  # hf:// agents: repo and commit
+        summary = replace(summarise(result, agent.policy.kind), hub=agent.metadata.get("hub"),  # hf://: repo, commit
+                          heatmap_note=heatmap_note(agent, config))
         write_summary_json(summary, folder / "summary.json")
         write_episodes_csv(result, folder / "episodes.csv")
         with progress.phase("heatmap") if result.heatmap is not None else nullcontext():

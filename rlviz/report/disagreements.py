@@ -36,14 +36,19 @@ def disagreements_html(data: dict[str, Any], folder: str | os.PathLike, page_dir
     page's."""
     folder, page_dir = Path(folder), Path(page_dir)
     summary = data.get("summary", {})
+    gap = data.get("measure") == "action_gap"  # deterministic actors: the actions' distance scaled by the bounds
+    label = "gap" if gap else "TV"
     heads = (("A's states", "on_a_states"), ("B's states", "on_b_states"), ("both", "all"))
-    rows = "".join(f"<tr><th>{name}</th>" + "".join(f"<td>{_fmt(summary.get(k, {}).get(key))}</td>" for _, k in heads)
+    rows = "".join(f"<tr><th>{name.replace('TV', label)}</th>" + "".join(f"<td>{_fmt(summary.get(k, {}).get(key))}</td>" for _, k in heads)
                    + "</tr>" for name, key in _SUMMARY)
     table = (f"<table class='summary'><tr><th></th>{''.join(f'<th>{h}</th>' for h, _ in heads)}</tr>{rows}</table>")
     horizon = data.get("horizon")
     parts = ["<section class='run disagreements'><h2>Where A and B disagree</h2>",
-             "<p class='readout'>Each agent is asked on the other's states; TV is the total-variation distance of "
-             "their action distributions (0: the same, 1: disjoint). The top states (one per "
+             "<p class='readout'>Each agent is asked on the other's states; "
+             + ("gap is the distance of their actions scaled by the action bounds, averaged over the action's "
+                "dimensions (0: the same action, 1: opposite ends of the bounds)" if gap else
+                "TV is the total-variation distance of their action distributions (0: the same, 1: disjoint)")
+             + ". The top states (one per "
              f"{int(data.get('window', 0))} steps of an episode) are played out by both agents from the saved state, "
              f"{'to the end of the episode' if horizon is None else f'for {int(horizon)} steps'}, with the same "
              "env randomness.</p>", table]
@@ -54,14 +59,14 @@ def disagreements_html(data: dict[str, Any], folder: str | os.PathLike, page_dir
         parts.append(f"<p class='readout'>{html.escape(str(data['note']))}</p>")
     states = data.get("states", [])
     if states:
-        head = "".join(f"<th>{h}</th>" for h, _ in _STATE_COLUMNS)
+        head = "".join(f"<th>{label if h == 'TV' else h}</th>" for h, _ in _STATE_COLUMNS)
         body = "".join("<tr>" + "".join(f"<td>{_fmt(s.get(k))}</td>" for _, k in _STATE_COLUMNS) + "</tr>"
                        for s in states)
         parts.append(f"<h3>Top {len(states)} states</h3><table class='summary'><tr>{head}</tr>{body}</table>")
     for s in states:
         if s.get("video"):
             parts.append(f"<div class='video'><div><b>#{int(s['rank'])}</b> episode {int(s['episode'])} of "
-                         f"{html.escape(str(s['states_of']).upper())}, step {int(s['step'])} (TV {_fmt(s['tv'])}; "
+                         f"{html.escape(str(s['states_of']).upper())}, step {int(s['step'])} ({label} {_fmt(s['tv'])}; "
                          f"better: {_fmt(s.get('better'))})<br><video controls muted playsinline preload='metadata' "
                          f"src='{_rel(folder / s['video'], page_dir)}'></video></div></div>")
     parts.append("</section>")

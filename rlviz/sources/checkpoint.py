@@ -26,6 +26,7 @@ from .exported import FORMAT_NAME, FORMAT_VERSION, load_export
 from .files import EXPECTED, describe, detect_format, read_file, torch_load
 from .hub import fetch_hub_agent, is_hub_ref
 from .loaded import LoadedAgent, check_forward, coerce_recipe, env_facts, settle_kind
+from .meet import meet_observation
 from .saving import save_checkpoint
 from .sb3 import load_sb3_zip
 from .weights import find_state_dict, load_weights
@@ -77,6 +78,14 @@ def load_agent(
         hub = fetch_hub_agent(path, env_given=env is not None, trust=trust)
         return hub.stamp(load_agent(hub.model, env=env if env is not None else hub.env, model=model, trust=trust,
                                     device=device, kind=kind, vecnormalize=vecnormalize))
+    agent = _load_local(path, env=env, model=model, trust=trust, device=device, kind=kind, vecnormalize=vecnormalize)
+    if not (trust and env is None and agent.format == "rlviz"):  # (a trusted file's env is built at make_env)
+        meet_observation(agent.policy, env_facts(agent.recipe)[0], agent.recipe, str(agent.path or path))
+    return agent
+
+
+def _load_local(path, *, env, model, trust: bool, device: str, kind: str, vecnormalize) -> LoadedAgent:
+    """:func:`load_agent` for a local file or rl-zoo3 folder, before its policy meets an observation."""
     run = find_zoo_run(path, trust) if Path(path).is_dir() else None
     path = run.model if run is not None else path
     data = read_file(path)

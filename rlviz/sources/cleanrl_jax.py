@@ -217,12 +217,13 @@ def _args(x: Any) -> dict | None:
 
 def _c51_args(args: dict, outputs: int, source: str) -> int:
     n, lo, hi = args.get("n_atoms"), args.get("v_min"), args.get("v_max")
-    ok = isinstance(n, int) and not isinstance(n, bool) and 1 < n <= MAX_SIZE and outputs % n == 0 and all(
-        isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v) for v in (lo, hi))
+    bounds = [float(v) for v in (lo, hi) if isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)]
+    ok = isinstance(n, int) and not isinstance(n, bool) and 1 < n <= MAX_SIZE and outputs % n == 0 and \
+        len(bounds) == 2 and bounds[0] < bounds[1]
     if not ok or not isinstance(n, int):
         raise CheckpointError(f"{source}: a CleanRL c51 file whose args give n_atoms={n!r}, v_min={lo!r}, "
                               f"v_max={hi!r} for {outputs} outputs; expected n_atoms dividing the outputs and finite "
-                              "v_min, v_max.")
+                              "v_min < v_max (the atoms' support).")
     return outputs // n
 
 

@@ -16,7 +16,8 @@ from ..agent.actions import action_spec
 from ..agent.policy import Policy, action_names_for
 from ..envs.families import body_action_names
 from ..envs.recipe import EnvRecipe, make_env
-from ..errors import CheckpointError, EnvError, RlvizError, UsageError
+from ..errors import CheckpointError, RlvizError, UsageError
+from .meet import shape_mismatch
 
 __all__ = ["LoadedAgent", "coerce_recipe", "env_facts", "settle_kind", "check_forward"]
 
@@ -89,8 +90,7 @@ def settle_kind(policy: Policy, observation_space, source: str | None = None) ->
         return
     if source is None:
         raise exc
-    raise EnvError(f"{source}: the network rejects the env's observations of shape {tuple(shape or ())} "
-                   f"({_first_line(exc)}); pass the env (and preprocessing) it was trained on.") from None
+    raise shape_mismatch(source, "the env", tuple(shape or ()), policy, exc) from None
 
 
 def check_forward(policy: Policy, obs_shape, source: str) -> None:

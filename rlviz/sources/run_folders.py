@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import CheckpointError, RlvizError, UsageError
+from .agent_names import AGENT_SUFFIXES, NOT_AGENT
 from .limits import check_archive, loads_json, read_member
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -40,10 +41,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["TimelineCheckpoint", "Skipped", "discover", "step_from_name", "step_from_file", "vecnormalize_for",
            "AGENT_SUFFIXES", "NOT_AGENT", "reason_line"]
 
-#: File endings that may hold an agent (anything else in RUN is never opened).
-AGENT_SUFFIXES = (".zip", ".pt2", ".pt", ".pth", ".cleanrl_model")
-#: Names that are not agents even with an agent's ending (SB3 replay buffers, VecNormalize statistics).
-NOT_AGENT = re.compile(r"replay_buffer|vecnormalize", re.IGNORECASE)
 _SB3_NAME = re.compile(r"^(?P<prefix>.+)_(?P<step>\d+)_steps$")
 # a number at the end of the name, after a separator, optionally with a "step" word: step_500, agent-1000,
 # ckpt_step2000, model_3000_steps; not the version of an env id (CartPole-v1).

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..envs.recipe import EnvRecipe, WrapperSpec
 from ..envs.wrappers import WRAPPERS
 from ..errors import CheckpointError, UsageError
+from .agent_names import is_agent_name
 from .schema import NUMBER, Field, check_fields, check_recipe
 from .vecnormalize import (
     FILE_NAME,
@@ -37,7 +38,7 @@ from .vecnormalize import (
 )
 from .zoo_yaml import Tagged, read_zoo_yaml, zoo_env_wrappers
 
-__all__ = ["ZooRun", "find_zoo_run", "zoo_recipe", "sb3_stats", "ZOO_WRAPPERS"]
+__all__ = ["ZooRun", "find_zoo_run", "run_model", "zoo_recipe", "sb3_stats", "ZOO_WRAPPERS"]
 
 #: env_wrapper names of rl-zoo3 configs that rlviz rebuilds -> the recipe wrapper that does it.
 ZOO_WRAPPERS = {
@@ -83,7 +84,8 @@ def _config_folder(run: Path, stem: str | None) -> Path | None:
     return found[0] if len(found) == 1 else None
 
 
-def _model_in(run: Path) -> Path:
+def run_model(run: Path) -> Path:
+    """The model file of the rl-zoo3 run folder ``run`` (one line when there is none: what it holds instead)."""
     zips = sorted(run.glob("*.zip"))
     folder = _config_folder(run, None)
     preferred = [run / f"{folder.name}.zip"] if folder is not None else []
@@ -92,8 +94,12 @@ def _model_in(run: Path) -> Path:
             return candidate
     if len(zips) == 1:
         return zips[0]
+    agents = [p for p in run.iterdir() if p.is_file() and is_agent_name(p.name)] if run.is_dir() else []
+    found = [z.name for z in zips] or ("nothing: the folder is empty" if not any(run.iterdir()) else "no .zip")
+    hint = (f" ({len(agents)} checkpoint file(s) here, e.g. {sorted(agents)[0].name}: `rlviz timeline {run}` "
+            "evaluates a folder of a training run's checkpoints)") if agents else ""
     raise UsageError(f"{run} is a folder but not an rl-zoo3 run with one model: expected <env id>.zip or "
-                     f"best_model.zip in it, found {[z.name for z in zips] or 'no .zip'}; pass the model file.")
+                     f"best_model.zip in it, found {found}; pass the model file{hint}.")
 
 
 def _yaml_dict(path: Path) -> dict:
@@ -166,7 +172,7 @@ def find_zoo_run(path: str | os.PathLike, trusted: bool = False) -> ZooRun:
     with no recipe (the caller then needs ``env``) and the ``vecnormalize.pkl`` beside it, if any. Names in the
     run's files pass :mod:`rlviz.envs.trust` unless ``trusted``."""
     p = Path(path)
-    model = _model_in(p) if p.is_dir() else p
+    model = run_model(p) if p.is_dir() else p
     run = model.parent
     folder = _config_folder(run, model.stem) if run.is_dir() else None
     if folder is None:

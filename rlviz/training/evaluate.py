@@ -28,6 +28,7 @@ from .. import progress
 from ..agent.capabilities import capabilities_of
 from ..errors import CheckpointError, RlvizError, UsageError
 from ..evaluate import replay_episode
+from ..evaluate.distance import action_gap, action_l2
 from ..evaluate.distance import tv_kl_categorical as _tv_kl_categorical
 from ..evaluate.distance import tv_kl_gaussian as _tv_kl_gaussian
 from ..evaluate.rollout import RolloutPlan, episode_seed_for
@@ -266,7 +267,9 @@ def policy_change(earlier: LoadedAgent, later: LoadedAgent, states: np.ndarray |
     """How the policy changed from ``earlier`` to ``later`` on ``states`` (the later checkpoint's visited states):
     ``{"states", "tv_mean", "kl_mean", "kl_direction": "later||earlier", "distribution"}``; TV is the mean
     total-variation distance (0: the same actions, 1: disjoint); KL is in nats (Gaussian KL for Box actions; TV
-    then its Pinsker bound). None without states."""
+    then its Pinsker bound). Deterministic actors: no TV or KL, but ``action_distance_mean`` (the actions' Euclidean
+    distance) and ``action_gap_mean`` (scaled by the action bounds, as compare's disagreements measure them). None
+    without states."""
     if states is None or len(states) == 0:
         return None
     with torch_threads(1):
@@ -275,8 +278,11 @@ def policy_change(earlier: LoadedAgent, later: LoadedAgent, states: np.ndarray |
     if new.mean is not None and old.mean is not None and new.std is not None and old.std is not None:
         tv, kl = _tv_kl_gaussian(new.mean, new.std, old.mean, old.std)
     elif new.mean is not None and old.mean is not None:  # deterministic actors: the mean distance of the actions
+        spec = getattr(later.policy, "action_spec", None)
         return {"states": int(len(states)), "tv_mean": None, "kl_mean": None, "distribution": dist,
-                "action_distance_mean": float(np.linalg.norm(new.mean - old.mean, axis=1).mean())}
+                "action_distance_mean": float(action_l2(new.mean, old.mean).mean()),
+                "action_gap_mean": float(action_gap(new.mean, old.mean, getattr(spec, "low", None),
+                                                    getattr(spec, "high", None)).mean())}
     else:
         tv, kl = _tv_kl_categorical(new.probs.astype(np.float64), old.probs.astype(np.float64), new.nvec)
     finite = np.isfinite(tv) & np.isfinite(kl)
