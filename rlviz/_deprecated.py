@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["MOVED_0_3", "install", "old_keywords"]
+__all__ = ["MOVED_0_3", "MOVED_0_4", "install", "old_keywords"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -34,8 +34,59 @@ MOVED_0_3 = {
     "rlviz.explain.attention": "rlviz.attention.maps",
 }
 
-_RELEASE = {old: ("0.4", "0.5") for old in MOVED_0_3}
-_TARGET = {**MOVED_0_3}
+#: release 0.4's module paths -> their home in 0.5: the sources by family (pt2, stable_baselines3, cleanrl,
+#: huggingface), evaluate by concern (rollouts, backends, failures, statistics); kept until 0.6
+MOVED_0_4 = {
+    "rlviz.sources.exported": "rlviz.sources.pt2.exported",
+    "rlviz.sources.pt2_graph": "rlviz.sources.pt2.graph",
+    "rlviz.sources.pt2_codegen": "rlviz.sources.pt2.codegen",
+    "rlviz.sources.safety": "rlviz.sources.pt2.safety",
+    "rlviz.sources.saving": "rlviz.sources.pt2.saving",
+    "rlviz.sources.sb3": "rlviz.sources.stable_baselines3.zips",
+    "rlviz.sources.sb3_continuous": "rlviz.sources.stable_baselines3.continuous",
+    "rlviz.sources.sb3_recurrent": "rlviz.sources.stable_baselines3.recurrent_ppo",
+    "rlviz.sources.vecnormalize": "rlviz.sources.stable_baselines3.vecnormalize",
+    "rlviz.sources.zoo": "rlviz.sources.stable_baselines3.zoo",
+    "rlviz.sources.zoo_yaml": "rlviz.sources.stable_baselines3.zoo_yaml",
+    "rlviz.sources.cleanrl_scripts": "rlviz.sources.cleanrl.scripts",
+    "rlviz.sources.cleanrl_continuous": "rlviz.sources.cleanrl.continuous",
+    "rlviz.sources.cleanrl_jax": "rlviz.sources.cleanrl.jax_files",
+    "rlviz.sources.cleanrl_jax_nets": "rlviz.sources.cleanrl.jax_nets",
+    "rlviz.sources.flax_msgpack": "rlviz.sources.cleanrl.flax_msgpack",
+    "rlviz.sources.hub": "rlviz.sources.huggingface.hub",
+    "rlviz.sources.hub_cache": "rlviz.sources.huggingface.cache",
+    "rlviz.evaluate.rollout": "rlviz.evaluate.rollouts.rollout",
+    "rlviz.evaluate.runner": "rlviz.evaluate.rollouts.runner",
+    "rlviz.evaluate.plan": "rlviz.evaluate.rollouts.plan",
+    "rlviz.evaluate.lockstep": "rlviz.evaluate.rollouts.lockstep",
+    "rlviz.evaluate.steplog": "rlviz.evaluate.rollouts.steplog",
+    "rlviz.evaluate.step_checks": "rlviz.evaluate.rollouts.step_checks",
+    "rlviz.evaluate.workers": "rlviz.evaluate.backends.workers",
+    "rlviz.evaluate.ray_backend": "rlviz.evaluate.backends.ray_pool",
+    "rlviz.evaluate.threads": "rlviz.evaluate.backends.threads",
+    "rlviz.evaluate.heatmap": "rlviz.evaluate.failures.heatmap",
+    "rlviz.evaluate.pixel_heatmap": "rlviz.evaluate.failures.pixel_heatmap",
+    "rlviz.evaluate.objects": "rlviz.evaluate.failures.objects",
+    "rlviz.evaluate.extractor": "rlviz.evaluate.failures.extractor",
+    "rlviz.evaluate.classic_objects": "rlviz.evaluate.failures.classic_objects",
+    "rlviz.evaluate.atari_ram": "rlviz.evaluate.failures.atari_ram",
+    "rlviz.evaluate.stats": "rlviz.evaluate.statistics.stats",
+    "rlviz.evaluate.paired": "rlviz.evaluate.statistics.paired",
+    "rlviz.evaluate.diagnostics": "rlviz.evaluate.statistics.diagnostics",
+    "rlviz.evaluate.distance": "rlviz.evaluate.statistics.distance",
+    "rlviz.evaluate.atari_ram.base": "rlviz.evaluate.failures.atari_ram.base",
+    "rlviz.evaluate.atari_ram.check": "rlviz.evaluate.failures.atari_ram.check",
+    "rlviz.evaluate.atari_ram.maze": "rlviz.evaluate.failures.atari_ram.maze",
+    "rlviz.evaluate.atari_ram.racing": "rlviz.evaluate.failures.atari_ram.racing",
+    "rlviz.evaluate.atari_ram.registry": "rlviz.evaluate.failures.atari_ram.registry",
+    "rlviz.evaluate.atari_ram.screen": "rlviz.evaluate.failures.atari_ram.screen",
+    "rlviz.evaluate.atari_ram.shooters": "rlviz.evaluate.failures.atari_ram.shooters",
+    "rlviz.evaluate.atari_ram.sports": "rlviz.evaluate.failures.atari_ram.sports",
+}
+
+_RELEASE = {**{old: ("0.4", "0.5") for old in MOVED_0_3},
+            **{old: ("0.5", "0.6") for old in MOVED_0_4}}
+_TARGET = {**MOVED_0_3, **MOVED_0_4}
 
 
 def _warn(old: str, new: str, stacklevel: int) -> None:

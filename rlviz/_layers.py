@@ -200,7 +200,7 @@ def cycles(graph: dict[str, list[Edge]], lazy: bool = True) -> list[list[str]]:
 
 
 def _subpackage(module: str) -> str:
-    """``rlviz.evaluate.stats`` -> ``rlviz.evaluate``; a top-level module (``rlviz.errors``) is its own."""
+    """``rlviz.evaluate.statistics.stats`` -> ``rlviz.evaluate``; a top-level module (``rlviz.errors``) is its own."""
     return ".".join(module.split(".")[:2])
 
 

@@ -9,7 +9,7 @@ __all__ = ["RUN_MARKER", "RUN_CACHE_DIR", "SALIENCY_METHODS", "SALIENCY_TARGETS"
 SALIENCY_METHODS = ("gradient", "smoothgrad", "perturbation")
 #: Named saliency targets; an action index is accepted too.
 SALIENCY_TARGETS = ("action", "logprob", "value")
-#: What counts as a failure (:mod:`rlviz.evaluate.rollout`): "auto" = life loss when the env reports lives.
+#: What counts as a failure (:mod:`rlviz.evaluate.rollouts.rollout`): "auto" = life loss when the env reports lives.
 FAIL_ON = ("auto", "termination", "life-loss", "negative-reward")
 #: Episode selections for videos (``--videos first:1,worst:2``): KIND:COUNT, and the two that name episodes
 #: (``episode:N[,M...]``: those episodes; ``failed-at:X,Y``: those whose failures put an object on heatmap pixel X, Y).

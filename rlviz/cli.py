@@ -172,7 +172,7 @@ def _strict(args, found: list) -> int:
 
 def _check_inputs(config) -> None:
     """Checks that need the filesystem or gymnasium but not torch: a missing checkpoint, an unknown --env."""
-    from .sources.hub import check_hub_ref, is_hub_ref
+    from .sources.huggingface.hub import check_hub_ref, is_hub_ref
 
     if is_hub_ref(config.checkpoint):  # hf://ORG/REPO: its form, the extra, and (offline) the cache
         check_hub_ref(config.checkpoint)

@@ -5,7 +5,7 @@ and the collector, triggered by allocation counts, runs full collections over ev
 on a one-episode MinAtar render, 5 full collections, 0.55 of its 3.7 CPU seconds. :func:`pause` (called by the
 ``rlviz`` command as its process starts, :mod:`rlviz.__main__`) turns collection off; :func:`resume` turns it back on
 with everything that exists by then frozen (:func:`gc.freeze`: the imported modules and the loaded agent are never
-scanned again), when the rollouts begin (:func:`rlviz.evaluate.lockstep.run_lockstep`) or, whatever the job does, after
+scanned again), when the rollouts begin (:func:`rlviz.evaluate.rollouts.lockstep.run_lockstep`) or, whatever the job does, after
 :data:`PAUSE_S` seconds. Only a pause begun here is resumed: a process that turned collection off itself keeps it off.
 """
 

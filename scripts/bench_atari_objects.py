@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark and table of the Atari RAM object maps (rlviz.evaluate.atari_ram).
+"""Benchmark and table of the Atari RAM object maps (rlviz.evaluate.failures.atari_ram).
 
     python scripts/bench_atari_objects.py                       # render ratio, 100 episodes per game, 3 repeats
     python scripts/bench_atari_objects.py --episodes 1000 --repeats 2 --workers 2   # the issue's full size
@@ -169,7 +169,7 @@ def table(steps: int, only: str | None = None) -> None:
     import ale_py
     import gymnasium as gym
 
-    from rlviz.evaluate.atari_ram import GAMES, check_game
+    from rlviz.evaluate.failures.atari_ram import GAMES, check_game
 
     gym.register_envs(ale_py)
     print("| game | categories: hit rate (boxes) | detect / env.step | capture / env.step |")

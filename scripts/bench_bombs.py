@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from _bombs import DEEP_JSON, YAML_BOMB, measured, zip_with_bomb  # noqa: E402
 
-STARTUP = ("import gymnasium, stable_baselines3, torch, yaml\nimport rlviz.sources.sb3, rlviz.sources.zoo\n"
+STARTUP = ("import gymnasium, stable_baselines3, torch, yaml\nimport rlviz.sources.stable_baselines3.zips, rlviz.sources.stable_baselines3.zoo\n"
            "from rlviz.sources import load_agent\nfrom rlviz.sources.run_folders import discover\n")
 
 
@@ -40,7 +40,7 @@ def _files(work: Path) -> dict[str, str]:
     (zoo / "CartPole-v1.zip").write_bytes(b"PK\x03\x04")
     (zoo / "CartPole-v1" / "config.yml").write_text("policy: MlpPolicy\n")
     (zoo / "CartPole-v1" / "args.yml").write_text(YAML_BOMB + "env: CartPole-v1\nenv_kwargs: {k: *i}\n")
-    code = ("import torch\nfrom torch import nn\nfrom rlviz.sources.saving import save_checkpoint\n"
+    code = ("import torch\nfrom torch import nn\nfrom rlviz.sources.pt2.saving import save_checkpoint\n"
             f"save_checkpoint({str(work / 'good.pt2')!r}, nn.Linear(4, 2), env='CartPole-v1', kind='logits')\n")
     subprocess.run([sys.executable, "-c", code], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     with zipfile.ZipFile(work / "good.pt2") as z, zipfile.ZipFile(work / "deep.pt2", "w") as out:

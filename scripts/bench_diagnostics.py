@@ -4,7 +4,7 @@
     python scripts/bench_diagnostics.py --episodes 200 --repeats 5
 
 "Without" swaps the rollout's per-episode accumulator for one whose ``fold`` does nothing and skips the
-batch NaN check, the batch's observation keys (:func:`~rlviz.evaluate.diagnostics.obs_keys`) and
+batch NaN check, the batch's observation keys (:func:`~rlviz.evaluate.statistics.diagnostics.obs_keys`) and
 :func:`diagnose` (the hook's bare method call per episode and the step log's row of keys stay: what a disabled stage would cost). Runs are interleaved (on, off, off, on, ...) and repeated; prints each run's wall time, the
 min and median of each variant and their ratio (with / without), measured in this same run, after a short
 warm-up run that is not counted (the first load of an exported program is slow).
@@ -23,9 +23,9 @@ import torch
 
 from rlviz.jobs.render import render
 
-rollout_mod = importlib.import_module("rlviz.evaluate.rollout")  # the package exports a function of that name
-lockstep_mod = importlib.import_module("rlviz.evaluate.lockstep")
-steplog_mod = importlib.import_module("rlviz.evaluate.steplog")
+rollout_mod = importlib.import_module("rlviz.evaluate.rollouts.rollout")  # the package exports a function of that name
+lockstep_mod = importlib.import_module("rlviz.evaluate.rollouts.lockstep")
+steplog_mod = importlib.import_module("rlviz.evaluate.rollouts.steplog")
 render_mod = importlib.import_module("rlviz.jobs.render")
 
 

@@ -29,7 +29,7 @@ def _policy(kind: str):
     import gymnasium as gym
     import sb3_contrib
 
-    from rlviz.sources.sb3_recurrent import SB3RecurrentPolicy
+    from rlviz.sources.stable_baselines3.recurrent_ppo import SB3RecurrentPolicy
 
     torch.manual_seed(0)
     if kind == "mlp":

@@ -78,7 +78,7 @@ def rlviz_render(episodes: int) -> float:
     from rlviz.agent.policy import TorchPolicy
     from rlviz.envs import make_env
     from rlviz.evaluate import RolloutPlan
-    from rlviz.evaluate.rollout import rollout
+    from rlviz.evaluate.rollouts.rollout import rollout
 
     space = make_env(ENV, render_mode=None).action_space
     policy = TorchPolicy(_module(), action_space=space, device="cpu")

@@ -52,7 +52,7 @@ def _seeded_envs(num_envs: int, counter: _Counter):
     from stable_baselines3.common.monitor import Monitor
     from stable_baselines3.common.vec_env import DummyVecEnv
 
-    from rlviz.evaluate.rollout import episode_seed_for
+    from rlviz.evaluate.rollouts.rollout import episode_seed_for
 
     taken = iter(range(10**9))
 

@@ -32,11 +32,11 @@ from rlviz.agent.models import MinAtarAgent, NatureCNNAgent
 from rlviz.agent.policy import Policy, TorchPolicy
 from rlviz.envs import make_env, make_vec_env
 from rlviz.envs.ale_seed import seeded_reset
-from rlviz.evaluate.rollout import RolloutPlan, rollout
+from rlviz.evaluate.rollouts.rollout import RolloutPlan, rollout
 from rlviz.sources.checkpoint import load_checkpoint
 
-rollout_mod = importlib.import_module("rlviz.evaluate.rollout")  # the package exports a function of that name
-lockstep_mod = importlib.import_module("rlviz.evaluate.lockstep")
+rollout_mod = importlib.import_module("rlviz.evaluate.rollouts.rollout")  # the package exports a function of that name
+lockstep_mod = importlib.import_module("rlviz.evaluate.rollouts.lockstep")
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 clock = time.perf_counter  # what _drive and rollout() time with (--clock)
 
@@ -138,7 +138,7 @@ def heatmap_cost(episodes: int, repeats: int, num_envs: int, only: str = "") -> 
     and the median of the same ratio in wall time (the rollout loop's ``wall_s``)."""
     import gymnasium as gym
 
-    from rlviz.evaluate.objects import MotionExtractor, extractor_for
+    from rlviz.evaluate.failures.objects import MotionExtractor, extractor_for
 
     cases = [("CartPole-v1", "random-init MLP"), ("CartPole-v1", "balancer"), ("Acrobot-v1", "random-init MLP")]
     try:

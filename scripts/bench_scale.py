@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TIMED = r"""
 import json, os, sys, time
 cpu0, path = time.process_time(), sys.argv[1]
-import rlviz.evaluate.workers as workers
+import rlviz.evaluate.backends.workers as workers
 import rlviz.jobs.render
 from rlviz.cli import main
 job = sys.modules["rlviz.jobs.render"]  # (the package's attribute "render" is the function)

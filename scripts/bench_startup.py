@@ -67,7 +67,7 @@ obs = np.stack([np.asarray(e.reset(seed=i)[0]) for i, e in enumerate(envs)])
 t = time.perf_counter()  # (the resets are not a start-up cost)
 agent.policy.evaluate(obs)
 mark("first forward")
-from rlviz.evaluate.workers import WorkerPool
+from rlviz.evaluate.backends.workers import WorkerPool
 def nothing(task, progress):
     return task
 with WorkerPool(2, start="fork") as pool:

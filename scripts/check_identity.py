@@ -71,7 +71,7 @@ JOBS: dict[str, list[str]] = {
     # a timeline of the shipped run (12 checkpoints)
     "timeline": ["timeline", "samples/runs/minatar_ppo", "--episodes", "4", "--heatmap", "--out", "{out}",
                  "--no-progress"],
-    # ALE Breakout (the shipped PPO agent) with its Atari RAM map (rlviz.evaluate.atari_ram): heatmap and attention
+    # ALE Breakout (the shipped PPO agent) with its Atari RAM map (rlviz.evaluate.failures.atari_ram): heatmap and attention
     "atari": ["render", "samples/ale_breakout_ppo.pt2", "--episodes", "4", "--heatmap", "--attention", "--objects",
               "ram", "--videos", "none", "--out", "{out}", "--no-progress"],
 }

@@ -27,7 +27,7 @@ from gymnasium.utils import seeding
 from rlviz.envs import make_env
 from rlviz.envs.ale_seed import seeded_reset
 from rlviz.envs.recipe import atari_recipe
-from rlviz.evaluate.rollout import episode_seed_for
+from rlviz.evaluate.rollouts.rollout import episode_seed_for
 
 
 def ale_seeds(seed: int) -> tuple:

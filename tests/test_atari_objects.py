@@ -1,4 +1,4 @@
-"""RAM object maps of 20 ALE games (rlviz.evaluate.atari_ram): every box checked against the screen the emulator
+"""RAM object maps of 20 ALE games (rlviz.evaluate.failures.atari_ram): every box checked against the screen the emulator
 drew, the extractor picked from the env id, and `rlviz render --heatmap` drawing per-category layers where the
 game draws those objects."""
 
@@ -13,8 +13,8 @@ gym.register_envs(ale_py)
 
 
 from rlviz.evaluate import RolloutPlan  # noqa: E402
-from rlviz.evaluate.atari_ram import GAMES, RamExtractor, check_game, game_for_env_id, rom_name  # noqa: E402
-from rlviz.evaluate.objects import ColorExtractor, MotionExtractor, extractor_for, load_extractor  # noqa: E402
+from rlviz.evaluate.failures.atari_ram import GAMES, RamExtractor, check_game, game_for_env_id, rom_name  # noqa: E402
+from rlviz.evaluate.failures.objects import ColorExtractor, MotionExtractor, extractor_for, load_extractor  # noqa: E402
 
 #: the 20 games and their ALE env names
 CAMEL = {
@@ -85,7 +85,7 @@ def test_boxes_cover_their_objects_on_the_screen(rom):
 def test_boxes_miss_an_empty_screen():
     """The check is not trivially true: the same boxes on a black screen hold none of the categories' colours
     (Boxing's black opponent aside), and boxes shifted off their objects miss."""
-    from rlviz.evaluate.atari_ram.check import box_hits
+    from rlviz.evaluate.failures.atari_ram.check import box_hits
 
     env = gym.make("ALE/Freeway-v5", repeat_action_probability=0.0)
     env.reset(seed=0)
@@ -145,7 +145,7 @@ def test_not_drawn_boxes_stay_in_the_masks_and_the_check_counts_them_apart():
     """Seaquest's submarine during its death animation (RAM[105] 14..1: gone from the screen) is reported with
     drawn=False: its mask still holds it (the heatmap wants where it was), and a box marked not drawn that shows
     its colour is counted as such by the check."""
-    from rlviz.evaluate.atari_ram.check import ScreenCheck
+    from rlviz.evaluate.failures.atari_ram.check import ScreenCheck
 
     game, ram = GAMES["seaquest"](), np.zeros(128, dtype=np.uint8)
     ram[70], ram[97] = 60, 40

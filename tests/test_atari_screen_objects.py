@@ -1,4 +1,4 @@
-"""Objects the RAM maps read from the screen (rlviz.evaluate.atari_ram.screen): Enduro's other cars, BeamRider's
+"""Objects the RAM maps read from the screen (rlviz.evaluate.failures.atari_ram.screen): Enduro's other cars, BeamRider's
 saucers and other craft, Pitfall's hazards, Venture's room monsters. Their hit rates are asserted with the other
 categories' in tests/test_atari_objects.py (the same screen check); here: the rule on synthetic screens with exact
 boxes, recall on the real games (every pixel of a category's colours in the band it is read from lies in one of
@@ -14,8 +14,8 @@ ale_py = pytest.importorskip("ale_py")
 gym.register_envs(ale_py)
 
 from rlviz.evaluate import RolloutPlan  # noqa: E402
-from rlviz.evaluate.atari_ram import GAMES, RamExtractor  # noqa: E402
-from rlviz.evaluate.atari_ram.screen import blobs, colour_set, row_background  # noqa: E402
+from rlviz.evaluate.failures.atari_ram import GAMES, RamExtractor  # noqa: E402
+from rlviz.evaluate.failures.atari_ram.screen import blobs, colour_set, row_background  # noqa: E402
 
 GRASS, SNOW, ROAD_LINE, PINK, RED = 0xC0, 0x0E, 0x08, 0x56, 0x46
 

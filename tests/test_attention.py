@@ -15,8 +15,8 @@ from rlviz.attention.maps import object_fractions, pooling, step_shares
 from rlviz.attention.summary import ATTENTION_DROP_ID, attention_findings, attention_map, summarize_attention
 from rlviz.config import RenderConfig
 from rlviz.evaluate import RolloutPlan, RolloutProbes
-from rlviz.evaluate.objects import FunctionExtractor
-from rlviz.evaluate.rollout import rollout
+from rlviz.evaluate.failures.objects import FunctionExtractor
+from rlviz.evaluate.rollouts.rollout import rollout
 from rlviz.sources import load_agent
 
 ENV = "MinAtar/Breakout-v1"  # observation [10, 10, 4] bool: paddle 0, ball 1, trail 2, brick 3; actions n, l, r
@@ -245,8 +245,8 @@ def test_batched_masks_and_fractions_equal_the_per_step_ones(frame_shape):
     stacking) and stacked_fractions give exactly the per-step masks and object_fractions."""
     from rlviz.attention.maps import object_fractions, pooling, stacked_fractions
     from rlviz.envs import make_env
-    from rlviz.evaluate.extractor import Extractor
-    from rlviz.evaluate.objects import MinAtarExtractor
+    from rlviz.evaluate.failures.extractor import Extractor
+    from rlviz.evaluate.failures.objects import MinAtarExtractor
 
     env = make_env("MinAtar/Breakout-v1")
     x = MinAtarExtractor(("ball", "paddle", "trail"), frame_shape)

@@ -18,9 +18,9 @@ from rlviz.agent.policy import FORWARD_ROWS, PIXEL_FORWARD_ROWS, TorchPolicy
 from rlviz.envs import make_env
 from rlviz.envs.ale_seed import seeded_reset
 from rlviz.evaluate import RolloutPlan
-from rlviz.evaluate.objects import FunctionExtractor
-from rlviz.evaluate.rollout import replay_episode, rollout
-from rlviz.evaluate.threads import torch_threads
+from rlviz.evaluate.backends.threads import torch_threads
+from rlviz.evaluate.failures.objects import FunctionExtractor
+from rlviz.evaluate.rollouts.rollout import replay_episode, rollout
 from rlviz.sources.checkpoint import load_checkpoint
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"

@@ -23,14 +23,14 @@ from torch import nn
 from rlviz.agent.policy import TorchPolicy
 from rlviz.envs.recipe import EnvRecipe, make_env
 from rlviz.evaluate import RolloutPlan
-from rlviz.evaluate.box_findings import BOX_THRESHOLDS, gaussian_spread
-from rlviz.evaluate.diagnostics import diagnose
-from rlviz.evaluate.objects import MotionExtractor
-from rlviz.evaluate.rollout import rollout
+from rlviz.evaluate.failures.objects import MotionExtractor
+from rlviz.evaluate.rollouts.rollout import rollout
+from rlviz.evaluate.statistics.box_findings import BOX_THRESHOLDS, gaussian_spread
+from rlviz.evaluate.statistics.diagnostics import diagnose
 
 ROOT = Path(__file__).resolve().parents[1]
 DISCRETE_IDS = {"policy_uniform", "policy_collapsed", "action_dominant"}
-rollout_mod = importlib.import_module("rlviz.evaluate.rollout")
+rollout_mod = importlib.import_module("rlviz.evaluate.rollouts.rollout")
 
 
 class ConstantGaussian(nn.Module):
@@ -168,7 +168,7 @@ def test_box_actions_replay_for_the_pixel_heatmap_as_rendering_every_step(monkey
 
 @needs_mujoco
 def test_body_heatmap_counts_where_the_torso_was_on_the_step_before_each_fall():
-    from rlviz.evaluate.body_objects import PIXELS_PER_METRE, BodyExtractor
+    from rlviz.evaluate.failures.body_objects import PIXELS_PER_METRE, BodyExtractor
 
     env = make_env("Hopper-v5", render_mode=None)
     policy = TorchPolicy(Falls(), action_space=env.action_space, device="cpu")

@@ -148,7 +148,7 @@ def test_exported_program_checks_each_input_shape_once_and_still_refuses_bad_one
 def test_exported_program_runs_its_plain_forward_with_the_same_numbers(tmp_path, net, monkeypatch):
     """After the first input of a shape (run by torch's own program, checked), the graph runs as a plain function:
     the same outputs and input gradients, bit for bit, on other inputs of that shape (torch.export's loader)."""
-    from rlviz.sources.exported import ExportedNetwork
+    from rlviz.sources.pt2.exported import ExportedNetwork
 
     monkeypatch.setenv("RLVIZ_PT2_LOADER", "torch")
     torch.manual_seed(2)

@@ -9,9 +9,9 @@ from _envs import seeded_mlp
 from rlviz.agent.policy import TorchPolicy
 from rlviz.errors import UsageError
 from rlviz.evaluate import RolloutPlan
-from rlviz.evaluate.classic_objects import CLASSIC_OBJECTS
-from rlviz.evaluate.objects import StateExtractor, extractor_for
-from rlviz.evaluate.rollout import rollout
+from rlviz.evaluate.failures.classic_objects import CLASSIC_OBJECTS
+from rlviz.evaluate.failures.objects import StateExtractor, extractor_for
+from rlviz.evaluate.rollouts.rollout import rollout
 
 # -- measuring the objects on rendered frames (colours and shapes from the gymnasium renderers) --------------
 

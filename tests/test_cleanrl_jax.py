@@ -99,7 +99,7 @@ def test_outputs_equal_flax(tmp_path, exp):
 
 def test_atari_networks_read_frames_as_flax_does(tmp_path):
     """The NHWC flatten matters: the same weights with the first Dense's rows not permuted give other Q-values."""
-    from rlviz.sources.cleanrl_jax_nets import flatten_rows_nhwc
+    from rlviz.sources.cleanrl.jax_nets import flatten_rows_nhwc
 
     path, refs = fixture("dqn_atari_jax", tmp_path)
     agent = load_agent(path)
@@ -129,7 +129,7 @@ def test_no_jax_is_imported(tmp_path):
 
 
 def test_unknown_flax_tree_names_the_scripts_and_what_it_held(tmp_path):
-    from rlviz.sources.cleanrl_jax import SCRIPTS as SUPPORTED
+    from rlviz.sources.cleanrl.jax_files import SCRIPTS as SUPPORTED
 
     path, _ = fixture("dqn_jax", tmp_path)
     data = path.read_bytes().replace(b"Dense_2", b"Dense_9")  # same length: a tree no script writes

@@ -161,7 +161,7 @@ def test_ppo_atari_state_dict_renders_with_no_model(tmp_path):
 
 
 def test_dqn_atari_recognised_and_near_misses_are_not(tmp_path):
-    from rlviz.sources.cleanrl_scripts import recognise_cleanrl
+    from rlviz.sources.cleanrl.scripts import recognise_cleanrl
 
     layout = recognise_cleanrl(QNetworkAtari(6).state_dict())
     assert (layout.script, layout.kind, layout.num_actions, layout.atari) == ("dqn_atari.py", "q", 6, True)

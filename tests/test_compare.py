@@ -19,7 +19,7 @@ from rlviz.config import COMPARE_ONLY, COMPARE_PER_AGENT, COMPARE_SHARED, cli_op
 from rlviz.draw.side_by_side import GAP, HEADER, side_by_side
 from rlviz.draw.video import video_timing
 from rlviz.errors import UsageError
-from rlviz.evaluate.rollout import episode_seed_for
+from rlviz.evaluate.rollouts.rollout import episode_seed_for
 from rlviz.jobs.videos import MIN_VIDEO_SECONDS
 from rlviz.media.video import VideoWriter, probe_video, read_video
 from rlviz.sources.checkpoint import save_checkpoint

@@ -18,7 +18,7 @@ from rlviz.cli import main
 from rlviz.draw.compose import COLORS, Compositor
 from rlviz.episode import EpisodeTrace
 from rlviz.evaluate import RolloutPlan
-from rlviz.evaluate.rollout import replay_episode
+from rlviz.evaluate.rollouts.rollout import replay_episode
 from rlviz.media import probe_video, read_video
 from rlviz.record import RecordOptions
 

@@ -20,9 +20,9 @@ from conftest import tb_accumulator
 from rlviz.agent.policy import TorchPolicy
 from rlviz.cli import main
 from rlviz.evaluate import RolloutPlan
-from rlviz.evaluate.diagnostics import EpisodeDiagnostics, diagnose
-from rlviz.evaluate.rollout import rollout
-from rlviz.evaluate.stats import summarize
+from rlviz.evaluate.rollouts.rollout import rollout
+from rlviz.evaluate.statistics.diagnostics import EpisodeDiagnostics, diagnose
+from rlviz.evaluate.statistics.stats import summarize
 from rlviz.media import probe_video
 from rlviz.sources.checkpoint import save_checkpoint
 

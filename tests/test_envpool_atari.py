@@ -11,7 +11,7 @@ import numpy as np
 
 from rlviz.envs.envpool_atari import ENVPOOL_KWARGS, EnvpoolAtari
 from rlviz.envs.recipe import make_env, register_envs
-from rlviz.sources.cleanrl_jax import envpool_recipe
+from rlviz.sources.cleanrl.jax_files import envpool_recipe
 
 GAME = "ALE/Breakout-v5"
 

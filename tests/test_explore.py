@@ -21,7 +21,7 @@ from _explore import ROOT, minatar_run, reference_video, serving, wait_until
 
 from rlviz.cli import main
 from rlviz.errors import UsageError
-from rlviz.evaluate.heatmap import FailureHeatmap
+from rlviz.evaluate.failures.heatmap import FailureHeatmap
 from rlviz.explore.index import RunIndex
 from rlviz.media import read_video
 

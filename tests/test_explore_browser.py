@@ -18,7 +18,7 @@ import pytest
 from _explore import minatar_run, reference_video, serving
 from test_report import _browser, _wait
 
-from rlviz.evaluate.heatmap import FailureHeatmap
+from rlviz.evaluate.failures.heatmap import FailureHeatmap
 from rlviz.media import read_video
 
 pytest.importorskip("flask")

@@ -1,4 +1,4 @@
-"""rlviz's own reader of flax's msgpack files (rlviz/sources/flax_msgpack.py): every value flax writes, and
+"""rlviz's own reader of flax's msgpack files (rlviz/sources/cleanrl/flax_msgpack.py): every value flax writes, and
 bounded, one-line errors for what it does not. The files are encoded here by a small msgpack writer that follows
 the msgpack spec (the fixtures in test_cleanrl_jax.py are files flax itself wrote)."""
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from rlviz.errors import CheckpointError
+from rlviz.sources.cleanrl.flax_msgpack import MAX_DEPTH, looks_like_flax, read_flax
 from rlviz.sources.files import detect_format
-from rlviz.sources.flax_msgpack import MAX_DEPTH, looks_like_flax, read_flax
 
 
 def pack(x) -> bytes:

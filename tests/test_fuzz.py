@@ -72,7 +72,7 @@ def _pt2(folder: Path) -> Path:
 
 @reader("torch-state-dict-cleanrl")  # CleanRL ppo.py's state_dict: recognised with no model=
 def _cleanrl(folder: Path) -> Path:
-    from rlviz.sources.cleanrl_scripts import CleanRLPPO
+    from rlviz.sources.cleanrl.scripts import CleanRLPPO
 
     torch.manual_seed(0)
     torch.save(CleanRLPPO(4, 2).state_dict(), folder / "ppo.cleanrl_model")
@@ -81,7 +81,7 @@ def _cleanrl(folder: Path) -> Path:
 
 @reader("torch-state-dict-cleanrl-continuous")  # ppo_continuous_action.py's state_dict (Pendulum: env from the name)
 def _cleanrl_continuous(folder: Path) -> Path:
-    from rlviz.sources.cleanrl_continuous import CleanRLPPOContinuous
+    from rlviz.sources.cleanrl.continuous import CleanRLPPOContinuous
 
     torch.manual_seed(0)
     path = folder / "Pendulum-v1__ppo_continuous_action__1__1.cleanrl_model"
@@ -91,7 +91,7 @@ def _cleanrl_continuous(folder: Path) -> Path:
 
 @reader("torch-state-dict-cleanrl-lstm")  # ppo_atari_lstm.py's state_dict, the env from CleanRL's run folder's name
 def _cleanrl_lstm(folder: Path) -> Path:
-    from rlviz.sources.cleanrl_scripts import CleanRLLSTM
+    from rlviz.sources.cleanrl.scripts import CleanRLLSTM
 
     torch.manual_seed(0)
     run = folder / "runs" / "BreakoutNoFrameskip-v4__ppo_atari_lstm__1__1"
@@ -316,7 +316,7 @@ def _sandbox(root: Path) -> None:
     """A training run's folder, a Hub cache holding an agent, and a folder ``outside`` nothing may touch."""
     from _hub import cache_repo, model_card
 
-    from rlviz.sources.saving import save_checkpoint
+    from rlviz.sources.pt2.saving import save_checkpoint
 
     run = root / "run"
     run.mkdir(parents=True)

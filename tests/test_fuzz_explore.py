@@ -12,7 +12,7 @@ import pytest
 from _mutate import mutate_file
 
 from rlviz.errors import RlvizError
-from rlviz.evaluate.heatmap import FailureHeatmap
+from rlviz.evaluate.failures.heatmap import FailureHeatmap
 from rlviz.explore.index import RunIndex
 
 

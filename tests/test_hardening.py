@@ -131,7 +131,7 @@ def test_statistics_found_where_training_saved_them_and_ambiguity_asks_for_the_f
     from stable_baselines3 import A2C
 
     from rlviz.errors import UsageError
-    from rlviz.sources.vecnormalize import find_vecnormalize
+    from rlviz.sources.stable_baselines3.vecnormalize import find_vecnormalize
 
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
@@ -182,8 +182,8 @@ class _Corridor:
 
 
 def _rollout_warnings(env_id, module, **kw):
-    from rlviz.evaluate.diagnostics import diagnose
-    from rlviz.evaluate.rollout import rollout
+    from rlviz.evaluate.rollouts.rollout import rollout
+    from rlviz.evaluate.statistics.diagnostics import diagnose
 
     res = rollout(env_id, TorchPolicy(module, device="cpu", **kw), RolloutPlan(4, num_envs=2, seed=0, progress=False))
     return res, {f.id for f in diagnose(res) if f.severity == "warning"}
@@ -205,7 +205,7 @@ def test_never_terminates_is_not_raised_for_pendulum_but_is_for_an_env_that_can_
 
     res, warn = _rollout_warnings("rlviz-test/Corridor-v0", Right(), num_actions=2, kind="logits")
     assert all(e.truncated for e in res.episodes) and "never_terminates" in warn
-    from rlviz.evaluate.diagnostics import has_terminal_state
+    from rlviz.evaluate.statistics.diagnostics import has_terminal_state
 
     assert not has_terminal_state("HalfCheetah-v5") and not has_terminal_state("Pendulum-v1")
     assert has_terminal_state("Hopper-v5") and not has_terminal_state("Hopper-v5", {"terminate_when_unhealthy": False})

@@ -35,12 +35,12 @@ from rlviz.errors import CheckpointError, HubError, RlvizError, UsageError
 ROOT = Path(__file__).resolve().parents[1]
 CODE = str(Path(rlviz.__file__).resolve().parents[1])  # the rlviz under test: subprocesses run the same one
 #: what a job has imported before it reads a file (the bombs' time and memory are measured from here)
-STARTUP = ("import gymnasium, stable_baselines3, torch, yaml\nimport rlviz.sources.sb3, rlviz.sources.zoo\n"
+STARTUP = ("import gymnasium, stable_baselines3, torch, yaml\nimport rlviz.sources.stable_baselines3.zips, rlviz.sources.stable_baselines3.zoo\n"
            "from rlviz.sources import load_agent\n")
 
 
 def _cartpole_pt2(path: Path, **kw) -> Path:
-    from rlviz.sources.saving import save_checkpoint
+    from rlviz.sources.pt2.saving import save_checkpoint
 
     torch.manual_seed(0)
     return save_checkpoint(path, nn.Linear(4, 2), env="CartPole-v1", kind="logits", **kw)
@@ -232,7 +232,7 @@ def _deep_readers(tmp_path: Path) -> dict:
         return call
 
     def card():
-        from rlviz.sources.hub import _card_metadata
+        from rlviz.sources.huggingface.hub import _card_metadata
 
         (tmp_path / "README.md").write_text("---\ntags: " + "[" * 100_000 + "]" * 100_000 + "\n---\n# card\n")
         return _card_metadata(tmp_path / "README.md")
@@ -383,7 +383,7 @@ def test_revisions_are_validated_and_parsed(hub, tmp_path):
     from _hub import cache_repo
 
     from rlviz.sources import load_agent
-    from rlviz.sources.hub import parse_hub_ref
+    from rlviz.sources.huggingface.hub import parse_hub_ref
 
     with pytest.raises(UsageError, match="control characters"):
         parse_hub_ref("hf://me/cartpole@main\nrlviz: forged line")

@@ -170,7 +170,7 @@ def test_a_heatmap_without_an_object_map_says_it_shows_moving_pixels(tmp_path):
 
     from rlviz.envs.recipe import EnvRecipe
     from rlviz.jobs.render import render
-    from rlviz.sources.saving import save_checkpoint
+    from rlviz.sources.pt2.saving import save_checkpoint
 
     recipe = EnvRecipe.for_env_id("ALE/Alien-v5")
     recipe = replace(recipe, env_kwargs={**recipe.env_kwargs, "max_episode_steps": 40})  # short episodes
@@ -195,7 +195,7 @@ def test_a_game_with_an_object_map_has_no_note(tmp_path):
 def test_deterministic_actors_disagree_by_their_action_gap(tmp_path):
     """TD3 and DDPG give an action each, no distribution: 0.4 wrote 0 states, tv_mean null, no note. Their gap is
     |a_TD3 - a_DDPG| / (high - low), Pendulum's torque bounds [-2, 2]."""
-    from rlviz.evaluate.distance import ACTION_GAP, disagreement
+    from rlviz.evaluate.statistics.distance import ACTION_GAP, disagreement
 
     td3, ddpg = load_agent(_jax("td3_continuous_action_jax", tmp_path)), load_agent(
         _jax("ddpg_continuous_action_jax", tmp_path))

@@ -3,7 +3,7 @@ import pytest
 from PIL import Image
 
 from rlviz.errors import UsageError
-from rlviz.evaluate.heatmap import FailureHeatmap
+from rlviz.evaluate.failures.heatmap import FailureHeatmap
 
 
 def _hm(points, env_id="probe"):

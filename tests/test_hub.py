@@ -139,7 +139,7 @@ def test_cleanrl_repo_renders_with_no_model_and_its_script_never_runs(hub, tmp_p
 def test_rlviz_checkpoint_repo_and_revisions(hub, tmp_path):
     from torch import nn
 
-    from rlviz.sources.saving import save_checkpoint
+    from rlviz.sources.pt2.saving import save_checkpoint
 
     torch.manual_seed(0)
     a = save_checkpoint(tmp_path / "a.pt2", nn.Linear(4, 2), env="CartPole-v1", kind="logits")
@@ -243,7 +243,7 @@ def test_unreachable_hub_falls_back_to_the_cache(hub, monkeypatch, tmp_path, no_
     import huggingface_hub.constants as constants
     from torch import nn
 
-    from rlviz.sources.saving import save_checkpoint
+    from rlviz.sources.pt2.saving import save_checkpoint
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     agent = save_checkpoint(tmp_path / "a.pt2", nn.Linear(4, 2), env="CartPole-v1", kind="logits")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import rlviz
-from rlviz._deprecated import MOVED_0_3
+from rlviz._deprecated import MOVED_0_3, MOVED_0_4
 from rlviz._layers import module_graph
 
 PKG = Path(rlviz.__file__).parent
@@ -83,10 +83,16 @@ def test_stages_form_a_pipeline_without_cycles():
 
 
 def test_the_sources_are_one_module_per_source_and_the_agent_has_no_loader():
-    sources = {p.stem for p in (PKG / "sources").glob("*.py")} - {"__init__"}
-    assert {"exported", "safety", "saving", "files", "weights", "sb3", "vecnormalize", "zoo", "cleanrl_scripts",
-            "checkpoint"} <= sources
-    assert not {p.stem for p in (PKG / "agent").glob("*.py")} & sources
+    sources = {str(p.relative_to(PKG / "sources").with_suffix("")) for p in (PKG / "sources").rglob("*.py")}
+    sources = {s.removesuffix("/__init__") for s in sources} - {"__init__"}
+    assert {"pt2/exported", "pt2/safety", "pt2/saving", "files", "weights", "stable_baselines3/zips",
+            "stable_baselines3/vecnormalize", "stable_baselines3/zoo", "cleanrl/scripts", "huggingface/hub",
+            "checkpoint", "loaded"} <= sources
+    # one package per source family, each holding only its own readers
+    families = {p.name for p in (PKG / "sources").iterdir() if (p / "__init__.py").exists()}
+    assert families == {"pt2", "stable_baselines3", "cleanrl", "huggingface"}, families
+    modules = {p.stem for p in (PKG / "sources").rglob("*.py")} - {"__init__"}
+    assert not {p.stem for p in (PKG / "agent").glob("*.py")} & modules
     # one dispatch: only checkpoint.py (load_agent) calls the per-format loaders' entry points
     callers = {p.stem for p in PKG.rglob("*.py") if "detect_format(" in p.read_text() and p.stem != "files"}
     assert callers == {"checkpoint", "run_folders"}, callers  # run_folders: a step read from the file
@@ -112,16 +118,17 @@ def test_the_cli_parses_and_validates_without_importing_torch():
     assert out.stdout.strip() == "False", out.stderr
 
 
-@pytest.mark.parametrize("old", sorted(MOVED_0_3))
-def test_release_0_3_module_paths_still_import_with_a_deprecation_warning(old):
-    target = MOVED_0_3[old]
+@pytest.mark.parametrize("old", sorted(MOVED_0_3) + sorted(MOVED_0_4))
+def test_release_0_3_and_0_4_module_paths_still_import_with_a_deprecation_warning(old):
+    target = {**MOVED_0_3, **MOVED_0_4}[old]
+    gone = "0.5" if old in MOVED_0_3 else "0.6"
     sys.modules.pop(old, None)
     parent, _, child = old.rpartition(".")
     before = getattr(sys.modules.get(parent), child, None)  # (a name of the package the old module shadows)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         module = importlib.import_module(old)
-    assert any(issubclass(w.category, DeprecationWarning) and target in str(w.message) and "0.5" in str(w.message)
+    assert any(issubclass(w.category, DeprecationWarning) and target in str(w.message) and f"goes away in rlviz {gone}" in str(w.message)
                for w in caught)
     new = importlib.import_module(target)
     assert module.__all__ == list(getattr(new, "__all__", module.__all__))
@@ -132,7 +139,7 @@ def test_release_0_3_module_paths_still_import_with_a_deprecation_warning(old):
         if before is None or before is module:
             delattr(sys.modules[parent], child)  # (rlviz.timeline: the job function again, on first use)
         else:
-            setattr(sys.modules[parent], child, before)  # (rlviz.evaluate.rollout: the function)
+            setattr(sys.modules[parent], child, before)  # (rlviz.evaluate.rollouts.rollout: the function)
     assert callable(module) or not callable(before)  # an old path that shadows a function stays callable as it
 
 

@@ -15,7 +15,7 @@ import torch
 
 from rlviz.agent.policy import Policy, PolicyOutput
 from rlviz.evaluate import RolloutPlan, RolloutProbes
-from rlviz.evaluate.rollout import rollout
+from rlviz.evaluate.rollouts.rollout import rollout
 
 ENV = "MinAtar/Breakout-v1"  # observation [10, 10, 4] bool: paddle 0, ball 1, trail 2, brick 3
 SWITCH = 5

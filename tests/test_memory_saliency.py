@@ -13,7 +13,7 @@ import torch
 from _memory_probe import CueEnv, K, TinyMemory, play
 
 from rlviz.errors import UsageError
-from rlviz.evaluate.memory_checks import memory_effect, memory_findings, reset_findings
+from rlviz.evaluate.statistics.memory_checks import memory_effect, memory_findings, reset_findings
 from rlviz.explain import (
     GivenState,
     MemoryGradient,
@@ -66,7 +66,7 @@ def test_memory_saliency_rows_sum_to_one_over_the_steps_that_exist():
 @pytest.fixture(scope="module")
 def lstm_policy():
     contrib = pytest.importorskip("sb3_contrib")
-    from rlviz.sources.sb3_recurrent import SB3RecurrentPolicy
+    from rlviz.sources.stable_baselines3.recurrent_ppo import SB3RecurrentPolicy
 
     torch.manual_seed(0)
     model = contrib.RecurrentPPO("MlpLstmPolicy", "CartPole-v1", device="cpu", seed=0,

@@ -3,7 +3,7 @@ import pytest
 
 from rlviz.envs import make_env, to_rgb_frame
 from rlviz.errors import UsageError
-from rlviz.evaluate.objects import (
+from rlviz.evaluate.failures.objects import (
     FunctionExtractor,
     MinAtarExtractor,
     MotionExtractor,
@@ -110,7 +110,7 @@ def test_motion_extractor_marks_the_moved_object():
 
 
 def test_packed_pixels_are_rgb_integers():
-    from rlviz.evaluate.objects import _packed
+    from rlviz.evaluate.failures.objects import _packed
 
     f = np.random.default_rng(0).integers(0, 256, (5, 7, 3), dtype=np.uint8)
     want = (f[..., 0].astype(np.int64) << 16) | (f[..., 1].astype(np.int64) << 8) | f[..., 2]

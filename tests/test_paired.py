@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from rlviz.errors import UsageError
-from rlviz.evaluate.paired import (
+from rlviz.evaluate.statistics.paired import (
     RESAMPLES,
     bootstrap_ci,
     bootstrap_indices,
@@ -14,7 +14,7 @@ from rlviz.evaluate.paired import (
     percentile_ci,
     prob_improvement,
 )
-from rlviz.evaluate.stats import iqm
+from rlviz.evaluate.statistics.stats import iqm
 
 
 def test_percentile_ci_by_hand():
@@ -86,7 +86,7 @@ def test_unpaired_lengths_are_a_usage_error():
 
 def test_paired_difference_is_paired_comparisons_own_numbers():
     """The timeline's findings use paired_difference: the same return_diff and prob_improvement as compare's."""
-    from rlviz.evaluate.paired import paired_comparison, paired_difference
+    from rlviz.evaluate.statistics.paired import paired_comparison, paired_difference
 
     rng = np.random.default_rng(3)
     a, b = rng.normal(size=200), rng.normal(0.1, size=200)

@@ -11,10 +11,10 @@ from _envs import PROBE_PIXEL, probe_objects
 
 from rlviz.agent.policy import TorchPolicy
 from rlviz.evaluate import RolloutPlan
-from rlviz.evaluate.objects import FunctionExtractor, MotionExtractor, breakout_extractor
-from rlviz.evaluate.rollout import rollout
+from rlviz.evaluate.failures.objects import FunctionExtractor, MotionExtractor, breakout_extractor
+from rlviz.evaluate.rollouts.rollout import rollout
 
-rollout_mod = importlib.import_module("rlviz.evaluate.rollout")  # (the package's name is the function)
+rollout_mod = importlib.import_module("rlviz.evaluate.rollouts.rollout")  # (the package's name is the function)
 
 
 class _Mlp(torch.nn.Module):
@@ -161,7 +161,7 @@ def test_long_episodes_replay_from_snapshots_not_from_the_start(monkeypatch):
 def test_short_episodes_replay_from_their_seed_without_copying_the_env(monkeypatch):
     import copy
 
-    pixel_heatmap = importlib.import_module("rlviz.evaluate.pixel_heatmap")
+    pixel_heatmap = importlib.import_module("rlviz.evaluate.failures.pixel_heatmap")
     copies = []
     real = copy.deepcopy
     monkeypatch.setattr(pixel_heatmap.copy, "deepcopy",

@@ -1,4 +1,4 @@
-"""rlviz's own reader of ``.pt2`` programs (:mod:`rlviz.sources.pt2_graph`) against torch.export's loader.
+"""rlviz's own reader of ``.pt2`` programs (:mod:`rlviz.sources.pt2.graph`) against torch.export's loader.
 
 Every program is loaded both ways (``RLVIZ_PT2_LOADER=torch`` forces torch's) and run on the same inputs: the
 outputs and the input gradients must be equal bit for bit, on batch sizes other than the traced one."""
@@ -23,8 +23,8 @@ from rlviz.agent.policy import TorchPolicy
 from rlviz.envs import atari_recipe
 from rlviz.sources import pt2_graph
 from rlviz.sources.checkpoint import load_agent, save_checkpoint
-from rlviz.sources.exported import ExportedNetwork
-from rlviz.sources.pt2_graph import GraphNetwork
+from rlviz.sources.pt2.exported import ExportedNetwork
+from rlviz.sources.pt2.graph import GraphNetwork
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = sorted(glob.glob(str(ROOT / "samples" / "**" / "*.pt2"), recursive=True))

@@ -17,7 +17,7 @@ import pytest
 from test_scale import PROBE_ARGS, ROOT, TESTS, _outputs, _render, _same, probe_ckpt  # noqa: F401 - a fixture
 
 from rlviz.errors import UsageError, WorkerError
-from rlviz.evaluate.ray_backend import RayPool
+from rlviz.evaluate.backends.ray_pool import RayPool
 
 ray = pytest.importorskip("ray")
 

@@ -129,7 +129,7 @@ def test_an_sb3_model_trained_on_supersuit_envs_is_every_agents_policy(tmp_path)
     the model as the pistons' shared policy: each agent's logits and value are the model's on its own observations."""
     sb3 = pytest.importorskip("stable_baselines3")
     from rlviz.record.pettingzoo import RecordParallelEpisode
-    from rlviz.sources.sb3 import sb3_policy
+    from rlviz.sources.stable_baselines3.zips import sb3_policy
 
     def game():
         env = pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=PISTONS, continuous=False, max_cycles=8)

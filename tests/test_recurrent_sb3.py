@@ -192,6 +192,6 @@ def test_timeline_policy_change_runs_each_checkpoints_memory_along_one_episode(v
 
 
 def _first_seed(out) -> int:
-    from rlviz.evaluate.rollout import episode_seed_for
+    from rlviz.evaluate.rollouts.rollout import episode_seed_for
 
     return episode_seed_for(json.loads((out / "timeline.json").read_text())["seed"], 0)

@@ -9,9 +9,9 @@ from rlviz.envs import make_env
 from rlviz.envs.ale_seed import seeded_reset
 from rlviz.errors import UsageError
 from rlviz.evaluate import RolloutPlan
-from rlviz.evaluate.heatmap import FailureHeatmap
-from rlviz.evaluate.objects import FunctionExtractor
-from rlviz.evaluate.rollout import episode_seed_for, replay_episode, rollout
+from rlviz.evaluate.failures.heatmap import FailureHeatmap
+from rlviz.evaluate.failures.objects import FunctionExtractor
+from rlviz.evaluate.rollouts.rollout import episode_seed_for, replay_episode, rollout
 
 PROBE = "rlviz-probe/Probe-v0"
 

@@ -313,7 +313,7 @@ def test_a_recurrent_zip_with_code_in_its_policy_kwargs_is_refused(recurrent, tm
 def test_a_masked_policy_on_an_env_without_action_masks_says_so():
     from rlviz.agent.masking import MaskedTorchPolicy
     from rlviz.errors import EnvError
-    from rlviz.evaluate.rollout import rollout
+    from rlviz.evaluate.rollouts.rollout import rollout
 
     policy = MaskedTorchPolicy(lambda x: torch.zeros(x.shape[0], 2), num_actions=2, kind="logits", device="cpu")
     with pytest.raises(EnvError, match="no action_masks"):

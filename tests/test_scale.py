@@ -16,15 +16,13 @@ import torch
 from _envs import probe_objects
 from _procs import Watched, alive
 
-import rlviz.evaluate.workers as workers_mod
+import rlviz.evaluate.backends.workers as workers_mod
 from rlviz.agent.policy import TorchPolicy
 from rlviz.cli import main
 from rlviz.errors import UsageError, WorkerError
 from rlviz.evaluate import RolloutPlan
-from rlviz.evaluate.objects import FunctionExtractor
-from rlviz.evaluate.rollout import rollout
-from rlviz.evaluate.threads import torch_threads
-from rlviz.evaluate.workers import (
+from rlviz.evaluate.backends.threads import torch_threads
+from rlviz.evaluate.backends.workers import (
     KILL_HOOK,
     MIN_SHARD_WAVES,
     WorkerDied,
@@ -33,8 +31,10 @@ from rlviz.evaluate.workers import (
     merge_rollouts,
     shard_ranges,
 )
+from rlviz.evaluate.failures.objects import FunctionExtractor
+from rlviz.evaluate.rollouts.rollout import rollout
 from rlviz.media import probe_video
-from rlviz.sources.saving import save_checkpoint
+from rlviz.sources.pt2.saving import save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent

@@ -26,7 +26,7 @@ from rlviz.envs.trust import check_env_id, check_wrapper_name
 from rlviz.episode.trace import Spool
 from rlviz.errors import CheckpointError, EnvError, StorageError, UnsafeCheckpointError
 from rlviz.sources.checkpoint import load_agent, load_checkpoint, save_checkpoint
-from rlviz.sources.zoo_yaml import Tagged, read_zoo_yaml, zoo_env_wrappers
+from rlviz.sources.stable_baselines3.zoo_yaml import Tagged, read_zoo_yaml, zoo_env_wrappers
 
 torch.set_num_threads(1)
 ROOT = Path(rlviz.__file__).resolve().parents[1]

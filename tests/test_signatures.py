@@ -80,8 +80,8 @@ def _params(obj) -> list[str]:
 def test_the_walk_finds_the_packages_public_callables():
     found = _public_callables()
     assert len(found) > 150, len(found)  # every stage's modules were imported
-    for name in ("rlviz.evaluate.rollout.rollout", "rlviz.record.wrapper.RecordEpisode",
-                 "rlviz.evaluate.runner.Runner", "rlviz.record.frames.EpisodeVideo"):
+    for name in ("rlviz.evaluate.rollouts.rollout.rollout", "rlviz.record.wrapper.RecordEpisode",
+                 "rlviz.evaluate.rollouts.runner.Runner", "rlviz.record.frames.EpisodeVideo"):
         assert name in found
 
 

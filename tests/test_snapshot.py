@@ -15,7 +15,7 @@ from rlviz.disagree.branches import check_restorable, play_branch, reach
 from rlviz.envs import make_env
 from rlviz.envs.snapshot import NotRestorable, restore, save
 from rlviz.evaluate import RolloutPlan
-from rlviz.evaluate.rollout import episode_seed_for, replay_episode
+from rlviz.evaluate.rollouts.rollout import episode_seed_for, replay_episode
 from rlviz.sources import load_agent
 from rlviz.sources.checkpoint import save_checkpoint
 

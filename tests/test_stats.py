@@ -4,8 +4,8 @@ import json
 import numpy as np
 import pytest
 
-from rlviz.evaluate.rollout import EpisodeRecord, RolloutResult
-from rlviz.evaluate.stats import (
+from rlviz.evaluate.rollouts.rollout import EpisodeRecord, RolloutResult
+from rlviz.evaluate.statistics.stats import (
     explained_variance,
     format_table,
     iqm,

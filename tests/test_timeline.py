@@ -250,7 +250,7 @@ def test_sb3_callback_and_loop_write_the_same_timeline(tmp_path):
     from rlviz.integrations.loop import TimelineWriter
     from rlviz.integrations.sb3 import RlvizCallback
     from rlviz.sinks import TensorBoardSink
-    from rlviz.sources.sb3 import sb3_policy
+    from rlviz.sources.stable_baselines3.zips import sb3_policy
 
     with TensorBoardSink(tmp_path / "tb") as sink:
         cb = RlvizCallback("CartPole-v1", every_steps=256, sinks=[sink], timeline=rlviz.TimelineConfig(run=tmp_path / "tl", episodes=3))

@@ -26,7 +26,7 @@ from torch import nn
 
 from rlviz.config import TimelineConfig
 from rlviz.evaluate import RolloutPlan, rollout, summarize
-from rlviz.evaluate.rollout import episode_seed_for
+from rlviz.evaluate.rollouts.rollout import episode_seed_for
 from rlviz.media import probe_video, read_video
 from rlviz.sinks import log_timeline_checkpoint, log_timeline_end
 from rlviz.sources import load_agent, save_checkpoint

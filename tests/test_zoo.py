@@ -30,7 +30,7 @@ def _sb3_vecnormalize(run: Path, seed: int):
 
 
 def test_vecnormalize_reader_equals_sb3(zoo_run):
-    from rlviz.sources.vecnormalize import ObsNormalizer, read_vecnormalize
+    from rlviz.sources.stable_baselines3.vecnormalize import ObsNormalizer, read_vecnormalize
 
     _, run = zoo_run
     stats = read_vecnormalize(run / "CartPole-v1" / "vecnormalize.pkl")
@@ -53,7 +53,7 @@ class _Payload:
 
 
 def test_malicious_vecnormalize_is_refused_and_runs_nothing(zoo_run, tmp_path, capsys):
-    from rlviz.sources.vecnormalize import read_vecnormalize
+    from rlviz.sources.stable_baselines3.vecnormalize import read_vecnormalize
 
     _, run = zoo_run
     target = tmp_path / "pwned"
@@ -144,7 +144,7 @@ def test_best_model_and_missing_statistics_warn(zoo_run, tmp_path):
 
 def test_zoo_atari_config_rebuilds_sb3_atari_chain(tmp_path):
     from rlviz.envs.recipe import make_env
-    from rlviz.sources.zoo import zoo_recipe
+    from rlviz.sources.stable_baselines3.zoo import zoo_recipe
 
     config = yaml.safe_load("env_wrapper:\n  - stable_baselines3.common.atari_wrappers.AtariWrapper:\n"
                             "      terminal_on_life_loss: false\nframe_stack: 4\npolicy: CnnPolicy\n")

@@ -167,7 +167,7 @@ def object_fractions(masks: list, names: tuple, pool: Pooling) -> np.ndarray:
 
 def stacked_fractions(masks: dict, n: int, names: tuple, pool: Pooling) -> np.ndarray:
     """:func:`object_fractions` of B = ``n`` steps' masks given stacked ({name: bool [B, H, W]}, as
-    :meth:`~rlviz.evaluate.extractor.Extractor.masks_many` gives them; a name left out is absent on every step):
+    :meth:`~rlviz.evaluate.failures.extractor.Extractor.masks_many` gives them; a name left out is absent on every step):
     the same numbers, the exclusivity and the copy (same sizes) vectorised over the steps."""
     h, w = pool.rows.shape[0], pool.cols.shape[0]
     same = (pool.rows.shape[1], pool.cols.shape[1]) == (h, w)

@@ -15,7 +15,7 @@ __all__ = ["plot_attention_at_failure"]
 def plot_attention_at_failure(result: Any, heatmap: Any, path: Any) -> Any:
     """attention_at_failure.png: the failure heatmap (all objects) beside the mean attribution over the steps before
     failures, in frame pixels, over the heatmap's background frame; None when no step preceded a failure."""
-    from ..evaluate.heatmap import HeatStyle, heat_figure, heat_panel, save_figure
+    from ..evaluate.failures.heatmap import HeatStyle, heat_figure, heat_panel, save_figure
 
     amap = attention_map(result.episodes)
     if amap is None or heatmap is None:

@@ -1,9 +1,9 @@
 """Attention per object over a rollout: every step's shares, the steps before each failure, CIs over episodes.
 
-On the hot path (:func:`rlviz.evaluate.lockstep.run_lockstep`) :class:`AttentionTracker`
+On the hot path (:func:`rlviz.evaluate.rollouts.lockstep.run_lockstep`) :class:`AttentionTracker`
 (:mod:`rlviz.attention.tracker`) gives each step its attribution map (gradient: from the rollout's own forward)
 and its objects' shares. Each step's shares go to its episode's :class:`EpisodeAttention`; a
-failure (:meth:`EpisodeAttention.failure`, from :class:`~rlviz.evaluate.runner.Runner`) puts the last ``window``
+failure (:meth:`EpisodeAttention.failure`, from :class:`~rlviz.evaluate.rollouts.runner.Runner`) puts the last ``window``
 steps (the heatmap's lookback) into the before-failure sums and their attribution maps (each normalised to sum 1)
 into the attention map at failure. An episode's numbers land in ``EpisodeResult.attention`` (:meth:`attach`);
 :func:`summarize_attention` aggregates them with bootstrap CIs over episodes, :func:`attention_findings` raises the
@@ -19,8 +19,8 @@ import gymnasium as gym
 import numpy as np
 
 from ..agent.stepping import start_state
-from ..evaluate.diagnostics import Finding
-from ..evaluate.paired import bootstrap_indices, percentile_ci
+from ..evaluate.statistics.diagnostics import Finding
+from ..evaluate.statistics.paired import bootstrap_indices, percentile_ci
 from .maps import ATTRIBUTION, object_fractions, step_shares
 from .tracker import AttentionSpec, AttentionTracker, EpisodeAttention
 
@@ -153,7 +153,7 @@ def attention_spec(config) -> AttentionSpec | None:
 
 
 def with_attention(summary: Any, result: Any) -> Any:
-    """``summary`` (a :class:`~rlviz.evaluate.stats.Summary`) with ``attention`` from ``result``'s episodes and the
+    """``summary`` (a :class:`~rlviz.evaluate.statistics.stats.Summary`) with ``attention`` from ``result``'s episodes and the
     attention diagnostic added to its findings (unchanged when the rollout computed no attention)."""
     eps = [e.attention for e in result.episodes if getattr(e, "attention", None)]
     if not eps:
@@ -194,7 +194,7 @@ class ShareTrack(gym.Wrapper):
     rollout's); ``objects``: the heatmap's extractor (``"module:function"``) or None for the env's default."""
 
     def __init__(self, recorder, spec: AttentionSpec, policy, env_id: str, objects=None):
-        from ..evaluate.objects import extractor_for, load_extractor
+        from ..evaluate.failures.objects import extractor_for, load_extractor
 
         super().__init__(recorder)
         extractor = load_extractor(objects) if isinstance(objects, str) else objects or extractor_for(env_id)

@@ -1,6 +1,6 @@
 """The rollout's attention pass: every step's attribution share per object, in each episode's running sums.
 
-:meth:`AttentionTracker.observe` runs once per lockstep step (:func:`rlviz.evaluate.lockstep.run_lockstep`): the
+:meth:`AttentionTracker.observe` runs once per lockstep step (:func:`rlviz.evaluate.rollouts.lockstep.run_lockstep`): the
 active envs' states are captured by the object extractor (the heatmap's, a copy of its own: exact extractors read
 the env's state, and then the heatmap's own capture of the step is used; extractors that need frames get
 ``env.render()`` on every step), and each step's attribution map comes
@@ -14,7 +14,7 @@ the env's state, and then the heatmap's own capture of the step is used; extract
   row's map depends on those alone, so small observations' maps are kept (:data:`CACHE_OBS_BYTES`) and a step seen
   before is not attributed again (MinAtar: ~90% of a 1000-episode rollout's steps).
 
-When a pass is due, the pending steps' masks come in one batch (:meth:`~rlviz.evaluate.extractor.Extractor.masks_many`)
+When a pass is due, the pending steps' masks come in one batch (:meth:`~rlviz.evaluate.failures.extractor.Extractor.masks_many`)
 and are pooled to observation pixels, and the steps' shares go to their episodes' :class:`EpisodeAttention` (whose
 env steps, and failures, are known by then), a run of an episode's steps at once: the before-failure window's sums
 and maps, and the per-step track the videos draw.

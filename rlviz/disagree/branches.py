@@ -10,7 +10,7 @@ randomness and the same action noise for both. A branch of X itself is therefore
 continuation, step for step.
 
 The branches of many states are played in lockstep (:func:`play_many`: one batched forward per step, each row
-stepped by the rollouts' :class:`~rlviz.evaluate.runner.Runner` on a :class:`Resumed` env, whose ``reset()`` hands
+stepped by the rollouts' :class:`~rlviz.evaluate.rollouts.runner.Runner` on a :class:`Resumed` env, whose ``reset()`` hands
 back the saved observation instead of resetting, and sampled with its own copy of the generator: each branch is
 what it would be alone). Kept for a video, a branch's frames, observations and actions are collected as it is
 played (:class:`Collect`), and the caller draws them with the branch agent's panels (:mod:`.run`: both branches
@@ -33,10 +33,10 @@ from ..envs import make_env, to_rgb_frame
 from ..envs.snapshot import EnvSnapshot, NotRestorable, restore, save, snapshot_kind
 from ..episode.trace import EpisodeTrace, Spool, make_spool
 from ..errors import EnvError
-from ..evaluate.lockstep import decide, input_buffer
-from ..evaluate.pixel_heatmap import copies_faithfully
-from ..evaluate.plan import RolloutPlan
-from ..evaluate.runner import Runner
+from ..evaluate.failures.pixel_heatmap import copies_faithfully
+from ..evaluate.rollouts.lockstep import decide, input_buffer
+from ..evaluate.rollouts.plan import RolloutPlan
+from ..evaluate.rollouts.runner import Runner
 
 __all__ = ["Resumed", "SavedState", "BranchResult", "reach", "reach_many", "play_branch", "play_kept", "play_many",
            "check_restorable", "Collect"]

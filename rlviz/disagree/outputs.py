@@ -21,7 +21,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..evaluate.distance import MEASURES
+from ..evaluate.statistics.distance import MEASURES
 from ..media.atomic import atomic_path
 from ..sinks.log import Logged, RunLog, log_run
 from .run import BranchedState, Disagreements

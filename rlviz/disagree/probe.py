@@ -1,7 +1,7 @@
 """Each agent's states given to the other agent too, during compare's rollouts: per state, how far apart the two
 action distributions are and what each agent's value head says.
 
-:class:`DisagreementProbe` is the rollout's probe (``probe`` of :class:`rlviz.evaluate.runner.Runner`). The other
+:class:`DisagreementProbe` is the rollout's probe (``probe`` of :class:`rlviz.evaluate.rollouts.runner.Runner`). The other
 agent is asked once per distinct observation: states repeat a lot (MinAtar Breakout: 3,952 distinct observations in 32,452
 steps of 200 episodes), so its outputs are kept by the observation's digest (BLAKE2b, 128 bits) and the new
 observations wait until there are enough to fill whole forward chunks (``16 x rows_for(obs)``, or the rollout's
@@ -12,7 +12,7 @@ columns per episode, cut into one :class:`EpisodeDisagreement` per episode once 
 is written (an episode's end forces no forward).
 
 With an object extractor (the rollout's heatmap on), the objects of every state where the two agents' greedy actions
-differ go into a :class:`~rlviz.evaluate.heatmap.FailureHeatmap` (an "event" is such a state): where on the screen
+differ go into a :class:`~rlviz.evaluate.failures.heatmap.FailureHeatmap` (an "event" is such a state): where on the screen
 they disagree. Exact extractors' captures of the step are used (MinAtar, classic control, ALE colours); extractors
 that read frames get the waiting states rendered.
 """
@@ -29,15 +29,15 @@ from ..agent.capabilities import capabilities_of
 from ..agent.stepping import policy_step, start_state
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
-from ..evaluate.distance import ACTION_GAP, TV, disagreement, greedy_actions
-from ..evaluate.heatmap import FailureHeatmap
+from ..evaluate.failures.heatmap import FailureHeatmap
+from ..evaluate.statistics.distance import ACTION_GAP, TV, disagreement, greedy_actions
 
 __all__ = ["EpisodeDisagreement", "DisagreementProbe", "check_probe_policies", "BOX_DIFFER_TV", "BOX_DIFFER_GAP"]
 
 #: Box actions have no greedy action to compare: a state counts as one where they choose differently from this TV
 #: (the Pinsker bound of the Gaussians' distance) on.
 BOX_DIFFER_TV = 0.5
-#: Deterministic Box actors (measured by :func:`~rlviz.evaluate.distance.action_gap`): a state counts as one where
+#: Deterministic Box actors (measured by :func:`~rlviz.evaluate.statistics.distance.action_gap`): a state counts as one where
 #: they choose differently from this gap on (a tenth of the action bounds' width).
 BOX_DIFFER_GAP = 0.1
 #: Forward chunks of new observations evaluated together.
@@ -51,7 +51,7 @@ class EpisodeDisagreement:
 
     tv:          float32 [T]  the probe's ``measure`` of how far apart the two agents are there: the total-variation
                  distance of the two action distributions (0: the same, 1: disjoint; Box: the Pinsker bound), or for
-                 deterministic Box actors the action gap (:func:`~rlviz.evaluate.distance.action_gap`: the actions'
+                 deterministic Box actors the action gap (:func:`~rlviz.evaluate.statistics.distance.action_gap`: the actions'
                  distance scaled by the bounds); NaN where neither applies
     own_value:   float32 [T]  the playing agent's value there (NaN without a value head)
     other_value: float32 [T]  the other agent's value there
@@ -137,7 +137,7 @@ class DisagreementProbe:
         self.episodes: dict[int, EpisodeDisagreement] = {}
         self.heatmap: FailureHeatmap | None = None
         self.forwarded = 0
-        self.measure = TV  # what ``tv`` holds: TV, or ACTION_GAP for deterministic actors (rlviz.evaluate.distance)
+        self.measure = TV  # what ``tv`` holds: TV, or ACTION_GAP for deterministic actors (rlviz.evaluate.statistics.distance)
         self.cols: dict[str, np.ndarray] = {}  # name -> [rows, capacity]
         self.pos = np.zeros(0, np.int64)  # per row: states written so far
         self.pending = np.zeros(0, np.int64)  # per row: states waiting for the other agent's output
@@ -302,7 +302,7 @@ class DisagreementProbe:
         self.heatmap.add({k: v for k, v in masks.items() if k in self.heatmap.object_names})
 
     def end(self, slot: int, ep: Any) -> None:
-        """Episode ``ep`` (an :class:`~rlviz.evaluate.runner.EpisodeState`) on ``slot`` ended: it becomes an
+        """Episode ``ep`` (an :class:`~rlviz.evaluate.rollouts.runner.EpisodeState`) on ``slot`` ended: it becomes an
         :class:`EpisodeDisagreement` once its waiting states are written (at the latest by :meth:`finish`)."""
         row = int(self.row_of[slot]) if slot < self.row_of.shape[0] else -1
         if row < 0:  # an episode without a state (none in gymnasium)

@@ -22,10 +22,10 @@ from ..draw.side_by_side import Encoding, compose_side_by_side
 from ..draw.video import video_timing
 from ..envs import make_env
 from ..envs.snapshot import NotRestorable
-from ..evaluate.distance import TV
-from ..evaluate.heatmap import FailureHeatmap
-from ..evaluate.objects import extractor_for, load_extractor
-from ..evaluate.rollout import RolloutPlan, RolloutProbes, RolloutResult, episode_seed_for, rollout
+from ..evaluate.failures.heatmap import FailureHeatmap
+from ..evaluate.failures.objects import extractor_for, load_extractor
+from ..evaluate.rollouts.rollout import RolloutPlan, RolloutProbes, RolloutResult, episode_seed_for, rollout
+from ..evaluate.statistics.distance import TV
 from ..record.internals import compute_internals, save_episode_data
 from .branches import BranchResult, check_restorable, play_many, reach_many
 from .probe import DisagreementProbe, EpisodeDisagreement, check_probe_policies
@@ -65,8 +65,8 @@ class Disagreements:
     branched top states, by rank; episodes: every episode's per-state numbers (A's episodes, then B's);
     heatmap: where the greedy actions differ (object positions), or None; note: why there are fewer states than
     asked, or no branches (one line), or None; horizon: steps per branch (None: to the end of the episode);
-    measure: what the states' ``tv`` numbers are (:data:`~rlviz.evaluate.distance.TV`, or
-    :data:`~rlviz.evaluate.distance.ACTION_GAP` for deterministic actors)."""
+    measure: what the states' ``tv`` numbers are (:data:`~rlviz.evaluate.statistics.distance.TV`, or
+    :data:`~rlviz.evaluate.statistics.distance.ACTION_GAP` for deterministic actors)."""
 
     summary: dict[str, Any]
     states: tuple[BranchedState, ...]

@@ -11,7 +11,7 @@ env's ``np_random``: everything a wrapper keeps is Python state), taken when :fu
   play the branches one after another, each restored just before it plays.
 - MinAtar (its ``Environment``: the game's state and its ``numpy`` RandomState), classic control (the env's
   ``state`` and ``np_random``; its pygame window and clock are left out of the copy) and any env whose deep copy plays on exactly as the original: the copy itself.
-  Callers check that with :func:`rlviz.evaluate.pixel_heatmap.copies_faithfully` once per env
+  Callers check that with :func:`rlviz.evaluate.failures.pixel_heatmap.copies_faithfully` once per env
   (:func:`restorable_kind` does).
 - Box2D (SWIG bodies) and others whose copy fails: :class:`NotRestorable`.
 

@@ -44,7 +44,7 @@ __all__ = [
 #: Stable-Baselines3 policy classes rlviz rebuilds from an SB3 zip without unpickling (module.Class).
 #: (sb3-contrib: QR-DQN, TQC, RecurrentPPO, MaskablePPO. DDPG saves TD3's policy classes. Each is built only
 #: from the spaces of the env the caller names and keyword arguments read as plain literals or allowlisted
-#: classes: see rlviz.sources.sb3.)
+#: classes: see rlviz.sources.stable_baselines3.zips.)
 POLICY_CLASSES = frozenset({
     "stable_baselines3.common.policies.ActorCriticPolicy",
     "stable_baselines3.common.policies.ActorCriticCnnPolicy",

@@ -105,7 +105,7 @@ class RunIndex:
             return None
         with self._heatmap_lock:
             if self._heatmap is None:
-                from ..evaluate.heatmap import FailureHeatmap
+                from ..evaluate.failures.heatmap import FailureHeatmap
 
                 self._heatmap = FailureHeatmap.load(self.root / "heatmap.npz")
             return self._heatmap

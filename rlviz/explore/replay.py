@@ -79,7 +79,7 @@ class EpisodeRenderer:
 
     def __call__(self, n: int, folder: Path) -> Path:
         """Render episode ``n`` into ``folder``: the MP4's path (its .npz beside it)."""
-        from ..evaluate.threads import torch_threads
+        from ..evaluate.backends.threads import torch_threads
         from ..jobs.videos import record_episode
 
         config = self.config(n)
@@ -97,8 +97,8 @@ class EpisodeRenderer:
 def _rollout_one(agent: Any, config: RenderConfig, gamma: float, n: int) -> Any:
     """Episode ``n`` of the run's rollout, alone (render's rollout with ``indices=(n,)``)."""
     from ..attention.summary import attention_spec
-    from ..evaluate.plan import RolloutPlan, RolloutProbes
-    from ..evaluate.rollout import rollout
+    from ..evaluate.rollouts.plan import RolloutPlan, RolloutProbes
+    from ..evaluate.rollouts.rollout import rollout
 
     plan = RolloutPlan(config.episodes, seed=config.seed, num_envs=1, greedy=config.greedy, fail_on=config.fail_on,
                        gamma=gamma, indices=(n,), heatmap=bool(config.heatmap),

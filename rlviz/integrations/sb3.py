@@ -31,7 +31,7 @@ from ..config import TimelineConfig
 from ..envs.recipe import EnvRecipe
 from ..errors import UsageError, require
 from ..sinks.base import Sink, as_sinks
-from ..sources.sb3 import sb3_policy
+from ..sources.stable_baselines3.zips import sb3_policy
 from .loop import LogOptions, check_log_options, fold_log_keywords, log_episode
 from .sb3_video import VecRecordEpisode
 

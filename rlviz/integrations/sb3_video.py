@@ -269,7 +269,7 @@ class VecRecordEpisode(RecorderBase, _vec.VecEnvWrapper):  # type: ignore[name-d
 
     def _model_policy(self) -> Any:
         if self._policy is None:
-            from ..sources.sb3 import sb3_policy
+            from ..sources.stable_baselines3.zips import sb3_policy
 
             self._policy = sb3_policy(self.model, device="cpu" if not hasattr(self.model, "device") else
                                       self.model.device)

@@ -8,7 +8,7 @@ own, written complete or not at all; see :mod:`rlviz.jobs.outdir`)::
 
     rlviz-run.json       what wrote the run, with which options
     comparison.json      "a", "b" (each render's summary), paired statistics of the return B - A with bootstrap
-                         CIs (:mod:`rlviz.evaluate.paired`), the difference of every diagnostic number
+                         CIs (:mod:`rlviz.evaluate.statistics.paired`), the difference of every diagnostic number
     episodes.csv         per seed: A's and B's episode rows side by side, and the return difference
     heatmap_diff.npz/.png  counts of A and B and the per-failure difference (with --heatmap)
     attention_at_failure_a.png, attention_at_failure_b.png  each agent's attention map at failure (with attention)
@@ -38,11 +38,11 @@ from ..draw.side_by_side import side_by_side
 from ..draw.video import video_timing
 from ..errors import UsageError
 from ..evaluate import RolloutResult
-from ..evaluate.heatmap import FailureHeatmap, HeatmapDiff
-from ..evaluate.paired import paired_comparison
-from ..evaluate.stats import flat_numbers, fmt_number
-from ..evaluate.threads import torch_threads
-from ..evaluate.workers import Backend
+from ..evaluate.backends.threads import torch_threads
+from ..evaluate.backends.workers import Backend
+from ..evaluate.failures.heatmap import FailureHeatmap, HeatmapDiff
+from ..evaluate.statistics.paired import paired_comparison
+from ..evaluate.statistics.stats import flat_numbers, fmt_number
 from ..media.atomic import atomic_path
 from ..report import REPORT_NAME, write_report
 from ..report.disagreements import disagreements_html

@@ -30,7 +30,7 @@ _SAFE_PART = re.compile(r"[^\x00-\x1f/\\]+")
 
 def _hub_folder(ref: str) -> Path | None:
     """The Hugging Face cache folder of an ``hf://ORG/REPO...`` id (None when it does not parse)."""
-    from ..sources.hub import parse_hub_ref
+    from ..sources.huggingface.hub import parse_hub_ref
 
     try:
         repo_id = parse_hub_ref(ref).repo_id
@@ -80,8 +80,8 @@ def job_inputs(config: Any) -> list[Path]:
 
 def check_model_folders(config: Any) -> None:
     """Refuse, before anything about ``--out``, a model input (render's checkpoint, compare's A and B) that is a
-    local folder with no model in it (one line saying what it holds instead: :func:`rlviz.sources.zoo.run_model`)."""
-    from ..sources.zoo import run_model
+    local folder with no model in it (one line saying what it holds instead: :func:`rlviz.sources.stable_baselines3.zoo.run_model`)."""
+    from ..sources.stable_baselines3.zoo import run_model
 
     for name in ("checkpoint", "a", "b"):
         value = getattr(config, name, None)

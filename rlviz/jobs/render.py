@@ -34,11 +34,11 @@ from ..config import RenderConfig, parse_video_spec
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout
-from ..evaluate.objects import fallback_note
-from ..evaluate.plan import RolloutPlan, RolloutProbes
-from ..evaluate.stats import write_episodes_csv, write_summary_json
-from ..evaluate.threads import torch_threads
-from ..evaluate.workers import Backend, WorkerDied, WorkerPool, died_twice, merge_rollouts, shard_ranges
+from ..evaluate.backends.threads import torch_threads
+from ..evaluate.backends.workers import Backend, WorkerDied, WorkerPool, died_twice, merge_rollouts, shard_ranges
+from ..evaluate.failures.objects import fallback_note
+from ..evaluate.rollouts.plan import RolloutPlan, RolloutProbes
+from ..evaluate.statistics.stats import write_episodes_csv, write_summary_json
 from ..report import REPORT_NAME, write_report
 from ..report.notebook import outputs_html
 from ..sinks.base import Sink
@@ -83,7 +83,7 @@ def select_episodes(returns: np.ndarray, spec: list[tuple[str, Any]], seed: int 
     """Pick episode indices for each item of ``spec`` (:func:`parse_video_spec`); an episode is listed once, first
     label wins. ``episode`` items name an episode; ``failed-at`` items ((x, y), labelled "failed") select the
     episodes whose failures put an object on that pixel of ``heatmap`` (a FailureHeatmap with its per-episode
-    contributions: :meth:`~rlviz.evaluate.heatmap.FailureHeatmap.episodes_at`)."""
+    contributions: :meth:`~rlviz.evaluate.failures.heatmap.FailureHeatmap.episodes_at`)."""
     returns = np.asarray(returns, dtype=np.float64)
     n = returns.shape[0]
     order = np.argsort(returns, kind="stable")  # ascending return; ties by episode index

@@ -4,7 +4,7 @@ runs them (the video replays' unit is :class:`rlviz.jobs.videos.VideoTask`).
 Each unit carries an :class:`AgentSource` (the checkpoint's path for local workers; its bytes through Ray's
 object store for a cluster) and the job's :class:`~rlviz.config.RenderConfig`; a worker loads the agent once
 and keeps it for its next units. Results come back to the driver: rollout shards as
-:class:`~rlviz.evaluate.RolloutResult` (merged exactly, :func:`rlviz.evaluate.workers.merge_rollouts`), videos
+:class:`~rlviz.evaluate.RolloutResult` (merged exactly, :func:`rlviz.evaluate.backends.workers.merge_rollouts`), videos
 as bytes written under the driver's folder with :func:`~rlviz.media.atomic.atomic_path`.
 """
 
@@ -22,13 +22,13 @@ from typing import Any
 from ..attention.summary import attention_spec
 from ..config import RenderConfig
 from ..errors import RlvizError, require
-from ..evaluate.rollout import RolloutPlan, RolloutProbes, rollout
-from ..evaluate.workers import Backend, WorkerPool, claimed_indices
+from ..evaluate.backends.workers import Backend, WorkerPool, claimed_indices
+from ..evaluate.rollouts.rollout import RolloutPlan, RolloutProbes, rollout
 from ..sources import LoadedAgent, load_agent
-from ..sources.hub import is_hub_ref
-from ..sources.vecnormalize import FILE_NAME as VECNORMALIZE_FILE
-from ..sources.vecnormalize import find_vecnormalize
-from ..sources.zoo import find_zoo_run
+from ..sources.huggingface.hub import is_hub_ref
+from ..sources.stable_baselines3.vecnormalize import FILE_NAME as VECNORMALIZE_FILE
+from ..sources.stable_baselines3.vecnormalize import find_vecnormalize
+from ..sources.stable_baselines3.zoo import find_zoo_run
 from .stages import agent_env
 
 __all__ = ["AgentSource", "ShardTask", "run_shard", "open_backend", "share_agent", "source_for"]
@@ -96,7 +96,7 @@ class AgentSource:
 @dataclass(frozen=True)
 class ShardTask:
     """Episodes ``[first_episode, first_episode + episodes)`` of the config's rollout; with ``shared``, those this
-    worker claims of them as its envs free up (:func:`~rlviz.evaluate.workers.claimed_indices`: every worker
+    worker claims of them as its envs free up (:func:`~rlviz.evaluate.backends.workers.claimed_indices`: every worker
     of the pool gets such a task); with ``indices``, those episodes only (a dead worker's, re-run).
     ``num_envs``: the worker's envs (default: the config's, at most the episodes)."""
 
@@ -136,7 +136,7 @@ def open_backend(config: Any) -> Any:
     spawned workers start now (open it before loading the agent: they start meanwhile); forked workers (Linux)
     start at the first shard and inherit the agents given to :func:`share_agent`."""
     if config.ray is not None:
-        from ..evaluate.ray_backend import RayPool
+        from ..evaluate.backends.ray_pool import RayPool
 
         pool: Any = RayPool(config.ray, workers=config.workers if config.workers > 1 else None, threads=config.threads)
     elif config.workers > 1 and "fork" in multiprocessing.get_all_start_methods():

@@ -30,7 +30,7 @@ from ..agent.capabilities import capabilities_of
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
 from ..envs import make_env
 from ..errors import UsageError
-from ..evaluate.workers import Backend
+from ..evaluate.backends.workers import Backend
 from ..explain import GivenState, attribute, attribution_class
 from ..sinks.base import Sink
 from ..sources import LoadedAgent

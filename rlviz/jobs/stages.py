@@ -25,12 +25,12 @@ from ..config import RenderConfig
 from ..envs import EnvRecipe, WrapperSpec, make_env, to_rgb_frame
 from ..errors import UsageError
 from ..evaluate import RolloutResult, summarize
-from ..evaluate.diagnostics import diagnose
-from ..evaluate.stats import Summary, flat_numbers
+from ..evaluate.statistics.diagnostics import diagnose
+from ..evaluate.statistics.stats import Summary, flat_numbers
 from ..report import RunData, video_data
 from ..sinks.log import Logged, RunLog, findings_markdown
 from ..sources import LoadedAgent, load_agent
-from ..sources.hub import pinned_id
+from ..sources.huggingface.hub import pinned_id
 
 __all__ = ["resolve_agent", "agent_env", "summarise", "run_log", "run_record", "write_attention_at_failure", "background_frame",
            "ATTENTION_PNG"]

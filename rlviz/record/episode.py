@@ -55,7 +55,7 @@ def run_episode(
         raise UsageError("run_episode needs a policy: pass policy=..., or wrap env in RecordEpisode(..., policy=...).")
     if rng is not None and not isinstance(rng, np.random.Generator):
         rng = np.random.default_rng(rng)
-    from ..evaluate.rollout import RolloutPlan, replay_episode
+    from ..evaluate.rollouts.rollout import RolloutPlan, replay_episode
 
     played = replay_episode(None, policy, seed, RolloutPlan(1, greedy=greedy, max_steps=max_steps), env=env, rng=rng)
     if recorder is None:

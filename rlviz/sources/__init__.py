@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from .._lazy import lazy_exports
 
-#: public name -> the module that defines it (imported on first use: ``rlviz.sources.hub`` alone loads no torch,
+#: public name -> the module that defines it (imported on first use: ``rlviz.sources.huggingface.hub`` alone loads no torch,
 #: so the CLI checks an ``hf://`` id before the heavy imports)
 _EXPORTS = {"LoadedAgent": "loaded", "load_agent": "checkpoint", "load_checkpoint": "checkpoint",
             "save_checkpoint": "checkpoint", "cleanrl_policy": "adapters", "to_policy": "adapters"}

@@ -4,7 +4,7 @@ Supported, checked in this order by :func:`to_policy`:
 
 * an rlviz :class:`Policy` (returned as is);
 * a Stable-Baselines3 / sb3-contrib algorithm or policy (PPO, A2C, DQN, SAC, TD3, DDPG, QR-DQN, TQC; see
-  :mod:`rlviz.sources.sb3`);
+  :mod:`rlviz.sources.stable_baselines3.zips`);
 * a CleanRL-style agent: a module with ``get_action_and_value(x, action)`` (ppo.py, ppo_atari.py
   ...). See :func:`cleanrl_policy`;
 * a Q-network (``kind="q"``, or ``kind="auto"`` and a class name containing "QNetwork", "QNet"
@@ -35,7 +35,7 @@ from ..agent.cleanrl import is_cleanrl_agent  # noqa: F401 (0.1 import path)
 from ..agent.policy import Policy, TorchPolicy, TorchPolicyOptions
 from ..agent.recurrent import RecurrentTorchPolicy, is_recurrent_module
 from ..errors import UsageError
-from .sb3 import sb3_policy
+from .stable_baselines3.zips import sb3_policy
 
 __all__ = ["to_policy", "cleanrl_policy", "build_model", "looks_like_q_network", "SpaceInfo"]
 

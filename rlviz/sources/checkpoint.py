@@ -1,7 +1,7 @@
 """The one loader every entry point uses: :func:`load_agent` (and :func:`load_checkpoint` for rlviz files).
 
 :func:`load_agent` detects the file kind from its bytes: rlviz checkpoint (written by
-:func:`~rlviz.sources.saving.save_checkpoint`, see there for the format), plain ``torch.export`` program,
+:func:`~rlviz.sources.pt2.saving.save_checkpoint`, see there for the format), plain ``torch.export`` program,
 ``torch.save`` file (a state_dict, with ``model=``; a pickled module only with ``trust=True``),
 Stable-Baselines3 ``.zip``, CleanRL's JAX (flax msgpack) files (:mod:`.cleanrl_jax`). Unusable files raise :class:`CheckpointError`. Loading unpickles nothing and
 acts on no name a file carries (env ids, wrappers, classes) that rlviz does not know, unless the caller
@@ -20,17 +20,17 @@ from ..agent.policy import KINDS
 from ..envs.recipe import EnvRecipe, WrapperSpec
 from ..errors import CheckpointError, UnsafeCheckpointError, UsageError
 from .adapters import build_model, to_policy
-from .cleanrl_jax import load_cleanrl_jax
-from .cleanrl_scripts import recognise_cleanrl
-from .exported import FORMAT_NAME, FORMAT_VERSION, load_export
+from .cleanrl.jax_files import load_cleanrl_jax
+from .cleanrl.scripts import recognise_cleanrl
 from .files import EXPECTED, describe, detect_format, read_file, torch_load
-from .hub import fetch_hub_agent, is_hub_ref
+from .huggingface.hub import fetch_hub_agent, is_hub_ref
 from .loaded import LoadedAgent, check_forward, coerce_recipe, env_facts, settle_kind
 from .meet import meet_observation
-from .saving import save_checkpoint
-from .sb3 import load_sb3_zip
+from .pt2.exported import FORMAT_NAME, FORMAT_VERSION, load_export
+from .pt2.saving import save_checkpoint
+from .stable_baselines3.zips import load_sb3_zip
+from .stable_baselines3.zoo import find_zoo_run, sb3_stats
 from .weights import find_state_dict, load_weights
-from .zoo import find_zoo_run, sb3_stats
 
 __all__ = ["LoadedAgent", "save_checkpoint", "load_checkpoint", "load_agent", "detect_format", "settle_kind",
            "FORMAT_NAME", "FORMAT_VERSION"]
@@ -69,8 +69,8 @@ def load_agent(
       (constructor arguments named env/envs, observation_space, action_space, num_actions, obs_shape
       are filled from ``env``). kind: "auto" | "actor_critic" | "logits" | "q" for plain torch files.
       vecnormalize: an SB3 ``VecNormalize.save`` file to apply (default: rl-zoo3's ``vecnormalize.pkl`` found
-      beside the model). ``path`` may also be an rl-zoo3 run folder (:mod:`rlviz.sources.zoo`) or a Hugging Face Hub
-      repo, ``"hf://ORG/REPO[@REVISION][/FILE]"`` (:mod:`rlviz.sources.hub`; metadata["hub"] says which commit).
+      beside the model). ``path`` may also be an rl-zoo3 run folder (:mod:`rlviz.sources.stable_baselines3.zoo`) or a Hugging Face Hub
+      repo, ``"hf://ORG/REPO[@REVISION][/FILE]"`` (:mod:`rlviz.sources.huggingface.hub`; metadata["hub"] says which commit).
     """
     if kind != "auto" and kind not in KINDS:
         raise UsageError(f"kind={kind!r}; expected 'auto' or one of {KINDS}.")
@@ -108,7 +108,7 @@ def _load_local(path, *, env, model, trust: bool, device: str, kind: str, vecnor
             obs_space = env_facts(recipe)[0]
         check_forward(policy, tuple(obs_space.shape or ()), source)
         return LoadedAgent(policy, recipe, tuple(names), gamma, policy.kind, meta, Path(source), "sb3-zip")
-    if fmt == "flax-msgpack":  # CleanRL's JAX scripts (rlviz.sources.cleanrl_jax); no JAX needed
+    if fmt == "flax-msgpack":  # CleanRL's JAX scripts (rlviz.sources.cleanrl.jax_files); no JAX needed
         return load_cleanrl_jax(data, source, env=env, device=device)
     if fmt == "torch-save":
         return _load_torch_file(data, source, env=env, model=model, trust=trust, device=device, kind=kind)

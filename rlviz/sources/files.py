@@ -81,7 +81,7 @@ def detect_format(data: bytes) -> str:
         return "zip"
     if data[:1] == b"\x80":  # a pickle: torch.save's legacy (non-zip) format
         return "torch-save"
-    from .flax_msgpack import looks_like_flax
+    from .cleanrl.flax_msgpack import looks_like_flax
 
     if looks_like_flax(data):  # flax.serialization.to_bytes (CleanRL's JAX scripts)
         return "flax-msgpack"

@@ -58,7 +58,7 @@ class TimelineCheckpoint:
     name:         str, its path relative to RUN (posix slashes): the ``checkpoint`` field of timeline.json.
     step_source:  "name" | "file": where the step was read.
     vecnormalize: Path | None, SB3 ``<prefix>_vecnormalize_<steps>_steps.pkl`` saved with it (None: rlviz's default
-                  search, :func:`rlviz.sources.vecnormalize.find_vecnormalize`, or ``--vecnormalize``).
+                  search, :func:`rlviz.sources.stable_baselines3.vecnormalize.find_vecnormalize`, or ``--vecnormalize``).
     agent:        LoadedAgent | None, the loaded agent once evaluated (its policy, recipe, action names, gamma);
                   None before evaluation, when it failed to load, or when it was evaluated in worker processes
                   (``--workers``/``--ray``: the agents stay there). :meth:`load` gives it either way.

@@ -8,7 +8,7 @@ is opened once for the whole run (:func:`rlviz.jobs.shards.open_backend`: its st
 checkpoint's tasks go to it at once, so no worker waits for another checkpoint to finish; a worker loads each
 checkpoint it needs once (:class:`rlviz.jobs.shards.AgentSource`), plays its episodes with render's shard function
 (:func:`rlviz.jobs.shards.run_shard`) and, for a checkpoint's first shard, measures the policy change against the
-previous checkpoint there too. The driver only merges (exactly: :func:`rlviz.evaluate.workers.merge_rollouts`), so
+previous checkpoint there too. The driver only merges (exactly: :func:`rlviz.evaluate.backends.workers.merge_rollouts`), so
 the results equal one process's.
 
 :func:`policy_change` compares two consecutive checkpoints' action distributions on the later one's visited states
@@ -28,12 +28,12 @@ from .. import progress
 from ..agent.capabilities import capabilities_of
 from ..errors import CheckpointError, RlvizError, UsageError
 from ..evaluate import replay_episode
-from ..evaluate.distance import action_gap, action_l2
-from ..evaluate.distance import tv_kl_categorical as _tv_kl_categorical
-from ..evaluate.distance import tv_kl_gaussian as _tv_kl_gaussian
-from ..evaluate.rollout import RolloutPlan, episode_seed_for
-from ..evaluate.threads import torch_threads
-from ..evaluate.workers import merge_rollouts, shard_ranges
+from ..evaluate.backends.threads import torch_threads
+from ..evaluate.backends.workers import merge_rollouts, shard_ranges
+from ..evaluate.rollouts.rollout import RolloutPlan, episode_seed_for
+from ..evaluate.statistics.distance import action_gap, action_l2
+from ..evaluate.statistics.distance import tv_kl_categorical as _tv_kl_categorical
+from ..evaluate.statistics.distance import tv_kl_gaussian as _tv_kl_gaussian
 from ..jobs.render import import_now, run_rollouts
 from ..jobs.shards import AgentSource, ShardTask, run_shard, share_agent, source_for
 from ..jobs.stages import summarise
@@ -224,7 +224,7 @@ def evaluate_many(cps: list[TimelineCheckpoint], config: Any, backend: Any, prev
 
 def task_ranges(checkpoints: int, episodes: int, workers: int, num_envs: int = 16) -> list[list[range]]:
     """Per checkpoint (in the order the workers take them), the episode ranges of its tasks. With fewer checkpoints
-    than workers each is split (:func:`~rlviz.evaluate.workers.shard_ranges`) so that every worker has work; else
+    than workers each is split (:func:`~rlviz.evaluate.backends.workers.shard_ranges`) so that every worker has work; else
     each is one task, but for the last ``workers`` checkpoints, split in ``workers`` parts each: the queue ends in
     short tasks, so the workers finish together (how long a checkpoint's episodes last is not known before they
     run). Results do not depend on the split (episode k always plays on its own seed)."""

@@ -1,7 +1,7 @@
 """What changed over training, from the evaluated checkpoints (all on the same episode seeds).
 
 * each checkpoint's return against the previous checkpoint's and against the best earlier one's: the paired
-  difference with a bootstrap 95% CI (:func:`rlviz.evaluate.paired.paired_difference`, compare's code);
+  difference with a bootstrap 95% CI (:func:`rlviz.evaluate.statistics.paired.paired_difference`, compare's code);
 * ``first_seen``: each diagnostic id -> the first step it was raised; ``diagnostics_over_training``: for each id the
   steps it was raised at, its last step and whether it ``persisted`` (raised at every checkpoint from its first on);
 * ``regressions``: the checkpoints whose paired difference against the best earlier checkpoint has its 95% CI
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..evaluate.paired import bootstrap_ci, paired_difference
+from ..evaluate.statistics.paired import bootstrap_ci, paired_difference
 from ..sources.run_folders import TimelineCheckpoint
 
 __all__ = ["checkpoint_row", "timeline_findings", "paired_diff"]

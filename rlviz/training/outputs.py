@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import progress
-from ..evaluate.stats import flat_numbers, fmt_number
+from ..evaluate.statistics.stats import flat_numbers, fmt_number
 from ..media.atomic import atomic_path
 from ..sources.run_folders import Skipped, TimelineCheckpoint
 from .evaluate import evaluate_checkpoint, evaluate_many, policy_change, visited_states

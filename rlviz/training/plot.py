@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from ..evaluate.heatmap import FailureHeatmap, plot_small_multiples
+from ..evaluate.failures.heatmap import FailureHeatmap, plot_small_multiples
 from ..media import atomic_path
 
 __all__ = ["plot_timeline", "plot_timelines", "plot_timeline_heatmaps", "row_value", "attention_objects", "SIZE",
@@ -208,7 +208,7 @@ def plot_timeline_heatmaps(path: str | os.PathLike, heatmaps: Sequence[FailureHe
                            log: bool = False) -> Path:
     """``timeline_heatmaps.png``: the failure heatmap of each checkpoint as small multiples, one column per
     checkpoint (titled with its training step), one row per object; each cell counts per failure, on one colour
-    scale per row, so the columns compare. Drawn by :func:`rlviz.evaluate.heatmap.plot_small_multiples`."""
+    scale per row, so the columns compare. Drawn by :func:`rlviz.evaluate.failures.heatmap.plot_small_multiples`."""
     return plot_small_multiples(path, heatmaps, [f"step {int(s):,}" for s in steps], log=log)
 
 

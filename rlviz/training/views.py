@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import parse_video_spec
 from ..errors import RlvizError
-from ..evaluate.heatmap import FailureHeatmap
-from ..evaluate.rollout import episode_seed_for
+from ..evaluate.failures.heatmap import FailureHeatmap
+from ..evaluate.rollouts.rollout import episode_seed_for
 from ..jobs.render import select_episodes
 from ..media import atomic_write
 from ..report.timeline_page import write_timeline_report

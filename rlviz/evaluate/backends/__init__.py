@@ -1,0 +1,1 @@
+"""Where rollout shards run: worker processes, Ray, torch's thread count."""

@@ -1,0 +1,1 @@
+"""Numbers over episodes: statistics, paired comparisons, diagnostics, action distances."""

@@ -1,0 +1,1 @@
+"""The Hugging Face Hub (``hf://ORG/REPO``): fetching a repo's files, pinned, and the validated cache."""

@@ -1,0 +1,1 @@
+"""rlviz's own ``.pt2`` checkpoints: reading (exported, graph, codegen), vetting (safety), writing (saving)."""
