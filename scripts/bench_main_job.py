@@ -1,6 +1,6 @@
-"""Benchmark: the README's main job on this tree against release 0.3.0, whole processes, interleaved.
+"""Benchmark: the README's main job on this tree against the last release (0.4.0), whole processes, interleaved.
 
-    python scripts/bench_main_job.py                          # 3 repetitions, 0.3.0 unpacked from git (4795c82)
+    python scripts/bench_main_job.py                          # 3 repetitions, 0.4.0 unpacked from git (check_identity.BASELINE_REV)
     python scripts/bench_main_job.py --reps 5 --baseline DIR  # against another checkout
     python scripts/bench_main_job.py --episodes 200           # a shorter job
 
@@ -49,14 +49,14 @@ def _children_cpu() -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--baseline", type=Path, help="the baseline checkout (default: 0.3.0 unpacked from git)")
+    ap.add_argument("--baseline", type=Path, help="the baseline checkout (default: release 0.4.0 unpacked from git)")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--episodes", type=int, default=1000)
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="rlviz-bench-main-") as d:
         tmp = Path(d)
         base = args.baseline.resolve() if args.baseline else baseline_tree(BASELINE_REV, tmp / "baseline")
-        trees = {"0.3.0" if not args.baseline else "baseline": base, "this tree": ROOT}
+        trees = {"0.4.0" if not args.baseline else "baseline": base, "this tree": ROOT}
         times: dict = {k: [] for k in trees}
         cpus: dict = {k: [] for k in trees}
         for rep in range(args.reps):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import gc
 import math
 import os
-import re
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from ..agent.actions import action_spec
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from .agents_video import AgentsOptions, AgentSpec, AgentsVideo
+from .base import default_triggers, every_episode, recorder_settings
 from .frames import RecordOptions, VideoLabels
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
 from .writer import BackgroundWriter
@@ -83,21 +83,15 @@ class AgentsRecording:
         if self.has_policies and (step_trigger is not None or video_length):
             raise UsageError("step_trigger and video_length cut videos anywhere; with policies a video is one episode. "
                              "Choose episodes with episode_trigger, or record frames only (no policies).")
-        if re.search(r"[\\/]", str(name_prefix)):
-            raise UsageError(f"name_prefix={name_prefix!r} must be a file name prefix, not a path.")
-        if int(video_length) < 0:
-            raise UsageError(f"video_length={video_length}; expected 0 (whole episodes) or a number of frames.")
-        if episode_trigger is None and step_trigger is None:
-            episode_trigger = (lambda episode_id: True) if self.has_policies else capped_cubic_video_schedule
-        self.episode_trigger, self.step_trigger = episode_trigger, step_trigger
-        self.video_length: float = int(video_length) if video_length else math.inf
-        self.video_folder = os.path.abspath(video_folder)
-        os.makedirs(self.video_folder, exist_ok=True)
-        self.name_prefix = str(name_prefix)
-        fps = fps if fps is not None else getattr(env, "metadata", {}).get("render_fps", 30)
-        if float(fps) <= 0:
-            raise UsageError(f"fps={fps}; expected a positive number.")
-        self.frames_per_sec = float(fps)
+        # the argument rules every recorder shares (rlviz.record.base), written once
+        settings = recorder_settings(type(self).__name__, video_folder, name_prefix, fps,
+                                     getattr(env, "metadata", None), video_length)
+        self.episode_trigger, self.step_trigger = default_triggers(
+            episode_trigger, step_trigger, every_episode if self.has_policies else capped_cubic_video_schedule)
+        self.video_length: float = settings.video_length
+        self.video_folder = os.path.abspath(settings.video_folder)
+        self.name_prefix = settings.name_prefix
+        self.frames_per_sec = settings.fps
         spec = getattr(env, "spec", None)
         self.env_id = str(getattr(spec, "id", None) or getattr(env, "metadata", {}).get("name") or type(env.unwrapped).__name__)
         self.episode_id = self.step_id = -1
