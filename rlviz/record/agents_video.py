@@ -7,14 +7,11 @@ API
 episode; ``agents`` maps each agent id to its :class:`AgentSpec` (action spec, bar labels, policy, observation
 space), in column order. Feed it in order:
 
-* ``start(frame)``: frame 0 (uint8 [H, W, 3]);
-* ``annotate(agent, **fields) -> bool``: the loop's numbers for ``agent``'s coming decision (as
-  :meth:`rlviz.record.EpisodeVideo.annotate`: ``logits``, ``value``, ``mean``/``std``/``log_std``, scalars);
-* ``decide(agent, action, obs=None, mask=None)``: ``agent`` acts on the current frame, having seen ``obs``;
-* ``step(frame, rewards, gone=(), final_obs=None)``: the env stepped: the new frame (None: the last one again),
-  each agent's reward for the step (``{agent: r}``), the agents that left the game with it (while others play on)
-  and the last observations of those that left;
-* ``finish(terminated=False, truncated=False) -> Path | None``; ``abort()``.
+``start(frame)`` (frame 0, uint8 [H, W, 3]); ``annotate(agent, **fields) -> bool`` (the loop's numbers for the
+agent's coming decision, as :meth:`rlviz.record.EpisodeVideo.annotate`); ``decide(agent, action, obs=None,
+mask=None)`` (it acts on the current frame, having seen ``obs``); ``step(frame, rewards, gone=(), final_obs=None)``
+(the env stepped: the new frame, None for the last one again; ``{agent: reward}``; the agents that left with it and
+their last observations); ``finish(terminated=False, truncated=False) -> Path | None``; ``abort()``.
 
 Frames: one from ``start`` and one per ``step`` (N + 1 for N env steps; an AEC env's step is one agent's move).
 
@@ -24,10 +21,9 @@ thumbnails and, for a policy, its observations are spooled to disk; ``finish`` c
 its policy in one batch and/or its annotations, and draws :class:`~rlviz.draw.panels_agents.AgentsCompositor`'s
 frames), or ``panels=None``: decided by the first ``decide`` or ``step``: panels when ``annotate`` came before it.
 
-With ``options.save_data`` a panel video writes ``path.with_suffix(".npz")``: ``agents`` (the ids in column order),
-``fps``, ``num_frames``, and per agent ``<agent>/<name>``: ``decision_frames`` (the frame each decision was taken
-on), ``frame_rewards`` [N+1], ``gone_at`` (-1: stayed), ``actions``, ``rewards`` (per decision: what it received
-until its next one) and, with internals, :func:`~rlviz.record.internals.episode_arrays`' arrays ([K+1] rows).
+With ``options.save_data`` a panel video writes ``path.with_suffix(".npz")``: ``agents`` (column order), ``fps``,
+``num_frames``, and per agent ``<agent>/<name>``: ``decision_frames``, ``frame_rewards`` [N+1], ``gone_at`` (-1:
+stayed), ``actions``, ``rewards`` (per decision) and :func:`~rlviz.record.internals.episode_arrays`' arrays.
 """
 
 from __future__ import annotations
@@ -53,8 +49,8 @@ __all__ = ["AgentSpec", "AgentsOptions", "AgentsVideo"]
 
 @dataclass(frozen=True)
 class AgentSpec:
-    """One agent as a video knows it: its ``spec`` (:func:`rlviz.agent.actions.action_spec` of its action space), the
-    labels of its bars, its ``policy`` (an rlviz Policy, or None) and its ``observation_space`` (for the policy)."""
+    """One agent as a video knows it: its action ``spec``, its bars' labels, its ``policy`` (or None) and the
+    ``observation_space`` the policy takes."""
 
     spec: ActionSpec
     action_names: tuple[str, ...]
@@ -64,11 +60,10 @@ class AgentSpec:
 
 @dataclass(frozen=True)
 class AgentsOptions:
-    """The multi-agent recorders' options: ``record`` (how videos are encoded and what is kept: a
-    :class:`~rlviz.record.RecordOptions`; its ``gamma``, ``preset``, ``crf``, ``save_data``, ``spool_dir`` and
-    ``background`` apply; by default libx264's ``ultrafast`` preset: a frame of many columns is large and mostly
-    flat) and ``layout`` (an :class:`~rlviz.draw.panels_agents.AgentsLayout`). Panel videos are handed to the encoder
-    as YUV 4:2:0 (:class:`~rlviz.media.VideoWriter`'s ``yuv``)."""
+    """The multi-agent recorders' options: ``record`` (a :class:`~rlviz.record.RecordOptions`: ``gamma``, ``preset``
+    (default ``ultrafast``: a frame of many columns is large and mostly flat), ``crf``, ``save_data``, ``spool_dir``,
+    ``background``) and ``layout`` (an :class:`~rlviz.draw.panels_agents.AgentsLayout`); panels go to the encoder as
+    YUV 4:2:0."""
 
     record: RecordOptions = field(default_factory=lambda: RecordOptions(preset="ultrafast"))
     layout: AgentsLayout = field(default_factory=AgentsLayout)
