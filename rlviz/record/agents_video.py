@@ -85,10 +85,8 @@ class _Track:
 
     def __init__(self, agent: AgentSpec, thumb_box: tuple[int, int] | None, spool_dir: Any) -> None:
         self.agent, self.thumb_box, self.spool_dir = agent, thumb_box, spool_dir
-        self.decisions = array("l")
-        self.actions = array("d")
-        self.rewards = array("d")  # per decision
-        self.frame_rewards = array("d")  # per frame
+        self.decisions, self.actions = array("l"), array("d")
+        self.rewards, self.frame_rewards = array("d"), array("d")  # per decision, per frame
         self.masks: list[Any] = []
         self.obs: Any = None  # a spool of its observations (with a policy)
         self.thumbs: Spool | None = None
@@ -137,8 +135,7 @@ class AgentsVideo:
         self._stream: EpisodeVideo | None = None
         self._frames: Spool | None = None
         self._last_frame: Any = None
-        box = self.options.layout.thumbnail_box(len(self.agents))
-        spool_dir = self.options.record.spool_dir
+        box, spool_dir = self.options.layout.thumbnail_box(len(self.agents)), self.options.record.spool_dir
         self._tracks = {a: _Track(s, box, spool_dir) for a, s in self.agents.items()}
         self._annotated = False
         self.open = True
