@@ -6,7 +6,8 @@ into holds what they share, or is hosting what belongs elsewhere).
     python scripts/module_path.py render    # a small render (8 episodes, heatmap, one video, gradient saliency)
     PYTHONPATH=/path/to/other/tree python scripts/module_path.py load   # another checkout, for a before/after
 
-Each Python-level call that enters an rlviz module other than the one the caller is in counts as a move (torch and
+Each Python-level call (of those that receive the thing followed: the file's path or bytes for ``load``, a
+``RenderConfig`` for ``render``) that enters an rlviz module other than the last one counts as a move (torch and
 numpy calls in between are not rlviz modules and are skipped); a move into a module visited before, after the path
 had left it, is a return. Printed: the totals, then the modules with the most returns; then the same at the
 scale of packages (rlviz.sources.pt2, rlviz.evaluate, ...).
@@ -29,16 +30,23 @@ def _module_of(frame) -> str | None:
     return name if name.startswith("rlviz") else None
 
 
-def trace(fn) -> list[str]:
-    """The rlviz modules ``fn()`` enters, in order, consecutive repeats collapsed."""
+def trace(fn, carries=None) -> list[str]:
+    """The rlviz modules ``fn()`` enters, in order, consecutive repeats collapsed; with ``carries(value) -> bool``,
+    only the calls that receive such a value (the path of one thing through the code: a RenderConfig, a file path)."""
     path: list[str] = []
 
     def profile(frame, event, arg):
         if event != "call":
             return
         mod = _module_of(frame)
-        if mod is not None and (not path or path[-1] != mod):
-            path.append(mod)
+        if mod is None or (path and path[-1] == mod):
+            return
+        if carries is not None:
+            code = frame.f_code
+            args = [frame.f_locals.get(n) for n in code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]]
+            if not any(carries(a) for a in args):
+                return
+        path.append(mod)
 
     sys.setprofile(profile)
     try:
@@ -82,17 +90,21 @@ def main() -> None:
     if args.what == "load":
         rlviz.load_agent(str(SAMPLE))  # (imports and caches warmed outside the trace)
         path = trace(lambda: rlviz.load_agent(str(SAMPLE)))
-        report(path, f"load_agent({SAMPLE.name})")
+        report(path, f"load_agent({SAMPLE.name}), every call")
         report(packages(path), "  the same, by package")
+        path = trace(lambda: rlviz.load_agent(str(SAMPLE)),
+                     lambda a: isinstance(a, (str, Path, bytes)) and (str(a) == str(SAMPLE) or (
+                         isinstance(a, bytes) and len(a) == SAMPLE.stat().st_size)))
+        report(path, f"load_agent({SAMPLE.name}), the calls that receive its path or its bytes")
     else:
         with tempfile.TemporaryDirectory() as d:
             def run(out: str) -> None:
                 rlviz.render(rlviz.RenderConfig(checkpoint=str(SAMPLE), episodes=8, heatmap=True, videos="first:1",
                                                 saliency="gradient", out=out))
             run(str(Path(d) / "warm"))
-            path = trace(lambda: run(str(Path(d) / "traced")))
-        report(path, "render(8 episodes, --heatmap, --videos first:1, --saliency gradient)")
-        report(packages(path), "  the same, by package")
+            path = trace(lambda: run(str(Path(d) / "traced")), lambda a: isinstance(a, rlviz.RenderConfig))
+        report(path, "render(8 episodes, --heatmap, --videos first:1, --saliency gradient), the calls that receive "
+                     "a RenderConfig")
 
 
 if __name__ == "__main__":
