@@ -177,7 +177,7 @@ def test_exported_program_runs_its_plain_forward_with_the_same_numbers(tmp_path,
 def test_exported_program_keeps_its_own_call_when_the_plain_forward_differs(tmp_path, monkeypatch):
     """A binding that would change the numbers (relu called as sigmoid here) is caught on the first input: the
     program's own call is kept."""
-    from rlviz.sources import exported
+    from rlviz.sources.pt2 import exported
 
     monkeypatch.setenv("RLVIZ_PT2_LOADER", "torch")
     monkeypatch.setattr(exported, "aten_bindings", lambda: {torch.ops.aten.relu.default: torch.sigmoid})

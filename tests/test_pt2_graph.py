@@ -21,8 +21,8 @@ from torch import nn
 from rlviz.agent.models import MinAtarAgent, NatureCNNAgent
 from rlviz.agent.policy import TorchPolicy
 from rlviz.envs import atari_recipe
-from rlviz.sources import pt2_graph
 from rlviz.sources.checkpoint import load_agent, save_checkpoint
+from rlviz.sources.pt2 import graph as pt2_graph
 from rlviz.sources.pt2.exported import ExportedNetwork
 from rlviz.sources.pt2.graph import GraphNetwork
 
