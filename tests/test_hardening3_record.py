@@ -411,3 +411,29 @@ def test_non_finite_logits_are_drawn_as_the_softmax_limits_with_one_warning(tmp_
     np.testing.assert_allclose(data["probs"], want, rtol=1e-6)
     np.testing.assert_array_equal(data["value"], [0.0, np.nan, 2.0, 3.0, 4.0, 4.0])
     env.close()
+
+
+def test_an_annotated_panel_video_is_drawn_without_importing_torch(tmp_path):
+    """The loop's own numbers drawn beside the game need no torch: a panel video recorded and drawn (the memory
+    panel's code path included) leaves torch unimported. (At interpreter exit, after a Ctrl-C, a torch import in the
+    writer's thread fails: the finished videos would be lost.)"""
+    code = textwrap.dedent(f'''
+        import sys
+        import gymnasium as gym
+        import numpy as np
+        from rlviz import RecordEpisode
+        env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), {str(tmp_path)!r},
+                            episode_trigger=lambda k: True)
+        env.reset(seed=0)
+        for t in range(5):
+            env.annotate(logits=np.array([0.2, -0.1]), value=0.5)
+            env.step(0)
+        env.close()
+        print("torch" in sys.modules, sorted(p.name for p in __import__("pathlib").Path({str(tmp_path)!r}).iterdir()))
+    ''')
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr[-2000:]
+    torch_loaded, files = out.stdout.strip().split(" ", 1)
+    assert torch_loaded == "False", out.stdout
+    assert "rl-video-episode-0.mp4" in files and "rl-video-episode-0.npz" in files, files

@@ -13,7 +13,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ..evaluate.statistics.memory_checks import saturation
+from ..episode.memory import saturation
 from .style import COLORS, put_text, text_width
 
 __all__ = ["MemoryStrip", "memory_plot_series", "memory_series", "STRIP_HEIGHT", "MEMORY_COLOR"]

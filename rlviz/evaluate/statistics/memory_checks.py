@@ -25,13 +25,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ...episode.memory import SATURATION_LEVEL, saturation
 from ...explain.given_state import check_recurrent
 from .diagnostics import Finding
 
-__all__ = ["MEMORY_THRESHOLDS", "MEMORY_WARNING_IDS", "MIN_MEMORY_STEPS", "memory_effect", "saturation",
+__all__ = ["MEMORY_THRESHOLDS", "MEMORY_WARNING_IDS", "MIN_MEMORY_STEPS", "memory_effect",
            "memory_findings", "reset_findings"]
 
-MEMORY_THRESHOLDS = {"unused_change": 0.01, "saturated_share": 0.5, "saturation_level": 0.95}
+MEMORY_THRESHOLDS = {"unused_change": 0.01, "saturated_share": 0.5, "saturation_level": SATURATION_LEVEL}
 MEMORY_WARNING_IDS = ("memory_unused", "memory_saturated", "state_not_reset")
 MIN_MEMORY_STEPS = 8
 
@@ -51,12 +52,6 @@ def memory_effect(policy, observations, states) -> np.ndarray:
     else:
         change = 0.5 * (torch.exp(a) - torch.exp(b)).abs().sum(-1)
     return change.cpu().numpy()
-
-
-def saturation(memory: np.ndarray, level: float = MEMORY_THRESHOLDS["saturation_level"]) -> np.ndarray:
-    """float32 [T+1]: the share of units with |h| > ``level`` at each step (``memory`` [T+1, D], ``memory_of``)."""
-    m = np.asarray(memory, np.float32)
-    return (np.abs(m) > level).mean(axis=1).astype(np.float32) if m.size else np.zeros(m.shape[0], np.float32)
 
 
 def memory_findings(policy, episodes: list) -> list[Finding]:
