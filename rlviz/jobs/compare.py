@@ -105,8 +105,7 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         config = replace(config, attention=vector_attention_off(agents[0], config.render_config("a")).attention)  # type: ignore[type-var]
         for agent, side in zip(agents, "ab"):
             check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
-        job.config = config
-        with job.staging("compare") as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
+        with job.staging("compare", config) as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
             comparison, table, heatmap_npz, heatmap_png, videos, found, attention = _compare_into(
                 tmp, agents, config, sinks, job.backend)
     out = Path(config.out)

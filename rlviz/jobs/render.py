@@ -137,7 +137,7 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         note = heatmap_note(agent, config)
         if note:  # a heatmap of moving pixels, not the game's objects: said now
             warnings.warn(note, UserWarning, stacklevel=2)
-        with job.staging("render") as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
+        with job.staging("render", config) as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
             written = _render_into(tmp, agent, config, gamma, sinks, job.backend)
     out = Path(config.out)
     summary, heatmap_npz, heatmap_png, videos = written

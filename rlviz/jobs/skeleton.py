@@ -5,12 +5,12 @@
                                                     #    spawned workers start now, while the agent loads)
         agent, config, gamma = job.agent(config)    # 4. resolve the agent (shared with forked workers)
         config = job.check(agent, config)           # 5. checks that would fail after the long work
-        with job.staging("render", options) as tmp: # 6. the sinks (a missing extra fails here), 7. the staging
+        with job.staging("render", config) as (tmp, sinks):  # 6. the sinks (a missing extra fails here), 7. staging
             ...                                     #    folder, renamed into --out when complete
                                                     # 8. the sinks closed, the backend stopped, --out released
 
-Timeline (one staging round per checkpoint set) opens the sinks with :meth:`JobSetup.sinks` and stages its own
-rounds. The helpers the jobs share live here: :func:`open_sinks`, :func:`check_saliency`,
+``timeline --follow`` (a published round per new checkpoint, :mod:`rlviz.training.publish`) opens the sinks with
+:meth:`JobSetup.sinks` and publishes its own rounds. The helpers the jobs share live here: :func:`open_sinks`, :func:`check_saliency`,
 :func:`vector_attention_off`.
 """
 
@@ -73,9 +73,12 @@ class JobSetup:
         return [s for s in self.opened if s is not None]
 
     @contextlib.contextmanager
-    def staging(self, job: str) -> Iterator[tuple[Path, list[Sink]]]:
-        """(the staging folder, the sinks): the sinks open first; the folder is renamed into ``--out`` when the
-        block completes (:func:`rlviz.jobs.outdir.run_folder`)."""
+    def staging(self, job: str, config: Any = None) -> Iterator[tuple[Path, list[Sink]]]:
+        """(the staging folder, the sinks) for ``config`` (the job's, as resolved: ``hf://`` ids pinned to the
+        loaded commit; default: the one the setup was entered with): the sinks open first; the folder is renamed
+        into ``--out`` when the block completes (:func:`rlviz.jobs.outdir.run_folder`)."""
+        if config is not None:
+            self.config = config
         sinks = self.sinks()
         c = self.config
         with run_folder(c.out, overwrite=c.overwrite, job=job, options=config_dict(c)) as tmp:
