@@ -70,7 +70,9 @@ def test_perturbation_on_vectors_is_refused_in_one_line():
 def test_feature_names():
     assert feature_names("CartPole-v1", 4) == ["cart x", "cart vel", "pole angle", "pole ang.vel"]
     assert feature_names("Pendulum-v1", 3) == ["cos theta", "sin theta", "ang.vel"]
-    assert feature_names("Hopper-v4", 11)[:3] == ["x0", "x1", "x2"]
+    # MuJoCo's documented qpos/qvel order (0.5, #46: 0.4 named them x0, x1, ...)
+    assert feature_names("Hopper-v4", 11)[:3] == ["torso z", "torso angle", "thigh angle"]
+    assert feature_names("Hopper-v5", 11) == feature_names("Hopper-v4", 11)
     assert feature_names("CartPole-v1", 5) == ["x0", "x1", "x2", "x3", "x4"]  # a wrapper changed the layout
 
 
