@@ -249,20 +249,7 @@ def test_vec_normalize_the_panels_hold_the_probabilities_the_model_acted_on(tmp_
     torch = pytest.importorskip("torch")
     sb3, _, VecEnvWrapper, VecNormalize, VecRecordEpisode, cartpole = _sb3()
 
-    class KeepObs(VecEnvWrapper):  # what the model is handed (and acts on)
-        def __init__(self, venv):
-            super().__init__(venv)
-            self.seen = []
-
-        def reset(self):
-            obs = self.venv.reset()
-            self.seen.append(obs.copy())
-            return obs
-
-        def step_wait(self):
-            obs, rewards, dones, infos = self.venv.step_wait()
-            self.seen.append(obs.copy())
-            return obs, rewards, dones, infos
+    from test_sb3_video import KeepObs  # what the model is handed (and acts on)
 
     opts = RecordOptions(sinks=None)
     if placement == "around":
