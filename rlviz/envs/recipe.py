@@ -15,8 +15,6 @@ import gymnasium as gym
 
 from ..errors import EnvError, UsageError, did_you_mean
 from .compat import same_step_vector_env
-from .families import family_hint, is_user_wrapper, register_family, user_wrapper
-from .headless import choose_gl, no_gl_wrapper
 from .trust import check_recipe_names
 from .wrappers import WRAPPERS
 
@@ -151,6 +149,8 @@ def register_envs(env_id: str | None = None) -> None:
         _NAMESPACES[namespace]()
         _REGISTERED.add(namespace)
     if env_id is not None and env_id not in gym.registry:
+        from .families import register_family  # here, not at the top: a recorder's import needs none of it (#43)
+
         register_family(env_id)  # MiniGrid-*, dm_control/*: their package, when installed (rlviz.envs.families)
 
 
@@ -164,6 +164,8 @@ def require_registered(env_id: str) -> None:
     namespace = env_id.split("/")[0] if "/" in env_id else None
     if namespace == "MinAtar" and "MinAtar" not in {k.split("/")[0] for k in gym.registry}:
         hint += " MinAtar envs need: pip install \"rlviz[minatar]\"."
+    from .families import family_hint
+
     hint += family_hint(env_id)
     raise EnvError(f"Unknown env id {env_id!r}: gymnasium has no env registered under that name.{hint or ''} "
                    "For an env of your own package, register it or pass 'your_module:EnvName-v0'.")
@@ -173,6 +175,9 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
     """Build one env from a recipe (or a bare id, with :meth:`EnvRecipe.for_env_id`)."""
     if isinstance(recipe, str):
         recipe = EnvRecipe.for_env_id(recipe)
+    from .families import is_user_wrapper, user_wrapper
+    from .headless import choose_gl, no_gl_wrapper  # not at the top: `from rlviz import RecordEpisode` stays light
+
     require_registered(recipe.env_id)
     choose_gl(recipe.env_id)  # MuJoCo: EGL or OSMesa, before mujoco is imported (rlviz.envs.headless)
     check_render_mode(recipe.env_id, render_mode)  # before make: some envs assert it in __init__
