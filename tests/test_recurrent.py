@@ -244,14 +244,18 @@ def test_a_replay_and_the_recorders_carry_the_state_from_the_episodes_start(agen
     obs, _ = rec.reset(seed=11)
     episodes: list[list[list]] = [[[obs[0]]], [[obs[1]]]]  # per sub-env, its episodes' observations
     ended = [False, False]
+    same_step = int(gym.__version__.split(".")[0]) < 1  # gymnasium 0.29 (CleanRL's pin) resets in the ending step
     for _ in range(120):  # gymnasium 1.x's next-step autoreset: the step after an episode's end is its reset
-        obs, _, te, tr, _ = rec.step(np.array([0, 1]))
+        obs, _, te, tr, info = rec.step(np.array([0, 1]))
         for i in range(2):
             if ended[i]:
                 episodes[i].append([obs[i]])
+            elif same_step and (te[i] or tr[i]):  # obs[i] already starts the next episode; the last is in info
+                episodes[i][-1].append(info["final_observation"][i])
+                episodes[i].append([obs[i]])
             else:
                 episodes[i][-1].append(obs[i])
-            ended[i] = bool(te[i] or tr[i])
+            ended[i] = bool(te[i] or tr[i]) and not same_step
     rec.close()
     assert sorted(v.env_index for v in rec.recorded) == [0, 1]
     for video in rec.recorded:  # each sub-env's second episode, its state from that episode's start
