@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ..agent.capabilities import capabilities_of
+from ..agent.capabilities import capabilities_of, has_memory
 from ..agent.obs import FlatView, ObsAdapter, is_plain
 from ..draw.panels_memory import memory_series
 from ..episode.trace import EpisodeInternals, EpisodeTrace
@@ -26,12 +26,6 @@ __all__ = ["has_memory", "add_memory", "memory_arrays", "MAX_SAVED_UNITS"]
 
 #: Units of the memory the ``.npz`` keeps as they are; more are projected on this many principal components.
 MAX_SAVED_UNITS = 256
-
-
-def has_memory(policy: Any) -> bool:
-    """Whether ``policy`` is recurrent with the 0.5 contract (``torch_step``, ``memory_of``)."""
-    return (policy is not None and capabilities_of(policy).recurrent
-            and all(callable(getattr(policy, n, None)) for n in ("torch_step", "state_tensors", "memory_of")))
 
 
 def add_memory(internals: EpisodeInternals, trace: EpisodeTrace, policy: Any, saliency: str | None,
