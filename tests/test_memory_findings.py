@@ -95,3 +95,17 @@ def test_a_feed_forward_rollout_keeps_nothing_for_the_memory():
     policy = TorchPolicy(torch.nn.Sequential(torch.nn.Linear(4, 2)), device="cpu")
     result = rollout("CartPole-v1", policy, RolloutPlan(2, seed=0, progress=False))
     assert all(e.diag and "memory" not in e.diag for e in result.episodes)
+
+
+def test_only_the_first_episodes_keep_a_sample_whatever_the_batch():
+    from rlviz.evaluate import RolloutPlan, rollout
+    from rlviz.evaluate.rollouts.memory_sample import MEMORY_EPISODES
+
+    runs = [rollout(CUE_ID, TinyMemory("cue"), RolloutPlan(MEMORY_EPISODES + 2, seed=0, num_envs=n, progress=False))
+            for n in (1, 5)]
+    for result in runs:
+        kept = [e.index for e in result.episodes if "memory" in e.diag]
+        assert kept == list(range(MEMORY_EPISODES))
+        assert all(e.diag["memory"]["steps"] == K for e in result.episodes if "memory" in e.diag)
+    one, five = ([e.diag.get("memory") for e in r.episodes] for r in runs)
+    assert one == five  # the same episodes, the same steps, the same numbers

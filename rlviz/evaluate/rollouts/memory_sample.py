@@ -1,6 +1,8 @@
 """What the rollouts keep of a recurrent episode for the memory diagnostics (``memory_unused``,
 ``memory_saturated``: :mod:`rlviz.evaluate.statistics.memory_checks`): a bounded sample of its steps t >= 1, each
-the policy's input and the state row the loop carried into it.
+the policy's input and the state row the loop carried into it. Only the episodes of index below
+:data:`MEMORY_EPISODES` keep one (the same ones whatever the batch, the workers or the number of episodes), so the
+diagnostics cost at most MEMORY_EPISODES x 2 batched forwards of at most SAMPLE_STEPS rows per rollout.
 
 The sample is decided by the episode alone (never by the batch it ran in nor by the worker): every step while at
 most :data:`SAMPLE_STEPS` are kept, then every second of them and every second step from then on (the stride
@@ -16,10 +18,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SAMPLE_STEPS", "MemorySample"]
+__all__ = ["SAMPLE_STEPS", "MEMORY_EPISODES", "MemorySample"]
 
 #: The most steps of one episode the memory diagnostics re-run.
 SAMPLE_STEPS = 32
+#: The episodes (by index: 0, 1, ...) whose steps the memory diagnostics re-run.
+MEMORY_EPISODES = 16
 
 
 class MemorySample:

@@ -23,7 +23,7 @@ from ...errors import UsageError
 from ..failures.objects import last_seen
 from ..failures.pixel_heatmap import FailureReplay
 from ..statistics.diagnostics import EpisodeDiagnostics
-from .memory_sample import MemorySample
+from .memory_sample import MEMORY_EPISODES, MemorySample
 from .plan import RolloutPlan
 
 if TYPE_CHECKING:
@@ -113,7 +113,7 @@ class Runner:
         obs = self.obs.single(obs)
         ep = EpisodeState(index, seed, lives_of(info), self.policy.num_actions)
         ep.state = start_state(self.policy)
-        if self.memory:
+        if self.memory and index < MEMORY_EPISODES:
             ep.memory = MemorySample()
         if self.fail_on is None:
             self.fail_on = resolve_fail_on(self.fail_on_arg, ep.lives)
@@ -130,7 +130,7 @@ class Runner:
         """The policy's output on the active envs' observations [B, *obs]: their state rows carried, their action
         masks applied (:func:`rlviz.agent.stepping.policy_step`)."""
         out, states = policy_step(self.policy, obs, [ep.state for ep in eps], envs)
-        if self.memory:
+        if self.memory:  # the first episodes keep a sample of steps for the memory diagnostics
             for k, ep in enumerate(eps):
                 if ep.memory is not None:
                     ep.memory.offer(ep.length, obs[k], ep.state)

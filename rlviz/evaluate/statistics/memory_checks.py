@@ -18,7 +18,8 @@ state_not_reset     a loop's own record of the state it carried into each step (
 Each episode is given as its observations [T+1, *obs] and the state rows carried into each step
 (:func:`rlviz.explain.given_state.carried_states`), or, in the jobs' rollouts (render, compare, timeline), as the
 bounded sample of its steps that :class:`rlviz.evaluate.rollouts.memory_sample.MemorySample` kept while it played
-(the state each step carried; :func:`memory_stats` per episode, :func:`rollout_memory_findings` over them). Neither
+(the first 16 episodes, up to 32 steps each, with the state each step carried; :func:`memory_stats` per episode,
+:func:`rollout_memory_findings` over them). Neither
 finding is raised on fewer than :data:`MIN_MEMORY_STEPS` steps in all.
 """
 
@@ -26,8 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...episode.memory import SATURATION_LEVEL, saturation
-from ...explain.given_state import check_recurrent
+from ...episode.memory import RESET_ATOL, SATURATION_LEVEL, saturation, start_gap
 from .diagnostics import Finding
 
 __all__ = ["MEMORY_THRESHOLDS", "MEMORY_WARNING_IDS", "MIN_MEMORY_STEPS", "memory_effect", "memory_stats",
@@ -42,6 +42,8 @@ def memory_effect(policy, observations, states) -> np.ndarray:
     """float64 [T+1]: how much the outputs at each step change when the state carried into it is replaced by the
     initial state (0 at t = 0, where they are the same)."""
     import torch
+
+    from ...explain.given_state import check_recurrent
 
     check_recurrent(policy, "memory diagnostics")
     with torch.no_grad():
@@ -108,12 +110,14 @@ def rollout_memory_findings(episodes) -> list[Finding]:
 
 def memory_findings(policy, episodes: list) -> list[Finding]:
     """The memory findings for ``episodes``: a list of (observations [T+1, *obs], carried state rows [T+1, ...])."""
+    from ...explain.given_state import check_recurrent
+
     check_recurrent(policy, "memory diagnostics")
     return findings_of_stats([memory_stats(policy, np.asarray(obs)[1:], tuple(np.asarray(s)[1:] for s in states))
                               for obs, states in episodes])
 
 
-def reset_findings(carried: list, initial: np.ndarray, atol: float = 1e-6) -> list[Finding]:
+def reset_findings(carried: list, initial: np.ndarray, atol: float = RESET_ATOL) -> list[Finding]:
     """``state_not_reset`` for a loop's record of the state it carried into each step: ``carried`` one float
     array [steps, D] per episode, in the order the loop played them; ``initial`` [D] the policy's initial state
     (its ``memory_of``). Raised when an episode after the first starts away from ``initial``; the evidence says which
@@ -124,7 +128,7 @@ def reset_findings(carried: list, initial: np.ndarray, atol: float = 1e-6) -> li
         first = np.asarray(carried[i], np.float64)
         if first.shape[0] == 0:
             continue
-        gap = float(np.abs(first[0].reshape(-1) - init).max())
+        gap = start_gap(first[0], init)
         if gap > atol:
             bad.append(i)
             worst = max(worst, gap)
