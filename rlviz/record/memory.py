@@ -69,8 +69,8 @@ def memory_arrays(internals: EpisodeInternals) -> dict[str, np.ndarray]:
     if internals.memory is None:
         return out
     if internals.memory_start_gap is not None:  # annotate(state=...) at the episode's first step
-        out["state_start_gap"] = np.float32(internals.memory_start_gap)
-        out["state_not_reset"] = np.bool_(internals.memory_start_gap > RESET_ATOL)
+        out["state_start_gap"] = np.asarray(internals.memory_start_gap, np.float32)
+        out["state_not_reset"] = np.asarray(internals.memory_start_gap > RESET_ATOL)
     m = np.asarray(internals.memory, np.float32)
     if m.shape[1] > MAX_SAVED_UNITS:
         centred = m - m.mean(axis=0)
