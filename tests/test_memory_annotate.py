@@ -46,7 +46,9 @@ def _single_loop(tmp_path, reset: bool, episodes: int = 3, as_tuple: bool = Fals
             carried.append(np.stack(rows))
         env.close()
     data = [np.load(tmp_path / f"rl-video-episode-{k}.npz") for k in range(episodes)]
-    return data, carried, [str(w.message) for w in caught if "state_not_reset" in str(w.message)]
+    said = [w for w in caught if "state_not_reset" in str(w.message)]
+    assert all(w.filename == __file__ for w in said)  # pointed at the loop's annotate line
+    return data, carried, [str(w.message) for w in said]
 
 
 def test_the_npz_memory_is_the_annotated_state(tmp_path):

@@ -112,5 +112,5 @@ def warn_not_reset(who: str, gap: float | None) -> bool:
     warnings.warn(f"state_not_reset: {who} started with an annotated state that is not the initial (zero) state (largest "
             f"difference {gap:.3g}): the loop carried its memory across the episode boundary, so the episode starts "
             "with the last one's memory. Reset it where the env resets (zeros, or policy.initial_state(1)); each such "
-            "episode's .npz holds state_not_reset=True (said once per recorder).", UserWarning, stacklevel=4)
+            "episode's .npz holds state_not_reset=True (said once per recorder).", UserWarning, stacklevel=3)
     return True
