@@ -13,6 +13,9 @@ and saved as its zip. Timed, interleaved (render, bare, bare, render, ...) in on
   same number of envs, the LSTM states carried and reset by ``episode_start`` as it does; each sub-env takes the
   next of rlviz's episode seeds (``episode_seed_for(0, k)``) at each reset, so both play the same seeds.
 
+* nomem: the same render with the memory diagnostics off (no episode keeps a sample of its steps:
+  ``rlviz.evaluate.rollouts.runner.MEMORY_EPISODES`` set to 0 for that arm), to show what they cost.
+
 Prints min and median seconds of each, the env steps each played, and the ratio render / bare of wall time (the
 figure the target is on: the same N episodes' outcomes) and of time per env step (evaluate_policy also plays on the
 sub-envs that have their quota while the others finish, steps it does not count). Target: <= 1.2x.
@@ -97,6 +100,15 @@ def main() -> None:
             render(config)
             return sum(int(r["length"]) for r in csv.DictReader((work / "out" / "episodes.csv").open()))
 
+        def run_nomem() -> int:
+            from rlviz.evaluate.rollouts import runner
+
+            kept, runner.MEMORY_EPISODES = runner.MEMORY_EPISODES, 0  # type: ignore[attr-defined]
+            try:
+                return run_render()
+            finally:
+                runner.MEMORY_EPISODES = kept  # type: ignore[attr-defined]
+
         def run_bare() -> int:
             counter = _Counter()
             venv = _seeded_envs(args.num_envs, counter)
@@ -104,13 +116,13 @@ def main() -> None:
             venv.close()
             return counter.steps
 
-        runs = {"render": run_render, "bare": run_bare}
+        runs = {"render": run_render, "bare": run_bare, "nomem": run_nomem}
         for fn in runs.values():  # warm-up, untimed
             fn()
         times: dict[str, list[float]] = {k: [] for k in runs}
         steps: dict[str, int] = {}
         for rep in range(args.repeats):
-            for name in (("render", "bare") if rep % 2 == 0 else ("bare", "render")):
+            for name in (("render", "bare", "nomem") if rep % 2 == 0 else ("nomem", "bare", "render")):
                 t0 = time.perf_counter()
                 steps[name] = runs[name]()
                 times[name].append(time.perf_counter() - t0)
@@ -125,6 +137,9 @@ def main() -> None:
         per = [w * steps["bare"] / steps["render"] for w in wall]
         print(f"  ratio render / bare: wall min {wall[0]:.2f}x, median {wall[1]:.2f}x; per env step min "
               f"{per[0]:.2f}x, median {per[1]:.2f}x (target <= 1.2x)")
+        print(f"  ratio render / render without the memory diagnostics: min "
+              f"{min(times['render']) / min(times['nomem']):.2f}x, median "
+              f"{statistics.median(times['render']) / statistics.median(times['nomem']):.2f}x")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

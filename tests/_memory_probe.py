@@ -126,3 +126,34 @@ def play(policy: TinyMemory, seed: int, delay: int = K) -> tuple[np.ndarray, np.
         actions.append(action)
         ret += reward
     return np.stack(observations), np.asarray(actions, np.int64), ret
+
+
+class CueModule(torch.nn.Module):
+    """:class:`TinyMemory`'s ``"cue"`` agent as a torch module with the recurrent protocol (``initial_state``,
+    ``step``), for ``rlviz render state.pt --model tests/_memory_probe.py:CueModule --env rlviz-probe/Cue-v0``.
+    :class:`MemorylessModule` and :class:`SaturatedModule`: the other two agents."""
+
+    memory_kind = "gru"
+    MODE = "cue"
+
+    def __init__(self):
+        super().__init__()
+        big = self.MODE == "saturated"
+        self.A = torch.nn.Parameter(torch.eye(2) * 10.0 if big else torch.diag(torch.tensor([1.5, 0.5])))
+        self.B = torch.nn.Parameter(torch.full((2, 2), 10.0) if big else torch.tensor([[2.0, 0.0], [0.0, 0.3]]))
+
+    def initial_state(self, batch):
+        return torch.zeros(batch, 2)
+
+    def step(self, obs, state):
+        h = torch.tanh(state @ self.A.T + obs @ self.B.T)
+        drive = h[:, :1] if self.MODE != "memoryless" else obs[:, :1] + 0.2 * obs[:, 1:]
+        return 5.0 * drive * torch.tensor([-1.0, 1.0]), 0.5 * h[:, 0], h
+
+
+class MemorylessModule(CueModule):
+    MODE = "memoryless"
+
+
+class SaturatedModule(CueModule):
+    MODE = "saturated"

@@ -3,7 +3,8 @@ inf, ragged lists, strings, dicts, torch tensors of any dtype) is taken, or refu
 :class:`RlvizError` of one line; never another exception type. The episode's video is then written (its panels drawn
 from what was taken), or its end raises one RlvizError line. Any warning is one line too.
 
-Three recorders are fuzzed: ``RecordEpisode`` on CartPole (Discrete) and Pendulum (Box), ``RecordVectorEpisode`` on
+Each step may also carry a recurrent state (``annotate(state=...)``: tensors, arrays, ``(h, c)`` tuples, and odd
+ones: empty, ragged, text, NaN, a layout that changes, no row per sub-env). Three recorders are fuzzed: ``RecordEpisode`` on CartPole (Discrete) and Pendulum (Box), ``RecordVectorEpisode`` on
 two CartPole sub-envs (batched rows). ``RLVIZ_FUZZ_SEED`` (default 0: deterministic; ``random``: a fresh seed,
 printed on failure) and ``RLVIZ_FUZZ_EPISODES`` (per recorder, default 6) as in tests/test_fuzz.py.
 """
@@ -83,6 +84,37 @@ def _fields(rng: np.random.Generator, rows: int | None, continuous: bool) -> dic
     return fields
 
 
+#: one fuzzed recurrent state each (``annotate(state=...)``): f(rng, rows) with rows the sub-env count (None: one env)
+STATE_MAKERS = [
+    lambda rng, rows: torch.zeros(1 if rows is None else rows, 4),
+    lambda rng, rows: np.zeros((4,) if rows is None else (rows, 4), np.float32),
+    lambda rng, rows: (torch.randn(1, rows or 1, 3), torch.randn(1, rows or 1, 3)),  # nn.LSTM's (h, c)
+    lambda rng, rows: [torch.randn(rows or 1, 3), np.ones((rows or 1, 3))],
+    lambda rng, rows: (torch.randn(rows or 1, 3),),
+    lambda rng, rows: (torch.randn(rows or 1, 3), None),
+    lambda rng, rows: (torch.randn(rows or 1, 3), "c"),
+    lambda rng, rows: (),
+    lambda rng, rows: torch.randn(rows or 1, int(rng.integers(1, 5))),  # a layout that changes between steps
+    lambda rng, rows: torch.randn(3, 5, 2),  # no row per sub-env
+    lambda rng, rows: torch.randn(rows or 1, 2).to(torch.bfloat16).requires_grad_(True),
+    lambda rng, rows: torch.full((rows or 1, 2), float(rng.choice(SPECIAL))),
+    lambda rng, rows: np.zeros((rows or 1, 0)),
+    lambda rng, rows: np.array([["a", "b"]] * (rows or 1)),
+    lambda rng, rows: np.ones((rows or 1, 2), np.complex64),
+    lambda rng, rows: np.ones((rows or 1, 2), bool),
+    lambda rng, rows: [[1.0, 2.0], [3.0]],
+    lambda rng, rows: {"h": torch.zeros(1, 2)},
+    lambda rng, rows: 1.5,
+]
+
+
+def _state(rng: np.random.Generator, rows: int | None) -> dict:
+    """``{"state": ...}`` on about half the steps (its own generator: the other fields' sequence is unchanged)."""
+    if rng.random() < 0.5:
+        return {}
+    return {"state": STATE_MAKERS[rng.integers(len(STATE_MAKERS))](rng, rows)}
+
+
 def _one_line(exc: BaseException, where: str) -> None:
     assert isinstance(exc, RlvizError), f"{where}: raw {type(exc).__name__}: {exc}"
     text = str(exc)
@@ -107,6 +139,7 @@ RECORDERS = {
 def test_annotate_takes_or_refuses_in_one_line_every_input(tmp_path, name):
     seed = _seed()
     rng = np.random.default_rng([seed, sorted(RECORDERS).index(name)])
+    states = np.random.default_rng([seed, sorted(RECORDERS).index(name), 1])
     episodes = int(os.environ.get("RLVIZ_FUZZ_EPISODES", "6"))
     rec = RECORDERS[name](tmp_path)
     vector = name == "vector"
@@ -119,7 +152,7 @@ def test_annotate_takes_or_refuses_in_one_line_every_input(tmp_path, name):
             where = f"{name} episode {episode}; reproduce with RLVIZ_FUZZ_SEED={seed}"
             rec.reset(seed=episode)
             for t in range(STEPS):
-                fields = _fields(rng, 2 if vector else None, continuous)
+                fields = _fields(rng, 2 if vector else None, continuous) | _state(states, 2 if vector else None)
                 try:
                     rec.annotate(**fields)
                     taken += 1

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PolicyCapabilities", "capabilities_of"]
+__all__ = ["PolicyCapabilities", "capabilities_of", "has_memory"]
 
 _CACHE = "_rlviz_capabilities"
 
@@ -90,3 +90,10 @@ def capabilities_of(policy: Any) -> PolicyCapabilities:
     except (AttributeError, TypeError):  # an object without an instance dict: derived at each call
         pass
     return caps
+
+
+def has_memory(policy: Any) -> bool:
+    """Whether ``policy`` is recurrent with the 0.5 contract (``torch_step``, ``state_tensors``, ``memory_of``):
+    what the memory panel, the ``.npz``'s memory and the memory diagnostics read (docs/memory.md)."""
+    return (policy is not None and capabilities_of(policy).recurrent
+            and all(callable(getattr(policy, n, None)) for n in ("torch_step", "state_tensors", "memory_of")))

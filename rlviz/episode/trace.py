@@ -340,6 +340,8 @@ class EpisodeInternals(PolicyFields):
     memory_saliency: float32 [T+1, W] or None: row t, column k: the share of step t's decision that comes from
               observation t-k through the memory (NaN where t-k < 0; :mod:`rlviz.explain.memory`)
     memory_kind: the policy's ``memory_kind`` ("lstm", "gru", "other"; "" without memory)
+    memory_start_gap: with a state the loop annotated (``annotate(state=...)``): how far the state it carried into
+              the episode's first step is from the initial state (None otherwise; > 1e-6: ``state_not_reset``)
     """
 
     entropy: np.ndarray
@@ -352,3 +354,4 @@ class EpisodeInternals(PolicyFields):
     memory: np.ndarray | None = None
     memory_saliency: np.ndarray | None = None
     memory_kind: str = ""
+    memory_start_gap: float | None = None

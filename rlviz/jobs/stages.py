@@ -26,6 +26,7 @@ from ..envs import EnvRecipe, WrapperSpec, make_env, to_rgb_frame
 from ..errors import UsageError
 from ..evaluate import RolloutResult, summarize
 from ..evaluate.statistics.diagnostics import diagnose
+from ..evaluate.statistics.memory_checks import rollout_memory_findings
 from ..evaluate.statistics.stats import Summary, flat_numbers
 from ..report import RunData, video_data
 from ..sinks.log import Logged, RunLog, findings_markdown
@@ -62,8 +63,11 @@ def agent_env(config: RenderConfig) -> Any:
 
 def summarise(result: RolloutResult, kind: str) -> Summary:
     """Stage 3: the statistics of a rollout with every finding: the diagnostics (:func:`diagnose`, for a policy of
-    ``kind``) and, when the rollout measured attention, its shares and finding."""
-    summary: Summary = with_attention(summarize(result, diagnose(result, kind)), result)
+    ``kind``), a recurrent policy's memory findings (:func:`rollout_memory_findings`) and, when the rollout measured
+    attention, its shares and finding."""
+    found = diagnose(result, kind) + rollout_memory_findings(result.episodes)
+    found = [f for f in found if f.severity == "warning"] + [f for f in found if f.severity != "warning"]
+    summary: Summary = with_attention(summarize(result, found), result)
     return summary
 
 

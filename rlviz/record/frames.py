@@ -297,16 +297,27 @@ class EpisodeVideo:
         if rec is not None:
             rec.close()
 
-    def _write(self, rec: EpisodeSpool, trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
+    def episode_internals(self, trace: EpisodeTrace, policy: Any, observation_space: Any) -> EpisodeInternals:
+        """The episode's internals: the policy's and the loop's annotations (:func:`compute_internals`), a recurrent
+        policy's memory (:func:`~rlviz.record.memory.add_memory`), and the memory of a state the loop annotated
+        (``annotate(state=...)``: it wins over the policy's, as the loop's numbers do)."""
         from .internals import compute_internals
         from .memory import add_memory
 
         opt = self.options
+        internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target,
+                                      self.annotations, self.spec, observation_space=observation_space)
+        internals = add_memory(internals, trace, policy, opt.saliency, opt.saliency_target, opt.memory_window,
+                               observation_space)
+        annotated = self.annotations.memory(trace.num_steps)
+        if annotated is None:
+            return internals
+        return replace(internals, memory=annotated, memory_kind=self.annotations.state_kind,
+                       memory_start_gap=self.annotations.start_gap)
+
+    def _write(self, rec: EpisodeSpool, trace: EpisodeTrace, policy: Any, observation_space: Any) -> None:
         try:
-            internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target,
-                                          self.annotations, self.spec, observation_space=observation_space)
-            internals = add_memory(internals, trace, policy, opt.saliency, opt.saliency_target, opt.memory_window,
-                                   observation_space)
+            internals = self.episode_internals(trace, policy, observation_space)
             self._draw(trace, internals)
             self.internals = replace(internals, saliency=None)
         finally:

@@ -17,6 +17,7 @@ from ..agent.policy_output import PolicyOutput
 from ..episode.trace import EpisodeInternals, EpisodeTrace, returns_to_go
 from ..errors import UsageError
 from ..explain.attribution import attribution_class
+from .annotated_state import STATE_KEY, memory_row, state_memory_kind, state_parts, state_start_gap
 from .arrays import as_numpy
 
 if TYPE_CHECKING:  # torch is imported only when a policy is evaluated (annotations alone need none)
@@ -36,6 +37,9 @@ class Annotations:
         self.spec = spec
         self._sizes_of: tuple[ActionSpec | None, dict[Any, Any]] | None = None
         self._warned: set[str] = set()
+        self.states: list[tuple[int, np.ndarray]] = []  # annotate(state=...): (step, memory row [D])
+        self.state_kind = ""
+        self.start_gap: float | None = None  # the state annotated at step 0: how far from the initial (zero) state
 
     def __bool__(self) -> bool:
         return bool(self.rows)
@@ -60,8 +64,10 @@ class Annotations:
     def add(self, step: int, fields: dict[Any, Any]) -> None:
         """Validate every field, then store them as the annotations of ``step``."""
         checked, sizes = {}, self._sizes()
+        state = fields.get(STATE_KEY)
+        parts = None if state is None else self._state(step, state)
         for key, v in fields.items():
-            if v is None:
+            if v is None or key == STATE_KEY:
                 continue
             want = sizes.get(key, (1,))
             what = "one number per step, e.g. annotate(q_taken=float(q[a]))" if key not in _NAMED else (
@@ -82,6 +88,34 @@ class Annotations:
                 col[-1] = (step, arr)
             else:
                 col.append((step, arr))
+        if parts is not None:
+            if self.states and self.states[-1][0] == step:
+                self.states.pop()
+            self.states.append((step, memory_row(parts)))
+            self.state_kind = state_memory_kind(parts)
+            if step == 0:
+                self.start_gap = state_start_gap(parts)
+
+    def _state(self, step: int, value: Any) -> tuple[np.ndarray, ...]:
+        """``annotate(state=...)`` checked (:mod:`rlviz.record.annotated_state`): the same size every step."""
+        parts = state_parts(value)
+        row = memory_row(parts)
+        if self.states and (self.states[-1][1].size != row.size or state_memory_kind(parts) != self.state_kind):
+            raise UsageError(f"annotate(state=...) received {len(parts)} part(s) with {row.size} memory units at step "
+                             f"{step} and {self.states[-1][1].size} before; pass the same state layout every step.")
+        return parts
+
+    def memory(self, num_steps: int) -> np.ndarray | None:
+        """float32 [T+1, D]: row t the memory of the state annotated at step t (NaN where none was given); the frame
+        after the last step repeats the last step's. None without ``annotate(state=...)``."""
+        if not self.states:
+            return None
+        out = np.full((num_steps + 1, self.states[0][1].size), np.nan, np.float32)
+        for t, row in self.states:
+            if 0 <= t < num_steps:
+                out[t] = row
+        out[num_steps] = out[num_steps - 1] if num_steps > 0 else self.states[-1][1]
+        return out
 
     def _finite(self, key: str, arr: np.ndarray, step: int) -> np.ndarray:
         """Non-finite numbers, said once per key and video: logits keep -inf (an impossible action, probability 0)

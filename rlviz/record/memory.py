@@ -7,7 +7,10 @@ The ``.npz`` keeps the memory bounded: ``memory`` float16 [T+1, min(D, 256)]: th
 else the projection on the episode's first 256 principal components (``memory_projection`` says "units" or "pca"),
 beside ``memory_norm`` ||h_t||, ``memory_change`` ||h_t - h_{t-1}|| (0 at t = 0, after the reset) and
 ``memory_saturation`` (the share of units beyond |0.95|; NaN unless ``memory_kind`` is "lstm" or "gru"), all
-float32 [T+1] from the full-precision memory, and ``memory_saliency`` float32 [T+1, W].
+float32 [T+1] from the full-precision memory, and ``memory_saliency`` float32 [T+1, W]. With a state the loop
+annotated (``annotate(state=...)``, :mod:`rlviz.record.annotated_state`) the memory is that state's (row t: the state
+carried into step t), and ``state_start_gap`` (float32: the first step's state's largest difference from zeros) and
+``state_not_reset`` (bool: that gap above 1e-6, the loop carried its memory across the episode boundary) are added.
 """
 
 from __future__ import annotations
@@ -17,21 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from ..agent.capabilities import capabilities_of
+from ..agent.capabilities import capabilities_of, has_memory
 from ..agent.obs import FlatView, ObsAdapter, is_plain
 from ..draw.panels_memory import memory_series
+from ..episode.memory import RESET_ATOL
 from ..episode.trace import EpisodeInternals, EpisodeTrace
 
 __all__ = ["has_memory", "add_memory", "memory_arrays", "MAX_SAVED_UNITS"]
 
 #: Units of the memory the ``.npz`` keeps as they are; more are projected on this many principal components.
 MAX_SAVED_UNITS = 256
-
-
-def has_memory(policy: Any) -> bool:
-    """Whether ``policy`` is recurrent with the 0.5 contract (``torch_step``, ``memory_of``)."""
-    return (policy is not None and capabilities_of(policy).recurrent
-            and all(callable(getattr(policy, n, None)) for n in ("torch_step", "state_tensors", "memory_of")))
 
 
 def add_memory(internals: EpisodeInternals, trace: EpisodeTrace, policy: Any, saliency: str | None,
@@ -70,6 +68,9 @@ def memory_arrays(internals: EpisodeInternals) -> dict[str, np.ndarray]:
         out["memory_saliency"] = np.asarray(internals.memory_saliency, np.float32)
     if internals.memory is None:
         return out
+    if internals.memory_start_gap is not None:  # annotate(state=...) at the episode's first step
+        out["state_start_gap"] = np.asarray(internals.memory_start_gap, np.float32)
+        out["state_not_reset"] = np.asarray(internals.memory_start_gap > RESET_ATOL)
     m = np.asarray(internals.memory, np.float32)
     if m.shape[1] > MAX_SAVED_UNITS:
         centred = m - m.mean(axis=0)

@@ -39,6 +39,7 @@ import numpy as np
 from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..errors import UsageError
+from .annotated_state import env_state_rows, warn_not_reset
 from .base import RecorderBase, default_triggers, recorder_settings, settle_policy
 from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
 from .setup import RenderModeError, action_labels
@@ -152,6 +153,7 @@ class RecordVectorEpisode(RecorderBase, _Base):  # type: ignore[misc]
         self.grid_width = int(opt.grid_width)
         self.autoreset_mode = autoreset_mode(envs)
         self._spec = action_spec(envs.single_action_space)
+        self._warned_not_reset = False
         subs = self._reader._subs
         self._action_names = action_labels(subs[0] if subs else None, self._spec, opt.action_names)
         self.policy = settle_policy(policy, envs.single_action_space, envs.single_observation_space, opt.squash,
@@ -246,21 +248,26 @@ class RecordVectorEpisode(RecorderBase, _Base):  # type: ignore[misc]
     def annotate(self, logits: Any = None, value: Any = None, **scalars: Any) -> None:
         """Attach what the loop computed for every sub-env to the step about to be taken: ``logits`` [B, A]
         (Box actions: ``mean``, ``std`` or ``log_std`` [B, D]), ``value`` [B] or [B, 1], and scalars of your own
-        [B], each any array-like or a torch tensor on any device. Only the rows of sub-envs being recorded are
-        read (nothing at all when none is); each video's ``.npz`` holds them. A no-op for grid videos. Odd inputs
-        as :meth:`rlviz.RecordEpisode.annotate` says (refused in one line, or non-finite numbers drawn)."""
+        [B], any array-like or torch tensor. Only the rows of sub-envs being recorded are read; each video's ``.npz``
+        holds them. A no-op for grid videos. Odd inputs as :meth:`rlviz.RecordEpisode.annotate` says. ``state=``:
+        every sub-env's recurrent state (``[num_envs, H]``, ``[layers, num_envs, H]`` or ``(h, c)``)."""
         rows = [i for i in self.envs_to_record if not self.grid and i not in self._autoreset_next
                 and (v := self._video[i]) is not None and v.mode.annotates]
         if not rows:
             return
+        state = scalars.pop("state", None)
         fields = {k: v for k, v in {"logits": logits, "value": value, **scalars}.items() if v is not None}
         n = int(self.num_envs)
         per_env = {k: env_rows(v, rows, n, k) for k, v in fields.items()}
+        per_env.update({"state": env_state_rows(state, rows, n)} if state is not None else {})  # type: ignore[dict-item]
         head = "mean" if self._spec.continuous else "logits"
         if head not in per_env:  # value alone (or scalars): the action panel is left empty
             per_env[head] = [np.full(self._spec.size, np.nan, np.float32)] * len(rows)
         for j, i in enumerate(rows):
-            self._video[i].annotate(**{k: col[j] for k, col in per_env.items()})  # type: ignore[union-attr]
+            video = cast(SubEnvVideo, self._video[i])
+            video.annotate(**{k: col[j] for k, col in per_env.items()})
+            if state is not None and not self._warned_not_reset:  # state_not_reset: said once
+                self._warned_not_reset = warn_not_reset(f"RecordVectorEpisode's sub-env {i}", video.annotations.start_gap)
 
     @property
     def recording(self) -> bool:

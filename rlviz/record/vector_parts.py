@@ -252,12 +252,11 @@ class SubEnvVideo(EpisodeVideo):
 
         from ..draw.compose import ComposeOptions, Compositor
         from ..media.video import VideoWriter
-        from .internals import compute_internals, save_episode_data
+        from .internals import save_episode_data
 
         opt = self.options
         try:
-            internals = compute_internals(trace, policy, opt.gamma, opt.saliency, opt.saliency_target,
-                                          self.annotations, self.spec, observation_space=observation_space)
+            internals = self.episode_internals(trace, policy, observation_space)
             comp = Compositor(trace, internals, opt.compose_options or ComposeOptions())
             buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
             with VideoWriter(self.path, self.fps, comp.size, preset=opt.preset, crf=opt.crf) as writer:

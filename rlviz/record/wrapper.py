@@ -37,6 +37,7 @@ from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals
 from ..errors import UsageError
 from ..explain.attribution import attribution_class
+from .annotated_state import warn_not_reset
 from .base import RecorderBase, default_triggers, every_episode, recorder_settings, settle_policy
 from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
 from .internals import compute_internals, save_episode_data
@@ -151,6 +152,7 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
         self._video: EpisodeVideo | None = None  # the video being recorded
         self._episode_return, self._episode_len, self._seed = 0.0, 0, cast("int | None", None)
         self._warned_stream_annotate = False
+        self._warned_not_reset = False
 
     # 0.3's attribute names, read from the options
     strip = property(lambda self: self.options.strip)
@@ -264,9 +266,21 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
         frame after the last step repeats the last step's. A no-op when this episode is not recorded. Anything
         that is not numbers (text, a ragged list) or of the wrong size is refused in one line (``UsageError``);
         non-finite numbers are drawn, with one warning per video: logits of -inf are impossible actions, +inf
-        certain ones (sharing probability 1), a NaN leaves that step's probabilities empty; a NaN value is a gap."""
+        certain ones (sharing probability 1), a NaN leaves that step's probabilities empty; a NaN value is a gap.
+
+        ``state=``: a recurrent loop's own state for this step, the one its policy reads for this decision (after
+        the loop's reset at an episode start): a tensor or array, or an LSTM's ``(h, c)``
+        (:mod:`rlviz.record.annotated_state`). The memory panel and the ``.npz``'s ``memory`` are drawn from it;
+        a state at an episode's first step that is not zeros warns ``state_not_reset`` once and sets
+        ``state_not_reset`` in that episode's ``.npz`` (docs/memory.md). Wrong types, empty or non-finite states,
+        and a layout that changes between steps are refused in one line."""
         video = self._video
-        if video is None or video.annotate(logits=logits, value=value, **extra):
+        if video is None:
+            return
+        if video.annotate(logits=logits, value=value, **extra):
+            if extra.get("state") is not None and not self._warned_not_reset:  # state_not_reset: said once
+                self._warned_not_reset = warn_not_reset(f"RecordEpisode's episode {self.episode_id}",
+                                                        video.annotations.start_gap)
             return
         if not self._warned_stream_annotate:
             self._warned_stream_annotate = True

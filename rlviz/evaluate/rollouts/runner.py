@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...agent.actions import check_policy_actions
-from ...agent.capabilities import capabilities_of
+from ...agent.capabilities import capabilities_of, has_memory
 from ...agent.obs import ObsAdapter
 from ...agent.stepping import policy_step, start_state
 from ...choices import FAIL_ON
@@ -23,6 +23,7 @@ from ...errors import UsageError
 from ..failures.objects import last_seen
 from ..failures.pixel_heatmap import FailureReplay
 from ..statistics.diagnostics import EpisodeDiagnostics
+from .memory_sample import MEMORY_EPISODES, MemorySample
 from .plan import RolloutPlan
 
 if TYPE_CHECKING:
@@ -51,6 +52,7 @@ class EpisodeState:
         self.is_success: bool | None = None
         self.state = None  # a stateful policy's state row for this env (fresh at each episode start)
         self.attention: Any = None  # with attention on: the episode's EpisodeAttention (rlviz.attention.tracker)
+        self.memory: MemorySample | None = None  # a recurrent policy's: steps kept for the memory diagnostics
 
 
 def value_sums(rewards, values, gamma: float) -> tuple:
@@ -100,6 +102,7 @@ class Runner:
         self.spec: Any = None  # the env's ActionSpec, read on the first start()
         self.attention: Any = attention
         self.probe: Any = probe
+        self.memory = has_memory(policy)  # recurrent with the 0.5 contract: each episode keeps a MemorySample
 
     def start(self, env, index: int, seed: int | None):
         if self.spec is None:
@@ -110,6 +113,8 @@ class Runner:
         obs = self.obs.single(obs)
         ep = EpisodeState(index, seed, lives_of(info), self.policy.num_actions)
         ep.state = start_state(self.policy)
+        if self.memory and index < MEMORY_EPISODES:
+            ep.memory = MemorySample()
         if self.fail_on is None:
             self.fail_on = resolve_fail_on(self.fail_on_arg, ep.lives)
         if self.replay is not None:
@@ -125,6 +130,10 @@ class Runner:
         """The policy's output on the active envs' observations [B, *obs]: their state rows carried, their action
         masks applied (:func:`rlviz.agent.stepping.policy_step`)."""
         out, states = policy_step(self.policy, obs, [ep.state for ep in eps], envs)
+        if self.memory:  # the first episodes keep a sample of steps for the memory diagnostics
+            for k, ep in enumerate(eps):
+                if ep.memory is not None:
+                    ep.memory.offer(ep.length, obs[k], ep.state)
         for ep, state in zip(eps, states):
             ep.state = state
         return out
@@ -176,8 +185,11 @@ class Runner:
         if ep.log is not None:
             self.replay.end(ep.log)
         vs = value_sums(np.concatenate(ep.rewards), np.concatenate(ep.values), self.gamma) if ep.values else None
+        diag = ep.diag.finish()
+        if ep.memory is not None:
+            diag["memory"] = ep.memory.stats(self.policy)
         return EpisodeResult(
             ep.index, ep.seed, ep.ret, ep.length, ep.failures, terminated, truncated, ep.is_success,
-            ep.ent_sum / max(ep.length, 1), self.greedy, vs, diag=ep.diag.finish(),
+            ep.ent_sum / max(ep.length, 1), self.greedy, vs, diag=diag,
             actions=np.concatenate(ep.actions) if ep.actions else None,
         )
