@@ -76,8 +76,9 @@ def test_a_loop_that_does_not_reset_gets_state_not_reset(tmp_path):
 
 def _vector_loop(tmp_path, reset: bool, steps: int = 4 * (K + 1)):  # 4 whole episodes per sub-env
     policy = TinyMemory("cue")
+    same_step = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP} if hasattr(gym.vector, "AutoresetMode") else {}
     envs = gym.vector.SyncVectorEnv([lambda: gym.make(CUE_ID, render_mode="rgb_array")] * 2,
-                                    autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+                                    **same_step)  # gymnasium 0.29 (CleanRL's pin) has only same-step autoreset
     rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(0, 1), episode_trigger=lambda k: True,
                               options=RecordOptions(background=False, sinks=None))
     obs, _ = rec.reset(seed=0)
