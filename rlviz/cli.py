@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(rendered on demand, as --videos episode:N writes it) and step through it",
         description="Serve the run folder OUT (written by rlviz render) on 127.0.0.1: its failure heatmap, "
         "histograms and episodes, each episode rendered on demand into OUT/.rlviz-cache/ and scrubbed step by step "
-        "with its per-step trace. Needs the rlviz[explore] extra (Flask).",
+        "with its per-step trace. Needs the rlviz[explore] extra (Werkzeug).",
     )
     return parser
 

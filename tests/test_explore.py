@@ -25,7 +25,7 @@ from rlviz.evaluate.failures.heatmap import FailureHeatmap
 from rlviz.explore.index import RunIndex
 from rlviz.media import read_video
 
-pytest.importorskip("flask")
+pytest.importorskip("werkzeug")
 
 
 @pytest.fixture(scope="module")
@@ -237,8 +237,8 @@ def test_ctrl_c_exits_130_and_leaves_nothing_half_written(run):
     assert {n[:-4] for n in names if n.endswith(".mp4")} <= {n[:-4] for n in names if n.endswith(".npz")}
 
 
-def test_without_flask_the_error_names_the_extra(run, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "flask", None)
+def test_without_werkzeug_the_error_names_the_extra(run, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "werkzeug", None)
     assert main(["explore", str(run), "--no-browser"]) == 1
     err = capsys.readouterr().err.strip()
     assert 'pip install "rlviz[explore]"' in err and len(err.splitlines()) == 1

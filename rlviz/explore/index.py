@@ -52,7 +52,7 @@ def _cell(v: str) -> Any:
 
 
 class RunIndex:
-    """One run folder (``rlviz render``'s; compare and timeline runs show their summary and heatmap).
+    """One run folder (``rlviz render``'s or ``rlviz compare``'s; a timeline run shows its table).
 
     root: the folder, resolved; job / options: the marker's; columns, rows: episodes.csv (numbers parsed);
     heatmap: the FailureHeatmap or None."""
@@ -112,8 +112,8 @@ class RunIndex:
 
     @property
     def replayable(self) -> bool:
-        """Whether episodes can be opened: a render run with one row per episode."""
-        return self.job == "render" and "episode" in self.columns and "seed" in self.columns
+        """Whether episodes can be opened: a render or compare run with one row per episode."""
+        return self.job in ("render", "compare") and "episode" in self.columns and "seed" in self.columns
 
     def episode(self, n: int) -> dict[str, Any] | None:
         """Episode ``n``'s row as a dict, or None when the run has no such episode."""
