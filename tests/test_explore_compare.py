@@ -1,7 +1,8 @@
 """``rlviz explore`` on a compare run (A and B on the same seed, each video equal to the one ``rlviz compare
---videos episode:N`` writes under videos/a and videos/b) and on a run rendered with ``--saliency`` (the episode
-served with its overlay and without it, each equal to ``rlviz render --videos episode:N`` with and without
-``--saliency``), through the server's HTTP answers."""
+--videos episode:N`` writes under videos/a and videos/b), on a timeline run (the same seed at each checkpoint,
+each video equal to ``rlviz render <checkpoint> --videos episode:N``'s) and on a run rendered with ``--saliency``
+(the episode served with its overlay and without it, each equal to ``rlviz render --videos episode:N`` with and
+without ``--saliency``): through the server's HTTP answers, then in headless Chromium."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ pytest.importorskip("werkzeug")
 
 B_SAMPLE = SAMPLE.with_name("minatar_breakout_ppo_noent.pt2")
 EPISODES, N = 12, 3
+TIMELINE_STEPS = (401408, 4792320)
 
 
 def _cli(*args: str) -> None:
@@ -44,6 +46,17 @@ def saliency_runs(tmp_path_factory):
          "--out", str(base / "ref"))
     _cli("render", str(SAMPLE), "--episodes", "6", "--videos", f"episode:{N}", "--out", str(base / "plain"))
     return base / "run", base / "ref", base / "plain"
+
+
+@pytest.fixture(scope="module")
+def timeline_runs(tmp_path_factory):
+    """(a timeline run over two checkpoints, {step: the checkpoint's render with --videos episode:N})."""
+    base = tmp_path_factory.mktemp("explore-timeline")
+    files = {s: SAMPLE.parent / "runs" / "minatar_ppo" / f"step_{s}.pt2" for s in TIMELINE_STEPS}
+    _cli("timeline", *map(str, files.values()), "--episodes", "4", "--videos", "none", "--out", str(base / "run"))
+    for s, f in files.items():
+        _cli("render", str(f), "--episodes", "4", "--videos", f"episode:{N}", "--out", str(base / f"ref{s}"))
+    return base / "run", {s: base / f"ref{s}" for s in TIMELINE_STEPS}
 
 
 def _get(srv, path: str, method: str = "GET") -> tuple[int, bytes]:
@@ -98,6 +111,26 @@ def test_a_compare_episode_is_a_and_b_on_its_seed_as_compare_videos_writes_them(
         assert srv.cache.renders == {N: 1}
     names = sorted(p.name for p in srv.cache.folder.iterdir())
     assert names == sorted(f"{s}-episode-{N}-episode-0.{e}" for s in "ab" for e in ("mp4", "npz"))
+
+
+def test_a_timeline_episode_is_its_seed_at_each_checkpoint_as_render_writes_it(timeline_runs, tmp_path):
+    run, refs = timeline_runs
+    with serving(run) as srv:
+        page = json.loads(_get(srv, "/api/run")[1])
+        assert page["job"] == "timeline" and page["replayable"]
+        assert page["variants"] == [f"step{s}" for s in TIMELINE_STEPS] and page["rows"] == [[0], [1], [2], [3]]
+        assert _open(srv, N) == {"state": "done"}
+        for s in TIMELINE_STEPS:
+            code, body = _get(srv, f"/api/episode/{N}/video.mp4?v=step{s}")
+            assert code == 200
+            ref = refs[s] / "videos" / f"episode-{N}-episode-0.mp4"
+            _same_video(body, tmp_path, ref)
+            _same_npz(srv.cache.npz(N, f"step{s}"), ref.with_suffix(".npz"))
+            trace = json.loads(_get(srv, f"/api/episode/{N}/trace?v=step{s}")[1])
+            with np.load(ref.with_suffix(".npz")) as z:
+                failed = bool(z["terminated"])
+            assert trace["failure_step"] == (trace["T"] - 1 if failed else None)
+        assert _get(srv, "/api/episode/4/open", "POST")[0] == 404
 
 
 def test_a_saliency_run_serves_the_episode_with_and_without_its_overlay(saliency_runs, tmp_path):
@@ -198,3 +231,16 @@ def test_the_saliency_overlay_turns_off_and_on_at_the_step_shown(saliency_runs, 
         browser.execute_script("explore.setSaliency(true)")
         _wait(browser, "return window.exploreEpisodeReady === true", 60)
         _shows(_at_step(browser, t)[0], on, t)
+
+
+def test_the_page_plays_the_seed_at_each_checkpoint_in_sync(timeline_runs, browser):
+    run, refs = timeline_runs
+    frames = [list(read_video(refs[s] / "videos" / f"episode-{N}-episode-0.mp4")) for s in TIMELINE_STEPS]
+    with serving(run) as srv:
+        _open_in_page(browser, srv, N)
+        assert browser.execute_script("return explore.boxes.map(b => b.side)") == [f"step{s}" for s in TIMELINE_STEPS]
+        titles = browser.execute_script("return explore.boxes.map(b => b.box.querySelector('.side-title').textContent)")
+        assert [t.split(":")[0] for t in titles] == [f"step {s}" for s in TIMELINE_STEPS]
+        t = min(browser.execute_script("return explore.boxes.map(b => b.tl.T)")) - 1
+        for shown, want in zip(_at_step(browser, t), frames):
+            _shows(shown, want, t)

@@ -116,6 +116,7 @@ function variantOf(side) {
   return !E.salOn && (E.run.variants || []).includes(plain) ? plain : side;
 }
 function videoURL(n, side) { const v = variantOf(side); return "/api/episode/" + n + "/video.mp4" + (v ? "?v=" + v : ""); }
+function label(side) { const m = /^step(\d+)$/.exec(side); return m ? "step " + m[1] : side.toUpperCase(); }
 function col(side, name) { const j = E.col[side ? side + "_" + name : name]; return j === undefined ? undefined : j; }
 
 function makeBoxes() {
@@ -141,10 +142,11 @@ async function openEpisode(n) {
   let st;
   try { st = await getJSON("/api/episode/" + n + "/open", {method: "POST"}); }
   catch (e) { prog.className = "readout error"; prog.textContent = "episode " + n + ": " + e.message; return; }
-  const length = E.boxes.map(b => row[col(b.side, "length")]).join(" / ");
+  const lengths = E.boxes.map(b => row[col(b.side, "length")]).filter(v => v !== undefined);
+  const what = lengths.length ? " (" + lengths.join(" / ") + " steps)" : E.boxes.length > 1 ? " (" + E.boxes.length + " videos)" : "";
   while (st.state === "rendering" && E.n === n) {
     prog.innerHTML = "<span class='spinner'></span>";
-    prog.appendChild(document.createTextNode("rendering episode " + n + " (" + length + " steps): " + (st.seconds || 0) + " s"));
+    prog.appendChild(document.createTextNode("rendering episode " + n + what + ": " + (st.seconds || 0) + " s"));
     await new Promise(r => { E.poll = setTimeout(r, 250); });
     st = await getJSON("/api/episode/" + n + "/status");
   }
@@ -156,14 +158,17 @@ async function openEpisode(n) {
   E.boxes.forEach((b, k) => { b.tl = tls[k]; });
   const tl = tls[0], T = Math.max(...tls.map(t => t.T));
   E.tl = tl; el("scrub").max = T; el("fail").disabled = tl.failure_step === null;
-  const ret = E.boxes.map(b => (b.side ? b.side.toUpperCase() + " " : "") + fmt(row[col(b.side, "return")])).join(", ");
-  el("viewer-title").textContent = "Episode " + n + " (seed " + row[E.col.seed] + ", return " + ret + ", " +
-    tls.map(t => t.T).join(" / ") + " steps" + (tl.failure_step !== null ? ", failed at step " + tl.failure_step : "") + ")";
+  const rets = E.boxes.filter(b => col(b.side, "return") !== undefined);
+  const ret = rets.map(b => (b.side ? label(b.side) + " " : "") + fmt(row[col(b.side, "return")])).join(", ");
+  el("viewer-title").textContent = "Episode " + n + " (" + (E.col.seed !== undefined ? "seed " + row[E.col.seed] + ", " : "") +
+    (ret ? "return " + ret + ", " : "") + tls.map(t => t.T).join(" / ") + " steps" +
+    (E.boxes.length === 1 && tl.failure_step !== null ? ", failed at step " + tl.failure_step : "") + ")";
   let loaded = 0;
   E.boxes.forEach((b, k) => {
     const t = b.tl;
-    b.box.querySelector(".side-title").textContent = b.side ? b.side.toUpperCase() + ": return " + fmt(row[col(b.side, "return")]) +
-      ", " + t.T + " steps" + (t.failure_step !== null ? ", failed at step " + t.failure_step : "") : "";
+    const r = col(b.side, "return");
+    b.box.querySelector(".side-title").textContent = b.side ? label(b.side) + ": " + (r !== undefined ? "return " + fmt(row[r]) + ", " : "") +
+      t.T + " steps" + (t.failure_step !== null ? ", failed at step " + t.failure_step : "") : "";
     const legend = b.box.querySelector(".legend"); legend.textContent = "";
     (t.action_names || []).forEach((name, a) => { const s = document.createElement("span"); s.style.color = PALETTE[a % PALETTE.length]; s.textContent = "\u25A0 " + name; legend.appendChild(s); });
     if (!b.trace) {

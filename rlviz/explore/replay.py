@@ -5,13 +5,16 @@ from its seed (episode outcomes do not depend on how many envs run beside it), t
 
 A render run's episode is one video (``episode-<N>-episode-0.mp4`` and its ``.npz``, as ``rlviz render
 --videos episode:N`` writes); a compare run's is A's and B's (as ``rlviz compare --videos episode:N`` writes
-under videos/a and videos/b: frame-locked, no slowed short episodes). A run rendered with ``--saliency`` also
-gets each video without it (the variant ``plain``), so the page can turn the overlay off."""
+under videos/a and videos/b: frame-locked, no slowed short episodes); a timeline run's is one per checkpoint
+(variant ``step<S>``: ``rlviz render <that checkpoint> --videos episode:N``, found again in the run's folder by
+the timeline's own discovery). A run rendered with ``--saliency`` also gets each video without it (the variant
+``<side>-plain``), so the page can turn the overlay off."""
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -39,13 +42,19 @@ def video_name(n: int, variant: str = "") -> str:
 class AgentReplay:
     """One agent's replays: ``options`` (REPLAY_OPTIONS' keys) are the run's; the agent loads on first use."""
 
-    def __init__(self, options: dict[str, Any], trust: bool, device: str, min_seconds: float | None = None):
+    def __init__(self, options: dict[str, Any], trust: bool, device: str, min_seconds: float | None = None,
+                 locate: Callable[[], dict[str, Any]] | None = None):
         self.options, self.trust, self.device, self.min_seconds = options, bool(trust), str(device), min_seconds
+        self._locate = locate  # (a timeline's checkpoint: found on first use, its options' missing part)
         self._loaded: Any = None
         self._lock = threading.Lock()
 
     def config(self, n: int) -> RenderConfig:
         """The RenderConfig of ``--videos episode:N`` for this agent."""
+        with self._lock:
+            if self._locate is not None:
+                self.options = {**self.options, **self._locate()}
+                self._locate = None
         return RenderConfig(**self.options, videos=f"episode:{n}", trust_checkpoint=self.trust, device=self.device)
 
     def _agent(self, config: RenderConfig) -> tuple[Any, RenderConfig, float]:
@@ -95,14 +104,21 @@ class EpisodeRenderer:
     as render's flags; ``base``: where a relative checkpoint path of the run is looked for."""
 
     def __init__(self, options: dict[str, Any], checkpoint: str | None = None, trust: bool = False,
-                 device: str = "cpu", base: Path | None = None, job: str = "render"):
+                 device: str = "cpu", base: Path | None = None, job: str = "render", steps: tuple[int, ...] = ()):
         shared = {k: options[k] for k in REPLAY_OPTIONS if k in options and k not in _PER_SIDE}
+        if job in ("compare", "timeline") and checkpoint is not None:
+            raise UsageError(f"--checkpoint replaces a render run's agent; a {job} run's agents are its own "
+                             "(rlviz-run.json): open it without --checkpoint.")
+        locate: dict[str, Any] = {}
         if job == "compare":
-            if checkpoint is not None:
-                raise UsageError("--checkpoint replaces a render run's agent; a compare run's agents are its A and B "
-                                 "(rlviz-run.json): open it without --checkpoint.")
             sides = {s: {**shared, **{k: options.get(pair[i]) for k, pair in _PER_SIDE.items()}}
                      for i, s in enumerate("ab")}
+        elif job == "timeline":
+            if not steps:
+                raise UsageError("The timeline run lists no checkpoint (timeline.json); run `rlviz timeline` again.")
+            found = _timeline_checkpoints(options.get("run"), base, options.get("vecnormalize"))
+            sides = {f"step{k}": {**shared, "checkpoint": "(found on first use)"} for k in steps}
+            locate = {f"step{k}": (lambda k=k: found(k)) for k in steps}
         else:
             sides = {"": {**shared, **{k: options[k] for k in _PER_SIDE if k in options}}}
             if checkpoint is not None:
@@ -110,7 +126,7 @@ class EpisodeRenderer:
         for opts in sides.values():
             _checked(opts, trust, base, checkpoint is None)
         seconds = _COMPARE_MIN_SECONDS if job == "compare" else None
-        self.agents = {s: AgentReplay(o, trust, device, seconds) for s, o in sides.items()}
+        self.agents = {s: AgentReplay(o, trust, device, seconds, locate.get(s)) for s, o in sides.items()}
         plain = [f"{s}-plain" if s else "plain" for s in sides] if shared.get("saliency") else []
         self.variants: tuple[str, ...] = (*sides, *plain)
         self.options = next(iter(sides.values()))
@@ -148,6 +164,35 @@ def _checked(options: dict[str, Any], trust: bool, base: Path | None, relative_o
                          "folder names unless you pass --trust-checkpoint (only for runs you trust).")
     if not options.get("checkpoint"):
         raise UsageError("The run's rlviz-run.json names no checkpoint; pass the agent with --checkpoint PATH.")
+
+
+def _timeline_checkpoints(run: Any, base: Path | None, vecnormalize: Any) -> Callable[[int], dict[str, Any]]:
+    """``found(step)``: the options of the timeline run's checkpoint at ``step`` (its file and VecNormalize
+    statistics), from the timeline's own discovery of ``run`` (once, on first use: the files may have moved)."""
+    found: dict[int, dict[str, Any]] = {}
+    lock = threading.Lock()
+
+    def at(step: int) -> dict[str, Any]:
+        with lock:
+            if not found:
+                from ..sources.run_folders import discover
+
+                where = [run] if isinstance(run, str) else list(run or [])
+                if base is not None:  # paths written from the run's parent
+                    where = [str(base / w) if isinstance(w, str) and not os.path.isabs(w) and not Path(w).exists()
+                             and (base / w).exists() else w for w in where]
+                if not where:
+                    raise UsageError("The timeline run's rlviz-run.json names no training run (its `run`).")
+                checkpoints, _ = discover(where[0] if len(where) == 1 else where)
+                for c in checkpoints:
+                    found[c.step] = {"checkpoint": str(c.path),
+                                     "vecnormalize": str(c.vecnormalize) if c.vecnormalize else vecnormalize}
+        if step not in found:
+            raise UsageError(f"The checkpoint of step {step} is no longer in the training run {run}; the "
+                             "timeline's other checkpoints still open.")
+        return found[step]
+
+    return at
 
 
 def _rollout_one(agent: Any, config: RenderConfig, gamma: float, n: int) -> Any:

@@ -61,7 +61,7 @@ def open_run(config: Any) -> tuple[RunIndex, EpisodeCache]:
 def _renderer(index: RunIndex, config: Any) -> Any:
     try:
         return EpisodeRenderer(index.options, config.checkpoint, config.trust_checkpoint, config.device,
-                               base=index.root.parent, job=index.job)
+                               base=index.root.parent, job=index.job, steps=index.steps)
     except UsageError as exc:  # the page still opens; each episode says why it cannot render
         message = str(exc)
 
@@ -229,6 +229,11 @@ def _trace(video: Path, npz: Path | None, row: dict[str, Any], side: str) -> dic
 
     data = step_trace(video)
     terminated = row.get(f"{side}_terminated") if side else row.get("terminated")
+    if terminated is None and npz is not None:  # (a timeline run: no per-episode table; its video's .npz says)
+        import numpy as np
+
+        with np.load(npz, allow_pickle=False) as z:
+            terminated = "terminated" in z.files and bool(np.asarray(z["terminated"]).any())
     data["failure_step"] = max(int(data["T"]) - 1, 0) if terminated else None
     data["episode"] = row
     data["attention"] = _attention_track(npz)
