@@ -89,6 +89,17 @@ class _Answer:
         return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.body]
 
 
+def _finite(x: Any) -> Any:
+    """``x`` with NaN and infinities (a run's JSON may hold them; JSON does not) as None."""
+    if isinstance(x, float):
+        return x if x - x == 0 else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
+
+
 def _json(data: Any, code: int = 200) -> _Answer:
     return _Answer(json.dumps(data, separators=(",", ":")).encode(), code)
 
@@ -101,7 +112,7 @@ class ExploreApp:
     def __init__(self, index: RunIndex, cache: EpisodeCache, hosts: tuple[str, ...] = ()):
         self.index, self.cache, self.hosts = index, cache, hosts
         data = {**index.page_data(), "variants": list(cache.variants) if index.replayable else []}
-        self.page = json.dumps(data, separators=(",", ":"), allow_nan=False).encode()
+        self.page = json.dumps(_finite(data), separators=(",", ":"), allow_nan=False).encode()
         self._pending = [True]
         self.routes = {"/": ("GET", self.home), "/api/run": ("GET", self.run), "/api/heatmap": ("GET", self.heatmap),
                        "/api/cell": ("GET", self.cell)}
