@@ -3,6 +3,7 @@ same run, interleaved and repeated (min and median).
 
     python scripts/bench_explore.py                # a 200-episode MinAtar run (made once in a temp folder)
     python scripts/bench_explore.py --run DIR --reps 5
+    python scripts/bench_explore.py --run DIR --startup-only --reps 10   # the start-up alone
 
 Figures (each repetition does every measurement once, in turn):
 
