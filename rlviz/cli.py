@@ -130,9 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub, "explore", ExploreConfig,
         help="a local web app on a run folder: click a heatmap cell or a histogram bar, open any episode "
         "(rendered on demand, as --videos episode:N writes it) and step through it",
-        description="Serve the run folder OUT (written by rlviz render) on 127.0.0.1: its failure heatmap, "
-        "histograms and episodes, each episode rendered on demand into OUT/.rlviz-cache/ and scrubbed step by step "
-        "with its per-step trace. Needs the rlviz[explore] extra (Flask).",
+        description="Serve the run folder OUT (written by rlviz render, compare or timeline) on 127.0.0.1: its failure "
+        "heatmap, histograms and episodes, each episode rendered on demand into OUT/.rlviz-cache/ (a compare run's: A "
+        "and B side by side; a timeline's: every checkpoint) and scrubbed step by step with its per-step trace. Needs the rlviz[explore] extra (Werkzeug).",
     )
     return parser
 

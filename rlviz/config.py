@@ -354,12 +354,12 @@ class ExploreConfig:
     """Everything ``rlviz explore OUT`` can be asked: the run folder, where to serve it, and the agent's loading
     rules (the run's own options never grant trust: only these flags do)."""
 
-    out: str | os.PathLike[str] = option(help="a run folder written by rlviz render (rlviz-run.json marks one)",
+    out: str | os.PathLike[str] = option(help="a run folder written by rlviz render, compare or timeline (rlviz-run.json marks one)",
                                          positional=True)
     host: str = option("127.0.0.1", "address to serve on (default 127.0.0.1: this machine only)", metavar="HOST")
     port: int = option(8765, "port to serve on (default 8765; 0: any free port)", metavar="PORT")
     browser: bool = option(True, "do not open a browser", flag="--no-browser", kind="negated")
-    checkpoint: str | None = option(None, "the agent that replays episodes (default: the one rlviz-run.json names)",
+    checkpoint: str | None = option(None, "the agent that replays a render run's episodes (default: the one rlviz-run.json names)",
                                     metavar="PATH")
     trust_checkpoint: bool = option(False, "as render's --trust-checkpoint (never taken from the run's options)")
     device: str = option("cpu", "device of the replays (default cpu)", metavar="DEVICE")

@@ -3,6 +3,7 @@ same run, interleaved and repeated (min and median).
 
     python scripts/bench_explore.py                # a 200-episode MinAtar run (made once in a temp folder)
     python scripts/bench_explore.py --run DIR --reps 5
+    python scripts/bench_explore.py --run DIR --startup-only --reps 10   # the start-up alone
 
 Figures (each repetition does every measurement once, in turn):
 
@@ -88,6 +89,26 @@ def help_plus_read(run: Path, env: dict) -> float:
     return time.perf_counter() - t0
 
 
+def _pair(run: Path, env: dict, i: int) -> tuple[float, float]:
+    """(start-up, help + read), the order alternating with ``i``."""
+    if i % 2 == 0:
+        return startup(run, env), help_plus_read(run, env)
+    base = help_plus_read(run, env)
+    return startup(run, env), base
+
+
+def startup_only(run: Path, env: dict, reps: int) -> None:
+    start, base_t, ratio = [], [], []
+    for i in range(reps):
+        s, b = _pair(run, env, i)
+        start.append(s)
+        base_t.append(b)
+        ratio.append(s / b)
+        print(f"rep {i}: start-up {s:.3f} s vs help+read {b:.3f} s; load {os.getloadavg()[0]:.2f}", flush=True)
+    print(f"\nstart-up (target ratio <= 1.5): {_mm(start)} s vs `render --help` + folder read {_mm(base_t)} s; "
+          f"ratio {_mm(ratio)}")
+
+
 def _mm(xs: list[float]) -> str:
     return f"min {min(xs):.3f}  median {statistics.median(xs):.3f}"
 
@@ -96,14 +117,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--run", type=Path, help="a render run with --heatmap (default: made once in a temp folder)")
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--startup-only", action="store_true", help="measure the start-up only (no episode opened)")
     args = ap.parse_args()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     with tempfile.TemporaryDirectory(prefix="rlviz-bench-explore-") as tmp:
         run = args.run or make_run(Path(tmp) / "run")
-        from werkzeug.serving import make_server
-
+        if args.startup_only:
+            return startup_only(run, env, args.reps)
         from rlviz.config import ExploreConfig
-        from rlviz.explore.server import create_app, open_run
+        from rlviz.explore.server import create_app, make_server, open_run
 
         index, cache = open_run(ExploreConfig(out=run, port=0, browser=False))
         inner: dict[int, float] = {}
@@ -118,7 +140,7 @@ def main() -> None:
 
         cache.renderer = timed
         render.warm()  # the agent: loaded after the first page, before a user opens an episode
-        server = make_server("127.0.0.1", 0, create_app(index, cache), threaded=True)
+        server = make_server("127.0.0.1", 0, create_app(index, cache))
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base = f"http://127.0.0.1:{server.server_port}"
         col = index.columns.index
@@ -130,8 +152,7 @@ def main() -> None:
             cold.append(total - inner[n])
             replay.append(inner[n])
             warm.append(min(open_episode(base, n, poll=0.02) for _ in range(3)))
-            pair = [startup(run, env), help_plus_read(run, env)] if i % 2 == 0 else \
-                list(reversed([help_plus_read(run, env), startup(run, env)]))
+            pair = _pair(run, env, i)
             start.append(pair[0])
             base_t.append(pair[1])
             ratio.append(pair[0] / pair[1])

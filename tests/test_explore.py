@@ -25,7 +25,7 @@ from rlviz.evaluate.failures.heatmap import FailureHeatmap
 from rlviz.explore.index import RunIndex
 from rlviz.media import read_video
 
-pytest.importorskip("flask")
+pytest.importorskip("werkzeug")
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +155,10 @@ def _crafted_urls() -> list[str]:
              "/assets/", "/assets/explore.html", "/assets/%00", "/assets/page.py", "/api/cell", "/api/cell?x=-1&y=0",
              "/api/cell?x=1", "/api/cell?x=9999999&y=0", "/api/cell?x=10&y=0", "/api/cell?x=%ff&y=1",
              "/api/cell?x=1&y=1&layer=..%2f..%2fcanary", "/api/cell?x=1e1&y=1", "/api/episode/", "/api/episode/5",
-             "/%ff%fe", "/%c0%af", "/api/%2e%2e/api/run/..", "/api/episode/5/video.mp4/..%2f..%2fcanary.txt"]
+             "/%ff%fe", "/%c0%af", "/api/%2e%2e/api/run/..", "/api/episode/5/video.mp4/..%2f..%2fcanary.txt",
+             "/api/episode/7/video.mp4?v=..%2f..%2fcanary.txt", "/api/episode/7/video.mp4?v=plain",
+             "/api/episode/7/trace?v=a", "/api/episode/7/video.mp4?v=%00", "/api/episode/7/video.mp4?v=/etc/passwd",
+             "/api/episode/07/trace", "/api/episode/7/trace?v="]
     while len(urls) < 200:
         urls.append(f"/api/episode/{-len(urls)}/open")
     return urls[:200]
@@ -237,8 +240,8 @@ def test_ctrl_c_exits_130_and_leaves_nothing_half_written(run):
     assert {n[:-4] for n in names if n.endswith(".mp4")} <= {n[:-4] for n in names if n.endswith(".npz")}
 
 
-def test_without_flask_the_error_names_the_extra(run, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "flask", None)
+def test_without_werkzeug_the_error_names_the_extra(run, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "werkzeug", None)
     assert main(["explore", str(run), "--no-browser"]) == 1
     err = capsys.readouterr().err.strip()
     assert 'pip install "rlviz[explore]"' in err and len(err.splitlines()) == 1

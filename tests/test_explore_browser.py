@@ -21,7 +21,7 @@ from test_report import _browser, _wait
 from rlviz.evaluate.failures.heatmap import FailureHeatmap
 from rlviz.media import read_video
 
-pytest.importorskip("flask")
+pytest.importorskip("werkzeug")
 
 #: The codec tolerance (see the module's docstring).
 MEAN_TOLERANCE, PIXEL_TOLERANCE, PIXEL_SHARE = 3.0, 16, 0.99

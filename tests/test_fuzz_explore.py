@@ -69,3 +69,45 @@ def test_mutated_run_folders_open_or_are_refused_in_one_line(folder, tmp_path):
             shutil.rmtree(work)
     assert not (tmp_path / "marker").exists()
     assert tally["ok"] and tally["refused"], tally
+
+
+@pytest.fixture(scope="module")
+def timeline_folder(tmp_path_factory):
+    """A timeline run folder as ``rlviz timeline`` writes one (its marker and timeline.json; no episodes.csv)."""
+    out = tmp_path_factory.mktemp("fuzz-timeline")
+    rows = ", ".join(f'{{"step": {s}, "checkpoint": "step_{s}.pt2", "episodes": 4, "return": {{"mean": 1.5}}}}'
+                     for s in (1000, 2000, 3000))
+    (out / "timeline.json").write_text(f'{{"env_id": "probe", "episodes": 4, "seed": NaN, "checkpoints": [{rows}], '
+                                       '"first_seen": {}, "regressions": 0}')  # (NaN: Python's JSON writes it)
+    (out / "rlviz-run.json").write_text('{"job": "timeline", "options": {"run": "ckpts", "episodes": 4, "seed": 0}, '
+                                        '"files": ["timeline.json"]}')
+    return out
+
+
+def test_mutated_timeline_folders_open_or_are_refused_in_one_line(timeline_folder, tmp_path):
+    from rlviz.config import ExploreConfig
+    from rlviz.explore.server import create_app, open_run
+
+    count = int(os.environ.get("RLVIZ_FUZZ_COUNT", "400")) // 2
+    tally = {"ok": 0, "refused": 0}
+    for i in range(count):
+        rng = np.random.default_rng([11, i])
+        work = tmp_path / f"in{i}"
+        shutil.copytree(timeline_folder, work)
+        victim = work / ("timeline.json", "rlviz-run.json")[i % 2]
+        how = mutate_file(victim, rng, tmp_path / "marker")
+        try:
+            index, cache = open_run(ExploreConfig(out=work, port=0, browser=False))
+            create_app(index, cache)  # (the page's data: JSON of what was read)
+            assert all(type(s) is int for s in index.steps)
+            assert index.rows == [[e] for e in range(len(index.rows))]
+            tally["ok"] += 1
+        except RlvizError as exc:
+            assert len(str(exc).splitlines()) == 1, (i, how, str(exc))
+            tally["refused"] += 1
+        except Exception as exc:  # noqa: BLE001 - the failure to report
+            raise AssertionError(f"input {i} ({victim.name}: {how}) raised {type(exc).__name__}: {exc}") from exc
+        finally:
+            shutil.rmtree(work)
+    assert not (tmp_path / "marker").exists()
+    assert tally["ok"] and tally["refused"], tally

@@ -1,14 +1,12 @@
 """The explorer's renders, kept in the run's cache area (``OUT/.rlviz-cache/explore/``): each episode rendered
 once (a lock per episode: concurrent requests wait for the same render), into a private staging folder that is
-renamed into place when complete (the .npz first, the .mp4 last: a video in the cache is a complete one), so an
-interrupted or failed render leaves nothing under a final name. A failed render is remembered as an error for the
+renamed into place when complete (the .npz files first, the main video last: its presence means a complete render
+of every variant), so an interrupted or failed render leaves nothing under a final name. A failed render is remembered as an error for the
 page; the next request tries again."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -27,10 +25,12 @@ STAGING_PREFIX = ".partial-"
 
 
 class EpisodeCache:
-    """Episodes of the run at ``root`` rendered by ``renderer(n, folder) -> mp4 path`` and kept in its cache area."""
+    """Episodes of the run at ``root`` rendered by ``renderer(n, folder) -> {variant: mp4 path}`` (or one path:
+    the variant "") and kept in its cache area; ``variants``: the renderer's (the first is the main video)."""
 
-    def __init__(self, root: Path, renderer: Callable[[int, Path], Path]):
+    def __init__(self, root: Path, renderer: Callable[[int, Path], Any], variants: tuple[str, ...] | None = None):
         self.root, self.renderer = Path(root), renderer
+        self.variants: tuple[str, ...] = tuple(variants or getattr(renderer, "variants", None) or ("",))
         self.rel = f"{CACHE_DIR}/explore"
         self.renders: dict[int, int] = {}  # episode -> renders run (one per episode unless one failed)
         self._state: dict[int, dict[str, Any]] = {}
@@ -53,14 +53,20 @@ class EpisodeCache:
         if folder.is_dir() and not folder.is_symlink() and inside(self.root, self.rel) is not None:
             for p in folder.iterdir():
                 if p.name.startswith(STAGING_PREFIX) and p.is_dir() and not p.is_symlink():
+                    import shutil
+
                     shutil.rmtree(p, ignore_errors=True)
 
-    def video(self, n: int) -> Path | None:
-        """Episode ``n``'s cached MP4 (a complete one), or None."""
-        return self._file(video_name(n))
+    def video(self, n: int, variant: str | None = None) -> Path | None:
+        """Episode ``n``'s cached MP4 of ``variant`` (None: the main one) when the render is complete, or None."""
+        main = self._file(video_name(n, self.variants[0]))
+        if main is None or variant is None or variant == self.variants[0]:
+            return main
+        return self._file(video_name(n, variant)) if variant in self.variants else None
 
-    def npz(self, n: int) -> Path | None:
-        return self._file(video_name(n)[: -len(".mp4")] + ".npz")
+    def npz(self, n: int, variant: str | None = None) -> Path | None:
+        video = self.video(n, variant)
+        return None if video is None else self._file(video.name[: -len(".mp4")] + ".npz")
 
     def _file(self, name: str) -> Path | None:
         path = inside(self.root, f"{self.rel}/{name}")
@@ -113,17 +119,24 @@ class EpisodeCache:
             self._state[n] = state
 
     def _render(self, n: int) -> Path:
+        import tempfile
+
         folder = self.folder
         folder.mkdir(parents=True, exist_ok=True)
         self.renders[n] = self.renders.get(n, 0) + 1
         with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{n}-", dir=folder) as tmp:
-            mp4 = Path(self.renderer(n, Path(tmp)))
-            npz = mp4.with_suffix(".npz")
-            final = folder / video_name(n)
-            if npz.is_file():
-                os.replace(npz, final.with_suffix(".npz"))
-            os.replace(mp4, final)  # last: the video's presence means a complete render
-        return final
+            made = self.renderer(n, Path(tmp))
+            videos = made if isinstance(made, dict) else {self.variants[0]: made}
+            if set(videos) != set(self.variants):
+                raise RuntimeError(f"the renderer made {sorted(videos)}, not the variants {list(self.variants)}")
+            order = [*self.variants[1:], self.variants[0]]  # the main video last: its presence means complete
+            for variant in order:
+                npz = Path(videos[variant]).with_suffix(".npz")
+                if npz.is_file():
+                    os.replace(npz, (folder / video_name(n, variant)).with_suffix(".npz"))
+            for variant in order:
+                os.replace(videos[variant], folder / video_name(n, variant))
+        return folder / video_name(n, self.variants[0])
 
 
 def _one_line(exc: BaseException) -> str:

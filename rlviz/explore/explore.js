@@ -100,63 +100,120 @@ function filterAll() {
   const f = el("f-failed").checked, t = el("f-truncated").checked;
   const lo = el("f-min").value === "" ? -Infinity : Number(el("f-min").value);
   const hi = el("f-max").value === "" ? Infinity : Number(el("f-max").value);
-  const c = E.col, rows = E.rows.filter(r => (!f || num(r[c.failures]) > 0) && (!t || r[c.truncated] === true)
-    && num(r[c["return"]]) >= lo && num(r[c["return"]]) <= hi);
+  const c = E.col, any = (r, name) => ["", "a_", "b_"].map(p => r[c[p + name]]);
+  const ret = c["return"] !== undefined ? c["return"] : c.return_diff;
+  const rows = E.rows.filter(r => (!f || any(r, "failures").some(v => num(v) > 0)) && (!t || any(r, "truncated").includes(true))
+    && !(num(r[ret]) < lo) && !(num(r[ret]) > hi));
   el("count").textContent = rows.length + " of " + E.rows.length;
   rowTable(el("all"), E.run.columns, rows, true);
 }
 
-// -- one episode -------------------------------------------------------------------------------------------------
+// -- one episode: one video per side (a render run's: one; a compare run's: A and B on the same seed) --------------
+// E.boxes: [{side, box, video, trace, tl}], the first is the main one (E.trace, E.tl: its StepTrace and trace).
+function sides() { return (E.run.variants || [""]).filter(v => !/(^|-)plain$/.test(v)); }
+function variantOf(side) {
+  const plain = side ? side + "-plain" : "plain";
+  return !E.salOn && (E.run.variants || []).includes(plain) ? plain : side;
+}
+function videoURL(n, side) { const v = variantOf(side); return "/api/episode/" + n + "/video.mp4" + (v ? "?v=" + v : ""); }
+function label(side) { const m = /^step(\d+)$/.exec(side); return m ? "step " + m[1] : side.toUpperCase(); }
+function col(side, name) { const j = E.col[side ? side + "_" + name : name]; return j === undefined ? undefined : j; }
+
+function makeBoxes() {
+  const first = el("viewer-box"), names = sides();
+  if (E.boxes && E.boxes.length === names.length) return;
+  E.boxes = names.map((side, k) => {
+    let box = first;
+    if (k > 0) { box = first.cloneNode(true); box.id = "viewer-box-" + side; el("sides").appendChild(box); }
+    box.dataset.side = side;
+    return {side, box, video: box.querySelector("video"), trace: null, tl: null};
+  });
+  el("sides").classList.toggle("pair", names.length > 1);
+}
+
 async function openEpisode(n) {
   if (!E.run.replayable) return;
-  E.n = n; E.tl = null; clearTimeout(E.poll);
+  E.n = n; E.tl = null; clearTimeout(E.poll); makeBoxes();
   el("viewer").hidden = false; el("viewer-title").textContent = "Episode " + n;
   const row = E.rows.find(r => r[E.col.episode] === n) || [];
-  const video = el("viewer-box").querySelector("video"); video.removeAttribute("src"); video.load();
+  E.boxes.forEach(b => { b.video.removeAttribute("src"); b.video.load(); });
   window.exploreEpisodeReady = false;
   const prog = el("progress"); prog.className = "readout";
   let st;
   try { st = await getJSON("/api/episode/" + n + "/open", {method: "POST"}); }
   catch (e) { prog.className = "readout error"; prog.textContent = "episode " + n + ": " + e.message; return; }
+  const lengths = E.boxes.map(b => row[col(b.side, "length")]).filter(v => v !== undefined);
+  const what = lengths.length ? " (" + lengths.join(" / ") + " steps)" : E.boxes.length > 1 ? " (" + E.boxes.length + " videos)" : "";
   while (st.state === "rendering" && E.n === n) {
     prog.innerHTML = "<span class='spinner'></span>";
-    prog.appendChild(document.createTextNode("rendering episode " + n + " (" + row[E.col.length] + " steps): " +
-                                             (st.seconds || 0) + " s"));
+    prog.appendChild(document.createTextNode("rendering episode " + n + what + ": " + (st.seconds || 0) + " s"));
     await new Promise(r => { E.poll = setTimeout(r, 250); });
     st = await getJSON("/api/episode/" + n + "/status");
   }
   if (E.n !== n) return;
   if (st.state !== "done") { prog.className = "readout error"; prog.textContent = "episode " + n + " could not be rendered: " + (st.message || st.state); return; }
   prog.textContent = "";
-  const tl = await getJSON("/api/episode/" + n + "/trace");
+  const tls = await Promise.all(E.boxes.map(b => getJSON("/api/episode/" + n + "/trace" + (b.side ? "?v=" + b.side : ""))));
   if (E.n !== n) return;
-  E.tl = tl; el("scrub").max = tl.T; el("fail").disabled = tl.failure_step === null;
-  el("viewer-title").textContent = "Episode " + n + " (seed " + row[E.col.seed] + ", return " + fmt(row[E.col["return"]]) +
-    ", " + tl.T + " steps" + (tl.failure_step !== null ? ", failed at step " + tl.failure_step : "") + ")";
-  el("legend").textContent = "";
-  (tl.action_names || []).forEach((name, a) => { const s = document.createElement("span"); s.style.color = PALETTE[a % PALETTE.length]; s.textContent = "\u25A0 " + name; el("legend").appendChild(s); });
-  const box = el("viewer-box");
-  if (!E.trace) {
-    E.trace = new StepTrace(box, tl);
-    const base = E.trace.setStep.bind(E.trace);
-    E.trace.setStep = t => { base(t); el("scrub").value = t; el("step").textContent = "step " + t + " / " + E.tl.T; showAttention(t); };
-  } else { E.trace.tl = tl; E.trace.t = -1; }
-  video.addEventListener("loadeddata", () => { seek(0); window.exploreEpisodeReady = true; }, {once: true});
-  video.src = "/api/episode/" + n + "/video.mp4";
+  E.boxes.forEach((b, k) => { b.tl = tls[k]; });
+  const tl = tls[0], T = Math.max(...tls.map(t => t.T));
+  E.tl = tl; el("scrub").max = T; el("fail").disabled = tl.failure_step === null;
+  const rets = E.boxes.filter(b => col(b.side, "return") !== undefined);
+  const ret = rets.map(b => (b.side ? label(b.side) + " " : "") + fmt(row[col(b.side, "return")])).join(", ");
+  el("viewer-title").textContent = "Episode " + n + " (" + (E.col.seed !== undefined ? "seed " + row[E.col.seed] + ", " : "") +
+    (ret ? "return " + ret + ", " : "") + tls.map(t => t.T).join(" / ") + " steps" +
+    (E.boxes.length === 1 && tl.failure_step !== null ? ", failed at step " + tl.failure_step : "") + ")";
+  let loaded = 0;
+  E.boxes.forEach((b, k) => {
+    const t = b.tl;
+    const r = col(b.side, "return");
+    b.box.querySelector(".side-title").textContent = b.side ? label(b.side) + ": " + (r !== undefined ? "return " + fmt(row[r]) + ", " : "") +
+      t.T + " steps" + (t.failure_step !== null ? ", failed at step " + t.failure_step : "") : "";
+    const legend = b.box.querySelector(".legend"); legend.textContent = "";
+    (t.action_names || []).forEach((name, a) => { const s = document.createElement("span"); s.style.color = PALETTE[a % PALETTE.length]; s.textContent = "\u25A0 " + name; legend.appendChild(s); });
+    if (!b.trace) {
+      b.trace = new StepTrace(b.box, t);
+      if (k === 0) {
+        const base = b.trace.setStep.bind(b.trace);
+        b.trace.setStep = s => { base(s); el("scrub").value = s; el("step").textContent = "step " + s + " / " + E.tl.T; showAttention(s); };
+      }
+    } else { b.trace.tl = t; b.trace.t = -1; }
+    b.video.addEventListener("loadeddata", () => { if (++loaded === E.boxes.length) { seek(0); window.exploreEpisodeReady = true; } }, {once: true});
+    b.video.src = videoURL(n, b.side);
+  });
+  E.trace = E.boxes[0].trace;
 }
 
 function showAttention(t) {
-  const a = E.tl && E.tl.attention, box = el("attention");
+  const a = E.tl && E.tl.attention, box = el("viewer-box").querySelector(".attention");
   if (!a || !Object.keys(a).length) { box.textContent = ""; return; }
   box.textContent = "attention: " + Object.entries(a).map(([k, v]) => k + " " + fmt(v[Math.min(t, v.length - 1)])).join(" \u00b7 ");
 }
 
 function seek(t) {
   if (!E.tl || !E.trace) return;
-  t = Math.max(0, Math.min(E.tl.T, t)); E.trace.video.pause(); E.trace.seek(t);
+  t = Math.max(0, Math.min(Number(el("scrub").max), t));
+  E.boxes.forEach(b => { if (b.trace && b.tl) { b.video.pause(); b.trace.seek(Math.min(b.tl.T, t)); } });
 }
-E.seek = seek; E.open = openEpisode; E.clickCell = clickCell;
+function playPause() {
+  if (!E.trace) return;
+  const go = E.trace.video.paused;
+  E.boxes.forEach(b => { if (b.trace) { if (go) b.video.play(); else b.video.pause(); } });
+}
+// the saliency overlay on or off: each side's video swapped for its other variant, at the same step
+function setSaliency(on) {
+  E.salOn = on; el("saliency").checked = on;
+  if (!E.trace || E.n === null) return;
+  const t = E.trace.t, n = E.n; let loaded = 0;
+  window.exploreEpisodeReady = false;
+  E.boxes.forEach(b => {
+    b.video.addEventListener("loadeddata", () => { if (++loaded === E.boxes.length && E.n === n) { seek(t); window.exploreEpisodeReady = true; } }, {once: true});
+    b.video.src = videoURL(n, b.side);
+  });
+}
+E.seek = seek; E.open = openEpisode; E.clickCell = clickCell; E.setSaliency = setSaliency; E.salOn = true;
 E.failureStep = () => { if (E.tl && E.tl.failure_step !== null) seek(E.tl.failure_step); };
+E.videoURL = videoURL;
 
 // -- start -------------------------------------------------------------------------------------------------------
 async function start() {
@@ -182,21 +239,26 @@ async function start() {
     });
   }
   drawHeatmap();
-  histogram(el("hist-return"), "return", 20); histogram(el("hist-length"), "length", 20);
+  const pick = names => names.find(c => c in E.col);  // (a compare run: the return difference, A's length)
+  histogram(el("hist-return"), pick(["return", "return_diff"]) || "return", 20);
+  histogram(el("hist-length"), pick(["length", "a_length"]) || "length", 20);
   ["f-failed", "f-truncated", "f-min", "f-max"].forEach(id => el(id).addEventListener("input", filterAll));
   filterAll();
   el("prev").addEventListener("click", () => E.trace && seek(E.trace.t - 1));
   el("next").addEventListener("click", () => E.trace && seek(E.trace.t + 1));
   el("fail").addEventListener("click", E.failureStep);
   el("scrub").addEventListener("input", () => seek(Number(el("scrub").value)));
-  el("play").addEventListener("click", () => { const v = E.trace && E.trace.video; if (v) v.paused ? v.play() : v.pause(); });
+  el("play").addEventListener("click", playPause);
+  el("saliency-box").hidden = !(E.run.variants || []).some(v => /(^|-)plain$/.test(v));
+  el("saliency").addEventListener("change", () => setSaliency(el("saliency").checked));
   document.addEventListener("keydown", ev => {
     if (!E.trace || ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT") return;
     const k = ev.key, t = E.trace.t;
     if (k === "ArrowRight") seek(t + 1); else if (k === "ArrowLeft") seek(t - 1);
     else if (k === "Home") seek(0); else if (k === "End") seek(E.tl.T);
     else if (k === "f" || k === "F") E.failureStep();
-    else if (k === " ") { const v = E.trace.video; v.paused ? v.play() : v.pause(); }
+    else if (k === " ") playPause();
+    else if ((k === "s" || k === "S") && !el("saliency-box").hidden) setSaliency(!E.salOn);
     else return;
     ev.preventDefault();
   });

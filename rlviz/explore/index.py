@@ -52,7 +52,7 @@ def _cell(v: str) -> Any:
 
 
 class RunIndex:
-    """One run folder (``rlviz render``'s; compare and timeline runs show their summary and heatmap).
+    """One run folder (``rlviz render``'s, ``rlviz compare``'s or ``rlviz timeline``'s).
 
     root: the folder, resolved; job / options: the marker's; columns, rows: episodes.csv (numbers parsed);
     heatmap: the FailureHeatmap or None."""
@@ -84,10 +84,25 @@ class RunIndex:
                                  "render it again.") from None
             if table:
                 self.columns, self.rows = table[0], [[_cell(v) for v in r] for r in table[1:]]
+        self.steps: tuple[int, ...] = ()  # a timeline run's checkpoints (their training steps)
+        if self.job == "timeline":
+            self._timeline()
         self.has_heatmap = (self.root / "heatmap.npz").exists() and inside(self.root, "heatmap.npz") is not None
         self._heatmap: Any = None
         self._heatmap_lock = threading.Lock()
         self._by_episode = {r[self.columns.index("episode")]: r for r in self.rows} if "episode" in self.columns else {}
+
+    def _timeline(self) -> None:
+        """A timeline run: its checkpoints' steps, and one row per episode (the seeds every checkpoint played)."""
+        data = self._json("timeline.json")
+        rows = data.get("checkpoints")
+        steps = [r.get("step") for r in rows if isinstance(r, dict)] if isinstance(rows, list) else []
+        self.steps = tuple(s for s in steps if type(s) is int and 0 <= s < 10**15)
+        episodes = data.get("episodes")
+        if not self.columns and type(episodes) is int and 0 < episodes <= 10**6:
+            self.columns, self.rows = ["episode"], [[e] for e in range(episodes)]
+        if not self.summary:
+            self.summary = {k: data[k] for k in ("env_id", "episodes", "seed") if k in data}
 
     def _json(self, rel: str) -> dict[str, Any]:
         if not (self.root / rel).exists():
@@ -112,8 +127,10 @@ class RunIndex:
 
     @property
     def replayable(self) -> bool:
-        """Whether episodes can be opened: a render run with one row per episode."""
-        return self.job == "render" and "episode" in self.columns and "seed" in self.columns
+        """Whether episodes can be opened: a render or compare run with one row per episode, or a timeline run."""
+        if self.job == "timeline":
+            return bool(self.steps) and "episode" in self.columns
+        return self.job in ("render", "compare") and "episode" in self.columns and "seed" in self.columns
 
     def episode(self, n: int) -> dict[str, Any] | None:
         """Episode ``n``'s row as a dict, or None when the run has no such episode."""

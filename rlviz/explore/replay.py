@@ -1,12 +1,20 @@
-"""One episode of a run, rendered on demand by the replay ``rlviz render --videos episode:N`` runs: the agent
-loaded as render loads it (the trust rules are the explorer's flags, never the run's options), the episode
-rolled out again from its seed (episode outcomes do not depend on how many envs run beside it), then replayed
-through :func:`~rlviz.jobs.videos.record_episode` into ``episode-<N>-episode-0.mp4`` and its ``.npz``."""
+"""Episodes of a run, rendered on demand by the replay its job's ``--videos episode:N`` runs: each agent loaded as
+render loads it (the trust rules are the explorer's flags, never the run's options), the episode rolled out again
+from its seed (episode outcomes do not depend on how many envs run beside it), then replayed through
+:func:`~rlviz.jobs.videos.record_episode`.
+
+A render run's episode is one video (``episode-<N>-episode-0.mp4`` and its ``.npz``, as ``rlviz render
+--videos episode:N`` writes); a compare run's is A's and B's (as ``rlviz compare --videos episode:N`` writes
+under videos/a and videos/b: frame-locked, no slowed short episodes); a timeline run's is one per checkpoint
+(variant ``step<S>``: ``rlviz render <that checkpoint> --videos episode:N``, found again in the run's folder by
+the timeline's own discovery). A run rendered with ``--saliency`` also gets each video without it (the variant
+``<side>-plain``), so the page can turn the overlay off."""
 
 from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,45 +22,39 @@ from typing import Any
 from ..config import RenderConfig
 from ..errors import UsageError
 
-__all__ = ["EpisodeRenderer", "REPLAY_OPTIONS", "video_name"]
+__all__ = ["AgentReplay", "EpisodeRenderer", "REPLAY_OPTIONS", "video_name"]
 
 #: The run's options a replay takes from rlviz-run.json (what decides an episode and how its video is drawn);
 #: trust, device, workers, sinks and paths of the run are never taken from the folder.
 REPLAY_OPTIONS = ("checkpoint", "env", "model", "vecnormalize", "episodes", "seed", "greedy", "fail_on", "gamma",
                   "heatmap", "objects", "saliency", "saliency_target", "attention", "num_envs")
+#: A compare run's options per agent: RenderConfig's field -> (A's, B's).
+_PER_SIDE = {"checkpoint": ("a", "b"), "vecnormalize": ("vecnormalize_a", "vecnormalize_b")}
+_COMPARE_MIN_SECONDS = 0.0  # compare records its single videos frame-locked (the pair is drawn side by side)
 
 
-def video_name(n: int) -> str:
-    """The file ``--videos episode:N`` writes for episode ``n`` (under videos/)."""
-    return f"episode-{n}-episode-0.mp4"
+def video_name(n: int, variant: str = "") -> str:
+    """The file ``--videos episode:N`` writes for episode ``n`` (under videos/, or videos/a, videos/b), with the
+    explorer's ``variant-`` in front of it in the cache ("" for a render run's)."""
+    return f"{variant + '-' if variant else ''}episode-{n}-episode-0.mp4"
 
 
-class EpisodeRenderer:
-    """Renders episodes of the run whose options are ``options`` (the marker's). ``checkpoint``: the agent to
-    use instead of the one the options name; ``trust`` / ``device``: as render's flags. The agent loads on the
-    first render (the server starts without torch)."""
+class AgentReplay:
+    """One agent's replays: ``options`` (REPLAY_OPTIONS' keys) are the run's; the agent loads on first use."""
 
-    def __init__(self, options: dict[str, Any], checkpoint: str | None = None, trust: bool = False,
-                 device: str = "cpu", base: Path | None = None):
-        self.options = {k: options[k] for k in REPLAY_OPTIONS if k in options}
-        if checkpoint is not None:
-            self.options["checkpoint"] = checkpoint
-        elif base is not None and isinstance(self.options.get("checkpoint"), str):
-            path = self.options["checkpoint"]
-            if not os.path.isabs(path) and not Path(path).exists() and (base / path).exists():
-                self.options["checkpoint"] = str(base / path)  # a relative path written from the run's parent
-        code = [f"--{k} {self.options[k]}" for k in ("model", "objects") if ":" in str(self.options.get(k) or "")]
-        if code and not trust:
-            raise UsageError(f"The run names code to import ({', '.join(code)}); rlviz explore imports nothing a "
-                             "folder names unless you pass --trust-checkpoint (only for runs you trust).")
-        if not self.options.get("checkpoint"):
-            raise UsageError("The run's rlviz-run.json names no checkpoint; pass the agent with --checkpoint PATH.")
-        self.trust, self.device = bool(trust), str(device)
+    def __init__(self, options: dict[str, Any], trust: bool, device: str, min_seconds: float | None = None,
+                 locate: Callable[[], dict[str, Any]] | None = None):
+        self.options, self.trust, self.device, self.min_seconds = options, bool(trust), str(device), min_seconds
+        self._locate = locate  # (a timeline's checkpoint: found on first use, its options' missing part)
         self._loaded: Any = None
         self._lock = threading.Lock()
 
     def config(self, n: int) -> RenderConfig:
-        """The RenderConfig of ``rlviz render ... --videos episode:N`` for this run."""
+        """The RenderConfig of ``--videos episode:N`` for this agent."""
+        with self._lock:
+            if self._locate is not None:
+                self.options = {**self.options, **self._locate()}
+                self._locate = None
         return RenderConfig(**self.options, videos=f"episode:{n}", trust_checkpoint=self.trust, device=self.device)
 
     def _agent(self, config: RenderConfig) -> tuple[Any, RenderConfig, float]:
@@ -70,28 +72,127 @@ class EpisodeRenderer:
             return agent, replace(resolved, videos=config.videos), gamma
 
     def warm(self) -> None:
-        """Load the agent now (the server calls it in a thread at start, so the first episode opened waits for its
-        replay only); a failure is left to the first render, which reports it."""
+        """Load the agent now; a failure is left to the first render, which reports it."""
         try:
             self._agent(self.config(0))
         except Exception:  # noqa: BLE001, S110 - said by the first render
             pass
 
-    def __call__(self, n: int, folder: Path) -> Path:
-        """Render episode ``n`` into ``folder``: the MP4's path (its .npz beside it)."""
+    def render(self, n: int, folder: Path, prefix: str, plain: bool = False) -> Path:
+        """Episode ``n`` replayed into ``folder`` as ``prefix-episode-0.mp4`` (its .npz beside it): the MP4."""
         from ..evaluate.backends.threads import torch_threads
-        from ..jobs.videos import record_episode
+        from ..jobs.videos import MIN_VIDEO_SECONDS, record_episode
 
         config = self.config(n)
         if not 0 <= n < config.episodes:
             raise UsageError(f"episode {n}: the run has {config.episodes} episodes (0-{config.episodes - 1}).")
         agent, config, gamma = self._agent(config)
+        if plain:  # the same episode as `--videos episode:N` without --saliency draws it
+            config = replace(config, saliency=None)
+        seconds = MIN_VIDEO_SECONDS if self.min_seconds is None else self.min_seconds
         with torch_threads(config.threads):
-            one = replace(config, num_envs=1)
-            result = _rollout_one(agent, one, gamma, n)
+            result = _rollout_one(agent, replace(config, num_envs=1), gamma, n)
             record = next(e for e in result.episodes if e.index == n)
-            replayed, _ = record_episode(agent, record, folder, f"episode-{n}", config, gamma)
+            replayed, _ = record_episode(agent, record, folder, prefix, config, gamma, seconds)
         return Path(str(replayed.video_path))
+
+
+class EpisodeRenderer:
+    """Renders the episodes of the run whose job is ``job`` and whose options are ``options`` (the marker's):
+    ``renderer(n, folder)`` -> {variant: MP4 path}, one per name of :attr:`variants` (the first is the page's
+    main video). ``checkpoint``: the agent to use instead of the one a render run names; ``trust`` / ``device``:
+    as render's flags; ``base``: where a relative checkpoint path of the run is looked for."""
+
+    def __init__(self, options: dict[str, Any], checkpoint: str | None = None, trust: bool = False,
+                 device: str = "cpu", base: Path | None = None, job: str = "render", steps: tuple[int, ...] = ()):
+        shared = {k: options[k] for k in REPLAY_OPTIONS if k in options and k not in _PER_SIDE}
+        if job in ("compare", "timeline") and checkpoint is not None:
+            raise UsageError(f"--checkpoint replaces a render run's agent; a {job} run's agents are its own "
+                             "(rlviz-run.json): open it without --checkpoint.")
+        locate: dict[str, Any] = {}
+        if job == "compare":
+            sides = {s: {**shared, **{k: options.get(pair[i]) for k, pair in _PER_SIDE.items()}}
+                     for i, s in enumerate("ab")}
+        elif job == "timeline":
+            if not steps:
+                raise UsageError("The timeline run lists no checkpoint (timeline.json); run `rlviz timeline` again.")
+            found = _timeline_checkpoints(options.get("run"), base, options.get("vecnormalize"))
+            sides = {f"step{k}": {**shared, "checkpoint": "(found on first use)"} for k in steps}
+            locate = {f"step{k}": (lambda k=k: found(k)) for k in steps}
+        else:
+            sides = {"": {**shared, **{k: options[k] for k in _PER_SIDE if k in options}}}
+            if checkpoint is not None:
+                sides[""]["checkpoint"] = checkpoint
+        for opts in sides.values():
+            _checked(opts, trust, base, checkpoint is None)
+        seconds = _COMPARE_MIN_SECONDS if job == "compare" else None
+        self.agents = {s: AgentReplay(o, trust, device, seconds, locate.get(s)) for s, o in sides.items()}
+        plain = [f"{s}-plain" if s else "plain" for s in sides] if shared.get("saliency") else []
+        self.variants: tuple[str, ...] = (*sides, *plain)
+        self.options = next(iter(sides.values()))
+
+    def warm(self) -> None:
+        """Load the agents now (the server calls it in a thread after the first page, so that the first episode
+        opened waits for its replay only)."""
+        for agent in self.agents.values():
+            agent.warm()
+
+    def config(self, n: int) -> RenderConfig:
+        """The main video's RenderConfig of ``--videos episode:N``."""
+        return next(iter(self.agents.values())).config(n)
+
+    def __call__(self, n: int, folder: Path) -> dict[str, Path]:
+        """Render episode ``n``'s videos into ``folder``: {variant: MP4 path} (each .npz beside its MP4)."""
+        out = {}
+        for variant in self.variants:
+            side, _, plain = variant.partition("-") if variant != "plain" else ("", "", "plain")
+            out[variant] = self.agents[side].render(n, folder, f"{variant + '-' if variant else ''}episode-{n}",
+                                                    bool(plain))
+        return out
+
+
+def _checked(options: dict[str, Any], trust: bool, base: Path | None, relative_ok: bool) -> None:
+    """Refuse code named by the run without --trust-checkpoint, and a run without a checkpoint; a relative
+    checkpoint path written from the run's parent is made absolute (in ``options``)."""
+    path = options.get("checkpoint")
+    if relative_ok and base is not None and isinstance(path, str) and not os.path.isabs(path) \
+            and not Path(path).exists() and (base / path).exists():
+        options["checkpoint"] = str(base / path)
+    code = [f"--{k} {options[k]}" for k in ("model", "objects") if ":" in str(options.get(k) or "")]
+    if code and not trust:
+        raise UsageError(f"The run names code to import ({', '.join(code)}); rlviz explore imports nothing a "
+                         "folder names unless you pass --trust-checkpoint (only for runs you trust).")
+    if not options.get("checkpoint"):
+        raise UsageError("The run's rlviz-run.json names no checkpoint; pass the agent with --checkpoint PATH.")
+
+
+def _timeline_checkpoints(run: Any, base: Path | None, vecnormalize: Any) -> Callable[[int], dict[str, Any]]:
+    """``found(step)``: the options of the timeline run's checkpoint at ``step`` (its file and VecNormalize
+    statistics), from the timeline's own discovery of ``run`` (once, on first use: the files may have moved)."""
+    found: dict[int, dict[str, Any]] = {}
+    lock = threading.Lock()
+
+    def at(step: int) -> dict[str, Any]:
+        with lock:
+            if not found:
+                from ..sources.run_folders import discover
+
+                where = [run] if isinstance(run, str) else list(run or [])
+                if base is not None:  # paths written from the run's parent
+                    where = [str(base / w) if isinstance(w, str) and not os.path.isabs(w) and not Path(w).exists()
+                             and (base / w).exists() else w for w in where]
+                if not where:
+                    raise UsageError("The timeline run's rlviz-run.json names no training run (its `run`).")
+                checkpoints, _ = discover(where[0] if len(where) == 1 else where)
+                for c in checkpoints:
+                    found[c.step] = {"checkpoint": str(c.path),
+                                     "vecnormalize": str(c.vecnormalize) if c.vecnormalize else vecnormalize}
+        if step not in found:
+            raise UsageError(f"The checkpoint of step {step} is no longer in the training run {run}; the "
+                             "timeline's other checkpoints still open.")
+        return found[step]
+
+    return at
 
 
 def _rollout_one(agent: Any, config: RenderConfig, gamma: float, n: int) -> Any:

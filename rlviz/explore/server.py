@@ -1,18 +1,23 @@
-"""The explorer's web server (Flask): the page, its assets, and the run's data as JSON; nothing else.
+"""The explorer's web server: the page, its assets, and the run's data as JSON; nothing else.
 
-No route takes a path: episodes are whole numbers (Flask's ``int`` converter: no sign, no dots), assets come from
-a fixed list, and every file served is resolved inside the run folder first (:func:`~rlviz.explore.index.inside`),
-so no URL reaches a file outside the folder. Requests naming another host are refused (a page elsewhere cannot
-reach the server through a DNS name pointing at 127.0.0.1)."""
+The standard library's WSGI server (:mod:`wsgiref`, one thread per request) runs :class:`ExploreApp`; Werkzeug
+(the ``rlviz[explore]`` extra) parses the API's requests and sends the videos (Range and conditional requests).
+Werkzeug loads after the first page (its import is most of the start-up otherwise): the page, its assets and the
+run's data are answered from bytes read at start.
+
+No route takes a path: the routes are a fixed table, episodes are whole numbers in ASCII digits (no sign, no dot,
+no leading zero), assets and video variants come from fixed lists, and every file served is resolved inside the
+run folder first (:func:`~rlviz.explore.index.inside`), so no URL reaches a file outside the folder. Requests
+naming another host are refused (a page elsewhere cannot reach the server through a DNS name pointing at
+127.0.0.1)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
-import logging
+import re
 import sys
 import threading
-import webbrowser
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,15 +26,29 @@ from .cache import EpisodeCache
 from .index import RunIndex
 from .replay import EpisodeRenderer
 
-__all__ = ["create_app", "open_run", "serve", "ASSETS"]
+__all__ = ["ASSETS", "ExploreApp", "create_app", "make_server", "open_run", "serve"]
 
-#: The page's files: name -> (package holding it, MIME type).
-ASSETS = {"explore.js": ("rlviz.explore", "text/javascript"), "explore.css": ("rlviz.explore", "text/css"),
-          "page.js": ("rlviz.report", "text/javascript"), "page.css": ("rlviz.report", "text/css")}
+#: The page's files: name -> (package folder holding it, beside this one; MIME type). Read by path: the report
+#: package is not imported for its files (the first page waits for no import).
+ASSETS = {"explore.js": ("explore", "text/javascript"), "explore.css": ("explore", "text/css"),
+          "page.js": ("report", "text/javascript"), "page.css": ("report", "text/css")}
+_PACKAGE = Path(__file__).resolve().parent.parent
 _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self'; "
         "connect-src 'self'")
+_HEADERS = [("Content-Security-Policy", _CSP), ("X-Content-Type-Options", "nosniff"),
+            ("Referrer-Policy", "no-referrer")]
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
+            500: "Internal Server Error"}
+#: /api/episode/<n>/<what>: n in ASCII digits, no leading zero, at most 10 of them.
+_EPISODE = re.compile(r"/api/episode/(0|[1-9][0-9]{0,9})/(open|status|trace|video\.mp4)", re.ASCII)
 #: Episode numbers above this are answered 404 without a lookup.
 _MAX_EPISODE = 10**9
+
+
+class _Abort(Exception):
+    def __init__(self, code: int, message: str):
+        super().__init__(message)
+        self.code, self.message = code, message
 
 
 def open_run(config: Any) -> tuple[RunIndex, EpisodeCache]:
@@ -42,7 +61,7 @@ def open_run(config: Any) -> tuple[RunIndex, EpisodeCache]:
 def _renderer(index: RunIndex, config: Any) -> Any:
     try:
         return EpisodeRenderer(index.options, config.checkpoint, config.trust_checkpoint, config.device,
-                               base=index.root.parent)
+                               base=index.root.parent, job=index.job, steps=index.steps)
     except UsageError as exc:  # the page still opens; each episode says why it cannot render
         message = str(exc)
 
@@ -52,150 +71,184 @@ def _renderer(index: RunIndex, config: Any) -> Any:
         return refuse
 
 
-def create_app(index: RunIndex, cache: EpisodeCache, hosts: tuple[str, ...] = ()) -> Any:
-    """The Flask app serving ``index``'s run; ``hosts``: the Host header values accepted (empty: any). The first
-    answer of the run's data starts loading the agent in a thread (the renderer's ``warm``), so that the first
-    episode opened waits for its replay only, and the first page for nothing."""
-    flask = require("flask", "explore", "rlviz explore")
-    app = flask.Flask(__name__, static_folder=None, template_folder=None)
-    app.config.update(MAX_CONTENT_LENGTH=1024)
-    _guards(app, flask, hosts)
-    _page_routes(app, flask, index, cache)
-    _heatmap_routes(app, flask, index)
-    _episode_routes(app, flask, index, cache)
-    return app
+def create_app(index: RunIndex, cache: EpisodeCache, hosts: tuple[str, ...] = ()) -> ExploreApp:
+    """The WSGI app serving ``index``'s run; ``hosts``: the Host header values accepted (empty: any)."""
+    return ExploreApp(index, cache, hosts)
 
 
-def _fail(flask: Any, code: int, message: str) -> Any:
-    return flask.make_response(flask.jsonify(error=message), code)
+class _Answer:
+    """A whole answer in bytes (the app's own: JSON, the page and its assets)."""
+
+    def __init__(self, body: bytes, code: int = 200, mime: str = "application/json"):
+        self.body, self.code, self.mime = body, code, mime
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        start_response(f"{self.code} {_REASONS.get(self.code, '')}".strip(),
+                       [("Content-Type", self.mime), ("Content-Length", str(len(self.body))), *_HEADERS,
+                        ("Cache-Control", "no-store")])
+        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.body]
 
 
-def _guards(app: Any, flask: Any, hosts: tuple[str, ...]) -> None:
-    """The Host check, the security headers, and JSON answers for 400/404/405."""
-
-    @app.before_request
-    def check_host() -> Any:
-        if hosts and flask.request.host not in hosts:
-            return _fail(flask, 400, "unexpected Host header")
-        return None
-
-    @app.after_request
-    def headers(resp: Any) -> Any:
-        resp.headers["Content-Security-Policy"] = _CSP
-        resp.headers["X-Content-Type-Options"] = "nosniff"
-        resp.headers["Referrer-Policy"] = "no-referrer"
-        resp.headers.setdefault("Cache-Control", "no-store")
-        return resp
-
-    for code, text in ((400, "bad request"), (404, "not found"), (405, "method not allowed")):
-        app.register_error_handler(code, lambda _, c=code, t=text: _fail(flask, c, t))
+def _finite(x: Any) -> Any:
+    """``x`` with NaN and infinities (a run's JSON may hold them; JSON does not) as None."""
+    if isinstance(x, float):
+        return x if x - x == 0 else None
+    if isinstance(x, dict):
+        return {k: _finite(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_finite(v) for v in x]
+    return x
 
 
-def _page_routes(app: Any, flask: Any, index: RunIndex, cache: EpisodeCache) -> None:
-    """The page, its assets, the run's data and the heatmap's cells."""
-    page = json.dumps(index.page_data(), separators=(",", ":"), allow_nan=False).encode()
-    pending = [True]
+def _json(data: Any, code: int = 200) -> _Answer:
+    return _Answer(json.dumps(data, separators=(",", ":")).encode(), code)
 
-    def warm() -> None:  # the heatmap's cells and the agent: loaded while the user looks at the first page
+
+class ExploreApp:
+    """The explorer as a WSGI application. The first answer of the run's data starts loading Werkzeug and the
+    agents in a thread (the renderer's ``warm``), so that the first episode opened waits for its replay only, and
+    the first page for nothing."""
+
+    def __init__(self, index: RunIndex, cache: EpisodeCache, hosts: tuple[str, ...] = ()):
+        self.index, self.cache, self.hosts = index, cache, hosts
+        data = {**index.page_data(), "variants": list(cache.variants) if index.replayable else []}
+        self.page = json.dumps(_finite(data), separators=(",", ":"), allow_nan=False).encode()
+        self._pending = [True]
+        self.routes = {"/": ("GET", self.home), "/api/run": ("GET", self.run), "/api/heatmap": ("GET", self.heatmap),
+                       "/api/cell": ("GET", self.cell)}
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         try:
-            index.heatmap  # noqa: B018 - (read now)
+            response = self.dispatch(environ)
+        except _Abort as exc:
+            response = _json({"error": exc.message}, exc.code)
+        except Exception as exc:  # noqa: BLE001 - one request's failure is its answer; the server goes on
+            response = _json({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}, 500)
+        return response(environ, start_response)
+
+    def dispatch(self, environ: dict[str, Any]) -> Any:
+        if self.hosts and environ.get("HTTP_HOST") not in self.hosts:
+            raise _Abort(400, "unexpected Host header")
+        # PATH_INFO: the URL's path %-decoded into latin-1 (WSGI's rule); its bytes are UTF-8
+        path = environ.get("PATH_INFO", "").encode("latin-1", "replace").decode("utf-8", "replace")
+        method = environ.get("REQUEST_METHOD", "")
+        if path.startswith("/assets/"):
+            handler: Any = ("GET", lambda e: self.asset(path[len("/assets/"):]))
+        elif (m := _EPISODE.fullmatch(path)) is not None:
+            what = m.group(2)
+            handler = ("POST" if what == "open" else "GET", lambda e: self.episode(e, int(m.group(1)), what))
+        elif path in self.routes:
+            handler = self.routes[path]
+        else:
+            raise _Abort(404, "not found")
+        allowed, call = handler
+        if method != allowed and not (allowed == "GET" and method == "HEAD"):
+            raise _Abort(405, "method not allowed")
+        return call(environ)
+
+    # -- the page and the run's data ---------------------------------------------------------------------------
+    def home(self, environ: dict[str, Any]) -> _Answer:
+        return _Answer((_PACKAGE / "explore" / "explore.html").read_bytes(), mime="text/html; charset=utf-8")
+
+    def asset(self, name: str) -> _Answer:
+        if name not in ASSETS:
+            raise _Abort(404, "not found")
+        package, mime = ASSETS[name]
+        return _Answer((_PACKAGE / package / name).read_bytes(), mime=mime + "; charset=utf-8")
+
+    def run(self, environ: dict[str, Any]) -> Any:
+        answer = _Answer(self.page)
+        if not self._pending[0]:
+            return answer
+        self._pending[0] = False
+
+        def then_warm(environ: dict[str, Any], start_response: Any) -> Any:  # (after the answer is sent)
+            yield from answer(environ, start_response)
+            threading.Thread(target=self._warm, name="rlviz-explore-warm", daemon=True).start()
+
+        return then_warm
+
+    def _warm(self) -> None:  # Werkzeug, the heatmap's cells and the agents: loaded while the user looks at the page
+        import werkzeug.utils  # noqa: F401 - (the API's requests and the videos)
+
+        try:
+            self.index.heatmap  # noqa: B018 - (read now)
         except UsageError:
             pass  # (each cell asked says so)
-        load = getattr(cache.renderer, "warm", None)
-        if load is not None and index.replayable:
+        load = getattr(self.cache.renderer, "warm", None)
+        if load is not None and self.index.replayable:
             load()
 
-    @app.get("/")
-    def home() -> Any:
-        html = resources.files(__package__).joinpath("explore.html").read_bytes()
-        return flask.Response(html, mimetype="text/html")
-
-    @app.get("/assets/<name>")
-    def asset(name: str) -> Any:
-        if name not in ASSETS:
-            flask.abort(404)
-        package, mime = ASSETS[name]
-        return flask.Response(resources.files(package).joinpath(name).read_bytes(), mimetype=mime)
-
-    @app.get("/api/run")
-    def run() -> Any:
-        resp = flask.Response(page, mimetype="application/json")
-        if pending[0]:  # (after the answer is sent, once, in a thread of its own)
-            pending[0] = False
-            resp.call_on_close(lambda: threading.Thread(target=warm, name="rlviz-explore-warm", daemon=True).start())
-        return resp
-
-
-
-def _heatmap_routes(app: Any, flask: Any, index: RunIndex) -> None:
-    """The heatmap's counts as the page draws them, and the episodes of a cell."""
-
-    @app.get("/api/heatmap")
-    def heatmap() -> Any:
-        if not index.has_heatmap:
-            flask.abort(404)
+    def heatmap(self, environ: dict[str, Any]) -> _Answer:
+        """The heatmap's counts as the page draws them."""
+        if not self.index.has_heatmap:
+            raise _Abort(404, "not found")
         try:
-            return flask.jsonify(index.heatmap_view())
+            return _json(self.index.heatmap_view())
         except UsageError as exc:
-            return _fail(flask, 409, str(exc))
+            raise _Abort(409, str(exc)) from None
 
-    @app.get("/api/cell")
-    def cell() -> Any:
-        args = flask.request.args
+    def cell(self, environ: dict[str, Any]) -> _Answer:
+        """The episodes of a heatmap cell."""
+        args = _args(environ)
         x, y, layer = args.get("x", ""), args.get("y", ""), args.get("layer") or None
-        if not (x.isdigit() and y.isdigit() and len(x) < 7 and len(y) < 7):
-            return _fail(flask, 400, "x and y: whole numbers (a heatmap pixel)")
+        if not (x.isascii() and y.isascii() and x.isdigit() and y.isdigit() and len(x) < 7 and len(y) < 7):
+            raise _Abort(400, "x and y: whole numbers (a heatmap pixel)")
         try:
-            rows = index.cell(int(x), int(y), layer)
+            rows = self.index.cell(int(x), int(y), layer)
         except UsageError as exc:
-            return _fail(flask, 400, str(exc))
-        return flask.jsonify(columns=index.columns, episodes=rows)
+            raise _Abort(400, str(exc)) from None
+        return _json({"columns": self.index.columns, "episodes": rows})
 
-
-def _episode_routes(app: Any, flask: Any, index: RunIndex, cache: EpisodeCache) -> None:
-    """Open (render on demand), status, per-step trace and video of one episode."""
-
-    def episode_or_404(n: int) -> dict[str, Any]:
-        row = index.episode(n) if n <= _MAX_EPISODE else None
-        if not flask.request.path.startswith(f"/api/episode/{n}/"):  # ASCII digits only (not a fullwidth "１")
-            row = None
-        if row is None or not index.replayable:
-            flask.abort(404)
-        return row  # type: ignore[return-value]  # (abort raises)
-
-    @app.post("/api/episode/<int:n>/open")
-    def open_episode(n: int) -> Any:
-        episode_or_404(n)
-        return flask.jsonify(cache.start(n))
-
-    @app.get("/api/episode/<int:n>/status")
-    def status(n: int) -> Any:
-        episode_or_404(n)
-        return flask.jsonify(cache.status(n))
-
-    @app.get("/api/episode/<int:n>/trace")
-    def trace(n: int) -> Any:
-        row = episode_or_404(n)
-        video = cache.video(n)
-        if video is None:
-            return _fail(flask, 409, "not rendered yet: open the episode first")
-        from ..report.data import step_trace  # (numpy and the media reader: loaded with the first episode)
-
-        data = step_trace(video)
-        data["failure_step"] = max(int(data["T"]) - 1, 0) if row.get("terminated") else None
-        data["episode"] = row
-        data["attention"] = _attention_track(cache.npz(n))
-        return flask.jsonify(data)
-
-    @app.get("/api/episode/<int:n>/video.mp4")
-    def video(n: int) -> Any:
-        episode_or_404(n)
-        path = cache.video(n)
+    # -- one episode: open (render on demand), status, per-step trace and video of each variant ------------------
+    def episode(self, environ: dict[str, Any], n: int, what: str) -> Any:
+        row = self.index.episode(n) if n <= _MAX_EPISODE else None
+        if row is None or not self.index.replayable:
+            raise _Abort(404, "not found")
+        if what == "open":
+            return _json(self.cache.start(n))
+        if what == "status":
+            return _json(self.cache.status(n))
+        variant = _args(environ).get("v", self.cache.variants[0])
+        if variant not in self.cache.variants:
+            raise _Abort(404, "not found")
+        path = self.cache.video(n, variant)
+        if what == "trace":
+            if path is None:
+                raise _Abort(409, "not rendered yet: open the episode first")
+            return _json(_trace(path, self.cache.npz(n, variant), row, variant.removesuffix("plain").rstrip("-")))
         if path is None:
-            flask.abort(404)
-        resp = flask.send_file(path, mimetype="video/mp4", conditional=True, max_age=0)
+            raise _Abort(404, "not found")
+        from werkzeug.utils import send_file
+
+        resp = send_file(path, environ, mimetype="video/mp4", conditional=True, max_age=0)
+        resp.headers.extend(_HEADERS)
         resp.headers["Cache-Control"] = "no-cache"
         return resp
+
+
+def _args(environ: dict[str, Any]) -> Any:
+    """The request's query arguments (Werkzeug's parser: a MultiDict, .get gives the first value)."""
+    from werkzeug.wrappers import Request
+
+    return Request(environ).args
+
+
+def _trace(video: Path, npz: Path | None, row: dict[str, Any], side: str) -> dict[str, Any]:
+    """The per-step trace of one video (the report's), its failure step and attention shares, and the row."""
+    from ..report.data import step_trace  # (numpy and the media reader: loaded with the first episode)
+
+    data = step_trace(video)
+    terminated = row.get(f"{side}_terminated") if side else row.get("terminated")
+    if terminated is None and npz is not None:  # (a timeline run: no per-episode table; its video's .npz says)
+        import numpy as np
+
+        with np.load(npz, allow_pickle=False) as z:
+            terminated = "terminated" in z.files and bool(np.asarray(z["terminated"]).any())
+    data["failure_step"] = max(int(data["T"]) - 1, 0) if terminated else None
+    data["episode"] = row
+    data["attention"] = _attention_track(npz)
+    return data
 
 
 def _attention_track(npz: Path | None) -> dict[str, list[Any]]:
@@ -210,29 +263,49 @@ def _attention_track(npz: Path | None) -> dict[str, list[Any]]:
                 for k in z.files if k.startswith("attention") and np.asarray(z[k]).ndim == 1}
 
 
+def make_server(host: str, port: int, app: Any) -> Any:
+    """The standard library's WSGI server on (host, port) running ``app``, a thread per request (daemons: Ctrl-C
+    does not wait for them), quiet (no access log). OSError when the address cannot be bound."""
+    import socketserver
+    from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
+
+    class Server(socketserver.ThreadingMixIn, WSGIServer):
+        daemon_threads = True
+
+    class Handler(WSGIRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - (the base class's name)
+            pass
+
+    if ":" in host:
+        Server.address_family = __import__("socket").AF_INET6
+    server = Server((host, port), Handler)
+    server.set_app(app)
+    return server
+
+
 def serve(config: Any) -> int:
     """Serve the run of ``config`` (an ExploreConfig) until Ctrl-C (KeyboardInterrupt, with the cache's staging
     folders removed first)."""
-    require("flask", "explore", "rlviz explore")
-    from werkzeug.serving import make_server
-
+    if importlib.util.find_spec("werkzeug") is None:  # (found, not imported: it loads after the first page)
+        require("werkzeug", "explore", "rlviz explore")
     index, cache = open_run(config)
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
     loopback = config.host in ("127.0.0.1", "localhost", "::1")
     try:
-        server = make_server(config.host, config.port, create_app(index, cache), threaded=True)
+        server = make_server(config.host, config.port, create_app(index, cache))
     except OSError as exc:
         raise RlvizError(f"Cannot serve on {config.host}:{config.port} ({exc.strerror}); pick another --port "
                          "(0: any free one).") from None
     port = server.server_port
     if loopback:
-        server.app = create_app(index, cache, hosts=(f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"))
+        server.set_app(create_app(index, cache, hosts=(f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}")))
     url = f"http://{'127.0.0.1' if loopback else config.host}:{port}/"
     print(f"rlviz explore: serving {index.root} at {url} (Ctrl-C stops)", flush=True)
     if config.browser:
+        import webbrowser
+
         threading.Thread(target=webbrowser.open, args=(url,), daemon=True).start()
     try:
-        server.serve_forever()  # (werkzeug's returns on Ctrl-C, its KeyboardInterrupt swallowed)
+        server.serve_forever()
     finally:
         server.server_close()
         cache.clean()
