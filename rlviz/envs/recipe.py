@@ -17,6 +17,7 @@ from ..errors import EnvError, UsageError, did_you_mean
 from .compat import same_step_vector_env
 from .families import family_hint, is_user_wrapper, register_family, user_wrapper
 from .headless import choose_gl, no_gl_wrapper
+from .pettingzoo_envs import AgentView, agents_module, is_agents_env_id, make_agents_env
 from .trust import check_recipe_names
 from .wrappers import WRAPPERS
 
@@ -30,7 +31,12 @@ __all__ = [
     "make_vec_env",
     "WRAPPERS",
     "check_render_mode",
+    "read_recipe_file",
+    "RECIPE_FILE",
 ]
+
+#: The recipe a multi-agent run folder writes (``--env run/env-recipe.json`` replays its env and preprocessing).
+RECIPE_FILE = "env-recipe.json"
 
 
 @dataclass(frozen=True)
@@ -150,13 +156,18 @@ def register_envs(env_id: str | None = None) -> None:
     for namespace in sorted(wanted - _REGISTERED):
         _NAMESPACES[namespace]()
         _REGISTERED.add(namespace)
-    if env_id is not None and env_id not in gym.registry:
+    if env_id is not None and env_id not in gym.registry and not is_agents_env_id(env_id):
         register_family(env_id)  # MiniGrid-*, dm_control/*: their package, when installed (rlviz.envs.families)
 
 
 def require_registered(env_id: str) -> None:
     """Fail fast, before torch or the env is loaded, when ``env_id`` is not a gymnasium env: one line, with the
     closest registered ids. A ``module:Env-v0`` id is left to gymnasium (it imports the module: the caller's choice)."""
+    if env_id.endswith(".json"):  # a recipe file the user names (--env run/env-recipe.json)
+        env_id = read_recipe_file(env_id).env_id
+    if is_agents_env_id(env_id):  # PettingZoo: its family's module, or one line saying what is missing
+        agents_module(env_id)
+        return
     register_envs(env_id)
     if ":" in env_id or env_id in gym.registry:
         return
@@ -169,10 +180,27 @@ def require_registered(env_id: str) -> None:
                    "For an env of your own package, register it or pass 'your_module:EnvName-v0'.")
 
 
+def read_recipe_file(path: str) -> EnvRecipe:
+    """The recipe in a JSON file the user names (``--env FILE.json``: their consent, as for an env id they type):
+    e.g. a run folder's :data:`RECIPE_FILE`, or one written with :meth:`EnvRecipe.to_json`."""
+    try:
+        text = open(path, encoding="utf-8").read()  # noqa: SIM115 - read at once
+    except OSError as exc:
+        raise UsageError(f"--env {path}: cannot read the recipe file ({exc.strerror}); expected an env id or a JSON "
+                         f"recipe such as a run folder's {RECIPE_FILE}.") from None
+    try:
+        return EnvRecipe.from_json(text)
+    except ValueError as exc:  # json.JSONDecodeError included
+        raise UsageError(f"--env {path}: not a JSON env recipe ({str(exc)[:120]}); expected what "
+                         "EnvRecipe.to_json() writes.") from None
+
+
 def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", training: bool = False) -> gym.Env:
     """Build one env from a recipe (or a bare id, with :meth:`EnvRecipe.for_env_id`)."""
     if isinstance(recipe, str):
-        recipe = EnvRecipe.for_env_id(recipe)
+        recipe = read_recipe_file(recipe) if recipe.endswith(".json") else EnvRecipe.for_env_id(recipe)
+    if is_agents_env_id(recipe.env_id):  # one agent's view (spaces, a reset observation, frames) of a PettingZoo env
+        return AgentView(make_agents_env(recipe, render_mode, training), recipe.env_id)
     require_registered(recipe.env_id)
     choose_gl(recipe.env_id)  # MuJoCo: EGL or OSMesa, before mujoco is imported (rlviz.envs.headless)
     check_render_mode(recipe.env_id, render_mode)  # before make: some envs assert it in __init__
