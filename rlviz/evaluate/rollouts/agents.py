@@ -177,7 +177,9 @@ def rollout_agents(recipe: Any, policy: Any, episodes: int, seed: int = 0, greed
                    heatmap: bool = False) -> AgentsRolloutResult:
     """``episodes`` episodes of the PettingZoo env of ``recipe`` played by ``policy`` (every agent), one after
     another in this process; with ``heatmap`` the failure heatmap per agent (games rlviz knows positions of)."""
-    env = make_agents_env(recipe, render_mode="rgb_array" if heatmap else None)
+    # always with frames: some games observe differently without a render mode (pistonball's reset observation is
+    # blank then), and the videos' replays need frames: an episode must not depend on --heatmap
+    env = make_agents_env(recipe, render_mode="rgb_array")
     try:
         agents = tuple(env.possible_agents)
         spec = action_spec(env.action_space(agents[0]))
