@@ -24,8 +24,8 @@ ss = pytest.importorskip("supersuit")
 torch = pytest.importorskip("torch")
 
 from rlviz.cli import main  # noqa: E402
-from rlviz.envs.pettingzoo_envs import make_agents_env, pettingzoo_recipe  # noqa: E402
-from rlviz.envs.recipe import EnvRecipe, WrapperSpec  # noqa: E402
+from rlviz.envs.pettingzoo_envs import make_agents_env  # noqa: E402
+from rlviz.envs.recipe import EnvRecipe, WrapperSpec, pettingzoo_recipe  # noqa: E402
 from rlviz.errors import EnvError, UsageError  # noqa: E402
 from rlviz.evaluate.rollouts.agents import rollout_agents  # noqa: E402
 from rlviz.jobs.render import render  # noqa: E402

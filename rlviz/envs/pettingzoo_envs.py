@@ -9,7 +9,7 @@ and applies the recipe's wrappers in order: SuperSuit's by name (``ss:color_redu
 ``ss:frame_stack_v1``... :data:`SUPERSUIT_WRAPPERS`, kwargs as JSON) and ``channels_first`` (SB3's
 ``VecTransposeImage``, which an SB3 zip trained on image observations records).
 
-:func:`pettingzoo_recipe` writes such a recipe; PettingZoo's SB3 tutorial's pistonball preprocessing is::
+:func:`rlviz.envs.recipe.pettingzoo_recipe` writes such a recipe; PettingZoo's SB3 tutorial's pistonball preprocessing is::
 
     pettingzoo_recipe("pistonball_v6", {"n_pistons": 4}, [("color_reduction_v0", {"mode": "B"}),
                       ("resize_v1", {"x_size": 84, "y_size": 84}), ("frame_stack_v1", {"stack_size": 3})])
@@ -31,7 +31,7 @@ import numpy as np
 
 from ..errors import EnvError, UsageError, require
 
-__all__ = ["PACKAGES", "SUPERSUIT_WRAPPERS", "is_agents_env_id", "agents_module", "pettingzoo_recipe",
+__all__ = ["PACKAGES", "SUPERSUIT_WRAPPERS", "is_agents_env_id", "agents_module",
            "make_agents_env", "AgentView", "split_observation", "is_parallel"]
 
 #: The packages a PettingZoo id may name, in the order a short id is looked up.
@@ -81,27 +81,6 @@ def agents_module(env_id: str) -> Any:
             raise EnvError(f"Cannot use the PettingZoo env {pkg}.{name}: {str(exc).splitlines()[0][:200]}.") from None
     raise EnvError(f"Unknown PettingZoo env id {env_id!r}: none of {', '.join(PACKAGES)} has {name!r} (installed "
                    "here). Check the version suffix (e.g. knights_archers_zombies_v10 -> _v11).")
-
-
-def pettingzoo_recipe(env_id: str, env_kwargs: dict | None = None, supersuit: Any = (), *,
-                      channels_first: bool = False) -> Any:
-    """An :class:`~rlviz.envs.recipe.EnvRecipe` of a PettingZoo env with SuperSuit preprocessing: ``supersuit`` a
-    sequence of (name, kwargs) in the order applied (``clip_reward_v0`` is marked training-only)."""
-    from .recipe import EnvRecipe, WrapperSpec
-
-    if not is_agents_env_id(env_id):
-        raise UsageError(f"{env_id!r} is not a PettingZoo env id; expected e.g. 'pistonball_v6'.")
-    wrappers = []
-    for name, kwargs in supersuit:
-        full = name if name.startswith("ss:") else f"ss:{name}"
-        if full not in SUPERSUIT_WRAPPERS:
-            raise UsageError(f"SuperSuit wrapper {name!r} is not one rlviz rebuilds; known: "
-                             f"{', '.join(sorted(n[3:] for n in SUPERSUIT_WRAPPERS))}.")
-        wrappers.append(WrapperSpec(full, dict(kwargs or {}), training_only=full == "ss:clip_reward_v0"))
-    if channels_first:
-        wrappers.append(WrapperSpec("channels_first"))
-    image = any(w.name in ("ss:resize_v1", "ss:color_reduction_v0") for w in wrappers)
-    return EnvRecipe(env_id, dict(env_kwargs or {}), tuple(wrappers), "linear" if image else None)
 
 
 def is_parallel(env: Any) -> bool:

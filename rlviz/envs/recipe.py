@@ -17,7 +17,7 @@ from ..errors import EnvError, UsageError, did_you_mean
 from .compat import same_step_vector_env
 from .families import family_hint, is_user_wrapper, register_family, user_wrapper
 from .headless import choose_gl, no_gl_wrapper
-from .pettingzoo_envs import AgentView, agents_module, is_agents_env_id, make_agents_env
+from .pettingzoo_envs import SUPERSUIT_WRAPPERS, AgentView, agents_module, is_agents_env_id, make_agents_env
 from .trust import check_recipe_names
 from .wrappers import WRAPPERS
 
@@ -32,6 +32,7 @@ __all__ = [
     "WRAPPERS",
     "check_render_mode",
     "read_recipe_file",
+    "pettingzoo_recipe",
     "RECIPE_FILE",
 ]
 
@@ -123,6 +124,25 @@ def atari_recipe(
         wrappers.append(WrapperSpec("clip_reward", {}, training_only=True))
     wrappers.append(WrapperSpec("frame_stack", {"stack_size": stack}))
     return EnvRecipe(env_id, kwargs, tuple(wrappers), saliency_mode="linear")
+
+
+def pettingzoo_recipe(env_id: str, env_kwargs: dict | None = None, supersuit: Any = (), *,
+                      channels_first: bool = False) -> Any:
+    """An :class:`~rlviz.envs.recipe.EnvRecipe` of a PettingZoo env with SuperSuit preprocessing: ``supersuit`` a
+    sequence of (name, kwargs) in the order applied (``clip_reward_v0`` is marked training-only)."""
+    if not is_agents_env_id(env_id):
+        raise UsageError(f"{env_id!r} is not a PettingZoo env id; expected e.g. 'pistonball_v6'.")
+    wrappers = []
+    for name, kwargs in supersuit:
+        full = name if name.startswith("ss:") else f"ss:{name}"
+        if full not in SUPERSUIT_WRAPPERS:
+            raise UsageError(f"SuperSuit wrapper {name!r} is not one rlviz rebuilds; known: "
+                             f"{', '.join(sorted(n[3:] for n in SUPERSUIT_WRAPPERS))}.")
+        wrappers.append(WrapperSpec(full, dict(kwargs or {}), training_only=full == "ss:clip_reward_v0"))
+    if channels_first:
+        wrappers.append(WrapperSpec("channels_first"))
+    image = any(w.name in ("ss:resize_v1", "ss:color_reduction_v0") for w in wrappers)
+    return EnvRecipe(env_id, dict(env_kwargs or {}), tuple(wrappers), "linear" if image else None)
 
 
 _REGISTERED: set = set()

@@ -47,10 +47,10 @@ def is_agents_agent(agent: LoadedAgent) -> bool:
     return is_agents_env_id(agent.recipe.env_id)
 
 
-def render_agents_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float) -> dict[str, Any]:
-    """The run's outputs, written into ``folder``: {"summary", "heatmap_npz", "heatmap_png", "videos", "table"}."""
-    from .render import select_episodes
-
+def render_agents_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float,
+                       select_episodes: Any) -> dict[str, Any]:
+    """The run's outputs, written into ``folder``: {"summary", "heatmap_npz", "heatmap_png", "videos", "table"}.
+    ``select_episodes``: :func:`rlviz.jobs.render.select_episodes` (the team's returns rank the episodes)."""
     result = rollout_agents(agent.recipe, agent.policy, config.episodes, config.seed, config.greedy,
                             bool(config.heatmap))
     summary = agents_summary(result, agent, config)
