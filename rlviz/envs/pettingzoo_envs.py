@@ -102,6 +102,9 @@ def make_agents_env(recipe: Any, render_mode: str | None = "rgb_array", training
                        f"{first}.") from None
     except OSError as exc:  # Atari: multi_agent_ale_py without the game's ROM
         raise EnvError(f"Cannot make the PettingZoo env {recipe.env_id!r}: {exc}.") from None
+    except Exception as exc:  # noqa: BLE001 - kwargs from a recipe file break the env's constructor anywhere
+        raise EnvError(f"Cannot make the PettingZoo env {recipe.env_id!r} with kwargs {str(recipe.env_kwargs)[:80]}: "
+                       f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:160]}.") from None
     for w in recipe.wrappers:
         if w.training_only and not training:
             continue
@@ -124,9 +127,10 @@ def _wrap(env: Any, w: Any) -> Any:
     ss = require("supersuit", "pettingzoo", "SuperSuit preprocessing")
     try:
         return getattr(ss, w.name[3:])(env, **w.kwargs)
-    except (TypeError, ValueError, AssertionError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise EnvError(f"Cannot apply the SuperSuit wrapper {w.name[3:]} with kwargs {w.kwargs}: {first}.") from None
+    except Exception as exc:  # noqa: BLE001 - SuperSuit asserts, raises TypeError, KeyError... on odd kwargs
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise EnvError(f"Cannot apply the SuperSuit wrapper {w.name[3:]} with kwargs {str(w.kwargs)[:80]}: "
+                       f"{type(exc).__name__}: {first}.") from None
 
 
 def split_observation(obs: Any) -> tuple[Any, Any]:
@@ -159,6 +163,14 @@ class AgentView(gym.Env):  # type: ignore[type-arg]
         self.action_space = actions[first]
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> Any:
+        try:
+            return self._reset(seed, options)
+        except Exception as exc:  # noqa: BLE001 - an env made from a recipe file's kwargs may fail on reset
+            first = (str(exc).strip().splitlines() or [""])[0][:160]
+            raise EnvError(f"The PettingZoo env {self.env_id} fails on reset ({type(exc).__name__}: {first}); check "
+                           "its kwargs in the recipe.") from None
+
+    def _reset(self, seed: int | None, options: dict | None) -> Any:
         env = self.agents_env
         if is_parallel(env):
             obs, infos = env.reset(seed=seed, options=options)

@@ -209,10 +209,15 @@ def read_recipe_file(path: str) -> EnvRecipe:
         raise UsageError(f"--env {path}: cannot read the recipe file ({exc.strerror}); expected an env id or a JSON "
                          f"recipe such as a run folder's {RECIPE_FILE}.") from None
     try:
-        return EnvRecipe.from_json(text)
+        recipe = EnvRecipe.from_json(text)
     except ValueError as exc:  # json.JSONDecodeError included
         raise UsageError(f"--env {path}: not a JSON env recipe ({str(exc)[:120]}); expected what "
                          "EnvRecipe.to_json() writes.") from None
+    if not isinstance(recipe.env_kwargs, dict) or not all(isinstance(w.kwargs, dict) for w in recipe.wrappers):
+        raise UsageError(f"--env {path}: env_kwargs and each wrapper's kwargs must be JSON objects; expected what "
+                         "EnvRecipe.to_json() writes.")
+    check_recipe_names(recipe.env_id, recipe.env_kwargs, recipe.wrappers, path, trusted=True)  # its form: strings
+    return recipe
 
 
 def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", training: bool = False) -> gym.Env:
