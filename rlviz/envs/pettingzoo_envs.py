@@ -140,7 +140,7 @@ def split_observation(obs: Any) -> tuple[Any, Any]:
     return obs, None
 
 
-class AgentView(gym.Env):  # type: ignore[type-arg]
+class AgentView(gym.Env):
     """One agent's view of a PettingZoo env for what needs a gymnasium env's facts (spaces, one reset observation,
     a frame): the first agent's spaces, which every agent must share (one policy plays them all). ``agents_env``
     is the PettingZoo env; ``step`` is refused (episodes run in :mod:`rlviz.evaluate.rollouts.agents`)."""
