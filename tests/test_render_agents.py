@@ -27,7 +27,7 @@ from rlviz.cli import main  # noqa: E402
 from rlviz.envs.pettingzoo_envs import make_agents_env  # noqa: E402
 from rlviz.envs.recipe import EnvRecipe, WrapperSpec, pettingzoo_recipe  # noqa: E402
 from rlviz.errors import EnvError, UsageError  # noqa: E402
-from rlviz.evaluate.rollouts.agents import rollout_agents  # noqa: E402
+from rlviz.evaluate.rollouts.agents import play_episode, rollout_agents  # noqa: E402
 from rlviz.jobs.render import render  # noqa: E402
 from rlviz.media import probe_video, read_video  # noqa: E402
 from rlviz.sources import load_agent  # noqa: E402
@@ -254,3 +254,23 @@ def test_unknown_ids_and_bad_recipe_files_are_one_line(tmp_path):
     with pytest.raises(UsageError, match="not a JSON env recipe") as err:
         read_recipe_file(str(bad))
     assert "\n" not in str(err.value)
+
+
+def test_an_episode_replays_alone_in_a_game_that_keeps_state_across_resets():
+    """knights-archers-zombies' episode after another on the same env differs from the same seed's on a new env:
+    the rollout gives every episode a fresh env, so episode k of a run is episode k alone (as its video replays it)."""
+    torch.manual_seed(1)
+    recipe = pettingzoo_recipe("knights_archers_zombies_v11", {"max_cycles": 150})
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(135, 6))
+    from rlviz.agent.callable_policy import as_policy
+
+    policy = as_policy(net, make_agents_env(recipe).action_space("archer_0"))
+    run = rollout_agents(recipe, policy, 4, seed=0, heatmap=True)
+    for k in (1, 3):
+        env = make_agents_env(recipe)
+        alone = play_episode(env, policy, k, 0)
+        env.close()
+        assert alone.returns == run.episodes[k].returns and alone.steps == run.episodes[k].steps
+    placed = sum(len(e.where) for e in run.episodes)
+    assert run.heatmap is not None and run.heatmap.failures == placed
+    assert placed == sum(sum(e.failed.values()) for e in run.episodes)  # every KAZ agent is placed when it fails

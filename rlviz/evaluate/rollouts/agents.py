@@ -6,7 +6,7 @@ One batched forward per step: a parallel env's step evaluates every agent playin
 (``obs["action_mask"]``) mask the logits (:func:`rlviz.agent.masking.apply_masks`). Episode ``k`` is reset and
 sampled with ``episode_seed_for(seed, k)`` and ``Policy.evaluate`` is batch-invariant, so an episode depends only
 on (policy, env, seed, greedy): :func:`play_episode` replays any of them alone (on a recorder-wrapped env, for its
-video).
+video); each episode runs on a fresh env, as its replay does.
 
 Failures, per agent: an agent *failed* when it left the game by termination (not the time limit) and either its
 last reward was negative (it lost: connect_four's loser) or the game went on without it (eliminated: a KAZ archer).
@@ -177,27 +177,39 @@ def rollout_agents(recipe: Any, policy: Any, episodes: int, seed: int = 0, greed
                    heatmap: bool = False) -> AgentsRolloutResult:
     """``episodes`` episodes of the PettingZoo env of ``recipe`` played by ``policy`` (every agent), one after
     another in this process; with ``heatmap`` the failure heatmap per agent (games rlviz knows positions of)."""
-    # always with frames: some games observe differently without a render mode (pistonball's reset observation is
-    # blank then), and the videos' replays need frames: an episode must not depend on --heatmap
-    env = make_agents_env(recipe, render_mode="rgb_array")
+    # A fresh env per episode: some games keep state across resets (knights-archers-zombies' episode after another
+    # differs from the same seed's on a new env), and an episode must replay alone for its video (~1 ms for MPE,
+    # ~40 ms for the butterfly games). Always with frames: some games observe differently without a render mode
+    # (pistonball's reset observation is blank then), so an episode must not depend on --heatmap either.
+    def make() -> Any:
+        return make_agents_env(recipe, render_mode="rgb_array")
+
+    env = make()
+    agents = tuple(env.possible_agents)
+    spec = action_spec(env.action_space(agents[0]))
+    num_actions = int(spec.size) if spec.kind == "discrete" else 0
+    watch = bool(heatmap) and knows_positions(env)
+    t0, out = time.perf_counter(), []
     try:
-        agents = tuple(env.possible_agents)
-        spec = action_spec(env.action_space(agents[0]))
-        num_actions = int(spec.size) if spec.kind == "discrete" else 0
-        watch = bool(heatmap) and knows_positions(env)
-        t0, out = time.perf_counter(), []
         with progress.bar(episodes, "rollouts", unit="ep") as bar:
             for k in range(int(episodes)):
+                if k:
+                    env.close()
+                    env = make()
                 ep = play_episode(env, policy, k, seed, greedy, watch, num_actions)
                 out.append(ep)
                 bar.update(1, ret=f"{ep.team_return:.1f}")
         result = AgentsRolloutResult(str(recipe.env_id), agents, out, steps=sum(e.steps for e in out),
                                      wall_time=time.perf_counter() - t0)
-        if watch:
-            result.heatmap = _heatmap(env, recipe, result, seed)
-        return result
     finally:
         env.close()
+    if watch:
+        env = make()
+        try:
+            result.heatmap = _heatmap(env, recipe, result, seed)
+        finally:
+            env.close()
+    return result
 
 
 def _heatmap(env: Any, recipe: Any, result: AgentsRolloutResult, seed: int) -> FailureHeatmap:
