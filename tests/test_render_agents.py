@@ -274,3 +274,38 @@ def test_an_episode_replays_alone_in_a_game_that_keeps_state_across_resets():
     placed = sum(len(e.where) for e in run.episodes)
     assert run.heatmap is not None and run.heatmap.failures == placed
     assert placed == sum(sum(e.failed.values()) for e in run.episodes)  # every KAZ agent is placed when it fails
+
+
+class Linear(torch.nn.Module):
+    def __init__(self, obs: int, actions: int, scale: float):
+        super().__init__()
+        self.scale, self.pi = scale, torch.nn.Linear(obs, actions)
+
+    def forward(self, x):
+        return self.pi(x.flatten(1).float() / self.scale)
+
+
+@pytest.mark.parametrize("env_id, kwargs, obs, actions", [
+    ("simple_spread_v3", {"max_cycles": 15}, 18, 5),
+    ("pistonball_v6", {"n_pistons": 3, "max_cycles": 15, "continuous": False}, 457 * 120 * 3, 3),
+    ("connect_four_v3", {}, 84, 7)])
+def test_the_games_that_reuse_one_env_reset_cleanly(env_id, kwargs, obs, actions):
+    """RESETS_CLEANLY's games run their episodes on one env: episode k after k others must be episode k alone."""
+    from rlviz.agent.callable_policy import as_policy
+    from rlviz.evaluate.rollouts.agents import RESETS_CLEANLY
+
+    if env_id == "simple_spread_v3":
+        pytest.importorskip("mpe2")
+    recipe = pettingzoo_recipe(env_id, kwargs)
+    env = make_agents_env(recipe)
+    assert type(env.unwrapped).__module__.startswith(RESETS_CLEANLY)
+    torch.manual_seed(0)
+    policy = as_policy(Linear(obs, actions, 255.0 if env_id == "pistonball_v6" else 1.0),
+                       env.action_space(env.possible_agents[0]))
+    env.close()
+    run = rollout_agents(recipe, policy, 4, seed=2)
+    for k in (0, 3):
+        fresh = make_agents_env(recipe)
+        alone = play_episode(fresh, policy, k, 2)
+        fresh.close()
+        assert alone.returns == run.episodes[k].returns and alone.steps == run.episodes[k].steps
