@@ -309,3 +309,26 @@ def test_the_games_that_reuse_one_env_reset_cleanly(env_id, kwargs, obs, actions
         alone = play_episode(fresh, policy, k, 2)
         fresh.close()
         assert alone.returns == run.episodes[k].returns and alone.steps == run.episodes[k].steps
+
+
+def test_compare_on_a_pettingzoo_env_is_refused_in_one_line(torch_checkpoint, tmp_path, capsys):
+    code = main(["compare", str(torch_checkpoint), str(torch_checkpoint), "--episodes", "2", "--out",
+                 str(tmp_path / "cmp")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "not there yet" in err and len(err.splitlines()) == 1
+
+
+def test_atari_pong_renders_where_its_rom_is_installed_else_one_line(tmp_path):
+    pytest.importorskip("multi_agent_ale_py")
+    recipe = pettingzoo_recipe("pong_v3", {"max_cycles": 30},
+                               [("color_reduction_v0", {"mode": "full"}), ("resize_v1", {"x_size": 16, "y_size": 16})])
+    try:
+        env = make_agents_env(recipe)
+    except EnvError as exc:  # no ROM here (rlviz downloads nothing): said in one line
+        assert "rom" in str(exc).lower() and "\n" not in str(exc)
+        return
+    env.close()
+    torch.manual_seed(0)
+    ckpt = save_checkpoint(tmp_path / "pong.pt2", Linear(256, 6, 255.0), env=recipe, kind="logits")
+    out = render(checkpoint=str(ckpt), episodes=2, videos="first:0", out=str(tmp_path / "run"))
+    assert out.summary["agents_list"] == ["first_0", "second_0"] and out.summary["episodes"] == 2
