@@ -22,6 +22,7 @@ per run across all readers, default 2000), ``RLVIZ_FUZZ_ONLY`` (one input index:
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
 import shutil
@@ -98,6 +99,20 @@ def _cleanrl_lstm(folder: Path) -> Path:
     run.mkdir(parents=True)
     torch.save(CleanRLLSTM(1, 4, hidden=16).state_dict(), run / "ppo_atari_lstm.cleanrl_model")
     return run / "ppo_atari_lstm.cleanrl_model"
+
+
+if importlib.util.find_spec("pettingzoo") and importlib.util.find_spec("supersuit") and importlib.util.find_spec("mpe2"):
+    @reader("pettingzoo-recipe-json", load=lambda p: load_agent(p.parent / "spread.pt2", env=str(p)))
+    def _pettingzoo_recipe(folder: Path) -> Path:  # --env run/env-recipe.json: a recipe file the user names
+        from rlviz.envs.recipe import pettingzoo_recipe
+        from rlviz.sources import save_checkpoint
+
+        recipe = pettingzoo_recipe("simple_spread_v3", {"max_cycles": 5, "N": 3}, [("dtype_v0", {"dtype": "float32"})])
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(18, 8), torch.nn.Tanh(), torch.nn.Linear(8, 5))
+        save_checkpoint(folder / "spread.pt2", net, env=recipe, kind="logits")
+        (folder / "env-recipe.json").write_text(recipe.to_json())
+        return folder / "env-recipe.json"
 
 
 def _ppo(env_id: str = "CartPole-v1"):

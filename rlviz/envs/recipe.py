@@ -15,6 +15,7 @@ import gymnasium as gym
 
 from ..errors import EnvError, UsageError, did_you_mean
 from .compat import same_step_vector_env
+from .pettingzoo_envs import SUPERSUIT_WRAPPERS, AgentView, agents_module, is_agents_env_id, make_agents_env
 from .trust import check_recipe_names
 from .wrappers import WRAPPERS
 
@@ -28,7 +29,13 @@ __all__ = [
     "make_vec_env",
     "WRAPPERS",
     "check_render_mode",
+    "read_recipe_file",
+    "pettingzoo_recipe",
+    "RECIPE_FILE",
 ]
+
+#: The recipe a multi-agent run folder writes (``--env run/env-recipe.json`` replays its env and preprocessing).
+RECIPE_FILE = "env-recipe.json"
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,25 @@ def atari_recipe(
     return EnvRecipe(env_id, kwargs, tuple(wrappers), saliency_mode="linear")
 
 
+def pettingzoo_recipe(env_id: str, env_kwargs: dict | None = None, supersuit: Any = (), *,
+                      channels_first: bool = False) -> Any:
+    """An :class:`~rlviz.envs.recipe.EnvRecipe` of a PettingZoo env with SuperSuit preprocessing: ``supersuit`` a
+    sequence of (name, kwargs) in the order applied (``clip_reward_v0`` is marked training-only)."""
+    if not is_agents_env_id(env_id):
+        raise UsageError(f"{env_id!r} is not a PettingZoo env id; expected e.g. 'pistonball_v6'.")
+    wrappers = []
+    for name, kwargs in supersuit:
+        full = name if name.startswith("ss:") else f"ss:{name}"
+        if full not in SUPERSUIT_WRAPPERS:
+            raise UsageError(f"SuperSuit wrapper {name!r} is not one rlviz rebuilds; known: "
+                             f"{', '.join(sorted(n[3:] for n in SUPERSUIT_WRAPPERS))}.")
+        wrappers.append(WrapperSpec(full, dict(kwargs or {}), training_only=full == "ss:clip_reward_v0"))
+    if channels_first:
+        wrappers.append(WrapperSpec("channels_first"))
+    image = any(w.name in ("ss:resize_v1", "ss:color_reduction_v0") for w in wrappers)
+    return EnvRecipe(env_id, dict(env_kwargs or {}), tuple(wrappers), "linear" if image else None)
+
+
 _REGISTERED: set = set()
 
 
@@ -148,7 +174,7 @@ def register_envs(env_id: str | None = None) -> None:
     for namespace in sorted(wanted - _REGISTERED):
         _NAMESPACES[namespace]()
         _REGISTERED.add(namespace)
-    if env_id is not None and env_id not in gym.registry:
+    if env_id is not None and env_id not in gym.registry and not is_agents_env_id(env_id):
         from .families import register_family  # here, not at the top: a recorder's import needs none of it (#43)
 
         register_family(env_id)  # MiniGrid-*, dm_control/*: their package, when installed (rlviz.envs.families)
@@ -157,6 +183,11 @@ def register_envs(env_id: str | None = None) -> None:
 def require_registered(env_id: str) -> None:
     """Fail fast, before torch or the env is loaded, when ``env_id`` is not a gymnasium env: one line, with the
     closest registered ids. A ``module:Env-v0`` id is left to gymnasium (it imports the module: the caller's choice)."""
+    if env_id.endswith(".json"):  # a recipe file the user names (--env run/env-recipe.json)
+        env_id = read_recipe_file(env_id).env_id
+    if is_agents_env_id(env_id):  # PettingZoo: its family's module, or one line saying what is missing
+        agents_module(env_id)
+        return
     register_envs(env_id)
     if ":" in env_id or env_id in gym.registry:
         return
@@ -171,10 +202,32 @@ def require_registered(env_id: str) -> None:
                    "For an env of your own package, register it or pass 'your_module:EnvName-v0'.")
 
 
+def read_recipe_file(path: str) -> EnvRecipe:
+    """The recipe in a JSON file the user names (``--env FILE.json``: their consent, as for an env id they type):
+    e.g. a run folder's :data:`RECIPE_FILE`, or one written with :meth:`EnvRecipe.to_json`."""
+    try:
+        text = open(path, encoding="utf-8").read()  # noqa: SIM115 - read at once
+    except OSError as exc:
+        raise UsageError(f"--env {path}: cannot read the recipe file ({exc.strerror}); expected an env id or a JSON "
+                         f"recipe such as a run folder's {RECIPE_FILE}.") from None
+    try:
+        recipe = EnvRecipe.from_json(text)
+    except ValueError as exc:  # json.JSONDecodeError included
+        raise UsageError(f"--env {path}: not a JSON env recipe ({str(exc)[:120]}); expected what "
+                         "EnvRecipe.to_json() writes.") from None
+    if not isinstance(recipe.env_kwargs, dict) or not all(isinstance(w.kwargs, dict) for w in recipe.wrappers):
+        raise UsageError(f"--env {path}: env_kwargs and each wrapper's kwargs must be JSON objects; expected what "
+                         "EnvRecipe.to_json() writes.")
+    check_recipe_names(recipe.env_id, recipe.env_kwargs, recipe.wrappers, path, trusted=True)  # its form: strings
+    return recipe
+
+
 def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", training: bool = False) -> gym.Env:
     """Build one env from a recipe (or a bare id, with :meth:`EnvRecipe.for_env_id`)."""
     if isinstance(recipe, str):
-        recipe = EnvRecipe.for_env_id(recipe)
+        recipe = read_recipe_file(recipe) if recipe.endswith(".json") else EnvRecipe.for_env_id(recipe)
+    if is_agents_env_id(recipe.env_id):  # one agent's view (spaces, a reset observation, frames) of a PettingZoo env
+        return AgentView(make_agents_env(recipe, render_mode, training), recipe.env_id)
     from .families import is_user_wrapper, user_wrapper
     from .headless import choose_gl, no_gl_wrapper  # not at the top: `from rlviz import RecordEpisode` stays light
 

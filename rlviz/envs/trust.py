@@ -27,6 +27,7 @@ import gymnasium as gym
 
 from ..errors import CheckpointError, UnsafeCheckpointError
 from .families import KNOWN_WRAPPER_CLASSES
+from .pettingzoo_envs import SUPERSUIT_WRAPPERS, is_agents_env_id
 from .wrappers import WRAPPERS
 
 __all__ = [
@@ -98,7 +99,7 @@ def check_env_id(env_id, source: str, trusted: bool = False, consented: str | No
     prefix (call ``register_envs()`` first), or the id the caller passed (``consented``), or ``trusted``."""
     if not isinstance(env_id, str) or not env_id:
         raise CheckpointError(f"{source}: the env id {env_id!r} is not a non-empty string; the file is malformed.")
-    if trusted or env_id == consented:
+    if trusted or env_id == consented or is_agents_env_id(env_id):  # PettingZoo: rlviz's table picks the module
         return env_id
     if ":" in env_id:
         module = env_id.split(":", 1)[0]
@@ -146,7 +147,7 @@ def check_wrapper_name(name, source: str, trusted: bool = False, known: Collecti
     with ``trusted`` the name is returned for the caller to resolve."""
     if not isinstance(name, str) or not name:
         raise CheckpointError(f"{source}: the wrapper name {name!r} is not a non-empty string; the file is malformed.")
-    if trusted or name in WRAPPERS or name in known or name in KNOWN_WRAPPER_CLASSES:
+    if trusted or name in WRAPPERS or name in known or name in KNOWN_WRAPPER_CLASSES or name in SUPERSUIT_WRAPPERS:
         return name
     listed = sorted(set(WRAPPERS) | set(known))
     raise _refuse(source, "the wrapper", name,

@@ -51,6 +51,7 @@ from ..sinks.log import Logged, RunLog, findings_markdown, log_run
 from ..sources import LoadedAgent
 from .inputs import check_model_folders
 from .render import record_videos, run_rollouts, select_episodes
+from .render_agents import is_agents_agent
 from .skeleton import check_saliency, job_setup, vector_attention_off
 from .stages import run_record, summarise, write_attention_at_failure
 from .videos import MIN_VIDEO_SECONDS
@@ -97,6 +98,9 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         agents, pinned = [], []
         for side in "ab":  # render's stage 1 for each agent (its own --vecnormalize-a/-b)
             agent, rc, _ = job.agent(config.render_config(side))
+            if is_agents_agent(agent):
+                raise UsageError(f"rlviz compare on a PettingZoo env ({agent.recipe.env_id}) is not there yet; render "
+                                 "each checkpoint (rlviz render) and compare their summary.json 'agents' per agent.")
             agents.append(agent)
             pinned.append(rc.checkpoint)
         check_same_env(agents, (config.a, config.b))

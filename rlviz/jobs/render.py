@@ -45,6 +45,7 @@ from ..sinks.base import Sink
 from ..sinks.log import log_run
 from ..sources import LoadedAgent
 from .inputs import check_model_folders
+from .render_agents import is_agents_agent, render_agents_into
 from .shards import ShardTask, run_shard, source_for
 from .skeleton import job_setup
 from .stages import ATTENTION_PNG, background_frame, run_log, run_record, summarise
@@ -134,6 +135,10 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
     with job_setup(config) as job:  # --out claimed, progress, the workers (Ray / spawned ones start now)
         agent, config, gamma = job.agent(config)  # hf://: the config names the commit the workers load
         config = job.check(agent, config)  # now, not after the long rollout
+        if is_agents_agent(agent):  # a PettingZoo env id: every agent played by the one policy (jobs.render_agents)
+            with job.staging("render", config) as (tmp, _), torch_threads(config.threads):
+                written_agents = render_agents_into(tmp, agent, config, gamma, select_episodes)
+            return _agents_outputs(Path(config.out), tmp, written_agents)
         note = heatmap_note(agent, config)
         if note:  # a heatmap of moving pixels, not the game's objects: said now
             warnings.warn(note, UserWarning, stacklevel=2)
@@ -156,6 +161,16 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         videos=tuple(final(v.video_path) for v in videos),
         report_html=out / REPORT_NAME,
     )
+
+
+def _agents_outputs(out: Path, tmp: Path, written: dict[str, Any]) -> RenderOutputs:
+    def final(path: Any) -> Path | None:
+        return None if path is None else out / Path(path).relative_to(tmp)
+
+    return RenderOutputs(out_dir=out, summary=written["summary"], table=written["table"],
+                         summary_json=out / "summary.json", episodes_csv=out / "episodes.csv",
+                         heatmap_png=final(written["heatmap_png"]), heatmap_npz=final(written["heatmap_npz"]),
+                         videos=tuple(final(v["video"]) for v in written["videos"]))
 
 
 def heatmap_note(agent: LoadedAgent, config: RenderConfig) -> str | None:

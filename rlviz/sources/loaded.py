@@ -15,7 +15,7 @@ import torch
 from ..agent.actions import action_spec
 from ..agent.policy import Policy, action_names_for
 from ..envs.families import body_action_names
-from ..envs.recipe import EnvRecipe, make_env
+from ..envs.recipe import EnvRecipe, make_env, read_recipe_file
 from ..errors import CheckpointError, RlvizError, UsageError
 from .meet import shape_mismatch
 
@@ -46,6 +46,8 @@ def coerce_recipe(env) -> EnvRecipe:
     """The caller's ``env`` (an id or a recipe: their own choice, so no trust check) as a recipe."""
     if isinstance(env, EnvRecipe):
         return env
+    if isinstance(env, str) and env.endswith(".json"):  # a recipe file the user names (--env run/env-recipe.json)
+        return read_recipe_file(env)
     if isinstance(env, str) and env:
         return EnvRecipe.for_env_id(env)
     raise UsageError(f"env={env!r}: expected an env id such as 'ALE/Breakout-v5' or an rlviz EnvRecipe.")

@@ -1,0 +1,244 @@
+"""``rlviz render`` on a PettingZoo env id: one shared-parameter policy (CleanRL's, or an SB3 model trained on a
+SuperSuit-vectorised env) plays every agent; the outputs are per agent.
+
+Output layout (in the run folder, beside ``rlviz-run.json``)::
+
+    summary.json       the team's return and, under "agents", each agent's returns, lengths, terminations,
+                       truncations and failures; "diagnostics" per agent
+    episodes.csv       one row per episode: team return, then per agent <agent>_return, _length, _terminated,
+                       _truncated, _failed
+    env-recipe.json    the env and its PettingZoo/SuperSuit preprocessing (``--env run/env-recipe.json`` replays it)
+    heatmap.png/.npz   (--heatmap, games rlviz knows agent positions of) one panel per agent: where it was when it
+                       failed (:mod:`rlviz.evaluate.rollouts.agents`)
+    videos/<label>-episode-<k>.mp4 (+ .npz)   the shared frame and one panel column per agent
+                       (:mod:`rlviz.draw.panels_agents`)
+    videos/<label>-episode-<k>-saliency.npz/.png   (--saliency) per agent: its mean and peak saliency over its
+                       observations in that episode
+
+Episodes run one after another in this process (``--workers`` and ``--num-envs`` do not apply); the videos replay
+the chosen episodes through :class:`~rlviz.record.pettingzoo.RecordParallelEpisode` (AEC games:
+``RecordAECEpisode``), which evaluates each agent's internals with the same policy.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import progress
+from ..config import RenderConfig, parse_video_spec
+from ..envs.pettingzoo_envs import is_agents_env_id, is_parallel, make_agents_env
+from ..envs.recipe import RECIPE_FILE
+from ..evaluate.rollouts.agents import AgentsRolloutResult, play_episode, rollout_agents
+from ..explain.saliency import attribute
+from ..media.atomic import atomic_write
+from ..sources import LoadedAgent
+
+__all__ = ["is_agents_agent", "render_agents_into", "agents_summary", "agents_table", "agents_diagnostics"]
+
+
+def is_agents_agent(agent: LoadedAgent) -> bool:
+    """The agent plays a PettingZoo env (its recipe's id is one)."""
+    return is_agents_env_id(agent.recipe.env_id)
+
+
+def render_agents_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float,
+                       select_episodes: Any) -> dict[str, Any]:
+    """The run's outputs, written into ``folder``: {"summary", "heatmap_npz", "heatmap_png", "videos", "table"}.
+    ``select_episodes``: :func:`rlviz.jobs.render.select_episodes` (the team's returns rank the episodes)."""
+    result = rollout_agents(agent.recipe, agent.policy, config.episodes, config.seed, config.greedy,
+                            bool(config.heatmap))
+    summary = agents_summary(result, agent, config)
+    atomic_write(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
+    atomic_write(folder / "episodes.csv", _episodes_csv(result))
+    atomic_write(folder / RECIPE_FILE, json.dumps(agent.recipe.to_dict(), indent=2, sort_keys=True) + "\n")
+    heatmap_npz = heatmap_png = None
+    if result.heatmap is not None:
+        with progress.phase("heatmap"):
+            heatmap_npz = result.heatmap.save(folder / "heatmap.npz")
+            heatmap_png = result.heatmap.plot(folder / "heatmap.png", log=config.log_scale)
+    chosen = select_episodes(result.returns(), parse_video_spec(config.videos), seed=config.seed)
+    videos = []
+    for label, idx in chosen:
+        with progress.phase(f"video of episode {idx}"):
+            videos.append(_video(agent, result, idx, label, folder / "videos", config, gamma))
+    return {"summary": summary, "heatmap_npz": heatmap_npz, "heatmap_png": heatmap_png, "videos": videos,
+            "table": agents_table(summary)}
+
+
+def _stats(x: list[float]) -> dict[str, float]:
+    a = np.asarray(x, dtype=np.float64)
+    return {"mean": float(a.mean()), "std": float(a.std()), "min": float(a.min()), "max": float(a.max())}
+
+
+def agents_summary(result: AgentsRolloutResult, agent: LoadedAgent, config: RenderConfig) -> dict[str, Any]:
+    """summary.json: the team's statistics, each agent's, and the per-agent diagnostics."""
+    eps = result.episodes
+    per_agent = {}
+    for a in result.agents:
+        per_agent[a] = {
+            "return": _stats([e.returns[a] for e in eps]),
+            "length": _stats([e.lengths[a] for e in eps]),
+            "terminations": int(sum(e.terminated[a] for e in eps)),
+            "truncations": int(sum(e.truncated[a] for e in eps)),
+            "failures": int(sum(e.failed[a] for e in eps)),
+            "failures_placed": int(sum(a in e.where for e in eps)),
+        }
+    return {
+        "env_id": result.env_id, "multi_agent": True, "agents_list": list(result.agents),
+        "policy": "shared", "kind": agent.policy.kind, "episodes": len(eps), "seed": int(config.seed),
+        "greedy": bool(config.greedy), "steps": int(result.steps),
+        "team_return": _stats([e.team_return for e in eps]), "episode_steps": _stats([e.steps for e in eps]),
+        "agents": per_agent,
+        "heatmap": None if result.heatmap is None else {"failures": int(result.heatmap.failures),
+                                                        "episodes": int(result.heatmap.episodes)},
+        "heatmap_note": _heatmap_note(result, config),
+        "diagnostics": agents_diagnostics(result),
+        "wall_time_s": round(float(result.wall_time), 3),
+    }
+
+
+def _heatmap_note(result: AgentsRolloutResult, config: RenderConfig) -> str | None:
+    if not config.heatmap or result.heatmap is not None:
+        return None
+    return (f"no failure heatmap: rlviz reads agent positions of pistonball, knights-archers-zombies and MPE; "
+            f"{result.env_id} is none of them")
+
+
+def agents_diagnostics(result: AgentsRolloutResult) -> list[dict[str, Any]]:
+    """Findings per agent ({severity, code, agent, message}): an agent that (nearly) always takes one action, an
+    agent far behind the others, agents that fail in most episodes."""
+    findings: list[dict[str, Any]] = []
+    eps = result.episodes
+    n = len(eps)
+    means = {a: float(np.mean([e.returns[a] for e in eps])) for a in result.agents}
+    for a in result.agents:
+        counts = np.sum([e.actions[a] for e in eps], axis=0) if eps and len(eps[0].actions[a]) else np.zeros(0)
+        total = int(counts.sum()) if counts.size else 0
+        if total >= 20 and counts.max() >= 0.95 * total:
+            findings.append({"severity": "warning", "code": "agent_one_action", "agent": a,
+                             "message": f"{a} took action {int(counts.argmax())} in {counts.max() / total:.0%} of its "
+                                        f"{total} decisions: its policy has collapsed to one action."})
+        others = [m for b, m in means.items() if b != a]
+        if len(others) >= 2:
+            spread = float(np.std(others)) or 1e-9
+            if means[a] < float(np.mean(others)) - 3 * spread and means[a] < min(others):
+                findings.append({"severity": "warning", "code": "agent_behind", "agent": a,
+                                 "message": f"{a}'s mean return {means[a]:.3g} is far below the other agents' "
+                                            f"(mean {np.mean(others):.3g}, sd {np.std(others):.3g})."})
+        failed = sum(e.failed[a] for e in eps)
+        if n and failed > n / 2:
+            findings.append({"severity": "info", "code": "agent_fails", "agent": a,
+                             "message": f"{a} failed (eliminated or lost) in {failed} of {n} episodes."})
+    return findings
+
+
+def agents_table(summary: dict[str, Any]) -> str:
+    """The terminal table: one line per agent."""
+    lines = [f"{summary['env_id']}: {summary['episodes']} episodes, team return "
+             f"{summary['team_return']['mean']:.3g} +/- {summary['team_return']['std']:.3g}",
+             f"{'agent':<16} {'return':>10} {'+/-':>8} {'length':>8} {'term':>5} {'trunc':>6} {'failed':>6}"]
+    for a, s in summary["agents"].items():
+        lines.append(f"{a:<16} {s['return']['mean']:>10.3g} {s['return']['std']:>8.3g} {s['length']['mean']:>8.1f} "
+                     f"{s['terminations']:>5} {s['truncations']:>6} {s['failures']:>6}")
+    return "\n".join(lines)
+
+
+def _episodes_csv(result: AgentsRolloutResult) -> str:
+    buf = io.StringIO()
+    cols = ["episode", "seed", "steps", "team_return"]
+    for a in result.agents:
+        cols += [f"{a}_return", f"{a}_length", f"{a}_terminated", f"{a}_truncated", f"{a}_failed"]
+    buf.write(",".join(cols) + "\n")
+    for e in result.episodes:
+        row: list[Any] = [e.index, e.seed, e.steps, repr(e.team_return)]
+        for a in result.agents:
+            row += [repr(float(e.returns[a])), e.lengths[a], int(e.terminated[a]), int(e.truncated[a]),
+                    int(e.failed[a])]
+        buf.write(",".join(map(str, row)) + "\n")
+    return buf.getvalue()
+
+
+class _SaliencyTap:
+    """Per agent, the running mean and peak of its saliency maps over the episode (one batched attribution per step)."""
+
+    def __init__(self, policy: Any, method: str, target: Any):
+        self.policy, self.method, self.target = policy, method, target
+        self.total: dict[str, np.ndarray] = {}
+        self.peak: dict[str, np.ndarray] = {}
+        self.count: dict[str, int] = {}
+
+    def __call__(self, agents: list[str], x: np.ndarray) -> None:
+        maps = attribute(self.policy, x, method=self.method, target=self.target)
+        for a, m in zip(agents, maps):
+            m = np.asarray(m, dtype=np.float64)
+            if a in self.total:
+                self.total[a] += m
+                np.maximum(self.peak[a], m, out=self.peak[a])
+            else:
+                self.total[a], self.peak[a] = m.copy(), m.copy()
+            self.count[a] = self.count.get(a, 0) + 1
+
+    def write(self, stem: Path) -> tuple[Path, Path | None]:
+        arrays: dict[str, Any] = {"agents": np.array(list(self.total), dtype=str), "method": np.array(self.method)}
+        for a in self.total:
+            arrays[f"{a}/mean"] = (self.total[a] / self.count[a]).astype(np.float32)
+            arrays[f"{a}/peak"] = self.peak[a].astype(np.float32)
+            arrays[f"{a}/decisions"] = np.array(self.count[a])
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)
+        npz = atomic_write(stem.with_name(stem.name + "-saliency.npz"), buf.getvalue())
+        return npz, self._plot(stem.with_name(stem.name + "-saliency.png"))
+
+    def _plot(self, path: Path) -> Path | None:
+        means = {a: self.total[a] / self.count[a] for a in self.total}
+        if not means or any(m.ndim != 2 for m in means.values()):
+            return None  # vector observations: the numbers are in the .npz
+        import matplotlib.pyplot as plt
+
+        from ..evaluate.failures.heatmap import save_figure
+
+        n = len(means)
+        cols = min(n, 8)
+        rows = -(-n // cols)
+        fig, axes = plt.subplots(rows, cols, figsize=(2.2 * cols, 2.4 * rows), squeeze=False)
+        for ax in axes.ravel():
+            ax.axis("off")
+        for ax, (a, m) in zip(axes.ravel(), means.items()):
+            ax.imshow(m, cmap="inferno")
+            ax.set_title(a, fontsize=8)
+        fig.suptitle(f"mean {self.method} saliency per agent", fontsize=9)
+        return save_figure(fig, path, dpi=100)
+
+
+def _video(agent: LoadedAgent, result: AgentsRolloutResult, idx: int, label: str, folder: Path,
+           config: RenderConfig, gamma: float) -> dict[str, Any]:
+    """Replay episode ``idx`` through the recorder: {"episode", "label", "video", "saliency", "replayed"}."""
+    from ..record.frames import RecordOptions
+    from ..record.pettingzoo import AgentsOptions, RecordAECEpisode, RecordParallelEpisode
+
+    env = make_agents_env(agent.recipe, render_mode="rgb_array")
+    wrapper = RecordParallelEpisode if is_parallel(env) else RecordAECEpisode
+    options = AgentsOptions(record=RecordOptions(preset="ultrafast", gamma=gamma, action_names=agent.action_names))
+    rec = wrapper(env, folder, episode_trigger=lambda e: True, name_prefix=label, policies=agent.policy,
+                  options=options)
+    rec.episode_id = idx - 1  # the file is <label>-episode-<idx>.mp4
+    tap = _SaliencyTap(agent.policy, config.saliency, config.saliency_target) if config.saliency else None
+    try:
+        replayed = play_episode(rec, agent.policy, idx, config.seed, config.greedy, tap=tap)
+        rec.finish_videos()
+        video = rec.last_video_path
+    finally:
+        rec.close()
+    original = result.episodes[idx]
+    if replayed.returns != original.returns:
+        warnings.warn(f"the replay of episode {idx} for its video returned {replayed.returns}, the rollout "
+                      f"{original.returns}: the env is not deterministic given its seed.", stacklevel=2)
+    saliency = tap.write(folder / f"{label}-episode-{idx}") if tap is not None and tap.total else None
+    return {"episode": idx, "label": label, "video": video, "saliency": saliency,
+            "returns": replayed.returns}
