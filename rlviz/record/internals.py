@@ -252,7 +252,8 @@ def compute_internals(
     bootstrap = float(out.value[-1]) if trace.truncated and out.value is not None else 0.0
     rtg = returns_to_go(trace.rewards, gamma, bootstrap)
     if saliency is not None and maps is None:
-        maps, label = _saliency(trace, policy, out, saliency, saliency_target)
+        maps, label = _saliency(trace, policy, out, saliency, saliency_target,
+                                None if obs is trace.observations else obs)
     extras = {k: cast(np.ndarray, annotations.array(k, n - 1))[:, 0] for k in annotations.rows if k not in _NAMED} if annotations else {}
     return EpisodeInternals(
         logits=out.logits, probs=out.probs, value=out.value, entropy=out.entropy, returns_to_go=rtg,
@@ -288,7 +289,7 @@ def _targets(trace: Any, policy: Any, method: Any, target: Any, dist: str | None
                      "saliency_target='value', or method='perturbation' with target='action' (the whole policy).")
 
 
-def _saliency(trace: Any, policy: Any, out: Any, method: Any, target: Any) -> Any:
+def _saliency(trace: Any, policy: Any, out: Any, method: Any, target: Any, obs: Any = None) -> Any:
     from ..explain.saliency import episode_saliency
 
     taken = _targets(trace, policy, method, target, out.dist)
@@ -297,7 +298,8 @@ def _saliency(trace: Any, policy: Any, out: Any, method: Any, target: Any) -> An
     else:  # the value and the whole-policy perturbation score ignore the actions
         chosen = np.zeros(trace.num_steps + 1, np.int64)
     # maps live in an unlinked temporary file (np.memmap), freed with the array
-    return episode_saliency(policy, trace.observations, chosen, method=method, target=target)
+    # (obs: the policy's input when it differs from the recorded observations: a Dict flattened, rlviz.agent.obs)
+    return episode_saliency(policy, trace.observations if obs is None else obs, chosen, method=method, target=target)
 
 
 def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Path, fps: float | None = None) -> Path:
