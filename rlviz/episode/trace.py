@@ -340,6 +340,8 @@ class EpisodeInternals(PolicyFields):
     memory_saliency: float32 [T+1, W] or None: row t, column k: the share of step t's decision that comes from
               observation t-k through the memory (NaN where t-k < 0; :mod:`rlviz.explain.memory`)
     memory_kind: the policy's ``memory_kind`` ("lstm", "gru", "other"; "" without memory)
+    saliency_keys: for a Dict observation's per-entry saliency [T+1, D]: which entries are which key
+              (:class:`rlviz.explain.dict_obs.KeySlice` tuples; image keys are drawn as maps), else None
     """
 
     entropy: np.ndarray
@@ -352,3 +354,4 @@ class EpisodeInternals(PolicyFields):
     memory: np.ndarray | None = None
     memory_saliency: np.ndarray | None = None
     memory_kind: str = ""
+    saliency_keys: tuple | None = None

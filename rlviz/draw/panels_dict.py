@@ -1,0 +1,125 @@
+"""Saliency of a Dict observation, key by key (SB3 ``MultiInputPolicy`` agents): image keys as maps, the other keys
+as bars.
+
+``internals.saliency`` holds one number per entry of the flattened observation ([T+1, D]) and
+``internals.saliency_keys`` which entries are which key (:mod:`rlviz.explain.dict_obs`). Each key gets a title
+line, then either its map (an image key: one square per cell, brighter = more salient, scaled to the key's maximum
+over the episode) or one bar per entry (:class:`~rlviz.draw.panels_features.FeaturePanel`: "direction=0".."=3").
+A MiniGrid agent's ``image`` key is drawn as the agent's own view (MiniGrid's tiles decoded from the observation,
+the agent at the bottom centre looking up) tinted by its saliency: the partial view beside the full render.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from ..explain.dict_obs import split_saliency
+from .overlay import ACTOR_COLOR
+from .panels_features import FeaturePanel, feature_rows
+from .style import COLORS, put_text
+
+__all__ = ["DictSaliencyPanel", "dict_panel_height", "is_minigrid_view", "minigrid_view"]
+
+#: Most pixels an image key's map takes on its longer side.
+_MAP_SIDE = 168
+
+
+def _map_cell(shape_hw: tuple[int, int], width: int) -> int:
+    return max(2, min(width, _MAP_SIDE) // max(1, max(shape_hw)))
+
+
+def _hw(s) -> tuple[int, int]:
+    h, w = s.spec.index("h"), s.spec.index("w")
+    return (int(s.shape[h]), int(s.shape[w])) if h < w else (int(s.shape[w]), int(s.shape[h]))
+
+
+def dict_panel_height(slices, width: int, lh: int) -> int:
+    """Pixels the panel of ``slices`` takes in a box ``width`` wide (text lines of ``lh``)."""
+    y = 0
+    for s in slices:
+        y += lh + 4
+        if s.spec:
+            hh, ww = _hw(s)
+            y += _map_cell((hh, ww), width) * hh + 6
+        else:
+            y += s.size * feature_rows(s.size, lh) + 6
+    return y
+
+
+def is_minigrid_view(env_id: str, key: str, shape: tuple) -> bool:
+    """A MiniGrid / BabyAI agent's egocentric ``image`` ([V, V, 3]: object, colour, state per view cell)."""
+    return (str(env_id).split(":")[-1].startswith(("MiniGrid-", "BabyAI-")) and key == "image"
+            and len(shape) == 3 and shape[0] == shape[1] and shape[2] == 3)
+
+
+def minigrid_view(image, tile: int) -> np.ndarray | None:
+    """uint8 [V * tile, V * tile, 3]: MiniGrid's rendering of the view ``image`` [V, V, 3] (the agent at the bottom
+    centre, looking up); None without minigrid or for an image it cannot decode."""
+    try:
+        from minigrid.core.grid import Grid
+
+        arr = np.asarray(image).astype(np.uint8)
+        grid, vis = Grid.decode(arr)
+        v = arr.shape[0]
+        return np.ascontiguousarray(grid.render(tile, agent_pos=(v // 2, v - 1), agent_dir=3, highlight_mask=vis))
+    except Exception:  # (not installed, or an image that is not a view: the plain map is drawn instead)
+        return None
+
+
+class DictSaliencyPanel:
+    """Draws frame t's saliency of each key into the box (x, y, width) given by the compositor's layout.
+
+    saliency: float32 [T+1, D]; slices: the keys' :class:`~rlviz.explain.dict_obs.KeySlice`; observations: the
+    trace's (a dict of per-key arrays, for MiniGrid's view) or None; env_id: the env's (MiniGrid's view)."""
+
+    def __init__(self, saliency, slices, box: tuple, lh: int, font_scale: float, observations=None, env_id: str = ""):
+        self.parts = split_saliency(saliency, slices)
+        self.slices, self.lh, self.fs = tuple(slices), int(lh), float(font_scale)
+        self.x, self.y, self.w = (int(v) for v in box[:3])
+        self.observations = observations if isinstance(observations, dict) else {}
+        self.boxes: list[tuple] = []  # (slice, y of its title, FeaturePanel or (cell, view?))
+        y = self.y
+        for s in slices:
+            top = y
+            y += self.lh + 4
+            if s.spec:
+                hh, ww = _hw(s)
+                cell = _map_cell((hh, ww), self.w)
+                view = is_minigrid_view(env_id, s.key, s.shape) and s.key in self.observations
+                self.boxes.append((s, top, (y, cell, view)))
+                y += cell * hh + 6
+            else:
+                row = feature_rows(s.size, self.lh)
+                self.boxes.append((s, top, FeaturePanel(self.parts[s.key], list(s.names), (self.x, y, self.w), row,
+                                                        self.fs)))
+                y += s.size * row + 6
+        self.height = y - self.y
+
+    def draw_static(self, img: np.ndarray) -> None:
+        """Key titles and the bars' tracks (the background, drawn once)."""
+        for s, top, part in self.boxes:
+            kind = "the agent's view" if not isinstance(part, FeaturePanel) and part[2] else (
+                "map" if s.spec else f"{s.size} entr{'y' if s.size == 1 else 'ies'}")
+            put_text(img, f"{s.key} ({kind})", self.x, top + self.lh - 4, "dim", self.fs * 0.85)
+            if isinstance(part, FeaturePanel):
+                part.draw_static(img)
+
+    def draw(self, img: np.ndarray, t: int) -> None:
+        for s, _, part in self.boxes:
+            if isinstance(part, FeaturePanel):
+                part.draw(img, t)
+                continue
+            y0, cell, view = part
+            heat = np.clip(np.nan_to_num(self.parts[s.key][t]), 0.0, 1.0)  # [H, W]
+            if view:  # MiniGrid's image[x, y]: the view's rows are its second axis
+                heat = heat.T
+            hh, ww = heat.shape
+            big = cv2.resize(heat.astype(np.float32), (ww * cell, hh * cell), interpolation=cv2.INTER_NEAREST)
+            base = minigrid_view(self.observations[s.key][t], cell) if view else None
+            if base is None or base.shape[:2] != big.shape:
+                base = np.empty((*big.shape, 3), np.uint8)
+                base[:] = COLORS["track"]
+            a = (big * 0.7)[..., None]
+            out = base.astype(np.float32) * (1.0 - a) + np.asarray(ACTOR_COLOR, np.float32) * a
+            img[y0 : y0 + big.shape[0], self.x : self.x + big.shape[1]] = out.astype(np.uint8)
