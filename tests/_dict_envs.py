@@ -1,4 +1,4 @@
-"""Dict-observation envs and wrappers for the tests (named by ``--wrapper dict_envs:Class``: pytest puts tests/ on
+"""Dict-observation envs and wrappers for the tests (named by ``--wrapper _dict_envs:Class``: pytest puts tests/ on
 sys.path)."""
 
 from __future__ import annotations
