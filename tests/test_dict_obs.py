@@ -200,3 +200,39 @@ def test_compare_of_two_dict_agents(dict_zips, tmp_path):
             assert data["saliency_key_image"].shape[1:] == (7, 7) and data["saliency_key_direction"].shape[1:] == (4,)
     (side_by_side,) = (out / "videos").glob("*.mp4")
     assert probe_video(side_by_side).num_frames > 1
+
+
+@pytest.mark.parametrize("channels_first", [False, True])
+def test_a_bare_view_agents_saliency_is_drawn_on_its_view_not_over_the_full_render(channels_first):
+    """ImgObsWrapper agents (observations [7, 7, 3], or [3, 7, 7] as SB3 trains them): the 7x7 egocentric map is
+    drawn on the agent's view beside the render; the full render itself is left as it is."""
+    import minigrid  # noqa: F401
+    from minigrid.wrappers import ImgObsWrapper
+
+    from rlviz.draw.compose import Compositor
+    from rlviz.draw.panels_dict import DictSaliencyPanel, minigrid_view
+    from rlviz.episode.trace import EpisodeInternals, EpisodeTrace
+
+    env = ImgObsWrapper(gym.make(ENV, render_mode="rgb_array"))
+    obs, _ = env.reset(seed=0)
+    frame = env.render()
+    n = 2
+    observations = np.stack([obs.transpose(2, 0, 1) if channels_first else obs] * n)
+    trace = EpisodeTrace(np.stack([frame] * n), observations, np.zeros(n - 1, np.int64), np.zeros(n - 1, np.float32),
+                         None, False, True, tuple(str(a) for a in range(7)), 0, 0, 10.0, ENV)
+    sal = np.zeros((n, 7, 7), np.float32)
+    sal[:, VX, VY] = 1.0  # MiniGrid's image[x, y]: the cell ahead of the agent
+    probs = np.full((n, 7), 1 / 7, np.float32)
+    internals = EpisodeInternals(np.log(probs), probs, np.zeros(n, np.float32), "actor_critic",
+                                 entropy=np.ones(n, np.float32), returns_to_go=np.zeros(n, np.float32), gamma=0.99,
+                                 saliency=sal, saliency_label="gradient")
+    comp = Compositor(trace, internals)
+    assert isinstance(comp.features, DictSaliencyPanel)
+    np.testing.assert_array_equal(comp.game_frame(0), frame)  # no 7x7 tint stretched over the 5x5 grid
+    img = comp.render(0)
+    ((s, _, (y0, cell, view)),) = comp.features.boxes
+    assert view and s.key == "image"
+    x0 = comp.features.x
+    drawn = img[y0 : y0 + 7 * cell, x0 : x0 + 7 * cell].astype(int)
+    rows, cols = np.nonzero(np.abs(drawn - minigrid_view(obs, cell).astype(int)).sum(-1) > 0)
+    assert len(rows) and set(rows // cell) == {VY} and set(cols // cell) == {VX}

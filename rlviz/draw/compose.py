@@ -20,7 +20,7 @@ from ..errors import UsageError
 from .layout import ComposeOptions, PanelData, PanelLayout, panel_layout
 from .overlay import saliency_to_frame
 from .panels_continuous import GaussianPanel
-from .panels_dict import DictSaliencyPanel
+from .panels_dict import DictSaliencyPanel, view_internals
 from .panels_discrete import BarsPanel
 from .panels_features import FeaturePanel, feature_names
 from .panels_memory import MemoryStrip, memory_plot_series, memory_series
@@ -71,6 +71,7 @@ class Compositor:
 
     def __init__(self, trace: EpisodeTrace, internals: EpisodeInternals, options: ComposeOptions | None = None):
         _check_inputs(trace, internals)
+        internals = view_internals(trace, internals)  # (a MiniGrid agent's bare view: drawn beside the render)
         self.trace, self.internals = trace, internals
         self.options = opt = options or ComposeOptions()
         if opt.saliency_mode not in ("auto", "linear", "nearest"):

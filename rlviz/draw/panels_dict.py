@@ -14,12 +14,12 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ..explain.dict_obs import split_saliency
+from ..explain.dict_obs import KeySlice, split_saliency
 from .overlay import ACTOR_COLOR
 from .panels_features import FeaturePanel, feature_rows
 from .style import COLORS, put_text
 
-__all__ = ["DictSaliencyPanel", "dict_panel_height", "is_minigrid_view", "minigrid_view"]
+__all__ = ["DictSaliencyPanel", "dict_panel_height", "is_minigrid_view", "minigrid_view", "view_internals"]
 
 #: Most pixels an image key's map takes on its longer side.
 _MAP_SIDE = 168
@@ -48,7 +48,11 @@ def dict_panel_height(slices, width: int, lh: int) -> int:
 
 
 def is_minigrid_view(env_id: str, key: str, shape: tuple) -> bool:
-    """A MiniGrid / BabyAI agent's egocentric ``image`` ([V, V, 3]: object, colour, state per view cell)."""
+    """A MiniGrid / BabyAI agent's egocentric ``image`` ([V, V, 3]: object, colour, state per view cell; or
+    [3, V, V], as SB3 trains it channels first)."""
+    shape = tuple(shape)
+    if len(shape) == 3 and shape[0] == 3 and shape[2] != 3:
+        shape = (shape[1], shape[2], shape[0])
     return (str(env_id).split(":")[-1].startswith(("MiniGrid-", "BabyAI-")) and key == "image"
             and len(shape) == 3 and shape[0] == shape[1] and shape[2] == 3)
 
@@ -60,11 +64,31 @@ def minigrid_view(image, tile: int) -> np.ndarray | None:
         from minigrid.core.grid import Grid
 
         arr = np.asarray(image).astype(np.uint8)
+        if arr.shape[0] == 3 and arr.shape[2] != 3:  # channels first (SB3's VecTransposeImage)
+            arr = np.moveaxis(arr, 0, -1)
         grid, vis = Grid.decode(arr)
         v = arr.shape[0]
         return np.ascontiguousarray(grid.render(tile, agent_pos=(v // 2, v - 1), agent_dir=3, highlight_mask=vis))
     except Exception:  # (not installed, or an image that is not a view: the plain map is drawn instead)
         return None
+
+
+def view_internals(trace, internals):
+    """A MiniGrid agent on its bare view image (``ImgObsWrapper``: observations [T+1, V, V, 3] or [T+1, 3, V, V],
+    saliency maps [T+1, V, V], MiniGrid's x first): the internals with the maps as one ``image`` key, so that the view is drawn beside the full render
+    with its saliency (a tint of the V x V egocentric map over the full grid would put it in the wrong places);
+    any other episode's internals as they are."""
+    import dataclasses
+
+    sal, obs = internals.saliency, trace.observations
+    shape = tuple(getattr(obs, "shape", ())[1:])
+    if sal is None or internals.saliency_keys or sal.ndim != 3 or not is_minigrid_view(trace.env_id, "image", shape):
+        return internals
+    v = shape[1]
+    if tuple(sal.shape[1:]) != (v, v):
+        return internals
+    return dataclasses.replace(internals, saliency=np.asarray(sal, np.float32).reshape(len(sal), v * v),
+                               saliency_keys=(KeySlice("image", 0, v * v, (v, v), "hw"),))
 
 
 class DictSaliencyPanel:
@@ -77,7 +101,9 @@ class DictSaliencyPanel:
         self.parts = split_saliency(saliency, slices)
         self.slices, self.lh, self.fs = tuple(slices), int(lh), float(font_scale)
         self.x, self.y, self.w = (int(v) for v in box[:3])
-        self.observations = observations if isinstance(observations, dict) else {}
+        if not isinstance(observations, dict):  # a bare image observation: the one key's
+            observations = {slices[0].key: observations} if observations is not None and len(slices) == 1 else {}
+        self.observations = observations
         self.boxes: list[tuple] = []  # (slice, y of its title, FeaturePanel or (cell, view?))
         y = self.y
         for s in slices:
@@ -86,7 +112,8 @@ class DictSaliencyPanel:
             if s.spec:
                 hh, ww = _hw(s)
                 cell = _map_cell((hh, ww), self.w)
-                view = is_minigrid_view(env_id, s.key, s.shape) and s.key in self.observations
+                view = s.key in self.observations and is_minigrid_view(
+                    env_id, s.key, tuple(np.shape(self.observations[s.key])[1:]))
                 self.boxes.append((s, top, (y, cell, view)))
                 y += cell * hh + 6
             else:
