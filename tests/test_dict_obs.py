@@ -210,8 +210,9 @@ def test_a_bare_view_agents_saliency_is_drawn_on_its_view_not_over_the_full_rend
     from minigrid.wrappers import ImgObsWrapper
 
     from rlviz.draw.compose import Compositor
-    from rlviz.draw.panels_dict import DictSaliencyPanel, minigrid_view
+    from rlviz.draw.panels_dict import DictSaliencyPanel, agent_in_render, minigrid_view
     from rlviz.episode.trace import EpisodeInternals, EpisodeTrace
+    from rlviz.explain.partial_view import view_cell_to_grid
 
     env = ImgObsWrapper(gym.make(ENV, render_mode="rgb_array"))
     obs, _ = env.reset(seed=0)
@@ -228,7 +229,11 @@ def test_a_bare_view_agents_saliency_is_drawn_on_its_view_not_over_the_full_rend
                                  saliency=sal, saliency_label="gradient")
     comp = Compositor(trace, internals)
     assert isinstance(comp.features, DictSaliencyPanel)
-    np.testing.assert_array_equal(comp.game_frame(0), frame)  # no 7x7 tint stretched over the 5x5 grid
+    # on the full render, only the world cell of that view cell is tinted: the agent at (1, 1) heading right
+    # (found in the render), the cell ahead of it (2, 1): pixels 64..95 x 32..63 (no 7x7 tint stretched over it)
+    assert agent_in_render(frame) == ((1, 1), 0) and view_cell_to_grid(VX, VY, (1, 1), 0) == (2, 1)
+    ys, xs = np.nonzero(np.abs(comp.game_frame(0).astype(int) - frame.astype(int)).sum(-1))
+    assert len(ys) and set(ys // 32) == {1} and set(xs // 32) == {2}
     img = comp.render(0)
     ((s, _, (y0, cell, view)),) = comp.features.boxes
     assert view and s.key == "image"
@@ -236,3 +241,19 @@ def test_a_bare_view_agents_saliency_is_drawn_on_its_view_not_over_the_full_rend
     drawn = img[y0 : y0 + 7 * cell, x0 : x0 + 7 * cell].astype(int)
     rows, cols = np.nonzero(np.abs(drawn - minigrid_view(obs, cell).astype(int)).sum(-1) > 0)
     assert len(rows) and set(rows // cell) == {VY} and set(cols // cell) == {VX}
+
+
+@pytest.mark.parametrize("agent_dir", [0, 1, 2, 3])
+def test_the_agent_is_found_in_the_full_render_beside_a_red_ball(agent_dir):
+    from minigrid.core.world_object import Ball
+
+    from rlviz.draw.panels_dict import agent_in_render
+
+    env = gym.make("MiniGrid-Empty-16x16-v0", render_mode="rgb_array")
+    env.reset(seed=0)
+    u = env.unwrapped
+    u.agent_pos, u.agent_dir = np.array((8, 7)), agent_dir
+    u.grid.set(9, 7, Ball("red"))  # red, like the agent, in the cell beside it
+    assert agent_in_render(env.render()) == ((8, 7), agent_dir)
+    u.agent_pos = np.array((1, 1))
+    assert agent_in_render(env.render(), tile=32) == ((1, 1), agent_dir)

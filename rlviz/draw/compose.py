@@ -247,6 +247,10 @@ class Compositor:
         if sal is not None and not self._vector_sal:
             heat = saliency_to_frame(np.asarray(sal[t], dtype=np.float32), self.frame_hw, self._sal_mode)
             frame = fast_blend(frame, heat, self._color_img, self.options.saliency_alpha)
+        elif isinstance(self.features, DictSaliencyPanel):  # MiniGrid's view: its saliency on the full grid too
+            heat = self.features.grid_heat(t, frame)
+            if heat is not None and heat.shape == frame.shape[:2]:
+                frame = fast_blend(frame, heat, self._color_img, self.options.saliency_alpha)
         return frame
 
     def render(self, t: int, out: np.ndarray | None = None) -> np.ndarray:

@@ -15,11 +15,17 @@ import cv2
 import numpy as np
 
 from ..explain.dict_obs import KeySlice, split_saliency
+from ..explain.partial_view import view_to_grid
 from .overlay import ACTOR_COLOR
 from .panels_features import FeaturePanel, feature_rows
 from .style import COLORS, put_text
 
-__all__ = ["DictSaliencyPanel", "dict_panel_height", "is_minigrid_view", "minigrid_view", "view_internals"]
+__all__ = ["DictSaliencyPanel", "dict_panel_height", "is_minigrid_view", "minigrid_view", "view_internals",
+           "agent_in_render", "TILE"]
+
+#: MiniGrid's render tile (pixels a cell; ``MiniGridEnv.tile_size``'s default).
+TILE = 32
+_AGENT_TILES: dict = {}
 
 #: Most pixels an image key's map takes on its longer side.
 _MAP_SIDE = 168
@@ -73,6 +79,37 @@ def minigrid_view(image, tile: int) -> np.ndarray | None:
         return None
 
 
+def _agent_tiles(tile: int) -> dict:
+    """MiniGrid's own rendering of the agent on an empty floor, by (heading, highlighted), ``tile`` pixels."""
+    if tile not in _AGENT_TILES:
+        from minigrid.core.grid import Grid
+
+        _AGENT_TILES[tile] = {(d, h): np.asarray(Grid.render_tile(None, agent_dir=d, highlight=h, tile_size=tile),
+                                                 np.uint8) for d in range(4) for h in (False, True)}
+    return _AGENT_TILES[tile]
+
+
+def agent_in_render(frame, tile: int = TILE) -> tuple[tuple[int, int], int] | None:
+    """((x, y), heading) of the agent in MiniGrid's full render ``frame`` (the one tile equal, pixel for pixel, to
+    MiniGrid's own drawing of the agent on the floor); None where no tile is (the agent on the goal or in an open
+    door, a render of another tile size, no minigrid)."""
+    f = np.asarray(frame)
+    if f.ndim != 3 or f.shape[0] % tile or f.shape[1] % tile:
+        return None
+    try:
+        tiles = _agent_tiles(tile)
+    except Exception:
+        return None
+    h, w = f.shape[0] // tile, f.shape[1] // tile
+    cells = f[: h * tile, : w * tile].reshape(h, tile, w, tile, 3).swapaxes(1, 2)  # [y, x, tile, tile, 3]
+    red = (cells[:, :, tile // 2, tile // 2, 0] == 255)  # (the triangle covers every heading's tile centre)
+    for y, x in zip(*np.nonzero(red)):
+        for (d, _), img in tiles.items():
+            if np.array_equal(cells[y, x], img):
+                return (int(x), int(y)), d
+    return None
+
+
 def view_internals(trace, internals):
     """A MiniGrid agent on its bare view image (``ImgObsWrapper``: observations [T+1, V, V, 3] or [T+1, 3, V, V],
     saliency maps [T+1, V, V], MiniGrid's x first): the internals with the maps as one ``image`` key, so that the view is drawn beside the full render
@@ -122,6 +159,21 @@ class DictSaliencyPanel:
                                                         self.fs)))
                 y += s.size * row + 6
         self.height = y - self.y
+
+    def grid_heat(self, t: int, frame) -> np.ndarray | None:
+        """float32 [H, W] (frame pixels): the saliency of MiniGrid's view at frame t projected onto the full
+        render at the agent's cell and heading (:func:`rlviz.explain.partial_view.view_to_grid`), or None (no view
+        key, the agent not found in the frame)."""
+        view = next((s for s, _, part in self.boxes if not isinstance(part, FeaturePanel) and part[2]), None)
+        if view is None:
+            return None
+        pose = agent_in_render(frame)
+        if pose is None:
+            return None
+        f = np.asarray(frame)
+        grid = view_to_grid(self.parts[view.key][t], pose[0], pose[1], (f.shape[1] // TILE, f.shape[0] // TILE))
+        grid = np.clip(np.nan_to_num(grid), 0.0, 1.0).astype(np.float32)
+        return np.repeat(np.repeat(grid, TILE, 0), TILE, 1)
 
     def draw_static(self, img: np.ndarray) -> None:
         """Key titles and the bars' tracks (the background, drawn once)."""
