@@ -15,7 +15,6 @@ from typing import NamedTuple
 import numpy as np
 
 from ..agent.obs import flat_size
-from .layout import detect_layout
 
 __all__ = ["KeySlice", "key_slices", "split_saliency"]
 
@@ -45,12 +44,11 @@ def _spec(space) -> str:
     from gymnasium import spaces
 
     shape = tuple(int(v) for v in getattr(space, "shape", None) or ())
-    if not isinstance(space, spaces.Box) or len(shape) not in (2, 3) or min(shape) < 2 and len(shape) == 2:
+    if not isinstance(space, spaces.Box) or len(shape) not in (2, 3):
         return ""
-    try:
-        return detect_layout(shape, space.dtype).spec
-    except Exception:  # (an ambiguous 3-D shape: taken as a vector)
-        return ""
+    # (rlviz.explain.layout's rule, without torch: the smaller of the first and last axes holds the channels)
+    spec = "hw" if len(shape) == 2 else "chw" if shape[0] < shape[-1] else "hwc"
+    return spec if min(shape[spec.index("h")], shape[spec.index("w")]) >= 2 else ""
 
 
 def key_slices(space) -> tuple[KeySlice, ...] | None:

@@ -17,7 +17,6 @@ from ..agent.policy_output import PolicyOutput
 from ..episode.trace import EpisodeInternals, EpisodeTrace, returns_to_go
 from ..errors import UsageError
 from ..explain.attribution import attribution_class
-from ..explain.dict_obs import key_slices, split_saliency
 from .arrays import as_numpy
 
 if TYPE_CHECKING:  # torch is imported only when a policy is evaluated (annotations alone need none)
@@ -261,8 +260,15 @@ def compute_internals(
         gamma=float(gamma), kind=out.kind, saliency=maps, saliency_label=label, nvec=out.nvec, mean=out.mean,
         std=out.std, squash=out.squash, low=out.low, high=out.high, extras=extras or None,
         action_masks=trace.action_masks, quantiles=out.quantiles,
-        saliency_keys=key_slices(observation_space) if maps is not None and np.ndim(maps) == 2 else None,
+        saliency_keys=_keys(observation_space) if maps is not None and np.ndim(maps) == 2 else None,
     )
+
+
+def _keys(observation_space: Any) -> tuple | None:
+    """Which entries of a flattened Dict observation are which key (:mod:`rlviz.explain.dict_obs`), else None."""
+    from ..explain.dict_obs import key_slices
+
+    return key_slices(observation_space)
 
 
 def _one_pass(policy: Any, trace: EpisodeTrace, obs: Any) -> bool:
@@ -339,6 +345,8 @@ def episode_arrays(trace: EpisodeTrace, internals: EpisodeInternals, fps: float 
     if internals.saliency is not None and internals.saliency.ndim == 2:  # per-feature saliency of vector observations
         optional["saliency"] = np.asarray(internals.saliency, np.float32)
         if internals.saliency_keys:  # a Dict observation's: each key's own (image keys as maps [T+1, H, W])
+            from ..explain.dict_obs import split_saliency
+
             parts = split_saliency(internals.saliency, internals.saliency_keys)
             optional.update({f"saliency_key_{k}": v for k, v in parts.items()})
     data.update({k: v for k, v in optional.items() if v is not None})

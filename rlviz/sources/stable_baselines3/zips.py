@@ -171,7 +171,8 @@ def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None =
             f"QR-DQN, TQC, RecurrentPPO, MaskablePPO; got {type(policy).__name__}."
         )
     if dict_obs:  # rlviz flattens the Dict (obs_format "flat"); the module puts it back into SB3's dict
-        module = SB3DictInput(module, policy, observation_space or policy.observation_space)
+        given = observation_space if isinstance(observation_space, spaces.Dict) else policy.observation_space
+        module = SB3DictInput(module, policy, given)
     out = TorchPolicy(module, kind=kind, device=device, obs_transform=norm, action_space=policy.action_space,
                       squash=squash)
     out.obs_format = "flat" if dict_obs else "raw"  # SB3 one-hots Discrete observations itself (preprocess_obs)
