@@ -248,9 +248,9 @@ class Compositor:
             heat = saliency_to_frame(np.asarray(sal[t], dtype=np.float32), self.frame_hw, self._sal_mode)
             frame = fast_blend(frame, heat, self._color_img, self.options.saliency_alpha)
         elif isinstance(self.features, DictSaliencyPanel):  # MiniGrid's view: its saliency on the full grid too
-            heat = self.features.grid_heat(t, frame)
-            if heat is not None and heat.shape == frame.shape[:2]:
-                frame = fast_blend(frame, heat, self._color_img, self.options.saliency_alpha)
+            on_grid = self.features.grid_heat(t, frame)
+            if on_grid is not None and on_grid.shape == frame.shape[:2]:
+                frame = fast_blend(frame, on_grid, self._color_img, self.options.saliency_alpha)
         return frame
 
     def render(self, t: int, out: np.ndarray | None = None) -> np.ndarray:

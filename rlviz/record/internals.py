@@ -264,7 +264,7 @@ def compute_internals(
     )
 
 
-def _keys(observation_space: Any) -> tuple | None:
+def _keys(observation_space: Any) -> tuple[Any, ...] | None:
     """Which entries of a flattened Dict observation are which key (:mod:`rlviz.explain.dict_obs`), else None."""
     from ..explain.dict_obs import key_slices
 

@@ -69,9 +69,10 @@ def dict_policy_space(saved: dict, env_space, source: str):
     out = {}
     for key, sub in env_space.spaces.items():
         kind, shape = got.get(key, (None, None))
-        if got and key in got and _is_image(sub) and shape == tuple(_transposed(sub).shape) != tuple(sub.shape):
+        if got and key in got and _is_image(sub) and shape == tuple(_transposed(sub).shape or ()) != tuple(
+                sub.shape or ()):
             sub = _transposed(sub)
-        ok = kind in (None, type(sub).__name__) and (shape is None or shape == tuple(sub.shape))
+        ok = kind in (None, type(sub).__name__) and (shape is None or shape == tuple(sub.shape or ()))
         if not ok:
             got = {}  # (reported below)
             break
@@ -102,7 +103,8 @@ class SB3DictInput(nn.Module):
 
         self.inner = inner
         self.policy: Any = policy
-        flipped = transposed_keys(env_space, policy.observation_space)
+        pol: Any = policy
+        flipped = transposed_keys(env_space, pol.observation_space)
         self.parts: list[tuple[str, int, tuple | None, bool]] = []  # (key, size, shape to restore, transpose)
         at = 0
         for key, sub in env_space.spaces.items():
@@ -114,7 +116,7 @@ class SB3DictInput(nn.Module):
         # what preprocess_obs is shown during forward: the one-hot keys as Boxes of their size (identity but .float())
         self.seen = spaces.Dict({k: (s if isinstance(s, spaces.Box) else spaces.Box(0.0, 1.0, (flat_size(s),),
                                                                                      np.float32))
-                                 for k, s in policy.observation_space.spaces.items()})
+                                 for k, s in pol.observation_space.spaces.items()})
 
     def split(self, obs: torch.Tensor) -> dict:
         out, at = {}, 0
