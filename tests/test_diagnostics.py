@@ -254,3 +254,28 @@ def test_panels_draw_gaps_and_nan_markers_instead_of_crashing():
     # the "NaN" labels are drawn in the "chosen" colour where the numbers were
     label = frames[3][L.bar_rows[0] : L.bar_rows[-1] + L.bar_h, L.bar_x0 + L.bar_len + 2 :]
     assert (label == np.array(COLORS["chosen"], np.uint8)).all(-1).sum() > 20
+
+
+class _TwoLogits(torch.nn.Module):
+    """CartPole: a linear actor-critic that never says how many actions it has (TorchPolicy reads it from its first
+    forward)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.pi = torch.nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.pi(x), x[:, 0]
+
+
+@pytest.mark.parametrize("num_envs", [1, 4])
+def test_a_policy_built_without_num_actions_is_diagnosed_on_several_envs(num_envs):
+    """The first episodes start before the first forward tells A: their action counts are still of the env's
+    Discrete(2) (0.5 crashed in diagnose on counts of sizes 1 and 2)."""
+    policy = TorchPolicy(_TwoLogits(), device="cpu")
+    assert policy.num_actions == -1
+    result = rollout("CartPole-v1", policy, RolloutPlan(6, max_steps=40, seed=0, num_envs=num_envs))
+    counts = [e.diag["action_counts"] for e in result.episodes]
+    assert all(len(c) == 2 for c in counts) and [sum(c) for c in counts] == [e.length for e in result.episodes]
+    diagnose(result)  # (no error)

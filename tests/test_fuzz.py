@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import torch
@@ -125,6 +126,24 @@ def _ppo(env_id: str = "CartPole-v1"):
 def _sb3(folder: Path) -> Path:
     _ppo().save(folder / "ppo.zip")
     return folder / "ppo.zip"
+
+
+def _dict_recipe():
+    from rlviz.envs.recipe import EnvRecipe, WrapperSpec
+
+    return EnvRecipe("MiniGrid-Empty-5x5-v0", wrappers=(WrapperSpec("_dict_envs:ImageDirection"),))
+
+
+@reader("sb3-zip-dict", load=lambda p: load_agent(p, env=_dict_recipe()))  # a MultiInputPolicy's: Dict spaces text
+def _sb3_dict(folder: Path) -> Path:
+    import minigrid  # noqa: F401  (registers the ids)
+    from _dict_envs import ImageDirection
+    from stable_baselines3 import PPO
+
+    env = ImageDirection(gym.make("MiniGrid-Empty-5x5-v0"))
+    PPO("MultiInputPolicy", env, n_steps=64, seed=0, device="cpu", policy_kwargs={"net_arch": [16]}).save(
+        folder / "ppo_dict.zip")
+    return folder / "ppo_dict.zip"
 
 
 @reader("rl-zoo3-run")  # <env id>.zip, config.yml, args.yml, env_kwargs.yml, vecnormalize.pkl

@@ -20,6 +20,7 @@ from ..errors import UsageError
 from .layout import ComposeOptions, PanelData, PanelLayout, panel_layout
 from .overlay import saliency_to_frame
 from .panels_continuous import GaussianPanel
+from .panels_dict import DictSaliencyPanel, view_internals
 from .panels_discrete import BarsPanel
 from .panels_features import FeaturePanel, feature_names
 from .panels_memory import MemoryStrip, memory_plot_series, memory_series
@@ -70,6 +71,7 @@ class Compositor:
 
     def __init__(self, trace: EpisodeTrace, internals: EpisodeInternals, options: ComposeOptions | None = None):
         _check_inputs(trace, internals)
+        internals = view_internals(trace, internals)  # (a MiniGrid agent's bare view: drawn beside the render)
         self.trace, self.internals = trace, internals
         self.options = opt = options or ComposeOptions()
         if opt.saliency_mode not in ("auto", "linear", "nearest"):
@@ -102,8 +104,13 @@ class Compositor:
         self._sal_mode = opt.saliency_mode
         self._color_img = np.empty((fh, fw, 3), np.uint8)
         self._color_img[:] = opt.saliency_color
-        self.features: FeaturePanel | None = None  # per-feature saliency bars (vector observations)
-        if sal is not None and self._vector_sal and self.layout.features is not None:
+        self.features: FeaturePanel | DictSaliencyPanel | None = None  # per-feature saliency (vector observations)
+        if sal is not None and self._vector_sal and self.layout.features is not None and internals.saliency_keys:
+            fx, fy, fw_, _ = self.layout.features  # a Dict's keys: maps and bars
+            self.features = DictSaliencyPanel(sal, internals.saliency_keys, (fx, fy, fw_), self._lh, fs,
+                                              trace.observations, trace.env_id)
+            self.features.draw_static(self._background)
+        elif sal is not None and self._vector_sal and self.layout.features is not None:
             fx, fy, fw_, frow = self.layout.features
             self.features = FeaturePanel(sal, feature_names(trace.env_id, sal.shape[1]), (fx, fy, fw_), frow, fs)
             self.features.draw_static(self._background)
@@ -178,6 +185,11 @@ class Compositor:
             self._text(img, sal + f"   |   {self.trace.env_id}", x0, L.height - 12, "dim")
             return img
         self._text(img, sal, x0, L.height - 12 - lh, "dim")
+        if L.features is not None and it.saliency_keys:
+            self._text(img, "saliency per observation key (full = the key's episode max)", x0, L.features[1] - 6,
+                       "dim", small)
+            self._text(img, f"maps and bars per key   |   {self.trace.env_id}", x0, L.height - 12, "dim")
+            return img
         if L.features is not None:
             self._text(img, "saliency per observation feature (full bar = episode max)", x0, L.features[1] - 6,
                        "dim", small)
@@ -235,6 +247,10 @@ class Compositor:
         if sal is not None and not self._vector_sal:
             heat = saliency_to_frame(np.asarray(sal[t], dtype=np.float32), self.frame_hw, self._sal_mode)
             frame = fast_blend(frame, heat, self._color_img, self.options.saliency_alpha)
+        elif isinstance(self.features, DictSaliencyPanel):  # MiniGrid's view: its saliency on the full grid too
+            on_grid = self.features.grid_heat(t, frame)
+            if on_grid is not None and on_grid.shape == frame.shape[:2]:
+                frame = fast_blend(frame, on_grid, self._color_img, self.options.saliency_alpha)
         return frame
 
     def render(self, t: int, out: np.ndarray | None = None) -> np.ndarray:

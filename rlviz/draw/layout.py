@@ -11,6 +11,7 @@ import numpy as np
 from ..episode.trace import EpisodeInternals
 from ..errors import UsageError
 from .overlay import ACTOR_COLOR
+from .panels_dict import dict_panel_height
 from .panels_features import feature_rows
 from .style import ceil16, short, text_width
 
@@ -134,7 +135,11 @@ def panel_layout(opt: ComposeOptions, frame_hw: tuple[int, int], action_names, i
         extras = (px + m, y, pw - 2 * m, int(opt.extras_height))
         y += extras[3] + 4
     features = None
-    if vector_sal:  # title line, then one row per observation feature
+    if vector_sal and internals.saliency_keys:  # a Dict's keys: maps and bars (rlviz.draw.panels_dict)
+        y += lh + 6
+        features = (px + m, y, pw - 2 * m, lh)
+        y += dict_panel_height(internals.saliency_keys, pw - 2 * m, lh) + 4
+    elif vector_sal:  # title line, then one row per observation feature
         d = int(sal.shape[1])  # type: ignore[union-attr]
         y += lh + 6
         features = (px + m, y, pw - 2 * m, feature_rows(d, lh))

@@ -64,6 +64,13 @@ POLICY_CLASSES = frozenset({
     "sb3_contrib.common.recurrent.policies.RecurrentActorCriticCnnPolicy",
     "sb3_contrib.common.maskable.policies.MaskableActorCriticPolicy",
     "sb3_contrib.common.maskable.policies.MaskableActorCriticCnnPolicy",
+}) | frozenset({  # MultiInputPolicy (Dict observations: rlviz.sources.stable_baselines3.dict_obs)
+    "stable_baselines3.common.policies.MultiInputActorCriticPolicy",
+    "stable_baselines3.dqn.policies.MultiInputPolicy",
+    "stable_baselines3.sac.policies.MultiInputPolicy",
+    "stable_baselines3.td3.policies.MultiInputPolicy",
+    "sb3_contrib.qrdqn.policies.MultiInputPolicy",
+    "sb3_contrib.tqc.policies.MultiInputPolicy",
 })
 #: torch activations an SB3 ``policy_kwargs["activation_fn"]`` may name.
 ACTIVATION_CLASSES = frozenset(
@@ -75,6 +82,7 @@ ACTIVATION_CLASSES = frozenset(
 EXTRACTOR_CLASSES = frozenset({
     "stable_baselines3.common.torch_layers.NatureCNN",
     "stable_baselines3.common.torch_layers.FlattenExtractor",
+    "stable_baselines3.common.torch_layers.CombinedExtractor",
 })
 
 _TRUST = "--trust-checkpoint (trust=True)"

@@ -342,6 +342,8 @@ class EpisodeInternals(PolicyFields):
     memory_kind: the policy's ``memory_kind`` ("lstm", "gru", "other"; "" without memory)
     memory_start_gap: with a state the loop annotated (``annotate(state=...)``): how far the state it carried into
               the episode's first step is from the initial state (None otherwise; > 1e-6: ``state_not_reset``)
+    saliency_keys: for a Dict observation's per-entry saliency [T+1, D]: which entries are which key
+              (:class:`rlviz.explain.dict_obs.KeySlice` tuples; image keys are drawn as maps), else None
     """
 
     entropy: np.ndarray
@@ -355,3 +357,4 @@ class EpisodeInternals(PolicyFields):
     memory_saliency: np.ndarray | None = None
     memory_kind: str = ""
     memory_start_gap: float | None = None
+    saliency_keys: tuple | None = None

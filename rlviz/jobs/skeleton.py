@@ -27,6 +27,7 @@ import torch
 
 from .. import progress
 from ..agent.capabilities import capabilities_of
+from ..agent.obs import ObsAdapter
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
 from ..envs import make_env
 from ..errors import UsageError
@@ -139,8 +140,9 @@ def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
     if config.saliency is None or not parse_video_spec(config.videos):
         return
     env = make_env(agent.recipe, render_mode=None)
-    try:
-        obs = np.asarray(env.reset(seed=config.seed)[0])[None]
+    try:  # as the policy takes it (a Dict flattened for an SB3 MultiInputPolicy: rlviz.agent.obs)
+        obs = ObsAdapter(env.observation_space, capabilities_of(agent.policy).obs_format).batch(
+            [env.reset(seed=config.seed)[0]])
     finally:
         env.close()
     policy = agent.policy

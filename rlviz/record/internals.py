@@ -286,14 +286,23 @@ def compute_internals(
     bootstrap = float(out.value[-1]) if trace.truncated and out.value is not None else 0.0
     rtg = returns_to_go(trace.rewards, gamma, bootstrap)
     if saliency is not None and maps is None:
-        maps, label = _saliency(trace, policy, out, saliency, saliency_target)
+        maps, label = _saliency(trace, policy, out, saliency, saliency_target,
+                                None if obs is trace.observations else obs)
     extras = {k: cast(np.ndarray, annotations.array(k, n - 1))[:, 0] for k in annotations.rows if k not in _NAMED} if annotations else {}
     return EpisodeInternals(
         logits=out.logits, probs=out.probs, value=out.value, entropy=out.entropy, returns_to_go=rtg,
         gamma=float(gamma), kind=out.kind, saliency=maps, saliency_label=label, nvec=out.nvec, mean=out.mean,
         std=out.std, squash=out.squash, low=out.low, high=out.high, extras=extras or None,
         action_masks=trace.action_masks, quantiles=out.quantiles,
+        saliency_keys=_keys(observation_space) if maps is not None and np.ndim(maps) == 2 else None,
     )
+
+
+def _keys(observation_space: Any) -> tuple[Any, ...] | None:
+    """Which entries of a flattened Dict observation are which key (:mod:`rlviz.explain.dict_obs`), else None."""
+    from ..explain.dict_obs import key_slices
+
+    return key_slices(observation_space)
 
 
 def _one_pass(policy: Any, trace: EpisodeTrace, obs: Any) -> bool:
@@ -322,7 +331,7 @@ def _targets(trace: Any, policy: Any, method: Any, target: Any, dist: str | None
                      "saliency_target='value', or method='perturbation' with target='action' (the whole policy).")
 
 
-def _saliency(trace: Any, policy: Any, out: Any, method: Any, target: Any) -> Any:
+def _saliency(trace: Any, policy: Any, out: Any, method: Any, target: Any, obs: Any = None) -> Any:
     from ..explain.saliency import episode_saliency
 
     taken = _targets(trace, policy, method, target, out.dist)
@@ -331,7 +340,8 @@ def _saliency(trace: Any, policy: Any, out: Any, method: Any, target: Any) -> An
     else:  # the value and the whole-policy perturbation score ignore the actions
         chosen = np.zeros(trace.num_steps + 1, np.int64)
     # maps live in an unlinked temporary file (np.memmap), freed with the array
-    return episode_saliency(policy, trace.observations, chosen, method=method, target=target)
+    # (obs: the policy's input when it differs from the recorded observations: a Dict flattened, rlviz.agent.obs)
+    return episode_saliency(policy, trace.observations if obs is None else obs, chosen, method=method, target=target)
 
 
 def save_episode_data(trace: EpisodeTrace, internals: EpisodeInternals, path: Path, fps: float | None = None) -> Path:
@@ -368,6 +378,11 @@ def episode_arrays(trace: EpisodeTrace, internals: EpisodeInternals, fps: float 
                 "nvec": None if internals.nvec is None else np.asarray(internals.nvec)}
     if internals.saliency is not None and internals.saliency.ndim == 2:  # per-feature saliency of vector observations
         optional["saliency"] = np.asarray(internals.saliency, np.float32)
+        if internals.saliency_keys:  # a Dict observation's: each key's own (image keys as maps [T+1, H, W])
+            from ..explain.dict_obs import split_saliency
+
+            parts = split_saliency(internals.saliency, internals.saliency_keys)
+            optional.update({f"saliency_key_{k}": v for k, v in parts.items()})
     data.update({k: v for k, v in optional.items() if v is not None})
     if internals.mean is not None:
         data["squash"] = np.bool_(internals.squash)

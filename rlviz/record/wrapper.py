@@ -59,7 +59,8 @@ OLD_KEYWORDS = ("strip", "gamma", "saliency", "saliency_target", "compose_option
 
 
 def check_saliency(saliency: str | None, policy: Any, observation_space: Any) -> None:
-    """``RecordOptions.saliency`` against the policy and the env's observations (the rule ``attribute()`` applies)."""
+    """``RecordOptions.saliency`` against the policy and the env's observations (the rule ``attribute()`` applies;
+    observations the policy takes flattened, a Dict's for an SB3 MultiInputPolicy, get one number per entry)."""
     if saliency is None:
         return
     if saliency not in SALIENCY_METHODS:
@@ -67,7 +68,7 @@ def check_saliency(saliency: str | None, policy: Any, observation_space: Any) ->
     if policy is None:
         raise UsageError(f"saliency={saliency!r} needs policy=...: saliency takes the network apart.")
     attribution_class(saliency).check_policy(policy)
-    if not is_plain(observation_space):
+    if not is_plain(observation_space) and getattr(policy, "obs_format", "flat") != "flat":
         raise UsageError(f"saliency={saliency!r} maps array observations, but this env's are {observation_space}; "
                          "use saliency=None (CLI: --saliency none) for it.")
 

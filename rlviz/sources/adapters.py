@@ -54,7 +54,7 @@ def to_policy(obj, *, observation_space=None, action_space=None, kind: str = "au
     if isinstance(obj, Policy):
         return obj
     if type(obj).__module__.startswith(_SB3) or type(getattr(obj, "policy", None)).__module__.startswith(_SB3):
-        return sb3_policy(obj, device=device)
+        return sb3_policy(obj, device=device, observation_space=observation_space)
     if not isinstance(obj, nn.Module):
         raise UsageError(
             f"rlviz cannot use a {type(obj).__name__} as a policy; expected a torch.nn.Module (forward returning "

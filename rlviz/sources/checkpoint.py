@@ -16,6 +16,7 @@ from typing import Any
 
 from torch import nn
 
+from ..agent.obs import ObsAdapter
 from ..agent.policy import KINDS
 from ..envs.recipe import EnvRecipe, WrapperSpec
 from ..errors import CheckpointError, UnsafeCheckpointError, UsageError
@@ -106,7 +107,8 @@ def _load_local(path, *, env, model, trust: bool, device: str, kind: str, vecnor
         if meta.get("channels_first"):  # SB3's VecTransposeImage, rebuilt by name
             recipe = replace(recipe, wrappers=recipe.wrappers + (WrapperSpec("channels_first"),))
             obs_space = env_facts(recipe)[0]
-        check_forward(policy, tuple(obs_space.shape or ()), source)
+        given = ObsAdapter(obs_space, policy.capabilities.obs_format)  # (a Dict: flattened for a MultiInputPolicy)
+        check_forward(policy, (given.size,) if given.flat else tuple(obs_space.shape or ()), source)
         return LoadedAgent(policy, recipe, tuple(names), gamma, policy.kind, meta, Path(source), "sb3-zip")
     if fmt == "flax-msgpack":  # CleanRL's JAX scripts (rlviz.sources.cleanrl.jax_files); no JAX needed
         return load_cleanrl_jax(data, source, env=env, device=device)

@@ -111,7 +111,10 @@ class Runner:
         if self.obs is None:
             self.obs = ObsAdapter(env.observation_space, capabilities_of(self.policy).obs_format)
         obs = self.obs.single(obs)
-        ep = EpisodeState(index, seed, lives_of(info), self.policy.num_actions)
+        # (a Discrete env's action count from its space: a TorchPolicy built without num_actions reads it from its
+        # first forward, after the first episodes started, and their action counts must have the same size)
+        n = self.spec.size if self.spec.kind == "discrete" else self.policy.num_actions
+        ep = EpisodeState(index, seed, lives_of(info), n)
         ep.state = start_state(self.policy)
         if self.memory and index < MEMORY_EPISODES:
             ep.memory = MemorySample()

@@ -52,6 +52,7 @@ from ..limits import MAX_MEMBER_BYTES, check_archive, loads_json, read_member
 from ..schema import NUMBER, Field, check_fields, check_sizes
 from ..weights import load_weights
 from .continuous import actor_critic_head, offpolicy_algorithm, offpolicy_module, refuse_sde
+from .dict_obs import SB3DictInput, dict_policy_space
 from .recurrent_ppo import SB3RecurrentPolicy, is_recurrent
 from .vecnormalize import ObsNormalizer, VecNormalizeStats, check_stats_shape
 
@@ -91,7 +92,7 @@ class SB3ActorCritic(nn.Module):
         else:
             latent_pi = p.mlp_extractor.forward_actor(features[0])
             latent_vf = p.mlp_extractor.forward_critic(features[1])
-        return actor_critic_head(p, p.action_net(latent_pi), p.value_net(latent_vf).reshape(obs.shape[0]))
+        return actor_critic_head(p, p.action_net(latent_pi), p.value_net(latent_vf).reshape(-1))
 
 
 class SB3QNetwork(nn.Module):
@@ -121,19 +122,25 @@ class SB3QuantileNetwork(nn.Module):
         return {"logits": quantiles.mean(dim=1), "quantiles": quantiles}
 
 
-def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None) -> Policy:
+def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None = None,
+               observation_space=None) -> Policy:
     """Policy for an SB3 algorithm (``PPO``, ``A2C``, ``DQN``, ``SAC``, ``TD3``, ``DDPG``; sb3-contrib ``QRDQN``,
     ``TQC``) or its ``.policy``; ``vecnormalize``: the statistics it was trained under
     (:func:`rlviz.sources.stable_baselines3.vecnormalize.read_vecnormalize`), applied to the raw observations in front of the network
-    as SB3's ``VecNormalize`` does at evaluation."""
+    as SB3's ``VecNormalize`` does at evaluation. ``observation_space``: the env's, for a ``MultiInputPolicy``
+    (Dict observations, :mod:`rlviz.sources.stable_baselines3.dict_obs`) whose image keys SB3 trained channels
+    first; default: the policy's own."""
     require("stable_baselines3", "sb3", "Stable-Baselines3 models")
     from gymnasium import spaces
     from stable_baselines3.common.policies import ActorCriticPolicy
     from stable_baselines3.dqn.policies import DQNPolicy
 
     policy = getattr(model, "policy", model)
-    if isinstance(policy.observation_space, spaces.Dict):
-        raise UsageError("Stable-Baselines3 policies with Dict observations (MultiInputPolicy) are not supported yet.")
+    dict_obs = isinstance(policy.observation_space, spaces.Dict)
+    if dict_obs and (vecnormalize is not None or is_recurrent(policy)
+                     or type(policy).__module__.startswith("sb3_contrib.common.maskable")):
+        raise UsageError(f"This {type(policy).__name__} takes Dict observations; rlviz renders Dict (MultiInputPolicy) "
+                         "agents of PPO, A2C, DQN, SAC, TD3, DDPG, QR-DQN and TQC without VecNormalize.")
     action_spec(policy.action_space)  # a clear error for action spaces rlviz cannot draw
     policy.set_training_mode(False)
     if vecnormalize is not None:
@@ -163,9 +170,12 @@ def sb3_policy(model, *, device="auto", vecnormalize: VecNormalizeStats | None =
             f"rlviz supports SB3 PPO/A2C (ActorCriticPolicy), DQN (DQNPolicy), SAC, TD3, DDPG and sb3-contrib "
             f"QR-DQN, TQC, RecurrentPPO, MaskablePPO; got {type(policy).__name__}."
         )
+    if dict_obs:  # rlviz flattens the Dict (obs_format "flat"); the module puts it back into SB3's dict
+        given = observation_space if isinstance(observation_space, spaces.Dict) else policy.observation_space
+        module = SB3DictInput(module, policy, given)
     out = TorchPolicy(module, kind=kind, device=device, obs_transform=norm, action_space=policy.action_space,
                       squash=squash)
-    out.obs_format = "raw"  # SB3 one-hots Discrete observations itself (preprocess_obs)
+    out.obs_format = "flat" if dict_obs else "raw"  # SB3 one-hots Discrete observations itself (preprocess_obs)
     return out
 
 
@@ -308,6 +318,11 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
                 state = torch.load(io.BytesIO(weights_blob), map_location="cpu", weights_only=True)
         except Exception as exc:
             raise CheckpointError(f"{source}: policy.pth does not load as plain weights ({type(exc).__name__}).") from None
+    env_space = observation_space
+    saved_space = doc.get("observation_space")
+    if isinstance(saved_space, dict) and _SPACE_TYPE.fullmatch(str(saved_space.get(":type:", ""))) and (
+            _SPACE_TYPE.fullmatch(str(saved_space.get(":type:"))).group(1) == "Dict"):  # type: ignore[union-attr]
+        observation_space = dict_policy_space(saved_space, observation_space, source)  # (a MultiInputPolicy)
     channels_first = _check_spaces(doc, observation_space, action_space, source)
     if channels_first:  # the caller puts the "channels_first" wrapper on the recipe (meta says so)
         observation_space = channels_first_space(observation_space)
@@ -338,4 +353,4 @@ def load_sb3_zip(data: bytes, source: str, *, observation_space, action_space, t
             f"{source} was trained under VecNormalize (its data has _last_original_obs) but no statistics were "
             "found beside it: it will act on raw observations, i.e. as a different agent. Pass the "
             "vecnormalize.pkl saved with it (--vecnormalize PATH).", UserWarning, stacklevel=3)
-    return sb3_policy(policy, device=device, vecnormalize=vecnormalize), gamma, meta
+    return sb3_policy(policy, device=device, vecnormalize=vecnormalize, observation_space=env_space), gamma, meta
