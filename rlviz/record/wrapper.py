@@ -31,6 +31,7 @@ from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..agent.obs import is_plain
 from ..choices import SALIENCY_METHODS
+from ..envs.cameras import with_cameras
 from ..envs.frames import frame_rate, to_rgb_frame
 from ..envs.recipe import check_render_mode
 from ..episode.result import EpisodeResult
@@ -90,7 +91,7 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
             ``metadata["render_fps"]``, else 30; ``disable_logger`` has nothing to silence here).
         options: a :class:`~rlviz.record.frames.RecordOptions`: how the videos look and what is kept beside them
             (strip, gamma, saliency, saliency_target, compose_options, preset, crf, save_data, spool_dir,
-            action_names, squash, background). 0.3's keywords of those names still work for one release (with a
+            action_names, squash, background, camera). 0.3's keywords of those names still work for one release (with a
             ``DeprecationWarning``): given, they override the options' fields.
 
     The signature is ``RecordVideo``'s, plus ``policy`` and ``options`` (tests/test_signatures.py holds it).
@@ -116,6 +117,8 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
         gc_trigger: Callable[[int], bool] | None = None,
         options: RecordOptions | None = None,
     ) -> None:
+        if isinstance(options, RecordOptions) and options.camera is not None:
+            env = with_cameras(env, options.camera)  # MuJoCo: several cameras in each frame (rlviz.envs.cameras)
         super().__init__(env)
         if env.render_mode in (None, "human", "ansi"):
             raise RenderModeError(
