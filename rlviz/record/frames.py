@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from ..draw.compose import ComposeOptions
     from .stream import FrameStream
 
-__all__ = ["EpisodeVideo", "RecordOptions", "VideoLabels", "fold_old_keywords"]
+__all__ = ["EpisodeVideo", "RecordOptions", "VideoLabels", "fold_old_keywords", "preload_drawing"]
 
 
 @dataclass(frozen=True)
@@ -331,6 +331,16 @@ class EpisodeVideo:
         if opt.save_data:
             rate, _ = video_timing(trace.num_steps + 1, self.fps, compose.min_seconds)
             save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=rate)
+
+
+def preload_drawing() -> None:
+    """Import what drawing a panel video takes (the compositor and OpenCV, the encoder, the internals), so that the
+    first episode's end does not wait for it: a recorder with a policy will draw panels."""
+    from ..draw import video  # noqa: F401
+    from ..media.ffmpeg import ffmpeg_exe
+    from . import internals, memory  # noqa: F401
+
+    ffmpeg_exe()
 
 
 class _Evaluated:

@@ -8,7 +8,7 @@ policy, observations) are spooled to disk, the policy's internals are computed i
 ends and drawn in panels beside the game. Each video is a :class:`~rlviz.record.frames.EpisodeVideo`.
 
 Light in a training process: importing it loads no torch, matplotlib or ffmpeg; ffmpeg starts with a video's
-first frame, the drawing code when a panel video is written, torch only with a policy.
+first frame, torch and the drawing code only with a policy (or when a panel video of ``annotate()`` calls is written).
 
 Wrap outermost (after preprocessing wrappers): observations are then what the agent sees and
 frames are the full-colour game from ``render()``.
@@ -39,7 +39,7 @@ from ..episode.trace import EpisodeInternals
 from ..errors import UsageError
 from ..explain.attribution import attribution_class
 from .base import RecorderBase, default_triggers, every_episode, recorder_settings, settle_policy
-from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
+from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords, preload_drawing
 from .internals import compute_internals, save_episode_data
 from .modes import Stream
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
@@ -136,6 +136,8 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
             raise UsageError("step_trigger and video_length cut videos anywhere; with a policy a video is one "
                              "episode. Choose episodes with episode_trigger, or record frames only (no policy).")
         check_saliency(opt.saliency, self.policy, env.observation_space)
+        if self.policy is not None:
+            preload_drawing()  # (torch is loaded with the policy; the drawing code now, not at the first episode's end)
         settings = recorder_settings("RecordEpisode", video_folder, name_prefix, fps or frame_rate(env), env.metadata,
                                      video_length)  # (the env's metadata or dt: envs/frames.py)
         self.episode_trigger, self.step_trigger = default_triggers(
