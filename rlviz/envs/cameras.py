@@ -5,7 +5,7 @@ A camera list is a comma list (or a sequence) of: ``default`` (the env's own ``r
 ``render()`` return the views side by side, left to right in the order given (frames of one env share its render
 size, so two cameras give a frame twice as wide). It works on gymnasium's MuJoCo envs (their ``mujoco_renderer``) and
 dm_control through Shimmy (``physics.render``); an unknown camera is refused in one line listing the model's cameras.
-Nothing here imports mujoco: the env that needs it has loaded it.
+Nothing here imports mujoco (the env has loaded it).
 """
 
 from __future__ import annotations
@@ -33,12 +33,10 @@ def _physics(env: gym.Env) -> Any:
 
 def model_cameras(env: gym.Env) -> list[str]:
     """The model's camera names by id (``""`` for an unnamed one); raises when ``env`` is not a MuJoCo env."""
-    unwrapped = env.unwrapped
+    unwrapped: Any = env.unwrapped
     if getattr(unwrapped, "mujoco_renderer", None) is not None:
-        import mujoco  # (loaded by the env already)
-
-        model = unwrapped.model
-        return [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_CAMERA, i) or "" for i in range(model.ncam)]
+        model = unwrapped.model  # (a mujoco.MjModel: its cameras by id, with no import of mujoco here)
+        return [model.camera(i).name or "" for i in range(model.ncam)]
     physics = _physics(env)
     if physics is not None:
         return [physics.model.id2name(i, "camera") or "" for i in range(physics.model.ncam)]
