@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .choices import DEFAULT_NUM_ENVS, FAIL_ON, RAY_LOCAL, SALIENCY_METHODS, SALIENCY_TARGETS
 from .errors import UsageError
-from .options import CliOption, cli_options, option, parse_video_spec
+from .options import CliOption, camera_list, cli_options, option, parse_video_spec
 from .options import attention_value as _attention
 from .options import choice as _choice
 from .options import whole as _whole
@@ -77,6 +77,9 @@ class RenderConfig:
                                  "x-z or x-y plane, docs/bodies.md) or 'module:function' (default by env: RAM objects "
                                  "for 20 ALE games, docs/atari-objects.md; the agent's cell for MiniGrid)",
                                  metavar="pixels|ram|body:NAME|MODULE:FUNCTION")
+    camera: str | None = option(None, "MuJoCo envs (gymnasium's, dm_control's): the videos' cameras, tiled left to "
+                                "right: comma list of default (the env's own view), free, camera ids or names, e.g. "
+                                "track,0 (default: the env's own; docs/bodies.md)", metavar="CAMS")
     log_scale: bool = option(False, "log colour scale for the heatmap")
     attention: bool | str | None = option(
         None, "every step's attribution share per heatmap object (summary.json attention, attention_at_failure.png); "
@@ -111,6 +114,7 @@ class RenderConfig:
         set_(self, "threads", _whole("threads", self.threads, 1))
         set_(self, "memory_window", _whole("memory_window", self.memory_window, 0))
         set_(self, "wrapper", _wrappers(self.wrapper))
+        set_(self, "camera", ",".join(camera_list(self.camera)) or None)
         if self.ray is not None and (not isinstance(self.ray, str) or not self.ray.strip()):
             raise UsageError(f"--ray {self.ray!r}: expected an address ('auto', 'ray://HOST:PORT', 'HOST:PORT') or no "
                              "value for a local Ray instance.")
@@ -145,7 +149,7 @@ class RenderConfig:
 COMPARE_SHARED = ("env", "model", "wrapper", "trust_checkpoint", "episodes", "heatmap", "videos", "out", "overwrite", "seed",
                   "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale",
                   "attention", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers", "ray",
-                  "threads", "strict", "memory_window")
+                  "threads", "strict", "memory_window", "camera")
 #: The options of ``rlviz render`` that ``rlviz compare`` takes once per agent: RenderConfig's field -> compare's
 #: fields for A and B (``checkpoint`` is the positional A and B; ``--vecnormalize-a/-b`` each agent's statistics).
 COMPARE_PER_AGENT = {"checkpoint": ("a", "b"), "vecnormalize": ("vecnormalize_a", "vecnormalize_b")}

@@ -11,7 +11,7 @@ from typing import Any
 from .choices import SALIENCY_METHODS, VIDEO_KINDS
 from .errors import UsageError
 
-__all__ = ["CliOption", "option", "cli_options", "parse_video_spec", "whole", "choice", "attention_value"]
+__all__ = ["CliOption", "option", "cli_options", "parse_video_spec", "whole", "choice", "attention_value", "camera_list"]
 
 @dataclass(frozen=True)
 class CliOption:
@@ -150,3 +150,15 @@ def attention_value(att: Any) -> bool | str | None:
     if isinstance(att, str):
         return choice("attention", att, SALIENCY_METHODS)
     raise UsageError(f"attention={att!r}; expected True, False, None, 'off' or a saliency method name.")
+
+
+def camera_list(cameras: Any) -> tuple[str, ...]:
+    """--camera: ``"track,0"`` (or ``["track", 0]``) as ``("track", "0")``; ``()`` for None or an empty text
+    (the names are checked against the model by :mod:`rlviz.envs.cameras`)."""
+    if cameras is None or cameras == "":
+        return ()
+    items = cameras.split(",") if isinstance(cameras, str) else [str(c) for c in cameras]
+    names = tuple(str(c).strip() for c in items)
+    if any(not n for n in names):
+        raise UsageError(f"--camera {cameras!r} has an empty name; expected a comma list such as track,0 or default,0.")
+    return names

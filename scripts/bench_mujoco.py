@@ -13,6 +13,10 @@ Each pair runs interleaved (order alternating) ``--repeats`` times; min and medi
 
     python scripts/bench_mujoco.py --episodes 100 --repeats 3
     python scripts/bench_mujoco.py --only record --steps 60 --moviepy-python /tmp/mp/bin/python
+    python scripts/bench_mujoco.py --only record --before /tmp/old-tree   # + that tree's RecordEpisode, interleaved
+
+``--before DIR`` (a checkout of another commit, e.g. ``git archive REV | tar -x -C DIR``) adds that tree's recorder
+as a third contender in the same interleaved runs, so a change is measured against its baseline on the same load.
 """
 
 from __future__ import annotations
@@ -115,30 +119,37 @@ def record(which: str, steps: int, folder: str) -> float:
     return time.perf_counter() - t0
 
 
-def _in_process(kind: str, n: int, python: str) -> float:
-    """One measurement in a fresh process (each picks its OpenGL backend before mujoco is imported)."""
-    code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); sys.argv = ['x']\n"
+def _in_process(kind: str, n: int, python: str, root: Path = ROOT) -> float:
+    """One measurement in a fresh process (each picks its OpenGL backend before mujoco is imported), importing
+    rlviz from ``root``."""
+    code = (f"import sys; sys.path.insert(0, {str(root)!r}); sys.argv = ['x']\n"
             f"import importlib.util as u; s = u.spec_from_file_location('b', {__file__!r}); m = u.module_from_spec(s)\n"
             f"s.loader.exec_module(m); import tempfile\n"
             f"with tempfile.TemporaryDirectory() as d:\n"
             f"    print(m.{'record' if kind.startswith('record:') else kind}("
             f"{repr(kind.split(':')[1]) + ', ' if kind.startswith('record:') else ''}{n}"
             f"{', d' if kind.startswith('record:') else ''}))\n")
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "PYTHONPATH": str(root)}
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, env=env, timeout=1800)
     if out.returncode:
         raise SystemExit(f"{kind} failed:\n{out.stderr[-2000:]}")
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def _pair(names: tuple[str, str], runs: dict, repeats: int) -> dict:
+def _pair(names: tuple[str, ...], runs: dict, repeats: int) -> dict:
+    """Each of ``names`` run ``repeats`` times, interleaved (order reversed every other round); the ratios of the
+    first to the second (and of a third, when given, to the second)."""
     times: dict[str, list[float]] = {n: [] for n in names}
     for rep in range(repeats):
         for n in names if rep % 2 == 0 else names[::-1]:
             times[n].append(runs[n]())
-    a, b = names
-    return {"times": times, "ratio_min": min(times[a]) / min(times[b]),
-            "ratio_median": statistics.median(times[a]) / statistics.median(times[b])}
+    a, b = names[:2]
+    out = {"times": times, "ratio_min": min(times[a]) / min(times[b]),
+           "ratio_median": statistics.median(times[a]) / statistics.median(times[b])}
+    for c in names[2:]:
+        out[f"{c}_ratio_min"] = min(times[c]) / min(times[b])
+        out[f"{c}_ratio_median"] = statistics.median(times[c]) / statistics.median(times[b])
+    return out
 
 
 def main() -> None:
@@ -148,6 +159,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", choices=("render", "record"))
     ap.add_argument("--moviepy-python", default=sys.executable, help="a Python with moviepy, for RecordVideo")
+    ap.add_argument("--before", help="another checkout of rlviz whose recorder is timed too, interleaved")
     args = ap.parse_args()
     me = sys.executable
     report = {}
@@ -160,15 +172,20 @@ def main() -> None:
               f"{statistics.median(r['times']['bare']):.2f}s; rlviz / bare: min {r['ratio_min']:.2f}x, median "
               f"{r['ratio_median']:.2f}x (<= 1.2 wanted)")
     if args.only in (None, "record"):
-        r = _pair(("rlviz", "recordvideo"),
-                  {"rlviz": lambda: _in_process("record:rlviz", args.steps, me),
-                   "recordvideo": lambda: _in_process("record:recordvideo", args.steps, args.moviepy_python)},
-                  args.repeats)
+        runs = {"rlviz": lambda: _in_process("record:rlviz", args.steps, me),
+                "recordvideo": lambda: _in_process("record:recordvideo", args.steps, args.moviepy_python)}
+        if args.before:
+            runs["before"] = lambda: _in_process("record:rlviz", args.steps, me, Path(args.before).resolve())
+        r = _pair(tuple(runs), runs, args.repeats)
         report["record"] = r
         print(f"{ENV}, {args.steps} steps recorded: RecordEpisode with panels {min(r['times']['rlviz']):.2f}s min / "
               f"{statistics.median(r['times']['rlviz']):.2f}s median, RecordVideo "
               f"{min(r['times']['recordvideo']):.2f}s / {statistics.median(r['times']['recordvideo']):.2f}s; "
               f"rlviz / RecordVideo: min {r['ratio_min']:.2f}x, median {r['ratio_median']:.2f}x (<= 1.0 wanted)")
+        if args.before:
+            print(f"  --before {args.before}: {min(r['times']['before']):.2f}s min / "
+                  f"{statistics.median(r['times']['before']):.2f}s median; before / RecordVideo: min "
+                  f"{r['before_ratio_min']:.2f}x, median {r['before_ratio_median']:.2f}x")
     print(json.dumps({k: {kk: vv for kk, vv in v.items() if kk != "times"} for k, v in report.items()}))
 
 

@@ -4,7 +4,8 @@ from a file), rlviz's wrappers by name, cheap seeded ALE resets, and the one con
 
 from __future__ import annotations
 
+from .cameras import CameraTiles, with_cameras
 from .frames import to_rgb_frame
 from .recipe import WRAPPERS, EnvRecipe, WrapperSpec, atari_recipe, make_env, make_vec_env, register_envs
 
-__all__ = ["EnvRecipe", "WRAPPERS", "WrapperSpec", "atari_recipe", "make_env", "make_vec_env", "register_envs", "to_rgb_frame"]
+__all__ = ["CameraTiles", "EnvRecipe", "WRAPPERS", "WrapperSpec", "atari_recipe", "make_env", "make_vec_env", "register_envs", "to_rgb_frame", "with_cameras"]

@@ -87,7 +87,8 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
         name_prefix=name_prefix,
         options=RecordOptions(gamma=gamma, saliency=config.saliency, saliency_target=config.saliency_target,
                               memory_window=getattr(config, "memory_window", 16), action_names=agent.action_names, compose_options=ComposeOptions(min_seconds=min_seconds),
-                              background=False),  # a batch job draws in its own thread (no writer thread to stop)
+                              background=False,  # a batch job draws in its own thread (no writer thread to stop)
+                              camera=getattr(config, "camera", None)),
     )
     spec = attention_spec(config)  # with attention: the per-object share track under the panels
     track = share_track(record) if spec is not None else None

@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from ..draw.compose import ComposeOptions
     from .stream import FrameStream
 
-__all__ = ["EpisodeVideo", "RecordOptions", "VideoLabels", "fold_old_keywords"]
+__all__ = ["EpisodeVideo", "RecordOptions", "VideoLabels", "fold_old_keywords", "preload_drawing"]
 
 
 @dataclass(frozen=True)
@@ -101,6 +101,9 @@ class RecordOptions:
         enlarged) so that the grid of ceil(sqrt(n)) columns is at most this wide.
     memory_window: a recurrent policy with saliency on: the memory saliency of each step over its last W
         observations (default 16; 0: none). The memory itself is drawn and kept with any recurrent policy.
+    camera: ``RecordEpisode`` on a MuJoCo env: the cameras tiled side by side in each frame, a comma list or a sequence
+        of ``default`` (the env's own view), ``free``, camera ids and names (:mod:`rlviz.envs.cameras`); None: the
+        env's own ``render()``.
     """
 
     strip: bool = False
@@ -118,6 +121,7 @@ class RecordOptions:
     sinks: Any = "auto"
     grid_width: int = 1280
     memory_window: int = 16
+    camera: str | tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if int(self.memory_window) < 0:
@@ -130,6 +134,8 @@ class RecordOptions:
             object.__setattr__(self, "action_names", tuple(str(n) for n in self.action_names))
         if isinstance(self.sinks, list):
             object.__setattr__(self, "sinks", tuple(self.sinks))
+        if self.camera is not None and not isinstance(self.camera, str):
+            object.__setattr__(self, "camera", tuple(str(c) for c in self.camera))
 
 
 def fold_old_keywords(args: tuple[Any, ...], kwargs: dict[str, Any], old: dict[str, Any]) -> tuple[Any, ...]:
@@ -336,6 +342,16 @@ class EpisodeVideo:
         if opt.save_data:
             rate, _ = video_timing(trace.num_steps + 1, self.fps, compose.min_seconds)
             save_episode_data(trace, internals, self.path.with_suffix(".npz"), fps=rate)
+
+
+def preload_drawing() -> None:
+    """Import what drawing a panel video takes (the compositor and OpenCV, the encoder, the internals), so that the
+    first episode's end does not wait for it: a recorder with a policy will draw panels."""
+    from ..draw import video  # noqa: F401
+    from ..media.ffmpeg import ffmpeg_exe
+    from . import internals, memory  # noqa: F401
+
+    ffmpeg_exe()
 
 
 class _Evaluated:

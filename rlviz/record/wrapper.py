@@ -8,7 +8,7 @@ policy, observations) are spooled to disk, the policy's internals are computed i
 ends and drawn in panels beside the game. Each video is a :class:`~rlviz.record.frames.EpisodeVideo`.
 
 Light in a training process: importing it loads no torch, matplotlib or ffmpeg; ffmpeg starts with a video's
-first frame, the drawing code when a panel video is written, torch only with a policy.
+first frame, torch and the drawing code only with a policy (or when a panel video of ``annotate()`` calls is written).
 
 Wrap outermost (after preprocessing wrappers): observations are then what the agent sees and
 frames are the full-colour game from ``render()``.
@@ -31,6 +31,7 @@ from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..agent.obs import is_plain
 from ..choices import SALIENCY_METHODS
+from ..envs.cameras import with_cameras
 from ..envs.frames import frame_rate, to_rgb_frame
 from ..envs.recipe import check_render_mode
 from ..episode.result import EpisodeResult
@@ -39,7 +40,7 @@ from ..errors import UsageError
 from ..explain.attribution import attribution_class
 from .annotated_state import warn_not_reset
 from .base import RecorderBase, default_triggers, every_episode, recorder_settings, settle_policy
-from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
+from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords, preload_drawing
 from .internals import compute_internals, save_episode_data
 from .modes import Stream
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
@@ -92,7 +93,7 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
             ``metadata["render_fps"]``, else 30; ``disable_logger`` has nothing to silence here).
         options: a :class:`~rlviz.record.frames.RecordOptions`: how the videos look and what is kept beside them
             (strip, gamma, saliency, saliency_target, compose_options, preset, crf, save_data, spool_dir,
-            action_names, squash, background). 0.3's keywords of those names still work for one release (with a
+            action_names, squash, background, camera). 0.3's keywords of those names still work for one release (with a
             ``DeprecationWarning``): given, they override the options' fields.
 
     The signature is ``RecordVideo``'s, plus ``policy`` and ``options`` (tests/test_signatures.py holds it).
@@ -118,6 +119,8 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
         gc_trigger: Callable[[int], bool] | None = None,
         options: RecordOptions | None = None,
     ) -> None:
+        if isinstance(options, RecordOptions) and options.camera is not None:
+            env = with_cameras(env, options.camera)  # MuJoCo: several cameras in each frame (rlviz.envs.cameras)
         super().__init__(env)
         if env.render_mode in (None, "human", "ansi"):
             raise RenderModeError(
@@ -135,6 +138,8 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
             raise UsageError("step_trigger and video_length cut videos anywhere; with a policy a video is one "
                              "episode. Choose episodes with episode_trigger, or record frames only (no policy).")
         check_saliency(opt.saliency, self.policy, env.observation_space)
+        if self.policy is not None:
+            preload_drawing()  # (torch is loaded with the policy; the drawing code now, not at the first episode's end)
         settings = recorder_settings("RecordEpisode", video_folder, name_prefix, fps or frame_rate(env), env.metadata,
                                      video_length)  # (the env's metadata or dt: envs/frames.py)
         self.episode_trigger, self.step_trigger = default_triggers(

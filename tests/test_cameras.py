@@ -1,0 +1,155 @@
+"""Several MuJoCo cameras in one frame (#46): ``--camera`` / ``RecordOptions(camera=...)`` tile the views left to
+right; an unknown camera is refused in one line naming the model's cameras. Videos are decoded back."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from rlviz.errors import UsageError
+from rlviz.options import camera_list
+
+needs_mujoco = pytest.mark.skipif(importlib.util.find_spec("mujoco") is None,
+                                  reason="the MuJoCo family needs mujoco (rlviz[dev])")
+
+
+def _make(env_id: str, **kwargs) -> gym.Env:
+    from rlviz.envs import make_env  # (picks the headless OpenGL backend before mujoco loads)
+
+    make_env(env_id, render_mode=None).close()
+    return gym.make(env_id, render_mode="rgb_array", **kwargs)
+
+
+def _actions(n: int, dims: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    return [rng.uniform(-1, 1, dims).astype(np.float32) for _ in range(n)]
+
+
+def _frames(env: gym.Env, actions: list[np.ndarray]) -> list[np.ndarray]:
+    env.reset(seed=5)
+    out = [env.render()]
+    for a in actions:
+        env.step(a)
+        out.append(env.render())
+    env.close()
+    return out
+
+
+def test_camera_list_parses_and_refuses_empty_names():
+    assert camera_list("track, 0") == ("track", "0") and camera_list(["track", 0]) == ("track", "0")
+    assert camera_list(None) == () == camera_list("")
+    with pytest.raises(UsageError, match="empty name"):
+        camera_list("track,,0")
+
+
+@needs_mujoco
+def test_two_cameras_give_a_frame_twice_as_wide_each_half_its_camera_decoded_from_the_mp4(tmp_path):
+    from rlviz import RecordEpisode
+    from rlviz.media import probe_video, read_video
+    from rlviz.record import RecordOptions
+
+    actions = _actions(6, 6)
+    own = _frames(_make("HalfCheetah-v5"), actions)  # the env's own view
+    track = _frames(_make("HalfCheetah-v5", camera_name="track"), actions)  # the model's camera 0
+    assert not np.array_equal(own[3], track[3])  # two different views
+    env = RecordEpisode(_make("HalfCheetah-v5"), tmp_path, episode_trigger=lambda k: True,
+                        options=RecordOptions(camera="default,track"))
+    env.reset(seed=5)
+    for a in actions:
+        env.step(a)
+    env.close()
+    path = env.last_video_path
+    info = probe_video(path)
+    h, w = own[0].shape[:2]
+    assert (info.width, info.height, info.num_frames) == (2 * w, h, len(actions) + 1)
+    for got, left, right in zip(read_video(path), own, track):
+        assert np.abs(got[:, :w].astype(int) - left).mean() < 3.0  # H.264, not bit-exact
+        assert np.abs(got[:, w:].astype(int) - right).mean() < 3.0
+        assert np.abs(got[:, w:].astype(int) - left).mean() > 3.0  # (the right half is not the own view again)
+
+
+class Gaussian(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.pi = nn.Linear(11, 3)
+
+    def forward(self, x):
+        mean = self.pi(x)
+        return {"mean": mean, "std": torch.full_like(mean, 0.3), "value": x[:, 0] * 0}
+
+
+def _render(tmp_path, name: str, *extra: str) -> int:
+    from rlviz.cli import main
+
+    path = tmp_path / "agent.pt"
+    if not path.exists():
+        torch.save(Gaussian(), path)
+    return main(["render", str(path), "--env", "Hopper-v5", "--trust-checkpoint", "--episodes", "1", "--videos",
+                 "first:1", "--out", str(tmp_path / name), "--no-progress", *extra])
+
+
+@needs_mujoco
+def test_render_camera_widens_the_video_by_one_body_view_and_an_unknown_camera_lists_the_models(tmp_path, capsys):
+    from rlviz.media import probe_video, read_video
+
+    assert _render(tmp_path, "one") == 0
+    assert _render(tmp_path, "two", "--camera", "track,0") == 0
+    one, two = (next((tmp_path / n / "videos").glob("*.mp4")) for n in ("one", "two"))
+    a, b = probe_video(one), probe_video(two)
+    assert b.width - a.width == 480 and b.height == a.height and b.num_frames == a.num_frames
+    # "track" is camera 0 of Hopper's model: the two tiles are the same view
+    frame = next(iter(read_video(two)))
+    assert np.abs(frame[:480, :480].astype(int) - frame[:480, 480:960]).mean() < 2.0
+    capsys.readouterr()
+    assert _render(tmp_path, "bad", "--camera", "side") == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].endswith("--camera 'side': Hopper-v5 has no such camera; its cameras: default (the env's own "
+                            "view), free (-1), 0 (track).")
+
+
+def test_camera_on_an_env_without_cameras_is_refused_in_one_line():
+    from rlviz.envs import with_cameras
+
+    with pytest.raises(UsageError, match="CartPole-v1, which is not a MuJoCo env"):
+        with_cameras(gym.make("CartPole-v1", render_mode="rgb_array"), "0")
+    env = gym.make("CartPole-v1", render_mode="rgb_array")
+    assert with_cameras(env, None) is env and with_cameras(env, "default") is env
+
+
+def _dm_control_env(**kwargs) -> gym.Env:
+    """dm_control's cheetah-run through Shimmy, or a skip where dm_control cannot build a model here (dm_control
+    1.0.50 needs mujoco 3.x: under mujoco 4.0 ``MjModel has no attribute 'flex_vertedge'``)."""
+    pytest.importorskip("shimmy")
+    pytest.importorskip("dm_control")
+    import shimmy
+
+    from rlviz.envs.headless import choose_gl
+
+    choose_gl("dm_control/cheetah-run-v0")
+    gym.register_envs(shimmy)
+    try:
+        env = gym.make("dm_control/cheetah-run-v0", render_mode="rgb_array", **kwargs)
+        env.reset(seed=0)
+    except AttributeError as exc:
+        pytest.skip(f"dm_control cannot build a model with this mujoco: {exc}")
+    return env
+
+
+def test_dm_control_cameras_tile_by_name():
+    from rlviz.envs import with_cameras
+
+    back = _dm_control_env(render_kwargs={"camera_id": 1})
+    want_back = back.render()
+    env = with_cameras(_dm_control_env(), "default,back")
+    frame = env.render()
+    h, w = want_back.shape[:2]
+    assert frame.shape == (h, 2 * w, 3)
+    np.testing.assert_array_equal(frame[:, w:], want_back)
+    with pytest.raises(UsageError, match=r"no such camera; its cameras: .*0 \(side\), 1 \(back\)\."):
+        with_cameras(_dm_control_env(), "top")
