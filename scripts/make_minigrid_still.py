@@ -1,8 +1,8 @@
 """docs/img/minigrid_dict_view.png: one frame of an SB3 MultiInputPolicy agent on MiniGrid (docs/bodies.md).
 
-An SB3 PPO ``MultiInputPolicy`` trained here for seconds on ``MiniGrid-Empty-5x5-v0`` through the wrapper below
-(MiniGrid's Dict without ``mission``, its image as float32 so that SB3 flattens it), rendered with
-``rlviz render --wrapper __main__:ImageDirection --videos first:1 --saliency gradient``, the video decoded back and
+An SB3 PPO ``MultiInputPolicy`` trained here for seconds on ``MiniGrid-Empty-5x5-v0`` through the suite's wrapper
+(tests/_dict_envs.py: MiniGrid's Dict without ``mission``, its image as float32 so that SB3 flattens it), rendered with
+``rlviz render --wrapper _dict_envs:ImageDirection --videos first:1 --saliency gradient``, the video decoded back and
 one frame saved: the full render with the view's saliency projected onto it, the agent's own view tinted by its
 saliency, the direction key's bars.
 
@@ -19,27 +19,16 @@ from pathlib import Path
 import cv2
 import gymnasium as gym
 import numpy as np
-from gymnasium import spaces
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]  # rlviz from this tree; the suite's wrapper (tests/_dict_envs.py)
+
+from _dict_envs import ImageDirection  # noqa: E402
 
 from rlviz import read_video  # noqa: E402
 from rlviz.cli import main as rlviz_main  # noqa: E402
 
 ENV = "MiniGrid-Empty-5x5-v0"
-
-
-class ImageDirection(gym.ObservationWrapper):
-    """MiniGrid's Dict without ``mission``; the image as float32 (a uint8 7x7 image would go to NatureCNN)."""
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        image = env.observation_space["image"]
-        self.observation_space = spaces.Dict({"image": spaces.Box(0.0, 255.0, image.shape, np.float32),
-                                              "direction": env.observation_space["direction"]})
-
-    def observation(self, observation):
-        return {"image": np.asarray(observation["image"], np.float32), "direction": observation["direction"]}
 
 
 def main() -> None:
@@ -58,7 +47,7 @@ def main() -> None:
         model.save(Path(folder) / "ppo_dict.zip")
         out = Path(folder) / "run"
         code = rlviz_main(["render", str(Path(folder) / "ppo_dict.zip"), "--env", ENV, "--wrapper",
-                           "__main__:ImageDirection", "--episodes", "1", "--videos", "first:1", "--saliency",
+                           "_dict_envs:ImageDirection", "--episodes", "1", "--videos", "first:1", "--saliency",
                            "gradient", "--out", str(out), "--no-progress"])
         if code:
             raise SystemExit(code)
