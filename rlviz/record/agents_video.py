@@ -330,7 +330,8 @@ class AgentsVideo:
         from .internals import compute_internals
 
         opt = self.options.record
-        internals = compute_internals(trace, policy, opt.gamma, None, opt.saliency_target, track.annotations, spec,
+        saliency = opt.saliency if policy is not None else None  # a policy to take apart: each thumbnail's tint
+        internals = compute_internals(trace, policy, opt.gamma, saliency, opt.saliency_target, track.annotations, spec,
                                       observation_space=track.agent.observation_space)
         return trace, internals
 
@@ -370,8 +371,10 @@ class AgentsVideo:
         acting[decisions[decisions < num_frames]] = True
         thumbs = track.thumbs.view() if track.thumbs is not None and len(track.thumbs) >= decisions.size + 1 else None
         actions = trace.actions if trace is not None else np.zeros((0,), np.int64)
+        sal = internals.saliency if internals is not None else None
+        sal = sal if thumbs is not None and sal is not None and sal.ndim == 3 else None  # image maps: on the thumbnails
         return AgentTimeline(agent, internals, actions, track.agent.action_names, index, acting,
-                             np.asarray(track.frame_rewards[:num_frames], np.float64), track.gone_at, thumbs)
+                             np.asarray(track.frame_rewards[:num_frames], np.float64), track.gone_at, thumbs, sal)
 
     def _save(self, parts: list[Any], num_frames: int) -> None:
         from ..media.atomic import atomic_path
