@@ -71,6 +71,7 @@ def compare_agents_into(folder: Path, agents: list[LoadedAgent], config: Compare
             heatmap_png = diff.plot(folder / "heatmap_diff.png", labels=("A", "B"))
     chosen = select_episodes(results[1].returns() - results[0].returns(), parse_video_spec(config.videos),
                              seed=config.seed)
+    labels = (f"A: {Path(config.a).name}", f"B: {Path(config.b).name}")
     videos = []
     for label, idx in chosen:
         with progress.phase(f"videos of episode {idx}"):
@@ -78,9 +79,9 @@ def compare_agents_into(folder: Path, agents: list[LoadedAgent], config: Compare
                        for agent, r, side, gamma in zip(agents, results, "ab", gammas)]
             fps = probe_video(singles[0]["video"], count=False).fps
             path, _ = side_by_side(singles[0]["video"], singles[1]["video"], folder / "videos" / f"{label}-{idx}.mp4",
-                                   fps=fps, labels=(f"A: {Path(config.a).name}", f"B: {Path(config.b).name}"))
+                                   fps=fps, labels=labels)
         videos.append(path)
-    return {"comparison": comparison, "table": format_agents_comparison(comparison), "heatmap_npz": heatmap_npz,
+    return {"comparison": comparison, "table": format_agents_comparison(comparison, labels), "heatmap_npz": heatmap_npz,
             "heatmap_png": heatmap_png, "videos": videos}
 
 
