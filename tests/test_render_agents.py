@@ -311,13 +311,6 @@ def test_the_games_that_reuse_one_env_reset_cleanly(env_id, kwargs, obs, actions
         assert alone.returns == run.episodes[k].returns and alone.steps == run.episodes[k].steps
 
 
-def test_compare_on_a_pettingzoo_env_is_refused_in_one_line(torch_checkpoint, tmp_path, capsys):
-    code = main(["compare", str(torch_checkpoint), str(torch_checkpoint), "--episodes", "2", "--out",
-                 str(tmp_path / "cmp")])
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and "not there yet" in err and len(err.splitlines()) == 1
-
-
 def test_atari_pong_renders_where_its_rom_is_installed_else_one_line(tmp_path):
     pytest.importorskip("multi_agent_ale_py")
     recipe = pettingzoo_recipe("pong_v3", {"max_cycles": 30},

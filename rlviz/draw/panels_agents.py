@@ -2,7 +2,8 @@
 
 Each agent's column shows, from the top: its name and state (``acting``, ``waiting`` for its turn, ``done``, or
 ``gone`` greyed out from the frame it left the game), the reward it received with the frame and its return so
-far, the action it took and its value; its own observation as a thumbnail when that is an image; its action bars
+far, the action it took and its value; its own observation as a thumbnail when that is an image (tinted by its
+saliency map when the recorder computes saliency); its action bars
 (:class:`~rlviz.draw.panels_discrete.BarsPanel`, masked actions included; Box actions:
 :class:`~rlviz.draw.panels_continuous.GaussianPanel`); its value against its return-to-go
 (:class:`~rlviz.draw.plot.TimePlot`) over its own decisions.
@@ -28,6 +29,7 @@ import numpy as np
 from ..episode.trace import EpisodeInternals
 from ..errors import UsageError
 from .layout import PanelLayout
+from .overlay import ACTOR_COLOR, blend, saliency_to_frame
 from .panels_continuous import GaussianPanel
 from .panels_discrete import BarsPanel
 from .plot import TimePlot, value_plot_series
@@ -111,6 +113,8 @@ class AgentTimeline:
     the agent decides at frame t.  rewards: float [N+1], what it received with frame t (frame 0: 0).
     gone_at: the frame it left the game while others played on (-1: it stayed to the end).
     thumbnails: [K+1, h, w, 3] uint8 (its observation at each decision, :func:`fit_thumbnail`) or None.
+    saliency: float [K+1, h', w'] in [0, 1] (its saliency map at each decision, in observation space, normalised over
+    its episode) or None: drawn over its thumbnails (:func:`~rlviz.draw.overlay.blend`, the policy's amber).
     """
 
     name: str
@@ -122,6 +126,7 @@ class AgentTimeline:
     rewards: np.ndarray
     gone_at: int = -1
     thumbnails: Any = None
+    saliency: Any = None
 
 
 class _Cell:
@@ -203,6 +208,8 @@ class _Cell:
             put_text(img, "value " + (f"{v:.3f}" if math.isfinite(v) else "NaN"), x, y + 3 * lh, "value", fs)
         if tl.thumbnails is not None and k >= 0:
             th = np.asarray(tl.thumbnails[k])
+            if tl.saliency is not None and k < len(tl.saliency):
+                th = blend(th, saliency_to_frame(np.asarray(tl.saliency[k], np.float32), th.shape[:2]), ACTOR_COLOR)
             img[self.thumb_y: self.thumb_y + th.shape[0], x: x + th.shape[1]] = th
         if self.bars is not None and k >= 0:
             self.bars.draw(img, k, action)

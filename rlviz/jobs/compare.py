@@ -15,6 +15,8 @@ own, written complete or not at all; see :mod:`rlviz.jobs.outdir`)::
     videos/<label>-<k>.mp4  A and B on episode k's seed side by side (singles in videos/a, videos/b)
     disagreements.json/.csv, disagreement_heatmap.*, videos/disagreements/   with --disagreements K: the states
                          where A and B choose differently, each played out by both (:mod:`rlviz.disagree`)
+
+On a PettingZoo env id each policy plays every agent and the statistics are per agent: :mod:`rlviz.jobs.compare_agents`.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from ..report.disagreements import disagreements_html
 from ..sinks.base import Sink
 from ..sinks.log import Logged, RunLog, findings_markdown, log_run
 from ..sources import LoadedAgent
+from .compare_agents import check_agents_compare, compare_agents_into
 from .inputs import check_model_folders
 from .render import record_videos, run_rollouts, select_episodes
 from .render_agents import is_agents_agent
@@ -98,13 +101,12 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         agents, pinned = [], []
         for side in "ab":  # render's stage 1 for each agent (its own --vecnormalize-a/-b)
             agent, rc, _ = job.agent(config.render_config(side))
-            if is_agents_agent(agent):
-                raise UsageError(f"rlviz compare on a PettingZoo env ({agent.recipe.env_id}) is not there yet; render "
-                                 "each checkpoint (rlviz render) and compare their summary.json 'agents' per agent.")
             agents.append(agent)
             pinned.append(rc.checkpoint)
         check_same_env(agents, (config.a, config.b))
         config = replace(config, a=pinned[0], b=pinned[1])  # type: ignore[type-var]  # hf://: the loaded commits
+        if is_agents_agent(agents[0]):  # a PettingZoo env id: per-agent statistics (jobs.compare_agents)
+            return _compare_agents(job, agents, config)
         # vector observations: no default attention (it needs an image); their saliency is per feature
         config = replace(config, attention=vector_attention_off(agents[0], config.render_config("a")).attention)  # type: ignore[type-var]
         for agent, side in zip(agents, "ab"):
@@ -120,6 +122,24 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
     return CompareOutputs(out, comparison, table, out / "comparison.json", out / "episodes.csv", final(heatmap_png),
                           final(heatmap_npz), tuple(final(v) for v in videos), final(found),
                           (final(attention[0]), final(attention[1])))
+
+
+def _compare_agents(job: Any, agents: list[LoadedAgent], config: CompareConfig) -> CompareOutputs:
+    """compare on a PettingZoo env: each policy plays every agent (:mod:`rlviz.jobs.compare_agents`)."""
+    check_agents_compare(agents, config)
+    for agent, side in zip(agents, "ab"):
+        check_saliency(agent, config.render_config(side))
+    gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
+    with job.staging("compare", config) as (tmp, _), torch_threads(config.threads):
+        written = compare_agents_into(tmp, agents, config, gammas, select_episodes)
+    out = Path(config.out)
+
+    def final(path: Path | None) -> Path | None:
+        return None if path is None else out / Path(path).relative_to(tmp)
+
+    return CompareOutputs(out, written["comparison"], written["table"], out / "comparison.json", out / "episodes.csv",
+                          final(written["heatmap_png"]), final(written["heatmap_npz"]),
+                          tuple(final(v) for v in written["videos"]))
 
 
 def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, sinks: list[Sink],

@@ -11,7 +11,8 @@ Output layout (in the run folder, beside ``rlviz-run.json``)::
     heatmap.png/.npz   (--heatmap, games rlviz knows agent positions of) one panel per agent: where it was when it
                        failed (:mod:`rlviz.evaluate.rollouts.agents`)
     videos/<label>-episode-<k>.mp4 (+ .npz)   the shared frame and one panel column per agent
-                       (:mod:`rlviz.draw.panels_agents`)
+                       (:mod:`rlviz.draw.panels_agents`); with --saliency each agent's observation thumbnail is
+                       tinted by its saliency map
     videos/<label>-episode-<k>-saliency.npz/.png   (--saliency) per agent: its mean and peak saliency over its
                        observations in that episode
 
@@ -224,7 +225,8 @@ def _video(agent: LoadedAgent, result: AgentsRolloutResult, idx: int, label: str
 
     env = make_agents_env(agent.recipe, render_mode="rgb_array")
     wrapper = RecordParallelEpisode if is_parallel(env) else RecordAECEpisode
-    options = AgentsOptions(record=RecordOptions(preset="ultrafast", gamma=gamma, action_names=agent.action_names))
+    options = AgentsOptions(record=RecordOptions(preset="ultrafast", gamma=gamma, action_names=agent.action_names,
+                                                 saliency=config.saliency, saliency_target=config.saliency_target))
     rec = wrapper(env, folder, episode_trigger=lambda e: True, name_prefix=label, policies=agent.policy,
                   options=options)
     rec.episode_id = idx - 1  # the file is <label>-episode-<idx>.mp4

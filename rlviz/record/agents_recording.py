@@ -73,13 +73,13 @@ class AgentsRecording:
                                   "Make the env with a render_mode that returns an image: render_mode='rgb_array'.")
         self.agents_options = opt = AgentsOptions.of(options)
         self.options: RecordOptions = opt.record
-        if opt.record.saliency is not None:
-            raise UsageError(f"saliency={opt.record.saliency!r}: the multi-agent recorders draw no saliency yet; use "
-                             "RecordOptions(saliency=None).")
         episode_trigger, step_trigger = triggers
         name_prefix, fps = name
         self.specs = agent_specs(env, policies, opt.record.action_names)
         self.has_policies = any(s.policy is not None for s in self.specs.values())
+        if opt.record.saliency is not None and not self.has_policies:  # drawn over each agent's thumbnail
+            raise UsageError(f"saliency={opt.record.saliency!r} takes a policy apart, and this recorder has none; pass "
+                             "policies=... or RecordOptions(saliency=None).")
         if self.has_policies and (step_trigger is not None or video_length):
             raise UsageError("step_trigger and video_length cut videos anywhere; with policies a video is one episode. "
                              "Choose episodes with episode_trigger, or record frames only (no policies).")

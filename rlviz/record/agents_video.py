@@ -41,7 +41,7 @@ from ..draw.panels_agents import AgentsLayout, fit_thumbnail, is_image_observati
 from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool
 from ..errors import UsageError
 from .frames import EpisodeVideo, RecordOptions, VideoLabels
-from .internals import Annotations
+from .internals import Annotations, compute_internals
 from .writer import BackgroundWriter
 
 __all__ = ["AgentSpec", "AgentsOptions", "AgentsVideo"]
@@ -327,10 +327,9 @@ class AgentsVideo:
         policy = track.agent.policy
         if policy is None and not any(key in track.annotations.rows for key in ("logits", "mean")):
             return trace, None
-        from .internals import compute_internals
-
         opt = self.options.record
-        internals = compute_internals(trace, policy, opt.gamma, None, opt.saliency_target, track.annotations, spec,
+        saliency = opt.saliency if policy is not None else None  # a policy to take apart: each thumbnail's tint
+        internals = compute_internals(trace, policy, opt.gamma, saliency, opt.saliency_target, track.annotations, spec,
                                       observation_space=track.agent.observation_space)
         return trace, internals
 
@@ -370,8 +369,10 @@ class AgentsVideo:
         acting[decisions[decisions < num_frames]] = True
         thumbs = track.thumbs.view() if track.thumbs is not None and len(track.thumbs) >= decisions.size + 1 else None
         actions = trace.actions if trace is not None else np.zeros((0,), np.int64)
+        sal = internals.saliency if internals is not None and thumbs is not None else None  # image maps: tint thumbnails
         return AgentTimeline(agent, internals, actions, track.agent.action_names, index, acting,
-                             np.asarray(track.frame_rewards[:num_frames], np.float64), track.gone_at, thumbs)
+                             np.asarray(track.frame_rewards[:num_frames], np.float64), track.gone_at, thumbs,
+                             sal if sal is not None and sal.ndim == 3 else None)
 
     def _save(self, parts: list[Any], num_frames: int) -> None:
         from ..media.atomic import atomic_path
