@@ -88,9 +88,30 @@ def test_record_episode_scalar_and_tuple_observations(env_id, tmp_path):
     assert np.load(result.video_path.with_suffix(".npz"))["probs"].shape == (result.length + 1, env.action_space.n)
 
 
-def test_saliency_on_structured_observations_is_refused_in_one_line(tmp_path):
+def test_saliency_on_structured_observations_is_one_number_per_flattened_entry(tmp_path):
+    # Blackjack's Tuple (32, 11, 2) reaches the policy one-hot flattened (45 entries): since 0.5 (#46, Dict
+    # observations everywhere) gradient saliency gives each entry |d logit[action] / d entry| (scaled), not a refusal
+    net = seeded_mlp(45, 2)
+    env = RecordEpisode(gym.make("Blackjack-v1", render_mode="rgb_array"), tmp_path, TorchPolicy(net),
+                        options=RecordOptions(saliency="gradient"))
+    result = run_episode(env, seed=0, max_steps=30)
+    env.close()
+    data = np.load(result.video_path.with_suffix(".npz"))
+    assert data["saliency"].shape == (result.length + 1, 45)
+    plain = gym.make("Blackjack-v1")
+    obs, _ = plain.reset(seed=0)
+    x = torch.tensor(ObsAdapter(plain.observation_space).batch([obs]), dtype=torch.float32, requires_grad=True)
+    out = net(x)
+    (grad,) = torch.autograd.grad((out[0] if isinstance(out, tuple) else out)[0, int(data["actions"][0])], x)
+    by_hand = grad.abs()[0].numpy()
+    np.testing.assert_allclose(data["saliency"][0] / data["saliency"][0].max(), by_hand / by_hand.max(), atol=1e-5)
+
+
+def test_saliency_on_observations_a_policy_takes_raw_is_refused_in_one_line(tmp_path):
+    policy = TorchPolicy(seeded_mlp(45, 2))
+    policy.obs_format = "raw"  # the policy preprocesses the Tuple itself (as SB3's do): no map of its input exists
     with pytest.raises(UsageError, match="saliency='gradient' maps array observations.*--saliency none"):
-        RecordEpisode(gym.make("Blackjack-v1", render_mode="rgb_array"), tmp_path, TorchPolicy(seeded_mlp(45, 2)),
+        RecordEpisode(gym.make("Blackjack-v1", render_mode="rgb_array"), tmp_path, policy,
                       options=RecordOptions(saliency="gradient"))
 
 
