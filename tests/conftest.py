@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import importlib
 import json
+import signal
 import socket
 import struct
 import sys
@@ -12,6 +13,16 @@ import threading
 from pathlib import Path
 
 import pytest
+
+
+def pytest_configure(config):
+    """Ctrl-C reaches the tests' child processes however pytest itself was started. A shell starts a background job
+    (``cmd &`` without job control, ``nohup``) with SIGINT ignored, and an ignored signal stays ignored across exec:
+    every child the Ctrl-C tests start (a CLI job, a training loop) would then shrug off its Ctrl-C and run until the
+    test's hang guard. A handled signal is reset to the default at exec, so pytest handling it as Python does by
+    default gives every child a terminal's Ctrl-C, as a user's process has."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class _BlockMoviepy:

@@ -108,7 +108,11 @@ def _run_loop(tmp_path: Path, kind: str, marker_at: int, sig: int) -> tuple[subp
             pytest.fail("the loop hung before its marker")
         time.sleep(0.02)
     proc.send_signal(sig)
-    stdout, stderr = proc.communicate(timeout=HANG_S)
+    try:
+        stdout, stderr = proc.communicate(timeout=HANG_S)
+    except subprocess.TimeoutExpired:  # (killed, not left running beside the rest of the suite)
+        proc.kill()
+        pytest.fail(f"the loop did not exit within {HANG_S:.0f} s of the signal: {proc.communicate()[1][-2000:]}")
     return subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr), out
 
 
