@@ -31,9 +31,8 @@ from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..agent.obs import is_plain
 from ..choices import SALIENCY_METHODS
-from ..envs.cameras import with_cameras
 from ..envs.frames import frame_rate, to_rgb_frame
-from ..envs.recipe import check_render_mode
+from ..envs.render_modes import check_render_mode
 from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals
 from ..errors import UsageError
@@ -120,6 +119,8 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
         options: RecordOptions | None = None,
     ) -> None:
         if isinstance(options, RecordOptions) and options.camera is not None:
+            from ..envs.cameras import with_cameras  # (MuJoCo's cameras: imported when asked for)
+
             env = with_cameras(env, options.camera)  # MuJoCo: several cameras in each frame (rlviz.envs.cameras)
         super().__init__(env)
         if env.render_mode in (None, "human", "ansi"):
