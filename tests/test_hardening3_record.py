@@ -385,6 +385,21 @@ def test_annotate_refuses_what_is_not_numbers_in_one_line(tmp_path):
     vec.close()
 
 
+def test_annotations_without_the_action_distribution_say_what_is_missing(tmp_path):
+    env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path, episode_trigger=lambda k: True,
+                        options=RecordOptions(sinks=None, background=False))
+    env.reset(seed=0)
+    with pytest.raises(UsageError) as info:
+        for _ in range(500):  # the episode's end draws its panels: there the missing logits are named
+            env.annotate(value=1.0, state=np.zeros(4, np.float32))
+            _, _, term, trunc, _ = env.step(0)
+            if term or trunc:
+                break
+    text = _one_line(info)
+    assert "gave value=, state= but no logits=" in text and "policy=" in text, text
+    env.close()
+
+
 def test_non_finite_logits_are_drawn_as_the_softmax_limits_with_one_warning(tmp_path):
     env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path, episode_trigger=lambda k: True)
     env.reset(seed=0)
