@@ -29,7 +29,7 @@ from .. import progress
 from ..agent.capabilities import capabilities_of
 from ..agent.obs import ObsAdapter
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
-from ..envs import make_env
+from ..envs import make_env, with_cameras
 from ..errors import UsageError
 from ..evaluate.backends.workers import Backend
 from ..explain import GivenState, attribute, attribution_class
@@ -39,7 +39,7 @@ from .outdir import claim_out_dir, job_inputs, run_folder
 from .shards import open_backend, share_agent
 from .stages import resolve_agent
 
-__all__ = ["JobSetup", "job_setup", "open_sinks", "check_saliency", "vector_attention_off"]
+__all__ = ["JobSetup", "job_setup", "open_sinks", "check_saliency", "check_camera", "vector_attention_off"]
 
 
 @dataclass
@@ -64,6 +64,7 @@ class JobSetup:
         fail (:func:`check_saliency`): before the long rollout, not after it."""
         config = vector_attention_off(agent, config)
         check_saliency(agent, config)
+        check_camera(agent, config)
         return config
 
     def sinks(self) -> list[Sink]:
@@ -131,6 +132,19 @@ def vector_attention_off(agent: LoadedAgent, config: RenderConfig) -> RenderConf
     finally:
         env.close()
     return replace(config, attention=False) if obs.ndim < 2 else config
+
+
+def check_camera(agent: LoadedAgent, config: RenderConfig) -> None:
+    """Refuse a ``--camera`` the env does not have before the rollout, not when its videos are made after it: the
+    env made once and its model's cameras read (:func:`rlviz.envs.with_cameras`)."""
+    cameras = getattr(config, "camera", None)
+    if not cameras or not parse_video_spec(config.videos):
+        return
+    env = make_env(agent.recipe)
+    try:
+        with_cameras(env, cameras)
+    finally:
+        env.close()
 
 
 def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
