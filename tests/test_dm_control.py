@@ -174,3 +174,46 @@ def test_an_unknown_dm_control_camera_is_refused_before_the_rollout(cheetah_zip,
     assert code == 2
     assert err[-1].endswith(f"--camera 'top': {ENV} has no such camera; its cameras: default (the env's own view), "
                             "free (-1), 0 (side), 1 (back).")
+
+
+PIXELS = {**SHORT, "render_kwargs": {"width": 64, "height": 64}}
+FRAMES = "gymnasium.wrappers:AddRenderObservation"
+
+
+def test_a_pixels_agent_renders_its_saliency_on_the_frames_it_saw(dm_ok, tmp_path):
+    """dm_control on pixels: gymnasium's AddRenderObservation makes the 64x64 frame the observation (Shimmy has no
+    pixels ids of its own); rlviz makes the env with frames wherever it reads its spaces, and turns the default
+    attention off for a Box agent (attention explains a Discrete action's logit)."""
+    sb3 = pytest.importorskip("stable_baselines3")
+    from gymnasium.wrappers import AddRenderObservation
+
+    from rlviz.cli import main
+    from rlviz.draw.video import video_timing
+    from rlviz.jobs.videos import MIN_VIDEO_SECONDS
+    from rlviz.media import probe_video
+
+    env = AddRenderObservation(make_env(EnvRecipe(ENV, PIXELS)))
+    assert env.observation_space.shape == (64, 64, 3)
+    model = sb3.PPO("CnnPolicy", env, seed=0, n_steps=64, batch_size=32, n_epochs=1, device="cpu")
+    model.learn(64)
+    model.save(tmp_path / "ppo_pixels.zip")
+    recipe, out = tmp_path / "pixels.json", tmp_path / "o"
+    recipe.write_text(EnvRecipe(ENV, PIXELS).to_json())
+    assert main(["render", str(tmp_path / "ppo_pixels.zip"), "--env", str(recipe), "--wrapper", FRAMES, "--episodes",
+                 "20", "--heatmap", "--videos", "first:1", "--saliency", "gradient", "--out", str(out),
+                 "--no-progress"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    ids = {f["id"] for f in summary["diagnostics"]}
+    assert summary["episodes"] == 20 and not ids & DISCRETE_IDS and "never_terminates" not in ids
+    assert not summary.get("attention")  # (off by default for a Box agent)
+    with np.load(out / "heatmap.npz") as hm:
+        assert list(hm["object_names"]) == ["torso"] and int(hm["failures"]) == 0
+    (video,) = (out / "videos").glob("*.mp4")
+    data = np.load(video.with_suffix(".npz"))
+    n = STEPS + 1
+    assert list(data["action_names"]) == ACTUATORS and data["mean"].shape == (n, 6)
+    info = probe_video(video)
+    rate, held = video_timing(n, 100.0, MIN_VIDEO_SECONDS)
+    # the 64x64 frame the agent saw, upscaled x7 (448 pixels), its saliency tinted on it, beside the panel
+    assert info.num_frames == n + held and info.width == 448 + 400
+

@@ -44,6 +44,12 @@ KNOWN_WRAPPER_CLASSES = frozenset(f"minigrid.wrappers:{c}" for c in (
     "OneHotPartialObsWrapper", "DictObservationSpaceWrapper", "DirectionObsWrapper", "ReseedWrapper",
     "ActionBonus", "PositionBonus", "SymbolicObsWrapper", "ViewSizeWrapper"))
 
+#: Observation wrappers whose observations are the env's frames (pixels from a state env, e.g. dm_control's): the env
+#: is made with ``render_mode="rgb_array"`` even where rlviz needs no frames of its own.
+FRAME_WRAPPERS = frozenset({"gymnasium.wrappers:AddRenderObservation",
+                            "gymnasium.wrappers.rendering:AddRenderObservation"})
+__all__ += ["FRAME_WRAPPERS"]
+
 _USER_WRAPPER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _IMPORTED: set = set()
 

@@ -123,15 +123,18 @@ def open_sinks(config: RenderConfig | CompareConfig) -> list[Sink]:
 def vector_attention_off(agent: LoadedAgent, config: RenderConfig) -> RenderConfig:
     """``config`` with the default attention (on with --saliency and --heatmap) turned off when the observations
     are a flat vector: attention shares an image's attribution among its objects, and a vector has no pixels
-    (its saliency is per feature, drawn in the videos). An explicit --attention is left to refuse."""
+    (its saliency is per feature, drawn in the videos); likewise for actions that are not Discrete (attention
+    explains the chosen action's logit: a Box agent on pixels, dm_control's through AddRenderObservation). An
+    explicit --attention is left to refuse."""
     if config.attention is not None or not (config.saliency and config.heatmap):
         return config
     env = make_env(agent.recipe, render_mode=None)
     try:
         obs = np.asarray(env.reset(seed=config.seed)[0])
+        discrete = isinstance(getattr(env.action_space, "n", None), (int, np.integer))
     finally:
         env.close()
-    return replace(config, attention=False) if obs.ndim < 2 else config
+    return replace(config, attention=False) if obs.ndim < 2 or not discrete else config
 
 
 def check_camera(agent: LoadedAgent, config: RenderConfig) -> None:
