@@ -198,6 +198,10 @@ def test_vector_recorders_refuse_an_unknown_camera_when_made(tmp_path):
 
     listed = r"--camera 'side': Hopper-v5 has no such camera; its cameras: default \(the env's own view\), free " \
              r"\(-1\), 0 \(track\)\.$"
+    from rlviz import RecordEpisode
+
+    with pytest.raises(UsageError, match=listed):
+        RecordEpisode(_make("Hopper-v5"), tmp_path, options=RecordOptions(camera="side"))
     with pytest.raises(UsageError, match=listed):
         RecordVectorEpisode(gym.vector.SyncVectorEnv([_hopper()]), tmp_path, options=RecordOptions(camera="side"))
     pooled = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1", render_mode="rgb_array")])
@@ -247,13 +251,18 @@ def test_vec_record_episode_tiles_the_cameras_with_and_without_a_model(tmp_path)
 
 
 @needs_mujoco
-def test_render_refuses_an_unknown_camera_before_the_rollout(tmp_path, capsys, monkeypatch):
-    render_job = importlib.import_module("rlviz.jobs.render")  # (rlviz.jobs.render is also the function's name)
+def test_render_and_compare_refuse_an_unknown_camera_before_the_rollout(tmp_path, capsys, monkeypatch):
+    from rlviz.cli import main
 
     def no_rollout(*args, **kwargs):
         raise AssertionError("the rollout ran before the camera was checked")
 
-    monkeypatch.setattr(render_job, "run_rollouts", no_rollout)
+    said = "Hopper-v5 has no such camera; its cameras: default (the env's own view), free (-1), 0 (track)."
+    monkeypatch.setattr(importlib.import_module("rlviz.jobs.render"), "run_rollouts", no_rollout)
     assert _render(tmp_path, "bad", "--camera", "side") == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].endswith("Hopper-v5 has no such camera; its cameras: "
-                                                                      "default (the env's own view), free (-1), 0 (track).")
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(said)
+    monkeypatch.setattr(importlib.import_module("rlviz.jobs.compare"), "_compare_into", no_rollout)
+    agent = str(tmp_path / "agent.pt")
+    assert main(["compare", agent, agent, "--env", "Hopper-v5", "--trust-checkpoint", "--episodes", "2", "--camera",
+                 "side", "--out", str(tmp_path / "cmp"), "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(said)
