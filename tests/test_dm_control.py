@@ -78,6 +78,27 @@ def test_dm_control_suite_tasks_have_no_terminal_state_but_lqr():
     assert default_body_extractor(ENV).body == "torso" and default_body_extractor("dm_control/reacher-easy-v0") is None
 
 
+def test_the_opengl_backend_is_chosen_before_shimmy_imports_mujoco():
+    """rlviz imports Shimmy for a dm_control/ id it does not know; Shimmy imports dm_control and mujoco, which bind
+    their OpenGL backend then: MUJOCO_GL is set first (a process that imported mujoco without it would render the
+    MuJoCo envs after it through GLFW, with no display)."""
+    import os
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("shimmy") is None or importlib.util.find_spec("dm_control") is None:
+        pytest.skip("dm_control through Shimmy needs shimmy[dm-control] (rlviz[dev])")
+    code = ("import os, sys\nfrom rlviz.envs.recipe import require_registered\nassert 'mujoco' not in sys.modules\n"
+            f"require_registered({ENV!r})\nprint(os.environ.get('MUJOCO_GL'), 'mujoco' in sys.modules)")
+    clean = {k: v for k, v in os.environ.items() if k not in ("MUJOCO_GL", "PYOPENGL_PLATFORM", "DISPLAY",
+                                                                 "WAYLAND_DISPLAY")}
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**clean, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    assert got.returncode == 0, got.stderr[-2000:]
+    backend, imported = got.stdout.split()
+    assert backend in ("egl", "osmesa") and imported == "True"
+
+
 def test_body_extractor_and_actuator_names_read_dm_controls_physics(dm_ok):
     from rlviz.envs.families import body_action_names
     from rlviz.evaluate.failures.body_objects import BodyExtractor

@@ -176,7 +176,9 @@ def register_envs(env_id: str | None = None) -> None:
         _REGISTERED.add(namespace)
     if env_id is not None and env_id not in gym.registry and not is_agents_env_id(env_id):
         from .families import register_family  # here, not at the top: a recorder's import needs none of it (#43)
+        from .headless import choose_gl
 
+        choose_gl(env_id)  # (dm_control/*: importing Shimmy imports mujoco, so its OpenGL backend is chosen first)
         register_family(env_id)  # MiniGrid-*, dm_control/*: their package, when installed (rlviz.envs.families)
 
 
