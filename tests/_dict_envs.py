@@ -3,6 +3,9 @@ sys.path)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
@@ -20,3 +23,18 @@ class ImageDirection(gym.ObservationWrapper):
 
     def observation(self, observation):
         return {"image": np.asarray(observation["image"], np.float32), "direction": observation["direction"]}
+
+
+def check_agent_cell_heatmap(out: Path, episodes: int = 20) -> dict:
+    """The checks of a ``render --heatmap`` of ``episodes`` episodes of MiniGrid-Empty-5x5-v0 written to ``out``: the
+    agent's cell (a 32x32 tile of the 160x160 render) counted on the frame each failing (goal-reaching) action was
+    chosen on, i.e. a neighbour of the goal at cell (3, 3): cell (2, 3) or (3, 2). Returns summary.json's dict."""
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["episodes"] == episodes
+    with np.load(out / "heatmap.npz") as hm:
+        assert list(hm["object_names"]) == ["agent"]
+        counts, failures = hm["counts"][0], int(hm["failures"])
+    terminated = round(summary["terminated_rate"] * episodes)
+    assert counts.shape == (160, 160) and failures == terminated and counts.sum() == terminated * 32 * 32
+    assert counts[96:128, 64:96].sum() + counts[64:96, 96:128].sum() == counts.sum()
+    return summary

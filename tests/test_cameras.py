@@ -3,6 +3,7 @@ right; an unknown camera is refused in one line naming the model's cameras. Vide
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 
 import gymnasium as gym
@@ -153,3 +154,115 @@ def test_dm_control_cameras_tile_by_name():
     np.testing.assert_array_equal(frame[:, w:], want_back)
     with pytest.raises(UsageError, match=r"no such camera; its cameras: .*0 \(side\), 1 \(back\)\."):
         with_cameras(_dm_control_env(), "top")
+
+
+# -- the vector recorders and the CLI refuse an unknown camera when made, before any episode -----------------------
+def _hopper(**kwargs):
+    return lambda: _make("Hopper-v5", **kwargs)
+
+
+def _decoded_halves(path, w: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    from rlviz.media import read_video
+
+    return [(f[:, :w].astype(int), f[:, w : 2 * w].astype(int)) for f in read_video(path)]
+
+
+@needs_mujoco
+def test_record_vector_episode_tiles_the_cameras_of_its_sub_envs(tmp_path):
+    from rlviz.media import probe_video
+    from rlviz.record import RecordOptions
+    from rlviz.record.vector import RecordVectorEpisode
+
+    actions = _actions(4, 3)
+    own, track = _frames(_make("Hopper-v5"), actions), _frames(_make("Hopper-v5", camera_name="track"), actions)
+    envs = gym.vector.SyncVectorEnv([_hopper(), _hopper()])
+    rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(0,), episode_trigger=lambda k: True,
+                              options=RecordOptions(sinks=None, camera="default,track"))
+    rec.reset(seed=5)
+    for a in actions:
+        rec.step(np.stack([a, a]))
+    rec.close()
+    (video,) = rec.recorded
+    h, w = own[0].shape[:2]
+    info = probe_video(video.path)
+    assert (info.width, info.height, info.num_frames) == (2 * w, h, len(actions) + 1)
+    for (left, right), a, b in zip(_decoded_halves(video.path, w), own, track):
+        # H.264, not bit-exact (Hopper's frames decode within 4 grey levels on average, as RecordEpisode's do)
+        assert np.abs(left - a).mean() < 5.0 and np.abs(right - b).mean() < 5.0 < np.abs(right - a).mean()
+
+
+@needs_mujoco
+def test_vector_recorders_refuse_an_unknown_camera_when_made(tmp_path):
+    from rlviz.record import RecordOptions
+    from rlviz.record.vector import RecordVectorEpisode
+
+    listed = r"--camera 'side': Hopper-v5 has no such camera; its cameras: default \(the env's own view\), free " \
+             r"\(-1\), 0 \(track\)\.$"
+    from rlviz import RecordEpisode
+
+    with pytest.raises(UsageError, match=listed):
+        RecordEpisode(_make("Hopper-v5"), tmp_path, options=RecordOptions(camera="side"))
+    with pytest.raises(UsageError, match=listed):
+        RecordVectorEpisode(gym.vector.SyncVectorEnv([_hopper()]), tmp_path, options=RecordOptions(camera="side"))
+    pooled = gym.vector.AsyncVectorEnv([lambda: gym.make("CartPole-v1", render_mode="rgb_array")])
+    try:
+        with pytest.raises(UsageError, match="sub-envs render in their own processes; use a SyncVectorEnv"):
+            RecordVectorEpisode(pooled, tmp_path, options=RecordOptions(camera="track"))
+    finally:
+        pooled.close()
+    vec_env = pytest.importorskip("stable_baselines3.common.vec_env")
+    from rlviz.integrations.sb3 import VecRecordEpisode
+
+    with pytest.raises(UsageError, match=listed):
+        VecRecordEpisode(vec_env.DummyVecEnv([_hopper()]), str(tmp_path), lambda s: True,
+                         options=RecordOptions(camera="side"))
+
+
+@needs_mujoco
+def test_vec_record_episode_tiles_the_cameras_with_and_without_a_model(tmp_path):
+    sb3 = pytest.importorskip("stable_baselines3")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from rlviz.integrations.sb3 import VecRecordEpisode
+    from rlviz.media import probe_video
+    from rlviz.record import RecordOptions
+
+    actions = _actions(3, 3)
+    own, track = _frames(_make("Hopper-v5"), actions), _frames(_make("Hopper-v5", camera_name="track"), actions)
+    h, w = own[0].shape[:2]
+    for model in (None, "ppo"):
+        venv = DummyVecEnv([_hopper()])
+        venv.seed(5)
+        rec = VecRecordEpisode(venv, str(tmp_path / str(model)), lambda s: s == 0, video_length=len(actions),
+                               options=RecordOptions(sinks=None, camera="default,track"),
+                               model=sb3.PPO("MlpPolicy", venv, seed=0, device="cpu") if model else None)
+        rec.reset()
+        for a in actions:
+            rec.step(a[None])
+        rec.close()
+        (path,) = rec.videos
+        info = probe_video(path)
+        if model is None:  # the frames alone: SB3's tiling of its one sub-env, that sub-env's two cameras
+            assert (info.width, info.height, info.num_frames) == (2 * w, h, len(actions) + 1)
+            for (left, right), a, b in zip(_decoded_halves(path, w), own, track):
+                assert np.abs(left - a).mean() < 5.0 and np.abs(right - b).mean() < 5.0 < np.abs(right - a).mean()
+        else:  # beside the model's panels: the game column is the two cameras' frame
+            assert info.width >= 2 * w + 400
+
+
+@needs_mujoco
+def test_render_and_compare_refuse_an_unknown_camera_before_the_rollout(tmp_path, capsys, monkeypatch):
+    from rlviz.cli import main
+
+    def no_rollout(*args, **kwargs):
+        raise AssertionError("the rollout ran before the camera was checked")
+
+    said = "Hopper-v5 has no such camera; its cameras: default (the env's own view), free (-1), 0 (track)."
+    monkeypatch.setattr(importlib.import_module("rlviz.jobs.render"), "run_rollouts", no_rollout)
+    assert _render(tmp_path, "bad", "--camera", "side") == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(said)
+    monkeypatch.setattr(importlib.import_module("rlviz.jobs.compare"), "_compare_into", no_rollout)
+    agent = str(tmp_path / "agent.pt")
+    assert main(["compare", agent, agent, "--env", "Hopper-v5", "--trust-checkpoint", "--episodes", "2", "--camera",
+                 "side", "--out", str(tmp_path / "cmp"), "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(said)

@@ -267,3 +267,38 @@ def test_short_episodes_play_slower_and_hold_their_last_frame(tmp_path):
         assert np.abs(frames[t].astype(int) - comp.render(t)).mean() < 4.0
     for held in frames[T + 1 :]:
         assert np.abs(held.astype(int) - frames[T]).mean() < 1.0
+
+
+def test_a_mission_adds_a_band_under_the_header_and_moves_the_panel_down_by_its_height():
+    from dataclasses import replace
+
+    trace, internals = episode(T=4)
+    plain = Compositor(trace, internals)
+    told = Compositor(replace(trace, mission="get to the green goal square"), internals)
+    L0, L1 = plain.layout, told.layout
+    assert L0.mission is None and L0.mission_lines == ()
+    assert L1.mission_lines == ("mission: get to the green goal square",)
+    x, y, w, h = L1.mission
+    assert (x, y, w) == (L0.panel_x + 12, 12 + 3 * plain._lh, 400 - 24) and h == plain._lh + 4
+    assert [r - h for r in L1.bar_rows] == list(L0.bar_rows) and L1.plot[1] - h == L0.plot[1]
+    a, b = plain.render(2), told.render(2)
+    px = L0.panel_x
+    np.testing.assert_array_equal(a[:y, px:], b[:y, px:])  # the header is the same
+    band = b[y : y + h, px:]
+    assert (band != np.array(COLORS["background"], np.uint8)).any(-1).sum() > 100  # the mission's text
+    assert not np.array_equal(band, a[y : y + h, px:])
+    end = L0.entropy_bar[1] + L0.entropy_bar[3] + 4  # the bars, the value plot and the entropy bar: moved down by h
+    assert end + h < L1.height - 12 - plain._lh  # (above the bottom line, "saliency: off | env")
+    np.testing.assert_array_equal(a[y:end, px:], b[y + h : end + h, px:])
+    (_, y0, gw, gh), (_, y1, _, _) = L0.game, L1.game  # the game is untouched (centred on a taller canvas)
+    np.testing.assert_array_equal(a[y0 : y0 + gh, :gw], b[y1 : y1 + gh, :gw])
+
+
+def test_a_long_mission_wraps_on_at_most_three_lines():
+    from rlviz.draw.style import text_width, wrap_text
+
+    words = "pick up the purple key then open the red door and put the grey ball next to the blue box " * 3
+    lines = wrap_text(words, 376, 0.45)
+    assert len(lines) == 3 and lines[-1].endswith("...")
+    assert all(text_width(s, 0.45) <= 376 for s in lines)
+    assert " ".join(lines[:2]).split() == words.split()[: len(" ".join(lines[:2]).split())]

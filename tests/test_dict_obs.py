@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import csv
-import json
 
 import gymnasium as gym
 import numpy as np
@@ -14,7 +13,7 @@ import torch
 pytest.importorskip("minigrid")
 sb3 = pytest.importorskip("stable_baselines3")
 
-from _dict_envs import ImageDirection  # noqa: E402
+from _dict_envs import ImageDirection, check_agent_cell_heatmap  # noqa: E402
 
 from rlviz.cli import main  # noqa: E402
 from rlviz.media import probe_video  # noqa: E402
@@ -60,6 +59,12 @@ def _probe_zip(trained, path, keep: list[int]):
     return path
 
 
+def _env_mission(seed: int) -> str:
+    env = gym.make(ENV)
+    env.reset(seed=seed)
+    return env.unwrapped.mission
+
+
 def _render(zip_path, out, *extra, episodes: int = 20):
     return main(["render", str(zip_path), "--env", ENV, "--wrapper", WRAPPER, "--episodes", str(episodes),
                  "--heatmap", "--videos", "first:1", "--saliency", "gradient", "--out", str(out), "--no-progress",
@@ -95,15 +100,7 @@ def test_acceptance_render_statistics_agent_cell_heatmap_video_and_keys(dict_zip
     (path, _), _ = dict_zips
     out = tmp_path / "o"
     assert _render(path, out) == 0
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["episodes"] == 20
-    with np.load(out / "heatmap.npz") as hm:
-        assert list(hm["object_names"]) == ["agent"]
-        counts, failures = hm["counts"][0], int(hm["failures"])
-    # the agent's cell (32x32 tiles of the 160x160 render) on the step before each goal: a neighbour of (3, 3)
-    terminated = round(summary["terminated_rate"] * 20)
-    assert counts.shape == (160, 160) and failures == terminated and counts.sum() == terminated * 32 * 32
-    assert counts[96:128, 64:96].sum() + counts[64:96, 96:128].sum() == counts.sum()
+    check_agent_cell_heatmap(out)  # the agent's cell on the step before each goal: a neighbour of (3, 3)
     rows = list(csv.DictReader((out / "episodes.csv").open()))
     (video,) = (out / "videos").glob("*.mp4")
     n = int(rows[0]["length"]) + 1
@@ -111,6 +108,9 @@ def test_acceptance_render_statistics_agent_cell_heatmap_video_and_keys(dict_zip
     assert info.num_frames == n and info.width > 160
     with np.load(video.with_suffix(".npz")) as data:
         sal, img, dirn = data["saliency"], data["saliency_key_image"], data["saliency_key_direction"]
+        mission = str(data["mission"])
+    # the mission string the wrapper dropped from the observation: the env's own, kept in the .npz
+    assert mission == _env_mission(int(rows[0]["seed"])) == "get to the green goal square"
     assert sal.shape == (n, 4 + 147) and img.shape == (n, 7, 7) and dirn.shape == (n, 4)
     # each key's own: the direction's entries, the image's summed over its 3 channels, each scaled to its maximum
     np.testing.assert_allclose(dirn, sal[:, :4] / sal[:, :4].max(), rtol=1e-6)
@@ -257,3 +257,55 @@ def test_the_agent_is_found_in_the_full_render_beside_a_red_ball(agent_dir):
     assert agent_in_render(env.render()) == ((8, 7), agent_dir)
     u.agent_pos = np.array((1, 1))
     assert agent_in_render(env.render(), tile=32) == ((1, 1), agent_dir)
+
+
+def _record_with_annotations(folder, monkeypatch, mission: bool):
+    """Five steps of MiniGrid-Empty-5x5 through RecordEpisode with the loop's logits (its ImgObsWrapper drops the
+    mission from the observation); ``mission=False``: as if the env had none."""
+    from minigrid.wrappers import ImgObsWrapper
+
+    import rlviz.envs.families as families
+    from rlviz import RecordEpisode
+
+    if not mission:
+        monkeypatch.setattr(families, "env_mission", lambda env: "")
+    env = RecordEpisode(ImgObsWrapper(gym.make(ENV, render_mode="rgb_array")), folder, episode_trigger=lambda k: True)
+    env.reset(seed=4)
+    for a in (2, 2, 1, 2, 0):
+        env.annotate(logits=np.linspace(-1.0, 1.0, 7), value=0.5)
+        env.step(a)
+    env.close()
+    monkeypatch.undo()
+    return env.last_video_path
+
+
+def test_record_episode_draws_and_keeps_the_mission_the_wrapper_dropped(tmp_path, monkeypatch):
+    from rlviz.media import read_video
+
+    told = _record_with_annotations(tmp_path / "told", monkeypatch, True)
+    plain = _record_with_annotations(tmp_path / "plain", monkeypatch, False)
+    with np.load(told.with_suffix(".npz")) as data:
+        assert str(data["mission"]) == _env_mission(4) == "get to the green goal square"
+    with np.load(plain.with_suffix(".npz")) as data:
+        assert "mission" not in data.files
+    a, b = next(iter(read_video(plain))), next(iter(read_video(told)))
+    assert a.shape[1] == b.shape[1] and a.shape[0] < b.shape[0]  # (the band makes the canvas taller)
+    # the band under the panel's header (3 text lines), one text line high
+    lh = _line_height()
+    px, header, band = a.shape[1] - 400, 12 + 3 * lh, lh + 4
+    assert np.abs(a[:header, px:].astype(int) - b[:header, px:]).mean() < 2.0  # the same header
+    told_band = b[header : header + band, px:].astype(int)
+    assert np.abs(told_band - a[header : header + band, px:]).mean() > 5.0  # text where the plain panel has none
+    # the rest of the panel moved down by the band: the action bars and the value plot alike
+    rest = slice(header + band, header + band + 200)
+    assert np.abs(b[rest, px:].astype(int) - a[header : header + 200, px:]).mean() < 3.0
+
+
+def _line_height() -> int:
+    """A text line of the panel in pixels (the compositor's: its font at scale 0.45, plus 6)."""
+    import cv2
+
+    from rlviz.draw.style import FONT
+
+    (_, th), base = cv2.getTextSize("Ag", FONT, 0.45, 1)
+    return th + base + 6

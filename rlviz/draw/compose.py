@@ -137,7 +137,7 @@ class Compositor:
     # -- geometry -------------------------------------------------------------------------------
     def _layout(self) -> None:
         self.layout, self._names = panel_layout(self.options, self.frame_hw, self.trace.action_names, self.internals,
-                                                self._fs, self._lh)
+                                                self._fs, self._lh, getattr(self.trace, "mission", ""))
 
     @property
     def size(self) -> tuple[int, int]:
@@ -166,6 +166,10 @@ class Compositor:
         self.value_plot.draw_static(img, [(label, color) for label, _, color in self.value_plot.series])
         if it.value is None:  # static note where the value number would be
             self._text(img, "no value head", L.panel_x + 12, 12 + 3 * lh - 6, "dim")
+        if L.mission is not None:  # the episode's text goal (MiniGrid), under the header
+            mx, my = L.mission[:2]
+            for i, line in enumerate(L.mission_lines):
+                self._text(img, line, mx, my + (i + 1) * lh - 4, "text")
         px, py, pw, ph = L.plot
         small = self._fs * 0.85
         ay = py + ph + 8 + lh - 2

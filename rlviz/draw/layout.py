@@ -13,7 +13,7 @@ from ..errors import UsageError
 from .overlay import ACTOR_COLOR
 from .panels_dict import dict_panel_height
 from .panels_features import feature_rows
-from .style import ceil16, short, text_width
+from .style import ceil16, short, text_width, wrap_text
 
 __all__ = ["ComposeOptions", "PanelData", "PanelLayout", "panel_layout"]
 
@@ -101,12 +101,15 @@ class PanelLayout:
     features: tuple | None = None  # (x, y, w, row_h) of the per-feature saliency bars (vector observations)
     memory_strip: tuple | None = None  # (x, y, w, h) of the memory saliency strip under the game (recurrent policies)
     memory_plot: tuple | None = None  # (x, y, w, h) of the memory plot under the game (recurrent policies)
+    mission: tuple | None = None  # (x, y, w, h) of the mission band under the header (MiniGrid's mission string)
+    mission_lines: tuple = ()  # the mission band's text, one entry per line
 
 
 def panel_layout(opt: ComposeOptions, frame_hw: tuple[int, int], action_names, internals: EpisodeInternals,
-                 font_scale: float, lh: int) -> tuple[PanelLayout, list[str]]:
+                 font_scale: float, lh: int, mission: str = "") -> tuple[PanelLayout, list[str]]:
     """The canvas's geometry for frames of ``frame_hw`` (H, W) and the panel's rows (one per action name; a text line
-    is ``lh`` pixels at ``font_scale``), and the action names as the panel writes them (shortened)."""
+    is ``lh`` pixels at ``font_scale``), and the action names as the panel writes them (shortened). ``mission``: the
+    episode's text goal (MiniGrid's), in a band under the header ("": no band, the layout of 0.4.0)."""
     fh, fw = frame_hw
     A = len(action_names)
     sal = internals.saliency
@@ -121,7 +124,10 @@ def panel_layout(opt: ComposeOptions, frame_hw: tuple[int, int], action_names, i
     num_w = text_width("-00.00", font_scale) + 6
     bar_x0 = px + m + label_w
     bar_len = pw - 2 * m - label_w - num_w
-    y = m + 3 * lh + 6 + lh  # header (3 lines), gap, bars title
+    y = m + 3 * lh  # header (3 lines)
+    lines = tuple(wrap_text(f"mission: {mission}", pw - 2 * m, font_scale)) if mission else ()
+    band = (px + m, y, pw - 2 * m, len(lines) * lh + 4) if lines else None
+    y += (band[3] if band else 0) + 6 + lh  # (mission band), gap, bars title
     row_h = max(lh, 18) if A <= 9 else max(12, lh - 2)
     rows = tuple(y + i * row_h for i in range(A))
     y += A * row_h + 8 + lh + (lh if internals.mean is not None else 0)  # gap, (range), plot legend
@@ -150,7 +156,7 @@ def panel_layout(opt: ComposeOptions, frame_hw: tuple[int, int], action_names, i
     width = ceil16(gw + pw)
     game_y = 0 if left > gh else (height - gh) // 2  # with the memory under it, the game sits at the top
     layout = PanelLayout(width, height, k, (0, game_y, gw, gh), px, bar_x0, bar_len, rows, row_h - 4,
-                         plot, ebar, extras, features, strip, mplot)
+                         plot, ebar, extras, features, strip, mplot, band, lines)
     return layout, names
 
 

@@ -7,7 +7,7 @@ import unicodedata
 import cv2
 import numpy as np
 
-__all__ = ["COLORS", "FONT", "put_text", "text_width", "short", "ceil16"]
+__all__ = ["COLORS", "FONT", "put_text", "text_width", "short", "ceil16", "wrap_text"]
 
 #: Panel colours (RGB).
 COLORS = {
@@ -54,3 +54,22 @@ def put_text(img: np.ndarray, s: str, x, y, color="text", scale: float = 0.45) -
         s = unicodedata.normalize("NFKD", s.translate(_ASCII)).encode("ascii", "ignore").decode()
     rgb = COLORS[color] if isinstance(color, str) else color
     cv2.putText(img, s, (int(x), int(y)), FONT, scale, rgb, 1, cv2.LINE_AA)
+
+
+def wrap_text(s: str, width: int, scale: float, max_lines: int = 3) -> list[str]:
+    """``s`` broken at spaces into lines at most ``width`` pixels wide at ``scale`` (a word longer than a line is cut;
+    text beyond ``max_lines`` lines ends the last one with "...")."""
+    lines: list[str] = []
+    for word in str(s).split():
+        while text_width(word, scale) > width and len(word) > 1:  # (a word wider than a line: cut to fit)
+            word = word[:-1]
+        if lines and text_width(lines[-1] + " " + word, scale) <= width:
+            lines[-1] += " " + word
+        else:
+            lines.append(word)
+    if len(lines) > max_lines:
+        last = lines[max_lines - 1]
+        while last and text_width(last + "...", scale) > width:
+            last = last[:-1]
+        lines = lines[: max_lines - 1] + [last + "..."]
+    return lines

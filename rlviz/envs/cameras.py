@@ -18,17 +18,12 @@ import numpy as np
 
 from ..errors import UsageError
 from ..options import camera_list
+from .mujoco_state import dm_control_physics
 
 __all__ = ["CameraTiles", "camera_list", "model_cameras", "with_cameras"]
 
 #: the env's own view (its ``render()``)
 DEFAULT = "default"
-
-
-def _physics(env: gym.Env) -> Any:
-    """dm_control's physics behind a Shimmy env, or None."""
-    inner = getattr(env.unwrapped, "_env", None)
-    return getattr(inner, "physics", None)
 
 
 def model_cameras(env: gym.Env) -> list[str]:
@@ -37,7 +32,7 @@ def model_cameras(env: gym.Env) -> list[str]:
     if getattr(unwrapped, "mujoco_renderer", None) is not None:
         model = unwrapped.model  # (a mujoco.MjModel: its cameras by id, with no import of mujoco here)
         return [model.camera(i).name or "" for i in range(model.ncam)]
-    physics = _physics(env)
+    physics = dm_control_physics(env)
     if physics is not None:
         return [physics.model.id2name(i, "camera") or "" for i in range(physics.model.ncam)]
     spec = getattr(env, "spec", None)
@@ -100,7 +95,7 @@ class CameraTiles(gym.Wrapper):
                 renderer.camera_id = before
         kwargs = dict(getattr(unwrapped, "render_kwargs", None) or {})
         kwargs["camera_id"] = view
-        return _physics(self.env).render(**kwargs)
+        return dm_control_physics(self.env).render(**kwargs)
 
 
 def with_cameras(env: gym.Env, cameras: str | Sequence[str | int] | None) -> gym.Env:

@@ -24,6 +24,7 @@ import sys
 import gymnasium as gym
 
 from ..errors import EnvError, UsageError
+from .mujoco_state import mujoco_model
 
 __all__ = ["FAMILIES", "register_family", "user_wrapper", "is_user_wrapper", "KNOWN_WRAPPER_CLASSES",
            "describe_space"]
@@ -42,6 +43,12 @@ KNOWN_WRAPPER_CLASSES = frozenset(f"minigrid.wrappers:{c}" for c in (
     "ImgObsWrapper", "FlatObsWrapper", "RGBImgObsWrapper", "RGBImgPartialObsWrapper", "FullyObsWrapper",
     "OneHotPartialObsWrapper", "DictObservationSpaceWrapper", "DirectionObsWrapper", "ReseedWrapper",
     "ActionBonus", "PositionBonus", "SymbolicObsWrapper", "ViewSizeWrapper"))
+
+#: Observation wrappers whose observations are the env's frames (pixels from a state env, e.g. dm_control's): the env
+#: is made with ``render_mode="rgb_array"`` even where rlviz needs no frames of its own.
+FRAME_WRAPPERS = frozenset({"gymnasium.wrappers:AddRenderObservation",
+                            "gymnasium.wrappers.rendering:AddRenderObservation"})
+__all__ += ["FRAME_WRAPPERS"]
 
 _USER_WRAPPER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _IMPORTED: set = set()
@@ -110,9 +117,9 @@ __all__ += ["family_hint"]
 
 
 def body_action_names(env, dims: int) -> tuple[str, ...] | None:
-    """A MuJoCo env's action dimensions named by its actuators, or the joints unnamed ones drive (Hopper:
-    thigh_joint, leg_joint, foot_joint), when the model has exactly ``dims`` of them, all named; else None. Nothing is imported: the env's model is read."""
-    model = getattr(getattr(env, "unwrapped", env), "model", None)
+    """A MuJoCo env's action dimensions (gymnasium's, or dm_control's through Shimmy) named by its actuators, or the
+    joints unnamed ones drive (Hopper: thigh_joint, leg_joint, foot_joint), when the model has exactly ``dims`` of them, all named; else None. Nothing is imported: the env's model is read."""
+    model = mujoco_model(env)
     if model is None or getattr(model, "nu", None) != dims or not callable(getattr(model, "actuator", None)):
         return None
     try:  # an unnamed actuator (Hopper's) by the joint it drives (actuator_trnid[i, 0], for a joint transmission)
@@ -124,3 +131,13 @@ def body_action_names(env, dims: int) -> tuple[str, ...] | None:
 
 
 __all__ += ["body_action_names"]
+
+
+def env_mission(env) -> str:
+    """The episode's text goal of a MiniGrid / BabyAI env (``env.unwrapped.mission``, set by its reset: the
+    observation wrappers an SB3 agent is trained with drop it from the observation), else ""."""
+    mission = getattr(getattr(env, "unwrapped", env), "mission", None)
+    return mission if isinstance(mission, str) else ""
+
+
+__all__ += ["env_mission"]

@@ -35,13 +35,16 @@ _FAMILIES = ("mujoco", "dm_control", "shimmy", "gymnasium_robotics", "metaworld"
 
 def uses_mujoco(env_id: str) -> bool:
     """Whether a registered ``env_id``'s entry point is a MuJoCo family's (gymnasium's MuJoCo envs, dm_control
-    through Shimmy, Gymnasium-Robotics), read from the registry without importing it."""
+    through Shimmy, Gymnasium-Robotics), read from the registry without importing it; a ``dm_control/`` id before
+    Shimmy registered it too (importing Shimmy imports dm_control and mujoco: the backend is chosen before)."""
+    if env_id.startswith("dm_control/"):
+        return True
     try:
         entry = gym.spec(env_id).entry_point
     except (gym.error.Error, ValueError, TypeError):
         return False
     text = entry if isinstance(entry, str) else f"{getattr(entry, '__module__', '')}.{getattr(entry, '__name__', '')}"
-    return any(f in text for f in _FAMILIES) or env_id.startswith("dm_control/")
+    return any(f in text for f in _FAMILIES)
 
 
 def _egl_works() -> bool:

@@ -176,7 +176,9 @@ def register_envs(env_id: str | None = None) -> None:
         _REGISTERED.add(namespace)
     if env_id is not None and env_id not in gym.registry and not is_agents_env_id(env_id):
         from .families import register_family  # here, not at the top: a recorder's import needs none of it (#43)
+        from .headless import choose_gl
 
+        choose_gl(env_id)  # (dm_control/*: importing Shimmy imports mujoco, so its OpenGL backend is chosen first)
         register_family(env_id)  # MiniGrid-*, dm_control/*: their package, when installed (rlviz.envs.families)
 
 
@@ -231,6 +233,7 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
     from .families import is_user_wrapper, user_wrapper
     from .headless import choose_gl, no_gl_wrapper  # not at the top: `from rlviz import RecordEpisode` stays light
 
+    render_mode = _frames_if_observed(recipe, render_mode)
     require_registered(recipe.env_id)
     choose_gl(recipe.env_id)  # MuJoCo: EGL or OSMesa, before mujoco is imported (rlviz.envs.headless)
     check_render_mode(recipe.env_id, render_mode)  # before make: some envs assert it in __init__
@@ -268,6 +271,16 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
             raise EnvError(f"Cannot apply the wrapper {w.name!r} with kwargs {_short(w.kwargs)}: {first}.") from None
     return env
+
+
+def _frames_if_observed(recipe: EnvRecipe, render_mode: str | None) -> str | None:
+    """``rgb_array`` where the recipe has a wrapper whose observations are the env's frames (it renders at every
+    step, so it needs the mode even where rlviz needs no frames of its own), else ``render_mode``."""
+    from .families import FRAME_WRAPPERS
+
+    if render_mode is None and any(w.name in FRAME_WRAPPERS for w in recipe.wrappers):
+        return "rgb_array"
+    return render_mode
 
 
 def _short(kwargs: dict) -> str:

@@ -251,6 +251,8 @@ class EpisodeTrace:
     env_id:       the env spec's id, or the env's class name
     action_masks: bool [T+1, A] or None: the env's ``action_masks()`` before each action (True = allowed), kept
                   for a policy that takes them (MaskablePPO); the last row is after the last step
+    mission:      the episode's text goal (MiniGrid's and BabyAI's ``env.unwrapped.mission`` after its reset), drawn
+                  in the panel and kept in the ``.npz``; "" for envs without one
     """
 
     frames: np.ndarray
@@ -266,6 +268,7 @@ class EpisodeTrace:
     fps: float
     env_id: str
     action_masks: np.ndarray | None = None
+    mission: str = ""
 
     @property
     def num_steps(self) -> int:

@@ -46,6 +46,20 @@ _vec = require("stable_baselines3.common.vec_env", "sb3", "VecRecordEpisode")
 __all__ = ["VecRecordEpisode", "FramesWritten"]
 
 
+def _camera_views(base: Any, cameras: Any) -> list[Any] | None:
+    """Each sub-env of a DummyVecEnv seen by ``cameras`` (``RecordOptions.camera``: :mod:`rlviz.envs.cameras`),
+    checked against its model now; None without cameras."""
+    from ..envs.cameras import camera_list, with_cameras
+
+    if not camera_list(cameras):
+        return None
+    if not isinstance(base, _vec.DummyVecEnv):
+        raise UsageError(f"VecRecordEpisode(options=RecordOptions(camera={cameras!r})) tiles cameras of sub-envs in "
+                         f"this process, but a {type(base).__name__}'s sub-envs render in their own processes; use a "
+                         "DummyVecEnv, or wrap each env in rlviz.envs.with_cameras(env, ...) in its factory.")
+    return [with_cameras(env, cameras) for env in base.envs]
+
+
 class FramesWritten:
     """``recorded_frames`` of a video in progress: only how many frames went to the encoder (``len``); the frames
     themselves are not kept."""
@@ -74,7 +88,9 @@ class VecRecordEpisode(RecorderBase, _vec.VecEnvWrapper):  # type: ignore[name-d
             VecNormalize that is neither) cannot say: a warning says so and the observations are drawn as seen.
         env_index: the sub-env recorded with ``model``.
         options: a :class:`rlviz.RecordOptions` (panels, encoder; ``sinks``: where finished videos are logged, see
-            :class:`rlviz.RecordVectorEpisode`). 0.3's ``sinks=`` keyword still works for one release.
+            :class:`rlviz.RecordVectorEpisode`; ``camera``: a DummyVecEnv's MuJoCo sub-envs seen by those cameras,
+            tiled as by RecordEpisode, an unknown one refused here). 0.3's ``sinks=`` keyword still works for one
+            release.
     """
 
     video_name: str
@@ -91,6 +107,7 @@ class VecRecordEpisode(RecorderBase, _vec.VecEnvWrapper):  # type: ignore[name-d
             base = base.venv
         if isinstance(base, (_vec.DummyVecEnv, _vec.SubprocVecEnv)):
             self.env.metadata = base.get_attr("metadata")[0]
+        self._views = _camera_views(base, getattr(options, "camera", None))  # an unknown camera: refused now
         if self.env.render_mode != "rgb_array":
             raise RenderModeError(f"VecRecordEpisode needs frames, but the VecEnv's render_mode is "
                                   f"{self.env.render_mode!r}; make its envs with render_mode='rgb_array' "
@@ -198,7 +215,9 @@ class VecRecordEpisode(RecorderBase, _vec.VecEnvWrapper):  # type: ignore[name-d
             return
         row, action = None, cast(Any, None)
         if self.model is None:
-            frame = self.env.render()  # SB3's tiling of every sub-env
+            # SB3's tiling of every sub-env (its tile_images, each sub-env through its cameras when asked)
+            frame = self.env.render() if self._views is None else _vec.base_vec_env.tile_images(
+                [v.render() for v in self._views])
             if not isinstance(frame, np.ndarray):
                 self._stop_recording()
                 import warnings
@@ -207,7 +226,8 @@ class VecRecordEpisode(RecorderBase, _vec.VecEnvWrapper):  # type: ignore[name-d
                               stacklevel=3)
                 return
         else:
-            frame = self.venv.env_method("render", indices=[self.env_index])[0]
+            frame = (self.venv.env_method("render", indices=[self.env_index])[0] if self._views is None
+                     else self._views[self.env_index].render())
             row = None if obs is None else np.array(obs[self.env_index], copy=True)
             action = None if first else np.asarray(self._actions)[self.env_index]  # panels need the action
         self.recorded_frames.count += 1

@@ -55,7 +55,7 @@ from .compare_agents import check_agents_compare, compare_agents_into
 from .inputs import check_model_folders
 from .render import record_videos, run_rollouts, select_episodes
 from .render_agents import is_agents_agent
-from .skeleton import check_saliency, job_setup, vector_attention_off
+from .skeleton import check_camera, check_saliency, job_setup, vector_attention_off
 from .stages import run_record, summarise, write_attention_at_failure
 from .videos import MIN_VIDEO_SECONDS
 
@@ -111,6 +111,7 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         config = replace(config, attention=vector_attention_off(agents[0], config.render_config("a")).attention)  # type: ignore[type-var]
         for agent, side in zip(agents, "ab"):
             check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
+        check_camera(agents[0], config.render_config("a"))  # (the two agents play one env)
         with job.staging("compare", config) as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
             comparison, table, heatmap_npz, heatmap_png, videos, found, attention = _compare_into(
                 tmp, agents, config, sinks, job.backend)

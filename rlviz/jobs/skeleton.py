@@ -29,7 +29,7 @@ from .. import progress
 from ..agent.capabilities import capabilities_of
 from ..agent.obs import ObsAdapter
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
-from ..envs import make_env
+from ..envs import make_env, with_cameras
 from ..errors import UsageError
 from ..evaluate.backends.workers import Backend
 from ..explain import GivenState, attribute, attribution_class
@@ -39,7 +39,7 @@ from .outdir import claim_out_dir, job_inputs, run_folder
 from .shards import open_backend, share_agent
 from .stages import resolve_agent
 
-__all__ = ["JobSetup", "job_setup", "open_sinks", "check_saliency", "vector_attention_off"]
+__all__ = ["JobSetup", "job_setup", "open_sinks", "check_saliency", "check_camera", "vector_attention_off"]
 
 
 @dataclass
@@ -64,6 +64,7 @@ class JobSetup:
         fail (:func:`check_saliency`): before the long rollout, not after it."""
         config = vector_attention_off(agent, config)
         check_saliency(agent, config)
+        check_camera(agent, config)
         return config
 
     def sinks(self) -> list[Sink]:
@@ -122,15 +123,31 @@ def open_sinks(config: RenderConfig | CompareConfig) -> list[Sink]:
 def vector_attention_off(agent: LoadedAgent, config: RenderConfig) -> RenderConfig:
     """``config`` with the default attention (on with --saliency and --heatmap) turned off when the observations
     are a flat vector: attention shares an image's attribution among its objects, and a vector has no pixels
-    (its saliency is per feature, drawn in the videos). An explicit --attention is left to refuse."""
+    (its saliency is per feature, drawn in the videos); likewise for actions that are not Discrete (attention
+    explains the chosen action's logit: a Box agent on pixels, dm_control's through AddRenderObservation). An
+    explicit --attention is left to refuse."""
     if config.attention is not None or not (config.saliency and config.heatmap):
         return config
     env = make_env(agent.recipe, render_mode=None)
     try:
         obs = np.asarray(env.reset(seed=config.seed)[0])
+        discrete = isinstance(getattr(env.action_space, "n", None), (int, np.integer))
     finally:
         env.close()
-    return replace(config, attention=False) if obs.ndim < 2 else config
+    return replace(config, attention=False) if obs.ndim < 2 or not discrete else config
+
+
+def check_camera(agent: LoadedAgent, config: RenderConfig) -> None:
+    """Refuse a ``--camera`` the env does not have before the rollout, not when its videos are made after it: the
+    env made once and its model's cameras read (:func:`rlviz.envs.with_cameras`)."""
+    cameras = getattr(config, "camera", None)
+    if not cameras or not parse_video_spec(config.videos):
+        return
+    env = make_env(agent.recipe)
+    try:
+        with_cameras(env, cameras)
+    finally:
+        env.close()
 
 
 def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:

@@ -22,7 +22,7 @@ from .. import progress
 from ..attention.plot import plot_attention_at_failure
 from ..attention.summary import with_attention
 from ..config import RenderConfig
-from ..envs import EnvRecipe, WrapperSpec, make_env, to_rgb_frame
+from ..envs import WrapperSpec, make_env, to_rgb_frame
 from ..errors import UsageError
 from ..evaluate import RolloutResult, summarize
 from ..evaluate.statistics.diagnostics import diagnose
@@ -32,6 +32,7 @@ from ..report import RunData, video_data
 from ..sinks.log import Logged, RunLog, findings_markdown
 from ..sources import LoadedAgent, load_agent
 from ..sources.huggingface.hub import pinned_id
+from ..sources.loaded import coerce_recipe
 
 __all__ = ["resolve_agent", "agent_env", "summarise", "run_log", "run_record", "write_attention_at_failure", "background_frame",
            "ATTENTION_PNG"]
@@ -57,7 +58,7 @@ def agent_env(config: RenderConfig) -> Any:
         return config.env
     if config.env is None:
         raise UsageError(f"--wrapper {config.wrapper[0]} needs --env ID: the wrappers go around the env you name.")
-    base = EnvRecipe.for_env_id(config.env)
+    base = coerce_recipe(config.env)  # an id, or a recipe file (--env run/env-recipe.json): its own wrappers first
     return replace(base, wrappers=base.wrappers + tuple(WrapperSpec(name) for name in config.wrapper))
 
 

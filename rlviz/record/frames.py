@@ -101,9 +101,10 @@ class RecordOptions:
         enlarged) so that the grid of ceil(sqrt(n)) columns is at most this wide.
     memory_window: a recurrent policy with saliency on: the memory saliency of each step over its last W
         observations (default 16; 0: none). The memory itself is drawn and kept with any recurrent policy.
-    camera: ``RecordEpisode`` on a MuJoCo env: the cameras tiled side by side in each frame, a comma list or a sequence
-        of ``default`` (the env's own view), ``free``, camera ids and names (:mod:`rlviz.envs.cameras`); None: the
-        env's own ``render()``.
+    camera: a MuJoCo env (gymnasium's, dm_control's): the cameras tiled side by side in each frame, a comma list or a
+        sequence of ``default`` (the env's own view), ``free``, camera ids and names (:mod:`rlviz.envs.cameras`);
+        None: the env's own ``render()``. ``RecordEpisode`` and the vector recorders (a ``SyncVectorEnv``'s or
+        ``DummyVecEnv``'s sub-envs) alike; an unknown camera is refused when the recorder is made.
     """
 
     strip: bool = False
@@ -154,13 +155,15 @@ def fold_old_keywords(args: tuple[Any, ...], kwargs: dict[str, Any], old: dict[s
 
 @dataclass(frozen=True)
 class VideoLabels:
-    """What a video is of: ``env_id``, ``episode_id``, the reset ``seed`` (None: unseeded) and the action bars'
-    labels (``action_names``; None: the spec's own names)."""
+    """What a video is of: ``env_id``, ``episode_id``, the reset ``seed`` (None: unseeded), the action bars'
+    labels (``action_names``; None: the spec's own names) and the episode's text goal (``mission``: MiniGrid's,
+    drawn in the panel and kept in the ``.npz``; "": none)."""
 
     env_id: str = ""
     episode_id: int = 0
     seed: int | None = None
     action_names: tuple[str, ...] | None = None
+    mission: str = ""
 
 
 class EpisodeVideo:
@@ -175,6 +178,7 @@ class EpisodeVideo:
         self.options = options or RecordOptions()
         self.action_names = tuple(labels.action_names if labels.action_names is not None else spec.names())
         self.env_id, self.episode_id, self.seed = labels.env_id, int(labels.episode_id), labels.seed
+        self.mission = str(labels.mission or "")
         self.with_observations = bool(with_observations)
         self.writer = writer
         self.mode: VideoMode = initial_mode(panels)
@@ -273,7 +277,8 @@ class EpisodeVideo:
         background = self.writer is not None and (policy is None or self.options.saliency is None)
         try:
             trace = rec.trace(self.spec, terminated, truncated, action_names=self.action_names,
-                              episode_id=self.episode_id, seed=self.seed, fps=self.fps, env_id=self.env_id)
+                              episode_id=self.episode_id, seed=self.seed, fps=self.fps, env_id=self.env_id,
+                              mission=self.mission)
             if background and policy is not None:
                 policy = _evaluated(policy, trace, observation_space)
             if background:

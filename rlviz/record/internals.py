@@ -390,6 +390,8 @@ def episode_arrays(trace: EpisodeTrace, internals: EpisodeInternals, fps: float 
             parts = split_saliency(internals.saliency, internals.saliency_keys)
             optional.update({f"saliency_key_{k}": v for k, v in parts.items()})
     data.update({k: v for k, v in optional.items() if v is not None})
+    if getattr(trace, "mission", ""):  # MiniGrid's text goal (a str array: read back without pickle)
+        data["mission"] = np.asarray(trace.mission, dtype=str)
     if internals.mean is not None:
         data["squash"] = np.bool_(internals.squash)
     for name, v in (internals.extras or {}).items():

@@ -104,7 +104,8 @@ class RecordVectorEpisode(RecorderBase, _Base):  # type: ignore[misc]
         options: a :class:`~rlviz.record.frames.RecordOptions` (panel layout, gamma, encoder, spool folder...;
             ``sinks``: where finished videos are logged at the env step they ended, ``step()`` calls x ``num_envs``
             as CleanRL's ``global_step``; ``grid_width``: the grid videos' width). 0.3's ``sinks=`` and
-            ``grid_width=`` keywords still work for one release (with a ``DeprecationWarning``).
+            ``grid_width=`` keywords still work for one release (with a ``DeprecationWarning``). ``camera``: a
+            SyncVectorEnv's MuJoCo sub-envs seen by those cameras, tiled as by RecordEpisode (unknown: refused here).
 
     Attributes: ``recorded`` (a :class:`RecordedVideo` per finished video, in order), ``step_id``, ``recording``,
     ``autoreset_mode`` ("next_step", "same_step" or "disabled").
@@ -149,6 +150,7 @@ class RecordVectorEpisode(RecorderBase, _Base):  # type: ignore[misc]
         self.episode_trigger, self.step_trigger = default_triggers(episode_trigger, step_trigger)
         self.envs_to_record, self.num_recorded = indices, len(indices)
         self.video_length = settings.video_length
+        self._reader.use_cameras(getattr(options, "camera", None), indices, "RecordVectorEpisode")  # before the writer
         opt = self.setup_recorder(settings, options)
         self.grid_width = int(opt.grid_width)
         self.autoreset_mode = autoreset_mode(envs)

@@ -56,6 +56,20 @@ class FrameReader:
         subs = getattr(base, "envs", None)
         self._subs = list(subs) if isinstance(subs, (list, tuple)) and subs else None
         self._envs = envs
+        self._views: dict[int, Any] = {}  # sub-env -> its cameras tiled (RecordOptions.camera)
+
+    def use_cameras(self, cameras: Any, indices: Any, owner: str) -> None:
+        """Render sub-envs ``indices`` through ``cameras`` (``RecordOptions.camera``: :mod:`rlviz.envs.cameras`),
+        each checked against its model now; None or "": their own ``render()``."""
+        from ..envs.cameras import camera_list, with_cameras
+
+        if not camera_list(cameras):
+            return
+        if self._subs is None:
+            raise UsageError(f"{owner}(options=RecordOptions(camera={cameras!r})) tiles cameras of sub-envs in this "
+                             "process, but this vector env's sub-envs render in their own processes; use a "
+                             "SyncVectorEnv, or wrap each sub-env in rlviz.envs.with_cameras(env, ...) in its factory.")
+        self._views = {i: with_cameras(self._subs[i], cameras) for i in indices}
 
     def call(self, name: str) -> tuple[Any, ...]:
         """``call(name)`` on every sub-env (gymnasium 1.x vector wrappers do not forward ``call``)."""
@@ -74,7 +88,7 @@ class FrameReader:
         if not indices:
             return {}
         if self._subs is not None:
-            return {i: to_rgb_frame(self._subs[i].render()) for i in indices}
+            return {i: to_rgb_frame(self._views.get(i, self._subs[i]).render()) for i in indices}
         every = self.call("render")
         return {i: to_rgb_frame(every[i]) for i in indices}
 

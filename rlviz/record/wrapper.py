@@ -299,8 +299,10 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
         """Start a video named ``video_name`` (finishing the current one first)."""
         if self._video is not None:
             self.stop_recording()
+        from ..envs.families import env_mission  # (MiniGrid's text goal, for the panel: not in the recorder's import)
+
         panels = False if frames_only else (True if self.policy is not None else None)
-        labels = VideoLabels(self.env_id, self.episode_id, self._seed, self.action_names)
+        labels = VideoLabels(self.env_id, self.episode_id, self._seed, self.action_names, env_mission(self.env))
         self._video = self.video_class(self.video_folder / f"{video_name}.mp4", self.fps, self.spec_actions, self.options,
                                        labels=labels, panels=panels, with_observations=self.policy is not None,
                                        writer=self._writer)

@@ -3,7 +3,8 @@
 * :class:`BodyExtractor` (``--objects body:<name>``, e.g. ``body:torso``): where a MuJoCo body was when the episode
   failed, in the body's own world coordinates (``data.body(name).xpos``): the x-z plane for the planar walkers
   (Hopper, Walker2d, HalfCheetah, Swimmer: where the torso fell, and how high it was), the x-y plane for bodies that
-  move on the floor (Ant, Humanoid: where it flipped). The heatmap's grid is the plane at :data:`PIXELS_PER_METRE`,
+  move on the floor (Ant, Humanoid: where it flipped). dm_control's bodies through Shimmy alike (their physics' own
+  ``MjData``): cheetah, walker and hopper in x-z, humanoid, quadruped, dog, fish and swimmer in x-y. The heatmap's grid is the plane at :data:`PIXELS_PER_METRE`,
   drawn over a background of one-metre grid lines (the ground at z = 0 in white), not over a camera frame (MuJoCo's
   tracking cameras move with the body: a pixel there is no place).
 * :class:`GridAgentExtractor` (MiniGrid and BabyAI, the default for their ids): the agent's cell, the tile at
@@ -14,20 +15,27 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...envs.mujoco_state import mujoco_data, mujoco_model
 from ...errors import UsageError
 from .extractor import Extractor
 
 __all__ = ["BodyExtractor", "GridAgentExtractor", "PIXELS_PER_METRE", "BODY_PLANES", "body_extractor",
-           "default_body_extractor", "TORSO_ENVS"]
+           "default_body_extractor", "TORSO_ENVS", "DM_TORSO_DOMAINS"]
 
 PIXELS_PER_METRE = 40
 #: plane -> ((first axis, its metres shown), (second axis, its metres shown)); axes 0 x, 1 y, 2 z
 BODY_PLANES = {"xz": ((0, (-1.0, 11.0)), (2, (0.0, 2.0))), "xy": ((0, (-10.0, 10.0)), (1, (-10.0, 10.0)))}
 _FLOOR_BODIES = ("Ant", "Humanoid", "HumanoidStandup", "Quadruped")
+#: dm_control's suite domains whose bodies move on the floor (the others are planar, in x-z)
+_DM_FLOOR_DOMAINS = ("humanoid", "humanoid_CMU", "quadruped", "dog", "fish", "swimmer")
 
 
 def _plane_for(env) -> str:
     name = type(getattr(env, "unwrapped", env)).__name__
+    spec = getattr(env, "spec", None)
+    env_id = str(getattr(spec, "id", "") or "")
+    if env_id.startswith("dm_control/"):  # dm_control/<domain>-<task>-v0
+        return "xy" if env_id.split("/", 1)[1].split("-", 1)[0] in _DM_FLOOR_DOMAINS else "xz"
     return "xy" if any(name.startswith(b) for b in _FLOOR_BODIES) else "xz"
 
 
@@ -46,10 +54,10 @@ class BodyExtractor(Extractor):
         self.frame_shape: tuple[int, int] | None = None
 
     def _data(self, env):
-        data = getattr(getattr(env, "unwrapped", env), "data", None)
-        if data is None or not hasattr(data, "body"):
-            raise UsageError(f"--objects body:{self.body} needs a MuJoCo env (env.unwrapped.data); "
-                             f"{type(getattr(env, 'unwrapped', env)).__name__} has none.")
+        data = mujoco_data(env)  # gymnasium's MuJoCo envs and dm_control's through Shimmy
+        if data is None:
+            raise UsageError(f"--objects body:{self.body} needs a MuJoCo env (gymnasium's MuJoCo envs, dm_control "
+                             f"through Shimmy); {type(getattr(env, 'unwrapped', env)).__name__} has none.")
         return data
 
     def begin_episode(self, env) -> None:
@@ -62,7 +70,7 @@ class BodyExtractor(Extractor):
         try:
             return np.array(self._data(env).body(self.body).xpos, dtype=np.float64)
         except KeyError:
-            model = getattr(getattr(env, "unwrapped", env), "model", None)
+            model = mujoco_model(env)
             names = [model.body(i).name for i in range(model.nbody)] if model is not None else []
             raise UsageError(f"--objects body:{self.body}: the model has no body {self.body!r}; its bodies: "
                              f"{', '.join(n for n in names if n)}.") from None
@@ -111,11 +119,16 @@ def _at(ca: int, a: float, ra: int, b: float) -> np.ndarray:
 
 #: gymnasium's MuJoCo bodies whose root body is named "torso": their heatmap is the torso's by default
 TORSO_ENVS = ("Hopper", "Walker2d", "HalfCheetah", "Ant", "Humanoid", "HumanoidStandup", "Swimmer")
+#: dm_control's suite domains (``dm_control/<domain>-<task>-v0``) whose models have a body named "torso"
+DM_TORSO_DOMAINS = ("cheetah", "walker", "hopper", "humanoid", "quadruped", "dog", "fish")
 
 
 def default_body_extractor(env_id: str) -> BodyExtractor | None:
-    """``body:torso`` for gymnasium's MuJoCo walkers (any version), else None."""
-    name = str(env_id).rsplit("/", 1)[-1].rsplit("-v", 1)[0]
+    """``body:torso`` for gymnasium's MuJoCo walkers (any version) and dm_control's bodies, else None."""
+    env_id = str(env_id)
+    if env_id.startswith("dm_control/"):
+        return BodyExtractor("torso") if env_id.split("/", 1)[1].split("-", 1)[0] in DM_TORSO_DOMAINS else None
+    name = env_id.rsplit("/", 1)[-1].rsplit("-v", 1)[0]
     return BodyExtractor("torso") if name in TORSO_ENVS else None
 
 

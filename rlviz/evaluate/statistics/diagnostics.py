@@ -27,6 +27,7 @@ Envs with no terminal state end only by their time limit, by design: ``never_ter
 rlviz knows them from a table of the known ones, :data:`NO_TERMINAL_STATE` (Pendulum, HalfCheetah, Swimmer, Reacher,
 Pusher, HumanoidStandup, any version or namespace; add your own env's name to it), and from the env's own
 definition where it has a switch for it (MuJoCo's ``terminate_when_unhealthy=False`` in the run's env kwargs).
+dm_control's suite through Shimmy (``dm_control/<domain>-<task>-v0``) has none either, but for lqr's tasks.
 An env that can end but did not in any episode (a stalling agent) is not in the table and still gets the warning:
 one episode cannot tell "cannot end" from "did not end".
 
@@ -39,6 +40,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,6 +69,8 @@ WARNING_IDS = ("nan_internals", "policy_uniform", "policy_collapsed", "action_do
 MIN_VALUE_STEPS = 20
 #: Env names (no namespace, no version) whose episodes end only by the time limit: no terminal state.
 NO_TERMINAL_STATE = {"Pendulum", "HalfCheetah", "Swimmer", "Reacher", "Pusher", "HumanoidStandup"}
+#: dm_control's suite through Shimmy: its tasks end by their time limit only (lqr's excepted: they end at the goal)
+_DM_CONTROL_SUITE = re.compile(r"dm_control/(?P<domain>[A-Za-z_]+)-[A-Za-z0-9_]+-v\d+")
 
 
 @dataclass(frozen=True)
@@ -304,6 +308,9 @@ def _value_findings(eps, gamma: float) -> list:
 
 def has_terminal_state(env_id: str, env_kwargs: dict | None = None) -> bool:
     """False for envs that end only by their time limit (see the module docstring), True otherwise."""
+    suite = _DM_CONTROL_SUITE.fullmatch(str(env_id))
+    if suite is not None:
+        return suite["domain"] == "lqr"
     name = str(env_id).rsplit("/", 1)[-1].rsplit("-v", 1)[0]
     return name not in NO_TERMINAL_STATE and (env_kwargs or {}).get("terminate_when_unhealthy", True) is not False
 
