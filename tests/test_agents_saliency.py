@@ -171,3 +171,37 @@ def test_render_on_mpe_draws_each_agents_vector_saliency_in_its_column(tmp_path)
     for t, img in enumerate(frames):
         for cell, a in zip(comp.cells, agents):
             _check_feature_bars(img, cell.features, sal[a][t], tol=3)
+
+
+def test_frames_drawn_into_the_last_frames_array_equal_fresh_ones():
+    """The compositor redraws only what moves when it draws into the array of its last frame (the recorder's loop):
+    every frame equals the one drawn from scratch, with an agent that leaves (its state text right-aligned in its
+    cell, greyed out), a long name, thumbnails with saliency and vector saliency bars, in one row and grouped."""
+    from rlviz.draw.panels_agents import AgentsLayout
+
+    rng = np.random.default_rng(7)
+    frames = 6
+    k = frames - 1
+
+    def tl(name, gone, thumbs, sal):
+        return AgentTimeline(name, None, np.zeros(k, np.int64), ("left", "right", "noop"), np.arange(frames),
+                             np.r_[np.ones(k, bool), False], rng.normal(size=frames), gone, thumbs, sal)
+
+    timelines = [tl("agent_0", -1, rng.integers(0, 255, (frames, 48, 48, 3), dtype=np.uint8),
+                    rng.random((frames, 12, 12)).astype(np.float32)),
+                 tl("a_very_long_agent_name_indeed", 2, None, None),
+                 tl("x", 3, None, rng.random((frames, 5)).astype(np.float32))]
+    game = [rng.integers(0, 255, (40, 50, 3), dtype=np.uint8) for _ in range(frames)]
+    for layout in (AgentsLayout(), AgentsLayout(max_columns=2)):
+        comp = AgentsCompositor((40, 50), timelines, layout, "tag_v0")
+        buf = np.zeros((comp.size[1], comp.size[0], 3), np.uint8)
+        for t in list(range(frames)) + [0, 4, 1]:  # forwards, then jumps back and forth
+            fresh = AgentsCompositor((40, 50), timelines, layout, "tag_v0").render(t, game[t])
+            assert comp.render(t, game[t], out=buf) is buf
+            assert np.array_equal(buf, fresh), t
+        outside = np.ones(buf.shape[:2], bool)  # nothing is drawn outside the cells and the game (no text runs over)
+        for x, y, w, h in [cell.box for cell in comp.cells] + [comp.game]:
+            outside[y: y + h, x: x + w] = False
+        for t in range(frames):
+            img = comp.render(t, game[t], out=buf)
+            assert np.array_equal(img[outside], comp._background[outside]), t

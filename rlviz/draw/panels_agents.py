@@ -173,6 +173,9 @@ class _Cell:
                 mem = (x + m, y_plot + plot_h + lh + 6, w - 2 * m, _memory_height(plot_h))
                 self.memory = TimePlot(mem, k, memory_plot_series(memory_series(it)), fs)
         self.returns = np.cumsum(np.asarray(tl.rewards, np.float64))
+        self._name_w = text_width(tl.name, fs * 1.1)
+        self._widths: dict[str, int] = {}
+        self._labels: dict[tuple[Any, ...], tuple[int, int, int, int, np.ndarray]] = {}
         self.features: FeaturePanel | None = None  # a vector observation's saliency: a bar per feature
         if thumb_h and tl.thumbnails is None and tl.saliency is not None and np.ndim(tl.saliency) == 2:
             d = int(np.shape(tl.saliency)[1])
@@ -208,18 +211,45 @@ class _Cell:
         if self.memory is not None:
             self.memory.draw_traces(img)
 
+
+    def _width(self, s: str) -> int:
+        """The width of a state text (a handful per agent), measured once."""
+        w = self._widths.get(s)
+        if w is None:
+            w = self._widths[s] = text_width(s, self.fs)
+        return w
+
+    def _label(self, img: np.ndarray, s: str, x: int, y: int, color: str, scale: float) -> None:
+        """``put_text`` of a line that repeats from frame to frame (the name, the state), drawn once over the
+        cell's static background and then copied: the same pixels, without drawing the text again. Needs the
+        line's box to hold the background only when it is drawn (the cell's first texts, inside the cell)."""
+        key = (s, x, y, color, scale)
+        hit = self._labels.get(key)
+        if hit is None:
+            (w, h), base = cv2.getTextSize(s, FONT, scale, 1)
+            y0, y1 = max(0, y - h - 3), min(img.shape[0], y + base + 3)
+            x0, x1 = max(0, x - 3), min(img.shape[1], x + w + 3)
+            put_text(img, s, x, y, color, scale)
+            self._labels[key] = (y0, y1, x0, x1, img[y0:y1, x0:x1].copy())
+            return
+        y0, y1, x0, x1, patch = hit
+        img[y0:y1, x0:x1] = patch
     def draw(self, img: np.ndarray, t: int) -> None:
         tl, lh, fs = self.tl, self.lh, self.fs
         x, y = self.x, self.box[1] + self.m + lh - 4
         k = int(tl.index[t])
         gone = 0 <= tl.gone_at <= t
         acting = bool(tl.acting[t]) and not gone
-        put_text(img, short(tl.name, 22), x, y, "chosen" if acting else "text", fs * 1.1)
+        self._label(img, short(tl.name, 22), x, y, "chosen" if acting else "text", fs * 1.1)
         state = f"gone at step {tl.gone_at}" if gone else "acting" if acting else "waiting" if k >= 0 else "not yet"
         if not gone and tl.internals is not None and k == tl.internals.logits.shape[0] - 1 and not acting:
             state = "done"
-        put_text(img, state, x + 150 if text_width(tl.name, fs * 1.1) < 140 else x, y + (0 if text_width(
-            tl.name, fs * 1.1) < 140 else lh), "dim", fs)
+        # right of the name, inside the cell (right-aligned when it would run past it); under a long name
+        sx = min(x + 150, self.box[0] + self.box[2] - self.m - self._width(state))
+        if sx >= x + self._name_w + 8:
+            self._label(img, state, sx, y, "dim", fs)
+        else:
+            put_text(img, state, x, y + lh, "dim", fs)
         put_text(img, f"reward {float(tl.rewards[t]):+.3g}  return {float(self.returns[t]):.4g}", x, y + lh, "reward", fs)
         it = tl.internals
         action = tl.actions[k] if 0 <= k < len(tl.actions) else None
@@ -316,16 +346,26 @@ class AgentsCompositor:
             cell.draw_traces(bg)
         self._background = bg
         self.num_frames = int(len(timelines[0].index))
+        self._last: np.ndarray | None = None  # the array drawn last: only the cells need redrawing in it
+        # the cells' rows, to the frame's right edge (a long state text may run past its cell: restored too)
+        self._cells_box = (min(c.box[1] for c in self.cells), max(c.box[1] + c.box[3] for c in self.cells),
+                           min(c.box[0] for c in self.cells), width)
 
     def render(self, t: int, frame: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         """Frame t (0..N) with the shared game ``frame`` (uint8 [H, W, 3]) as uint8 [height, width, 3] RGB, drawn into
-        ``out`` when given (same shape)."""
+        ``out`` when given (same shape). When ``out`` is the array this compositor drew the last frame into (left
+        unchanged since), only what moves is redrawn: the game and the cells (the rest is the same background)."""
         if not 0 <= int(t) < self.num_frames:
             raise UsageError(f"Frame index t={t} is outside the episode; expected 0..{self.num_frames - 1}.")
+        bg = self._background
         if out is None:
-            out = self._background.copy()
+            out = bg.copy()
+        elif out is not self._last:
+            np.copyto(out, bg)
         else:
-            np.copyto(out, self._background)
+            y0, y1, x0, x1 = self._cells_box
+            out[y0: y1, x0: x1] = bg[y0: y1, x0: x1]
+        self._last = out
         gx, gy, gw, gh = self.game
         fh, fw = self.frame_hw
         frame = np.asarray(frame)
