@@ -200,7 +200,7 @@ def rollout_agents(recipe: Any, policy: Any, episodes: int, seed: int = 0, greed
     num_actions = int(spec.size) if spec.kind == "discrete" else 0
     watch = bool(heatmap) and knows_positions(env)
     clean = type(env.unwrapped).__module__.startswith(RESETS_CLEANLY)
-    t0, out = time.perf_counter(), []
+    t0, out = time.perf_counter(), list[AgentEpisode]()
     try:
         with progress.bar(episodes, "rollouts", unit="ep", show=False if report is not None else None) as bar:
             for k in range(int(first_episode), int(first_episode) + int(episodes)):
