@@ -14,10 +14,13 @@ Each run is a fresh process (so peak memory is its own): pistonball_v6 with ``--
 ``max_cycles=--cycles``), ``--episodes`` episodes from seed 0, the same seeded random actions; every episode recorded
 (``episode_trigger=lambda e: True``). Ours annotates each piston's Gaussian (mean, std) and value before each step
 (CleanRL-style: what a training loop has at hand), so every video has one panel column per agent and a ``.npz``.
-"bare" runs the same loop without a recorder. Runs are interleaved (bare, theirs, ours, ours, theirs, bare, ...),
+"bare" runs the same loop without a recorder. rlviz's and moviepy's modules are compiled first (``compileall``: an
+installed package has its .pyc files; a checkout run with PYTHONDONTWRITEBYTECODE=1 would compile rlviz in every
+run). Runs are interleaved (bare, theirs, ours, ours, theirs, bare, ...),
 repeated; printed: min and median wall seconds (the process's own clock from the env's creation to ``close()``
 returning, every video complete) and peak resident memory (the Python process's, and the largest ffmpeg child's, VmHWM
-polled every 50 ms), and the ratios ours / theirs. Targets: wall <= 1.0x, memory <= 1.2x.
+polled every 50 ms), the CPU seconds of the process and its ffmpeg children (user + system: a fair measure on a loaded
+machine, where wall clocks are not), and the ratios ours / theirs. Targets: wall <= 1.0x, memory <= 1.2x.
 """
 
 from __future__ import annotations
@@ -53,7 +56,10 @@ def watch():  # the peak resident memory (VmHWM) of this process's ffmpeg childr
         time.sleep(0.05)
 threading.Thread(target=watch, daemon=True).start()
 kind, folder, episodes, cycles, pistons = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-t0 = time.perf_counter()
+def cpu():  # CPU seconds of this process and of its children that ended (every ffmpeg, once its video is written)
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+t0, c0 = time.perf_counter(), cpu()
 from pettingzoo.butterfly import pistonball_v6
 env = pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=pistons, max_cycles=cycles)
 if kind == "theirs":
@@ -75,7 +81,7 @@ for ep in range(episodes):
         steps += 1
 env.close()
 wall = time.perf_counter() - t0
-print(json.dumps({"wall": wall, "steps": steps,
+print(json.dumps({"wall": wall, "cpu": cpu() - c0, "steps": steps,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "ffmpeg_mb": ffmpeg_kb[0] / 1024}))
 """
@@ -110,6 +116,11 @@ def main() -> None:
                            env=dict(os.environ, PYTHONPATH=args.moviepy_path or ""))
     if probe.returncode != 0:
         raise SystemExit("PettingZoo's RecordVideoParallel needs moviepy: pass --moviepy-path DIR (see --help).")
+    # Both sides import compiled modules, as installed packages do (pip compiles moviepy on install; a source
+    # checkout under PYTHONDONTWRITEBYTECODE=1 never gets its .pyc files, and each run of ours compiled ~70 rlviz
+    # modules again: ~0.25 s of CPU and wall that no installed rlviz spends). compileall writes __pycache__ folders.
+    for folder in [ROOT / "rlviz"] + ([Path(args.moviepy_path)] if args.moviepy_path else []):
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(folder)], capture_output=True, check=False)
     results: dict[str, list[dict]] = {"bare": [], "theirs": [], "ours": []}
     order = ["bare", "theirs", "ours", "ours", "theirs", "bare"]
     with tempfile.TemporaryDirectory(prefix="rlviz-bench-ma-") as tmp:
@@ -117,20 +128,25 @@ def main() -> None:
             for kind in order if r % 2 == 0 else order[::-1]:
                 results[kind].append(run(kind, args, Path(tmp)))
                 print(f"  repeat {r} {kind:6s} {results[kind][-1]}", flush=True)
-    print(f"\npistonball_v6, {args.pistons} agents, {args.episodes} episodes x {args.cycles} steps, "
+    print(f"\npistonball_v6, {args.pistons} agents, {args.episodes} episodes (max_cycles {args.cycles}: "
+          f"{results['bare'][-1]['steps']} steps in all), "
           f"{args.repeats * 2} runs each (interleaved)")
     summary = {}
     for kind, rows in results.items():
         walls = [x["wall"] for x in rows]
         rss = [x["rss_mb"] for x in rows]
         ff = [x["ffmpeg_mb"] for x in rows]
-        summary[kind] = (min(walls), statistics.median(walls), max(rss), max(ff))
+        cpus = [x["cpu"] for x in rows]
+        summary[kind] = (min(walls), statistics.median(walls), max(rss), max(ff), min(cpus), statistics.median(cpus))
         print(f"{kind:6s} wall min {min(walls):7.2f} s  median {statistics.median(walls):7.2f} s   "
-              f"peak RSS python {max(rss):7.1f} MB  ffmpeg {max(ff):6.1f} MB   files {rows[-1]['mb_on_disk']:.1f} MB")
+              f"cpu min {min(cpus):6.2f} s  median {statistics.median(cpus):6.2f} s   peak RSS python {max(rss):7.1f} MB  "
+              f"ffmpeg {max(ff):6.1f} MB   files {rows[-1]['mb_on_disk']:.1f} MB")
     o, t = summary["ours"], summary["theirs"]
     print(f"\nours / theirs: wall min {o[0] / t[0]:.2f}x  median {o[1] / t[1]:.2f}x   "
           f"peak RSS python {o[2] / t[2]:.2f}x  python+ffmpeg {(o[2] + o[3]) / (t[2] + t[3]):.2f}x "
           "(targets: wall <= 1.0x, memory <= 1.2x)")
+    print(f"ours / theirs: CPU seconds (python + its ffmpeg processes) min {o[4] / t[4]:.2f}x  median {o[5] / t[5]:.2f}x "
+          "(what a loaded machine measures fairly)")
     print(f"recording overhead over the bare loop: ours {o[1] / summary['bare'][1]:.2f}x, theirs "
           f"{t[1] / summary['bare'][1]:.2f}x (median wall)")
 

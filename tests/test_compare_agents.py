@@ -125,3 +125,19 @@ def test_disagreements_on_a_pettingzoo_env_are_refused_in_one_line(two_agents, t
     err = capsys.readouterr().err.strip()
     assert code == 2 and "--disagreements 3" in err and len(err.splitlines()) == 1
     assert not (tmp_path / "cmp" / "comparison.json").exists()
+
+
+def test_compare_with_workers_gives_the_one_process_numbers(two_agents, tmp_path, capsys):
+    """--workers 2: both rollouts run in the workers (seed-contiguous shards); episodes.csv and the per-agent paired
+    statistics are the one-process run's."""
+    a, b, recipe = two_agents
+    outs = {}
+    for workers in ("1", "2"):
+        out = tmp_path / f"w{workers}"
+        assert main(["compare", str(a), str(b), "--env", str(recipe), "--episodes", "6", "--videos", "first:0",
+                     "--workers", workers, "--out", str(out)]) == 0, capsys.readouterr().err
+        outs[workers] = out
+    assert (outs["1"] / "episodes.csv").read_text() == (outs["2"] / "episodes.csv").read_text()
+    one, two = (json.loads((outs[w] / "comparison.json").read_text()) for w in "12")
+    assert one["agents"] == two["agents"] and one["return_diff"] == two["return_diff"]
+    assert one["a"]["agents"] == two["a"]["agents"] and one["b"]["agents"] == two["b"]["agents"]

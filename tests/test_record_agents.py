@@ -238,3 +238,66 @@ def test_play_agents_with_a_shared_policy_gives_each_agents_statistics(tmp_path)
     assert cut.steps == 2 and not any(cut.terminated.values()) and not any(cut.truncated.values())
     with pytest.raises(UsageError, match="policy for every agent"):
         play_agents(Tag(), {"agent_0": _turns})
+
+
+def _state(step: int, i: int) -> np.ndarray:
+    return np.array([step + 1.0, 0.5 * i, -0.25 * step], np.float32)  # agent i's recurrent state at its step
+
+
+@pytest.mark.parametrize("how", ["rows", "dict", "lstm"])
+def test_annotated_states_are_each_agents_memory_in_the_npz_and_the_column(tmp_path, how, monkeypatch):
+    """annotate(state=...) in a parallel env: all agents' rows at once ([agents, H], nn.LSTM's ([1, agents, H],) * 2)
+    or a dict; each agent's memory in the .npz is its own state per decision (the frame after its last step repeats
+    it), its norm and change derive from it; the column draws its memory plot, and the decoded video shows it."""
+    from rlviz.draw import panels_agents
+
+    drawn = []
+
+    class Spy(panels_agents.AgentsCompositor):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            drawn.append(self)
+            for cell in self.cells:  # the thumbnails' spool is gone once the video is written: kept here
+                if cell.tl.thumbnails is not None:
+                    cell.tl.thumbnails = np.asarray(cell.tl.thumbnails[:])
+
+    monkeypatch.setattr(panels_agents, "AgentsCompositor", Spy)
+
+    def annotate(env, s):
+        ids = [int(a[-1]) for a in env.agents]
+        rows = np.stack([_state(s, i) for i in ids])
+        state = {"rows": rows, "dict": {a: _state(s, int(a[-1])) for a in env.agents},
+                 "lstm": (rows[None], np.zeros_like(rows)[None])}[how]
+        _dicts(env, s)
+        env.annotate(logits={a: _logits(s, int(a[-1])) for a in env.agents}, state=state)
+
+    env = RecordParallelEpisode(Tag(n=3, leave=(1, 3), length=6), tmp_path / "with", episode_trigger=lambda e: True)
+    path = _play(env, annotate)
+    plain = _play(RecordParallelEpisode(Tag(n=3, leave=(1, 3), length=6), tmp_path / "without",
+                                        episode_trigger=lambda e: True), _dicts)
+    z = np.load(path.with_suffix(".npz"))
+    for i in range(3):
+        a, k = f"agent_{i}", 3 if i == 1 else 6
+        memory = np.stack([_state(s, i) for s in range(k)] + [_state(k - 1, i)])
+        np.testing.assert_array_equal(z[f"{a}/memory"].astype(np.float32), memory)  # 3 units: kept as they are
+        np.testing.assert_allclose(z[f"{a}/memory_norm"], np.linalg.norm(memory, axis=1), rtol=1e-6)
+        change = np.r_[0.0, np.linalg.norm(np.diff(memory, axis=0), axis=1)]
+        np.testing.assert_allclose(z[f"{a}/memory_change"], change, rtol=1e-6, atol=1e-7)
+        assert float(z[f"{a}/state_start_gap"]) == pytest.approx(np.abs(_state(0, i)).max())
+    with_memory, without = probe_video(path), probe_video(plain)
+    assert with_memory.num_frames == without.num_frames == 7 and with_memory.width == without.width
+    comp = drawn[0]  # the recorder's compositor (the first video's): each column has its memory plot
+    frames = list(read_video(path))
+    for i, cell in enumerate(comp.cells):
+        k = 3 if i == 1 else 6
+        norm = np.linalg.norm(np.stack([_state(s, i) for s in range(k)] + [_state(k - 1, i)]), axis=1)
+        assert cell.memory is not None and cell.memory.series[0][0] == "|h| / max"
+        np.testing.assert_allclose(cell.memory.series[0][1], norm / norm.max(), rtol=1e-6)
+        x, y, w, h = cell.memory.box
+        for t in (0, 2) if i == 1 else (0, 2, 6):  # the decoded video shows what the compositor draws (agent_1: gone at 3)
+            want = comp.render(t, np.full((24, 32, 3), 20 * t, np.uint8))[y: y + h, x: x + w].astype(float)
+            got = frames[t][y: y + h, x: x + w].astype(float)
+            assert np.abs(got - want).mean() < 8.0  # (the codec blurs thin coloured lines: 4:2:0 chroma)
+            if t == 2:  # by then the traces are revealed over 2/3 (agent_1) or 1/3 of the plot: more than a cursor
+                assert (np.abs(want - np.array([22, 24, 30])).max(axis=2) > 60).sum() > w // 2 + h
+    assert all(c.memory is None for c in drawn[1].cells)  # the video without states: no memory plot

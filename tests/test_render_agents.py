@@ -167,7 +167,9 @@ def test_render_of_a_shared_parameter_torch_agent(torch_checkpoint, tmp_path):
     result = render(checkpoint=str(torch_checkpoint), episodes=20, heatmap=True, videos="first:1",
                     saliency="gradient", out=str(out))
     summary, rows = _check_run(out, _recipe())
+    _check_report(out, summary, rows)
     assert result.summary == summary and result.videos == (out / "videos" / "first-episode-0.mp4",)
+    assert result.report_html == out / "report.html"
     assert "piston_3" in result.table
 
 
@@ -325,3 +327,59 @@ def test_atari_pong_renders_where_its_rom_is_installed_else_one_line(tmp_path):
     ckpt = save_checkpoint(tmp_path / "pong.pt2", Linear(256, 6, 255.0), env=recipe, kind="logits")
     out = render(checkpoint=str(ckpt), episodes=2, videos="first:0", out=str(tmp_path / "run"))
     assert out.summary["agents_list"] == ["first_0", "second_0"] and out.summary["episodes"] == 2
+
+
+def test_workers_give_the_same_episodes_and_heatmap_as_one_process(torch_checkpoint, tmp_path):
+    """--workers 2 runs the episodes in two worker processes (seed-contiguous shards): episodes.csv, the per-agent
+    statistics and the failure heatmap equal the one-process run's; --num-envs, which does not apply, gets a note."""
+    runs = {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        render(checkpoint=str(torch_checkpoint), episodes=7, heatmap=True, videos="first:0", workers=workers,
+               seed=5, out=str(out))
+        runs[workers] = out
+    one, two = runs[1], runs[2]
+    assert (one / "episodes.csv").read_text() == (two / "episodes.csv").read_text()
+    assert len(_rows(one / "episodes.csv")) == 7
+    s1, s2 = (json.loads((d / "summary.json").read_text()) for d in (one, two))
+    assert s1["agents"] == s2["agents"] and s1["team_return"] == s2["team_return"]
+    assert s1["diagnostics"] == s2["diagnostics"]
+    with np.load(one / "heatmap.npz") as h1, np.load(two / "heatmap.npz") as h2:
+        assert np.array_equal(h1["counts"], h2["counts"]) and int(h1["episodes"]) == int(h2["episodes"]) == 7
+        assert int(h1["failures"]) == int(h2["failures"])
+    with pytest.warns(UserWarning, match="--num-envs 4 does not apply to a PettingZoo env"):
+        render(checkpoint=str(torch_checkpoint), episodes=2, videos="first:0", num_envs=4, out=str(tmp_path / "n"))
+
+
+def _check_report(out, summary, rows):
+    """report.html of a multi-agent run: its numbers are summary.json's and episodes.csv's, its pictures and videos
+    are the run's files."""
+    import html as html_mod
+    import re
+
+    page = (out / "report.html").read_text()
+    blob = re.search(r"<script type='application/json' id='rlviz-data'>(.*?)</script>", page, re.S).group(1)
+    data = json.loads(blob.replace("<\\/", "</"))
+    assert data["agents"] == summary["agents"] and data["team_return"] == summary["team_return"]
+    run = data["runs"][0]
+    assert run["columns"] == list(rows[0]) and len(run["rows"]) == len(rows)
+    for got, row in zip(run["rows"], rows):  # every cell: the CSV's number (5 significant digits on the page)
+        for value, (col, text) in zip(got, row.items()):
+            assert value == pytest.approx(float(text), rel=1e-4, abs=1e-9), col
+    table = re.search(r"<table class='summary agents'>(.*?)</table>", page, re.S).group(1)
+    lines = re.findall(r"<tr data-agent='([^']+)'>(.*?)</tr>", table, re.S)
+    assert [a for a, _ in lines] == AGENTS
+    for a, cells in lines:
+        values = [html_mod.unescape(c) for c in re.findall(r"<td>(.*?)</td>", cells)][1:]
+        s = summary["agents"][a]
+        want = [s["return"]["mean"], s["return"]["std"], s["return"]["min"], s["return"]["max"],
+                s["length"]["mean"], s["terminations"], s["truncations"], s["failures"], s["failures_placed"]]
+        assert values == [f"{v:.4g}" if isinstance(v, float) else str(v) for v in want]
+        rets = [float(r[f"{a}_return"]) for r in rows]
+        assert float(values[0]) == pytest.approx(np.mean(rets), rel=1e-3, abs=1e-6)
+        assert int(values[7]) == sum(int(r[f"{a}_failed"]) for r in rows)
+    assert len(re.findall(r"<div class='finding ", page)) == len(summary["diagnostics"])
+    srcs = re.findall(r"src='([^']+)'", page)
+    assert "heatmap.png" in srcs and "videos/first-episode-0.mp4" in srcs
+    assert all((out / s).is_file() for s in srcs)
+    assert "videos/first-episode-0-saliency.png" in srcs

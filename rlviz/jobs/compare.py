@@ -132,7 +132,7 @@ def _compare_agents(job: Any, agents: list[LoadedAgent], config: CompareConfig) 
         check_saliency(agent, config.render_config(side))
     gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
     with job.staging("compare", config) as (tmp, _), torch_threads(config.threads):
-        written = compare_agents_into(tmp, agents, config, gammas, select_episodes)
+        written = compare_agents_into(tmp, agents, config, gammas, select_episodes, job.backend)
     out = Path(config.out)
 
     def final(path: Path | None) -> Path | None:

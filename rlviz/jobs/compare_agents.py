@@ -31,14 +31,15 @@ from .. import progress
 from ..config import CompareConfig, parse_video_spec
 from ..draw.side_by_side import side_by_side
 from ..errors import UsageError
+from ..evaluate.backends.workers import Backend
 from ..evaluate.failures.heatmap import HeatmapDiff
-from ..evaluate.rollouts.agents import AgentsRolloutResult, rollout_agents
+from ..evaluate.rollouts.agents import AgentsRolloutResult
 from ..evaluate.statistics.paired import bootstrap_ci, bootstrap_indices, paired_comparison
 from ..evaluate.statistics.stats import fmt_number
 from ..media import probe_video
 from ..media.atomic import atomic_write
 from ..sources import LoadedAgent
-from .render_agents import _video, agents_summary
+from .render_agents import _video, agents_rollout, agents_summary
 
 __all__ = ["check_agents_compare", "compare_agents_into", "agents_comparison", "agents_paired_csv",
            "format_agents_comparison"]
@@ -52,11 +53,11 @@ def check_agents_compare(agents: list[LoadedAgent], config: CompareConfig) -> No
 
 
 def compare_agents_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, gammas: list[float],
-                        select_episodes: Any) -> dict[str, Any]:
+                        select_episodes: Any, backend: Backend | None = None) -> dict[str, Any]:
     """The run's outputs, written into ``folder``: {"comparison", "table", "heatmap_npz", "heatmap_png",
-    "videos"}. ``select_episodes``: :func:`rlviz.jobs.render.select_episodes` (ranking by the team return B - A)."""
-    results = [rollout_agents(agent.recipe, agent.policy, config.episodes, config.seed, config.greedy,
-                              bool(config.heatmap)) for agent in agents]
+    "videos"}. ``select_episodes``: :func:`rlviz.jobs.render.select_episodes` (ranking by the team return B - A);
+    ``backend``: the job's workers (None: this process) for both rollouts."""
+    results = [agents_rollout(agent, config.render_config(side), backend) for agent, side in zip(agents, "ab")]
     summaries = [agents_summary(r, agent, config.render_config(side))
                  for r, agent, side in zip(results, agents, "ab")]
     comparison = agents_comparison(results, summaries, config)

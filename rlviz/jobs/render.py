@@ -137,7 +137,7 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         config = job.check(agent, config)  # now, not after the long rollout
         if is_agents_agent(agent):  # a PettingZoo env id: every agent played by the one policy (jobs.render_agents)
             with job.staging("render", config) as (tmp, _), torch_threads(config.threads):
-                written_agents = render_agents_into(tmp, agent, config, gamma, select_episodes)
+                written_agents = render_agents_into(tmp, agent, config, gamma, select_episodes, job.backend)
             return _agents_outputs(Path(config.out), tmp, written_agents)
         note = heatmap_note(agent, config)
         if note:  # a heatmap of moving pixels, not the game's objects: said now
@@ -170,7 +170,7 @@ def _agents_outputs(out: Path, tmp: Path, written: dict[str, Any]) -> RenderOutp
     return RenderOutputs(out_dir=out, summary=written["summary"], table=written["table"],
                          summary_json=out / "summary.json", episodes_csv=out / "episodes.csv",
                          heatmap_png=final(written["heatmap_png"]), heatmap_npz=final(written["heatmap_npz"]),
-                         videos=tuple(final(v["video"]) for v in written["videos"]))
+                         videos=tuple(final(v["video"]) for v in written["videos"]), report_html=out / REPORT_NAME)
 
 
 def heatmap_note(agent: LoadedAgent, config: RenderConfig) -> str | None:

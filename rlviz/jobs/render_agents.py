@@ -8,6 +8,8 @@ Output layout (in the run folder, beside ``rlviz-run.json``)::
     episodes.csv       one row per episode: team return, then per agent <agent>_return, _length, _terminated,
                        _truncated, _failed
     env-recipe.json    the env and its PettingZoo/SuperSuit preprocessing (``--env run/env-recipe.json`` replays it)
+    report.html        the page: team and per-agent statistics, findings per agent, the heatmap, episodes, videos
+                       (:mod:`rlviz.report.agents_page`)
     heatmap.png/.npz   (--heatmap, games rlviz knows agent positions of) one panel per agent: where it was when it
                        failed (:mod:`rlviz.evaluate.rollouts.agents`)
     videos/<label>-episode-<k>.mp4 (+ .npz)   the shared frame and one panel column per agent
@@ -16,8 +18,10 @@ Output layout (in the run folder, beside ``rlviz-run.json``)::
     videos/<label>-episode-<k>-saliency.npz/.png   (--saliency) per agent: its mean and peak saliency over its
                        observations in that episode
 
-Episodes run one after another in this process (``--workers`` and ``--num-envs`` do not apply); the videos replay
-the chosen episodes through :class:`~rlviz.record.pettingzoo.RecordParallelEpisode` (AEC games:
+Episodes run one after another in this process, or with ``--workers N`` (``--ray``) in seed-contiguous shards in the
+workers, joined into the same result (an episode depends only on its seed; ``--num-envs`` does not apply: a note
+says so). The videos replay the chosen episodes through
+:class:`~rlviz.record.pettingzoo.RecordParallelEpisode` (AEC games:
 ``RecordAECEpisode``), which evaluates each agent's internals with the same policy.
 """
 
@@ -25,22 +29,29 @@ from __future__ import annotations
 
 import io
 import json
+import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import progress
+from ..choices import DEFAULT_NUM_ENVS
 from ..config import RenderConfig, parse_video_spec
 from ..envs.pettingzoo_envs import is_agents_env_id, is_parallel, make_agents_env
 from ..envs.recipe import RECIPE_FILE
-from ..evaluate.rollouts.agents import AgentsRolloutResult, play_episode, rollout_agents
+from ..evaluate.backends.workers import Backend, shard_ranges
+from ..evaluate.rollouts.agents import AgentsRolloutResult, merge_agents_rollouts, play_episode, rollout_agents
 from ..explain.saliency import attribute
 from ..media.atomic import atomic_write
+from ..report.agents_page import write_agents_report
 from ..sources import LoadedAgent
+from .shards import AgentSource, source_for
 
-__all__ = ["is_agents_agent", "render_agents_into", "agents_summary", "agents_table", "agents_diagnostics"]
+__all__ = ["is_agents_agent", "render_agents_into", "agents_rollout", "run_agents_shard", "AgentsShardTask",
+           "agents_summary", "agents_table", "agents_diagnostics"]
 
 
 def is_agents_agent(agent: LoadedAgent) -> bool:
@@ -49,11 +60,11 @@ def is_agents_agent(agent: LoadedAgent) -> bool:
 
 
 def render_agents_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float,
-                       select_episodes: Any) -> dict[str, Any]:
+                       select_episodes: Any, backend: Backend | None = None) -> dict[str, Any]:
     """The run's outputs, written into ``folder``: {"summary", "heatmap_npz", "heatmap_png", "videos", "table"}.
-    ``select_episodes``: :func:`rlviz.jobs.render.select_episodes` (the team's returns rank the episodes)."""
-    result = rollout_agents(agent.recipe, agent.policy, config.episodes, config.seed, config.greedy,
-                            bool(config.heatmap))
+    ``select_episodes``: :func:`rlviz.jobs.render.select_episodes` (the team's returns rank the episodes);
+    ``backend``: the job's workers (None: this process) for the rollout."""
+    result = agents_rollout(agent, config, backend)
     summary = agents_summary(result, agent, config)
     atomic_write(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
     atomic_write(folder / "episodes.csv", _episodes_csv(result))
@@ -68,8 +79,48 @@ def render_agents_into(folder: Path, agent: LoadedAgent, config: RenderConfig, g
     for label, idx in chosen:
         with progress.phase(f"video of episode {idx}"):
             videos.append(_video(agent, result, idx, label, folder / "videos", config, gamma))
+    write_agents_report(folder)  # report.html: read back from the files just written
     return {"summary": summary, "heatmap_npz": heatmap_npz, "heatmap_png": heatmap_png, "videos": videos,
             "table": agents_table(summary)}
+
+
+@dataclass(frozen=True)
+class AgentsShardTask:
+    """Episodes ``[first_episode, first_episode + episodes)`` of a multi-agent run, for a worker
+    (:func:`run_agents_shard`)."""
+
+    source: AgentSource
+    first_episode: int
+    episodes: int
+
+    def __str__(self) -> str:
+        return f"episodes {self.first_episode}-{self.first_episode + self.episodes - 1}"
+
+
+def run_agents_shard(task: AgentsShardTask, progress: Any = None) -> AgentsRolloutResult:
+    """A worker's part of the rollout (join with :func:`~rlviz.evaluate.rollouts.agents.merge_agents_rollouts`)."""
+    agent, c = task.source.load(), task.source.config
+    return rollout_agents(agent.recipe, agent.policy, task.episodes, c.seed, c.greedy, bool(c.heatmap),
+                          first_episode=task.first_episode, report=progress or (lambda _ret: None))
+
+
+def agents_rollout(agent: LoadedAgent, config: RenderConfig, backend: Backend | None = None) -> AgentsRolloutResult:
+    """The config's episodes of ``agent`` (every agent of the game): in this process, or with a worker ``backend``
+    (``--workers N``, ``--ray``) in seed-contiguous shards joined into the same result."""
+    if config.num_envs != DEFAULT_NUM_ENVS:
+        warnings.warn(f"--num-envs {config.num_envs} does not apply to a PettingZoo env ({agent.recipe.env_id}): its "
+                      "episodes run one at a time per process; use --workers N to run them in parallel.", stacklevel=2)
+    if backend is None or config.episodes < 2:
+        return rollout_agents(agent.recipe, agent.policy, config.episodes, config.seed, config.greedy,
+                              bool(config.heatmap))
+    source = source_for(config, backend)
+    tasks = [AgentsShardTask(source, r.start, len(r)) for r in shard_ranges(config.episodes, backend.size, 1)]
+    t0 = time.perf_counter()
+    with progress.bar(config.episodes, "rollouts", unit="ep") as bar:
+        parts = backend.map(run_agents_shard, tasks, progress=lambda ret: bar.update(1, ret=f"{ret:.1f}"),
+                            what="the rollout of")
+    return merge_agents_rollouts(parts, agent.recipe, config.seed, bool(config.heatmap), time.perf_counter() - t0)
+
 
 
 def _stats(x: list[float]) -> dict[str, float]:

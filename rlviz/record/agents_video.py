@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import os
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -331,6 +331,10 @@ class AgentsVideo:
         saliency = opt.saliency if policy is not None else None  # a policy to take apart: each thumbnail's tint
         internals = compute_internals(trace, policy, opt.gamma, saliency, opt.saliency_target, track.annotations, spec,
                                       observation_space=track.agent.observation_space)
+        memory = track.annotations.memory(k)  # annotate(state=...): the loop's recurrent state, as RecordEpisode keeps it
+        if memory is not None:
+            internals = replace(internals, memory=memory, memory_kind=track.annotations.state_kind,
+                                memory_start_gap=track.annotations.start_gap)
         return trace, internals
 
     def _write(self, parts: list[Any], num_frames: int) -> None:
@@ -369,10 +373,12 @@ class AgentsVideo:
         acting[decisions[decisions < num_frames]] = True
         thumbs = track.thumbs.view() if track.thumbs is not None and len(track.thumbs) >= decisions.size + 1 else None
         actions = trace.actions if trace is not None else np.zeros((0,), np.int64)
-        sal = internals.saliency if internals is not None and thumbs is not None else None  # image maps: tint thumbnails
+        sal = internals.saliency if internals is not None else None
+        # image maps tint the thumbnails; a vector observation's (MPE) are a bar per feature where a thumbnail would be
+        if sal is not None and not ((sal.ndim == 3 and thumbs is not None) or (sal.ndim == 2 and thumbs is None)):
+            sal = None
         return AgentTimeline(agent, internals, actions, track.agent.action_names, index, acting,
-                             np.asarray(track.frame_rewards[:num_frames], np.float64), track.gone_at, thumbs,
-                             sal if sal is not None and sal.ndim == 3 else None)
+                             np.asarray(track.frame_rewards[:num_frames], np.float64), track.gone_at, thumbs, sal)
 
     def _save(self, parts: list[Any], num_frames: int) -> None:
         from ..media.atomic import atomic_path

@@ -15,7 +15,11 @@ per agent when the episode ends) and/or the loop's ``annotate`` calls before eac
 
 * parallel: ``env.annotate(logits={agent: ...}, value={agent: ...})`` (or one array whose rows follow
   ``env.agents``), or ``env.annotate(agent, logits=..., value=...)`` per agent;
-* AEC: ``env.annotate(logits=..., value=...)`` for ``env.agent_selection`` (or name the agent first).
+* AEC: ``env.annotate(logits=..., value=...)`` for ``env.agent_selection`` (or name the agent first);
+* a recurrent loop's state, with the numbers: ``annotate(..., state=h)`` per agent (``[H]``, or an LSTM's
+  ``(h, c)``), or in a parallel env every agent's at once (each part ``[agents, H]`` or ``nn.LSTM``'s
+  ``[layers, agents, H]``, rows following ``env.agents``; or ``{agent: state}``): drawn as each agent's memory plot
+  (``|h|``, ``|h - h_prev|``) and kept in the ``.npz`` as the single-agent recorders keep it (docs/memory.md).
 
 An episode is recorded with panels when ``annotate`` came before its first step (or policies were given); a
 video begun by ``step_trigger`` records frames only, as PettingZoo's.
@@ -109,24 +113,7 @@ class RecordParallelEpisode(AgentsRecording, BaseParallelWrapper):  # type: igno
             return
         if self._video is None:
             return
-        agents = list(self.env.agents)
-        per_agent: dict[str, dict[str, Any]] = {a: {} for a in agents}
-        for key, v in fields.items():
-            if v is None:
-                continue
-            if isinstance(v, dict):
-                for a, x in v.items():
-                    if a not in per_agent:
-                        raise UsageError(f"annotate({key}=...) names agent {a!r}, which is not playing; env.agents "
-                                         f"is {agents}.")
-                    per_agent[a][key] = x
-                continue
-            rows = _rows(v)
-            if len(rows) != len(agents):
-                raise UsageError(f"annotate({key}=...) received {len(rows)} rows; expected one per agent of "
-                                 f"env.agents ({len(agents)}), or a dict {{agent: numbers}}.")
-            for a, x in zip(agents, rows):
-                per_agent[a][key] = x
+        per_agent = _per_agent(fields, list(self.env.agents))
         for a, f in per_agent.items():
             if f:
                 self._annotate(a, f)
@@ -204,3 +191,31 @@ def _rows(v: Any) -> list[Any]:
 
     arr = as_numpy(v, np.float32)
     return list(arr.reshape(arr.shape[0], -1)) if arr.ndim >= 1 else [arr]
+
+
+def _per_agent(fields: dict[str, Any], agents: list[str]) -> dict[str, dict[str, Any]]:
+    """``annotate``'s fields for all agents at once, split per agent: a dict ``{agent: numbers}``, rows following
+    ``agents``, or (``state``) every agent's recurrent state (each part ``[agents, H]`` or ``[layers, agents, H]``)."""
+    per_agent: dict[str, dict[str, Any]] = {a: {} for a in agents}
+    for key, v in fields.items():
+        if v is None:
+            continue
+        if isinstance(v, dict):
+            for a, x in v.items():
+                if a not in per_agent:
+                    raise UsageError(f"annotate({key}=...) names agent {a!r}, which is not playing; env.agents "
+                                     f"is {agents}.")
+                per_agent[a][key] = x
+            continue
+        if key == "state":
+            from .annotated_state import env_state_rows
+
+            rows: list[Any] = env_state_rows(v, list(range(len(agents))), len(agents))
+        else:
+            rows = _rows(v)
+        if len(rows) != len(agents):
+            raise UsageError(f"annotate({key}=...) received {len(rows)} rows; expected one per agent of "
+                             f"env.agents ({len(agents)}), or a dict {{agent: numbers}}.")
+        for a, x in zip(agents, rows):
+            per_agent[a][key] = x
+    return per_agent

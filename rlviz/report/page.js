@@ -132,7 +132,7 @@ DATA.runs.forEach((run, r) => {
   buildTable(run, r);
   run.videos.forEach((v, i) => {
     const box = document.getElementById("video-" + r + "-" + i);
-    if (box) box.trace = new StepTrace(box, v.trace);
+    if (box && v.trace) box.trace = new StepTrace(box, v.trace);  // (a multi-agent video has no trace)
   });
 });
 window.rlvizReady = true;

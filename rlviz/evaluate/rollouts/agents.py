@@ -27,11 +27,13 @@ from ...agent.actions import action_spec, sample_actions, to_env_action
 from ...agent.masking import apply_masks
 from ...envs.frames import to_rgb_frame
 from ...envs.pettingzoo_envs import is_parallel, make_agents_env, split_observation
+from ...errors import UsageError
 from ..failures.agent_positions import agent_positions, disc_mask, knows_positions
 from ..failures.heatmap import FailureHeatmap
 from .rollout import episode_seed_for
 
-__all__ = ["AgentEpisode", "AgentsRolloutResult", "play_episode", "rollout_agents", "RESETS_CLEANLY"]
+__all__ = ["AgentEpisode", "AgentsRolloutResult", "play_episode", "rollout_agents", "merge_agents_rollouts",
+           "agents_heatmap", "RESETS_CLEANLY"]
 
 #: Modules of the games whose ``reset(seed)`` restores everything: their episodes reuse one env (the others get a
 #: fresh env each; making one costs ~1 ms for MPE, ~40 ms for the butterfly games).
@@ -178,9 +180,13 @@ def _aec(env: Any, decide: _Decider, ep: AgentEpisode, spec: Any, watch: bool) -
 
 
 def rollout_agents(recipe: Any, policy: Any, episodes: int, seed: int = 0, greedy: bool = False,
-                   heatmap: bool = False) -> AgentsRolloutResult:
-    """``episodes`` episodes of the PettingZoo env of ``recipe`` played by ``policy`` (every agent), one after
-    another in this process; with ``heatmap`` the failure heatmap per agent (games rlviz knows positions of)."""
+                   heatmap: bool = False, first_episode: int = 0, report: Any = None) -> AgentsRolloutResult:
+    """Episodes ``[first_episode, first_episode + episodes)`` of the PettingZoo env of ``recipe`` played by
+    ``policy`` (every agent), one after another in this process; with ``heatmap`` where each failing agent was and
+    the failure heatmap per agent of these episodes (games rlviz knows positions of). The shards of a run (run by
+    ``--workers``) are joined by :func:`merge_agents_rollouts`, which builds the run's heatmap: any split of the
+    episodes gives the same result. ``report(team_return)``: called after each episode in place of the progress
+    bar (a worker's report to the driver's bar)."""
     # A fresh env per episode, except for the families whose reset is clean (:data:`RESETS_CLEANLY`, held by tests):
     # some games keep state across resets (knights-archers-zombies' episode after another differs from the same
     # seed's on a new env), and an episode must replay alone for its video. Always with frames: some games observe differently without a render mode
@@ -194,27 +200,58 @@ def rollout_agents(recipe: Any, policy: Any, episodes: int, seed: int = 0, greed
     num_actions = int(spec.size) if spec.kind == "discrete" else 0
     watch = bool(heatmap) and knows_positions(env)
     clean = type(env.unwrapped).__module__.startswith(RESETS_CLEANLY)
-    t0, out = time.perf_counter(), []
+    t0, out = time.perf_counter(), list[AgentEpisode]()
     try:
-        with progress.bar(episodes, "rollouts", unit="ep") as bar:
-            for k in range(int(episodes)):
-                if k and not clean:
+        with progress.bar(episodes, "rollouts", unit="ep", show=False if report is not None else None) as bar:
+            for k in range(int(first_episode), int(first_episode) + int(episodes)):
+                if out and not clean:
                     env.close()
                     env = make()
                 ep = play_episode(env, policy, k, seed, greedy, watch, num_actions)
                 out.append(ep)
-                bar.update(1, ret=f"{ep.team_return:.1f}")
+                if report is None:
+                    bar.update(1, ret=f"{ep.team_return:.1f}")
+                else:
+                    report(ep.team_return)
         result = AgentsRolloutResult(str(recipe.env_id), agents, out, steps=sum(e.steps for e in out),
                                      wall_time=time.perf_counter() - t0)
     finally:
         env.close()
     if watch:
-        env = make()
+        result.heatmap = agents_heatmap(recipe, result, seed)
+    return result
+
+
+def merge_agents_rollouts(parts: list[AgentsRolloutResult], recipe: Any, seed: int, heatmap: bool,
+                          wall_time: float) -> AgentsRolloutResult:
+    """One run from its shards (any split of its episodes, each once): episodes in order, and with ``heatmap`` the
+    failure heatmap built from all of them, as :func:`rollout_agents` builds it in one process."""
+    if not parts:
+        raise UsageError("merge_agents_rollouts() received no shards; pass at least one AgentsRolloutResult.")
+    episodes = sorted((e for p in parts for e in p.episodes), key=lambda e: e.index)
+    if [e.index for e in episodes] != list(range(len(episodes))):
+        raise UsageError("merge_agents_rollouts(): the shards overlap or leave gaps; pass each episode once.")
+    result = AgentsRolloutResult(parts[0].env_id, parts[0].agents, episodes, steps=sum(p.steps for p in parts),
+                                 wall_time=float(wall_time))
+    if heatmap:
+        env = make_agents_env(recipe, render_mode="rgb_array")
         try:
-            result.heatmap = _heatmap(env, recipe, result, seed)
+            known = knows_positions(env)
         finally:
             env.close()
+        if known:
+            result.heatmap = agents_heatmap(recipe, result, seed)
     return result
+
+
+def agents_heatmap(recipe: Any, result: AgentsRolloutResult, seed: int) -> FailureHeatmap:
+    """The failure heatmap per agent of ``result`` (where each agent was when it failed), over the first episode's
+    reset frame."""
+    env = make_agents_env(recipe, render_mode="rgb_array")
+    try:
+        return _heatmap(env, recipe, result, seed)
+    finally:
+        env.close()
 
 
 def _heatmap(env: Any, recipe: Any, result: AgentsRolloutResult, seed: int) -> FailureHeatmap:
