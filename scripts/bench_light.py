@@ -11,7 +11,8 @@ imports: one fresh interpreter per measurement, the kinds interleaved (order alt
     RecordVideo       ``from gymnasium.wrappers import RecordVideo``
     rlviz recorder    ``from rlviz import RecordEpisode`` (and ``RecordVectorEpisode`` when it exists)
 
-each timed inside the child around the import (wall: perf_counter; CPU: process_time, steadier on a loaded
+(the trees' modules compiled first, as an install has them: scripts/compiled.py) each timed inside the child
+around the import (wall: perf_counter; CPU: process_time, steadier on a loaded
 machine), its peak RSS (``ru_maxrss``) and whether torch,
 matplotlib, cv2 or imageio_ffmpeg were loaded; min and median. Target: rlviz recorder <= gymnasium + 0.15 s.
 
@@ -43,6 +44,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from compiled import compile_trees  # noqa: E402
+
 HEAVY = ("torch", "matplotlib", "cv2", "imageio_ffmpeg")
 
 IMPORTS = {
@@ -168,6 +173,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     print(f"load average: {os.getloadavg()[0]:.2f}")
     if args.part in ("imports", "both"):
+        compile_trees(ROOT / "rlviz", *([args.baseline / "rlviz"] if args.baseline else []))  # as installed
         bench_imports(args.reps, args.baseline)
     if args.part in ("steps", "both"):
         bench_steps(args.steps, args.repeats, args.trigger)

@@ -7,7 +7,7 @@
 The job: ``rlviz render samples/minatar_breakout_ppo.pt2 --episodes 1000 --heatmap --videos first:1,worst:1
 --saliency gradient`` (attention on, as --saliency with --heatmap turns it on), each run a fresh ``python -m rlviz``
 process (start-up included), the two trees in turn with their order alternating per repetition, so drifts in the
-machine's load hit both. Printed: each tree's min and median seconds and the per-repetition ratio baseline / this
+machine's load hit both, each tree's modules compiled first as an install has them (scripts/compiled.py). Printed: each tree's min and median seconds and the per-repetition ratio baseline / this
 tree (above 1: this tree is faster), min and median. Target (issue 33): at least 1.3x.
 """
 
@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from check_identity import BASELINE_REV, baseline_tree  # noqa: E402
+from compiled import compile_trees  # noqa: E402
 
 
 def run(tree: Path, out: Path, episodes: int) -> tuple[float, float]:
@@ -57,6 +58,7 @@ def main() -> None:
         tmp = Path(d)
         base = args.baseline.resolve() if args.baseline else baseline_tree(BASELINE_REV, tmp / "baseline")
         trees = {"0.4.0" if not args.baseline else "baseline": base, "this tree": ROOT}
+        compile_trees(*(t / "rlviz" for t in trees.values()))  # timed as installed: modules compiled
         times: dict = {k: [] for k in trees}
         cpus: dict = {k: [] for k in trees}
         for rep in range(args.reps):

@@ -35,6 +35,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from compiled import compile_trees  # noqa: E402
 
 CHILD = r"""
 import json, os, resource, sys, threading, time, warnings
@@ -116,11 +119,8 @@ def main() -> None:
                            env=dict(os.environ, PYTHONPATH=args.moviepy_path or ""))
     if probe.returncode != 0:
         raise SystemExit("PettingZoo's RecordVideoParallel needs moviepy: pass --moviepy-path DIR (see --help).")
-    # Both sides import compiled modules, as installed packages do (pip compiles moviepy on install; a source
-    # checkout under PYTHONDONTWRITEBYTECODE=1 never gets its .pyc files, and each run of ours compiled ~70 rlviz
-    # modules again: ~0.25 s of CPU and wall that no installed rlviz spends). compileall writes __pycache__ folders.
-    for folder in [ROOT / "rlviz"] + ([Path(args.moviepy_path)] if args.moviepy_path else []):
-        subprocess.run([sys.executable, "-m", "compileall", "-q", str(folder)], capture_output=True, check=False)
+    # both sides import compiled modules, as installed packages do (scripts/compiled.py)
+    compile_trees(ROOT / "rlviz", *([Path(args.moviepy_path)] if args.moviepy_path else []))
     results: dict[str, list[dict]] = {"bare": [], "theirs": [], "ours": []}
     order = ["bare", "theirs", "ours", "ours", "theirs", "bare"]
     with tempfile.TemporaryDirectory(prefix="rlviz-bench-ma-") as tmp:

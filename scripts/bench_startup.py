@@ -15,6 +15,8 @@ Phases (one fresh interpreter per repetition, run in this order, each timed on i
     first forward      one ``policy.evaluate`` of the 16 reset observations
     pool start (2)     a ``WorkerPool(2)`` (as ``--workers 2`` starts it) running two empty tasks, then closed
 
+Every tree's modules are compiled first, as an install has them (scripts/compiled.py).
+
 ``--fixed``: the fixed cost of a short job: ``rlviz render SAMPLE --episodes 1 --num-envs 1 --videos none`` (the
 report included) minus ``python -c "import torch, gymnasium"``, both timed from outside in the same repetition, one
 fresh process each, every tree interleaved (their order alternating); min and median over the repetitions.
@@ -39,6 +41,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from compiled import compile_trees  # noqa: E402
+
 SAMPLES = {"minatar": "samples/minatar_breakout_ppo.pt2", "ale": "samples/ale_breakout_ppo.pt2"}
 COMMAND = ("whole render", "whole render --workers 2")
 
@@ -206,6 +212,7 @@ def main() -> None:
     if args.baseline is not None:
         trees = {"baseline": args.baseline.resolve(), "this tree": ROOT}
     print(f"{os.cpu_count()} CPUs; trees: " + ", ".join(f"{k}: {v}" for k, v in trees.items()), flush=True)
+    compile_trees(*(t / "rlviz" for t in trees.values()))  # timed as installed: modules compiled (scripts/compiled.py)
     if args.fixed:
         with tempfile.TemporaryDirectory(prefix="rlviz-bench-startup-") as d:
             fixed_costs(trees, args.samples[0], args.reps, Path(d))

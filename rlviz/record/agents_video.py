@@ -1,21 +1,15 @@
 """One video of a multi-agent episode, fed step by step: the torch-free core of the PettingZoo recorders
 (:mod:`rlviz.record.pettingzoo`) and of the SuperSuit vector recorder (:mod:`rlviz.record.supersuit`).
 
-API
----
 ``AgentsVideo(path, fps, agents, options=None, *, labels=None, panels=None, writer=None)``: one MP4 at ``path`` of one
-episode; ``agents`` maps each agent id to its :class:`AgentSpec` (action spec, bar labels, policy, observation
-space), in column order. Feed it in order:
-
-``start(frame)`` (frame 0, uint8 [H, W, 3]); ``annotate(agent, **fields) -> bool`` (the loop's numbers for the
-agent's coming decision, as :meth:`rlviz.record.EpisodeVideo.annotate`); ``decide(agent, action, obs=None,
-mask=None)`` (it acts on the current frame, having seen ``obs``); ``step(frame, rewards, gone=(), final_obs=None)``
-(the env stepped: the new frame, None for the last one again; ``{agent: reward}``; the agents that left with it and
-their last observations); ``finish(terminated=False, truncated=False) -> Path | None``; ``abort()``.
-
-Frames: one from ``start`` and one per ``step`` (N + 1 for N env steps; an AEC env's step is one agent's move).
-
-Modes: frames only (``panels=False``; the frames go straight to the encoder through an
+episode; ``agents`` maps each agent id to its :class:`AgentSpec` (action spec, bar labels, policy, observation space),
+in column order. Fed in order: ``start(frame)`` (frame 0, uint8 [H, W, 3]); ``annotate(agent, **fields) -> bool`` (the
+loop's numbers for the agent's coming decision, as :meth:`rlviz.record.EpisodeVideo.annotate`); ``decide(agent,
+action, obs=None, mask=None)`` (it acts on the current frame, having seen ``obs``); ``step(frame, rewards, gone=(),
+final_obs=None)`` (the env stepped: the new frame, None for the last one again; ``{agent: reward}``; the agents that
+left with it and their last observations); ``finish(terminated=False, truncated=False) -> Path | None``; ``abort()``.
+Frames: one from ``start`` and one per ``step`` (N + 1 for N env steps; an AEC env's step is one agent's move). Modes:
+frames only (``panels=False``; the frames go straight to the encoder through an
 :class:`~rlviz.record.frames.EpisodeVideo`, nothing is kept), panels (``panels=True``: the frames, each agent's
 thumbnails and, for a policy, its observations are spooled to disk; ``finish`` computes each agent's internals, from
 its policy in one batch and/or its annotations, and draws :class:`~rlviz.draw.panels_agents.AgentsCompositor`'s

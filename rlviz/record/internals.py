@@ -281,14 +281,11 @@ def compute_internals(
             raise UsageError("compute_internals needs spec=<ActionSpec> to read annotations.")
         ann = _annotated_output(annotations, n, spec, policy is not None and capabilities_of(policy).squash)
     out = _merge(out, ann)
-    told = sorted(annotations.rows) + (["state"] if annotations.states else []) if annotations is not None else []
-    if out is None and told:
-        given = ", ".join(f"{k}=" for k in told)
-        raise UsageError(f"The loop's annotate() gave {given} but no logits= (or mean=/std=): the panels are drawn from "
-                         "the action distribution. Pass logits=... (or mean=..., std=...) to annotate() as well, or give "
-                         "the recorder a policy=.")
-    if out is None:
-        raise UsageError("compute_internals needs a policy or annotations; received neither.")
+    if out is None:  # the panels are drawn from the action distribution: say what the loop gave instead
+        told = [*annotations.rows, *(["state"] if annotations.states else [])] if annotations is not None else []
+        raise UsageError(f"The loop's annotate() gave {', '.join(k + '=' for k in told)} but no logits= (or mean=/std="
+                         "): pass those to annotate() too, or give the recorder a policy=." if told else
+                         "compute_internals needs a policy or annotations; received neither.")
     bootstrap = float(out.value[-1]) if trace.truncated and out.value is not None else 0.0
     rtg = returns_to_go(trace.rewards, gamma, bootstrap)
     if saliency is not None and maps is None:

@@ -96,16 +96,14 @@ class RecordVectorEpisode(RecorderBase, _Base):  # type: ignore[misc]
         step_trigger: ``f(s) -> bool`` on the number of ``step()`` calls: starts a video of each recorded sub-env
             (not in a video already) after step ``s``; it ends with the episode or after ``video_length``.
             Grid: starts a grid video (default: every 10,000 steps from the first reset).
-        video_length: at most ``video_length + 1`` frames per video (RecordVideo's rule); 0: the whole episode
-            (grid: 200).
+        video_length: at most ``video_length + 1`` frames a video (RecordVideo's rule); 0: whole episodes (grid: 200).
         name_prefix, fps: as ``RecordVideo`` (``fps`` default: ``metadata["render_fps"]``, else 30).
         policy: an rlviz Policy, a ``torch.nn.Module`` or a callable (see :class:`~rlviz.record.RecordEpisode`)
             computing the panels for recorded episodes only, in batches when each ends (instead of ``annotate``).
         options: a :class:`~rlviz.record.frames.RecordOptions` (panel layout, gamma, encoder, spool folder...;
             ``sinks``: where finished videos are logged at the env step they ended, ``step()`` calls x ``num_envs``
             as CleanRL's ``global_step``; ``grid_width``: the grid videos' width). 0.3's ``sinks=`` and
-            ``grid_width=`` keywords still work for one release (with a ``DeprecationWarning``). ``camera``: a
-            SyncVectorEnv's MuJoCo sub-envs seen by those cameras, tiled as by RecordEpisode (unknown: refused here).
+            ``grid_width=`` still work, with a ``DeprecationWarning``. ``camera``: as RecordEpisode's (SyncVectorEnv).
 
     Attributes: ``recorded`` (a :class:`RecordedVideo` per finished video, in order), ``step_id``, ``recording``,
     ``autoreset_mode`` ("next_step", "same_step" or "disabled").
