@@ -157,6 +157,35 @@ def test_ctrl_c_without_close_keeps_every_finished_episode_and_leaves_nothing(tm
         assert sum(1 for _ in read_video(videos / name)) > 0
 
 
+ENDED_THEN_CTRL_C = textwrap.dedent('''
+    import os, signal, sys
+    import gymnasium as gym
+    from rlviz import RecordEpisode
+    env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), sys.argv[1], episode_trigger=lambda k: True)
+    env.reset(seed=0)
+    steps, done = 0, False
+    while not done:
+        _, _, term, trunc, _ = env.step(0)
+        steps, done = steps + 1, term or trunc
+    print(steps, flush=True)
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C after the episode ended, before the loop's next reset
+    env.reset(seed=1)
+''')
+
+
+def test_ctrl_c_between_an_episode_end_and_the_next_reset_keeps_its_frames_only_video(tmp_path):
+    # A frames-only video is closed by the next reset (as RecordVideo's): a Ctrl-C before it must not drop it.
+    env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    done = subprocess.run([sys.executable, "-c", ENDED_THEN_CTRL_C, str(tmp_path / "videos")], env=env,
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr, done.stderr[-2000:]
+    steps = int(done.stdout.split()[0])
+    names = sorted(p.name for p in (tmp_path / "videos").iterdir())
+    assert names == ["rl-video-episode-0.mp4"], names
+    assert sum(1 for _ in read_video(tmp_path / "videos" / names[0])) == steps + 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(SPOOL_PREFIX)]
+
+
 def test_sigkill_leaves_only_its_own_named_leftovers_and_the_next_recorder_cleans_them(tmp_path):
     done, out = _run_loop(tmp_path, "vector", 3, signal.SIGKILL)
     assert done.returncode == -signal.SIGKILL
