@@ -32,6 +32,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from compiled import compile_trees  # noqa: E402
 
 ENV = "Hopper-v5"
 
@@ -162,6 +165,7 @@ def main() -> None:
     ap.add_argument("--before", help="another checkout of rlviz whose recorder is timed too, interleaved")
     args = ap.parse_args()
     me = sys.executable
+    compile_trees(ROOT / "rlviz", *([Path(args.before) / "rlviz"] if args.before else []))  # as installed
     report = {}
     if args.only in (None, "render"):
         r = _pair(("rlviz", "bare"), {"rlviz": lambda: _in_process("rlviz_render", args.episodes, me),
