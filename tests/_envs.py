@@ -182,3 +182,14 @@ def seeded_mlp(n_in: int, n_act: int):
             return self.pi(x), self.v(x)[:, 0]
 
     return SeededMlp()
+
+
+def played_frames(env: gym.Env, actions, seed: int) -> list:
+    """``env.render()`` after the seeded reset and after each of ``actions``; the env is closed after."""
+    env.reset(seed=seed)
+    out = [env.render()]
+    for a in actions:
+        env.step(a)
+        out.append(env.render())
+    env.close()
+    return out

@@ -10,6 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+from _envs import played_frames
 from torch import nn
 
 from rlviz.errors import UsageError
@@ -32,13 +33,7 @@ def _actions(n: int, dims: int) -> list[np.ndarray]:
 
 
 def _frames(env: gym.Env, actions: list[np.ndarray]) -> list[np.ndarray]:
-    env.reset(seed=5)
-    out = [env.render()]
-    for a in actions:
-        env.step(a)
-        out.append(env.render())
-    env.close()
-    return out
+    return played_frames(env, actions, seed=5)
 
 
 def test_camera_list_parses_and_refuses_empty_names():

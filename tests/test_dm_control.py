@@ -18,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from _envs import played_frames
 
 from rlviz.envs.recipe import EnvRecipe, make_env
 from rlviz.errors import UsageError
@@ -125,14 +126,7 @@ def _replayed_views(recipe: Path, seed: int, actions: np.ndarray) -> list[np.nda
     from rlviz.envs import with_cameras
     from rlviz.envs.recipe import read_recipe_file
 
-    env = with_cameras(make_env(read_recipe_file(str(recipe))), "side,back")
-    env.reset(seed=seed)
-    out = [env.render()]
-    for a in actions:
-        env.step(a)
-        out.append(env.render())
-    env.close()
-    return out
+    return played_frames(with_cameras(make_env(read_recipe_file(str(recipe))), "side,back"), actions, seed)
 
 
 def test_sb3_agent_renders_statistics_body_heatmap_two_cameras_and_key_saliency(cheetah_zip, tmp_path):

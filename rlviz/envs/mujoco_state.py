@@ -26,17 +26,17 @@ def is_dm_control(env: Any) -> bool:
 
 def mujoco_model(env: Any) -> Any:
     """The env's ``mujoco.MjModel`` (gymnasium's MuJoCo envs, dm_control through Shimmy), or None."""
-    physics = dm_control_physics(env)
-    if physics is not None:
-        return physics.model.ptr
-    model = getattr(getattr(env, "unwrapped", env), "model", None)
-    return model if callable(getattr(model, "body", None)) else None
+    return _part(env, "model")
 
 
 def mujoco_data(env: Any) -> Any:
     """The env's ``mujoco.MjData`` (its current state), or None."""
+    return _part(env, "data")
+
+
+def _part(env: Any, name: str) -> Any:
     physics = dm_control_physics(env)
     if physics is not None:
-        return physics.data.ptr
-    data = getattr(getattr(env, "unwrapped", env), "data", None)
-    return data if callable(getattr(data, "body", None)) else None
+        return getattr(physics, name).ptr
+    part = getattr(getattr(env, "unwrapped", env), name, None)
+    return part if callable(getattr(part, "body", None)) else None
