@@ -59,6 +59,7 @@ def watch():  # the peak resident memory (VmHWM) of this process's ffmpeg childr
         time.sleep(0.05)
 threading.Thread(target=watch, daemon=True).start()
 kind, folder, episodes, cycles, pistons = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+column_width, max_columns = int(sys.argv[6]), int(sys.argv[7])
 def cpu():  # CPU seconds of this process and of its children that ended (every ffmpeg, once its video is written)
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
@@ -70,7 +71,13 @@ if kind == "theirs":
     env = RecordVideoParallel(env, folder, episode_trigger=lambda e: True)
 elif kind == "ours":
     from rlviz.record.pettingzoo import RecordParallelEpisode
-    env = RecordParallelEpisode(env, folder, episode_trigger=lambda e: True)
+    options = None
+    if column_width or max_columns:  # --column-width / --max-columns: another layout than the default
+        from rlviz.draw.panels_agents import AgentsLayout
+        from rlviz.record.agents_video import AgentsOptions
+        kw = {k: v for k, v in (("column_width", column_width), ("max_columns", max_columns)) if v}
+        options = AgentsOptions(layout=AgentsLayout(**kw))
+    env = RecordParallelEpisode(env, folder, episode_trigger=lambda e: True, options=options)
 rng = np.random.default_rng(0)
 steps = 0
 for ep in range(episodes):
@@ -96,7 +103,7 @@ def run(kind: str, args: argparse.Namespace, work: Path) -> dict:
     paths = [str(ROOT)] + ([args.moviepy_path] if kind == "theirs" else []) + [env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
     out = subprocess.run([sys.executable, "-c", CHILD, kind, str(folder), str(args.episodes), str(args.cycles),
-                          str(args.pistons)], env=env, capture_output=True, text=True, check=False)
+                          str(args.pistons), str(args.column_width), str(args.max_columns)], env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise SystemExit(f"{kind} run failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -114,6 +121,8 @@ def main() -> None:
     ap.add_argument("--cycles", type=int, default=125, help="pistonball's max_cycles (its default, 125)")
     ap.add_argument("--pistons", type=int, default=4, help="agents (4 or more)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--column-width", type=int, default=0, help="ours: AgentsLayout(column_width=...) (0: default)")
+    ap.add_argument("--max-columns", type=int, default=0, help="ours: AgentsLayout(max_columns=...) (0: default)")
     args = ap.parse_args()
     probe = subprocess.run([sys.executable, "-c", "import moviepy"], capture_output=True, check=False,
                            env=dict(os.environ, PYTHONPATH=args.moviepy_path or ""))

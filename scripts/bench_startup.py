@@ -18,7 +18,8 @@ Phases (one fresh interpreter per repetition, run in this order, each timed on i
 Every tree's modules are compiled first, as an install has them (scripts/compiled.py).
 
 ``--fixed``: the fixed cost of a short job: ``rlviz render SAMPLE --episodes 1 --num-envs 1 --videos none`` (the
-report included) minus ``python -c "import torch, gymnasium"``, both timed from outside in the same repetition, one
+report included) minus ``python -c "import gc; gc.disable(); import torch, gymnasium"`` (the collector off, as the
+``rlviz`` command starts), both timed from outside in the same repetition, one
 fresh process each, every tree interleaved (their order alternating); min and median over the repetitions.
 
 Otherwise, the whole command, ``rlviz render SAMPLE --episodes 16 --videos none --no-progress`` (and with ``--workers
@@ -46,6 +47,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from compiled import compile_trees  # noqa: E402
 
 SAMPLES = {"minatar": "samples/minatar_breakout_ppo.pt2", "ale": "samples/ale_breakout_ppo.pt2"}
+#: ``--fixed``'s reference: what every job imports, with the collector off as ``python -m rlviz`` has it.
+REFERENCE = "import gc; gc.disable(); import torch, gymnasium"
 COMMAND = ("whole render", "whole render --workers 2")
 
 #: The child: every phase in order, its seconds as JSON on the last line of stdout (the same code for every tree:
@@ -134,7 +137,9 @@ def fixed_costs(trees: dict, sample: str, reps: int, tmp: Path) -> None:
     cpus: dict = {label: [] for label in trees}
     for rep in range(reps):
         base: list = []
-        imports = wall([sys.executable, "-c", "import torch, gymnasium"], dict(os.environ), ROOT, base)
+        # as ``rlviz`` imports them: with the cyclic collector off (rlviz.gc_pause, in 0.4.0 too); with it on, the
+        # reference pays full collections the job does not, and a fixed cost could come out below zero
+        imports = wall([sys.executable, "-c", REFERENCE], dict(os.environ), ROOT, base)
         line = []
         for label, tree in list(trees.items())[:: 1 if rep % 2 == 0 else -1]:
             cmd = [sys.executable, "-m", "rlviz", "render", str(ROOT / SAMPLES[sample]), "--episodes", "1",

@@ -28,9 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from ..interrupts import deferred_sigint
 from .frames import EpisodeVideo, RecordOptions
-from .leftovers import clean_own, clean_stale
 from .setup import capped_cubic_video_schedule, probe_callable
 from .writer import BackgroundWriter
 
@@ -152,6 +150,8 @@ def _at_exit() -> None:
                 pass
         folders.append(recorder.video_folder)
         spools.append(recorder.options.spool_dir)
+    from .leftovers import clean_own
+
     clean_own(folders, spools)
 
 
@@ -176,6 +176,9 @@ class RecorderBase:
         self.name_prefix = settings.name_prefix
         self.fps = self.frames_per_sec = settings.fps
         self._writer = BackgroundWriter() if opt.background else None  # encodes and draws off the loop's thread
+        from .. import interrupts  # noqa: F401 - loaded here so that finishing() never imports under a Ctrl-C
+        from .leftovers import clean_stale  # (both loaded by the first recorder, not by ``import rlviz``)
+
         clean_stale(settings.video_folder, opt.spool_dir)
         _register(self)
         return opt
@@ -222,6 +225,8 @@ class RecorderBase:
         if self._writer is None or self.options.saliency is not None:
             yield
             return
+        from ..interrupts import deferred_sigint
+
         with deferred_sigint():
             yield
 

@@ -68,11 +68,11 @@ from ..episode.trace import EpisodeInternals, EpisodeTrace
 from ..errors import UsageError
 from .internals import Annotations
 from .modes import Finished, Panels, VideoMode, initial_mode
-from .spooled import EpisodeSpool
 from .writer import BackgroundWriter
 
 if TYPE_CHECKING:
     from ..draw.compose import ComposeOptions
+    from .spooled import EpisodeSpool
     from .stream import FrameStream
 
 __all__ = ["EpisodeVideo", "RecordOptions", "VideoLabels", "fold_old_keywords", "preload_drawing"]
@@ -243,6 +243,8 @@ class EpisodeVideo:
                    at_step: bool = False) -> None:
         """Spool frame 0 (and its observation when this video keeps them); ``at_step``: the video begins at the step
         just fed (begun by ``step()``, not ``start()``), so the annotations count from there."""
+        from .spooled import EpisodeSpool  # (loaded by the first video, not by ``import rlviz``)
+
         self._spool = EpisodeSpool.open(frame, obs, lives, masks, spool_dir=self.options.spool_dir,
                                         keep_obs=self.with_observations and obs is not None)
         if at_step:
