@@ -18,8 +18,10 @@ Each run is a fresh process (so peak memory is its own): pistonball_v6 with ``--
 installed package has its .pyc files; a checkout run with PYTHONDONTWRITEBYTECODE=1 would compile rlviz in every
 run). Runs are interleaved (bare, theirs, ours, ours, theirs, bare, ...),
 repeated; printed: min and median wall seconds (the process's own clock from the env's creation to ``close()``
-returning, every video complete) and peak resident memory (the Python process's, and the largest ffmpeg child's, VmHWM
-polled every 50 ms), the CPU seconds of the process and its ffmpeg children (user + system: a fair measure on a loaded
+returning, every video complete) and peak resident memory (the Python process's, and the largest ffmpeg child's VmHWM, polled every
+50 ms by this script's process through ``/proc/PID/task/*/children``: a thread inside the measured process, as
+before, took its GIL ~3 ms in every 50 ms; ``getrusage``'s children figure cannot serve, it counts the parent's pages
+a child had before its ``exec``), the CPU seconds of the process and its ffmpeg children (user + system: a fair measure on a loaded
 machine, where wall clocks are not), and the ratios ours / theirs. Targets: wall <= 1.0x, memory <= 1.2x.
 """
 
@@ -32,6 +34,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,24 +43,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from compiled import compile_trees  # noqa: E402
 
 CHILD = r"""
-import json, os, resource, sys, threading, time, warnings
+import json, os, resource, sys, time, warnings
 import numpy as np
 warnings.simplefilter("ignore")
-ffmpeg_kb = [0]
-def watch():  # the peak resident memory (VmHWM) of this process's ffmpeg children (after their exec), polled
-    me = str(os.getpid())
-    while True:
-        for pid in os.listdir("/proc"):
-            try:
-                if (pid.isdigit() and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1] == me
-                        and "ffmpeg" in open(f"/proc/{pid}/comm").read()):
-                    for line in open(f"/proc/{pid}/status"):
-                        if line.startswith("VmHWM:"):
-                            ffmpeg_kb[0] = max(ffmpeg_kb[0], int(line.split()[1]))
-            except (OSError, IndexError, ValueError):
-                pass
-        time.sleep(0.05)
-threading.Thread(target=watch, daemon=True).start()
 kind, folder, episodes, cycles, pistons = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 column_width, max_columns = int(sys.argv[6]), int(sys.argv[7])
 def cpu():  # CPU seconds of this process and of its children that ended (every ffmpeg, once its video is written)
@@ -93,8 +81,32 @@ env.close()
 wall = time.perf_counter() - t0
 print(json.dumps({"wall": wall, "cpu": cpu() - c0, "steps": steps,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "ffmpeg_mb": ffmpeg_kb[0] / 1024}))
+                  }))
 """
+
+
+def ffmpeg_peak_kb(pid: int) -> int:
+    """The largest VmHWM among ``pid``'s ffmpeg children now (0 when none or gone)."""
+    peak = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0
+    for task in tasks:
+        try:
+            children = open(f"/proc/{pid}/task/{task}/children").read().split()
+        except OSError:
+            continue
+        for child in children:
+            try:
+                if "ffmpeg" not in open(f"/proc/{child}/comm").read():
+                    continue
+                for line in open(f"/proc/{child}/status"):
+                    if line.startswith("VmHWM:"):
+                        peak = max(peak, int(line.split()[1]))
+            except (OSError, ValueError, IndexError):
+                pass
+    return peak
 
 
 def run(kind: str, args: argparse.Namespace, work: Path) -> dict:
@@ -102,11 +114,21 @@ def run(kind: str, args: argparse.Namespace, work: Path) -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     paths = [str(ROOT)] + ([args.moviepy_path] if kind == "theirs" else []) + [env.get("PYTHONPATH", "")]
     env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
-    out = subprocess.run([sys.executable, "-c", CHILD, kind, str(folder), str(args.episodes), str(args.cycles),
-                          str(args.pistons), str(args.column_width), str(args.max_columns)], env=env, capture_output=True, text=True, check=False)
-    if out.returncode != 0:
-        raise SystemExit(f"{kind} run failed:\n{out.stderr[-3000:]}")
-    result = json.loads(out.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen([sys.executable, "-c", CHILD, kind, str(folder), str(args.episodes), str(args.cycles),
+                                 str(args.pistons), str(args.column_width), str(args.max_columns)], env=env,
+                                stdout=out, stderr=err, text=True)
+        ffmpeg_kb = 0
+        while proc.poll() is None:
+            ffmpeg_kb = max(ffmpeg_kb, ffmpeg_peak_kb(proc.pid))
+            time.sleep(0.05)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read(), err.read()
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} run failed:\n{stderr[-3000:]}")
+    result = json.loads(stdout.strip().splitlines()[-1])
+    result["ffmpeg_mb"] = ffmpeg_kb / 1024
     videos = sorted(folder.glob("*.mp4"))
     if kind != "bare" and len(videos) != args.episodes:
         raise SystemExit(f"{kind}: {len(videos)} videos for {args.episodes} episodes")
@@ -154,6 +176,9 @@ def main() -> None:
     print(f"\nours / theirs: wall min {o[0] / t[0]:.2f}x  median {o[1] / t[1]:.2f}x   "
           f"peak RSS python {o[2] / t[2]:.2f}x  python+ffmpeg {(o[2] + o[3]) / (t[2] + t[3]):.2f}x "
           "(targets: wall <= 1.0x, memory <= 1.2x)")
+    pairs = [a["wall"] / b["wall"] for a, b in zip(results["ours"], results["theirs"])]  # runs of the same repeat
+    print(f"ours / theirs, run by run (the same repeat, beside each other): wall min {min(pairs):.2f}x  "
+          f"median {statistics.median(pairs):.2f}x  max {max(pairs):.2f}x")
     print(f"ours / theirs: CPU seconds (python + its ffmpeg processes) min {o[4] / t[4]:.2f}x  median {o[5] / t[5]:.2f}x "
           "(what a loaded machine measures fairly)")
     print(f"recording overhead over the bare loop: ours {o[1] / summary['bare'][1]:.2f}x, theirs "

@@ -71,6 +71,26 @@ LOOP = textwrap.dedent('''
                     episode[i] += 1
                     steps[i] = 0
                     fresh[i] = envs.autoreset_mode == "next_step"
+    elif kind.startswith("pettingzoo"):  # a PettingZoo game of 4 agents: annotated, or "-frames": frames only
+        from pettingzoo.butterfly import pistonball_v6
+        from rlviz.record.pettingzoo import RecordParallelEpisode
+
+        env = RecordParallelEpisode(pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=4, max_cycles=12),
+                                    videos, episode_trigger=lambda k: True)
+        log.write("mode single\\n")
+        k = 0
+        while True:
+            env.reset(seed=k)
+            steps = 0
+            while env.agents:
+                mean = {a: rng.uniform(-1, 1, 1).astype(np.float32) for a in env.agents}
+                if kind == "pettingzoo":
+                    env.annotate(mean=mean, std={a: np.full(1, 0.3, np.float32) for a in mean},
+                                 value={a: float(m[0]) for a, m in mean.items()})
+                env.step(mean)
+                steps += 1
+            ended_episode(0, k, steps)
+            k += 1
     else:  # one env: "panels" annotated, "frames" frames only (streamed to ffmpeg as they come)
         env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), videos, episode_trigger=lambda k: True)
         log.write("mode single\\n")
@@ -126,8 +146,12 @@ def _video_name(kind: str, i: int, k: int) -> str:
     return f"rl-video-env-{i}-episode-{k}.mp4" if kind == "vector" else f"rl-video-episode-{k}.mp4"
 
 
-@pytest.mark.parametrize(("kind", "marker_at"), [("vector", 1), ("vector", 5), ("panels", 3), ("frames", 2)])
+@pytest.mark.parametrize(("kind", "marker_at"), [("vector", 1), ("vector", 5), ("panels", 3), ("frames", 2),
+                                                 ("pettingzoo", 3), ("pettingzoo-frames", 2)])
 def test_ctrl_c_without_close_keeps_every_finished_episode_and_leaves_nothing(tmp_path, kind, marker_at):
+    if kind.startswith("pettingzoo"):
+        pytest.importorskip("pettingzoo")
+        pytest.importorskip("pymunk")  # pettingzoo[butterfly]
     done, out = _run_loop(tmp_path, kind, marker_at, signal.SIGINT)
     assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr, done.stderr[-2000:]
     mode, ended = _ended(out)
@@ -142,12 +166,16 @@ def test_ctrl_c_without_close_keeps_every_finished_episode_and_leaves_nothing(tm
         frames = steps if mode == "same_step" else steps + 1
         decoded = sum(1 for _ in read_video(videos / name))
         assert decoded == probe_video(videos / name).num_frames
-        if kind == "frames":
+        if kind.endswith("frames"):
             assert decoded == frames
         else:  # a panel video plays at least the panels' minimum length: each step's frame at least once
             assert decoded >= frames
             data = np.load(videos / name.replace(".mp4", ".npz"))
-            assert len(data["rewards"]) == steps
+            if kind == "pettingzoo":  # every agent decided at every step of the game
+                assert int(data["num_frames"]) == steps + 1 and len(data["agents"]) == 4
+                assert all(len(data[f"{a}/rewards"]) == steps for a in data["agents"])
+            else:
+                assert len(data["rewards"]) == steps
     finished = {_video_name(kind, i, k) for i, k, _ in ended}
     extra = {n for n in names if n.endswith(".mp4")} - finished
     last = {i: max([k for j, k, _ in ended if j == i], default=-1) for i in (0, 1)}
@@ -155,6 +183,52 @@ def test_ctrl_c_without_close_keeps_every_finished_episode_and_leaves_nothing(tm
     assert extra <= allowed, (extra, allowed)
     for name in extra:
         assert sum(1 for _ in read_video(videos / name)) > 0
+
+
+ENDS_WITHOUT_CLOSE = textwrap.dedent('''
+    import sys
+    import numpy as np
+    from pettingzoo.butterfly import pistonball_v6
+    from rlviz.record.pettingzoo import RecordParallelEpisode
+
+    env = RecordParallelEpisode(pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=4, max_cycles=10),
+                                sys.argv[1], episode_trigger=lambda k: True)
+    for k in range(3):  # two whole episodes, then 4 steps of a third; no close()
+        env.reset(seed=k)
+        steps = 0
+        while env.agents and (k < 2 or steps < 4):
+            if sys.argv[2] == "panels":
+                env.annotate(mean={a: np.zeros(1) for a in env.agents}, value={a: 0.5 for a in env.agents})
+            env.step({a: np.full(1, 0.5, np.float32) for a in env.agents})
+            steps += 1
+        print(k, steps, flush=True)
+''')
+
+
+@pytest.mark.parametrize("kind", ["panels", "frames"])
+def test_a_pettingzoo_loop_ending_without_close_exits_and_keeps_its_ended_episodes(tmp_path, kind):
+    pytest.importorskip("pettingzoo")
+    pytest.importorskip("pymunk")  # pettingzoo[butterfly]
+    (tmp_path / "tmpdir").mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmpdir"), PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    videos = tmp_path / "videos"
+    try:  # (0.5.0 before this test: the interpreter aborted at exit, "terminate called without an active exception")
+        done = subprocess.run([sys.executable, "-c", ENDS_WITHOUT_CLOSE, str(videos), kind], env=env,
+                              capture_output=True, text=True, timeout=HANG_S, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"a loop without close() did not exit within {HANG_S:.0f} s")
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = [int(line.split()[1]) for line in done.stdout.splitlines()]
+    assert steps[2] == 4
+    names = sorted(p.name for p in videos.iterdir())
+    wanted = [f"rl-video-episode-{k}.{ext}" for k in (0, 1) for ext in (("mp4", "npz") if kind == "panels" else ("mp4",))]
+    # the third episode did not end: its video is dropped (frames-only: a whole episode's ends with the next reset,
+    # as PettingZoo's; episode 1 ended, and is written at exit)
+    assert names == sorted(wanted), names
+    for k in (0, 1):
+        decoded = sum(1 for _ in read_video(videos / f"rl-video-episode-{k}.mp4"))
+        assert decoded == steps[k] + 1 if kind == "frames" else decoded >= steps[k] + 1
+    assert list((tmp_path / "tmpdir").iterdir()) == []  # no spool stays
 
 
 ENDED_THEN_CTRL_C = textwrap.dedent('''

@@ -17,10 +17,9 @@ from ..agent.actions import action_spec
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from .agents_video import AgentsOptions, AgentSpec, AgentsVideo
-from .base import default_triggers, every_episode, recorder_settings
-from .frames import RecordOptions, VideoLabels
+from .base import RecorderBase, default_triggers, every_episode, recorder_settings
+from .frames import VideoLabels
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
-from .writer import BackgroundWriter
 
 __all__ = ["AgentsRecording", "agent_specs", "action_mask"]
 
@@ -59,9 +58,12 @@ def action_mask(obs: Any, info: Any) -> Any:
     return None
 
 
-class AgentsRecording:
-    """What both recorders share: the triggers, the folder, the video being recorded and its writer."""
+class AgentsRecording(RecorderBase):
+    """What both recorders share: the triggers, the folder, the video being recorded and its writer; from
+    :class:`~rlviz.record.base.RecorderBase`, what every recorder does (the writer thread, leftovers cleaned, videos of
+    ended episodes written at exit without ``close()``, Ctrl-C held while an ended episode is handed over)."""
 
+    env: Any  # (the PettingZoo wrapper's)
     _video: AgentsVideo | None
     gc_trigger: Callable[[int], bool] | None
 
@@ -72,7 +74,6 @@ class AgentsRecording:
             raise RenderModeError(f"{type(self).__name__} needs frames, but the env's render_mode is {mode!r}. "
                                   "Make the env with a render_mode that returns an image: render_mode='rgb_array'.")
         self.agents_options = opt = AgentsOptions.of(options)
-        self.options: RecordOptions = opt.record
         episode_trigger, step_trigger = triggers
         name_prefix, fps = name
         self.specs = agent_specs(env, policies, opt.record.action_names)
@@ -89,14 +90,12 @@ class AgentsRecording:
         self.episode_trigger, self.step_trigger = default_triggers(
             episode_trigger, step_trigger, every_episode if self.has_policies else capped_cubic_video_schedule)
         self.video_length: float = settings.video_length
+        self.setup_recorder(settings, opt.record)  # options, folder, name, fps, the writer thread; finished at exit
         self.video_folder = os.path.abspath(settings.video_folder)
-        self.name_prefix = settings.name_prefix
-        self.frames_per_sec = settings.fps
         spec = getattr(env, "spec", None)
         self.env_id = str(getattr(spec, "id", None) or getattr(env, "metadata", {}).get("name") or type(env.unwrapped).__name__)
         self.episode_id = self.step_id = -1
         self.render_history: list[Any] = []
-        self._writer = BackgroundWriter("rlviz-agents-recorder") if opt.record.background else None
         self._video = None
         self._seed: int | None = None
         self._last_path: Path | None = None
@@ -113,11 +112,6 @@ class AgentsRecording:
         """The last finished video (complete on disk when this returns)."""
         self.wait()
         return self._last_path
-
-    def wait(self) -> None:
-        """Block until every video finished so far is written."""
-        if self._writer is not None:
-            self._writer.wait()
 
     def start_recording(self, video_name: str, frames_only: bool = False) -> None:
         """Start a video named ``video_name`` (finishing the current one first)."""
@@ -137,7 +131,8 @@ class AgentsRecording:
         video, self._video = self._video, None
         if video is None:
             raise UsageError("stop_recording() was called, but no video is being recorded; check env.recording.")
-        path = video.finish(terminated, truncated)
+        with self.finishing():  # a Ctrl-C here waits until the ended episode is handed to the writer
+            path = video.finish(terminated, truncated)
         if not video.panels:
             self.wait()  # frames only: the file is complete when the video is, as PettingZoo's
         if path is None:
@@ -202,6 +197,21 @@ class AgentsRecording:
             warnings.warn(f"{type(self).__name__}.annotate(): this video records frames only (begun by step_trigger, "
                           "or not annotated before its first step); annotate from the first step of episodes chosen "
                           "by episode_trigger.", stacklevel=3)
+
+    def take_videos(self) -> list[Any]:
+        """The video in progress, handed over (at exit it is dropped: its episode did not end). A frames-only video
+        whose episode has ended (it waits for the next reset to close it, as PettingZoo's) is whole: written here."""
+        video, self._video = self._video, None
+        if video is None or not video.open:
+            return []
+        if video.panels is False and not self.env.agents:
+            video.writer = None
+            try:
+                video.finish()
+                return []
+            except Exception:  # noqa: BLE001 - at exit: dropped as the others are
+                return [video]
+        return [video]
 
     def finish_videos(self) -> None:
         """Finish the current video, if any (an episode cut short), and wait until every video is written."""

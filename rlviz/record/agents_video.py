@@ -215,13 +215,17 @@ class AgentsVideo:
         self.open = False
         if not self.panels:
             stream, self._stream = self._stream, None
-            return stream.finish() if stream is not None else None
+            if stream is None:
+                return None
+            stream.writer = self.writer  # (None at exit: written here)
+            return stream.finish()
         return self._finish_panels(bool(terminated), bool(truncated))
 
     def abort(self) -> None:
         """Stop without a file."""
         self.open = False
         if self._stream is not None:
+            self._stream.writer = self.writer  # (None at exit: no thread may start then, the stream stops here)
             self._stream.abort()
             self._stream = None
         self._close_spools()

@@ -101,6 +101,7 @@ class RecordParallelEpisode(AgentsRecording, BaseParallelWrapper):  # type: igno
         try:
             self.finish_videos()
         finally:
+            self.mark_closed()
             self.env.close()
 
     def annotate(self, agent: str | None = None, logits: Any = None, value: Any = None, **extra: Any) -> None:
@@ -172,6 +173,7 @@ class RecordAECEpisode(AgentsRecording, BaseWrapper):  # type: ignore[misc]  # (
         try:
             self.finish_videos()
         finally:
+            self.mark_closed()
             self.env.close()
 
     def annotate(self, agent: str | None = None, logits: Any = None, value: Any = None, **extra: Any) -> None:

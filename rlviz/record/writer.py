@@ -9,6 +9,7 @@ finished videos waiting to be drawn up to :data:`MAX_PENDING_VIDEOS` (their fram
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -36,7 +37,11 @@ class BackgroundWriter:
 
     def submit(self, fn: Callable[..., Any], *args: Any, nbytes: int = 0, video: bool = False) -> None:
         """Run ``fn(*args)`` after the jobs before it. ``nbytes``: memory the job holds until it runs; ``video``:
-        it finishes a video (both only bound how much may wait)."""
+        it finishes a video (both only bound how much may wait). While the interpreter is finalizing (a recorder
+        collected at exit) no thread can start: the job runs here, now."""
+        if sys.is_finalizing():
+            fn(*args)
+            return
         with self._cond:
             self._raise()
             while self._jobs and ((nbytes and self._bytes + nbytes > MAX_PENDING_BYTES)
