@@ -105,8 +105,14 @@ def test_compare_of_an_agent_with_itself_gives_zero_differences(two_agents, tmp_
     a, _, recipe = two_agents
     out = tmp_path / "self"
     assert main(["compare", str(a), str(a), "--env", str(recipe), "--episodes", str(EPISODES), "--videos", "first:0",
-                 "--out", str(out)]) == 0, capsys.readouterr().err
+                 "--out", str(out), "--tensorboard", str(tmp_path / "tb")]) == 0, capsys.readouterr().err
     c = json.loads((out / "comparison.json").read_text())
+    from conftest import tb_accumulator  # the paired numbers went to TensorBoard, the team's and each agent's
+
+    acc = tb_accumulator(tmp_path / "tb")
+    assert [e.value for e in acc.Scalars("rlviz/compare/return_diff/mean")] == [0.0]
+    assert all([e.value for e in acc.Scalars(f"rlviz/compare/agents/{x}/return_diff/mean")] == [0.0] for x in AGENTS)
+    assert "rlviz/compare/a/diagnostics/text_summary" in acc.Tags()["tensors"]
     assert c["return_diff"] == {"mean": 0.0, "median": 0.0, "ci95": [0.0, 0.0]} and c["prob_improvement"] == 0.5
     for agent in AGENTS:
         d = c["agents"][agent]

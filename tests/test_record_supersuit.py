@@ -107,6 +107,36 @@ def test_a_cleanrl_shaped_loop_records_whole_games_with_every_agents_numbers(tmp
         assert probe_video(cut).num_frames == current["steps"] + 1
 
 
+def test_each_games_video_goes_to_tensorboard_at_the_vector_step_its_episode_ended(tmp_path):
+    pytest.importorskip("tensorboard")
+    from conftest import tb_accumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    from rlviz.record import RecordOptions
+
+    writer = SummaryWriter(str(tmp_path / "runs"))
+    envs = RecordSuperSuitGame(_envs(), tmp_path / "videos", episode_trigger=lambda e: e != 1, game=1,
+                               options=RecordOptions(sinks=writer))
+    rng = np.random.default_rng(0)
+    envs.reset(seed=0)
+    ends = []  # the vector step (step() calls x num_envs) at which game 1's episodes ended
+    for step in range(1, 3 * CYCLES + 2):
+        envs.annotate(logits=rng.normal(size=(2 * PISTONS, 3)), value=rng.normal(size=2 * PISTONS))
+        _, _, term, trunc, _ = envs.step(rng.integers(0, 3, size=2 * PISTONS))
+        if (term[PISTONS:] | trunc[PISTONS:]).all():
+            ends.append(step * 2 * PISTONS)
+    envs.close()
+    writer.close()
+    assert len(ends) >= 3
+    logged = tb_accumulator(tmp_path / "runs").Images("videos/game-1")
+    # every episode but the second, each at the step it ended; the one running at close() cut there (SuperSuit
+    # resets a game as it ends: one is always running)
+    last = (3 * CYCLES + 1) * 2 * PISTONS
+    assert [e.step for e in logged] == [end for k, end in enumerate(ends) if k != 1] + [last]
+    names = {p.name for p in (tmp_path / "videos").glob("*.mp4")}
+    assert names == {f"rl-video-episode-{k}.mp4" for k in range(len(ends) + 1) if k != 1}
+
+
 def test_annotate_needs_the_whole_batch_and_a_supersuit_env(tmp_path):
     envs = RecordSuperSuitGame(_envs(), tmp_path, episode_trigger=lambda e: True, game=1)
     assert envs.rows == range(PISTONS, 2 * PISTONS)

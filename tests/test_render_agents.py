@@ -177,10 +177,21 @@ def test_render_of_an_sb3_model_trained_on_a_supersuit_vector_env(sb3_zip, tmp_p
     zip_path, recipe_file = sb3_zip
     out = tmp_path / "run"
     code = main(["render", str(zip_path), "--env", str(recipe_file), "--episodes", "20", "--heatmap", "--videos",
-                 "first:1", "--saliency", "gradient", "--out", str(out)])
+                 "first:1", "--saliency", "gradient", "--out", str(out), "--tensorboard", str(tmp_path / "tb")])
     assert code == 0, capsys.readouterr().err
     # SB3 trained it through VecTransposeImage: the recipe the run records says so
-    _check_run(out, replace(_recipe(), wrappers=_recipe().wrappers + (WrapperSpec("channels_first"),)))
+    summary, rows = _check_run(out, replace(_recipe(), wrappers=_recipe().wrappers + (WrapperSpec("channels_first"),)))
+    # the run logged to TensorBoard as a single-agent render does: the team's and each agent's numbers, the video, the
+    # heatmap
+    from conftest import tb_accumulator
+
+    acc = tb_accumulator(tmp_path / "tb")
+    (team,) = acc.Scalars("rlviz/team_return/mean")
+    assert team.step == 0 and team.value == pytest.approx(summary["team_return"]["mean"], rel=1e-6)
+    for a in AGENTS:
+        (mean,) = acc.Scalars(f"rlviz/agents/{a}/return/mean")
+        assert mean.value == pytest.approx(summary["agents"][a]["return"]["mean"], rel=1e-6, abs=1e-6)
+    assert {"rlviz/first-episode-0", "rlviz/failure_heatmap"} <= set(acc.Tags()["images"])
     # the run folder replays: its recipe (with SB3's channels-first transpose) gives the same episodes
     again = tmp_path / "again"
     assert main(["render", str(zip_path), "--env", str(out / "env-recipe.json"), "--episodes", "20",

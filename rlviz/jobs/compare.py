@@ -131,8 +131,12 @@ def _compare_agents(job: Any, agents: list[LoadedAgent], config: CompareConfig) 
     for agent, side in zip(agents, "ab"):
         check_saliency(agent, config.render_config(side))
     gammas = [float(config.gamma if config.gamma is not None else agent.gamma) for agent in agents]
-    with job.staging("compare", config) as (tmp, _), torch_threads(config.threads):
+    with job.staging("compare", config) as (tmp, sinks), torch_threads(config.threads):
         written = compare_agents_into(tmp, agents, config, gammas, select_episodes, job.backend)
+        if sinks:  # the team's and each agent's paired numbers, both sides' findings, the videos, the heatmaps' difference
+            with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
+                log_run(sinks, _run_log(written["comparison"], list(written["videos"]), written["heatmap_png"],
+                                        written["fps"]))
     out = Path(config.out)
 
     def final(path: Path | None) -> Path | None:

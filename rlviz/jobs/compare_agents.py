@@ -56,7 +56,7 @@ def compare_agents_into(folder: Path, agents: list[LoadedAgent], config: Compare
                         select_episodes: Any, backend: Backend | None = None) -> dict[str, Any]:
     """The run's outputs, written into ``folder``: {"comparison", "table", "heatmap_npz", "heatmap_png",
     "videos"}. ``select_episodes``: :func:`rlviz.jobs.render.select_episodes` (ranking by the team return B - A);
-    ``backend``: the job's workers (None: this process) for both rollouts."""
+    ``backend``: the job's workers (None: this process) for both rollouts. Also "fps": the videos' frame rate."""
     results = [agents_rollout(agent, config.render_config(side), backend) for agent, side in zip(agents, "ab")]
     summaries = [agents_summary(r, agent, config.render_config(side))
                  for r, agent, side in zip(results, agents, "ab")]
@@ -73,7 +73,7 @@ def compare_agents_into(folder: Path, agents: list[LoadedAgent], config: Compare
     chosen = select_episodes(results[1].returns() - results[0].returns(), parse_video_spec(config.videos),
                              seed=config.seed)
     labels = (f"A: {Path(config.a).name}", f"B: {Path(config.b).name}")
-    videos = []
+    videos, fps = [], 15.0  # (the videos' rate: the env's)
     for label, idx in chosen:
         with progress.phase(f"videos of episode {idx}"):
             singles = [_video(agent, r, idx, label, folder / "videos" / side, config.render_config(side), gamma)
@@ -83,7 +83,7 @@ def compare_agents_into(folder: Path, agents: list[LoadedAgent], config: Compare
                                    fps=fps, labels=labels)
         videos.append(path)
     return {"comparison": comparison, "table": format_agents_comparison(comparison, labels), "heatmap_npz": heatmap_npz,
-            "heatmap_png": heatmap_png, "videos": videos}
+            "heatmap_png": heatmap_png, "videos": videos, "fps": fps}
 
 
 def agents_comparison(results: list[AgentsRolloutResult], summaries: list[dict[str, Any]],

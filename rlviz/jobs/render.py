@@ -136,8 +136,8 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         agent, config, gamma = job.agent(config)  # hf://: the config names the commit the workers load
         config = job.check(agent, config)  # now, not after the long rollout
         if is_agents_agent(agent):  # a PettingZoo env id: every agent played by the one policy (jobs.render_agents)
-            with job.staging("render", config) as (tmp, _), torch_threads(config.threads):
-                written_agents = render_agents_into(tmp, agent, config, gamma, select_episodes, job.backend)
+            with job.staging("render", config) as (tmp, sinks), torch_threads(config.threads):
+                written_agents = render_agents_into(tmp, agent, config, gamma, select_episodes, job.backend, sinks)
             return _agents_outputs(Path(config.out), tmp, written_agents)
         note = heatmap_note(agent, config)
         if note:  # a heatmap of moving pixels, not the game's objects: said now

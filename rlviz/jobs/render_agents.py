@@ -44,9 +44,12 @@ from ..envs.pettingzoo_envs import is_agents_env_id, is_parallel, make_agents_en
 from ..envs.recipe import RECIPE_FILE
 from ..evaluate.backends.workers import Backend, shard_ranges
 from ..evaluate.rollouts.agents import AgentsRolloutResult, merge_agents_rollouts, play_episode, rollout_agents
+from ..evaluate.statistics.stats import flat_numbers
 from ..explain.saliency import attribute
 from ..media.atomic import atomic_write
 from ..report.agents_page import write_agents_report
+from ..sinks.base import Sink
+from ..sinks.log import Logged, RunLog, findings_markdown, log_run
 from ..sources import LoadedAgent
 from .shards import AgentSource, source_for
 
@@ -60,10 +63,12 @@ def is_agents_agent(agent: LoadedAgent) -> bool:
 
 
 def render_agents_into(folder: Path, agent: LoadedAgent, config: RenderConfig, gamma: float,
-                       select_episodes: Any, backend: Backend | None = None) -> dict[str, Any]:
+                       select_episodes: Any, backend: Backend | None = None,
+                       sinks: list[Sink] | None = None) -> dict[str, Any]:
     """The run's outputs, written into ``folder``: {"summary", "heatmap_npz", "heatmap_png", "videos", "table"}.
     ``select_episodes``: :func:`rlviz.jobs.render.select_episodes` (the team's returns rank the episodes);
-    ``backend``: the job's workers (None: this process) for the rollout."""
+    ``backend``: the job's workers (None: this process) for the rollout; ``sinks``: where the run is logged
+    (:func:`agents_run_log`)."""
     result = agents_rollout(agent, config, backend)
     summary = agents_summary(result, agent, config)
     atomic_write(folder / "summary.json", json.dumps(summary, indent=2) + "\n")
@@ -79,6 +84,9 @@ def render_agents_into(folder: Path, agent: LoadedAgent, config: RenderConfig, g
     for label, idx in chosen:
         with progress.phase(f"video of episode {idx}"):
             videos.append(_video(agent, result, idx, label, folder / "videos", config, gamma))
+    if sinks:
+        with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
+            log_run(sinks, agents_run_log(summary, result, videos, heatmap_png))
     write_agents_report(folder)  # report.html: read back from the files just written
     return {"summary": summary, "heatmap_npz": heatmap_npz, "heatmap_png": heatmap_png, "videos": videos,
             "table": agents_table(summary)}
@@ -201,18 +209,45 @@ def agents_table(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _episodes_csv(result: AgentsRolloutResult) -> str:
-    buf = io.StringIO()
+def agents_run_log(summary: dict[str, Any], result: AgentsRolloutResult, videos: list[dict[str, Any]],
+                   heatmap_png: Path | None, prefix: str = "rlviz/") -> RunLog:
+    """What a multi-agent render logs to its sinks (at step 0, names under ``prefix``), as a single-agent render's
+    (:func:`rlviz.jobs.stages.run_log`): the team's and each agent's statistics (``team_return/mean``,
+    ``agents/<agent>/return/mean``, ...), the per-agent findings (text, and the count of warnings), the episode
+    table (episodes.csv's columns), the videos and the failure heatmap (one panel per agent)."""
+    findings = summary["diagnostics"]
+    cols, rows = _episode_rows(result)
+    items = [Logged.scalars(prefix, flat_numbers(summary)), Logged.text(f"{prefix}diagnostics", findings_markdown(findings)),
+             Logged.scalars(prefix, {"diagnostics/warnings": sum(f["severity"] == "warning" for f in findings)})]
+    if rows:
+        items.append(Logged.table(f"{prefix}episodes", cols, rows))
+    items += [Logged.video(f"{prefix}{Path(v['video']).stem}", v["video"], v["fps"]) for v in videos
+              if v["video"] is not None]
+    if heatmap_png is not None:
+        items.append(Logged.image(f"{prefix}failure_heatmap", heatmap_png))
+    return RunLog(0, tuple(items))
+
+
+def _episode_rows(result: AgentsRolloutResult) -> tuple[list[str], list[list[Any]]]:
+    """episodes.csv's columns and rows: the episode, its seed, steps and team return, then each agent's."""
     cols = ["episode", "seed", "steps", "team_return"]
     for a in result.agents:
         cols += [f"{a}_return", f"{a}_length", f"{a}_terminated", f"{a}_truncated", f"{a}_failed"]
-    buf.write(",".join(cols) + "\n")
+    rows = []
     for e in result.episodes:
-        row: list[Any] = [e.index, e.seed, e.steps, repr(e.team_return)]
+        row: list[Any] = [e.index, e.seed, e.steps, float(e.team_return)]
         for a in result.agents:
-            row += [repr(float(e.returns[a])), e.lengths[a], int(e.terminated[a]), int(e.truncated[a]),
-                    int(e.failed[a])]
-        buf.write(",".join(map(str, row)) + "\n")
+            row += [float(e.returns[a]), e.lengths[a], int(e.terminated[a]), int(e.truncated[a]), int(e.failed[a])]
+        rows.append(row)
+    return cols, rows
+
+
+def _episodes_csv(result: AgentsRolloutResult) -> str:
+    buf = io.StringIO()
+    cols, rows = _episode_rows(result)
+    buf.write(",".join(cols) + "\n")
+    for row in rows:  # (floats written with repr: the file reads back to the same numbers)
+        buf.write(",".join(repr(x) if isinstance(x, float) else str(x) for x in row) + "\n")
     return buf.getvalue()
 
 
@@ -294,4 +329,4 @@ def _video(agent: LoadedAgent, result: AgentsRolloutResult, idx: int, label: str
                       f"{original.returns}: the env is not deterministic given its seed.", stacklevel=2)
     saliency = tap.write(folder / f"{label}-episode-{idx}") if tap is not None and tap.total else None
     return {"episode": idx, "label": label, "video": video, "saliency": saliency,
-            "returns": replayed.returns}
+            "returns": replayed.returns, "fps": float(rec.frames_per_sec)}

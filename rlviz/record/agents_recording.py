@@ -66,6 +66,9 @@ class AgentsRecording(RecorderBase):
     env: Any  # (the PettingZoo wrapper's)
     _video: AgentsVideo | None
     gc_trigger: Callable[[int], bool] | None
+    #: called once each finished video is complete on disk (on the writer's thread when there is one):
+    #: ``on_video(path, episode_id, steps, episode_return, step_id)``, ``step_id`` the recorder's at the video's end
+    on_video: Callable[[Path, int, int, float, int], None] | None = None
 
     def _setup(self, env: Any, video_folder: Any, triggers: tuple[Any, Any], video_length: int, name: tuple[str, Any],
                policies: Any, options: Any) -> None:
@@ -138,6 +141,9 @@ class AgentsRecording(RecorderBase):
         if path is None:
             warnings.warn(f"{type(self).__name__}: ignored saving a video with zero frames.", stacklevel=3)
         self._last_path = path or self._last_path
+        if path is not None and self.on_video is not None:
+            self._after_write(self.on_video, path, video.labels.episode_id, video.steps, video.episode_return,
+                              self.step_id)
         if self.gc_trigger is not None and self.gc_trigger(self.episode_id):
             gc.collect()
 

@@ -94,7 +94,7 @@ class RecordOptions:
     squash: Box actions: the policy is a tanh-squashed Gaussian (SAC), drawn in action units.
     background: encode, and draw panel videos, on a thread of the recorder's own, so ``step()`` hands a frame over
         and returns (:mod:`rlviz.record.writer`); False: all in ``step()``, the video complete when it returns.
-    sinks: the vector recorders (``RecordVectorEpisode``, ``VecRecordEpisode``): where finished videos are logged at
+    sinks: the vector recorders (``RecordVectorEpisode``, ``VecRecordEpisode``, ``RecordSuperSuitGame``): where finished videos are logged at
         the env step they ended: ``"auto"`` (the active W&B run, if any), None, an :class:`rlviz.sinks.Sink`, a
         TensorBoard ``SummaryWriter`` or a list of these.
     grid_width: ``RecordVectorEpisode(envs_to_record="grid")``: each tile is a sub-env's frame shrunk (never

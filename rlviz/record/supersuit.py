@@ -15,7 +15,10 @@ SuperSuit's automatic reset starts the next. The loop's numbers for the whole ba
     envs.annotate(logits=logits, value=value)
     obs, rewards, terms, truncs, infos = envs.step(actions)
 
-Everything else (``reset``, ``step``, ``num_envs``, spaces, attributes set by the loop) is the vector env's. The game's
+Each finished video goes to ``options.sinks`` as the vector recorders' do (``RecordOptions(sinks=...)``: ``"auto"``, the
+default, logs to the active W&B run if there is one; a TensorBoard ``SummaryWriter``, an rlviz Sink, a list, or None)
+under ``videos/game-{game}``, at the vector step its episode ended (``step()`` calls x ``num_envs``, CleanRL's
+``global_step``). Everything else (``reset``, ``step``, ``num_envs``, spaces, attributes set by the loop) is the vector env's. The game's
 parallel env must render images (``render_mode="rgb_array"`` on the PettingZoo env, before SuperSuit's
 preprocessing: the video shows the full-colour game, the thumbnails what the agents see). SuperSuit's process-based
 concatenation (``num_cpus`` > 0) keeps its games in other processes: record with ``num_cpus=0``.
@@ -34,6 +37,7 @@ from ..errors import UsageError
 from .agents_video import AgentsOptions
 from .frames import RecordOptions
 from .pettingzoo import RecordParallelEpisode
+from .vector_parts import VideoSinks
 
 __all__ = ["RecordSuperSuitGame", "game_rows"]
 
@@ -91,6 +95,9 @@ class RecordSuperSuitGame:
         markov.par_env = self.recorder  # SuperSuit's game now steps (and resets) through the recorder
         self._markov = markov
         self.agents = list(markov.par_env.possible_agents)
+        self.game = int(game)
+        self._sinks = VideoSinks(self.recorder.options.sinks)
+        self.recorder.on_video = self._log
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("envs", "recorder"):
@@ -143,5 +150,15 @@ class RecordSuperSuitGame:
         self.recorder.wait()
 
     def close(self) -> None:
-        """Close the vector env: the game's recorder finishes its current video (a game cut short) with it."""
-        self.envs.close()
+        """Close the vector env: the game's recorder finishes its current video (a game cut short) with it, and
+        every video is logged to the sinks."""
+        try:
+            self.envs.close()
+        finally:
+            self._sinks.close()
+
+    def _log(self, path: Path, episode_id: int, steps: int, episode_return: float, step_id: int) -> None:
+        """A finished video to the sinks, at the vector env's step it ended (``step()`` calls x ``num_envs``, as
+        CleanRL's ``global_step``)."""
+        self._sinks.log(f"videos/game-{self.game}", path, (step_id + 1) * self.num_rows, self.recorder.frames_per_sec,
+                        f"{path.stem}: episode {episode_id}, {steps} steps, team return {episode_return:.6g}")

@@ -75,6 +75,14 @@ def log_run(sinks: Sink | Iterable[Sink] | None, log: RunLog) -> None:
 
 
 def findings_markdown(findings: Iterable[Mapping[str, Any]]) -> str:
-    """Diagnostic findings (dicts with severity, id, message) as a markdown list; "no findings" when none."""
-    lines = [f"- **{f.get('severity')}** `{f.get('id')}`: {f.get('message')}" for f in findings]
+    """Diagnostic findings (dicts with severity, id, message; a multi-agent run's with code and agent instead of id) as
+    a markdown list; "no findings" when none."""
+    lines = [f"- **{f.get('severity')}** `{f.get('id') or f.get('code')}`{_whose(f)}: {f.get('message')}"
+             for f in findings]
     return "\n".join(lines) or "no findings"
+
+
+def _whose(finding: Mapping[str, Any]) -> str:
+    """The finding's agent as " (agent)" (a multi-agent run's findings name one), else nothing."""
+    agent = finding.get("agent")
+    return f" ({agent})" if agent else ""
