@@ -211,6 +211,9 @@ def test_wrapper_names_from_a_file_follow_the_trust_rule():
 
     known = {"env_id": "CartPole-v1", "wrappers": [{"name": "minigrid.wrappers:ImgObsWrapper"}]}
     EnvRecipe.from_dict(known, "agent.pt2")  # an allow-listed observation wrapper
+    for frames in ("gymnasium.wrappers:AddRenderObservation", "gymnasium.wrappers.rendering:AddRenderObservation"):
+        pixels = {"env_id": "CartPole-v1", "wrappers": [{"name": frames, "kwargs": {"render_only": True}}]}
+        assert EnvRecipe.from_dict(pixels, "env-recipe.json").wrappers[0].name == frames  # a pixels run's recipe
     bad = {"env_id": "CartPole-v1", "wrappers": [{"name": "os:system"}]}
     with pytest.raises(UnsafeCheckpointError, match="os:system"):
         EnvRecipe.from_dict(bad, "agent.pt2")

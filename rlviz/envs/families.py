@@ -38,17 +38,19 @@ FAMILIES = (
     ("procgen/", "procgen_gym", "procgen-gym"),
 )
 
-#: Observation wrappers accepted by name from a file without trust (their modules are imported only to build them).
-KNOWN_WRAPPER_CLASSES = frozenset(f"minigrid.wrappers:{c}" for c in (
-    "ImgObsWrapper", "FlatObsWrapper", "RGBImgObsWrapper", "RGBImgPartialObsWrapper", "FullyObsWrapper",
-    "OneHotPartialObsWrapper", "DictObservationSpaceWrapper", "DirectionObsWrapper", "ReseedWrapper",
-    "ActionBonus", "PositionBonus", "SymbolicObsWrapper", "ViewSizeWrapper"))
-
 #: Observation wrappers whose observations are the env's frames (pixels from a state env, e.g. dm_control's): the env
 #: is made with ``render_mode="rgb_array"`` even where rlviz needs no frames of its own.
 FRAME_WRAPPERS = frozenset({"gymnasium.wrappers:AddRenderObservation",
                             "gymnasium.wrappers.rendering:AddRenderObservation"})
 __all__ += ["FRAME_WRAPPERS"]
+
+#: Observation wrappers accepted by name from a file without trust (their modules are imported only to build them):
+#: MiniGrid's and gymnasium's :data:`FRAME_WRAPPERS` (a run folder's recipe of a pixels agent replays without
+#: ``--trust-checkpoint``).
+KNOWN_WRAPPER_CLASSES = frozenset(f"minigrid.wrappers:{c}" for c in (
+    "ImgObsWrapper", "FlatObsWrapper", "RGBImgObsWrapper", "RGBImgPartialObsWrapper", "FullyObsWrapper",
+    "OneHotPartialObsWrapper", "DictObservationSpaceWrapper", "DirectionObsWrapper", "ReseedWrapper",
+    "ActionBonus", "PositionBonus", "SymbolicObsWrapper", "ViewSizeWrapper")) | FRAME_WRAPPERS
 
 _USER_WRAPPER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _IMPORTED: set = set()

@@ -9,7 +9,8 @@ built. A file is not vetted the way a program is, so from a file rlviz acts only
   no ``module:`` prefix;
 * env and wrapper keyword arguments that are plain JSON values (no import paths, no ``entry_point``-like keys);
 * wrapper names of :data:`rlviz.envs.wrappers.WRAPPERS` (or a caller's own translation table), and the
-  ``module:Class`` observation wrappers of :data:`rlviz.envs.families.KNOWN_WRAPPER_CLASSES` (MiniGrid's);
+  ``module:Class`` observation wrappers of :data:`rlviz.envs.families.KNOWN_WRAPPER_CLASSES` (MiniGrid's, and
+  gymnasium's ``AddRenderObservation``);
 * classes on an allow-list (:data:`POLICY_CLASSES`, :data:`ACTIVATION_CLASSES`, :data:`EXTRACTOR_CLASSES`).
 
 Anything else raises :class:`~rlviz.errors.UnsafeCheckpointError` naming the name, the reason, and how to
