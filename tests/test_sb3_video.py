@@ -102,3 +102,79 @@ def test_model_panels_hold_the_models_numbers(tmp_path):
     assert info.num_frames == 11 and info.width > 608  # panels beside the game
     frame = next(iter(read_video(video)))
     assert frame[:400, :600].std() > 5
+
+
+class KeepDictObs(KeepObs):
+    """KeepObs for Dict observations (a dict of batched arrays per step)."""
+
+    def reset(self):
+        obs = self.venv.reset()
+        self.seen.append({k: v.copy() for k, v in obs.items()})
+        return obs
+
+    def step_wait(self):
+        obs, rewards, dones, infos = self.venv.step_wait()
+        self.seen.append({k: v.copy() for k, v in obs.items()})
+        return obs, rewards, dones, infos
+
+
+def test_model_panels_of_a_dict_observation_agent_with_a_channels_last_image(tmp_path):
+    """MultiInputPolicy on a Dict env whose image key is channels last: SB3 puts its VecTransposeImage outside the
+    recorder, so the recorder sees the image as the env gives it and the policy takes it so (it failed with a
+    KeyError on the Dict batch before)."""
+    import gymnasium as gym
+    import torch
+    from gymnasium import spaces
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    class DictImage(gym.Env):
+        metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+        def __init__(self):
+            self.render_mode = "rgb_array"
+            self.observation_space = spaces.Dict({"image": spaces.Box(0, 255, (36, 36, 3), np.uint8),
+                                                  "vec": spaces.Box(-1, 1, (2,), np.float32)})
+            self.action_space = spaces.Discrete(3)
+            self.t = 0
+
+        def _obs(self):
+            img = np.zeros((36, 36, 3), np.uint8)
+            img[self.t % 36, :, self.t % 3] = 255
+            return {"image": img, "vec": np.array([self.t / 10, -0.5], np.float32)}
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            return self._obs(), {}
+
+        def step(self, action):
+            self.t += 1
+            return self._obs(), float(action == 1), self.t >= 12, False, {}
+
+        def render(self):
+            frame = np.zeros((48, 48, 3), np.uint8)
+            frame[:, : 4 * self.t] = 200
+            return frame
+
+    inner = KeepDictObs(DummyVecEnv([DictImage]))
+    vec_env = VecRecordEpisode(inner, str(tmp_path), lambda x: x == 0, video_length=8,
+                               options=RecordOptions(sinks=None))
+    model = sb3.PPO("MultiInputPolicy", vec_env, n_steps=16, batch_size=16, n_epochs=1, verbose=0, device="cpu",
+                    seed=0)
+    assert model.policy.observation_space["image"].shape == (3, 36, 36)  # (SB3 transposes it outside the recorder)
+    vec_env.model = model
+    before = {k: v.clone() for k, v in model.policy.state_dict().items()}  # the video ends before the first update
+    model.learn(total_timesteps=32)
+    vec_env.close()
+    (video,) = vec_env.videos
+    data = np.load(video.with_suffix(".npz"))
+    model.policy.load_state_dict(before)
+    seen = inner.seen[:9]
+    obs = {"image": torch.as_tensor(np.stack([o["image"][0] for o in seen]).transpose(0, 3, 1, 2)),
+           "vec": torch.as_tensor(np.stack([o["vec"][0] for o in seen]))}
+    with torch.no_grad():
+        logits = model.policy.get_distribution(obs).distribution.logits.numpy()
+        values = model.policy.predict_values(obs).numpy()[:, 0]
+    np.testing.assert_allclose(data["logits"], logits, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(data["value"], values, rtol=1e-5, atol=1e-5)
+    assert probe_video(video).num_frames == 9

@@ -228,7 +228,7 @@ class VecRecordEpisode(RecorderBase, _vec.VecEnvWrapper):  # type: ignore[name-d
         else:
             frame = (self.venv.env_method("render", indices=[self.env_index])[0] if self._views is None
                      else self._views[self.env_index].render())
-            row = None if obs is None else np.array(obs[self.env_index], copy=True)
+            row = None if obs is None else _row(obs, self.env_index)
             action = None if first else np.asarray(self._actions)[self.env_index]  # panels need the action
         self.recorded_frames.count += 1
         step = (to_rgb_frame(frame), reward, action, row, first)
@@ -289,8 +289,24 @@ class VecRecordEpisode(RecorderBase, _vec.VecEnvWrapper):  # type: ignore[name-d
 
     def _model_policy(self) -> Any:
         if self._policy is None:
+            from gymnasium import spaces
+
             from ..sources.stable_baselines3.zips import sb3_policy
 
+            # a Dict space's image keys reach this recorder as the env gives them (channels last when SB3 put its
+            # VecTransposeImage outside): the policy takes them as they come here
+            space = self.venv.observation_space
             self._policy = sb3_policy(self.model, device="cpu" if not hasattr(self.model, "device") else
-                                      self.model.device)
+                                      self.model.device,
+                                      observation_space=space if isinstance(space, spaces.Dict) else None)
         return self._policy
+
+
+def _row(obs: Any, i: int) -> Any:
+    """Sub-env ``i``'s observation in a VecEnv's batch, copied: an array, or a dict / tuple of them (Dict / Tuple
+    spaces, whose batches SB3 keeps per key)."""
+    if isinstance(obs, dict):
+        return {k: _row(v, i) for k, v in obs.items()}
+    if isinstance(obs, tuple):
+        return tuple(_row(v, i) for v in obs)
+    return np.array(obs[i], copy=True)
