@@ -211,12 +211,7 @@ class AgentsRecording(RecorderBase):
         if video is None or not video.open:
             return []
         if video.panels is False and not self.env.agents:
-            video.writer = None
-            try:
-                video.finish()
-                return []
-            except Exception:  # noqa: BLE001 - at exit: dropped as the others are
-                return [video]
+            return self.write_at_exit(video)
         return [video]
 
     def finish_videos(self) -> None:

@@ -200,6 +200,18 @@ class RecorderBase:
         with videos overrides this."""
         return []
 
+    @staticmethod
+    def write_at_exit(video: Any) -> list[Any]:
+        """A frames-only ``video`` whose episode has ended (it waits for the next reset to close it), finished here at
+        exit, on this thread (no thread may start then). [] once written; ``[video]`` (to be dropped, as the videos in
+        progress are) when it could not be."""
+        video.writer = None
+        try:
+            video.finish()
+            return []
+        except Exception:  # noqa: BLE001 - at exit: dropped as the others are
+            return [video]
+
     def drain(self) -> None:
         """Let the writer finish what it was given (at exit; errors were the loop's to see, and it is gone)."""
         try:

@@ -251,12 +251,7 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
     def take_videos(self) -> list[EpisodeVideo]:
         video, self._video = self._video, None
         if video is not None and not video.panels and self._last_result is not None:  # (at exit) a frames-only video
-            video.writer = None  # whose episode has ended waits for the next reset to close it: it is whole, written here
-            try:
-                video.finish()
-                return []
-            except Exception:  # noqa: BLE001 - at exit: dropped as the others are
-                return [video]
+            return self.write_at_exit(video)  # whose episode has ended waits for the next reset to close it: it is whole
         return [video] if video is not None else []
 
     def __del__(self) -> None:
