@@ -4,6 +4,7 @@ with annotations) against PettingZoo's own ``RecordVideoParallel`` (frames only,
 
     python scripts/bench_multiagent_record.py --moviepy-path /tmp/moviepy_bench            # 3 repeats
     python scripts/bench_multiagent_record.py --moviepy-path DIR --episodes 2 --cycles 60 --pistons 4 --repeats 5
+    python scripts/bench_multiagent_record.py --moviepy-path DIR --thread   # + ours drawing on its writer thread
 
 moviepy must not be in rlviz's CI venv: install it elsewhere, e.g.
 ``pip install --target /tmp/moviepy_bench --no-deps moviepy proglog decorator python-dotenv`` (imageio and
@@ -18,10 +19,12 @@ Each run is a fresh process (so peak memory is its own): pistonball_v6 with ``--
 installed package has its .pyc files; a checkout run with PYTHONDONTWRITEBYTECODE=1 would compile rlviz in every
 run). Runs are interleaved (bare, theirs, ours, ours, theirs, bare, ...),
 repeated; printed: min and median wall seconds (the process's own clock from the env's creation to ``close()``
-returning, every video complete) and peak resident memory (the Python process's, and the largest ffmpeg child's VmHWM, polled every
-50 ms by this script's process through ``/proc/PID/task/*/children``: a thread inside the measured process, as
-before, took its GIL ~3 ms in every 50 ms; ``getrusage``'s children figure cannot serve, it counts the parent's pages
-a child had before its ``exec``), the CPU seconds of the process and its ffmpeg children (user + system: a fair measure on a loaded
+returning, every video complete) and peak resident memory (the Python process's, plus ours' drawing process
+(:mod:`rlviz.record.draw_worker`, a Python child that draws and encodes the panel videos), and the largest ffmpeg
+descendant's VmHWM, polled every 50 ms by this script's process through ``/proc/PID/task/*/children``: a thread
+inside the measured process, as before, took its GIL ~3 ms in every 50 ms; ``getrusage``'s children figure cannot
+serve, it counts the parent's pages a child had before its ``exec``), the CPU seconds of the process and its children
+(user + system, the drawing process and every ffmpeg once waited for: a fair measure on a loaded
 machine, where wall clocks are not), and the ratios ours / theirs. Targets: wall <= 1.0x, memory <= 1.2x.
 """
 
@@ -57,14 +60,14 @@ env = pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=pistons, max
 if kind == "theirs":
     from pettingzoo.utils.wrappers import RecordVideoParallel
     env = RecordVideoParallel(env, folder, episode_trigger=lambda e: True)
-elif kind == "ours":
+elif kind in ("ours", "thread"):
     from rlviz.record.pettingzoo import RecordParallelEpisode
     options = None
-    if column_width or max_columns:  # --column-width / --max-columns: another layout than the default
+    if column_width or max_columns or kind == "thread":  # another layout than the default; the drawing on a thread
         from rlviz.draw.panels_agents import AgentsLayout
         from rlviz.record.agents_video import AgentsOptions
         kw = {k: v for k, v in (("column_width", column_width), ("max_columns", max_columns)) if v}
-        options = AgentsOptions(layout=AgentsLayout(**kw))
+        options = AgentsOptions(layout=AgentsLayout(**kw), process=kind == "ours")
     env = RecordParallelEpisode(env, folder, episode_trigger=lambda e: True, options=options)
 rng = np.random.default_rng(0)
 steps = 0
@@ -72,7 +75,7 @@ for ep in range(episodes):
     obs, _ = env.reset(seed=ep)
     while env.agents:
         mean = {a: rng.uniform(-1, 1, 1).astype(np.float32) for a in env.agents}
-        if kind == "ours":
+        if kind != "theirs" and kind != "bare":
             env.annotate(mean=mean, std={a: np.full(1, 0.3, np.float32) for a in env.agents},
                          value={a: float(m[0]) for a, m in mean.items()})
         env.step({a: np.clip(m + rng.normal(0, 0.3, 1).astype(np.float32), -1, 1) for a, m in mean.items()})
@@ -85,28 +88,41 @@ print(json.dumps({"wall": wall, "cpu": cpu() - c0, "steps": steps,
 """
 
 
-def ffmpeg_peak_kb(pid: int) -> int:
-    """The largest VmHWM among ``pid``'s ffmpeg children now (0 when none or gone)."""
-    peak = 0
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return 0
-    for task in tasks:
+def _descendants(pid: int) -> list[int]:
+    """``pid``'s children, their children, ... now (``/proc/PID/task/*/children``)."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop()
         try:
-            children = open(f"/proc/{pid}/task/{task}/children").read().split()
+            tasks = os.listdir(f"/proc/{parent}/task")
         except OSError:
             continue
-        for child in children:
+        for task in tasks:
             try:
-                if "ffmpeg" not in open(f"/proc/{child}/comm").read():
-                    continue
-                for line in open(f"/proc/{child}/status"):
-                    if line.startswith("VmHWM:"):
-                        peak = max(peak, int(line.split()[1]))
-            except (OSError, ValueError, IndexError):
-                pass
-    return peak
+                children = [int(c) for c in open(f"/proc/{parent}/task/{task}/children").read().split()]
+            except (OSError, ValueError):
+                continue
+            found += children
+            todo += children
+    return found
+
+
+def helper_peaks_kb(pid: int) -> tuple[int, int]:
+    """The largest VmHWM among ``pid``'s ffmpeg descendants now, and that of its largest Python descendant (ours:
+    the recorder's drawing process, whose ffmpeg is its child); 0 when none or gone."""
+    peaks = {"ffmpeg": 0, "python": 0}
+    for child in _descendants(pid):
+        try:
+            comm = open(f"/proc/{child}/comm").read()
+            kind = "ffmpeg" if "ffmpeg" in comm else "python" if "python" in comm else None
+            if kind is None:
+                continue
+            for line in open(f"/proc/{child}/status"):
+                if line.startswith("VmHWM:"):
+                    peaks[kind] = max(peaks[kind], int(line.split()[1]))
+        except (OSError, ValueError, IndexError):
+            pass
+    return peaks["ffmpeg"], peaks["python"]
 
 
 def run(kind: str, args: argparse.Namespace, work: Path) -> dict:
@@ -118,9 +134,10 @@ def run(kind: str, args: argparse.Namespace, work: Path) -> dict:
         proc = subprocess.Popen([sys.executable, "-c", CHILD, kind, str(folder), str(args.episodes), str(args.cycles),
                                  str(args.pistons), str(args.column_width), str(args.max_columns)], env=env,
                                 stdout=out, stderr=err, text=True)
-        ffmpeg_kb = 0
+        ffmpeg_kb = worker_kb = 0
         while proc.poll() is None:
-            ffmpeg_kb = max(ffmpeg_kb, ffmpeg_peak_kb(proc.pid))
+            f_kb, w_kb = helper_peaks_kb(proc.pid)
+            ffmpeg_kb, worker_kb = max(ffmpeg_kb, f_kb), max(worker_kb, w_kb)
             time.sleep(0.05)
         out.seek(0)
         err.seek(0)
@@ -129,6 +146,8 @@ def run(kind: str, args: argparse.Namespace, work: Path) -> dict:
         raise SystemExit(f"{kind} run failed:\n{stderr[-3000:]}")
     result = json.loads(stdout.strip().splitlines()[-1])
     result["ffmpeg_mb"] = ffmpeg_kb / 1024
+    result["worker_mb"] = worker_kb / 1024  # (ours: the drawing process; counted with the Python process)
+    result["rss_mb"] += result["worker_mb"]
     videos = sorted(folder.glob("*.mp4"))
     if kind != "bare" and len(videos) != args.episodes:
         raise SystemExit(f"{kind}: {len(videos)} videos for {args.episodes} episodes")
@@ -145,6 +164,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--column-width", type=int, default=0, help="ours: AgentsLayout(column_width=...) (0: default)")
     ap.add_argument("--max-columns", type=int, default=0, help="ours: AgentsLayout(max_columns=...) (0: default)")
+    ap.add_argument("--thread", action="store_true",
+                    help="also run ours with AgentsOptions(process=False): the drawing on the recorder's thread")
     args = ap.parse_args()
     probe = subprocess.run([sys.executable, "-c", "import moviepy"], capture_output=True, check=False,
                            env=dict(os.environ, PYTHONPATH=args.moviepy_path or ""))
@@ -154,6 +175,9 @@ def main() -> None:
     compile_trees(ROOT / "rlviz", *([Path(args.moviepy_path)] if args.moviepy_path else []))
     results: dict[str, list[dict]] = {"bare": [], "theirs": [], "ours": []}
     order = ["bare", "theirs", "ours", "ours", "theirs", "bare"]
+    if args.thread:
+        results["thread"] = []
+        order = ["bare", "theirs", "ours", "thread", "thread", "ours", "theirs", "bare"]
     with tempfile.TemporaryDirectory(prefix="rlviz-bench-ma-") as tmp:
         for r in range(args.repeats):
             for kind in order if r % 2 == 0 else order[::-1]:
@@ -181,6 +205,10 @@ def main() -> None:
           f"median {statistics.median(pairs):.2f}x  max {max(pairs):.2f}x")
     print(f"ours / theirs: CPU seconds (python + its ffmpeg processes) min {o[4] / t[4]:.2f}x  median {o[5] / t[5]:.2f}x "
           "(what a loaded machine measures fairly)")
+    if args.thread:
+        h = summary["thread"]
+        print(f"ours (drawing process) / ours on a thread (process=False): wall min {o[0] / h[0]:.2f}x  median "
+              f"{o[1] / h[1]:.2f}x   CPU median {o[5] / h[5]:.2f}x   memory {(o[2] + o[3]) / (h[2] + h[3]):.2f}x")
     print(f"recording overhead over the bare loop: ours {o[1] / summary['bare'][1]:.2f}x, theirs "
           f"{t[1] / summary['bare'][1]:.2f}x (median wall)")
 

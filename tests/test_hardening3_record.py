@@ -28,6 +28,9 @@ from rlviz.record.leftovers import SPOOL_PREFIX, clean_stale, owner_gone
 from rlviz.record.writer import MAX_PENDING_VIDEOS
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))
+from _processes import wait_no_drawing_process  # noqa: E402
+
 HANG_S = 240.0  # a guard against a hang only: the loop's progress, not the clock, decides when it is signalled
 
 LOOP = textwrap.dedent('''
@@ -160,6 +163,7 @@ def test_ctrl_c_without_close_keeps_every_finished_episode_and_leaves_nothing(tm
     names = {p.name for p in videos.iterdir()}
     assert not [n for n in names if n.startswith(".") or "partial" in n], names  # no temporary file stays
     assert list((tmp_path / "tmpdir").iterdir()) == []  # no spool stays in TMPDIR
+    assert wait_no_drawing_process(tmp_path / "tmpdir") == []  # (PettingZoo's panels: their drawing process ended)
     for i, k, steps in ended:  # every finished episode is a whole, decodable video
         name = _video_name(kind, i, k)
         assert name in names, (name, sorted(names))
@@ -229,6 +233,7 @@ def test_a_pettingzoo_loop_ending_without_close_exits_and_keeps_its_ended_episod
         decoded = sum(1 for _ in read_video(videos / f"rl-video-episode-{k}.mp4"))
         assert decoded == steps[k] + 1 if kind == "frames" else decoded >= steps[k] + 1
     assert list((tmp_path / "tmpdir").iterdir()) == []  # no spool stays
+    assert wait_no_drawing_process(tmp_path / "tmpdir") == []
 
 
 ENDED_THEN_CTRL_C = textwrap.dedent('''

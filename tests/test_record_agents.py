@@ -271,10 +271,12 @@ def test_annotated_states_are_each_agents_memory_in_the_npz_and_the_column(tmp_p
         _dicts(env, s)
         env.annotate(logits={a: _logits(s, int(a[-1])) for a in env.agents}, state=state)
 
-    env = RecordParallelEpisode(Tag(n=3, leave=(1, 3), length=6), tmp_path / "with", episode_trigger=lambda e: True)
+    here = AgentsOptions(process=False)  # (drawn in this process, where the spy is)
+    env = RecordParallelEpisode(Tag(n=3, leave=(1, 3), length=6), tmp_path / "with", episode_trigger=lambda e: True,
+                                options=here)
     path = _play(env, annotate)
     plain = _play(RecordParallelEpisode(Tag(n=3, leave=(1, 3), length=6), tmp_path / "without",
-                                        episode_trigger=lambda e: True), _dicts)
+                                        episode_trigger=lambda e: True, options=here), _dicts)
     z = np.load(path.with_suffix(".npz"))
     for i in range(3):
         a, k = f"agent_{i}", 3 if i == 1 else 6

@@ -41,7 +41,13 @@ class SpoolArray:
         self.ndim = len(self.shape)
         self._item_shape = tuple(shape)
         self._itemsize = int(np.prod(self._item_shape, dtype=np.int64)) * self.dtype.itemsize
+        self.path = path
         self._fd: int | None = os.open(path, os.O_RDONLY)
+
+    def __reduce__(self):
+        """Pickled by reference: the path and shape (another process reading the spool opens the file itself;
+        the spool must outlive its use there)."""
+        return (SpoolArray, (self.path, self.shape[0], self._item_shape, self.dtype.str))
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -134,7 +140,7 @@ class Spool:
                 "observations and frames must keep one shape for the whole episode."
             )
         try:
-            self._fh.write(arr.tobytes())  # type: ignore[union-attr]  # None only once closed
+            self._fh.write(arr.data if arr.ndim else arr.tobytes())  # type: ignore[union-attr]  # (no copy)
         except OSError as exc:
             raise _full(exc, os.path.dirname(str(self._dir))) from None
         self._n += 1

@@ -23,6 +23,8 @@ stayed), ``actions``, ``rewards`` (per decision) and :func:`~rlviz.record.intern
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 from array import array
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -34,6 +36,8 @@ from ..agent.actions import ActionSpec
 from ..draw.panels_agents import AgentsLayout, fit_thumbnail, is_image_observation
 from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool
 from ..errors import UsageError
+from .agents_draw import draw_agents_video
+from .draw_worker import WorkerGone
 from .frames import EpisodeVideo, RecordOptions, VideoLabels
 from .internals import Annotations, compute_internals
 from .writer import BackgroundWriter
@@ -56,11 +60,15 @@ class AgentSpec:
 class AgentsOptions:
     """The multi-agent recorders' options: ``record`` (a :class:`~rlviz.record.RecordOptions`: ``gamma``, ``preset``
     (default ``ultrafast``: a frame of many columns is large and mostly flat), ``crf``, ``save_data``, ``spool_dir``,
-    ``background``) and ``layout`` (an :class:`~rlviz.draw.panels_agents.AgentsLayout`); panels go to the encoder as
-    YUV 4:2:0."""
+    ``background``), ``layout`` (an :class:`~rlviz.draw.panels_agents.AgentsLayout`) and ``process``: with
+    ``record.background``, draw and encode the panel videos in a process of the recorder's own
+    (:mod:`rlviz.record.draw_worker`, started by the first one, ended by ``close()``), so the drawing does not take the
+    training loop's interpreter lock; False: on the recorder's writer thread. Both write the same file. Panels go to
+    the encoder as YUV 4:2:0."""
 
     record: RecordOptions = field(default_factory=lambda: RecordOptions(preset="ultrafast"))
     layout: AgentsLayout = field(default_factory=AgentsLayout)
+    process: bool = True
 
     @staticmethod
     def of(options: Any) -> AgentsOptions:
@@ -135,6 +143,8 @@ class AgentsVideo:
         self.open = True
         if panels is False:
             self._open_stream()
+        elif panels:
+            self._warm()
 
     # -- feeding ----------------------------------------------------------------------------------
     def start(self, frame: Any) -> None:
@@ -248,9 +258,20 @@ class AgentsVideo:
         """The mode is decided: start()'s frame goes to the stream or the spool."""
         if not self.panels:
             self._open_stream()
+        else:
+            self._warm()
         first, self._first = self._first, None
         if first is not None:
             self._frame(first, 0.0, count=False)
+
+    def _warm(self) -> None:
+        """A panel video: the writer's drawing process starts now (if it is not running), so its imports overlap the
+        episode."""
+        if self.writer is not None and self.options.process and not sys.is_finalizing():
+            try:
+                self.writer.worker().start(_DRAWING)
+            except WorkerGone:
+                pass  # (the video is drawn on the writer's thread; run() says why)
 
     def _open_stream(self) -> None:
         first = next(iter(self.agents.values()))
@@ -336,21 +357,24 @@ class AgentsVideo:
         return trace, internals
 
     def _write(self, parts: list[Any], num_frames: int) -> None:
-        """Draw and encode the panel video, write its ``.npz`` (on the writer's thread when there is one)."""
+        """Draw and encode the panel video, write its ``.npz`` (on the writer's thread when there is one; the drawing
+        in the writer's drawing process, :mod:`rlviz.record.draw_worker`, with ``options.process``)."""
         try:
-            from ..draw.panels_agents import AgentsCompositor
-            from ..media.video import VideoWriter
-
             timelines = [self._timeline(a, trace, internals, num_frames) for a, trace, internals in parts]
             frames = self._frames.view()  # type: ignore[union-attr]  # (a panel video with frames)
-            comp = AgentsCompositor(frames.shape[1:3], timelines, self.options.layout, self.labels.env_id)
             opt = self.options.record
-            buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)
-            with VideoWriter(self.path, self.fps, comp.size, preset=opt.preset, crf=opt.crf, yuv=True) as writer:
-                for start in range(0, num_frames, 8):
-                    chunk = frames[start: start + 8]
-                    for i, frame in enumerate(chunk):
-                        writer.write(comp.render(start + i, frame, out=buf))
+            args = (str(self.path), self.fps, frames, timelines, self.options.layout, self.labels.env_id, opt.preset,
+                    opt.crf)
+            drawn = False
+            if self.writer is not None and self.options.process and not sys.is_finalizing():
+                try:
+                    self.writer.worker().run(draw_agents_video, *args)
+                    drawn = True
+                except WorkerGone as exc:
+                    warnings.warn(f"{exc}; {self.path.name} is drawn on the recorder's thread instead.", RuntimeWarning,
+                                  stacklevel=2)
+            if not drawn:
+                draw_agents_video(*args)
             if opt.save_data:
                 self._save(parts, num_frames)
         finally:
@@ -396,6 +420,10 @@ class AgentsVideo:
             data.update({f"{agent}/{k}": v for k, v in own.items()})
         with atomic_path(self.path.with_suffix(".npz")) as tmp:
             np.savez_compressed(tmp, **data)
+
+
+#: what the drawing process imports as it starts
+_DRAWING = ("rlviz.record.agents_draw", "rlviz.draw.panels_agents", "rlviz.media.video", "rlviz.episode.trace")
 
 
 def _pad(values: array[float], n: int) -> None:

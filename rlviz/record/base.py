@@ -218,6 +218,8 @@ class RecorderBase:
             self.wait()
         except BaseException:  # noqa: S110 - at exit: the other videos still get written
             pass
+        if self._writer is not None:
+            self._writer.stop_worker()
 
     def check_open(self, call: str) -> None:
         """Refuse ``call`` once the recorder is closed (a video started then would never be finished)."""
@@ -226,8 +228,11 @@ class RecorderBase:
                              "make a new recorder (or a new env) to go on.")
 
     def mark_closed(self) -> None:
+        """The recorder is closed (its videos finished): its drawing process, if any, ends."""
         self._closed = True
         _LIVE.discard(self)
+        if self._writer is not None:
+            self._writer.stop_worker()
 
     @contextmanager
     def finishing(self) -> Iterator[None]:

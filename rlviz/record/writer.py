@@ -34,6 +34,7 @@ class BackgroundWriter:
         self._running = False  # a job is being run
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._worker: Any = None  # its drawing process (rlviz.record.draw_worker.DrawWorker), made by worker()
 
     def submit(self, fn: Callable[..., Any], *args: Any, nbytes: int = 0, video: bool = False) -> None:
         """Run ``fn(*args)`` after the jobs before it. ``nbytes``: memory the job holds until it runs; ``video``:
@@ -62,6 +63,21 @@ class BackgroundWriter:
             while self._jobs or self._running:
                 self._cond.wait()
             self._raise()
+
+    def worker(self) -> Any:
+        """This writer's drawing process (a :class:`~rlviz.record.draw_worker.DrawWorker`; its process starts with its
+        first job), for jobs that draw out of the loop's interpreter."""
+        if self._worker is None:
+            from .draw_worker import DrawWorker
+
+            self._worker = DrawWorker()
+        return self._worker
+
+    def stop_worker(self) -> None:
+        """End the drawing process, if one was started (after the job it holds; a later job starts another)."""
+        worker = self._worker
+        if worker is not None:
+            worker.close()
 
     @property
     def idle(self) -> bool:
