@@ -54,8 +54,10 @@ def test_a_job_error_comes_back_as_raised_there_and_the_process_goes_on(worker, 
     from rlviz.errors import UsageError
     from rlviz.media.video import VideoWriter
 
-    with pytest.raises(ValueError, match="math domain error"):
+    with pytest.raises(ValueError, match="math domain error") as raised:
         worker.run(math.sqrt, -1.0)
+    if sys.version_info >= (3, 11):  # where: a note naming the drawing process
+        assert f"raised in rlviz's drawing process, pid {worker.pid}" in "".join(raised.value.__notes__)
     with pytest.raises(UsageError, match="preset='nope' is not a libx264 preset"):  # rlviz's own errors, as they are
         worker.run(VideoWriter, str(tmp_path / "x.mp4"), 30.0, (8, 8), "nope")
     assert worker.run(math.sqrt, 4.0) == 2.0

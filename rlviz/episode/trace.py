@@ -140,7 +140,7 @@ class Spool:
                 "observations and frames must keep one shape for the whole episode."
             )
         try:
-            self._fh.write(arr.data if arr.ndim else arr.tobytes())  # type: ignore[union-attr]  # (no copy)
+            self._fh.write(arr.data)  # type: ignore[union-attr]  # (None only once closed; written without a copy)
         except OSError as exc:
             raise _full(exc, os.path.dirname(str(self._dir))) from None
         self._n += 1

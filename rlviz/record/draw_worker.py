@@ -35,6 +35,7 @@ import struct
 import subprocess
 import sys
 import threading
+import traceback
 import weakref
 from collections.abc import Callable
 from typing import IO, Any
@@ -119,7 +120,9 @@ class DrawWorker:
         try:
             ok, value = pickle.loads(reply)
         except Exception as exc:  # noqa: BLE001 - an exception of the job that does not unpickle here
-            raise RuntimeError(f"rlviz's drawing process failed and its error could not be read back ({exc})") from None
+            from ..errors import VideoError
+
+            raise VideoError(f"rlviz's drawing process failed and its error could not be read back ({exc}).") from None
         if ok:
             return value
         raise value
@@ -218,6 +221,9 @@ def _call(job: bytes) -> tuple[bool, Any]:
             fn = getattr(fn, part)
         return True, fn(*args)
     except BaseException as exc:  # noqa: BLE001 - every failure goes back to the recorder
+        if hasattr(exc, "add_note"):  # where it was raised, shown with the recorder's traceback (Python 3.11+)
+            exc.add_note(f"(raised in rlviz's drawing process, pid {os.getpid()}:\n"
+                         + "".join(traceback.format_tb(exc.__traceback__)[-3:]).rstrip() + ")")
         return False, exc
 
 
