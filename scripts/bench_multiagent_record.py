@@ -108,13 +108,15 @@ def _descendants(pid: int) -> list[int]:
 
 
 def helper_peaks_kb(pid: int) -> tuple[int, int]:
-    """The largest VmHWM among ``pid``'s ffmpeg descendants now, and that of its largest Python descendant (ours:
-    the recorder's drawing process, whose ffmpeg is its child); 0 when none or gone."""
+    """The largest VmHWM among ``pid``'s ffmpeg descendants now, and that of the recorder's drawing process (ours;
+    its ffmpeg is its child); 0 when none or gone."""
     peaks = {"ffmpeg": 0, "python": 0}
     for child in _descendants(pid):
         try:
             comm = open(f"/proc/{child}/comm").read()
-            kind = "ffmpeg" if "ffmpeg" in comm else "python" if "python" in comm else None
+            # (a child between fork and exec is a copy of its parent, named python, with its parent's pages: only a
+            # process that is the drawing process by its command line counts as one)
+            kind = "ffmpeg" if "ffmpeg" in comm else "python" if "draw_worker" in open(f"/proc/{child}/cmdline").read() else None
             if kind is None:
                 continue
             for line in open(f"/proc/{child}/status"):
