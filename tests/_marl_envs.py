@@ -3,7 +3,8 @@
 ``Tag(n, leave=..., length=6)``: agents ``agent_0`` .. ``agent_{n-1}``, ``Discrete(3)`` actions; agent i receives
 ``(i + 1) * action`` per step; agent ``leave[0]`` terminates at step ``leave[1]`` (it is then gone while the others
 play on); everyone is truncated at step ``length``. Observations are 8x8x3 uint8 images filled with
-``10 * step + i`` (so a policy's numbers are derivable from them); ``render()`` is a 24x32 image filled with the step.
+``10 * step + i`` (mod 256; so a policy's numbers are derivable from them); ``render()`` is a 24x32 image filled with
+``20 * step`` (mod 256).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class Tag(ParallelEnv):
         return self._act_space
 
     def _obs(self, agent):
-        return np.full((8, 8, 3), 10 * self.t + self.possible_agents.index(agent), np.uint8)
+        return np.full((8, 8, 3), (10 * self.t + self.possible_agents.index(agent)) % 256, np.uint8)
 
     def reset(self, seed=None, options=None):
         self.t = 0
@@ -51,7 +52,7 @@ class Tag(ParallelEnv):
         return obs, rewards, term, trunc, infos
 
     def render(self):
-        return np.full((24, 32, 3), 20 * self.t, np.uint8)
+        return np.full((24, 32, 3), (20 * self.t) % 256, np.uint8)
 
     def close(self):
         pass

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from rlviz.media.decode import probe_video, read_video
-from rlviz.record.agents_video import AgentsOptions
+from rlviz.record.agents_video import PROCESS_FROM, AgentsOptions
 from rlviz.record.draw_worker import NICE, DrawWorker, WorkerGone
 
 pytest.importorskip("pettingzoo")
@@ -100,8 +100,8 @@ def test_close_ends_the_process_and_start_never_waits_for_a_job(worker):
         os.kill(pid, 0)
 
 
-def _record(folder: Path, process: bool, episodes: int = 2) -> RecordParallelEpisode:
-    env = RecordParallelEpisode(Tag(3, leave=(1, 3), length=6), folder, episode_trigger=lambda k: True,
+def _record(folder: Path, process: bool, episodes: int = 2, length: int = PROCESS_FROM) -> RecordParallelEpisode:
+    env = RecordParallelEpisode(Tag(3, leave=(1, 3), length=length), folder, episode_trigger=lambda k: True,
                                 options=AgentsOptions(process=process))
     for k in range(episodes):
         env.reset(seed=k)
@@ -125,7 +125,7 @@ def test_a_video_drawn_in_the_process_is_the_one_drawn_on_the_thread(tmp_path):
     for k in (0, 1):
         name = f"rl-video-episode-{k}"
         ours, theirs = tmp_path / "process" / f"{name}.mp4", tmp_path / "thread" / f"{name}.mp4"
-        assert probe_video(ours).num_frames == probe_video(theirs).num_frames >= 7
+        assert probe_video(ours).num_frames == probe_video(theirs).num_frames >= PROCESS_FROM + 1
         for a, b in zip(read_video(ours), read_video(theirs), strict=True):
             assert np.array_equal(a, b)
         data_a, data_b = np.load(ours.with_suffix(".npz")), np.load(theirs.with_suffix(".npz"))
@@ -144,7 +144,32 @@ def test_without_its_process_the_video_is_drawn_on_the_thread_saying_why(tmp_pat
     said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
     assert said == ["rlviz's drawing process (pid 1) ended before it finished its job (killed by SIGKILL); "
                     "rl-video-episode-0.mp4 is drawn on the recorder's thread instead."]
-    assert probe_video(tmp_path / "rl-video-episode-0.mp4").num_frames >= 7
+    assert probe_video(tmp_path / "rl-video-episode-0.mp4").num_frames >= PROCESS_FROM + 1
+
+
+def test_short_videos_are_drawn_on_the_thread_and_start_no_process(tmp_path, monkeypatch):
+    started = []
+    monkeypatch.setattr(DrawWorker, "_start", lambda self, preload: started.append(preload))
+    env = _record(tmp_path, True, episodes=3, length=PROCESS_FROM - 2)  # PROCESS_FROM - 1 frames each
+    env.close()
+    assert started == []
+    for k in range(3):
+        assert probe_video(tmp_path / f"rl-video-episode-{k}.mp4").num_frames >= PROCESS_FROM - 1
+
+
+def test_the_process_starts_while_the_long_episode_plays(tmp_path):
+    env = RecordParallelEpisode(Tag(3, leave=None, length=PROCESS_FROM + 10), tmp_path, episode_trigger=lambda k: True)
+    env.reset(seed=0)
+    for t in range(PROCESS_FROM + 1):
+        env.annotate(logits=np.zeros((3, 3)), value=np.zeros(3))
+        env.step({a: 0 for a in env.agents})
+        if t == PROCESS_FROM - 3:  # (frame PROCESS_FROM - 1 is in: not yet)
+            assert env._writer is not None and env._writer._worker is None
+    drawer = env._writer.worker().pid  # started at frame PROCESS_FROM, before the episode's end
+    assert drawer is not None and env.agents
+    env.close()
+    with pytest.raises(ProcessLookupError):
+        os.kill(drawer, 0)
 
 
 KILLED = textwrap.dedent('''

@@ -8,6 +8,7 @@ after its k-th finished episode), never by the clock: a loop runs until it is in
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
@@ -78,7 +79,8 @@ LOOP = textwrap.dedent('''
         from pettingzoo.butterfly import pistonball_v6
         from rlviz.record.pettingzoo import RecordParallelEpisode
 
-        env = RecordParallelEpisode(pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=4, max_cycles=12),
+        cycles = 70 if kind == "pettingzoo" else 12  # (panels: 71 frames, drawn in the recorder's drawing process)
+        env = RecordParallelEpisode(pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=4, max_cycles=cycles),
                                     videos, episode_trigger=lambda k: True)
         log.write("mode single\\n")
         k = 0
@@ -195,7 +197,8 @@ ENDS_WITHOUT_CLOSE = textwrap.dedent('''
     from pettingzoo.butterfly import pistonball_v6
     from rlviz.record.pettingzoo import RecordParallelEpisode
 
-    env = RecordParallelEpisode(pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=4, max_cycles=10),
+    cycles = 70 if sys.argv[2] == "panels" else 10  # (panels: 71 frames, drawn in the recorder's drawing process)
+    env = RecordParallelEpisode(pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=4, max_cycles=cycles),
                                 sys.argv[1], episode_trigger=lambda k: True)
     for k in range(3):  # two whole episodes, then 4 steps of a third; no close()
         env.reset(seed=k)
@@ -262,6 +265,40 @@ def test_ctrl_c_between_an_episode_end_and_the_next_reset_keeps_its_frames_only_
     names = sorted(p.name for p in (tmp_path / "videos").iterdir())
     assert names == ["rl-video-episode-0.mp4"], names
     assert sum(1 for _ in read_video(tmp_path / "videos" / names[0])) == steps + 1
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(SPOOL_PREFIX)]
+
+
+CTRL_C_INSIDE_RESET = textwrap.dedent('''
+    import os, signal, sys
+    from _marl_envs import Tag
+    from rlviz.record.pettingzoo import RecordParallelEpisode
+
+    class Interrupted(Tag):  # the Ctrl-C lands inside the next reset: after the game's own, before the recorder's part
+        def reset(self, seed=None, options=None):
+            out = super().reset(seed, options)
+            if seed == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+            return out
+
+    env = RecordParallelEpisode(Interrupted(3, leave=None, length=5), sys.argv[1], episode_trigger=lambda k: True)
+    for k in range(2):
+        env.reset(seed=k)
+        while env.agents:
+            env.step({a: 1 for a in env.agents})
+''')
+
+
+@pytest.mark.skipif(importlib.util.find_spec("pettingzoo") is None, reason="PettingZoo is not installed")
+def test_ctrl_c_inside_the_next_reset_keeps_a_pettingzoo_frames_only_video(tmp_path):
+    # (before: the reset had refilled env.agents, so the ended episode's video looked in progress and was dropped)
+    env = dict(os.environ, TMPDIR=str(tmp_path), OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(Path(__file__).parent)]))
+    done = subprocess.run([sys.executable, "-c", CTRL_C_INSIDE_RESET, str(tmp_path / "videos")], env=env,
+                          capture_output=True, text=True, timeout=HANG_S)
+    assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr, done.stderr[-2000:]
+    names = sorted(p.name for p in (tmp_path / "videos").iterdir())
+    assert names == ["rl-video-episode-0.mp4"], names
+    assert sum(1 for _ in read_video(tmp_path / "videos" / names[0])) == 5 + 1
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(SPOOL_PREFIX)]
 
 

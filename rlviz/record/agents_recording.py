@@ -187,6 +187,7 @@ class AgentsRecording(RecorderBase):
         now = set(frame_source.agents)
         left = [a for a in before if a not in now]
         video.step(self._grab(frame_source), rewards, left if now else (), final_obs(left))
+        video.ended = video.ended or not now  # (kept: the next reset refills env.agents before it closes the video)
         self._check_length()
 
     def _check_length(self) -> None:
@@ -210,7 +211,7 @@ class AgentsRecording(RecorderBase):
         video, self._video = self._video, None
         if video is None or not video.open:
             return []
-        if video.panels is False and not self.env.agents:
+        if video.panels is False and (video.ended or not self.env.agents):  # (a Ctrl-C inside the next reset)
             return self.write_at_exit(video)
         return [video]
 

@@ -62,9 +62,9 @@ class AgentsOptions:
     (default ``ultrafast``: a frame of many columns is large and mostly flat), ``crf``, ``save_data``, ``spool_dir``,
     ``background``), ``layout`` (an :class:`~rlviz.draw.panels_agents.AgentsLayout`) and ``process``: with
     ``record.background``, draw and encode the panel videos in a process of the recorder's own
-    (:mod:`rlviz.record.draw_worker`, started by the first one, ended by ``close()``), so the drawing does not take the
-    training loop's interpreter lock; False: on the recorder's writer thread. Both write the same file. Panels go to
-    the encoder as YUV 4:2:0."""
+    (:mod:`rlviz.record.draw_worker`, started when a panel video reaches 64 frames, :data:`PROCESS_FROM`; ended by
+    ``close()``), so the drawing does not take the training loop's interpreter lock; shorter videos, while no process
+    runs, and False: on the recorder's writer thread. Both write the same file. Panels go to the encoder as YUV 4:2:0."""
 
     record: RecordOptions = field(default_factory=lambda: RecordOptions(preset="ultrafast"))
     layout: AgentsLayout = field(default_factory=AgentsLayout)
@@ -133,6 +133,7 @@ class AgentsVideo:
         self.panels: bool | None = panels
         self.frames = self.steps = 0
         self.episode_return = 0.0  # the sum over agents
+        self.ended = False  # every agent has left: the episode is over (set by the recorder)
         self._first: Any = None  # start()'s frame while the mode is not decided
         self._stream: EpisodeVideo | None = None
         self._frames: Spool | None = None
@@ -143,8 +144,6 @@ class AgentsVideo:
         self.open = True
         if panels is False:
             self._open_stream()
-        elif panels:
-            self._warm()
 
     # -- feeding ----------------------------------------------------------------------------------
     def start(self, frame: Any) -> None:
@@ -258,15 +257,13 @@ class AgentsVideo:
         """The mode is decided: start()'s frame goes to the stream or the spool."""
         if not self.panels:
             self._open_stream()
-        else:
-            self._warm()
         first, self._first = self._first, None
         if first is not None:
             self._frame(first, 0.0, count=False)
 
     def _warm(self) -> None:
-        """A panel video: the writer's drawing process starts now (if it is not running), so its imports overlap the
-        episode."""
+        """A panel video reached :data:`PROCESS_FROM` frames: the writer's drawing process starts now (if it is not
+        running), so its imports overlap the rest of the episode."""
         if self.writer is not None and self.options.process and not sys.is_finalizing():
             try:
                 self.writer.worker().start(_DRAWING)
@@ -295,6 +292,8 @@ class AgentsVideo:
             self._frames = Spool(np.shape(frame), np.uint8, dir=self.options.record.spool_dir, name="frames")
         self._frames.append(frame)
         self._last_frame = frame
+        if len(self._frames) == PROCESS_FROM:
+            self._warm()
 
     def _final(self, track: _Track, obs: Any) -> None:
         if track.decisions and not track.final:
@@ -365,10 +364,10 @@ class AgentsVideo:
             opt = self.options.record
             args = (str(self.path), self.fps, frames, timelines, self.options.layout, self.labels.env_id, opt.preset,
                     opt.crf)
-            drawn = False
-            if self.writer is not None and self.options.process and not sys.is_finalizing():
+            drawn, writer = False, self.writer
+            if writer is not None and self._in_process(num_frames):
                 try:
-                    self.writer.worker().run(draw_agents_video, *args)
+                    writer.worker().run(draw_agents_video, *args)
                     drawn = True
                 except WorkerGone as exc:
                     warnings.warn(f"{exc}; {self.path.name} is drawn on the recorder's thread instead.", RuntimeWarning,
@@ -379,6 +378,13 @@ class AgentsVideo:
                 self._save(parts, num_frames)
         finally:
             self._close_spools()
+
+    def _in_process(self, num_frames: int) -> bool:
+        """Whether this video is drawn in the writer's drawing process: ``options.process``, a writer thread, and a
+        video of :data:`PROCESS_FROM` frames or more (or the process already running)."""
+        if self.writer is None or not self.options.process or sys.is_finalizing():
+            return False
+        return num_frames >= PROCESS_FROM or self.writer.worker().pid is not None
 
     def _timeline(self, agent: str, trace: EpisodeTrace | None, internals: EpisodeInternals | None,
                   num_frames: int) -> Any:
@@ -422,6 +428,9 @@ class AgentsVideo:
             np.savez_compressed(tmp, **data)
 
 
+#: the frames from which a panel video is drawn in the drawing process (a shorter one's drawing, ~1.6 ms a frame of
+#: the interpreter's lock on the writer thread, costs the loop less than starting the process: ~0.35 s of CPU, ~60 MB)
+PROCESS_FROM = 64
 #: what the drawing process imports as it starts
 _DRAWING = ("rlviz.record.agents_draw", "rlviz.draw.panels_agents", "rlviz.media.video", "rlviz.episode.trace")
 
