@@ -25,35 +25,23 @@ from __future__ import annotations
 import os
 import sys
 import warnings
-from array import array
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..agent.actions import ActionSpec
-from ..draw.panels_agents import AgentsLayout, fit_thumbnail, is_image_observation
-from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool, make_spool
+from ..draw.panels_agents import AgentsLayout
+from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool
 from ..errors import UsageError
 from .agents_draw import draw_agents_video
+from .agents_track import AgentSpec, AgentTrack, pad
 from .draw_worker import WorkerGone
 from .frames import EpisodeVideo, RecordOptions, VideoLabels
-from .internals import Annotations, compute_internals
+from .internals import compute_internals
 from .writer import BackgroundWriter
 
 __all__ = ["AgentSpec", "AgentsOptions", "AgentsVideo"]
-
-
-@dataclass(frozen=True)
-class AgentSpec:
-    """One agent as a video knows it: its action ``spec``, its bars' labels, its ``policy`` (or None) and the
-    ``observation_space`` the policy takes."""
-
-    spec: ActionSpec
-    action_names: tuple[str, ...]
-    policy: Any = None
-    observation_space: Any = None
 
 
 @dataclass(frozen=True)
@@ -82,42 +70,6 @@ class AgentsOptions:
         return options
 
 
-class _Track:
-    """One agent's part of a panel video: its decisions, rewards, spooled observations and thumbnails."""
-
-    def __init__(self, agent: AgentSpec, thumb_box: tuple[int, int] | None, spool_dir: Any) -> None:
-        self.agent, self.thumb_box, self.spool_dir = agent, thumb_box, spool_dir
-        self.decisions, self.actions = array("l"), array("d")
-        self.rewards, self.frame_rewards = array("d"), array("d")  # per decision, per frame
-        self.masks: list[Any] = []
-        self.obs: Any = None  # a spool of its observations (with a policy)
-        self.thumbs: Spool | None = None
-        self.last_obs: Any = None
-        self.final = False  # its last observation was given
-        self.gone_at = -1
-        self.annotations = Annotations(agent.spec)
-
-    def add_obs(self, obs: Any, mask: Any) -> None:
-        """The observation of a decision (or the last one): spooled for the policy, thumbnailed."""
-        self.last_obs = obs
-        self.masks.append(None if mask is None else np.asarray(mask, dtype=bool).reshape(-1))
-        if self.agent.policy is not None and obs is not None:
-            if self.obs is None:
-                self.obs = make_spool(obs, dir=self.spool_dir, name="obs")
-            self.obs.append(obs)
-        if self.thumb_box is not None and obs is not None and is_image_observation(obs):
-            thumb = fit_thumbnail(obs, self.thumb_box)
-            if self.thumbs is None:
-                self.thumbs = Spool(thumb.shape, np.uint8, dir=self.spool_dir, name="thumbs")
-            self.thumbs.append(thumb)
-
-    def close(self) -> None:
-        for spool in (self.obs, self.thumbs):
-            if spool is not None:
-                spool.close()
-        self.obs = self.thumbs = None
-
-
 class AgentsVideo:
     """One video of one multi-agent episode (see the module docstring for the API and the frame count)."""
 
@@ -139,7 +91,7 @@ class AgentsVideo:
         self._frames: Spool | None = None
         self._last_frame: Any = None
         box, spool_dir = self.options.layout.thumbnail_box(len(self.agents)), self.options.record.spool_dir
-        self._tracks = {a: _Track(s, box, spool_dir) for a, s in self.agents.items()}
+        self._tracks = {a: AgentTrack(s, box, spool_dir) for a, s in self.agents.items()}
         self._annotated = False
         self.open = True
         if panels is False:
@@ -190,7 +142,7 @@ class AgentsVideo:
                 track = self._tracks.get(a)
                 if track is None:
                     continue
-                _pad(track.frame_rewards, t)
+                pad(track.frame_rewards, t)
                 track.frame_rewards.append(float(r))
                 if track.rewards:
                     track.rewards[-1] += float(r)
@@ -240,7 +192,7 @@ class AgentsVideo:
         self._close_spools()
 
     # -- inside -----------------------------------------------------------------------------------
-    def _track(self, agent: str) -> _Track:
+    def _track(self, agent: str) -> AgentTrack:
         track = self._tracks.get(agent)
         if track is None:
             raise UsageError(f"agent {agent!r} is not one of this env's agents {list(self._tracks)}.")
@@ -295,7 +247,7 @@ class AgentsVideo:
         if len(self._frames) == PROCESS_FROM:
             self._warm()
 
-    def _final(self, track: _Track, obs: Any) -> None:
+    def _final(self, track: AgentTrack, obs: Any) -> None:
         if track.decisions and not track.final:
             track.add_obs(obs if obs is not None else track.last_obs, track.masks[-1] if track.masks else None)
             track.final = True
@@ -323,11 +275,11 @@ class AgentsVideo:
             self.writer.submit(self._write, parts, num_frames, video=True)
         return self.path
 
-    def _internals(self, agent: str, track: _Track, num_frames: int, terminated: bool,
+    def _internals(self, agent: str, track: AgentTrack, num_frames: int, terminated: bool,
                    truncated: bool) -> tuple[EpisodeTrace | None, EpisodeInternals | None]:
         """The agent's trace over its K decisions (K+1 rows) and its internals (None without numbers)."""
         k = len(track.decisions)
-        _pad(track.frame_rewards, num_frames)
+        pad(track.frame_rewards, num_frames)
         if k == 0:
             return None, None
         self._final(track, None)
@@ -433,9 +385,3 @@ class AgentsVideo:
 PROCESS_FROM = 64
 #: what the drawing process imports as it starts
 _DRAWING = ("rlviz.record.agents_draw", "rlviz.draw.panels_agents", "rlviz.media.video", "rlviz.episode.trace")
-
-
-def _pad(values: array[float], n: int) -> None:
-    """Extend ``values`` with zeros to ``n`` items."""
-    if len(values) < n:
-        values.extend([0.0] * (n - len(values)))
