@@ -113,8 +113,10 @@ def _record(folder: Path, process: bool, episodes: int = 2, length: int = PROCES
 
 
 def test_a_video_drawn_in_the_process_is_the_one_drawn_on_the_thread(tmp_path):
-    env = _record(tmp_path / "process", True)
-    env.wait()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # (drawn there: no fallback to the thread)
+        env = _record(tmp_path / "process", True)
+        env.wait()
     pid = env._writer.worker().pid
     assert pid is not None and pid != os.getpid()
     env.close()
@@ -240,3 +242,33 @@ def test_a_process_forked_from_the_loop_lets_go_of_the_drawing_process(worker):
         os.close(r)
         os.kill(child, signal.SIGKILL)
         os.waitpid(child, 0)
+
+
+@pytest.mark.parametrize("data", [b"", b"RLVZ", b"hello, world\n" * 4, b"RLVZ" + (1 << 40).to_bytes(8, "little"),
+                                  b"RLVZ" + (10).to_bytes(8, "little") + b"short"])
+def test_what_is_not_a_whole_message_reads_as_the_other_side_gone(data):
+    import io
+
+    from rlviz.record.draw_worker import _recv
+
+    assert _recv(io.BytesIO(data)) is None
+
+
+def test_random_bytes_never_read_as_a_message():
+    import io
+
+    from rlviz.record.draw_worker import _recv, _send
+
+    rng = np.random.default_rng(0)
+    for n in range(200):
+        assert _recv(io.BytesIO(rng.integers(0, 256, n % 40 + 1, dtype=np.uint8).tobytes())) is None
+    out = io.BytesIO()
+    _send(out, b"job")
+    assert _recv(io.BytesIO(out.getvalue())) == b"job"
+
+
+def test_what_a_job_prints_does_not_garble_the_replies(worker):
+    first = worker.run(os.getpid)
+    assert worker.run(os.write, 1, b"noise\n") == 6  # (its fd 1 is its stderr: nothing reaches the replies' pipe)
+    assert worker.run(print, "more noise") is None
+    assert worker.run(os.getpid) == first

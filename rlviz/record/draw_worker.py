@@ -19,7 +19,8 @@ the loop only, which finishes (or drops) its videos as it does without this proc
 whole, under its final name) and exits; nothing waits for it. The process killed: its partial file is deleted by the
 caller's retry or, at the latest, by the next recorder (:mod:`rlviz.record.leftovers`: it is named for its pid).
 
-Protocol (stdin / stdout of the process): each message an 8-byte little-endian length, then a pickle: to the process
+Protocol (stdin / stdout of the process): each message the mark ``RLVZ`` and an 8-byte little-endian length, then a
+pickle (anything else read is taken as the other side gone): to the process
 ``(module, qualname, args)`` (an empty message: end); back ``(True, result)`` or ``(False, exception)``. A process
 forked from the loop closes its copies of the pipes, so they never keep a drawing process waiting. Once it runs, the process's fd 1 is
 its stderr and fd 0 ``/dev/null``: prints, ffmpeg and their children cannot garble the replies or read the jobs.
@@ -42,7 +43,10 @@ from typing import IO, Any
 
 __all__ = ["DrawWorker", "WorkerGone", "main"]
 
-_HEADER = struct.Struct("<Q")
+_HEADER = struct.Struct("<4sQ")  # a mark and the pickle's length
+_MARK = b"RLVZ"
+#: the longest message either side accepts (a job holds numbers and spool paths, never frames)
+MAX_MESSAGE = 1 << 30
 #: how much lower the drawing process's priority is than the loop's (``nice``; its ffmpeg inherits it)
 NICE = 10
 
@@ -53,17 +57,20 @@ class WorkerGone(Exception):
 
 
 def _send(fh: IO[bytes], data: bytes) -> None:
-    fh.write(_HEADER.pack(len(data)))
+    fh.write(_HEADER.pack(_MARK, len(data)))
     fh.write(data)
     fh.flush()
 
 
 def _recv(fh: IO[bytes]) -> bytes | None:
-    """One message's bytes; None at the end of the input (or a message cut short by it)."""
+    """One message's bytes; None at the end of the input, a message cut short by it, or what is not a message
+    (something else wrote on the pipe: the other side is then treated as gone)."""
     header = fh.read(_HEADER.size)
     if len(header) < _HEADER.size:
         return None
-    (size,) = _HEADER.unpack(header)
+    mark, size = _HEADER.unpack(header)
+    if mark != _MARK or size > MAX_MESSAGE:
+        return None
     data = fh.read(size)
     return data if len(data) == size else None
 
