@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("attention", ("rlviz.attention",)),      # attribution per object, the rollout's per-step hook
     ("evaluate", ("rlviz.evaluate",)),        # rollouts, heatmaps, statistics, diagnostics
     ("analysis", ("rlviz.attention.summary", "rlviz.attention.plot")),  # attention over a rollout's episodes
+    ("jax", ("rlviz.jax",)),                  # the JAX engine: flax agents, JAX envs, one lax.scan -> RolloutResult
     ("draw", ("rlviz.draw",)),                # the video frame
     ("sinks", ("rlviz.sinks",)),              # where results go
     ("record", ("rlviz.record",)),            # RecordEpisode and the recorded episode's video
