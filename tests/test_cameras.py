@@ -50,11 +50,13 @@ def test_two_cameras_give_a_frame_twice_as_wide_each_half_its_camera_decoded_fro
     from rlviz.record import RecordOptions
 
     actions = _actions(6, 6)
-    own = _frames(_make("HalfCheetah-v5"), actions)  # the env's own view
+    # MuJoCo's free camera (id -1) against the model's camera 0: two views whatever the env's own view is
+    # (gymnasium 1.3's HalfCheetah renders from "track" by default, earlier releases from the free camera)
+    own = _frames(_make("HalfCheetah-v5", camera_id=-1), actions)
     track = _frames(_make("HalfCheetah-v5", camera_name="track"), actions)  # the model's camera 0
     assert not np.array_equal(own[3], track[3])  # two different views
     env = RecordEpisode(_make("HalfCheetah-v5"), tmp_path, episode_trigger=lambda k: True,
-                        options=RecordOptions(camera="default,track"))
+                        options=RecordOptions(camera="free,track"))
     env.reset(seed=5)
     for a in actions:
         env.step(a)
