@@ -171,10 +171,10 @@ def test_record_vector_episode_tiles_the_cameras_of_its_sub_envs(tmp_path):
     from rlviz.record.vector import RecordVectorEpisode
 
     actions = _actions(4, 3)
-    own, track = _frames(_make("Hopper-v5"), actions), _frames(_make("Hopper-v5", camera_name="track"), actions)
+    own, track = _frames(_make("Hopper-v5", camera_id=-1), actions), _frames(_make("Hopper-v5", camera_name="track"), actions)
     envs = gym.vector.SyncVectorEnv([_hopper(), _hopper()])
     rec = RecordVectorEpisode(envs, tmp_path, envs_to_record=(0,), episode_trigger=lambda k: True,
-                              options=RecordOptions(sinks=None, camera="default,track"))
+                              options=RecordOptions(sinks=None, camera="free,track"))
     rec.reset(seed=5)
     for a in actions:
         rec.step(np.stack([a, a]))
@@ -225,13 +225,13 @@ def test_vec_record_episode_tiles_the_cameras_with_and_without_a_model(tmp_path)
     from rlviz.record import RecordOptions
 
     actions = _actions(3, 3)
-    own, track = _frames(_make("Hopper-v5"), actions), _frames(_make("Hopper-v5", camera_name="track"), actions)
+    own, track = _frames(_make("Hopper-v5", camera_id=-1), actions), _frames(_make("Hopper-v5", camera_name="track"), actions)
     h, w = own[0].shape[:2]
     for model in (None, "ppo"):
         venv = DummyVecEnv([_hopper()])
         venv.seed(5)
         rec = VecRecordEpisode(venv, str(tmp_path / str(model)), lambda s: s == 0, video_length=len(actions),
-                               options=RecordOptions(sinks=None, camera="default,track"),
+                               options=RecordOptions(sinks=None, camera="free,track"),
                                model=sb3.PPO("MlpPolicy", venv, seed=0, device="cpu") if model else None)
         rec.reset()
         for a in actions:
