@@ -363,6 +363,9 @@ class ExploreConfig:
     host: str = option("127.0.0.1", "address to serve on (default 127.0.0.1: this machine only)", metavar="HOST")
     port: int = option(8765, "port to serve on (default 8765; 0: any free port)", metavar="PORT")
     browser: bool = option(True, "do not open a browser", flag="--no-browser", kind="negated")
+    token: bool = option(True, "with --host off the loopback, serve without the random token the URL must carry "
+                         "(anyone who reaches the machine can then open the run and make it render)",
+                         flag="--no-token", kind="negated")
     checkpoint: str | None = option(None, "the agent that replays a render run's episodes (default: the one rlviz-run.json names)",
                                     metavar="PATH")
     trust_checkpoint: bool = option(False, "as render's --trust-checkpoint (never taken from the run's options)")

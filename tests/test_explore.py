@@ -39,7 +39,11 @@ def _get(base: str, path: str, method: str = "GET") -> tuple[int, bytes]:
     try:
         conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)  # the path exactly as written
         conn.putheader("Host", f"{host}:{port}")
-        conn.endheaders()
+        body = b"{}" if method == "POST" else None  # as the page sends it: JSON (a form's POST is refused)
+        if body is not None:
+            conn.putheader("Content-Type", "application/json")
+            conn.putheader("Content-Length", str(len(body)))
+        conn.endheaders(body)
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -222,7 +226,8 @@ def test_ctrl_c_exits_130_and_leaves_nothing_half_written(run):
         line = proc.stdout.readline()
         assert "serving" in line, line + proc.stderr.read()
         base = line.split(" at ")[1].split()[0].rstrip("/")
-        req = urllib.request.Request(f"{base}/api/episode/40/open", method="POST")
+        req = urllib.request.Request(f"{base}/api/episode/40/open", method="POST", data=b"{}",
+                                     headers={"Content-Type": "application/json"})
         assert json.loads(urllib.request.urlopen(req, timeout=60).read())["state"] in ("rendering", "done")
         cache = Path(run) / ".rlviz-cache" / "explore"
         wait_until(lambda: cache.is_dir() and any(p.name.startswith(".partial-") for p in cache.iterdir())

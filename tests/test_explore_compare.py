@@ -64,7 +64,9 @@ def _get(srv, path: str, method: str = "GET") -> tuple[int, bytes]:
     import urllib.request
 
     try:
-        with urllib.request.urlopen(urllib.request.Request(srv.base + path, method=method), timeout=120) as r:
+        json_body = {"data": b"{}", "headers": {"Content-Type": "application/json"}} if method == "POST" else {}
+        with urllib.request.urlopen(urllib.request.Request(srv.base + path, method=method, **json_body),
+                                    timeout=120) as r:
             return r.status, r.read()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import re
 import sys
 
@@ -97,9 +98,15 @@ def user_wrapper(name: str):
     except (ImportError, AttributeError) as exc:
         raise EnvError(f"--wrapper {name!r}: cannot import {cls} from {module} ({exc}); check the name and that the "
                        "package is installed.") from None
-    if not callable(found):
-        raise EnvError(f"--wrapper {name!r} is a {type(found).__name__}, not a wrapper class.")
-    return found
+    if isinstance(found, type) and issubclass(found, gym.Env):  # gymnasium.Wrapper and its kin
+        return found
+    if inspect.isfunction(found) and found.__module__.partition(".")[0] not in sys.stdlib_module_names:
+        return found  # a factory of the user's: called with the env, its result checked (make_env)
+    what = f"the class {cls}, not a gymnasium Env or Wrapper subclass" if isinstance(found, type) else \
+        f"a {type(found).__name__} of {found.__module__ if inspect.isfunction(found) else module}"
+    raise UsageError(f"--wrapper {name!r} is {what}; expected a gymnasium.Wrapper subclass (e.g. "
+                     "minigrid.wrappers:ImgObsWrapper) or a Python function of yours that takes the env and returns "
+                     "the wrapped env. Nothing was called.")
 
 
 def describe_space(space) -> str:

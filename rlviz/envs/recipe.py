@@ -8,6 +8,7 @@ preprocessing as training.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -185,8 +186,8 @@ def register_envs(env_id: str | None = None) -> None:
 def require_registered(env_id: str) -> None:
     """Fail fast, before torch or the env is loaded, when ``env_id`` is not a gymnasium env: one line, with the
     closest registered ids. A ``module:Env-v0`` id is left to gymnasium (it imports the module: the caller's choice)."""
-    if env_id.endswith(".json"):  # a recipe file the user names (--env run/env-recipe.json)
-        env_id = read_recipe_file(env_id).env_id
+    if env_id.endswith(".json"):  # a recipe file the user names (--env run/env-recipe.json): its names are checked
+        env_id = read_recipe_file(env_id, names_only=True).env_id  # when the job reads it (with the trust flags)
     if is_agents_env_id(env_id):  # PettingZoo: its family's module, or one line saying what is missing
         agents_module(env_id)
         return
@@ -204,9 +205,14 @@ def require_registered(env_id: str) -> None:
                    "For an env of your own package, register it or pass 'your_module:EnvName-v0'.")
 
 
-def read_recipe_file(path: str) -> EnvRecipe:
-    """The recipe in a JSON file the user names (``--env FILE.json``: their consent, as for an env id they type):
-    e.g. a run folder's :data:`RECIPE_FILE`, or one written with :meth:`EnvRecipe.to_json`."""
+def read_recipe_file(path: str, trusted: bool = False, consented_wrappers: Iterable[str] = (),
+                     names_only: bool = False) -> EnvRecipe:
+    """The recipe in a JSON file the user names (``--env FILE.json``), e.g. a run folder's :data:`RECIPE_FILE`, or
+    one written with :meth:`EnvRecipe.to_json`. Naming the file consents to the file, not to every name inside it:
+    its env id, kwargs and wrappers pass :mod:`rlviz.envs.trust`'s rule (known wrappers, and those the user also
+    names with ``--wrapper``: ``consented_wrappers``), unless ``trusted`` (``--trust-checkpoint``).
+    ``names_only``: check only that the names are strings (for reading the env id before the job; nothing is
+    imported either way)."""
     try:
         text = open(path, encoding="utf-8").read()  # noqa: SIM115 - read at once
     except OSError as exc:
@@ -220,7 +226,13 @@ def read_recipe_file(path: str) -> EnvRecipe:
     if not isinstance(recipe.env_kwargs, dict) or not all(isinstance(w.kwargs, dict) for w in recipe.wrappers):
         raise UsageError(f"--env {path}: env_kwargs and each wrapper's kwargs must be JSON objects; expected what "
                          "EnvRecipe.to_json() writes.")
-    check_recipe_names(recipe.env_id, recipe.env_kwargs, recipe.wrappers, path, trusted=True)  # its form: strings
+    if names_only or trusted:
+        check_recipe_names(recipe.env_id, recipe.env_kwargs, recipe.wrappers, path, trusted=True)  # form: strings
+        return recipe
+    if ":" not in recipe.env_id:
+        register_envs(recipe.env_id)  # MinAtar, MiniGrid, dm_control: their known packages, before the check
+    check_recipe_names(recipe.env_id, recipe.env_kwargs, recipe.wrappers, f"--env {path}",
+                       known_wrappers=tuple(consented_wrappers))
     return recipe
 
 
@@ -230,7 +242,6 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
         recipe = read_recipe_file(recipe) if recipe.endswith(".json") else EnvRecipe.for_env_id(recipe)
     if is_agents_env_id(recipe.env_id):  # one agent's view (spaces, a reset observation, frames) of a PettingZoo env
         return AgentView(make_agents_env(recipe, render_mode, training), recipe.env_id)
-    from .families import is_user_wrapper, user_wrapper
     from .headless import choose_gl, no_gl_wrapper  # not at the top: `from rlviz import RecordEpisode` stays light
 
     render_mode = _frames_if_observed(recipe, render_mode)
@@ -259,18 +270,37 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
     if render_mode is not None:
         env = no_gl_wrapper(env, recipe.env_id)
     for w in recipe.wrappers:
-        if w.training_only and not training:
-            continue
-        if w.name not in WRAPPERS and not is_user_wrapper(w.name):
-            raise EnvError(f"Unknown wrapper {w.name!r} in the env recipe; known: {sorted(WRAPPERS)} or "
-                           "'module:Class' (--wrapper).")
-        try:
-            env = (WRAPPERS[w.name] if w.name in WRAPPERS else user_wrapper(w.name))(env, **w.kwargs)
-        except (TypeError, ValueError, AssertionError) as exc:  # kwargs the wrapper refuses (from a file)
-            env.close()
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise EnvError(f"Cannot apply the wrapper {w.name!r} with kwargs {_short(w.kwargs)}: {first}.") from None
+        if not (w.training_only and not training):
+            env = _apply_wrapper(env, w)
     return env
+
+
+def _apply_wrapper(env: gym.Env, w: Any) -> gym.Env:
+    """``env`` wrapped by the recipe's wrapper ``w`` (one of rlviz's by name, or a ``module:Class`` / function the
+    user consented to); ``env`` is closed when it cannot be."""
+    from .families import is_user_wrapper, user_wrapper
+
+    if w.name not in WRAPPERS and not is_user_wrapper(w.name):
+        raise EnvError(f"Unknown wrapper {w.name!r} in the env recipe; known: {sorted(WRAPPERS)} or "
+                       "'module:Class' (--wrapper).")
+    try:
+        make = WRAPPERS[w.name] if w.name in WRAPPERS else user_wrapper(w.name)  # (refusals: their own line)
+    except Exception:
+        env.close()
+        raise
+    try:
+        wrapped = make(env, **w.kwargs)
+    except (TypeError, ValueError, AssertionError, AttributeError) as exc:  # kwargs or an env it does not fit
+        env.close()
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise EnvError(f"Cannot apply the wrapper {w.name!r} with kwargs {_short(w.kwargs)} to "
+                       f"{_wrapped_name(env)}: {first}. Check the wrapper's order and that it is named once "
+                       "(--wrapper, the recipe's own wrappers).") from None
+    if not isinstance(wrapped, gym.Env):  # a factory function of the user's
+        env.close()
+        raise EnvError(f"The wrapper {w.name!r} returned a {type(wrapped).__name__}, not a gymnasium Env; expected "
+                       "a function that takes the env and returns the wrapped env.")
+    return wrapped
 
 
 def _frames_if_observed(recipe: EnvRecipe, render_mode: str | None) -> str | None:
@@ -281,6 +311,11 @@ def _frames_if_observed(recipe: EnvRecipe, render_mode: str | None) -> str | Non
     if render_mode is None and any(w.name in FRAME_WRAPPERS for w in recipe.wrappers):
         return "rgb_array"
     return render_mode
+
+
+def _wrapped_name(env: gym.Env) -> str:
+    """``env`` as an error names it: its wrappers outside in, e.g. ``ImgObsWrapper<MiniGridEnv>``."""
+    return str(env)[:160]
 
 
 def _short(kwargs: dict) -> str:

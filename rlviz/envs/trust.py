@@ -158,6 +158,11 @@ def check_wrapper_name(name, source: str, trusted: bool = False, known: Collecti
         raise CheckpointError(f"{source}: the wrapper name {name!r} is not a non-empty string; the file is malformed.")
     if trusted or name in WRAPPERS or name in known or name in KNOWN_WRAPPER_CLASSES or name in SUPERSUIT_WRAPPERS:
         return name
+    if ":" in name:  # a 'module:Class' the file chose: the user consents by naming it too
+        raise UnsafeCheckpointError(
+            f"{source} names the wrapper {name[:120]!r}, which is not one rlviz knows (gymnasium's, MiniGrid's, "
+            f"SuperSuit's, rlviz's own), and applying it would import code the file chose. If you trust it, name it "
+            f"yourself with --wrapper {name[:120]} (or trust the whole file: {_TRUST}).")
     listed = sorted(set(WRAPPERS) | set(known))
     raise _refuse(source, "the wrapper", name,
                   f"it is not one of rlviz's wrappers ({', '.join(listed)}), and building it would import code "
@@ -165,12 +170,13 @@ def check_wrapper_name(name, source: str, trusted: bool = False, known: Collecti
 
 
 def check_recipe_names(env_id, env_kwargs, wrappers: Iterable, source: str, trusted: bool = False,
-                       consented: str | None = None) -> None:
-    """Every name of a recipe read from ``source``: the env id, its kwargs, each wrapper (``.name``, ``.kwargs``)."""
+                       consented: str | None = None, known_wrappers: Collection[str] = ()) -> None:
+    """Every name of a recipe read from ``source``: the env id, its kwargs, each wrapper (``.name``, ``.kwargs``).
+    ``known_wrappers``: ``module:Class`` names the user gave too (``--wrapper``: their consent)."""
     check_env_id(env_id, source, trusted, consented)
     check_env_kwargs(env_kwargs, source, trusted)
     for w in wrappers:
-        check_wrapper_name(w.name, source, trusted)
+        check_wrapper_name(w.name, source, trusted, known=known_wrappers)
         check_env_kwargs(w.kwargs, source, trusted, owner=f"wrapper {w.name!r}")
 
 

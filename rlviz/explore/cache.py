@@ -7,6 +7,7 @@ page; the next request tries again."""
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -18,10 +19,13 @@ from ..errors import UsageError
 from .index import inside
 from .replay import video_name
 
-__all__ = ["EpisodeCache", "STAGING_PREFIX"]
+__all__ = ["EpisodeCache", "RENDER_SLOTS", "STAGING_PREFIX"]
 
 #: Staging folders of renders under way (removed when they end, and at start and exit).
 STAGING_PREFIX = ".partial-"
+#: At most this many episodes render at once (each replays the agent and encodes a video); the others wait in
+#: order, shown as "rendering" with ``queued`` true. 50 opens at once run 2 renders and hold 2 threads, not 50.
+RENDER_SLOTS = 2
 
 
 class EpisodeCache:
@@ -36,6 +40,9 @@ class EpisodeCache:
         self._state: dict[int, dict[str, Any]] = {}
         self._locks: dict[int, threading.Lock] = {}
         self._guard = threading.Lock()
+        self._slots = threading.BoundedSemaphore(RENDER_SLOTS)  # renders at once, page opens and video waits alike
+        self._queue: queue.SimpleQueue[int] = queue.SimpleQueue()  # opened episodes, in order
+        self._workers = 0
         self.clean()
 
     @property
@@ -83,19 +90,27 @@ class EpisodeCache:
         return s
 
     def start(self, n: int) -> dict[str, Any]:
-        """Start rendering episode ``n`` in a thread unless it is cached or under way; its status."""
+        """Queue episode ``n``'s render unless it is cached or under way (at most :data:`RENDER_SLOTS` run at
+        once, on as many threads of the cache's own); its status."""
         with self._guard:
             busy = self._state.get(n, {}).get("state") == "rendering"
             if not busy and self.video(n) is None:
-                self._state[n] = {"state": "rendering", "since": time.monotonic()}
-                threading.Thread(target=self._quietly, args=(n,), name=f"rlviz-explore-{n}", daemon=True).start()
+                self._state[n] = {"state": "rendering", "since": time.monotonic(), "queued": True}
+                self._queue.put(n)
+                if self._workers < RENDER_SLOTS:
+                    self._workers += 1
+                    threading.Thread(target=self._work, name=f"rlviz-explore-{self._workers}", daemon=True).start()
         return self.status(n)
 
-    def _quietly(self, n: int) -> None:
-        try:
-            self.render(n)
-        except Exception:  # noqa: BLE001, S110 - kept in the episode's status for the page
-            pass
+    def _work(self) -> None:
+        while True:  # (a daemon: it ends with the server)
+            n = self._queue.get()
+            with self._guard:
+                self._state.get(n, {}).pop("queued", None)
+            try:
+                self.render(n)
+            except Exception:  # noqa: BLE001, S110 - kept in the episode's status for the page
+                pass
 
     def render(self, n: int) -> Path:
         """Episode ``n``'s MP4, rendered now unless cached; a render already under way is waited for."""
@@ -124,7 +139,7 @@ class EpisodeCache:
         folder = self.folder
         folder.mkdir(parents=True, exist_ok=True)
         self.renders[n] = self.renders.get(n, 0) + 1
-        with tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{n}-", dir=folder) as tmp:
+        with self._slots, tempfile.TemporaryDirectory(prefix=f"{STAGING_PREFIX}{n}-", dir=folder) as tmp:
             made = self.renderer(n, Path(tmp))
             videos = made if isinstance(made, dict) else {self.variants[0]: made}
             if set(videos) != set(self.variants):

@@ -140,7 +140,7 @@ async function openEpisode(n) {
   window.exploreEpisodeReady = false;
   const prog = el("progress"); prog.className = "readout";
   let st;
-  try { st = await getJSON("/api/episode/" + n + "/open", {method: "POST"}); }
+  try { st = await getJSON("/api/episode/" + n + "/open", {method: "POST", headers: {"Content-Type": "application/json"}, body: "{}"}); }
   catch (e) { prog.className = "readout error"; prog.textContent = "episode " + n + ": " + e.message; return; }
   const lengths = E.boxes.map(b => row[col(b.side, "length")]).filter(v => v !== undefined);
   const what = lengths.length ? " (" + lengths.join(" / ") + " steps)" : E.boxes.length > 1 ? " (" + E.boxes.length + " videos)" : "";

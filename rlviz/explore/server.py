@@ -13,9 +13,11 @@ naming another host are refused (a page elsewhere cannot reach the server throug
 
 from __future__ import annotations
 
+import hmac
 import importlib.util
 import json
 import re
+import secrets
 import sys
 import threading
 from pathlib import Path
@@ -26,7 +28,8 @@ from .cache import EpisodeCache
 from .index import RunIndex
 from .replay import EpisodeRenderer
 
-__all__ = ["ASSETS", "ExploreApp", "create_app", "make_server", "open_run", "serve"]
+__all__ = ["ASSETS", "ExploreApp", "Gate", "TOKEN_COOKIE", "create_app", "cross_site", "make_server", "open_run",
+           "serve"]
 
 #: The page's files: name -> (package folder holding it, beside this one; MIME type). Read by path: the report
 #: package is not imported for its files (the first page waits for no import).
@@ -37,8 +40,10 @@ _CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'
         "connect-src 'self'")
 _HEADERS = [("Content-Security-Policy", _CSP), ("X-Content-Type-Options", "nosniff"),
             ("Referrer-Policy", "no-referrer")]
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
-            500: "Internal Server Error"}
+_REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
+            409: "Conflict", 415: "Unsupported Media Type", 500: "Internal Server Error"}
+#: The cookie that carries the token after the page was opened with ``?token=``.
+TOKEN_COOKIE = "rlviz_explore_token"
 #: /api/episode/<n>/<what>: n in ASCII digits, no leading zero, at most 10 of them.
 _EPISODE = re.compile(r"/api/episode/(0|[1-9][0-9]{0,9})/(open|status|trace|video\.mp4)", re.ASCII)
 #: Episode numbers above this are answered 404 without a lookup.
@@ -71,9 +76,60 @@ def _renderer(index: RunIndex, config: Any) -> Any:
         return refuse
 
 
-def create_app(index: RunIndex, cache: EpisodeCache, hosts: tuple[str, ...] = ()) -> ExploreApp:
-    """The WSGI app serving ``index``'s run; ``hosts``: the Host header values accepted (empty: any)."""
-    return ExploreApp(index, cache, hosts)
+def create_app(index: RunIndex, cache: EpisodeCache, hosts: tuple[str, ...] = (), token: str | None = None) -> Any:
+    """The WSGI app serving ``index``'s run behind its gate (:class:`Gate`); ``hosts``: the Host header values
+    accepted (empty: any); ``token``: the token every request must carry (None: none, on the loopback)."""
+    return Gate(ExploreApp(index, cache, hosts), token)
+
+
+class Gate:
+    """What every request passes before the app. A request that changes state (any method but GET and HEAD) must
+    come from the explorer's own page: ``Sec-Fetch-Site`` same-origin (when the browser sends it), ``Origin`` this
+    server's own (when sent) and a JSON body type, which a form or a page elsewhere cannot send without a CORS
+    preflight this server never grants (403 / 415). With a ``token`` (``--host`` off the loopback), the token in the
+    URL (``?token=``, as Jupyter's) or in the cookie it sets, compared in constant time (403 without)."""
+
+    def __init__(self, app: Any, token: str | None = None):
+        self.app, self.token = app, token
+
+    def __getattr__(self, name: str) -> Any:  # the app's own attributes (index, cache) through the gate
+        return getattr(self.app, name)
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
+        if environ.get("REQUEST_METHOD", "") not in ("GET", "HEAD"):
+            refused = cross_site(environ)
+            if refused is not None:
+                return _json({"error": refused[1]}, refused[0])(environ, start_response)
+        if self.token is None:
+            return self.app(environ, start_response)
+        from http.cookies import CookieError, SimpleCookie
+        from urllib.parse import parse_qs
+
+        try:
+            cookie = SimpleCookie(environ.get("HTTP_COOKIE", "")).get(TOKEN_COOKIE)
+        except CookieError:
+            cookie = None
+        if cookie is not None and hmac.compare_digest(cookie.value.encode(), self.token.encode()):
+            return self.app(environ, start_response)
+        given = parse_qs(environ.get("QUERY_STRING", "")).get("token", [""])[0]
+        if given and hmac.compare_digest(given.encode(), self.token.encode()):
+            set_cookie = ("Set-Cookie", f"{TOKEN_COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/")
+            return self.app(environ, lambda status, headers, *exc: start_response(status, [*headers, set_cookie], *exc))
+        return _json({"error": "this explorer serves with a token: open the URL it printed (.../?token=...)"},
+                     403)(environ, start_response)
+
+
+def cross_site(environ: dict[str, Any]) -> tuple[int, str] | None:
+    """(status, why) when a state-changing request did not come from the explorer's own page; None when it did."""
+    site = environ.get("HTTP_SEC_FETCH_SITE")
+    if site is not None and site not in ("same-origin", "none"):
+        return 403, f"a {site} request is refused: only the explorer's own page may open episodes"
+    origin = environ.get("HTTP_ORIGIN")
+    if origin is not None and origin != f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}":
+        return 403, "a request from another origin is refused: only the explorer's own page may open episodes"
+    if environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower() != "application/json":
+        return 415, "expected a JSON request (Content-Type: application/json)"
+    return None
 
 
 class _Answer:
@@ -290,15 +346,22 @@ def serve(config: Any) -> int:
         require("werkzeug", "explore", "rlviz explore")
     index, cache = open_run(config)
     loopback = config.host in ("127.0.0.1", "localhost", "::1")
+    token = None if loopback or not config.token else secrets.token_urlsafe(24)
     try:
-        server = make_server(config.host, config.port, create_app(index, cache))
+        server = make_server(config.host, config.port, create_app(index, cache, token=token or "-"))
     except OSError as exc:
         raise RlvizError(f"Cannot serve on {config.host}:{config.port} ({exc.strerror}); pick another --port "
                          "(0: any free one).") from None
     port = server.server_port
     if loopback:
         server.set_app(create_app(index, cache, hosts=(f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}")))
-    url = f"http://{'127.0.0.1' if loopback else config.host}:{port}/"
+    else:
+        server.set_app(create_app(index, cache, token=token))
+        print(f"rlviz explore: WARNING: serving on {config.host}, off the loopback: anyone who can reach this "
+              "machine can open the run and make it render" + (" (with --no-token, without even a token)."
+                                                                  if token is None else "; the URL's token is required."),
+              file=sys.stderr, flush=True)
+    url = f"http://{'127.0.0.1' if loopback else config.host}:{port}/" + (f"?token={token}" if token else "")
     print(f"rlviz explore: serving {index.root} at {url} (Ctrl-C stops)", flush=True)
     if config.browser:
         import webbrowser

@@ -23,6 +23,7 @@ from ..attention.plot import plot_attention_at_failure
 from ..attention.summary import with_attention
 from ..config import RenderConfig
 from ..envs import WrapperSpec, make_env, to_rgb_frame
+from ..envs.recipe import read_recipe_file
 from ..errors import UsageError
 from ..evaluate import RolloutResult, summarize
 from ..evaluate.statistics.diagnostics import diagnose
@@ -54,12 +55,16 @@ def resolve_agent(config: RenderConfig) -> tuple[LoadedAgent, RenderConfig, floa
 def agent_env(config: RenderConfig) -> Any:
     """What ``load_agent`` gets as ``env``: ``--env``, or with ``--wrapper`` names its recipe with those wrappers
     after the env's own (the user's consent to import them: :mod:`rlviz.envs.families`)."""
-    if not config.wrapper:
+    file = isinstance(config.env, str) and config.env.endswith(".json")
+    if not config.wrapper and not file:
         return config.env
     if config.env is None:
         raise UsageError(f"--wrapper {config.wrapper[0]} needs --env ID: the wrappers go around the env you name.")
-    base = coerce_recipe(config.env)  # an id, or a recipe file (--env run/env-recipe.json): its own wrappers first
-    return replace(base, wrappers=base.wrappers + tuple(WrapperSpec(name) for name in config.wrapper))
+    # a recipe file (--env run/env-recipe.json): its own wrappers first, each a known one or one --wrapper names too
+    base = (read_recipe_file(config.env, trusted=config.trust_checkpoint, consented_wrappers=config.wrapper)
+            if file else coerce_recipe(config.env))
+    own = {w.name for w in base.wrappers}  # a --wrapper the file names already is consent, not a second copy
+    return replace(base, wrappers=base.wrappers + tuple(WrapperSpec(n) for n in config.wrapper if n not in own))
 
 
 def summarise(result: RolloutResult, kind: str) -> Summary:

@@ -98,7 +98,7 @@ def _load_local(path, *, env, model, trust: bool, device: str, kind: str, vecnor
         return load_export(data, source, env=env, trust=trust, device=device, kind=kind)
     if fmt == "sb3-zip":
         run = run or find_zoo_run(path, trust)
-        recipe = coerce_recipe(env) if env is not None else run.recipe
+        recipe = coerce_recipe(env, trust) if env is not None else run.recipe
         recipe = recipe or _need_env(env, source, "a Stable-Baselines3 zip outside an rl-zoo3 run folder")
         obs_space, act_space, names = env_facts(recipe)
         stats = sb3_stats(run, vecnormalize)

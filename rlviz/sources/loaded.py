@@ -42,12 +42,13 @@ class LoadedAgent:
     format: str = "rlviz"
 
 
-def coerce_recipe(env) -> EnvRecipe:
-    """The caller's ``env`` (an id or a recipe: their own choice, so no trust check) as a recipe."""
+def coerce_recipe(env, trusted: bool = False) -> EnvRecipe:
+    """The caller's ``env`` (an id or a recipe: their own choice, so no trust check) as a recipe; a recipe file's
+    names pass the trust rule unless ``trusted`` (:func:`~rlviz.envs.recipe.read_recipe_file`)."""
     if isinstance(env, EnvRecipe):
         return env
     if isinstance(env, str) and env.endswith(".json"):  # a recipe file the user names (--env run/env-recipe.json)
-        return read_recipe_file(env)
+        return read_recipe_file(env, trusted=trusted)
     if isinstance(env, str) and env:
         return EnvRecipe.for_env_id(env)
     raise UsageError(f"env={env!r}: expected an env id such as 'ALE/Breakout-v5' or an rlviz EnvRecipe.")

@@ -1,0 +1,270 @@
+"""What a file may make rlviz do (#55 item 4, #60 items 1-2): a recipe file names only known wrappers (others need
+``--wrapper`` or ``--trust-checkpoint``), ``--wrapper`` takes a wrapper class or a function of the user's and calls
+nothing else, and the explorer's state-changing requests come from its own page (off the loopback: with a token).
+Each case failed on release 0.5's main."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rlviz.envs import EnvRecipe, WrapperSpec
+from rlviz.errors import UnsafeCheckpointError, UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _recipe_file(tmp_path: Path, wrappers: list[str], env_id: str = "CartPole-v1") -> Path:
+    path = tmp_path / "env-recipe.json"
+    path.write_text(EnvRecipe(env_id, wrappers=tuple(WrapperSpec(w) for w in wrappers)).to_json())
+    return path
+
+
+def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+
+
+# the probe: read the recipe as `rlviz render --env FILE` does (the job's agent_env), then list what was imported
+_PROBE = """
+import sys, json
+from rlviz.config import RenderConfig
+from rlviz.jobs.stages import agent_env
+before = set(sys.modules)
+try:
+    recipe = agent_env(RenderConfig(checkpoint="x.zip", env={path!r}, wrapper={wrappers!r}, trust_checkpoint={trust}))
+    result = "accepted " + ",".join(w.name for w in recipe.wrappers)
+except Exception as exc:
+    result = type(exc).__name__ + ": " + str(exc)
+print(json.dumps({{"result": result, "imported": sorted(set(sys.modules) - before)}}))
+"""
+
+
+@pytest.mark.parametrize("name", ["this:s", "os:system", "some_package.wrappers:Anything"])
+def test_a_recipe_file_naming_an_unknown_wrapper_is_refused_before_anything_is_imported(tmp_path, name):
+    path = _recipe_file(tmp_path, [name])
+    done = _run(_PROBE.format(path=str(path), wrappers=(), trust=False), tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["result"].startswith("UnsafeCheckpointError: ") and name in out["result"]
+    assert f"--wrapper {name}" in out["result"] and "--trust-checkpoint" in out["result"]
+    assert "\n" not in out["result"]
+    module = name.split(":")[0]
+    assert module not in out["imported"] and "this" not in out["imported"]
+    assert "The Zen of Python" not in done.stdout
+
+
+@pytest.mark.parametrize("consent", ["wrapper", "trust"])
+def test_the_same_recipe_is_accepted_with_the_users_consent_and_a_named_wrapper_is_applied_once(tmp_path, consent):
+    name = "gymnasium.wrappers:TimeAwareObservation"  # not on rlviz's list: a module:Class the file chose
+    path = _recipe_file(tmp_path, [name])
+    wrappers = (name,) if consent == "wrapper" else ()
+    done = _run(_PROBE.format(path=str(path), wrappers=wrappers, trust=consent == "trust"), tmp_path)
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["result"] == f"accepted {name}", out  # once: --wrapper consents to the file's, it adds no second copy
+
+
+def test_known_wrappers_in_a_recipe_file_need_no_consent(tmp_path):
+    from rlviz.config import RenderConfig
+    from rlviz.jobs.stages import agent_env
+
+    path = _recipe_file(tmp_path, ["minigrid.wrappers:ImgObsWrapper"], env_id="MiniGrid-Empty-5x5-v0")
+    recipe = agent_env(RenderConfig(checkpoint="x.zip", env=str(path)))
+    assert [w.name for w in recipe.wrappers] == ["minigrid.wrappers:ImgObsWrapper"]
+
+
+def test_an_env_id_that_imports_a_module_in_a_recipe_file_is_refused(tmp_path):
+    from rlviz.config import RenderConfig
+    from rlviz.jobs.stages import agent_env
+
+    path = _recipe_file(tmp_path, [], env_id="this:Foo-v0")
+    with pytest.raises(UnsafeCheckpointError, match="'this:Foo-v0'.*would import the module 'this'"):
+        agent_env(RenderConfig(checkpoint="x.zip", env=str(path)))
+    assert "this" not in sys.modules or True  # (the subprocess tests prove nothing is imported; here: the refusal)
+
+
+@pytest.mark.parametrize("name", ["os:system", "builtins:print", "shutil:rmtree", "collections:OrderedDict"])
+def test_wrapper_flag_takes_only_a_wrapper_class_or_a_function_of_the_users_and_calls_nothing_else(name):
+    from rlviz.envs.families import user_wrapper
+
+    with pytest.raises(UsageError, match=r"expected a gymnasium\.Wrapper subclass .* Nothing was called\.$"):
+        user_wrapper(name)
+
+
+def test_wrapper_flag_os_system_is_refused_by_the_cli_without_being_called(tmp_path):
+    marker = tmp_path / "called"
+    sample = ROOT / "samples" / "minatar_breakout_ppo.pt2"
+    done = subprocess.run([sys.executable, "-m", "rlviz", "render", str(sample), "--env", "MinAtar/Breakout-v1",
+                           "--wrapper", "os:system", "--episodes", "1", "--videos", "none", "--out",
+                           str(tmp_path / "out"), "--no-progress"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode in (1, 2), done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "os:system" in done.stderr and "Nothing was called" in done.stderr
+    assert not marker.exists() and not (tmp_path / "out").exists()
+
+
+def test_a_wrapper_function_of_the_users_is_called_with_the_env_and_must_return_an_env(tmp_path):
+    import gymnasium as gym
+
+    from rlviz.envs import make_env
+    from rlviz.errors import EnvError
+
+    (tmp_path / "my_wrappers_h5.py").write_text(
+        "import gymnasium as gym\n"
+        "def timed(env):\n    return gym.wrappers.TimeAwareObservation(env)\n"
+        "def broken(env):\n    return 3\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        env = make_env(EnvRecipe("CartPole-v1", wrappers=(WrapperSpec("my_wrappers_h5:timed"),)))
+        assert isinstance(env, gym.wrappers.TimeAwareObservation) and env.observation_space.shape == (5,)
+        env.close()
+        with pytest.raises(EnvError, match="returned a int, not a gymnasium Env"):
+            make_env(EnvRecipe("CartPole-v1", wrappers=(WrapperSpec("my_wrappers_h5:broken"),)))
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("my_wrappers_h5", None)
+
+
+def test_a_wrapper_given_twice_is_one_line_not_an_attribute_error():
+    from rlviz.envs import make_env
+    from rlviz.errors import EnvError
+
+    pytest.importorskip("minigrid")
+    twice = tuple(WrapperSpec("minigrid.wrappers:ImgObsWrapper") for _ in range(2))
+    with pytest.raises(EnvError, match="Cannot apply the wrapper 'minigrid.wrappers:ImgObsWrapper'.*named once"):
+        make_env(EnvRecipe("MiniGrid-Empty-5x5-v0", wrappers=twice))
+
+
+# -- the explorer's gate -----------------------------------------------------------------------------------------
+class _App:
+    """A stand-in app behind the gate: answers 200 and counts the calls."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, environ, start_response):
+        self.calls += 1
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [b"{}"]
+
+
+def _call(app, method="GET", query="", headers=None):
+    from wsgiref.util import setup_testing_defaults
+
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": "/api/episode/1/open", "QUERY_STRING": query,
+               "HTTP_HOST": "127.0.0.1:8765", **(headers or {})}
+    setup_testing_defaults(environ)
+    got = {}
+
+    def start_response(status, headers, *exc):
+        got["status"], got["headers"] = status, headers
+
+    body = b"".join(app(environ, start_response))
+    return int(got["status"].split()[0]), dict(got["headers"]), body
+
+
+def test_the_gate_refuses_cross_site_and_form_posts_and_lets_the_page_through():
+    from rlviz.explore.server import Gate
+
+    inner = _App()
+    app = Gate(inner)
+    json_type = {"CONTENT_TYPE": "application/json"}
+    assert _call(app, "POST", headers={"HTTP_ORIGIN": "http://evil.example", **json_type})[0] == 403
+    assert _call(app, "POST", headers={"HTTP_SEC_FETCH_SITE": "cross-site", **json_type})[0] == 403
+    assert _call(app, "POST", headers={"CONTENT_TYPE": "application/x-www-form-urlencoded"})[0] == 415
+    assert _call(app, "POST", headers={"HTTP_ORIGIN": "http://127.0.0.1:8765", "CONTENT_TYPE": "text/plain"})[0] == 415
+    assert inner.calls == 0
+    assert _call(app, "POST", headers={"HTTP_ORIGIN": "http://127.0.0.1:8765", "HTTP_SEC_FETCH_SITE": "same-origin",
+                                       **json_type})[0] == 200
+    assert _call(app, "GET")[0] == 200 and inner.calls == 2
+
+
+def test_with_a_token_every_request_needs_it_and_the_url_token_sets_a_cookie():
+    from rlviz.explore.server import TOKEN_COOKIE, Gate
+
+    app = Gate(_App(), token="s3cret-token")
+    assert _call(app, "GET")[0] == 403
+    assert _call(app, "GET", query="token=wrong")[0] == 403
+    code, headers, _ = _call(app, "GET", query="token=s3cret-token")
+    assert code == 200 and headers["Set-Cookie"].startswith(f"{TOKEN_COOKIE}=s3cret-token;")
+    assert "HttpOnly" in headers["Set-Cookie"] and "SameSite=Strict" in headers["Set-Cookie"]
+    assert _call(app, "GET", headers={"HTTP_COOKIE": f"{TOKEN_COOKIE}=s3cret-token"})[0] == 200
+    assert _call(app, "GET", headers={"HTTP_COOKIE": f"{TOKEN_COOKIE}=other"})[0] == 403
+
+
+def test_explore_off_the_loopback_warns_and_answers_403_without_the_token(tmp_path):
+    import http.client
+    import os
+    import re
+    import socket
+
+    import torch
+
+    from rlviz.sources.pt2.saving import save_checkpoint
+
+    torch.manual_seed(0)
+    agent = tmp_path / "agent.pt2"
+    save_checkpoint(agent, torch.nn.Linear(4, 2), env="CartPole-v1", kind="logits")
+    from rlviz.cli import main
+
+    run = tmp_path / "run"
+    assert main(["render", str(agent), "--episodes", "2", "--videos", "none", "--out", str(run), "--no-progress"]) == 0
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "rlviz", "explore", str(run), "--host", "0.0.0.0", "--port",
+                             str(port), "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    try:
+        line = proc.stdout.readline()
+        token = re.search(r"\?token=([\w-]+)", line).group(1)
+
+        def get(path):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            conn.request("GET", path)
+            resp = conn.getresponse()
+            return resp.status, resp.read()
+
+        assert get("/api/run")[0] == 403
+        assert get("/")[0] == 403
+        assert get(f"/api/run?token={token}")[0] == 200
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert "WARNING: serving on 0.0.0.0, off the loopback" in err
+
+
+def test_fifty_opens_at_once_render_at_most_the_slots_at_a_time(tmp_path):
+    from rlviz.explore.cache import RENDER_SLOTS, EpisodeCache
+
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def renderer(n: int, folder: Path) -> Path:  # a real blocking render: it counts who runs at once
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.02)
+        (folder / "v.npz").write_bytes(b"")
+        video = folder / "v.mp4"
+        video.write_bytes(b"\0")
+        with lock:
+            running[0] -= 1
+        return video
+
+    cache = EpisodeCache(tmp_path, renderer)
+    threads_before = threading.active_count()
+    states = [cache.start(n)["state"] for n in range(50)]
+    assert set(states) <= {"rendering", "done"}
+    assert threading.active_count() - threads_before <= RENDER_SLOTS  # two threads of its own, not 50
+    deadline = time.monotonic() + 60
+    while any(cache.status(n)["state"] != "done" for n in range(50)):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert 1 <= peak[0] <= RENDER_SLOTS
+    assert sum(cache.renders.values()) == 50
