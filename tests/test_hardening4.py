@@ -1,0 +1,142 @@
+"""0.5.0's hardening (issue 55): a recorder whose constructor raises leaves nothing registered at exit;
+a VecNormalize put around VecRecordEpisode after it was made is the one the panels use; the smaller items of 0.5's
+notes (the entropy's label, SB3 Dict spaces, AddRenderObservation known, Shimmy's banner silenced, what a render
+imports)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rlviz.record import RecordOptions
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _python(code: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter, this checkout first on the path."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+# -- 1. a half-made recorder leaves nothing registered -------------------------------------------------------------
+_HALF_MADE = """
+    import gc, sys
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from rlviz.errors import UsageError
+    from rlviz import RecordOptions, RecordEpisode, RecordVectorEpisode
+    from rlviz.record import base
+
+    sys.path.insert(0, {tests!r})
+    from _marl_envs import Tag
+
+    bad = torch.nn.Linear(6, 2)  # made for a 6-number observation, not CartPole's 4 (nor Tag's images)
+    kept = []  # the errors are kept (as a notebook keeps the last one): their frames hold the half-made recorders
+
+    def attempt(name, make, *env):
+        try:
+            make()
+        except UsageError as exc:
+            kept.append(exc)
+            gc.collect()
+            print(name, "UsageError", len(base._LIVE), str(exc).splitlines()[0][:60], flush=True)
+        else:
+            print(name, "made", flush=True)
+
+    cart = lambda: gym.make("CartPole-v1", render_mode="rgb_array")
+    attempt("RecordEpisode-policy", lambda: RecordEpisode(cart(), "v1", policy=bad))
+    attempt("RecordEpisode-names", lambda: RecordEpisode(cart(), "v1", options=RecordOptions(action_names=("a",))))
+    attempt("RecordVectorEpisode", lambda: RecordVectorEpisode(
+        gym.vector.SyncVectorEnv([cart, cart]), "v2", policy=bad))
+
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.env_util import make_vec_env
+    from rlviz.integrations.sb3 import VecRecordEpisode
+
+    acrobot = PPO("MlpPolicy", make_vec_env("Acrobot-v1", n_envs=1, seed=0), n_steps=64, device="cpu")
+    venv = make_vec_env("CartPole-v1", n_envs=1, seed=0, env_kwargs={{"render_mode": "rgb_array"}})
+    attempt("VecRecordEpisode", lambda: VecRecordEpisode(venv, "v3", lambda s: s == 0, model=acrobot))
+
+    from rlviz.record.pettingzoo import RecordAECEpisode, RecordParallelEpisode
+    from pettingzoo.utils.conversions import parallel_to_aec
+
+    attempt("RecordParallelEpisode", lambda: RecordParallelEpisode(Tag(), "v4", policies=bad))
+    attempt("RecordAECEpisode", lambda: RecordAECEpisode(parallel_to_aec(Tag()), "v5", policies=bad))
+
+    import supersuit as ss
+    from rlviz.record.supersuit import RecordSuperSuitGame
+
+    envs = ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(Tag(leave=None)), 1, num_cpus=0,
+                                 base_class="gymnasium")
+    game = envs.vec_envs[0].par_env
+    attempt("RecordSuperSuitGame-policy", lambda: RecordSuperSuitGame(envs, "v6", policies=bad))
+    attempt("RecordSuperSuitGame-sinks", lambda: RecordSuperSuitGame(
+        envs, "v6", options=RecordOptions(sinks="nowhere")))
+    print("untouched", envs.vec_envs[0].par_env is game, flush=True)
+"""
+
+
+def test_a_recorder_whose_constructor_raises_leaves_nothing_registered_at_exit(tmp_path):
+    """Every recorder (single, vector, SB3, PettingZoo parallel and AEC, SuperSuit), made with a policy for another
+    env (or another late-checked argument), raises its one-line UsageError; none is left among the recorders
+    finished at exit, and the interpreter exits without 'Exception ignored in atexit'."""
+    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("supersuit")
+    done = _python(_HALF_MADE.format(tests=str(ROOT / "tests")), tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line)
+    names = ["RecordEpisode-policy", "RecordEpisode-names", "RecordVectorEpisode", "VecRecordEpisode",
+             "RecordParallelEpisode", "RecordAECEpisode", "RecordSuperSuitGame-policy", "RecordSuperSuitGame-sinks"]
+    for name in names:
+        assert lines.get(name, "").startswith("UsageError 0 "), (name, lines.get(name), done.stderr[-2000:])
+    assert lines["untouched"] == "True"  # SuperSuit's game still steps its own env
+    assert "Exception ignored" not in done.stderr and "AttributeError" not in done.stderr, done.stderr[-3000:]
+    assert not list(tmp_path.rglob("*.mp4"))
+
+
+# -- 2. a VecNormalize set after the recorder ----------------------------------------------------------------------
+def test_vec_normalize_loaded_after_the_recorder_is_the_one_the_panels_use(tmp_path, zoo_run):
+    """SB3's way to evaluate a saved agent: ``PPO.load``, ``VecRecordEpisode(venv, model=model)``,
+    ``VecNormalize.load(stats, rec)``, ``model.set_env(env)``: P(action) in the ``.npz`` is what the model acted on
+    (the normalised observations), not what raw observations would give."""
+    sb3 = pytest.importorskip("stable_baselines3")
+    torch = pytest.importorskip("torch")
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import VecNormalize
+
+    from rlviz.integrations.sb3 import VecRecordEpisode
+
+    _, run = zoo_run  # a PPO trained 512 steps on CartPole under VecNormalize, its statistics saved
+    model = sb3.PPO.load(run / "CartPole-v1.zip", device="cpu")
+    venv = make_vec_env("CartPole-v1", n_envs=1, seed=5, env_kwargs={"render_mode": "rgb_array"})
+    rec = VecRecordEpisode(venv, str(tmp_path), lambda s: s == 0, video_length=20, model=model,
+                           options=RecordOptions(sinks=None))
+    env = VecNormalize.load(str(run / "CartPole-v1" / "vecnormalize.pkl"), rec)
+    env.training, env.norm_reward = False, False
+    model.set_env(env)
+    acted = []
+    obs = env.reset()
+    for _ in range(21):
+        acted.append(obs[0].copy())
+        action, _ = model.predict(obs, deterministic=True)
+        obs, *_ = env.step(action)
+    env.close()
+    (video,) = rec.videos
+    data = np.load(video.with_suffix(".npz"))
+    with torch.no_grad():
+        probs = model.policy.get_distribution(torch.as_tensor(np.stack(acted))).distribution.probs.numpy()
+        raw = np.stack([env.unnormalize_obs(o) for o in acted])
+        raw_probs = model.policy.get_distribution(torch.as_tensor(raw, dtype=torch.float32)).distribution.probs.numpy()
+    assert data["probs"].shape == probs.shape == (21, 2)
+    np.testing.assert_allclose(data["probs"], probs, rtol=1e-5, atol=1e-6)
+    # the statistics matter: raw observations (what 0.5 drew) give numbers 100x farther than the tolerance above
+    assert np.abs(raw_probs - probs).max() > 1e-4, np.abs(raw_probs - probs).max()
