@@ -140,3 +140,28 @@ def test_vec_normalize_loaded_after_the_recorder_is_the_one_the_panels_use(tmp_p
     np.testing.assert_allclose(data["probs"], probs, rtol=1e-5, atol=1e-6)
     # the statistics matter: raw observations (what 0.5 drew) give numbers 100x farther than the tolerance above
     assert np.abs(raw_probs - probs).max() > 1e-4, np.abs(raw_probs - probs).max()
+
+
+# -- 7a. a Gaussian's differential entropy named for what it is ---------------------------------------------------
+def test_a_box_agents_entropy_is_named_its_differential_entropy(tmp_path, capsys):
+    """A Box agent's entropy is the Gaussian's differential entropy in nats (it may be negative, it is no share of
+    a maximum): the terminal table, the report and summary.json say so; a Discrete agent's stays relative."""
+    import json
+
+    from test_continuous import PendulumActorCritic
+
+    from rlviz import save_checkpoint
+    from rlviz.cli import main
+
+    ckpt = save_checkpoint(tmp_path / "pendulum.pt2", PendulumActorCritic(), env="Pendulum-v1")
+    out = tmp_path / "out"
+    assert main(["render", str(ckpt), "--episodes", "2", "--videos", "none", "--out", str(out), "--no-progress"]) == 0
+    table = capsys.readouterr().out
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["entropy_measure"] == "differential_nats"
+    assert "mean differential entropy (nats)" in table and "relative entropy" not in table
+    page = (out / "report.html").read_text()
+    assert "mean differential entropy (nats)" in page and "mean relative entropy" not in page
+    from rlviz.evaluate.statistics.stats import entropy_label
+
+    assert entropy_label({"mean_relative_entropy": 0.5}) == "mean relative entropy"  # Discrete: as before
