@@ -165,3 +165,77 @@ def test_a_box_agents_entropy_is_named_its_differential_entropy(tmp_path, capsys
     from rlviz.evaluate.statistics.stats import entropy_label
 
     assert entropy_label({"mean_relative_entropy": 0.5}) == "mean relative entropy"  # Discrete: as before
+
+
+# -- 7b. the SB3 callback takes a Dict env's channels-last images as the env gives them ----------------------------
+def _dict_image_env():
+    """A Dict env: a channels-last uint8 image (SB3 trains it transposed, through VecTransposeImage) and a vector;
+    12 steps; the image's lit row, column and channels move with the step."""
+    import gymnasium as gym
+    from gymnasium import spaces
+
+    class _DictImage(gym.Env):
+        metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+        def __init__(self, render_mode="rgb_array"):
+            self.render_mode = render_mode
+            self.observation_space = spaces.Dict({"image": spaces.Box(0, 255, (36, 36, 3), np.uint8),
+                                                  "vec": spaces.Box(-1, 1, (2,), np.float32)})
+            self.action_space = spaces.Discrete(3)
+            self.t = 0
+
+        def _obs(self):
+            img = np.zeros((36, 36, 3), np.uint8)
+            img[(3 * self.t) % 36, :, self.t % 3] = 255
+            img[:, (5 * self.t) % 36, (self.t + 1) % 3] = 128
+            return {"image": img, "vec": np.array([self.t / 12, -0.5], np.float32)}
+
+        def reset(self, seed=None, options=None):
+            super().reset(seed=seed)
+            self.t = 0
+            return self._obs(), {}
+
+        def step(self, action):
+            self.t += 1
+            return self._obs(), float(action == 1), self.t >= 12, False, {}
+
+        def render(self):
+            frame = np.zeros((48, 48, 3), np.uint8)
+            frame[:, : 4 * self.t] = 200
+            return frame
+
+    return _DictImage()
+
+
+def test_the_sb3_callback_reads_a_dict_envs_channels_last_image_as_the_env_gives_it(tmp_path):
+    """RlvizCallback on a MultiInputPolicy whose image key the env gives channels last (SB3 trained it transposed):
+    the logged episode's probabilities are the model's on the env's observations (it built the policy on the
+    model's own channels-first space before, and drew other numbers than the model's)."""
+    sb3 = pytest.importorskip("stable_baselines3")
+    torch = pytest.importorskip("torch")
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from rlviz.integrations.sb3 import RlvizCallback
+
+    model = sb3.PPO("MultiInputPolicy", DummyVecEnv([_dict_image_env]), n_steps=16, batch_size=16, n_epochs=1,
+                    seed=0, device="cpu")
+    assert model.policy.observation_space["image"].shape == (3, 36, 36)  # SB3 transposed it for its CNN
+    callback = RlvizCallback(_dict_image_env(), every_steps=16, video_folder=tmp_path, seed=0)
+    before = {k: v.clone() for k, v in model.policy.state_dict().items()}  # the episode is logged before the update
+    model.learn(16, callback=callback)
+    model.policy.load_state_dict(before)
+    assert len(callback.results) == 1
+    (npz,) = tmp_path.glob("*.npz")
+    data = np.load(npz)
+    env = _dict_image_env()
+    obs, _ = env.reset(seed=0)
+    seen = [obs]
+    for a in data["actions"]:
+        obs, *_ = env.step(int(a))
+        seen.append(obs)
+    batch = {"image": torch.as_tensor(np.stack([o["image"] for o in seen]).transpose(0, 3, 1, 2)),
+             "vec": torch.as_tensor(np.stack([o["vec"] for o in seen]))}
+    with torch.no_grad():
+        probs = model.policy.get_distribution(batch).distribution.probs.numpy()
+    assert data["probs"].shape == probs.shape == (13, 3)
+    np.testing.assert_allclose(data["probs"], probs, rtol=1e-5, atol=1e-6)
