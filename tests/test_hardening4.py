@@ -239,3 +239,34 @@ def test_the_sb3_callback_reads_a_dict_envs_channels_last_image_as_the_env_gives
         probs = model.policy.get_distribution(batch).distribution.probs.numpy()
     assert data["probs"].shape == probs.shape == (13, 3)
     np.testing.assert_allclose(data["probs"], probs, rtol=1e-5, atol=1e-6)
+
+
+# -- 7d. Shimmy imported through rlviz prints nothing ----------------------------------------------------------------
+_GYM_BANNER = "Gym has been unmaintained since 2022 and does not support NumPy 2.0 amongst other critical functionality."
+
+
+def test_shimmy_imported_through_rlviz_prints_nothing(tmp_path):
+    """Shimmy imports the old ``gym`` when it is installed, and gym 0.26.2 prints its end-of-life notice on stderr at
+    import (``print(notices.notices[__version__], file=sys.stderr)``). A stand-in ``gym`` that prints it so is put
+    first on the path; making a dm_control env through rlviz (which imports Shimmy for it) prints nothing but
+    rlviz's own line saying it imported Shimmy."""
+    pytest.importorskip("shimmy")
+    pytest.importorskip("dm_control")
+    fake = tmp_path / "site" / "gym"
+    (fake / "wrappers").mkdir(parents=True)
+    (fake / "__init__.py").write_text(f"import sys\n__version__ = '0.26.2'\nprint({_GYM_BANNER!r}, file=sys.stderr)\n"
+                                      f"print({_GYM_BANNER!r})\n")
+    (fake / "wrappers" / "__init__.py").write_text("")
+    code = f"""
+        import sys
+        sys.path.insert(0, {str(tmp_path / "site")!r})
+        from rlviz.envs.recipe import make_env
+        env = make_env("dm_control/cartpole-balance-v0", render_mode=None)
+        assert "shimmy" in sys.modules and "gym" in sys.modules  # (the stand-in was imported, by Shimmy)
+        env.close()
+    """
+    done = _python(code, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout == ""
+    others = [line for line in done.stderr.splitlines() if line and not line.startswith("rlviz: ")]
+    assert not others, done.stderr[-3000:]
