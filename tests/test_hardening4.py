@@ -270,3 +270,47 @@ def test_shimmy_imported_through_rlviz_prints_nothing(tmp_path):
     assert done.stdout == ""
     others = [line for line in done.stderr.splitlines() if line and not line.startswith("rlviz: ")]
     assert not others, done.stderr[-3000:]
+
+
+# -- 7f. a render loads no compare or disagreement machinery ----------------------------------------------------------
+_COUNT_MODULES = """
+    import json, sys, torch
+    from rlviz import save_checkpoint
+    from rlviz.cli import main
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2))
+    ckpt = save_checkpoint("agent.pt2", net, env="CartPole-v1", kind="logits")
+    assert main(["render", str(ckpt), "--episodes", "2", "--videos", "first:1", "--out", "out", "--no-progress"]) == 0
+    print(json.dumps(sorted(m for m in sys.modules if m == "rlviz" or m.startswith("rlviz."))))
+"""
+
+
+def test_a_render_loads_no_compare_or_disagreement_machinery(tmp_path):
+    """A small render (CartPole, 2 episodes, one video) in a fresh interpreter: the compare job, its multi-agent part,
+    the disagreement search and its report section, the side-by-side drawing are not imported (0.5.0: 183 rlviz
+    modules, with them; 169 without)."""
+    done = _python(_COUNT_MODULES, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    mods = set(__import__("json").loads(done.stdout.strip().splitlines()[-1]))
+    assert "rlviz.jobs.render" in mods and "rlviz.report.page" in mods  # (it did render, and wrote its report)
+    loaded = sorted(m for m in mods if m.startswith(("rlviz.jobs.compare", "rlviz.disagree", "rlviz.draw.side_by_side",
+                                                     "rlviz.report.disagreements", "rlviz.report.agents_page")))
+    assert loaded == [], loaded
+    print(f"a render imports {len(mods)} rlviz modules")
+
+
+def test_the_jobs_names_are_the_functions_whatever_was_imported_first():
+    """``rlviz.jobs`` loads its modules when used; its names stay the functions even after the submodules of the same
+    names were imported (the import system binds a submodule onto its package)."""
+    code = """
+        import rlviz.jobs.compare, rlviz.jobs.render
+        import rlviz
+        from rlviz.jobs import compare, render, CompareOutputs, RenderOutputs
+        assert callable(compare) and compare.__name__ == "compare" and render.__name__ == "render", (compare, render)
+        assert rlviz.compare is compare and rlviz.render is render and rlviz.jobs.compare is compare
+        assert CompareOutputs.__name__ == "CompareOutputs" and RenderOutputs.__name__ == "RenderOutputs"
+        print("ok")
+    """
+    done = _python(code, ROOT)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
