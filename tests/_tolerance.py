@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["U", "STEP_ATOL", "gain", "recurrent_atol", "assert_close_along"]
+__all__ = ["U", "STEP_ATOL", "gain", "sb3_gains", "recurrent_atol", "assert_close_along"]
 
 #: float32's unit roundoff (2**-24): the relative error of one rounded operation
 U = float(np.finfo(np.float32).eps) / 2
@@ -44,6 +44,14 @@ def gain(*weights: Any) -> float:
         w = w.detach().cpu().numpy() if hasattr(w, "detach") else np.asarray(w)
         out *= float(np.linalg.norm(np.asarray(w, np.float64), 2))
     return out
+
+
+def sb3_gains(model: Any) -> tuple[float, float]:
+    """An SB3 RecurrentPPO's (net_arch [n]) gains from its LSTM output: to the logits (its policy layer, then its
+    action net) and to the value (its value layer, then its value net)."""
+    p = model.policy
+    return (gain(p.mlp_extractor.policy_net[0].weight, p.action_net.weight),
+            gain(p.mlp_extractor.value_net[0].weight, p.value_net.weight))
 
 
 def recurrent_atol(head_gain: float, steps: int) -> np.ndarray:

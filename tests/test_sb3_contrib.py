@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from _tolerance import assert_close_along, gain, recurrent_atol
+from _tolerance import assert_close_along, gain, recurrent_atol, sb3_gains
 from _zips import rewrite_sb3_data
 
 from rlviz.cli import main
@@ -78,10 +78,8 @@ def _sb3_recurrent_step(model, obs, rnn, start: bool):
 def _recurrent_tolerances(model, steps: int):
     """The tolerances along ``steps`` LSTM steps (tests/_tolerance.py) of the probabilities (through the policy's
     16x16 layer and its action net, scaled x100 here), the value (the value layer and net) and the state itself."""
-    p = model.policy
-    return (recurrent_atol(gain(p.mlp_extractor.policy_net[0].weight, p.action_net.weight), steps),
-            recurrent_atol(gain(p.mlp_extractor.value_net[0].weight, p.value_net.weight), steps),
-            recurrent_atol(gain(), steps))
+    to_logits, to_value = sb3_gains(model)
+    return recurrent_atol(to_logits, steps), recurrent_atol(to_value, steps), recurrent_atol(gain(), steps)
 
 
 def _zero_rnn(model):
