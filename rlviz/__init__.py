@@ -97,8 +97,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .explain import normalise_episode as normalise_episode
     from .jobs import CompareOutputs as CompareOutputs
     from .jobs import RenderOutputs as RenderOutputs
-    from .jobs import compare as compare  # type: ignore[no-redef]  # (the submodules rlviz.jobs.compare / .render)
-    from .jobs import render as render  # type: ignore[no-redef]
+    from .jobs import compare as compare  # (the functions, not the submodules of those names)
+    from .jobs import render as render
     from .media import VideoWriter as VideoWriter
     from .media import probe_video as probe_video
     from .media import read_video as read_video

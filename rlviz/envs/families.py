@@ -4,7 +4,8 @@ user names as ``module:Class``.
 ``MiniGrid-Empty-5x5-v0`` exists only after ``import minigrid``, ``dm_control/cheetah-run-v0`` after ``import
 shimmy``: users write the bare id (gymnasium's ``minigrid:MiniGrid-...`` prefix form works too). :func:`register_family`
 imports the one package rlviz's table (:data:`FAMILIES`, never a file) names for an unregistered id's prefix, when
-that package is installed, and says which it imported. The table chooses the module, so an id read from a file may
+that package is installed, and says which it imported (the package's own import-time prints and warnings, such as the
+old gym's banner that Shimmy brings, are dropped: :func:`quiet_import`). The table chooses the module, so an id read from a file may
 trigger it as ALE's and MinAtar's registrations do (:mod:`rlviz.envs.trust`).
 
 A zip alone does not say which observation wrappers it was trained with (MiniGrid agents are trained on
@@ -16,11 +17,15 @@ such a name passes :func:`rlviz.envs.trust.check_wrapper_name` only when trusted
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import inspect
+import io
 import re
 import sys
+import warnings
+from collections.abc import Iterator
 
 import gymnasium as gym
 
@@ -28,7 +33,7 @@ from ..errors import EnvError, UsageError
 from .mujoco_state import mujoco_model
 
 __all__ = ["FAMILIES", "register_family", "user_wrapper", "is_user_wrapper", "KNOWN_WRAPPER_CLASSES",
-           "describe_space"]
+           "describe_space", "quiet_import"]
 
 #: (id prefix, package that registers those ids on import, the pip name).
 FAMILIES = (
@@ -57,6 +62,17 @@ _USER_WRAPPER = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 _IMPORTED: set = set()
 
 
+@contextlib.contextmanager
+def quiet_import() -> Iterator[None]:
+    """A package rlviz imports on the user's behalf says nothing: Shimmy imports the old ``gym`` when it is
+    installed, which prints its end-of-life banner (``gym_notices``) on stderr; GLFW warns of a missing display.
+    What is printed or warned during the import is dropped (an error still raises)."""
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        warnings.simplefilter("ignore")
+        yield
+
+
 def register_family(env_id: str, say: bool = True) -> str | None:
     """Import the package that registers ``env_id`` (by its prefix in :data:`FAMILIES`) when the id is not
     registered and the package is installed; the package imported, or None. ``say``: one line on stderr naming it."""
@@ -67,7 +83,8 @@ def register_family(env_id: str, say: bool = True) -> str | None:
             continue
         if module not in sys.modules and importlib.util.find_spec(module) is None:
             continue
-        importlib.import_module(module)
+        with quiet_import():
+            importlib.import_module(module)
         _IMPORTED.add(module)
         if say and env_id in gym.registry:
             print(f"rlviz: {env_id} is registered by the {module} package: imported {module}", file=sys.stderr)

@@ -133,8 +133,12 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
                 )
         if self._policy is None:
             was_training = self.model.policy.training
-            # shares the model's weights (no copy); stays on the model's device
-            self._policy = sb3_policy(self.model, device=self.model.device)
+            # shares the model's weights (no copy); stays on the model's device. A Dict space's image keys come from
+            # the evaluation env as it gives them (channels last where SB3 trained them transposed): the policy takes
+            # them so (rlviz.sources.stable_baselines3.dict_obs)
+            space = self._eval_space() if isinstance(self.model.policy.observation_space, gym.spaces.Dict) else None
+            self._policy = sb3_policy(self.model, device=self.model.device,
+                                      observation_space=space if isinstance(space, gym.spaces.Dict) else None)
             self.model.policy.set_training_mode(was_training)
         self._next_step = (self.num_timesteps // self.every_steps + 1) * self.every_steps
         if self.timeline is not None and self.timeline_writer is None:
@@ -147,6 +151,18 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
             config = replace(self.timeline, greedy=self.timeline.greedy or self.options.greedy)
             self.timeline_writer = TimelineWriter(config.run, self.eval_env, sinks=self.sinks + self._owned_sinks,
                                                   overwrite=True, config=config)
+
+    def _eval_space(self) -> Any:
+        """The evaluation env's observation space (an env made from an id or recipe once, to read it)."""
+        if isinstance(self.eval_env, gym.Env):
+            return self.eval_env.observation_space
+        from ..envs.recipe import make_env
+
+        env = make_env(self.eval_env, render_mode=None)
+        try:
+            return env.observation_space
+        finally:
+            env.close()
 
     def _on_step(self) -> bool:
         if self.num_timesteps >= self._next_step:

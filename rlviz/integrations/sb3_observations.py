@@ -4,8 +4,10 @@
 * inside the recorder (``VecRecordEpisode(VecNormalize(venv), model=...)``): the recorder sees the normalised
   observations the model acts on; nothing to do;
 * around it (``VecNormalize(VecRecordEpisode(venv, model=...))``, found through the algorithm's
-  ``get_vec_normalize_env()``): each recorded observation is normalised with the statistics of the moment the model
-  acted on it (:meth:`ModelObservations.normalize`, called by the recorder when the next action comes);
+  ``get_vec_normalize_env()`` when each video starts, so one put there after the recorder was made, as
+  ``VecNormalize.load(stats, rec)`` then ``model.set_env(...)`` do, is found too): each recorded observation is
+  normalised with the statistics of the moment the model acted on it (:meth:`ModelObservations.normalize`, called by
+  the recorder when the next action comes);
 * anywhere else, or a policy alone (which cannot say): one warning; the observations are drawn as the recorder sees
   them.
 """
@@ -40,14 +42,18 @@ class ModelObservations:
         self.recorder = recorder
         self.outside: Any = None
         self._model: Any = _UNSET
+        self._warned = False
 
     def check(self, model: Any) -> None:
-        """Check ``model`` against the recorder's VecEnv (once per model object)."""
-        if model is self._model:
-            return
-        self._model = model
-        self.outside = None
-        self._check_shape(model)
+        """Check ``model`` against the recorder's VecEnv (its shape once per model object) and find, now, where its
+        normalisation sits. Called when a video starts (and at construction): a VecNormalize put around the recorder
+        after it was made (``VecNormalize.load(stats, rec)``, then ``model.set_env(...)``, SB3's way to evaluate a
+        saved agent) is found by the first video after it."""
+        if model is not self._model:
+            self._model = model
+            self.outside = None
+            self._warned = False
+            self._check_shape(model)
         self.outside = self._normalization(model)
 
     def normalize(self, row: Any) -> Any:
@@ -72,17 +78,23 @@ class ModelObservations:
         if not callable(get):
             if any(type(v).__name__ == "VecNormalize" for v in _chain(self.recorder.venv)):
                 return None  # normalised inside: what the recorder sees is what the model acts on
-            warnings.warn(f"VecRecordEpisode(model={short_repr(model)}): a policy alone cannot say whether a "
-                          "VecNormalize around this recorder normalises its observations; the panels use the "
-                          "observations as recorded. Pass the algorithm (model=PPO(...)) to have its "
-                          "get_vec_normalize_env() used.", stacklevel=4)
+            self._warn(f"VecRecordEpisode(model={short_repr(model)}): a policy alone cannot say whether a "
+                       "VecNormalize around this recorder normalises its observations; the panels use the "
+                       "observations as recorded. Pass the algorithm (model=PPO(...)) to have its "
+                       "get_vec_normalize_env() used.")
             return None
         vecnorm = get()
         if vecnorm is None or any(v is vecnorm for v in _chain(self.recorder.venv)):
             return None  # none, or inside the recorder
         if any(v is self.recorder for v in _chain(vecnorm)):
             return vecnorm  # around the recorder: normalise as it does
-        warnings.warn(f"VecRecordEpisode(model={short_repr(model)}): the model's VecNormalize neither wraps this "
-                      "recorder nor is wrapped by it, so it cannot tell how the observations it records are "
-                      "normalised; the panels use them as recorded.", stacklevel=4)
+        self._warn(f"VecRecordEpisode(model={short_repr(model)}): the model's VecNormalize neither wraps this "
+                   "recorder nor is wrapped by it, so it cannot tell how the observations it records are "
+                   "normalised; the panels use them as recorded.")
         return None
+
+    def _warn(self, message: str) -> None:
+        """``message`` once per model (the normalisation is looked for again at each video)."""
+        if not self._warned:
+            self._warned = True
+            warnings.warn(message, stacklevel=5)

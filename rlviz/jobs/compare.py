@@ -44,7 +44,7 @@ from ..evaluate.backends.threads import torch_threads
 from ..evaluate.backends.workers import Backend
 from ..evaluate.failures.heatmap import FailureHeatmap, HeatmapDiff
 from ..evaluate.statistics.paired import paired_comparison
-from ..evaluate.statistics.stats import flat_numbers, fmt_number
+from ..evaluate.statistics.stats import entropy_label, flat_numbers, fmt_number
 from ..media.atomic import atomic_path
 from ..report import REPORT_NAME, write_report
 from ..report.disagreements import disagreements_html
@@ -354,7 +354,8 @@ def format_comparison(c: dict[Any, Any], labels: Any = ("A", "B")) -> str:
         ("return median", c["a"]["returns"]["median"], c["b"]["returns"]["median"], c["return_diff"]["median"],
          "(median of the paired differences)"),
     ]
-    rows += [(name, fa.get(key), fb.get(key), c["diagnostics_diff"].get(key), "") for name, key in _TABLE_ROWS]
+    rows += [(entropy_label(c["a"], short=True) if key == "mean_relative_entropy" else name, fa.get(key), fb.get(key),
+              c["diagnostics_diff"].get(key), "") for name, key in _TABLE_ROWS]
     for obj, d in c.get("attention_diff", {}).items():  # attention shares, paired over the same seeds
         rows += [(f"attention {obj}{what}", fa.get(f"attention/{path}/share{key}"),
                   fb.get(f"attention/{path}/share{key}"), d[f"share{key}_diff"], _ci(d[f"ci95_share{key}_diff"]))

@@ -47,7 +47,6 @@ from ..evaluate.rollouts.agents import AgentsRolloutResult, merge_agents_rollout
 from ..evaluate.statistics.stats import flat_numbers
 from ..explain.saliency import attribute
 from ..media.atomic import atomic_write
-from ..report.agents_page import write_agents_report
 from ..sinks.base import Sink
 from ..sinks.log import Logged, RunLog, findings_markdown, log_run
 from ..sources import LoadedAgent
@@ -87,6 +86,8 @@ def render_agents_into(folder: Path, agent: LoadedAgent, config: RenderConfig, g
     if sinks:
         with progress.phase("logging to " + ", ".join(type(s).__name__.replace("Sink", "") for s in sinks)):
             log_run(sinks, agents_run_log(summary, result, videos, heatmap_png))
+    from ..report.agents_page import write_agents_report  # (multi-agent runs only: not loaded by a render of one)
+
     write_agents_report(folder)  # report.html: read back from the files just written
     return {"summary": summary, "heatmap_npz": heatmap_npz, "heatmap_png": heatmap_png, "videos": videos,
             "table": agents_table(summary)}

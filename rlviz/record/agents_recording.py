@@ -17,17 +17,20 @@ from ..agent.actions import action_spec
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from .agents_video import AgentsOptions, AgentSpec, AgentsVideo
-from .base import RecorderBase, default_triggers, every_episode, recorder_settings
+from .base import RecorderBase, default_triggers, every_episode, recorder_settings, settle_policy
 from .frames import VideoLabels
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
 
 __all__ = ["AgentsRecording", "agent_specs", "action_mask"]
 
 
-def agent_specs(env: Any, policies: Any = None, action_names: Any = None) -> dict[str, AgentSpec]:
+def agent_specs(env: Any, policies: Any = None, action_names: Any = None, owner: str = "policies"
+                ) -> dict[str, AgentSpec]:
     """Each of ``env.possible_agents`` as an :class:`~rlviz.record.agents_video.AgentSpec`: its action spec, its bar
     labels (``action_names``: one tuple for all, or ``{agent: names}``), its policy (``policies``: None, one shared
-    by all, or ``{agent: policy}``; each made an rlviz Policy for that agent's action space) and observation space."""
+    by all, or ``{agent: policy}``; each made an rlviz Policy for that agent's action space, and a callable or module
+    run once on a sampled observation of the agent, so one made for another env fails here in one line naming
+    ``owner``) and observation space."""
     agents = list(getattr(env, "possible_agents", None) or env.agents)
     if isinstance(policies, dict):
         unknown = sorted(set(map(str, policies)) - set(map(str, agents)))
@@ -38,12 +41,8 @@ def agent_specs(env: Any, policies: Any = None, action_names: Any = None) -> dic
         space = env.action_space(a)
         spec = action_spec(space)
         policy = policies.get(a) if isinstance(policies, dict) else policies
-        if policy is not None:
-            from ..agent.actions import check_policy_actions
-            from ..agent.callable_policy import as_policy  # torch: only with a policy
-
-            policy = as_policy(policy, space)
-            check_policy_actions(policy, space)
+        if policy is not None:  # checked as every recorder checks one: its actions, one forward on a sample
+            policy = settle_policy(policy, space, env.observation_space(a), False, owner)
         names = action_names.get(a) if isinstance(action_names, dict) else action_names
         out[a] = AgentSpec(spec, action_labels(env, spec, names), policy, env.observation_space(a))
     return out
@@ -79,7 +78,7 @@ class AgentsRecording(RecorderBase):
         self.agents_options = opt = AgentsOptions.of(options)
         episode_trigger, step_trigger = triggers
         name_prefix, fps = name
-        self.specs = agent_specs(env, policies, opt.record.action_names)
+        self.specs = agent_specs(env, policies, opt.record.action_names, type(self).__name__)
         self.has_policies = any(s.policy is not None for s in self.specs.values())
         if opt.record.saliency is not None and not self.has_policies:  # drawn over each agent's thumbnail
             raise UsageError(f"saliency={opt.record.saliency!r} takes a policy apart, and this recorder has none; pass "

@@ -11,12 +11,16 @@ temporary folder. A process killed outright (SIGKILL) leaves its spools and part
 
 A recorder built on this (``RecordEpisode``, ``RecordVectorEpisode``, ``VecRecordEpisode``, one of several agents)
 calls :meth:`RecorderBase.setup_recorder` in its constructor and lists its videos in progress in
-:meth:`RecorderBase.take_videos` (any number: one per sub-env, per agent). Nothing here imports torch.
+:meth:`RecorderBase.take_videos` (any number: one per sub-env, per agent). It goes live (leftovers cleaned, finished
+at exit) only once its outermost constructor has returned: every ``__init__`` of a subclass is wrapped for that
+(:meth:`RecorderBase.__init_subclass__`), so a constructor that raises, whichever check it was, leaves nothing
+registered and no thread started. Nothing here imports torch.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import math
 import re
 import threading
@@ -166,9 +170,27 @@ class RecorderBase:
     _writer: BackgroundWriter | None = None
     _closed = False
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Wrap the subclass's own ``__init__`` (if it has one) so that the recorder goes live when the outermost
+        constructor returns: the checks of every class in between (a user's subclass too) have passed by then."""
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None or getattr(init, "_rlviz_goes_live", False):
+            return
+
+        @functools.wraps(init)
+        def __init__(self: RecorderBase, *args: Any, **kwargs: Any) -> None:
+            init(self, *args, **kwargs)
+            if type(self).__init__ is __init__:  # the outermost constructor: every check has passed
+                self._go_live()
+
+        __init__._rlviz_goes_live = True  # type: ignore[attr-defined]
+        setattr(cls, "__init__", __init__)  # noqa: B010 - (mypy refuses an assignment to a method)
+
     def setup_recorder(self, settings: RecorderSettings, options: RecordOptions | None) -> RecordOptions:
-        """Keep ``settings`` and ``options`` as this recorder's attributes, start its writer (``options.background``),
-        delete what killed recorders left in its folders, and have it finished at exit. Returns the options."""
+        """Keep ``settings`` and ``options`` as this recorder's attributes and make its writer
+        (``options.background``; its thread starts with the first video). Returns the options. Nothing is
+        registered or deleted here: the recorder goes live (:meth:`_go_live`) once its constructor has returned."""
         if options is not None and not isinstance(options, RecordOptions):
             raise UsageError(f"options={options!r}; expected a rlviz.record.RecordOptions(...).")
         self.options = opt = options or RecordOptions()
@@ -177,11 +199,17 @@ class RecorderBase:
         self.fps = self.frames_per_sec = settings.fps
         self._writer = BackgroundWriter() if opt.background else None  # encodes and draws off the loop's thread
         from .. import interrupts  # noqa: F401 - loaded here so that finishing() never imports under a Ctrl-C
-        from .leftovers import clean_stale  # (both loaded by the first recorder, not by ``import rlviz``)
+        from . import leftovers  # noqa: F401 - (both loaded by the first recorder, not by ``import rlviz``)
 
-        clean_stale(settings.video_folder, opt.spool_dir)
-        _register(self)
         return opt
+
+    def _go_live(self) -> None:
+        """The constructor has returned: delete what killed recorders left in this recorder's folders, and have it
+        finished at exit."""
+        from .leftovers import clean_stale
+
+        clean_stale(Path(self.video_folder), self.options.spool_dir)
+        _register(self)
 
     def wait(self) -> None:
         """Block until every video finished so far is written (they are encoded on the recorder's thread)."""

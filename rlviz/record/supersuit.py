@@ -90,13 +90,15 @@ class RecordSuperSuitGame:
         self.envs = envs
         self.rows = game_rows(envs, game)
         markov = _markov_envs(envs)[int(game)]
+        sinks = VideoSinks(AgentsOptions.of(options).record.sinks)  # checked before the recorder is made
+        # made last of the checks: a recorder that raises leaves nothing registered, and the game's env untouched
         self.recorder = RecordParallelEpisode(markov.par_env, video_folder, episode_trigger, name_prefix=name_prefix,
                                               fps=fps, gc_trigger=None, policies=policies, options=options)
         markov.par_env = self.recorder  # SuperSuit's game now steps (and resets) through the recorder
         self._markov = markov
         self.agents = list(markov.par_env.possible_agents)
         self.game = int(game)
-        self._sinks = VideoSinks(self.recorder.options.sinks)
+        self._sinks = sinks
         self.recorder.on_video = self._log
 
     def __getattr__(self, name: str) -> Any:

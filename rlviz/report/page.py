@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..evaluate.statistics.stats import entropy_label
 from ..media import atomic_write
 from .data import RunData
 
@@ -92,8 +93,13 @@ def _get(summary: dict, dotted: str):
     return v
 
 
+def _label(name: str, key: str, summary: dict) -> str:
+    """A summary row's name (a Box agent's entropy is its differential entropy, in nats)."""
+    return entropy_label(summary) if key == "mean_relative_entropy" else name
+
+
 def _run_html(run: RunData, r: int, page_dir: Path, several: bool) -> str:
-    rows = "".join(f"<tr><th>{name}</th><td>{html.escape(_num(_get(run.summary, key)))}</td></tr>"
+    rows = "".join(f"<tr><th>{_label(name, key, run.summary)}</th><td>{html.escape(_num(_get(run.summary, key)))}</td></tr>"
                    for name, key in _SUMMARY_ROWS if _get(run.summary, key) is not None)
     heading = f"<h2>{html.escape(run.title)}</h2>" if several else ""
     parts = [f"<section class='run'>{heading}<div class='top'><div><h3>Summary</h3>"

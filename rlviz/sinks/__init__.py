@@ -9,12 +9,13 @@ from __future__ import annotations
 from .base import Sink, VideoFrames, as_sinks, read_video_frames
 from .files import FolderSink
 from .log import Logged, RunLog, log_run
-from .timeline import log_timeline_checkpoint, log_timeline_end
 
 __all__ = ["Sink", "FolderSink", "WandbSink", "TensorBoardSink", "as_sinks", "read_video_frames", "VideoFrames",
            "log_timeline_checkpoint", "log_timeline_end", "Logged", "RunLog", "log_run"]
 
-_LAZY = {"WandbSink": ".wandb_sink", "TensorBoardSink": ".tensorboard_sink"}
+#: loaded when first used (the timeline's logging: by ``rlviz timeline`` only, not by a render)
+_LAZY = {"WandbSink": ".wandb_sink", "TensorBoardSink": ".tensorboard_sink", "log_timeline_checkpoint": ".timeline",
+         "log_timeline_end": ".timeline"}
 
 
 def __getattr__(name: str):

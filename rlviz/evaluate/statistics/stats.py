@@ -15,7 +15,7 @@ from ...media.atomic import atomic_write
 
 __all__ = ["Distribution", "Summary", "summarize", "iqm", "explained_variance", "format_table",
            "write_summary_json", "write_episodes_csv", "format_diagnostics", "flat_numbers",
-           "fmt_number"]
+           "fmt_number", "entropy_label", "DIFFERENTIAL"]
 
 PERCENTILES = (5, 25, 75, 95)
 
@@ -94,6 +94,9 @@ class Summary:
     hub: dict | None = None  # the agent's Hugging Face Hub repo, revision and commit (rlviz.sources.huggingface.hub), if any
     attention: dict | None = None  # per-object attribution shares (rlviz.attention.summary.summarize_attention)
     heatmap_note: str | None = None  # why the heatmap shows what it shows, when it is not the game's objects
+    #: what ``mean_relative_entropy`` measures when it is not H / ln|A|: ``"differential_nats"`` for Box actions (the
+    #: Gaussian's differential entropy, nats summed over the dimensions); None (absent from summary.json): relative
+    entropy_measure: str | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -102,6 +105,8 @@ class Summary:
             del d["hub"]
         if d["heatmap_note"] is None:  # only heatmaps that fell back to moving pixels carry it
             del d["heatmap_note"]
+        if d["entropy_measure"] is None:  # only Box agents' summaries carry it
+            del d["entropy_measure"]
         return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
 
     @property
@@ -155,7 +160,26 @@ def summarize(result, diagnostics=()) -> Summary:
         fail_on=str(result.fail_on),
         nonfinite_steps=sum(int(r.diag["nonfinite_steps"]) for r in recs if r.diag),
         diagnostics=tuple(f.to_dict() if hasattr(f, "to_dict") else dict(f) for f in diagnostics),
+        entropy_measure=DIFFERENTIAL if _box(result) else None,
     )
+
+
+#: ``Summary.entropy_measure`` of a Box agent: its entropy is the Gaussian's differential entropy, in nats
+DIFFERENTIAL = "differential_nats"
+
+
+def _box(result) -> bool:
+    space = getattr(result, "action_space", None)  # None: Discrete
+    return isinstance(space, dict) and space.get("kind") == "box"
+
+
+def entropy_label(summary, short: bool = False) -> str:
+    """The name of ``mean_relative_entropy`` in a summary (a :class:`Summary` or its dict): a Box agent's is the
+    Gaussian's mean differential entropy in nats, not a relative entropy (``short``: for a 26-character column)."""
+    measure = summary.get("entropy_measure") if isinstance(summary, dict) else getattr(summary, "entropy_measure", None)
+    if measure == DIFFERENTIAL:
+        return "mean diff. entropy (nats)" if short else "mean differential entropy (nats)"
+    return "mean relative entropy"
 
 
 def fmt_number(x, nd=2) -> str:
@@ -178,7 +202,7 @@ def format_table(s: Summary) -> str:
         (f"failures/episode ({s.fail_on})", fmt_number(s.failures_per_episode)),
         ("terminated / truncated", f"{s.terminated_rate:.0%} / {s.truncated_rate:.0%}"),
         ("solve rate", "-" if s.solve_rate is None else f"{s.solve_rate:.1%}"),
-        ("mean relative entropy", fmt_number(s.mean_relative_entropy, 3)),
+        (entropy_label(s), fmt_number(s.mean_relative_entropy, 3)),
         ("value mean / disc. return mean", f"{fmt_number(s.value_mean)} / {fmt_number(s.discounted_return_mean)} (gamma {s.gamma})"),
         ("value residual (G - V)", fmt_number(s.value_residual, 3)),
         ("value explained variance", fmt_number(s.value_explained_variance, 3)),
