@@ -1,0 +1,190 @@
+"""Hardening 5 (#60) of the explorer and the render job's early checks: replays that are the run's (every option
+that shapes an episode or its video; a replay that does not play as the run's table says is refused), a
+multi-agent run in the explorer, and ``--videos failed-at`` checked before the rollouts and said when it selects
+nothing. Videos are decoded back and compared pixel for pixel."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import fields
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from rlviz.cli import main
+from rlviz.config import NOT_REPLAYED, ExploreConfig, RenderConfig, config_dict, episode_config
+from rlviz.errors import RlvizError, UsageError
+from rlviz.media import read_video
+
+pytest.importorskip("werkzeug")
+needs_mujoco = pytest.mark.skipif(importlib.util.find_spec("mujoco") is None, reason="needs mujoco (rlviz[dev])")
+needs_minigrid = pytest.mark.skipif(importlib.util.find_spec("minigrid") is None, reason="needs minigrid (rlviz[dev])")
+
+#: A recurrent agent on MiniGrid's image (ImgObsWrapper: [7, 7, 3]): its memory is a GRU's 16 units.
+GRID_AGENT = '''
+import torch
+from torch import nn
+
+
+class GridGRU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body, self.gru = nn.Linear(147, 32), nn.GRU(32, 16)
+        self.pi, self.v = nn.Linear(16, 7), nn.Linear(16, 1)
+
+    def initial_state(self, batch):
+        return torch.zeros(1, batch, 16)
+
+    def step(self, obs, state):
+        x = torch.tanh(self.body(obs.reshape(obs.shape[0], -1).float() / 5.0))
+        out, h = self.gru(x.unsqueeze(0), state)
+        return self.pi(out[0]), self.v(out[0])[:, 0], h
+'''
+GRID_ENV = "MiniGrid-Empty-5x5-v0"
+GRID_FLAGS = ("--env", GRID_ENV, "--wrapper", "minigrid.wrappers:ImgObsWrapper", "--memory-window", "4",
+              "--saliency", "gradient", "--episodes", "3", "--trust-checkpoint", "--no-progress")
+
+
+def _grid_agent(folder: Path, seed: int, forward: float = 1.0) -> tuple[Path, str]:
+    """(the state_dict file, the --model name) of a GridGRU with weights drawn from ``seed`` that turns and moves
+    forward (log-odds ``forward`` against each turn): it reaches the goal after a varying number of steps."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "grid_agents.py").write_text(GRID_AGENT)
+    ns: dict = {}
+    exec(compile(GRID_AGENT, "grid_agents.py", "exec"), ns)
+    torch.manual_seed(seed)
+    module = ns["GridGRU"]()
+    for p in module.parameters():
+        nn.init.normal_(p, 0, 0.8)
+    with torch.no_grad():
+        module.pi.weight.mul_(0.1)
+        module.pi.bias.copy_(torch.tensor([0.0, 0.0, forward, -4.0, -4.0, -4.0, -4.0]))
+    path = folder / f"grid-{seed}.pt"
+    torch.save(module.state_dict(), path)
+    return path, f"{folder / 'grid_agents.py'}:GridGRU"
+
+
+class Gaussian(nn.Module):
+    """Hopper-v5's observations [B, 11] -> a Gaussian over its 3 joints (feed-forward)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.pi = nn.Linear(11, 3)
+
+    def forward(self, x):
+        mean = self.pi(x)
+        return {"mean": mean, "std": torch.full_like(mean, 0.3), "value": x[:, 0] * 0}
+
+
+def _frames(path: Path) -> list[np.ndarray]:
+    return [np.asarray(f) for f in read_video(path)]
+
+
+def _explorer_replay(run: Path, n: int, **options) -> dict[str, Path]:
+    """Episode ``n`` as the explorer renders it on request (its cache): {variant: MP4}."""
+    from rlviz.explore.server import open_run
+
+    index, cache = open_run(ExploreConfig(out=run, port=0, browser=False, **options))
+    cache.render(n)
+    return {v: cache.video(n, v) for v in cache.variants}
+
+
+def _same_video(replay: Path, reference: Path) -> None:
+    """Frame for frame, pixel for pixel; and the per-step numbers of the two .npz files."""
+    got, want = _frames(replay), _frames(reference)
+    assert len(got) == len(want) and got[0].shape == want[0].shape
+    assert all(np.array_equal(a, b) for a, b in zip(got, want))
+    with np.load(replay.with_suffix(".npz")) as a, np.load(reference.with_suffix(".npz")) as b:
+        assert sorted(a.files) == sorted(b.files)
+        for k in a.files:
+            assert np.array_equal(a[k], b[k], equal_nan=a[k].dtype.kind == "f"), k
+
+
+# -- #60 item 3: the replay is the run's ------------------------------------------------------------------------
+def test_episode_config_replays_every_option_that_shapes_an_episode():
+    """Every RenderConfig option not declared NOT_REPLAYED comes back from the run's recorded options (a new option
+    is replayed unless it is declared not to shape the episode); the run's trust, device, workers never do."""
+    shaped = RenderConfig(checkpoint="agent.pt", env="MiniGrid-Empty-5x5-v0", model="m.py:Net",
+                          wrapper=("minigrid.wrappers:ImgObsWrapper",), vecnormalize="vn.pkl", episodes=7,
+                          heatmap=True, seed=3, saliency="gradient", saliency_target="value", memory_window=4,
+                          greedy=True, num_envs=2, fail_on="termination", objects="pixels", camera="track,0",
+                          attention=False, gamma=0.9, trust_checkpoint=True, device="cpu", workers=2, threads=2,
+                          log_scale=True, strict=True, out="elsewhere", overwrite=True, videos="worst:2")
+    replay = episode_config(config_dict(shaped), 5, device="cuda")
+    for f in fields(RenderConfig):
+        if f.name not in NOT_REPLAYED:
+            assert getattr(replay, f.name) == getattr(shaped, f.name), f.name
+    assert replay.videos == "episode:5" and replay.device == "cuda"
+    assert (replay.trust_checkpoint, replay.workers, replay.threads, replay.out) == (False, 1, 1, "rlviz-out")
+    from rlviz.explore.replay import REPLAY_OPTIONS
+
+    assert {"wrapper", "camera", "memory_window", "saliency"} <= set(REPLAY_OPTIONS)
+
+
+@pytest.fixture(scope="module")
+def grid_run(tmp_path_factory):
+    """A MiniGrid ImgObsWrapper run of a recurrent agent with --memory-window 4 and --saliency (no videos)."""
+    folder = tmp_path_factory.mktemp("grid")
+    agent, model = _grid_agent(folder / "agent", 0)
+    run = folder / "run"
+    assert main(["render", str(agent), "--model", model, *GRID_FLAGS, "--videos", "none", "--out", str(run)]) == 0
+    return folder, agent, model, run
+
+
+@needs_minigrid
+def test_the_replay_of_a_wrapper_memory_window_saliency_run_is_its_videos_episode_n(grid_run):
+    """A MiniGrid ImgObsWrapper run (every episode used to fail in the explorer: the wrapper was dropped) with a
+    memory window of 4 (the replay drew 16) and saliency: the explorer's episode 1 equals ``--videos episode:1`` of
+    the same command frame for frame, and its .npz number for number (the 4-step memory window included)."""
+    folder, agent, model, run = grid_run
+    ref = folder / "ref"
+    assert main(["render", str(agent), "--model", model, *GRID_FLAGS, "--videos", "episode:1", "--out", str(ref)]) == 0
+    videos = _explorer_replay(run, 1, trust_checkpoint=True)
+    assert set(videos) == {"", "plain"}  # with --saliency, the page can turn the overlay off
+    _same_video(videos[""], ref / "videos" / "episode-1-episode-0.mp4")
+
+
+@needs_minigrid
+def test_a_replay_by_another_agent_is_refused_naming_the_tables_numbers(grid_run):
+    """``rlviz explore RUN --checkpoint OTHER``: an episode the other agent plays differently from the run's row is
+    refused in one line naming both (it was shown silently as the row's episode)."""
+    folder, _, _, run = grid_run
+    other, _ = _grid_agent(folder / "other", 7, forward=3.0)
+    with pytest.raises(UsageError, match=r"episode 0 replays as \d+ steps, return .* where the run's table says "
+                                         r"\d+ steps, return"):
+        _explorer_replay(run, 0, checkpoint=str(other), trust_checkpoint=True)
+
+
+@needs_mujoco
+def test_the_replay_of_a_camera_run_is_its_videos_episode_n(tmp_path):
+    """A Hopper run with --camera track,0 (two views side by side: the replay drew the env's own view only), a
+    --wrapper, --memory-window and --saliency: the explorer's episode 0 equals ``--videos episode:0``."""
+    agent = tmp_path / "hopper.pt"
+    torch.save(Gaussian(), agent)
+    flags = ["--env", "Hopper-v5", "--trust-checkpoint", "--episodes", "1", "--camera", "track,0",
+             "--wrapper", "gymnasium.wrappers:FlattenObservation", "--memory-window", "4", "--saliency", "gradient",
+             "--no-progress"]
+    assert main(["render", str(agent), *flags, "--videos", "none", "--out", str(tmp_path / "run")]) == 0
+    assert main(["render", str(agent), *flags, "--videos", "episode:0", "--out", str(tmp_path / "ref")]) == 0
+    videos = _explorer_replay(tmp_path / "run", 0, trust_checkpoint=True)
+    _same_video(videos[""], tmp_path / "ref" / "videos" / "episode-0-episode-0.mp4")
+
+
+def test_a_run_naming_an_unknown_wrapper_replays_only_with_trust(tmp_path):
+    """A wrapper the run's rlviz-run.json names is imported by the replay only when it is a known one or the
+    explorer was given --trust-checkpoint (a folder is not consent)."""
+    import json
+
+    from rlviz.explore.replay import EpisodeRenderer
+
+    options = json.loads(json.dumps(config_dict(RenderConfig(checkpoint=str(tmp_path / "a.pt"), env="CartPole-v1",
+                                                              wrapper=("this:s",)))))
+    with pytest.raises(RlvizError, match="this:s"):
+        EpisodeRenderer(options)
+    assert EpisodeRenderer(options, trust=True).options["wrapper"] == ["this:s"]
+    known = {**options, "wrapper": ["minigrid.wrappers:ImgObsWrapper"]}
+    assert EpisodeRenderer(known).options["wrapper"] == ["minigrid.wrappers:ImgObsWrapper"]
