@@ -188,3 +188,38 @@ def test_a_run_naming_an_unknown_wrapper_replays_only_with_trust(tmp_path):
     assert EpisodeRenderer(options, trust=True).options["wrapper"] == ["this:s"]
     known = {**options, "wrapper": ["minigrid.wrappers:ImgObsWrapper"]}
     assert EpisodeRenderer(known).options["wrapper"] == ["minigrid.wrappers:ImgObsWrapper"]
+
+
+# -- #60 item 5: switching episodes in the browser -----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def minatar_small(tmp_path_factory):
+    """Three episodes of the MinAtar sample (no videos: the explorer renders them on request)."""
+    from _explore import SAMPLE
+
+    out = tmp_path_factory.mktemp("minatar-small") / "run"
+    assert main(["render", str(SAMPLE), "--episodes", "3", "--videos", "none", "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+def test_switching_between_three_episodes_logs_no_console_error(minatar_small, tmp_path_factory):
+    """Open episode 0, play it on to a later step, open episode 1 while its video still fires events, then 2 and
+    back to 0: the browser's console holds no error (it raised ``Cannot read properties of null (reading 'T')``:
+    the old video's events reached a step readout that read the next episode's trace while it was still null)."""
+    from _explore import serving
+    from test_report import _browser, _wait
+
+    driver = _browser(tmp_path_factory.mktemp("chromium-switch"))
+    try:
+        with serving(minatar_small) as srv:
+            driver.get(srv.base + "/")
+            _wait(driver, "return window.exploreReady === true", 60)
+            driver.get_log("browser")  # (what the page logged while loading: not this test's)
+            for n in (0, 1, 2, 0):
+                driver.execute_script("explore.open(arguments[0])", n)
+                _wait(driver, "return window.exploreEpisodeReady === true && explore.n === arguments[0]", 600, n)
+                driver.execute_script("explore.seek(5); document.querySelector('#viewer video').play()")
+                _wait(driver, "return explore.trace.t >= 5", 60)
+            logs = driver.get_log("browser")
+    finally:
+        driver.quit()
+    assert [e for e in logs if e["level"] == "SEVERE"] == [], logs

@@ -175,7 +175,8 @@ async function openEpisode(n) {
       b.trace = new StepTrace(b.box, t);
       if (k === 0) {
         const base = b.trace.setStep.bind(b.trace);
-        b.trace.setStep = s => { base(s); el("scrub").value = s; el("step").textContent = "step " + s + " / " + E.tl.T; showAttention(s); };
+        // (its own trace's length: E.tl is null while the next episode loads, and this video still fires events)
+        b.trace.setStep = s => { base(s); el("scrub").value = s; el("step").textContent = "step " + s + " / " + b.trace.tl.T; showAttention(s); };
       }
     } else { b.trace.tl = t; b.trace.t = -1; }
     b.video.addEventListener("loadeddata", () => { if (++loaded === E.boxes.length) { seek(0); window.exploreEpisodeReady = true; } }, {once: true});
@@ -255,7 +256,7 @@ async function start() {
     if (!E.trace || ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT") return;
     const k = ev.key, t = E.trace.t;
     if (k === "ArrowRight") seek(t + 1); else if (k === "ArrowLeft") seek(t - 1);
-    else if (k === "Home") seek(0); else if (k === "End") seek(E.tl.T);
+    else if (k === "Home") seek(0); else if (k === "End" && E.tl) seek(E.tl.T);
     else if (k === "f" || k === "F") E.failureStep();
     else if (k === " ") playPause();
     else if ((k === "s" || k === "S") && !el("saliency-box").hidden) setSaliency(!E.salOn);
