@@ -223,3 +223,53 @@ def test_switching_between_three_episodes_logs_no_console_error(minatar_small, t
     finally:
         driver.quit()
     assert [e for e in logs if e["level"] == "SEVERE"] == [], logs
+
+
+# -- #60 item 11: --videos failed-at ----------------------------------------------------------------------------
+def _no_rollout(*args, **kwargs):
+    raise AssertionError("the rollouts ran before the check")
+
+
+def test_failed_at_outside_the_heatmap_or_without_it_is_refused_before_the_rollouts(tmp_path, monkeypatch, capsys):
+    """``failed-at:10,0`` on MinAtar's 10x10 heatmap (and failed-at without --heatmap) is a usage error from the
+    job's early check: the rollouts never start (it was refused after all of them)."""
+    import importlib
+
+    from _explore import SAMPLE
+
+    monkeypatch.setattr(importlib.import_module("rlviz.jobs.render"), "run_rollouts", _no_rollout)
+    monkeypatch.setattr(importlib.import_module("rlviz.jobs.compare"), "run_rollouts", _no_rollout)
+    base = ["render", str(SAMPLE), "--episodes", "3000", "--no-progress"]
+    assert main([*base, "--heatmap", "--videos", "failed-at:10,0", "--out", str(tmp_path / "a")]) == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
+        "--videos failed-at:10,0: the pixel is outside the failure heatmap's 10x10 frame (MinAtar/Breakout-v1); "
+        "expected x < 10, y < 10.")
+    assert main([*base, "--videos", "failed-at:3,4", "--out", str(tmp_path / "b")]) == 2
+    assert "failed-at:3,4 selects by the failure heatmap; add --heatmap" in capsys.readouterr().err
+    assert main(["compare", str(SAMPLE), str(SAMPLE), "--episodes", "3000", "--no-progress", "--heatmap",
+                 "--videos", "failed-at:0,10", "--out", str(tmp_path / "c")]) == 2
+    assert "--videos failed-at:0,10: the pixel is outside" in capsys.readouterr().err
+    assert not any((tmp_path / n).exists() for n in "abc")
+    from rlviz.evaluate.rollouts.rollout import heatmap_shape
+
+    assert heatmap_shape("MinAtar/Breakout-v1") == (10, 10)  # (the size the check read, before any rollout)
+
+
+def test_failed_at_a_pixel_where_nothing_failed_says_so(tmp_path):
+    """``failed-at:X,Y`` on a pixel no failure touched: exit 0 and no video as before, and now a line saying so
+    (with the hottest cell to try)."""
+    from _explore import SAMPLE
+
+    from rlviz.evaluate.failures.heatmap import FailureHeatmap
+
+    out = tmp_path / "run"
+    with pytest.warns(UserWarning, match="failed-at:0,0") as said:
+        assert main(["render", str(SAMPLE), "--episodes", "3", "--heatmap", "--videos", "failed-at:0,0", "--out",
+                     str(out), "--no-progress"]) == 0
+    err = " ".join(str(w.message) for w in said)
+    h = FailureHeatmap.load(out / "heatmap.npz")
+    assert h.episodes_at(0, 0) == [] and h.failures > 0
+    hy, hx = np.unravel_index(int(np.argmax(h.total())), h.total().shape)
+    assert ("--videos failed-at:0,0: no episode's failures put an object on pixel (0, 0) of the failure heatmap "
+            f"({h.failures} failure(s) in all; the most are at failed-at:{hx},{hy}), so it selects no video.") in err
+    assert not list(out.rglob("*.mp4"))

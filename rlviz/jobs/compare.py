@@ -55,7 +55,7 @@ from .agents_episodes import is_agents_agent
 from .compare_agents import check_agents_compare, compare_agents_into
 from .inputs import check_model_folders
 from .rollouts import run_rollouts
-from .skeleton import check_camera, check_saliency, job_setup, vector_attention_off
+from .skeleton import check_camera, check_failed_at, check_saliency, job_setup, vector_attention_off
 from .stages import run_record, summarise, write_attention_at_failure
 from .videos import MIN_VIDEO_SECONDS, record_videos, select_episodes
 
@@ -112,6 +112,7 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         for agent, side in zip(agents, "ab"):
             check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
         check_camera(agents[0], config.render_config("a"))  # (the two agents play one env)
+        check_failed_at(agents[0], config.render_config("a"))
         with job.staging("compare", config) as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
             comparison, table, heatmap_npz, heatmap_png, videos, found, attention = _compare_into(
                 tmp, agents, config, sinks, job.backend)

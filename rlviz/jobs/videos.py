@@ -30,7 +30,7 @@ from ..sources import LoadedAgent
 from .shards import AgentSource, source_for
 
 __all__ = ["VideoTask", "record_video_task", "record_episode", "write_video_files", "share_track",
-           "MIN_VIDEO_SECONDS", "select_episodes", "record_videos"]
+           "MIN_VIDEO_SECONDS", "select_episodes", "record_videos", "nothing_failed_at"]
 
 #: render's videos last at least this long: short episodes play slower and hold their last frame.
 MIN_VIDEO_SECONDS = 2.0
@@ -149,6 +149,8 @@ def select_episodes(returns: np.ndarray, spec: list[tuple[str, Any]], seed: int 
             if heatmap is None:
                 raise UsageError(f"--videos failed-at:{k[0]},{k[1]} selects by the failure heatmap; add --heatmap.")
             idx, kind = heatmap.episodes_at(k[1], k[0]), "failed"
+            if not idx:  # said, not a silent run without the video asked for
+                warnings.warn(nothing_failed_at(k, heatmap), UserWarning, stacklevel=2)
         else:
             idx = _ranked(kind, min(k, n), n, order, rng)
         for i in idx:
@@ -156,6 +158,20 @@ def select_episodes(returns: np.ndarray, spec: list[tuple[str, Any]], seed: int 
                 seen.add(int(i))
                 chosen.append((kind, int(i)))
     return chosen
+
+
+def nothing_failed_at(cell: tuple[int, int], heatmap: Any) -> str:
+    """What ``--videos failed-at:X,Y`` says when no episode's failures put an object on that pixel."""
+    x, y = cell
+    failures = int(getattr(heatmap, "failures", 0))
+    hottest = ""
+    if failures:
+        total = np.asarray(heatmap.total())
+        hy, hx = np.unravel_index(int(np.argmax(total)), total.shape)
+        hottest = f"; the most are at failed-at:{hx},{hy}"
+    return (f"--videos failed-at:{x},{y}: no episode's failures put an object on pixel ({x}, {y}) of the failure "
+            f"heatmap ({failures} failure(s) in all{hottest}), so it selects no video. Pick a cell that heatmap.png "
+            "colours (rlviz explore lists each cell's episodes).")
 
 
 def _ranked(kind: str, k: int, n: int, order: np.ndarray, rng: np.random.Generator) -> list[Any]:
