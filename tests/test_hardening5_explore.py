@@ -273,3 +273,49 @@ def test_failed_at_a_pixel_where_nothing_failed_says_so(tmp_path):
     assert ("--videos failed-at:0,0: no episode's failures put an object on pixel (0, 0) of the failure heatmap "
             f"({h.failures} failure(s) in all; the most are at failed-at:{hx},{hy}), so it selects no video.") in err
     assert not list(out.rglob("*.mp4"))
+
+
+# -- #60 item 4: a multi-agent run in the explorer ----------------------------------------------------------------
+def test_a_multi_agent_run_opens_with_histograms_and_its_episodes_are_its_videos(tmp_path, tmp_path_factory):
+    """A PettingZoo (pistonball) run: the page draws its histograms (the team return, the env's steps: they were
+    empty) and an episode opens as ``rlviz render --videos episode:N`` draws it, one panel column per agent, frame
+    for frame (it failed to open: the single-agent replay cannot play a PettingZoo env); its trace answers."""
+    pytest.importorskip("pymunk")
+    pytest.importorskip("supersuit")
+    import json
+    import urllib.request
+
+    from _explore import serving
+    from test_render_agents import Agent, _recipe
+    from test_report import _browser, _wait
+
+    from rlviz.sources.pt2.saving import save_checkpoint
+
+    torch.manual_seed(0)
+    agent = save_checkpoint(tmp_path / "pistons.pt2", Agent(), env=_recipe())
+    flags = ["--episodes", "2", "--no-progress"]
+    assert main(["render", str(agent), *flags, "--videos", "none", "--out", str(tmp_path / "run")]) == 0
+    assert main(["render", str(agent), *flags, "--videos", "episode:1", "--out", str(tmp_path / "ref")]) == 0
+    with serving(tmp_path / "run") as srv:
+        srv.cache.render(1)
+        got = _frames(srv.cache.video(1))
+        want = _frames(tmp_path / "ref" / "videos" / "episode-episode-1.mp4")
+        assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+        with urllib.request.urlopen(srv.base + "/api/episode/1/trace") as r:  # noqa: S310 - the test's own server
+            trace = json.loads(r.read())
+        assert trace["T"] == len(want) - 1 and trace["episode"]["episode"] == 1
+        driver = _browser(tmp_path_factory.mktemp("chromium-agents"))
+        try:
+            driver.get(srv.base + "/")
+            _wait(driver, "return window.exploreReady === true", 60)
+            bars = driver.execute_script("return [document.querySelectorAll('#hist-return .bar').length, "
+                                         "document.querySelectorAll('#hist-length .bar').length]")
+            driver.execute_script("explore.open(1)")
+            _wait(driver, "return window.exploreEpisodeReady === true", 300)
+            title = driver.execute_script("return document.getElementById('viewer-title').textContent")
+            logs = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+        finally:
+            driver.quit()
+    assert bars[0] > 0 and bars[1] > 0
+    assert f"{len(want) - 1} steps" in title and "return" in title, title
+    assert logs == []

@@ -76,7 +76,7 @@ class AgentReplay:
                     raise UsageError(f"No checkpoint at {config.checkpoint} (the run's); pass the agent with "
                                      "--checkpoint PATH.")
                 agent, resolved, gamma = resolve_agent(config)
-                self._loaded = agent, vector_attention_off(agent, resolved), gamma
+                self._loaded = agent, resolved if _agents_run(agent) else vector_attention_off(agent, resolved), gamma
             agent, resolved, gamma = self._loaded
             return agent, replace(resolved, videos=config.videos), gamma
 
@@ -99,6 +99,8 @@ class AgentReplay:
         if plain:  # the same episode as `--videos episode:N` without --saliency draws it
             config = replace(config, saliency=None)
         seconds = MIN_VIDEO_SECONDS if self.min_seconds is None else self.min_seconds
+        if _agents_run(agent):
+            return self._render_agents(agent, n, folder, prefix, config, gamma)
         with torch_threads(config.threads):
             result = _rollout_one(agent, replace(config, num_envs=1), gamma, n)
             record = next(e for e in result.episodes if e.index == n)
@@ -106,6 +108,26 @@ class AgentReplay:
             replayed, _ = record_episode(agent, record, folder, prefix, config, gamma, seconds)
         return Path(str(replayed.video_path))
 
+    def _render_agents(self, agent: Any, n: int, folder: Path, prefix: str, config: RenderConfig,
+                       gamma: float) -> Path:
+        """A multi-agent (PettingZoo) run's episode ``n``: its video as ``rlviz render --videos episode:N`` writes
+        it (the shared frame and one panel column per agent), refused when its team return is not the table's."""
+        import warnings
+
+        from ..evaluate.backends.threads import torch_threads
+        from ..jobs.agents_episodes import agents_video
+
+        with torch_threads(config.threads), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (its replay-vs-rollout warning: the table is checked below)
+            made = agents_video(agent, n, prefix, folder, config, gamma)
+        want = self._expected(n) if self._expected is not None else None
+        team = float(sum(made["returns"].values()))
+        if want is not None and not math.isclose(team, want[1], rel_tol=1e-6, abs_tol=1e-6):
+            raise UsageError(
+                f"episode {n} replays with team return {team:g}, where the run's table says {want[1]:g}: the agent "
+                f"{config.checkpoint} (or the env) is not the run's, so its video would not be this episode. Open "
+                "the run without --checkpoint (its own agent), or render that agent's own run with `rlviz render`.")
+        return Path(str(made["video"]))
 
     def _check(self, n: int, record: Any, config: RenderConfig) -> None:
         """Refuse episode ``n`` when its replay does not play as the run's table says (steps, return)."""
@@ -190,6 +212,8 @@ def _expectation(rows: Callable[[int], dict[str, Any] | None] | None,
     def expected(n: int) -> tuple[int, float] | None:
         row = rows(n) or {}
         steps, ret = row.get(prefix + "length"), row.get(prefix + "return")
+        if not side and "team_return" in row:  # a multi-agent run's: the env's steps, every agent's return
+            steps, ret = row.get("steps"), row.get("team_return")
         if type(steps) is not int or isinstance(ret, bool) or not isinstance(ret, (int, float)):
             return None
         return steps, float(ret)
@@ -245,6 +269,13 @@ def _timeline_checkpoints(run: Any, base: Path | None, vecnormalize: Any) -> Cal
         return found[step]
 
     return at
+
+
+def _agents_run(agent: Any) -> bool:
+    """The agent plays a PettingZoo env (a multi-agent run: :mod:`rlviz.jobs.agents_episodes` replays it)."""
+    from ..envs.pettingzoo_envs import is_agents_env_id
+
+    return bool(is_agents_env_id(agent.recipe.env_id))
 
 
 def _rollout_one(agent: Any, config: RenderConfig, gamma: float, n: int) -> Any:
