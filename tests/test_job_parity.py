@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -122,9 +123,12 @@ def test_compare_videos_are_recorded_in_the_workers(tmp_path, monkeypatch):
     recorded here."""
     here = compare(a=MINATAR, b=MINATAR, episodes=2, videos="first:1", out=tmp_path / "here")
     videos_stage = importlib.import_module("rlviz.jobs.videos")  # (record_videos: render's and compare's)
+    driver, record = os.getpid(), videos_stage.record_episode
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("a video recorded in the driver despite --workers 2")
+    def refuse(*args, **kwargs):  # (forked workers inherit the patch: there it records)
+        if os.getpid() == driver:
+            raise AssertionError("a video recorded in the driver despite --workers 2")
+        return record(*args, **kwargs)
 
     monkeypatch.setattr(videos_stage, "record_episode", refuse)
     workers = compare(a=MINATAR, b=MINATAR, episodes=2, videos="first:1", workers=2, out=tmp_path / "workers")
