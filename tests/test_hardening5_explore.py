@@ -161,13 +161,17 @@ def test_a_replay_by_another_agent_is_refused_naming_the_tables_numbers(grid_run
 
 @needs_mujoco
 def test_the_replay_of_a_camera_run_is_its_videos_episode_n(tmp_path):
-    """A Hopper run with --camera track,0 (two views side by side: the replay drew the env's own view only), a
-    --wrapper, --memory-window and --saliency: the explorer's episode 0 equals ``--videos episode:0``."""
-    agent = tmp_path / "hopper.pt"
+    """A Hopper run with --camera track,0 (two views side by side: the replay drew the env's own view only, a
+    narrower video) and a --wrapper: the explorer's episode 0 equals ``--videos episode:0`` (--saliency and
+    --memory-window: the MiniGrid test's; a feed-forward Box agent draws no memory, and the two saliency renders
+    double this test's time)."""
+    from rlviz.envs.recipe import EnvRecipe
+
+    agent, recipe = tmp_path / "hopper.pt", tmp_path / "hopper-128.json"
     torch.save(Gaussian(), agent)
-    flags = ["--env", "Hopper-v5", "--trust-checkpoint", "--episodes", "1", "--camera", "track,0",
-             "--wrapper", "gymnasium.wrappers:FlattenObservation", "--memory-window", "4", "--saliency", "gradient",
-             "--no-progress"]
+    recipe.write_text(EnvRecipe("Hopper-v5", env_kwargs={"width": 128, "height": 128}).to_json())  # (small views)
+    flags = ["--env", str(recipe), "--trust-checkpoint", "--episodes", "1", "--camera", "track,0",
+             "--wrapper", "gymnasium.wrappers:FlattenObservation", "--no-progress"]
     assert main(["render", str(agent), *flags, "--videos", "none", "--out", str(tmp_path / "run")]) == 0
     assert main(["render", str(agent), *flags, "--videos", "episode:0", "--out", str(tmp_path / "ref")]) == 0
     videos = _explorer_replay(tmp_path / "run", 0, trust_checkpoint=True)
