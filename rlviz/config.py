@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from .options import choice as _choice
 from .options import whole as _whole
 
 __all__ = ["RenderConfig", "CompareConfig", "TimelineConfig", "ExploreConfig", "option", "cli_options", "CliOption", "config_dict",
+           "episode_config", "NOT_REPLAYED",
            "parse_video_spec", "COMPARE_SHARED", "COMPARE_PER_AGENT", "COMPARE_ONLY"]
 
 
@@ -386,3 +388,18 @@ def config_dict(config: Any) -> dict[str, Any]:
     """A config as plain JSON-able values (paths as strings), e.g. for a W&B run's config."""
     return {f.name: (str(v) if isinstance(v, os.PathLike) else v)
             for f in fields(config) for v in [getattr(config, f.name)]}
+
+
+#: RenderConfig's options that do not shape an episode or its video: where and how the job ran, what else it
+#: wrote, and trust (never taken from a run folder). Every other option is a replay's (:func:`episode_config`).
+NOT_REPLAYED = frozenset({"out", "overwrite", "videos", "trust_checkpoint", "device", "workers", "ray", "threads",
+                          "wandb_project", "wandb_run", "tensorboard", "progress", "strict", "log_scale"})
+
+
+def episode_config(options: Mapping[str, Any], n: int, **run: Any) -> RenderConfig:
+    """The RenderConfig of ``rlviz render --videos episode:N`` in the run whose recorded options are ``options``
+    (rlviz-run.json's, as :func:`config_dict` wrote them, RenderConfig's names): every option that shapes the
+    episode or its video (``--env``, ``--wrapper``, ``--camera``, ``--memory-window``, ``--saliency``, ...: all
+    but :data:`NOT_REPLAYED`) is the run's; ``run``: the replay's own (trust, device)."""
+    kept = {f.name: options[f.name] for f in fields(RenderConfig) if f.name not in NOT_REPLAYED and f.name in options}
+    return RenderConfig(**kept, videos=f"episode:{n}", **run)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -121,12 +122,15 @@ def test_compare_videos_are_recorded_in_the_workers(tmp_path, monkeypatch):
     """With --workers 2 each agent's videos come from the workers (this process records none) and equal the ones
     recorded here."""
     here = compare(a=MINATAR, b=MINATAR, episodes=2, videos="first:1", out=tmp_path / "here")
-    render_job = importlib.import_module("rlviz.jobs.render")  # (rlviz.jobs.render the attribute is the function)
+    videos_stage = importlib.import_module("rlviz.jobs.videos")  # (record_videos: render's and compare's)
+    driver, record = os.getpid(), videos_stage.record_episode
 
-    def refuse(*args, **kwargs):
-        raise AssertionError("a video recorded in the driver despite --workers 2")
+    def refuse(*args, **kwargs):  # (forked workers inherit the patch: there it records)
+        if os.getpid() == driver:
+            raise AssertionError("a video recorded in the driver despite --workers 2")
+        return record(*args, **kwargs)
 
-    monkeypatch.setattr(render_job, "record_episode", refuse)
+    monkeypatch.setattr(videos_stage, "record_episode", refuse)
     workers = compare(a=MINATAR, b=MINATAR, episodes=2, videos="first:1", workers=2, out=tmp_path / "workers")
     assert [p.name for p in workers.videos] == [p.name for p in here.videos]
     for side in "ab":

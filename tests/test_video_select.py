@@ -12,7 +12,8 @@ import pytest
 from rlviz.config import parse_video_spec
 from rlviz.errors import UsageError
 from rlviz.evaluate.failures.heatmap import FailureHeatmap
-from rlviz.jobs.render import render, select_episodes
+from rlviz.jobs.render import render
+from rlviz.jobs.videos import select_episodes
 from rlviz.media import read_video
 
 

@@ -84,7 +84,7 @@ def _extractor(agent: Any, config: Any) -> Any:
 
 
 def probed_rollouts(agents: list[Any], config: Any, gammas: list[float]) -> tuple[list[RolloutResult], list[Any]]:
-    """A's and B's rollouts (as :func:`rlviz.jobs.render.run_rollouts` plays them, in this process), each with the
+    """A's and B's rollouts (as :func:`rlviz.jobs.rollouts.run_rollouts` plays them, in this process), each with the
     other agent asked on its states: (results, the two :class:`DisagreementProbe`)."""
     check_probe_policies(agents[0].policy, agents[1].policy)
     results, probes = [], []

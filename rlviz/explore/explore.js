@@ -39,7 +39,7 @@ function rowTable(table, columns, rows, sortable) {
 }
 
 // -- the list of episodes a click selected ------------------------------------------------------------------
-const LIST_COLUMNS = ["episode", "return", "length", "seed", "failures", "terminated", "truncated"];
+const LIST_COLUMNS = ["episode", "return", "team_return", "length", "steps", "seed", "failures", "terminated", "truncated"];
 function showList(title, rows) {
   el("list-title").textContent = title + " (" + rows.length + ")";
   const cols = LIST_COLUMNS.filter(c => c in E.col);
@@ -101,7 +101,7 @@ function filterAll() {
   const lo = el("f-min").value === "" ? -Infinity : Number(el("f-min").value);
   const hi = el("f-max").value === "" ? Infinity : Number(el("f-max").value);
   const c = E.col, any = (r, name) => ["", "a_", "b_"].map(p => r[c[p + name]]);
-  const ret = c["return"] !== undefined ? c["return"] : c.return_diff;
+  const ret = [c["return"], c.return_diff, c.team_return].find(j => j !== undefined);
   const rows = E.rows.filter(r => (!f || any(r, "failures").some(v => num(v) > 0)) && (!t || any(r, "truncated").includes(true))
     && !(num(r[ret]) < lo) && !(num(r[ret]) > hi));
   el("count").textContent = rows.length + " of " + E.rows.length;
@@ -117,7 +117,12 @@ function variantOf(side) {
 }
 function videoURL(n, side) { const v = variantOf(side); return "/api/episode/" + n + "/video.mp4" + (v ? "?v=" + v : ""); }
 function label(side) { const m = /^step(\d+)$/.exec(side); return m ? "step " + m[1] : side.toUpperCase(); }
-function col(side, name) { const j = E.col[side ? side + "_" + name : name]; return j === undefined ? undefined : j; }
+// (a multi-agent run's table: the team's return and the env's steps stand for the episode's return and length)
+const TEAM = {return: "team_return", length: "steps"};
+function col(side, name) {
+  const j = E.col[side ? side + "_" + name : name];
+  return j !== undefined ? j : side ? undefined : E.col[TEAM[name]];
+}
 
 function makeBoxes() {
   const first = el("viewer-box"), names = sides();
@@ -175,7 +180,8 @@ async function openEpisode(n) {
       b.trace = new StepTrace(b.box, t);
       if (k === 0) {
         const base = b.trace.setStep.bind(b.trace);
-        b.trace.setStep = s => { base(s); el("scrub").value = s; el("step").textContent = "step " + s + " / " + E.tl.T; showAttention(s); };
+        // (its own trace's length: E.tl is null while the next episode loads, and this video still fires events)
+        b.trace.setStep = s => { base(s); el("scrub").value = s; el("step").textContent = "step " + s + " / " + b.trace.tl.T; showAttention(s); };
       }
     } else { b.trace.tl = t; b.trace.t = -1; }
     b.video.addEventListener("loadeddata", () => { if (++loaded === E.boxes.length) { seek(0); window.exploreEpisodeReady = true; } }, {once: true});
@@ -223,6 +229,7 @@ async function start() {
   el("title").textContent = E.run.title + " \u2014 " + (E.run.job || "run");
   const s = E.run.summary;
   el("summary").textContent = (s.episodes || E.rows.length) + " episodes" + (s.returns ? ", return mean " + fmt(s.returns.mean) : "") +
+    (s.team_return ? ", team return mean " + fmt(s.team_return.mean) : "") +
     (E.run.replayable ? "" : " (episodes of a " + E.run.job + " run cannot be opened yet)");
   if (E.run.heatmap) {
     try { E.run.heatmap = await getJSON("/api/heatmap"); }
@@ -240,8 +247,8 @@ async function start() {
   }
   drawHeatmap();
   const pick = names => names.find(c => c in E.col);  // (a compare run: the return difference, A's length)
-  histogram(el("hist-return"), pick(["return", "return_diff"]) || "return", 20);
-  histogram(el("hist-length"), pick(["length", "a_length"]) || "length", 20);
+  histogram(el("hist-return"), pick(["return", "return_diff", "team_return"]) || "return", 20);
+  histogram(el("hist-length"), pick(["length", "a_length", "steps"]) || "length", 20);
   ["f-failed", "f-truncated", "f-min", "f-max"].forEach(id => el(id).addEventListener("input", filterAll));
   filterAll();
   el("prev").addEventListener("click", () => E.trace && seek(E.trace.t - 1));
@@ -255,7 +262,7 @@ async function start() {
     if (!E.trace || ev.target.tagName === "INPUT" || ev.target.tagName === "SELECT") return;
     const k = ev.key, t = E.trace.t;
     if (k === "ArrowRight") seek(t + 1); else if (k === "ArrowLeft") seek(t - 1);
-    else if (k === "Home") seek(0); else if (k === "End") seek(E.tl.T);
+    else if (k === "Home") seek(0); else if (k === "End" && E.tl) seek(E.tl.T);
     else if (k === "f" || k === "F") E.failureStep();
     else if (k === " ") playPause();
     else if ((k === "s" || k === "S") && !el("saliency-box").hidden) setSaliency(!E.salOn);

@@ -8,10 +8,16 @@ A render run's episode is one video (``episode-<N>-episode-0.mp4`` and its ``.np
 under videos/a and videos/b: frame-locked, no slowed short episodes); a timeline run's is one per checkpoint
 (variant ``step<S>``: ``rlviz render <that checkpoint> --videos episode:N``, found again in the run's folder by
 the timeline's own discovery). A run rendered with ``--saliency`` also gets each video without it (the variant
-``<side>-plain``), so the page can turn the overlay off."""
+``<side>-plain``), so the page can turn the overlay off.
+
+The replay's config is built from the run's recorded options as render's is (:func:`rlviz.config.episode_config`:
+every option that shapes the episode or its video: ``--wrapper``, ``--camera``, ``--memory-window``, ...). An
+episode whose replay does not play as the run's table says (its steps or return differ: another agent given with
+``--checkpoint``, or a changed env) is refused, naming both, before its video is made."""
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 from collections.abc import Callable
@@ -19,15 +25,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..config import RenderConfig
+from ..choices import RUN_MARKER
+from ..config import NOT_REPLAYED, RenderConfig, episode_config
 from ..errors import UsageError
 
 __all__ = ["AgentReplay", "EpisodeRenderer", "REPLAY_OPTIONS", "video_name"]
 
-#: The run's options a replay takes from rlviz-run.json (what decides an episode and how its video is drawn);
-#: trust, device, workers, sinks and paths of the run are never taken from the folder.
-REPLAY_OPTIONS = ("checkpoint", "env", "model", "vecnormalize", "episodes", "seed", "greedy", "fail_on", "gamma",
-                  "heatmap", "objects", "saliency", "saliency_target", "attention", "num_envs")
+#: The run's options a replay takes from rlviz-run.json (what decides an episode and how its video is drawn: every
+#: RenderConfig option but :data:`~rlviz.config.NOT_REPLAYED`); trust, device, workers, sinks and paths of the run
+#: are never taken from the folder.
+REPLAY_OPTIONS = tuple(f for f in RenderConfig.__dataclass_fields__ if f not in NOT_REPLAYED)
 #: A compare run's options per agent: RenderConfig's field -> (A's, B's).
 _PER_SIDE = {"checkpoint": ("a", "b"), "vecnormalize": ("vecnormalize_a", "vecnormalize_b")}
 _COMPARE_MIN_SECONDS = 0.0  # compare records its single videos frame-locked (the pair is drawn side by side)
@@ -43,9 +50,11 @@ class AgentReplay:
     """One agent's replays: ``options`` (REPLAY_OPTIONS' keys) are the run's; the agent loads on first use."""
 
     def __init__(self, options: dict[str, Any], trust: bool, device: str, min_seconds: float | None = None,
-                 locate: Callable[[], dict[str, Any]] | None = None):
+                 locate: Callable[[], dict[str, Any]] | None = None,
+                 expected: Callable[[int], tuple[int, float] | None] | None = None):
         self.options, self.trust, self.device, self.min_seconds = options, bool(trust), str(device), min_seconds
         self._locate = locate  # (a timeline's checkpoint: found on first use, its options' missing part)
+        self._expected = expected  # episode n -> (steps, return) as the run's table says, or None
         self._loaded: Any = None
         self._lock = threading.Lock()
 
@@ -55,7 +64,7 @@ class AgentReplay:
             if self._locate is not None:
                 self.options = {**self.options, **self._locate()}
                 self._locate = None
-        return RenderConfig(**self.options, videos=f"episode:{n}", trust_checkpoint=self.trust, device=self.device)
+        return episode_config(self.options, n, trust_checkpoint=self.trust, device=self.device)
 
     def _agent(self, config: RenderConfig) -> tuple[Any, RenderConfig, float]:
         with self._lock:
@@ -67,7 +76,7 @@ class AgentReplay:
                     raise UsageError(f"No checkpoint at {config.checkpoint} (the run's); pass the agent with "
                                      "--checkpoint PATH.")
                 agent, resolved, gamma = resolve_agent(config)
-                self._loaded = agent, vector_attention_off(agent, resolved), gamma
+                self._loaded = agent, resolved if _agents_run(agent) else vector_attention_off(agent, resolved), gamma
             agent, resolved, gamma = self._loaded
             return agent, replace(resolved, videos=config.videos), gamma
 
@@ -90,21 +99,61 @@ class AgentReplay:
         if plain:  # the same episode as `--videos episode:N` without --saliency draws it
             config = replace(config, saliency=None)
         seconds = MIN_VIDEO_SECONDS if self.min_seconds is None else self.min_seconds
+        if _agents_run(agent):
+            return self._render_agents(agent, n, folder, prefix, config, gamma)
         with torch_threads(config.threads):
             result = _rollout_one(agent, replace(config, num_envs=1), gamma, n)
             record = next(e for e in result.episodes if e.index == n)
+            self._check(n, record, config)
             replayed, _ = record_episode(agent, record, folder, prefix, config, gamma, seconds)
         return Path(str(replayed.video_path))
+
+    def _render_agents(self, agent: Any, n: int, folder: Path, prefix: str, config: RenderConfig,
+                       gamma: float) -> Path:
+        """A multi-agent (PettingZoo) run's episode ``n``: its video as ``rlviz render --videos episode:N`` writes
+        it (the shared frame and one panel column per agent), refused when its team return is not the table's."""
+        import warnings
+
+        from ..evaluate.backends.threads import torch_threads
+        from ..jobs.agents_episodes import agents_video
+
+        with torch_threads(config.threads), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (its replay-vs-rollout warning: the table is checked below)
+            made = agents_video(agent, n, prefix, folder, config, gamma)
+        want = self._expected(n) if self._expected is not None else None
+        team = float(sum(made["returns"].values()))
+        if want is not None and not math.isclose(team, want[1], rel_tol=1e-6, abs_tol=1e-6):
+            raise UsageError(
+                f"episode {n} replays with team return {team:g}, where the run's table says {want[1]:g}: the agent "
+                f"{config.checkpoint} (or the env) is not the run's, so its video would not be this episode. Open "
+                "the run without --checkpoint (its own agent), or render that agent's own run with `rlviz render`.")
+        return Path(str(made["video"]))
+
+    def _check(self, n: int, record: Any, config: RenderConfig) -> None:
+        """Refuse episode ``n`` when its replay does not play as the run's table says (steps, return)."""
+        want = self._expected(n) if self._expected is not None else None
+        if want is None:
+            return
+        steps, ret = want
+        if record.length != steps or not math.isclose(record.ret, ret, rel_tol=1e-6, abs_tol=1e-6):
+            raise UsageError(
+                f"episode {n} replays as {record.length} steps, return {record.ret:g}, where the run's table says "
+                f"{steps} steps, return {ret:g}: the agent {config.checkpoint} (or the env) is not the run's, so "
+                "its video would not be this episode. Open the run without --checkpoint (its own agent), or render "
+                "that agent's own run with `rlviz render`.")
 
 
 class EpisodeRenderer:
     """Renders the episodes of the run whose job is ``job`` and whose options are ``options`` (the marker's):
     ``renderer(n, folder)`` -> {variant: MP4 path}, one per name of :attr:`variants` (the first is the page's
     main video). ``checkpoint``: the agent to use instead of the one a render run names; ``trust`` / ``device``:
-    as render's flags; ``base``: where a relative checkpoint path of the run is looked for."""
+    as render's flags; ``base``: where a relative checkpoint path of the run is looked for; ``rows``: episode n ->
+    its row of the run's table (a dict by column, or None): a replay that does not play as its row says is
+    refused."""
 
     def __init__(self, options: dict[str, Any], checkpoint: str | None = None, trust: bool = False,
-                 device: str = "cpu", base: Path | None = None, job: str = "render", steps: tuple[int, ...] = ()):
+                 device: str = "cpu", base: Path | None = None, job: str = "render", steps: tuple[int, ...] = (),
+                 rows: Callable[[int], dict[str, Any] | None] | None = None):
         shared = {k: options[k] for k in REPLAY_OPTIONS if k in options and k not in _PER_SIDE}
         if job in ("compare", "timeline") and checkpoint is not None:
             raise UsageError(f"--checkpoint replaces a render run's agent; a {job} run's agents are its own "
@@ -126,7 +175,8 @@ class EpisodeRenderer:
         for opts in sides.values():
             _checked(opts, trust, base, checkpoint is None)
         seconds = _COMPARE_MIN_SECONDS if job == "compare" else None
-        self.agents = {s: AgentReplay(o, trust, device, seconds, locate.get(s)) for s, o in sides.items()}
+        self.agents = {s: AgentReplay(o, trust, device, seconds, locate.get(s), _expectation(rows, s))
+                       for s, o in sides.items()}
         plain = [f"{s}-plain" if s else "plain" for s in sides] if shared.get("saliency") else []
         self.variants: tuple[str, ...] = (*sides, *plain)
         self.options = next(iter(sides.values()))
@@ -151,6 +201,26 @@ class EpisodeRenderer:
         return out
 
 
+def _expectation(rows: Callable[[int], dict[str, Any] | None] | None,
+                 side: str) -> Callable[[int], tuple[int, float] | None] | None:
+    """Episode n -> (steps, return) of ``side`` ("" for a render run's, "a" / "b" for a compare run's) as the run's
+    table says; None where the table has no such numbers (a timeline run's)."""
+    if rows is None or side not in ("", "a", "b"):
+        return None
+    prefix = f"{side}_" if side else ""
+
+    def expected(n: int) -> tuple[int, float] | None:
+        row = rows(n) or {}
+        steps, ret = row.get(prefix + "length"), row.get(prefix + "return")
+        if not side and "team_return" in row:  # a multi-agent run's: the env's steps, every agent's return
+            steps, ret = row.get("steps"), row.get("team_return")
+        if type(steps) is not int or isinstance(ret, bool) or not isinstance(ret, (int, float)):
+            return None
+        return steps, float(ret)
+
+    return expected
+
+
 def _checked(options: dict[str, Any], trust: bool, base: Path | None, relative_ok: bool) -> None:
     """Refuse code named by the run without --trust-checkpoint, and a run without a checkpoint; a relative
     checkpoint path written from the run's parent is made absolute (in ``options``)."""
@@ -162,6 +232,12 @@ def _checked(options: dict[str, Any], trust: bool, base: Path | None, relative_o
     if code and not trust:
         raise UsageError(f"The run names code to import ({', '.join(code)}); rlviz explore imports nothing a "
                          "folder names unless you pass --trust-checkpoint (only for runs you trust).")
+    wrappers = options.get("wrapper") or ()
+    if wrappers:  # --wrapper: replayed as the run applied it, when the name is a known wrapper or trusted
+        from ..envs.trust import check_wrapper_name
+
+        for name in [wrappers] if isinstance(wrappers, str) else wrappers:
+            check_wrapper_name(name, f"the run's {RUN_MARKER} (--wrapper)", trust)
     if not options.get("checkpoint"):
         raise UsageError("The run's rlviz-run.json names no checkpoint; pass the agent with --checkpoint PATH.")
 
@@ -193,6 +269,13 @@ def _timeline_checkpoints(run: Any, base: Path | None, vecnormalize: Any) -> Cal
         return found[step]
 
     return at
+
+
+def _agents_run(agent: Any) -> bool:
+    """The agent plays a PettingZoo env (a multi-agent run: :mod:`rlviz.jobs.agents_episodes` replays it)."""
+    from ..envs.pettingzoo_envs import is_agents_env_id
+
+    return bool(is_agents_env_id(agent.recipe.env_id))
 
 
 def _rollout_one(agent: Any, config: RenderConfig, gamma: float, n: int) -> Any:

@@ -66,7 +66,7 @@ def open_run(config: Any) -> tuple[RunIndex, EpisodeCache]:
 def _renderer(index: RunIndex, config: Any) -> Any:
     try:
         return EpisodeRenderer(index.options, config.checkpoint, config.trust_checkpoint, config.device,
-                               base=index.root.parent, job=index.job, steps=index.steps)
+                               base=index.root.parent, job=index.job, steps=index.steps, rows=index.episode)
     except UsageError as exc:  # the page still opens; each episode says why it cannot render
         message = str(exc)
 

@@ -51,13 +51,13 @@ from ..report.disagreements import disagreements_html
 from ..sinks.base import Sink
 from ..sinks.log import Logged, RunLog, findings_markdown, log_run
 from ..sources import LoadedAgent
+from .agents_episodes import is_agents_agent
 from .compare_agents import check_agents_compare, compare_agents_into
 from .inputs import check_model_folders
-from .render import record_videos, run_rollouts, select_episodes
-from .render_agents import is_agents_agent
-from .skeleton import check_camera, check_saliency, job_setup, vector_attention_off
+from .rollouts import run_rollouts
+from .skeleton import check_camera, check_failed_at, check_saliency, job_setup, vector_attention_off
 from .stages import run_record, summarise, write_attention_at_failure
-from .videos import MIN_VIDEO_SECONDS
+from .videos import MIN_VIDEO_SECONDS, record_videos, select_episodes
 
 __all__ = ["CompareConfig", "CompareOutputs", "compare", "comparison_dict", "check_same_env", "format_comparison",
            "paired_csv"]
@@ -112,6 +112,7 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         for agent, side in zip(agents, "ab"):
             check_saliency(agent, config.render_config(side))  # now, not after the long rollouts
         check_camera(agents[0], config.render_config("a"))  # (the two agents play one env)
+        check_failed_at(agents[0], config.render_config("a"))
         with job.staging("compare", config) as (tmp, sinks):  # the sinks first: a missing extra fails before the long work
             comparison, table, heatmap_npz, heatmap_png, videos, found, attention = _compare_into(
                 tmp, agents, config, sinks, job.backend)
@@ -277,7 +278,7 @@ def _write_heatmap_diff(results: list[RolloutResult], out: Path) -> tuple[Path |
 def _record_side_by_side(agents: Any, results: Any, folder: Path, config: CompareConfig, gammas: Any, labels: Any,
                          backend: Backend | None = None) -> tuple[list[Any], float]:
     """For each episode ``config.videos`` selects (worst/best by the return B - A): both agents' videos on its
-    seed (videos/a, videos/b: render's :func:`~rlviz.jobs.render.record_videos`, in the workers with a
+    seed (videos/a, videos/b: render's :func:`~rlviz.jobs.videos.record_videos`, in the workers with a
     ``backend``) and the two side by side (videos/<label>-<k>.mp4)."""
     diffs = results[1].returns - results[0].returns
     maps = [r.heatmap for r in results if r.heatmap is not None]  # failed-at: the episodes where A or B failed there

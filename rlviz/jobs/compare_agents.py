@@ -39,7 +39,7 @@ from ..evaluate.statistics.stats import fmt_number
 from ..media import probe_video
 from ..media.atomic import atomic_write
 from ..sources import LoadedAgent
-from .render_agents import _video, agents_rollout, agents_summary
+from .agents_episodes import agents_rollout, agents_summary, agents_video
 
 __all__ = ["check_agents_compare", "compare_agents_into", "agents_comparison", "agents_paired_csv",
            "format_agents_comparison"]
@@ -55,7 +55,7 @@ def check_agents_compare(agents: list[LoadedAgent], config: CompareConfig) -> No
 def compare_agents_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, gammas: list[float],
                         select_episodes: Any, backend: Backend | None = None) -> dict[str, Any]:
     """The run's outputs, written into ``folder``: {"comparison", "table", "heatmap_npz", "heatmap_png",
-    "videos"}. ``select_episodes``: :func:`rlviz.jobs.render.select_episodes` (ranking by the team return B - A);
+    "videos"}. ``select_episodes``: :func:`rlviz.jobs.videos.select_episodes` (ranking by the team return B - A);
     ``backend``: the job's workers (None: this process) for both rollouts. Also "fps": the videos' frame rate."""
     results = [agents_rollout(agent, config.render_config(side), backend) for agent, side in zip(agents, "ab")]
     summaries = [agents_summary(r, agent, config.render_config(side))
@@ -76,7 +76,8 @@ def compare_agents_into(folder: Path, agents: list[LoadedAgent], config: Compare
     videos, fps = [], 15.0  # (the videos' rate: the env's)
     for label, idx in chosen:
         with progress.phase(f"videos of episode {idx}"):
-            singles = [_video(agent, r, idx, label, folder / "videos" / side, config.render_config(side), gamma)
+            singles = [agents_video(agent, idx, label, folder / "videos" / side, config.render_config(side), gamma,
+                                    r.episodes[idx].returns)
                        for agent, r, side, gamma in zip(agents, results, "ab", gammas)]
             fps = probe_video(singles[0]["video"], count=False).fps
             path, _ = side_by_side(singles[0]["video"], singles[1]["video"], folder / "videos" / f"{label}-{idx}.mp4",

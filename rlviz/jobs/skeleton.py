@@ -30,8 +30,10 @@ from ..agent.capabilities import capabilities_of
 from ..agent.obs import ObsAdapter
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
 from ..envs import make_env, with_cameras
+from ..envs.pettingzoo_envs import is_agents_env_id
 from ..errors import UsageError
 from ..evaluate.backends.workers import Backend
+from ..evaluate.rollouts.rollout import heatmap_shape
 from ..explain import GivenState, attribute, attribution_class
 from ..sinks.base import Sink
 from ..sources import LoadedAgent
@@ -39,7 +41,8 @@ from .outdir import claim_out_dir, job_inputs, run_folder
 from .shards import open_backend, share_agent
 from .stages import resolve_agent
 
-__all__ = ["JobSetup", "job_setup", "open_sinks", "check_saliency", "check_camera", "vector_attention_off"]
+__all__ = ["JobSetup", "job_setup", "open_sinks", "check_saliency", "check_camera", "check_failed_at",
+           "vector_attention_off"]
 
 
 @dataclass
@@ -65,6 +68,7 @@ class JobSetup:
         config = vector_attention_off(agent, config)
         check_saliency(agent, config)
         check_camera(agent, config)
+        check_failed_at(agent, config)
         return config
 
     def sinks(self) -> list[Sink]:
@@ -148,6 +152,22 @@ def check_camera(agent: LoadedAgent, config: RenderConfig) -> None:
         with_cameras(env, cameras)
     finally:
         env.close()
+
+
+def check_failed_at(agent: LoadedAgent, config: RenderConfig) -> None:
+    """Refuse ``--videos failed-at:X,Y`` before the rollout when it cannot select: without ``--heatmap``, or a pixel
+    outside the heatmap (its size is the game's frame, or the extractor's plane: known from one reset)."""
+    cells = [k for kind, k in parse_video_spec(config.videos) if kind == "failed-at"]
+    if not cells or is_agents_env_id(agent.recipe.env_id):  # (a PettingZoo run's videos are ranked by return)
+        return
+    if not config.heatmap:
+        x, y = cells[0]
+        raise UsageError(f"--videos failed-at:{x},{y} selects by the failure heatmap; add --heatmap.")
+    h, w = heatmap_shape(agent.recipe, config.objects, config.seed)
+    for x, y in cells:
+        if not (0 <= x < w and 0 <= y < h):
+            raise UsageError(f"--videos failed-at:{x},{y}: the pixel is outside the failure heatmap's {w}x{h} "
+                             f"frame ({agent.recipe.env_id}); expected x < {w}, y < {h}.")
 
 
 def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:

@@ -3,7 +3,7 @@
 
 1. resolve the agent and its env (:func:`resolve_agent`: the checkpoint, ``--env``, ``--model``, VecNormalize
    statistics, the pinned ``hf://`` commit, the discount);
-2. run its episodes (:func:`rlviz.jobs.render.run_rollouts`: here or in the workers);
+2. run its episodes (:func:`rlviz.jobs.rollouts.run_rollouts`: here or in the workers);
 3. summarise and diagnose them (:func:`summarise`: the statistics, every diagnostic finding, attention);
 4. write the outputs (render's files; :func:`write_attention_at_failure`);
 5. log to the sinks (:func:`run_log` says what, :func:`rlviz.sinks.log_run` logs it);

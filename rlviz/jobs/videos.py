@@ -1,6 +1,7 @@
-"""The render job's videos: one rollout episode replayed into a video (:func:`record_episode`), in this process or
-as a worker's unit (:class:`VideoTask`, its files brought back as bytes and written under the driver's folder by
-:func:`write_video_files`).
+"""The jobs' videos (render's, compare's per agent, the explorer's replays): which episodes get one
+(:func:`select_episodes`), each replayed into a video (:func:`record_episode`), in this process or as a worker's
+unit (:class:`VideoTask`, its files brought back as bytes and written under the driver's folder by
+:func:`write_video_files`); :func:`record_videos` runs them all for a rollout.
 
 A replay plays the rollout's actions again (the env under the same seed) and runs the policy once, batched, for the
 panels (:func:`rlviz.record.episode.play_actions`); a record without its actions is played again by the policy.
@@ -18,15 +19,18 @@ import numpy as np
 
 from .. import progress
 from ..attention.summary import ShareTrack, attention_spec
-from ..config import RenderConfig
+from ..config import RenderConfig, parse_video_spec
 from ..envs import make_env
 from ..episode import EpisodeResult
+from ..errors import UsageError
+from ..evaluate import RolloutResult
+from ..evaluate.backends.workers import Backend
 from ..media.atomic import atomic_path
 from ..sources import LoadedAgent
-from .shards import AgentSource
+from .shards import AgentSource, source_for
 
 __all__ = ["VideoTask", "record_video_task", "record_episode", "write_video_files", "share_track",
-           "MIN_VIDEO_SECONDS"]
+           "MIN_VIDEO_SECONDS", "select_episodes", "record_videos", "nothing_failed_at"]
 
 #: render's videos last at least this long: short episodes play slower and hold their last frame.
 MIN_VIDEO_SECONDS = 2.0
@@ -122,3 +126,94 @@ def share_track(record: EpisodeResult) -> list[dict[str, float]] | None:
         return None
     keys = [f"attention {n}" for n in att["names"]]
     return [dict(zip(keys, map(float, row))) for row in np.asarray(track)]
+
+
+def select_episodes(returns: np.ndarray, spec: list[tuple[str, Any]], seed: int = 0,
+                    heatmap: Any = None) -> list[tuple[str, int]]:
+    """Pick episode indices for each item of ``spec`` (:func:`parse_video_spec`); an episode is listed once, first
+    label wins. ``episode`` items name an episode; ``failed-at`` items ((x, y), labelled "failed") select the
+    episodes whose failures put an object on that pixel of ``heatmap`` (a FailureHeatmap with its per-episode
+    contributions: :meth:`~rlviz.evaluate.failures.heatmap.FailureHeatmap.episodes_at`)."""
+    returns = np.asarray(returns, dtype=np.float64)
+    n = returns.shape[0]
+    order = np.argsort(returns, kind="stable")  # ascending return; ties by episode index
+    rng = np.random.default_rng(seed)
+    chosen: list[tuple[str, int]] = []
+    seen: set[int] = set()
+    for kind, k in spec:
+        if kind == "episode":
+            if not 0 <= k < n:
+                raise UsageError(f"--videos episode:{k}: the run has {n} episodes (0-{n - 1}); name one of them.")
+            idx, kind = [k], "episode"
+        elif kind == "failed-at":
+            if heatmap is None:
+                raise UsageError(f"--videos failed-at:{k[0]},{k[1]} selects by the failure heatmap; add --heatmap.")
+            idx, kind = heatmap.episodes_at(k[1], k[0]), "failed"
+            if not idx:  # said, not a silent run without the video asked for
+                warnings.warn(nothing_failed_at(k, heatmap), UserWarning, stacklevel=2)
+        else:
+            idx = _ranked(kind, min(k, n), n, order, rng)
+        for i in idx:
+            if int(i) not in seen:
+                seen.add(int(i))
+                chosen.append((kind, int(i)))
+    return chosen
+
+
+def nothing_failed_at(cell: tuple[int, int], heatmap: Any) -> str:
+    """What ``--videos failed-at:X,Y`` says when no episode's failures put an object on that pixel."""
+    x, y = cell
+    failures = int(getattr(heatmap, "failures", 0))
+    hottest = ""
+    if failures:
+        total = np.asarray(heatmap.total())
+        hy, hx = np.unravel_index(int(np.argmax(total)), total.shape)
+        hottest = f"; the most are at failed-at:{hx},{hy}"
+    return (f"--videos failed-at:{x},{y}: no episode's failures put an object on pixel ({x}, {y}) of the failure "
+            f"heatmap ({failures} failure(s) in all{hottest}), so it selects no video. Pick a cell that heatmap.png "
+            "colours (rlviz explore lists each cell's episodes).")
+
+
+def _ranked(kind: str, k: int, n: int, order: np.ndarray, rng: np.random.Generator) -> list[Any]:
+    """The ``k`` episodes a KIND:COUNT item selects (``order``: the episodes by ascending return)."""
+    if kind == "first":
+        return list(range(k))
+    if kind == "worst":
+        return list(order[:k])
+    if kind == "best":
+        return list(order[::-1][:k])
+    if kind == "median":
+        start = max(0, (n - k) // 2)
+        return list(order[start : start + k])
+    return list(rng.choice(n, size=k, replace=False))
+
+
+def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, config: RenderConfig,
+                  gamma: float, backend: Backend | None = None, chosen: list[tuple[str, int]] | None = None,
+                  min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[list[EpisodeResult], float]:
+    """Replay the episodes ``chosen`` ((label, episode) pairs; default: those ``config.videos`` selects) through
+    :class:`RecordEpisode` as ``<label>-<episode>``: their results (with ``video_path``) and the videos' frame
+    rate. A replay whose return differs from the rollout's gets a warning. With a ``backend`` the replays run in
+    its workers and the files come back as bytes. ``min_seconds``: as :func:`record_episode`'s."""
+    if chosen is None:
+        chosen = select_episodes(result.returns, parse_video_spec(config.videos), seed=config.seed,
+                                 heatmap=result.heatmap)
+    if backend is not None and chosen:
+        source = source_for(config, backend)
+        tasks = [VideoTask(source, gamma, f"{label}-{idx}", result.episodes[idx], min_seconds)
+                 for label, idx in chosen]
+        with progress.phase(f"{len(tasks)} video(s) in the workers"):
+            done = backend.map(record_video_task, tasks, what="the replay of")
+        videos = []
+        for replayed, _, files, messages in done:
+            paths = write_video_files(files, folder)
+            videos.append(replace(replayed, video_path=paths.get(replayed.video_path)))
+            for message in messages:
+                warnings.warn(message, stacklevel=2)
+        return videos, done[-1][1]
+    videos, fps = [], 30.0
+    for label, idx in chosen:
+        replayed, fps = record_episode(agent, result.episodes[idx], folder, f"{label}-{idx}", config, gamma,
+                                       min_seconds)
+        videos.append(replayed)
+    return videos, fps

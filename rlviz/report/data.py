@@ -88,6 +88,10 @@ def step_trace(video: str | os.PathLike, max_points: int = MAX_POINTS) -> dict:
         return {"T": max(info.num_frames - 1, 0), "fps": info.fps or 30.0, "stride": 1}
     with np.load(npz, allow_pickle=False) as d:
         data = {k: d[k] for k in d.files}
+    if "rewards" not in data:  # a multi-agent video's .npz (per agent): the steps and the frame rate only
+        info = probe_video(video)
+        return {"T": max(info.num_frames - 1, 0), "fps": float(data["fps"]) if "fps" in data else info.fps or 30.0,
+                "stride": 1}
     # the frame rate the video was written at (older .npz files do not say: read the MP4's header)
     fps = float(data["fps"]) if "fps" in data else (probe_video(video).fps or 30.0)
     rewards = np.asarray(data["rewards"], np.float64)

@@ -1,6 +1,6 @@
 """Each checkpoint of a run on the run's N seeds: ``rlviz render``'s rollout, statistics and diagnostics of that file.
 
-A checkpoint's rollout is :func:`rlviz.jobs.render.run_rollouts` with the checkpoint's
+A checkpoint's rollout is :func:`rlviz.jobs.rollouts.run_rollouts` with the checkpoint's
 :meth:`TimelineConfig.render_config` (the same seeds, the same options), summarised and diagnosed by render's stage
 (:func:`rlviz.jobs.stages.summarise`), so its row equals ``rlviz render FILE``.
 ``(checkpoint, episodes)`` is the unit of work for ``--workers`` / ``--ray`` (:class:`CheckpointTask`): the backend
@@ -34,7 +34,7 @@ from ..evaluate.rollouts.rollout import RolloutPlan, episode_seed_for
 from ..evaluate.statistics.distance import action_gap, action_l2
 from ..evaluate.statistics.distance import tv_kl_categorical as _tv_kl_categorical
 from ..evaluate.statistics.distance import tv_kl_gaussian as _tv_kl_gaussian
-from ..jobs.render import import_now, run_rollouts
+from ..jobs.rollouts import import_now, run_rollouts
 from ..jobs.shards import AgentSource, ShardTask, run_shard, share_agent, source_for
 from ..jobs.stages import summarise
 from ..sources import LoadedAgent

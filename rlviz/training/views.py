@@ -28,7 +28,7 @@ from ..config import parse_video_spec
 from ..errors import RlvizError
 from ..evaluate.failures.heatmap import FailureHeatmap
 from ..evaluate.rollouts.rollout import episode_seed_for
-from ..jobs.render import select_episodes
+from ..jobs.videos import select_episodes
 from ..media import atomic_write
 from ..report.timeline_page import write_timeline_report
 from .plot import plot_timeline, plot_timeline_heatmaps

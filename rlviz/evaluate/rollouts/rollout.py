@@ -42,7 +42,7 @@ from .runner import Runner
 from .steplog import StepLog
 
 __all__ = ["EpisodeRecord", "RolloutResult", "RolloutPlan", "RolloutProbes", "rollout", "replay_episode",
-           "episode_seed_for", "FAIL_ON"]
+           "episode_seed_for", "FAIL_ON", "heatmap_shape"]
 
 
 
@@ -225,6 +225,21 @@ def _start_heatmap(env, extractor: Extractor, heatmap, env_id: str, seed: int) -
     if hm.background is None:
         hm.background = background
     return hm
+
+
+def heatmap_shape(recipe: Any, objects: Any = None, seed: int = 0) -> tuple[int, int]:
+    """(height, width) of the failure heatmap a rollout of ``recipe`` with ``objects`` makes, found before it (as
+    the rollout sizes it: by a first frame of the game, or the extractor's own plane)."""
+    recipe = _recipe(recipe)
+    extractor = _extractor(recipe, objects, True)
+    assert extractor is not None  # (a heatmap was asked for)
+    env = make_env(recipe, render_mode="rgb_array")
+    try:
+        hm = _start_heatmap(env, extractor, True, recipe.env_id, episode_seed_for(seed, 0))
+    finally:
+        env.close()
+    h, w = hm.frame_shape
+    return int(h), int(w)
 
 
 def _fold_replay(args: tuple, kwargs: dict, old: dict) -> tuple:
