@@ -27,5 +27,16 @@ def run() -> int:
     return code
 
 
+def _working_folder_off_the_path() -> None:
+    """``python -m rlviz`` puts the working folder first on the import path, as the ``rlviz`` script does not: a
+    ``rlviz_pwn.py`` or ``gymnasium.py`` in a run folder the user explores would shadow what rlviz imports for the
+    names read from files. Taken off here; the names the user types themselves (``--wrapper``, ``--model``,
+    ``--objects``) still find their modules there (:func:`rlviz.options.import_user_module`)."""
+    cwd = os.getcwd()
+    while sys.path and sys.path[0] in ("", cwd):
+        sys.path.pop(0)
+
+
 if __name__ == "__main__":
+    _working_folder_off_the_path()
     sys.exit(run())

@@ -11,7 +11,29 @@ from typing import Any
 from .choices import SALIENCY_METHODS, VIDEO_KINDS
 from .errors import UsageError
 
-__all__ = ["CliOption", "option", "cli_options", "parse_video_spec", "whole", "choice", "attention_value", "camera_list"]
+__all__ = ["CliOption", "option", "cli_options", "parse_video_spec", "whole", "choice", "attention_value", "camera_list",
+           "import_user_module"]
+
+
+def import_user_module(name: str) -> Any:
+    """The module ``name`` that the user typed on the command line or in their own code (``--wrapper
+    my_wrappers:X``, ``--model mynet:Net``, ``--objects mygame:extract``): their consent, so it is also looked for in
+    the working folder, as ``python script.py`` would find it. Never for a name read from a file: the ``rlviz``
+    command and ``python -m rlviz`` keep the working folder off the import path otherwise (a file in the folder of a
+    run must not shadow a module a run's names import)."""
+    import importlib
+    import os
+    import sys
+
+    cwd = os.getcwd()
+    added = cwd not in sys.path
+    if added:
+        sys.path.append(cwd)  # last: an installed package of the same name wins
+    try:
+        return importlib.import_module(name)
+    finally:
+        if added and cwd in sys.path:
+            sys.path.remove(cwd)
 
 @dataclass(frozen=True)
 class CliOption:

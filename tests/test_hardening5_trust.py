@@ -268,3 +268,75 @@ def test_fifty_opens_at_once_render_at_most_the_slots_at_a_time(tmp_path):
         time.sleep(0.02)
     assert 1 <= peak[0] <= RENDER_SLOTS
     assert sum(cache.renders.values()) == 50
+
+
+# -- a run folder is untrusted input (#60 item 1) -------------------------------------------------------------------
+def _tampered_run(tmp_path: Path, **options) -> Path:
+    """A real render run (2 CartPole episodes), its rlviz-run.json then tampered with ``options``."""
+    import torch
+
+    from rlviz.cli import main
+    from rlviz.sources.pt2.saving import save_checkpoint
+
+    torch.manual_seed(0)
+    agent = tmp_path / "agent.pt2"
+    save_checkpoint(agent, torch.nn.Linear(4, 2), env="CartPole-v1", kind="logits")
+    run = tmp_path / "run"
+    assert main(["render", str(agent), "--episodes", "2", "--videos", "none", "--out", str(run), "--no-progress"]) == 0
+    marker = run / "rlviz-run.json"
+    data = json.loads(marker.read_text())
+    data["options"].update(options)
+    marker.write_text(json.dumps(data))
+    return run
+
+
+def test_a_run_folders_env_that_imports_a_module_is_refused_by_the_explorer_and_nothing_is_imported(tmp_path):
+    run = _tampered_run(tmp_path, env="this:Foo-v0")
+    code = f"""
+import sys, json
+from rlviz.config import ExploreConfig
+from rlviz.explore.server import open_run
+index, cache = open_run(ExploreConfig(out={str(run)!r}, port=0, browser=False))
+try:
+    cache.renderer(0, __import__("pathlib").Path({str(tmp_path)!r}))
+    said = "rendered"
+except Exception as exc:
+    said = type(exc).__name__ + ": " + str(exc)
+getattr(cache.renderer, "warm", lambda: None)()
+print(json.dumps({{"said": said, "this": "this" in sys.modules}}))
+"""
+    done = _run(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"said": out["said"], "this": False} and "The Zen of Python" not in done.stdout
+    assert "UnsafeCheckpointError" in out["said"] and "'this:Foo-v0'" in out["said"]
+
+
+def test_python_m_rlviz_keeps_the_working_folder_off_the_import_path_for_what_it_imports(tmp_path):
+    """A ``gymnasium.py`` in the folder ``python -m rlviz`` starts in would shadow gymnasium (and run) before."""
+    marker = tmp_path / "shadow-ran"
+    (tmp_path / "gymnasium.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise ImportError('shadow')\n")
+    sample = ROOT / "samples" / "minatar_breakout_ppo.pt2"
+    import os
+
+    done = subprocess.run([sys.executable, "-m", "rlviz", "render", str(sample), "--episodes", "1", "--videos", "none",
+                           "--out", str(tmp_path / "out"), "--no-progress"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert not marker.exists(), done.stderr
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_wrapper_the_user_types_is_found_in_the_working_folder(tmp_path):
+    """docs/bodies.md's ``--wrapper my_wrappers:ImageDirection`` from the folder holding my_wrappers.py: the name
+    typed on the command line is the user's consent, so its module is looked for there too."""
+    import os
+
+    (tmp_path / "my_wrappers_cwd.py").write_text(
+        "import gymnasium as gym\nclass Timed(gym.wrappers.TimeAwareObservation):\n    pass\n")
+    code = """
+from rlviz.envs.families import user_wrapper
+print(user_wrapper("my_wrappers_cwd:Timed").__name__)
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONSAFEPATH": "1"})  # (-c: no cwd on path)
+    assert done.returncode == 0 and done.stdout.strip() == "Timed", done.stderr

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 import gymnasium as gym
 
 from ..errors import EnvError, UsageError
+from ..options import import_user_module
 from .mujoco_state import mujoco_model
 
 __all__ = ["FAMILIES", "register_family", "user_wrapper", "is_user_wrapper", "KNOWN_WRAPPER_CLASSES",
@@ -111,7 +112,7 @@ def user_wrapper(name: str):
         raise UsageError(f"--wrapper {name!r}: expected 'module:Class', e.g. minigrid.wrappers:ImgObsWrapper.")
     module, _, cls = name.partition(":")
     try:
-        found = getattr(importlib.import_module(module), cls)
+        found = getattr(import_user_module(module), cls)
     except (ImportError, AttributeError) as exc:
         raise EnvError(f"--wrapper {name!r}: cannot import {cls} from {module} ({exc}); check the name and that the "
                        "package is installed.") from None

@@ -232,6 +232,14 @@ def _checked(options: dict[str, Any], trust: bool, base: Path | None, relative_o
     if code and not trust:
         raise UsageError(f"The run names code to import ({', '.join(code)}); rlviz explore imports nothing a "
                          "folder names unless you pass --trust-checkpoint (only for runs you trust).")
+    env = options.get("env")
+    if env and not trust and not str(env).endswith(".json"):  # (a recipe file is read under the trust rule)
+        from ..envs.recipe import register_envs
+        from ..envs.trust import check_env_id
+
+        if ":" not in str(env):
+            register_envs(str(env))  # MinAtar, MiniGrid, dm_control: their known packages, before the check
+        check_env_id(env, f"the run's {RUN_MARKER} (--env)", trust)
     wrappers = options.get("wrapper") or ()
     if wrappers:  # --wrapper: replayed as the run applied it, when the name is a known wrapper or trusted
         from ..envs.trust import check_wrapper_name

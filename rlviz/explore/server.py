@@ -67,11 +67,11 @@ def _renderer(index: RunIndex, config: Any) -> Any:
     try:
         return EpisodeRenderer(index.options, config.checkpoint, config.trust_checkpoint, config.device,
                                base=index.root.parent, job=index.job, steps=index.steps, rows=index.episode)
-    except UsageError as exc:  # the page still opens; each episode says why it cannot render
-        message = str(exc)
+    except RlvizError as exc:  # (a name the run may not use, too) the page still opens; each episode says why
+        message, kind = str(exc), type(exc)
 
         def refuse(n: int, folder: Path) -> Path:
-            raise UsageError(message)
+            raise kind(message)
 
         return refuse
 

@@ -35,6 +35,7 @@ from ..agent.cleanrl import is_cleanrl_agent  # noqa: F401 (0.1 import path)
 from ..agent.policy import Policy, TorchPolicy, TorchPolicyOptions
 from ..agent.recurrent import RecurrentTorchPolicy, is_recurrent_module
 from ..errors import UsageError
+from ..options import import_user_module
 from .stable_baselines3.zips import sb3_policy
 
 __all__ = ["to_policy", "cleanrl_policy", "build_model", "looks_like_q_network", "SpaceInfo"]
@@ -144,7 +145,7 @@ def _import_attr(where: str, name: str):
                 sys.modules[mod_name] = module
                 spec.loader.exec_module(module)  # type: ignore[union-attr]
         else:
-            module = importlib.import_module(where)
+            module = import_user_module(where)
     except UsageError:
         raise
     except Exception as exc:

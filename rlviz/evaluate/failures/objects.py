@@ -18,7 +18,6 @@ missile, ... read from the console's RAM), and a generic "moving pixels" fallbac
 from __future__ import annotations
 
 import functools
-import importlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -26,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import UsageError
+from ...options import import_user_module
 from .body_objects import GridAgentExtractor, body_extractor, default_body_extractor
 from .classic_objects import CLASSIC_OBJECTS
 from .extractor import Extractor
@@ -379,7 +379,7 @@ def load_extractor(spec: str) -> Extractor:
                          "e.g. 'mygame.objects:extract'.")
     mod_name, attr = spec.split(":")
     try:
-        obj = getattr(importlib.import_module(mod_name), attr)
+        obj = getattr(import_user_module(mod_name), attr)
     except (ImportError, AttributeError) as exc:
         raise UsageError(f"Cannot load object extractor {spec!r}: {exc}. Is the module on PYTHONPATH?") from exc
     return as_extractor(obj)
