@@ -340,3 +340,32 @@ print(user_wrapper("my_wrappers_cwd:Timed").__name__)
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONSAFEPATH": "1"})  # (-c: no cwd on path)
     assert done.returncode == 0 and done.stdout.strip() == "Timed", done.stderr
+
+
+# -- numbers in a recipe are bounded (#60 item 7) ---------------------------------------------------------------------
+@pytest.mark.parametrize("trust", [False, True])
+@pytest.mark.parametrize("env_id, kwargs, wrapper", [
+    ("pistonball_v6", {"n_pistons": 1e9}, None),
+    ("pistonball_v6", {}, ("ss:frame_stack_v1", {"stack_size": 1e7})),
+    ("CartPole-v1", {"max_episode_steps": 10**12}, None),
+])
+def test_huge_numbers_in_a_recipe_file_are_refused_before_anything_is_made(tmp_path, env_id, kwargs, wrapper, trust):
+    from rlviz.config import RenderConfig
+    from rlviz.errors import CheckpointError
+    from rlviz.jobs.stages import agent_env
+
+    wrappers = (WrapperSpec(wrapper[0], wrapper[1]),) if wrapper else ()
+    path = tmp_path / "env-recipe.json"
+    path.write_text(EnvRecipe(env_id, env_kwargs=kwargs, wrappers=wrappers).to_json())
+    with pytest.raises(CheckpointError, match=r"keyword argument \w+=.* is beyond what rlviz accepts from a file"):
+        agent_env(RenderConfig(checkpoint="x.zip", env=str(path), trust_checkpoint=trust))
+    with pytest.raises(CheckpointError, match="beyond what rlviz accepts"):
+        EnvRecipe.from_json(path.read_text(), "a checkpoint", trusted=trust)
+
+
+def test_ordinary_numbers_in_a_recipe_pass():
+    from rlviz.envs.trust import check_env_kwargs
+
+    ok = {"max_episode_steps": 108_000, "repeat_action_probability": 0.25, "stack_size": 4, "n_pistons": 20,
+          "width": 480, "frameskip": 4, "size": 8}
+    assert check_env_kwargs(ok, "a file") == ok

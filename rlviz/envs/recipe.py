@@ -83,6 +83,8 @@ class EnvRecipe:
         if source is not None and not trusted:
             register_envs(recipe.env_id)  # the rule knows registered ids only
             check_recipe_names(recipe.env_id, recipe.env_kwargs, recipe.wrappers, source, consented=consented_env)
+        elif source is not None:  # trusted: its names, not its numbers (a number alone can exhaust the machine)
+            check_recipe_names(recipe.env_id, recipe.env_kwargs, recipe.wrappers, source, trusted=True)
         return recipe
 
     def to_json(self) -> str:

@@ -37,6 +37,8 @@ __all__ = [
     "EXTRACTOR_CLASSES",
     "check_env_id",
     "check_env_kwargs",
+    "MAX_KWARG_NUMBER",
+    "MAX_KWARG_COUNT",
     "check_wrapper_name",
     "check_recipe_names",
     "check_class_name",
@@ -135,12 +137,41 @@ def _plain(value, depth: int = 0) -> bool:
     return False
 
 
+#: The largest number a recipe read from a file may pass an env or wrapper (max_episode_steps of a full Atari
+#: game is 108,000), and the largest for a key that counts things each made in memory (a frame stack's size, agents,
+#: pistons, pixels): ``ss:frame_stack_v1 {"stack_size": 1e7}`` or ``n_pistons: 1e9`` grew a process to 24 GB.
+MAX_KWARG_NUMBER = 10**7
+MAX_KWARG_COUNT = 4096
+_COUNT_KEY = re.compile(r"stack|width|height|size|resolution|^n_|_n$|^num_|agents|pistons|players|length", re.I)
+
+
+def _out_of_bounds(key: str, value, depth: int = 0) -> str | None:
+    """The first number under ``key`` beyond the bounds, as ``key=value``; None when all are within."""
+    if isinstance(value, bool) or depth > 8:
+        return None
+    if isinstance(value, (int, float)):
+        limit = MAX_KWARG_COUNT if _COUNT_KEY.search(key) else MAX_KWARG_NUMBER
+        return None if value != value or abs(value) <= limit else f"{key}={value!r} (at most {limit:,})"
+    if isinstance(value, (list, tuple)):
+        return next((f for v in value if (f := _out_of_bounds(key, v, depth + 1))), None)
+    if isinstance(value, Mapping):
+        return next((f for k, v in value.items() if (f := _out_of_bounds(str(k), v, depth + 1))), None)
+    return None
+
+
 def check_env_kwargs(kwargs, source: str, trusted: bool = False, owner: str = "env") -> dict:
     """``kwargs`` read from ``source`` as a dict, if every key and value is plain data: JSON scalars, lists and
-    dicts, no string shaped like an import path (``pkg.mod:attr``), no key such as ``entry_point``."""
+    dicts, no string shaped like an import path (``pkg.mod:attr``), no key such as ``entry_point``; and every number
+    within :data:`MAX_KWARG_NUMBER` (:data:`MAX_KWARG_COUNT` for a count of things made in memory), trusted or
+    not: trust is about code, and a number alone can exhaust the machine."""
     if not isinstance(kwargs, Mapping):
         raise CheckpointError(f"{source}: the {owner} keyword arguments are a {type(kwargs).__name__}, expected a "
                               "JSON object; the file is malformed.")
+    for key, value in kwargs.items():
+        found = _out_of_bounds(str(key), value)
+        if found is not None:
+            raise CheckpointError(f"{source}: the {owner} keyword argument {found[:160]} is beyond what rlviz "
+                                  "accepts from a file; pass the env's kwargs yourself (--env ID) or fix the file.")
     if trusted:
         return dict(kwargs)
     for key, value in kwargs.items():
