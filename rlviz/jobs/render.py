@@ -31,6 +31,7 @@ from .. import progress
 from ..attention.plot import plot_attention_at_failure
 from ..attention.summary import attention_spec
 from ..config import RenderConfig, parse_video_spec
+from ..envs.jax_ids import is_jax_env_id
 from ..episode import EpisodeResult
 from ..errors import UsageError
 from ..evaluate import RolloutResult, format_table, rollout
@@ -46,6 +47,7 @@ from ..sinks.log import log_run
 from ..sources import LoadedAgent
 from .inputs import check_model_folders
 from .render_agents import is_agents_agent, render_agents_into
+from .render_jax import render_jax_into
 from .shards import ShardTask, run_shard, source_for
 from .skeleton import job_setup
 from .stages import ATTENTION_PNG, background_frame, run_log, run_record, summarise
@@ -133,6 +135,10 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
     check_model_folders(config)  # a folder with no model: said first, not an --out conflict
     with job_setup(config) as job:  # --out claimed, progress, the workers (Ray / spawned ones start now)
+        if is_jax_env_id(config.env):  # a flax agent on a JAX env: the JAX engine (rlviz.jobs.render_jax)
+            with job.staging("render", config) as (tmp, sinks):
+                written_jax = render_jax_into(tmp, config, sinks, select_episodes)
+            return _agents_outputs(Path(config.out), tmp, written_jax)
         agent, config, gamma = job.agent(config)  # hf://: the config names the commit the workers load
         config = job.check(agent, config)  # now, not after the long rollout
         if is_agents_agent(agent):  # a PettingZoo env id: every agent played by the one policy (jobs.render_agents)

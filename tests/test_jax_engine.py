@@ -1,0 +1,185 @@
+"""The JAX engine (rlviz.jax.rollout, rlviz.jax.envs, rlviz.jobs.render_jax): batch invariance, the heatmap against a
+count by hand, each env family's video, the whole render job, and ``import rlviz`` without jax."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+nn = pytest.importorskip("flax.linen")
+jnp = jax.numpy
+
+from rlviz.envs.recipe import EnvRecipe  # noqa: E402
+from rlviz.jax.contract import JaxPolicy, PolicyOut  # noqa: E402
+
+
+class _MLP(nn.Module):
+    n: int
+
+    @nn.compact
+    def __call__(self, x):
+        h = nn.tanh(nn.Dense(16)(x.reshape(-1)))
+        return nn.Dense(self.n)(h), nn.Dense(1)(h)[0]
+
+
+class TinyPolicy:
+    """A flax actor-critic behind the JaxPolicy contract (the tests' own adapter)."""
+
+    kind, squash, recurrent = "logits", False, False
+
+    def __init__(self, obs_shape, n, seed=0):
+        self.module = _MLP(n)
+        self.params = self.module.init(jax.random.key(seed), jnp.zeros(obs_shape))
+        self.action_names = tuple(str(i) for i in range(n))
+
+    def apply(self, params, obs):
+        logits, v = self.module.apply(params, obs)
+        return PolicyOut(logits=logits, value=v)
+
+
+class TinyGaussian:
+    kind, squash, recurrent = "gaussian", False, False
+
+    def __init__(self, obs_shape, d, seed=0):
+        self.module = nn.Dense(d)
+        self.params = self.module.init(jax.random.key(seed), jnp.zeros(int(np.prod(obs_shape))))
+        self.action_names = tuple(f"a{i}" for i in range(d))
+
+    def apply(self, params, obs):
+        return PolicyOut(mean=jnp.tanh(self.module.apply(params, obs.reshape(-1))), std=jnp.full(len(self.action_names), 0.3))
+
+
+def _gradient(policy, params, obs_batch):
+    """Gradient saliency of the top logit (the tests' stand-in for rlviz.jax.saliency.gradient)."""
+    def top(o):
+        return jnp.max(policy.apply(params, o).logits)
+    return jax.vmap(jax.grad(top))(jnp.asarray(obs_batch, jnp.float32))
+
+
+@pytest.fixture(scope="module")
+def cartpole():
+    from rlviz.jax.envs import make_jax_env
+    from rlviz.jax.rollout import JaxEngine
+
+    env = make_jax_env("gymnax:CartPole-v1")
+    return JaxEngine(env, TinyPolicy(env.obs_shape, 2))
+
+
+@pytest.fixture(scope="module")
+def breakout():
+    from rlviz.jax.envs import make_jax_env
+    from rlviz.jax.rollout import JaxEngine
+
+    env = make_jax_env("gymnax:Breakout-MinAtar")
+    return JaxEngine(env, TinyPolicy(env.obs_shape, len(env.action_names)), heatmap=True)
+
+
+def test_tiny_policy_meets_the_contract(cartpole):
+    assert isinstance(cartpole.policy, JaxPolicy)
+
+
+def test_import_rlviz_imports_no_jax():
+    code = ("import sys, rlviz, rlviz.jax, rlviz.envs.recipe, rlviz.jobs.render; from rlviz.envs.recipe import EnvRecipe; "
+            "EnvRecipe.for_env_id('gymnax:Breakout-MinAtar'); "
+            "bad = [m for m in ('jax', 'flax', 'gymnax', 'brax', 'jumanji', 'craftax') if m in sys.modules]; "
+            "print(bad); sys.exit(1 if bad else 0)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_jax_env_id_is_not_gymnasiums():
+    from rlviz.envs.recipe import register_envs
+
+    register_envs("gymnax:Breakout-MinAtar")  # nothing to register, no gymnasium lookup
+    recipe = EnvRecipe.for_env_id("gymnax:Breakout-MinAtar")
+    assert recipe.env_id == "gymnax:Breakout-MinAtar" and recipe.saliency_mode == "nearest"
+
+
+def _rows(result):
+    return [e.to_row() for e in result.episodes]
+
+
+def test_batch_invariance(cartpole, tmp_path):
+    """The same 200 CartPole episodes with --num-envs 1, 7 and 200: identical episodes.csv."""
+    from rlviz.evaluate.statistics.stats import write_episodes_csv
+    from rlviz.jax.rollout import jax_rollout
+
+    texts = []
+    for n in (1, 7, 200):
+        result = jax_rollout(cartpole, 200, seed=3, num_envs=n)
+        write_episodes_csv(result, tmp_path / f"e{n}.csv")
+        texts.append((tmp_path / f"e{n}.csv").read_text())
+    assert texts[0] == texts[1] == texts[2]
+    assert len(texts[0].splitlines()) == 201
+
+
+def test_heatmap_counts_equal_a_count_by_hand(breakout):
+    """Each failure's ball and paddle cells, found by replaying each episode's states by hand, summed."""
+    from rlviz.jax.replay import replay_jax_episode
+    from rlviz.jax.rollout import jax_rollout
+
+    result = jax_rollout(breakout, 12, seed=1, num_envs=5)
+    hm = result.heatmap
+    ball, paddle = np.zeros((10, 10), np.int64), np.zeros((10, 10), np.int64)
+    failures = 0
+    for e in result.episodes:
+        rep = replay_jax_episode(breakout, e.seed)
+        assert rep.length == e.length and np.isclose(float(rep.rewards.sum()), e.ret)
+        if rep.terminated:  # Breakout fails when the ball is lost: the state before the last step
+            s = rep.states
+            t = rep.length - 1
+            ball[int(s.ball_y[t]), int(s.ball_x[t])] += 1
+            paddle[9, int(s.pos[t])] += 1
+            failures += 1
+    assert failures == hm.failures == sum(e.failures for e in result.episodes) > 0
+    np.testing.assert_array_equal(hm.counts["ball"], ball)
+    np.testing.assert_array_equal(hm.counts["paddle"], paddle)
+    assert hm.episodes == 12 and hm.background.shape == (10, 10, 3)
+
+
+def _agent(env_id, policy):
+    return types.SimpleNamespace(policy=policy, recipe=EnvRecipe.for_env_id(env_id), gamma=0.99)
+
+
+def test_render_breakout_end_to_end(tmp_path, monkeypatch):
+    """rlviz.render on a flax policy and gymnax Breakout-MinAtar: the run folder of a gymnasium run."""
+    import rlviz
+    from rlviz.jax.envs import make_jax_env
+    from rlviz.jobs import render_jax
+    from rlviz.media import read_video
+
+    env = make_jax_env("gymnax:Breakout-MinAtar")
+    policy = TinyPolicy(env.obs_shape, len(env.action_names))
+    monkeypatch.setattr(render_jax, "load_jax", lambda config: _agent("gymnax:Breakout-MinAtar", policy))
+    calls = []
+
+    def gradient(policy, params, obs_batch):
+        calls.append(np.shape(obs_batch))
+        return _gradient(policy, params, obs_batch)
+
+    monkeypatch.setitem(sys.modules, "rlviz.jax.saliency", types.SimpleNamespace(gradient=gradient))
+    out = rlviz.render(checkpoint=str(tmp_path / "params.msgpack"), env="gymnax:Breakout-MinAtar", episodes=30,
+                       heatmap=True, videos="first:1,worst:1", saliency="gradient", out=tmp_path / "run")
+    run = Path(out.out_dir)
+    for name in ("rlviz-run.json", "summary.json", "episodes.csv", "heatmap.png", "heatmap.npz", "report.html"):
+        assert (run / name).is_file(), name
+    rows = list(csv.DictReader((run / "episodes.csv").open()))
+    assert len(rows) == 30
+    worst = min(range(30), key=lambda k: (float(rows[k]["return"]), k))
+    assert [Path(v).name for v in out.videos] == ["first-0-episode-0.mp4"] + (
+        [f"worst-{worst}-episode-{worst}.mp4"] if worst else [])
+    for video in out.videos:
+        frames = list(read_video(video))
+        assert len(frames) >= 2 and frames[0].ndim == 3
+        data = np.load(Path(video).with_suffix(".npz"))
+        assert data["probs"].shape == (len(data["actions"]) + 1, 3)
+        np.testing.assert_allclose(data["probs"].sum(-1), 1.0, rtol=1e-5)
+    assert len(calls) == len(out.videos) and all(c[1:] == (10, 10, 4) for c in calls)  # every step, one batch
+    assert out.summary["episodes"] == 30
