@@ -85,12 +85,16 @@ class JaxEngine:
 
     def run_batch(self, seeds: np.ndarray, keep: bool = False) -> tuple[dict, Any]:
         """The episodes of ``seeds`` (uint32 [B]): per-step outputs as numpy [T, B] (T: the steps until the last
-        ended, a multiple of CHUNK) and the last carry."""
+        ended, a multiple of CHUNK) and the last carry (its first B rows are theirs). The compiled batch is B padded
+        to a multiple of :data:`ROWS` (and of the device count)."""
         import jax
 
-        start, chunk = self.functions(len(seeds), keep)
+        n = len(seeds)
+        rows = _padded(n)
+        seeds = np.concatenate([np.asarray(seeds, np.uint32), np.full(rows - n, seeds[-1], np.uint32)])
+        start, chunk = self.functions(rows, keep)
         params, env_params = self.policy.params, self.env.params
-        seeds_dev = _shard(np.asarray(seeds, np.uint32))
+        seeds_dev = _shard(seeds)
         carry = start(params, env_params, seeds_dev)
         parts: list[Any] = []
         steps = 0
@@ -101,8 +105,23 @@ class JaxEngine:
             if not bool(np.asarray(carry.alive).any()):
                 break
         host = jax.device_get(parts)
-        joined = jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0), *host)
+        joined = jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0)[:, :n], *host)
         return joined, carry
+
+
+#: the compiled batch is a multiple of this many rows: XLA's CPU kernels treat the rows of a batch in groups of 8
+#: (AVX), and a remainder group is computed with other rounding (measured: a Dense layer's outputs differ in the last
+#: bit between batches of 7 and 8 rows, never between multiples of 8). So an episode's numbers do not depend on
+#: --num-envs; the padding rows repeat the last episode and are dropped.
+ROWS = 8
+
+
+def _padded(n: int) -> int:
+    """``n`` rounded up to a multiple of :data:`ROWS` and of the device count."""
+    import math
+
+    unit = math.lcm(ROWS, _device_count())
+    return -(-int(n) // unit) * unit
 
 
 def _shard(seeds: np.ndarray) -> Any:
@@ -127,9 +146,6 @@ def jax_rollout(engine: JaxEngine, episodes: int, *, seed: int = 0, num_envs: in
     episodes, batch = int(episodes), max(1, min(int(num_envs), int(episodes)))
     if episodes < 1:
         raise UsageError(f"episodes={episodes}; expected at least 1.")
-    n_devices = _device_count()
-    if n_devices > 1 and batch % n_devices:
-        batch = -(-batch // n_devices) * n_devices  # (padded: each device an equal share)
     hm = None
     if engine.heatmap:
         hm = FailureHeatmap(tuple(env.object_grid), env.object_names, env.env_id)
