@@ -44,7 +44,9 @@ def replay_jax_episode(engine: Any, seed: int) -> Replayed:
     if n == 0:
         raise UsageError(f"Replaying the episode of seed {seed} gave no step.")
     take = lambda a: np.asarray(a)[:n, 0]  # noqa: E731
-    last_state = jax.tree_util.tree_map(lambda a: np.asarray(a)[0], jax.device_get(carry.state))
+    from .scan import host_state
+
+    last_state = jax.tree_util.tree_map(lambda a: np.asarray(a)[0], jax.device_get(host_state(carry.state)))
     last_obs = np.asarray(jax.device_get(carry.obs))[0]
     states = jax.tree_util.tree_map(lambda a, b: np.concatenate([take(a), b[None]]), ys["state"], last_state)
     observations = np.concatenate([take(ys["obs"]), last_obs[None]]).astype(np.float32)

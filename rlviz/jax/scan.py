@@ -12,7 +12,19 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["Carry", "initial_carry", "make_step", "obs_key_weights"]
+__all__ = ["Carry", "initial_carry", "make_step", "obs_key_weights", "host_state"]
+
+
+def host_state(state: Any) -> Any:
+    """``state`` with its typed PRNG keys as their raw data (Craftax keeps one): numpy can hold it then."""
+    import jax
+
+    def raw(x: Any) -> Any:
+        if hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            return jax.random.key_data(x)
+        return x
+
+    return jax.tree_util.tree_map(raw, state)
 
 
 class Carry(NamedTuple):
@@ -116,7 +128,7 @@ def make_step(env: Any, policy: Any, *, greedy: bool, fail_on: str, heatmap: boo
         if heatmap:
             ys["objects"] = env.objects(carry.state)
         if keep:
-            ys.update(state=carry.state, obs=carry.obs, out=out, action=action)
+            ys.update(state=host_state(carry.state), obs=carry.obs, out=out, action=action)
         done = jnp.logical_or(term, trunc)
         return Carry(carry.key, state2, obs2, carry.alive & ~done, carry.t + 1, memory), ys
 
