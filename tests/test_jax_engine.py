@@ -7,6 +7,7 @@ import csv
 import subprocess
 import sys
 import types
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -183,3 +184,44 @@ def test_render_breakout_end_to_end(tmp_path, monkeypatch):
         np.testing.assert_allclose(data["probs"].sum(-1), 1.0, rtol=1e-5)
     assert len(calls) == len(out.videos) and all(c[1:] == (10, 10, 4) for c in calls)  # every step, one batch
     assert out.summary["episodes"] == 30
+
+
+_FAMILIES = [  # (env id, env kwargs, a policy for it); max 64 steps: one compiled chunk
+    ("gymnax:CartPole-v1", None, "logits"),
+    ("gymnax:Breakout-MinAtar", None, "logits"),
+    ("gymnax:Catch-bsuite", None, "logits"),
+    ("craftax:Craftax-Classic-Symbolic-v1", None, "logits"),
+    ("brax:inverted_pendulum", {"backend": "mjx"}, "gaussian"),
+    ("jumanji:Snake-v1", None, "logits"),
+]
+
+
+@pytest.mark.parametrize(("env_id", "kwargs", "kind"), _FAMILIES, ids=[f[0] for f in _FAMILIES])
+def test_each_family_renders_a_video_that_decodes(env_id, kwargs, kind, tmp_path, monkeypatch):
+    from rlviz.episode import EpisodeResult
+    from rlviz.jax.envs import make_jax_env
+    from rlviz.jax.replay import replay_jax_episode
+    from rlviz.jax.rollout import JaxEngine
+    from rlviz.jobs.render_jax import write_jax_video
+    from rlviz.media import read_video
+
+    pytest.importorskip(env_id.split(":")[0])
+    env = make_jax_env(env_id, kwargs)
+    n = len(env.action_names)
+    policy = TinyPolicy(env.obs_shape, n) if kind == "logits" else TinyGaussian(env.obs_shape, n)
+    engine = JaxEngine(env, policy, max_steps=64)
+    saliency = "gradient" if kind == "logits" else None
+    monkeypatch.setitem(sys.modules, "rlviz.jax.saliency", types.SimpleNamespace(gradient=_gradient))
+    rep = replay_jax_episode(engine, 1234)  # the episode's return, as a rollout would record it
+    record = EpisodeResult(0, 1234, float(rep.rewards.sum(dtype=np.float64)), rep.length)
+    config = types.SimpleNamespace(saliency=saliency)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # the replay gives the record's return
+        done = write_jax_video(engine, record, tmp_path, "first-0", config, 0.99)
+    assert done.ret == record.ret and done.length == record.length
+    frames = list(read_video(done.video_path))
+    assert len(frames) >= done.length + 1 and frames[0].ndim == 3 and frames[0].std() > 0
+    data = np.load(done.video_path.with_suffix(".npz"))
+    assert len(data["rewards"]) == done.length >= 1
+    if env.obs_shape and len(env.obs_shape) == 1 and saliency:  # a vector observation: saliency per feature
+        assert data["saliency"].shape == (done.length + 1, env.obs_shape[0])

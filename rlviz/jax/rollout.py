@@ -167,7 +167,13 @@ def jax_rollout(engine: JaxEngine, episodes: int, *, seed: int = 0, num_envs: in
         hm.background = _background(engine, seed)
     wall = time.perf_counter() - t0
     recipe_json = _recipe_json(env)
-    space = None if env.discrete else {"kind": "box", "shape": [len(env.action_names)], "squash": bool(engine.policy.squash)}
+    space = None
+    if not env.discrete:  # as rlviz.agent.actions.space_to_json describes a Box, with the policy's squash
+        d = len(env.action_names)
+        low = env.action_low if env.action_low is not None else np.full(d, -np.inf)
+        high = env.action_high if env.action_high is not None else np.full(d, np.inf)
+        space = {"kind": "box", "shape": [d], "low": [float(v) for v in low], "high": [float(v) for v in high],
+                 "squash": bool(engine.policy.squash)}
     return RolloutResult(env.env_id, tuple(records), hm, steps, wall, float(gamma), int(seed), engine.fail_on,
                          recipe_json, space)
 

@@ -140,7 +140,7 @@ def write_jax_video(engine: Any, record: EpisodeResult, folder: Path, name_prefi
     actions = rep.actions.astype(np.int64) if env.discrete else rep.actions.astype(np.float32)
     trace = EpisodeTrace(frames, rep.observations, actions, rep.rewards, None, rep.terminated, rep.truncated,
                          tuple(env.action_names), int(record.index), record.seed, float(env.fps), env.env_id)
-    internals = _internals(policy, rep, gamma)
+    internals = _internals(policy, rep, gamma, env)
     if config.saliency:
         maps = saliency_maps(config.saliency, policy, rep.observations)
         internals = replace(internals, saliency=maps, saliency_label=f"{config.saliency} (actor)")
@@ -153,12 +153,13 @@ def write_jax_video(engine: Any, record: EpisodeResult, folder: Path, name_prefi
     ret = float(np.add.accumulate(rep.rewards.astype(np.float64))[-1])
     if not np.isclose(ret, record.ret):
         warnings.warn(f"Replaying episode {record.index} (seed {record.seed}) gave return {ret:g}; the rollout gave "
-                      f"{record.ret:g} (the batch of one computed the policy with other rounding).", stacklevel=2)
+                      f"{record.ret:g}: the env or the policy is not a function of the episode's key alone, so this video may "
+                      "differ from the statistics.", stacklevel=2)
     return replace(record, ret=ret, length=rep.length, terminated=rep.terminated, truncated=rep.truncated,
                    video_path=path)
 
 
-def _internals(policy: Any, rep: Any, gamma: float) -> EpisodeInternals:
+def _internals(policy: Any, rep: Any, gamma: float, env: Any = None) -> EpisodeInternals:
     """The panels' numbers of a replayed episode from the policy's outputs kept by the scan."""
     out = rep.outputs
     value = None if out.value is None else np.asarray(out.value, np.float32).reshape(-1)
@@ -176,9 +177,16 @@ def _internals(policy: Any, rep: Any, gamma: float) -> EpisodeInternals:
         probs = (np.exp(z) / np.exp(z).sum(-1, keepdims=True)).astype(np.float32)
         entropy = relative_entropy(probs)
         kind = "actor_critic" if value is not None else "logits"
-    else:
-        raise UsageError(f"Videos of a {policy.kind!r} flax policy are not drawn yet; render without --videos "
-                         "(--videos none) or use a discrete policy.")
+    else:  # a Gaussian: drawn as the gymnasium path draws a Box policy (the mean as its "logits")
+        from ..agent.actions import policy_entropy
+
+        mean = np.asarray(out.mean, np.float32).reshape(len(rep.observations), -1)
+        std = None if out.std is None else np.broadcast_to(np.asarray(out.std, np.float32), mean.shape).copy()
+        bootstrap = float(value[-1]) if rep.truncated and value is not None else 0.0
+        low, high = getattr(env, "action_low", None), getattr(env, "action_high", None)
+        return EpisodeInternals(mean, np.zeros((len(mean), 0), np.float32), value, "actor_critic", None, mean, std,
+                                bool(policy.squash), low, high, entropy=policy_entropy(None, mean=mean, std=std),
+                                returns_to_go=returns_to_go(rep.rewards, gamma, bootstrap), gamma=float(gamma))
     bootstrap = float(value[-1]) if rep.truncated and value is not None else 0.0
     rtg = returns_to_go(rep.rewards, gamma, bootstrap)
     return EpisodeInternals(logits, probs, value, kind, entropy=entropy, returns_to_go=rtg, gamma=float(gamma))
