@@ -52,7 +52,7 @@ class BraxEnv(JaxEnvBase):
         model = getattr(self.env.sys, "mj_model", None)
         names = []
         if model is not None:
-            import mujoco
+            import mujoco  # type: ignore[import-untyped,unused-ignore]
 
             names = [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_ACTUATOR, i) or f"a{i}" for i in range(d)]
         self.action_names = tuple(names) if len(names) == d else tuple(f"a{i}" for i in range(d))
@@ -86,7 +86,7 @@ class BraxEnv(JaxEnvBase):
         model = getattr(self.env.sys, "mj_model", None)
         if model is not None and self._renderer is not False:
             try:
-                import mujoco
+                import mujoco  # type: ignore[import-untyped,unused-ignore]
 
                 if self._renderer is None:
                     self._renderer, self._data = mujoco.Renderer(model, 240, 320), mujoco.MjData(model)

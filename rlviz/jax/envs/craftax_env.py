@@ -77,8 +77,8 @@ class CraftaxEnv(JaxEnvBase):
                 from craftax.craftax_classic.constants import BLOCK_PIXEL_SIZE_IMG
                 from craftax.craftax_classic.renderer import make_craftax_pixel_renderer
             else:
-                from craftax.craftax.constants import BLOCK_PIXEL_SIZE_IMG  # type: ignore[no-redef]
-                from craftax.craftax.renderer import make_craftax_pixel_renderer  # type: ignore[no-redef]
+                from craftax.craftax.constants import BLOCK_PIXEL_SIZE_IMG
+                from craftax.craftax.renderer import make_craftax_pixel_renderer
             self._renderer = jax.jit(make_craftax_pixel_renderer(BLOCK_PIXEL_SIZE_IMG), backend="cpu")
         pixels = np.asarray(self._renderer(state), dtype=np.float32)
         if pixels.max(initial=0.0) <= 1.0:
