@@ -29,10 +29,10 @@ from ..evaluate.rollouts.runner import value_sums
 from ..evaluate.statistics.diagnostics import EpisodeDiagnostics
 from .scan import Carry, initial_carry, make_step
 
-__all__ = ["JaxEngine", "jax_rollout", "CHUNK"]
+__all__ = ["JaxEngine", "jax_rollout", "add_failure", "CHUNK", "ROWS"]
 
 #: steps per compiled chunk of the scan (the host checks between chunks whether any episode of the batch still runs)
-CHUNK = 64
+CHUNK = 32
 
 
 @dataclass
@@ -202,7 +202,7 @@ def fold_episode(ys: dict, b: int, index: int, seed: int, engine: JaxEngine, gam
     failed = np.flatnonzero(ys["failed"][:n, b])
     if hm is not None:
         for t in failed:
-            hm.add(_masks(ys["objects"][t, b], engine.env), index)
+            add_failure(hm, ys["objects"][t, b], index)
     diag = EpisodeDiagnostics(num_actions)
     keys = (ys["key1"][:n, b].astype(np.uint64) << np.uint64(32)) | ys["key2"][:n, b].astype(np.uint64)
     bad = np.flatnonzero(ys["bad"][:n, b])
@@ -211,18 +211,18 @@ def fold_episode(ys: dict, b: int, index: int, seed: int, engine: JaxEngine, gam
                          ent_sum / max(n, 1), bool(engine.greedy), vs, diag=diag.finish())
 
 
-def _masks(positions: np.ndarray, env: Any) -> dict:
-    """The heatmap masks of one failure: each object's pixel of the env's object grid (off the grid: none)."""
-    h, w = env.object_grid
-    out = {}
-    for name, (x, y) in zip(env.object_names, np.asarray(positions)):
-        m = np.zeros((h, w), bool)
+def add_failure(hm: FailureHeatmap, positions: np.ndarray, episode: int) -> None:
+    """One failure of ``episode`` on the heatmap: each object covers one pixel of the grid, its (x, y) (off the grid:
+    none). What :meth:`FailureHeatmap.add` does with a mask of one pixel per object (its counts, its contributions as
+    runs of flat indices), without building the masks."""
+    h, w = hm.frame_shape
+    for i, (name, (x, y)) in enumerate(zip(hm.object_names, np.asarray(positions))):
         if np.isfinite(x) and np.isfinite(y):
             r, c = int(np.floor(y)), int(np.floor(x))
             if 0 <= r < h and 0 <= c < w:
-                m[r, c] = True
-        out[name] = m
-    return out
+                hm.counts[name][r, c] += 1
+                hm.contributions.append((int(episode), i, np.array([[r * w + c, 1]], np.int32)))
+    hm.failures += 1
 
 
 def _background(engine: JaxEngine, seed: int) -> np.ndarray | None:
