@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import progress
+from ..choices import DEFAULT_NUM_ENVS
 from ..config import RenderConfig, parse_video_spec
 from ..envs.recipe import EnvRecipe
 from ..episode import EpisodeResult
@@ -31,7 +32,8 @@ from ..sinks.log import log_run
 from .stages import run_log, run_record, summarise
 from .videos import MIN_VIDEO_SECONDS
 
-__all__ = ["render_jax_into", "load_jax", "jax_engine_for", "write_jax_video", "parse_json_kwargs"]
+__all__ = ["render_jax_into", "load_jax", "jax_engine_for", "write_jax_video", "parse_json_kwargs", "jax_batch",
+           "JAX_BATCH"]
 
 
 def parse_json_kwargs(text: str | dict[str, Any] | None, flag: str) -> dict[str, Any]:
@@ -54,9 +56,10 @@ def load_jax(config: RenderConfig) -> Any:
     try:
         from ..jax.load import load_jax_agent  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
-        if "jax" in str(exc) or "flax" in str(exc):
-            raise UsageError(f'JAX envs need jax and flax ({exc}); pip install "rlviz[jax]".') from None
-        raise
+        if exc.name == "rlviz.jax.load":
+            raise UsageError(f"{config.checkpoint}: this rlviz has no flax agent loader (rlviz.jax.load); render the "
+                             "policy from Python with rlviz.jax.rollout.jax_rollout (docs/jax.md).") from None
+        raise UsageError(f'JAX envs need jax and flax ({exc}); pip install "rlviz[jax]".') from None
     agent = load_jax_agent(config.checkpoint, model=config.model, model_kwargs=parse_json_kwargs(
         config.model_kwargs, "--model-kwargs"), critic=config.critic, env=config.env)
     kwargs = parse_json_kwargs(config.env_kwargs, "--env-kwargs")
@@ -88,7 +91,7 @@ def render_jax_into(folder: Path, config: RenderConfig, sinks: list[Sink], selec
     engine = jax_engine_for(agent, config)
     gamma = float(config.gamma if config.gamma is not None else getattr(agent, "gamma", 0.99) or 0.99)
     with progress.bar(config.episodes, "rollouts", unit="ep", show=config.progress) as bar:
-        result = jax_rollout(engine, config.episodes, seed=config.seed, num_envs=config.num_envs, gamma=gamma,
+        result = jax_rollout(engine, config.episodes, seed=config.seed, num_envs=jax_batch(config), gamma=gamma,
                              progress=bar.update)
     kind = _torch_kind(agent.policy, result)
     summary = summarise(result, kind)
@@ -111,6 +114,16 @@ def render_jax_into(folder: Path, config: RenderConfig, sinks: list[Sink], selec
     write_report(folder / REPORT_NAME, [run_record(folder, summary.to_dict(), result, heatmap_png, paths)])
     return {"summary": summary.to_dict(), "table": format_table(summary), "heatmap_npz": heatmap_npz,
             "heatmap_png": heatmap_png, "videos": [{"video": p} for p in paths], "result": result}
+
+
+#: the JAX engine's batch when --num-envs is left at its default (the gymnasium path's 16 envs is a tiny batch here)
+JAX_BATCH = 1024
+
+
+def jax_batch(config: RenderConfig) -> int:
+    """The batch of the JAX rollout: ``--num-envs`` when given, else :data:`JAX_BATCH` (the episodes do not depend on
+    it: :mod:`rlviz.jax.rollout`)."""
+    return int(config.num_envs) if config.num_envs != DEFAULT_NUM_ENVS else min(int(config.episodes), JAX_BATCH)
 
 
 def _torch_kind(policy: Any, result: Any) -> str:
