@@ -183,6 +183,16 @@ def test_render_breakout_end_to_end(tmp_path, monkeypatch):
         assert data["probs"].shape == (len(data["actions"]) + 1, 3)
         np.testing.assert_allclose(data["probs"].sum(-1), 1.0, rtol=1e-5)
     assert len(calls) == len(out.videos) and all(c[1:] == (10, 10, 4) for c in calls)  # every step, one batch
+    # the panels' numbers are the module's on the episode's observations (replayed alone)
+    from rlviz.jax.replay import replay_jax_episode
+    from rlviz.jax.rollout import JaxEngine
+
+    seed = int(rows[0]["seed"])
+    rep = replay_jax_episode(JaxEngine(env, policy), seed)
+    logits, values = jax.vmap(lambda o: policy.module.apply(policy.params, o))(jnp.asarray(rep.observations))
+    data = np.load(run / "videos" / "first-0-episode-0.npz")
+    np.testing.assert_allclose(data["probs"], jax.nn.softmax(logits), atol=1e-5)
+    np.testing.assert_allclose(data["value"], values, atol=1e-5)
     assert out.summary["episodes"] == 30
 
 
@@ -225,3 +235,41 @@ def test_each_family_renders_a_video_that_decodes(env_id, kwargs, kind, tmp_path
     assert len(data["rewards"]) == done.length >= 1
     if env.obs_shape and len(env.obs_shape) == 1 and saliency:  # a vector observation: saliency per feature
         assert data["saliency"].shape == (done.length + 1, env.obs_shape[0])
+
+
+class TinyRecurrent(TinyPolicy):
+    """A recurrent policy: its memory is a running mean of the observations, fed to the network beside them."""
+
+    recurrent = True
+
+    def __init__(self, obs_shape, n, seed=0):
+        super().__init__((2 * int(np.prod(obs_shape)),), n, seed)
+
+    def initial_carry(self):
+        return jnp.zeros(4, jnp.float32)
+
+    def apply_recurrent(self, params, carry, obs, reset):
+        carry = jnp.where(reset, jnp.zeros_like(carry), carry)
+        carry = 0.7 * carry + 0.3 * obs.reshape(-1)
+        logits, v = self.module.apply(params, jnp.concatenate([obs.reshape(-1), carry]))
+        return carry, PolicyOut(logits=logits, value=v)
+
+    def apply(self, params, obs):  # (the contract's; a recurrent policy is run through apply_recurrent)
+        return self.apply_recurrent(params, self.initial_carry(), obs, True)[1]
+
+
+def test_recurrent_policy_carries_its_memory_and_replays(tmp_path):
+    """A recurrent policy's memory goes through the scan, reset at each episode's start: the same episodes with 3 and
+    16 envs, and a replay alone gives each its return."""
+    from rlviz.jax.envs import make_jax_env
+    from rlviz.jax.replay import replay_jax_episode
+    from rlviz.jax.rollout import JaxEngine, jax_rollout
+
+    env = make_jax_env("gymnax:CartPole-v1")
+    engine = JaxEngine(env, TinyRecurrent(env.obs_shape, 2), max_steps=64)
+    a = jax_rollout(engine, 12, seed=5, num_envs=3)
+    b = jax_rollout(engine, 12, seed=5, num_envs=16)
+    assert _rows(a) == _rows(b)
+    for e in a.episodes[:3]:
+        rep = replay_jax_episode(engine, e.seed)
+        assert rep.length == e.length and float(rep.rewards.sum()) == e.ret
