@@ -25,7 +25,18 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--max-steps", type=int, default=1000)
+    ap.add_argument("--memory", action="store_true", help="peak memory of 1000 vs 10000 episodes (two processes)")
+    ap.add_argument("--peak-of", type=int, default=0, help=argparse.SUPPRESS)  # (the --memory child)
     args = ap.parse_args()
+    if args.memory:
+        import subprocess
+        import sys
+
+        for n in (1000, 10000):
+            out = subprocess.run([sys.executable, __file__, "--peak-of", str(n), "--max-steps", str(args.max_steps)],
+                                 capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+            print(f"{n:6d} episodes: {out}")
+        return
 
     import flax.linen as nn
     import jax
@@ -113,7 +124,18 @@ def main() -> None:
         return c[3]
 
     def run_engine():
-        return jax_rollout(engine, n, seed=0, num_envs=n)
+        return jax_rollout(engine, n, seed=0, num_envs=min(n, 1000))
+
+    if args.peak_of:
+        import resource
+
+        n = args.peak_of
+        t0 = time.perf_counter()
+        result = run_engine()
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak RSS {peak:.0f} MiB, {time.perf_counter() - t0:.1f} s (compile included), "
+              f"{len(result.episodes)} episodes, {result.heatmap.failures} failures")
+        return
 
     runs = {"rlviz": lambda: run_engine(),
             "bare scan": lambda: np.asarray(bare_scan(policy.params, seeds)),

@@ -79,8 +79,9 @@ class CraftaxEnv(JaxEnvBase):
             else:
                 from craftax.craftax.constants import BLOCK_PIXEL_SIZE_IMG
                 from craftax.craftax.renderer import make_craftax_pixel_renderer
-            self._renderer = jax.jit(make_craftax_pixel_renderer(BLOCK_PIXEL_SIZE_IMG), backend="cpu")
-        pixels = np.asarray(self._renderer(state), dtype=np.float32)
+            self._renderer = jax.jit(make_craftax_pixel_renderer(BLOCK_PIXEL_SIZE_IMG))
+        cpu = jax.local_devices(backend="cpu")[0]  # (one frame: not worth a trip to an accelerator)
+        pixels = np.asarray(self._renderer(jax.device_put(state, cpu)), dtype=np.float32)
         if pixels.max(initial=0.0) <= 1.0:
             pixels = pixels * 255.0
         return np.clip(pixels, 0, 255).round().astype(np.uint8)
