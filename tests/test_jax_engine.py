@@ -156,7 +156,7 @@ def test_render_breakout_end_to_end(tmp_path, monkeypatch):
     from rlviz.jobs import render_jax
     from rlviz.media import read_video
 
-    env = make_jax_env("gymnax:Breakout-MinAtar")
+    env = make_jax_env("gymnax:Breakout-MinAtar", {"max_steps_in_episode": 5})
     policy = TinyPolicy(env.obs_shape, len(env.action_names))
     monkeypatch.setattr(render_jax, "load_jax", lambda config: _agent("gymnax:Breakout-MinAtar", policy))
     calls = []
@@ -167,12 +167,15 @@ def test_render_breakout_end_to_end(tmp_path, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "rlviz.jax.saliency", types.SimpleNamespace(gradient=gradient))
     out = rlviz.render(checkpoint=str(tmp_path / "params.msgpack"), env="gymnax:Breakout-MinAtar", episodes=30,
-                       heatmap=True, videos="first:1,worst:1", saliency="gradient", out=tmp_path / "run")
+                       heatmap=True, videos="first:1,worst:1", saliency="gradient", out=tmp_path / "run",
+                       env_kwargs='{"max_steps_in_episode": 5}')
     run = Path(out.out_dir)
     for name in ("rlviz-run.json", "summary.json", "episodes.csv", "heatmap.png", "heatmap.npz", "report.html"):
         assert (run / name).is_file(), name
     rows = list(csv.DictReader((run / "episodes.csv").open()))
     assert len(rows) == 30
+    assert max(int(r["length"]) for r in rows) <= 5 and any(r["truncated"] == "True" for r in rows)  # --env-kwargs reached the env's params...
+    assert '"max_steps_in_episode": 5' in (run / "rlviz-run.json").read_text().replace('\\"', '"')  # ...and the record
     worst = min(range(30), key=lambda k: (float(rows[k]["return"]), k))
     assert [Path(v).name for v in out.videos] == ["first-0-episode-0.mp4"] + (
         [f"worst-{worst}-episode-{worst}.mp4"] if worst else [])

@@ -32,7 +32,7 @@ from ..sinks.log import log_run
 from .stages import run_log, run_record, summarise
 from .videos import MIN_VIDEO_SECONDS
 
-__all__ = ["render_jax_into", "load_jax", "jax_engine_for", "write_jax_video", "parse_json_kwargs", "jax_batch",
+__all__ = ["render_jax_into", "load_jax", "jax_engine_for", "write_jax_video", "parse_json_kwargs", "jax_batch", "with_env_kwargs",
            "JAX_BATCH"]
 
 
@@ -60,13 +60,16 @@ def load_jax(config: RenderConfig) -> Any:
             raise UsageError(f"{config.checkpoint}: this rlviz has no flax agent loader (rlviz.jax.load); render the "
                              "policy from Python with rlviz.jax.rollout.jax_rollout (docs/jax.md).") from None
         raise UsageError(f'JAX envs need jax and flax ({exc}); pip install "rlviz[jax]".') from None
-    agent = load_jax_agent(config.checkpoint, model=config.model, model_kwargs=parse_json_kwargs(
+    return load_jax_agent(config.checkpoint, model=config.model, model_kwargs=parse_json_kwargs(
         config.model_kwargs, "--model-kwargs"), critic=config.critic, env=config.env)
+
+
+def with_env_kwargs(recipe: Any, config: RenderConfig) -> Any:
+    """``recipe`` with ``--env-kwargs`` over its own env kwargs (the run's recipe records them)."""
     kwargs = parse_json_kwargs(config.env_kwargs, "--env-kwargs")
-    if kwargs:
-        recipe = agent.recipe
-        agent.recipe = EnvRecipe(recipe.env_id, {**recipe.env_kwargs, **kwargs}, recipe.wrappers, recipe.saliency_mode)
-    return agent
+    if not kwargs:
+        return recipe
+    return EnvRecipe(recipe.env_id, {**recipe.env_kwargs, **kwargs}, recipe.wrappers, recipe.saliency_mode)
 
 
 def jax_engine_for(agent: Any, config: RenderConfig) -> Any:
@@ -74,7 +77,8 @@ def jax_engine_for(agent: Any, config: RenderConfig) -> Any:
     from ..jax.envs import make_jax_env
     from ..jax.rollout import JaxEngine
 
-    env = make_jax_env(agent.recipe.env_id, agent.recipe.env_kwargs)
+    recipe = with_env_kwargs(agent.recipe, config)
+    env = make_jax_env(recipe.env_id, recipe.env_kwargs)
     if env.discrete and len(agent.policy.action_names) not in (0, len(env.action_names)):
         raise UsageError(f"The policy has {len(agent.policy.action_names)} actions; {env.env_id} has "
                          f"{len(env.action_names)} ({', '.join(env.action_names)}).")
