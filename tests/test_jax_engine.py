@@ -118,6 +118,7 @@ def test_batch_invariance(cartpole, tmp_path):
         write_episodes_csv(result, tmp_path / f"e{n}.csv")
         texts.append((tmp_path / f"e{n}.csv").read_text())
     assert texts[0] == texts[1] == texts[2]
+    assert set(cartpole._compiled) >= {(8, False), (200, False)} and len(cartpole._compiled) <= 3  # compiled once each
     assert len(texts[0].splitlines()) == 201
 
 
@@ -276,3 +277,26 @@ def test_recurrent_policy_carries_its_memory_and_replays(tmp_path):
     for e in a.episodes[:3]:
         rep = replay_jax_episode(engine, e.seed)
         assert rep.length == e.length and float(rep.rewards.sum()) == e.ret
+
+
+def test_gymnax_minatar_frames_are_the_minatar_packages(breakout):
+    """Each state of a gymnax Breakout-MinAtar episode before a step, set into the minatar package's Breakout, renders there (its
+    gymnasium rgb_array, through rlviz's frame converter) to the very frame rlviz draws from the gymnax state."""
+    import gymnasium as gym
+
+    from rlviz.envs.frames import to_rgb_frame
+    from rlviz.envs.minatar_import import import_minatar_gym
+    from rlviz.jax.replay import replay_jax_episode
+
+    import_minatar_gym().register_envs()
+    env = gym.make("MinAtar/Breakout-v1", render_mode="rgb_array")
+    env.reset(seed=0)
+    game = env.unwrapped.game.env
+    rep = replay_jax_episode(breakout, 77)
+    for t in range(rep.length):  # (the state after the losing step has the ball off the grid: minatar has none such)
+        s = jax.tree_util.tree_map(lambda a, t=t: a[t], rep.states)
+        game.ball_x, game.ball_y, game.pos = int(s.ball_x), int(s.ball_y), int(s.pos)
+        game.last_x, game.last_y = int(s.last_x), int(s.last_y)
+        game.brick_map = np.asarray(s.brick_map).astype(bool)
+        np.testing.assert_array_equal(breakout.env.frame(s), to_rgb_frame(env.render()))
+    env.close()
