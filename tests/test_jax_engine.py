@@ -300,3 +300,34 @@ def test_gymnax_minatar_frames_are_the_minatar_packages(breakout):
         game.brick_map = np.asarray(s.brick_map).astype(bool)
         np.testing.assert_array_equal(breakout.env.frame(s), to_rgb_frame(env.render()))
     env.close()
+
+
+_DEVICES_SCRIPT = """
+import json, sys
+sys.path.insert(0, {tests!r})
+import jax
+from test_jax_engine import TinyPolicy
+from rlviz.jax.envs import make_jax_env
+from rlviz.jax.rollout import JaxEngine, jax_rollout
+env = make_jax_env("gymnax:CartPole-v1")
+result = jax_rollout(JaxEngine(env, TinyPolicy(env.obs_shape, 2)), 40, seed=2, num_envs=5)
+print(jax.device_count(), json.dumps([[e.ret, e.length, e.mean_entropy, list(e.value_sums)] for e in result.episodes]))
+"""
+
+
+def test_the_same_episodes_on_four_devices(cartpole):
+    """The batch sharded over 4 (host) devices gives the episodes one device gives, to the last bit."""
+    import json
+    import os
+
+    from rlviz.jax.rollout import jax_rollout
+
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
+    code = _DEVICES_SCRIPT.format(tests=str(Path(__file__).resolve().parent))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    count, rows = done.stdout.strip().splitlines()[-1].split(" ", 1)
+    assert count == "4"
+    here = jax_rollout(cartpole, 40, seed=2, num_envs=5)
+    assert json.loads(rows) == [[e.ret, e.length, e.mean_entropy, list(e.value_sums)] for e in here.episodes]

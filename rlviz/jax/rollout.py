@@ -86,7 +86,7 @@ class JaxEngine:
     def run_batch(self, seeds: np.ndarray, keep: bool = False) -> tuple[dict, Any]:
         """The episodes of ``seeds`` (uint32 [B]): per-step outputs as numpy [T, B] (T: the steps until the last
         ended, a multiple of CHUNK) and the last carry (its first B rows are theirs). The compiled batch is B padded
-        to a multiple of :data:`ROWS` (and of the device count)."""
+        to a multiple of :data:`ROWS` per device."""
         import jax
 
         n = len(seeds)
@@ -117,10 +117,9 @@ ROWS = 8
 
 
 def _padded(n: int) -> int:
-    """``n`` rounded up to a multiple of :data:`ROWS` and of the device count."""
-    import math
-
-    unit = math.lcm(ROWS, _device_count())
+    """``n`` rounded up to a multiple of :data:`ROWS` times the device count: each device's share of the batch a
+    multiple of ROWS too (a share of 2 rows would round as a remainder group does)."""
+    unit = ROWS * _device_count()
     return -(-int(n) // unit) * unit
 
 
