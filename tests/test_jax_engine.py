@@ -204,13 +204,14 @@ _FAMILIES = [  # (env id, env kwargs, a policy for it); max 64 steps: one compil
     ("gymnax:CartPole-v1", None, "logits"),
     ("gymnax:Breakout-MinAtar", None, "logits"),
     ("gymnax:Catch-bsuite", None, "logits"),
-    ("craftax:Craftax-Classic-Symbolic-v1", None, "logits"),
-    ("brax:inverted_pendulum", {"backend": "mjx"}, "gaussian"),
+    pytest.param("craftax:Craftax-Classic-Symbolic-v1", None, "logits", marks=pytest.mark.slow),  # ~50 s: compiles
+    pytest.param("brax:inverted_pendulum", {"backend": "mjx"}, "gaussian", marks=pytest.mark.slow),  # ~80 s: MJX
     ("jumanji:Snake-v1", None, "logits"),
 ]
 
 
-@pytest.mark.parametrize(("env_id", "kwargs", "kind"), _FAMILIES, ids=[f[0] for f in _FAMILIES])
+@pytest.mark.parametrize(("env_id", "kwargs", "kind"), _FAMILIES,
+                         ids=[(f.values if hasattr(f, "values") else f)[0] for f in _FAMILIES])
 def test_each_family_renders_a_video_that_decodes(env_id, kwargs, kind, tmp_path, monkeypatch):
     from rlviz.episode import EpisodeResult
     from rlviz.jax.envs import make_jax_env
