@@ -46,6 +46,12 @@ class RenderConfig:
                              metavar="ID")
     model: str | None = option(None, "'module:Class' building the network of a state_dict checkpoint",
                                metavar="MODULE:CLASS")
+    model_kwargs: str | None = option(None, "JSON object of the --model class's fields (a flax module's, for a JAX agent)",
+                                      metavar="JSON")
+    critic: str | None = option(None, "'module:Class' of a flax agent's separate critic (its params under 'critic')",
+                                metavar="MODULE:CLASS")
+    env_kwargs: str | None = option(None, "JSON object of a JAX env's params / constructor arguments (recorded in the "
+                                    "run's recipe; e.g. '{\"max_steps_in_episode\": 500}')", metavar="JSON")
     wrapper: tuple[str, ...] = option((), "'module:Class' observation wrapper the agent was trained with, applied after the "
                             "env's own (repeatable, in order; e.g. minigrid.wrappers:ImgObsWrapper)", kind="append",
                             metavar="MODULE:CLASS")

@@ -37,7 +37,7 @@ def uses_mujoco(env_id: str) -> bool:
     """Whether a registered ``env_id``'s entry point is a MuJoCo family's (gymnasium's MuJoCo envs, dm_control
     through Shimmy, Gymnasium-Robotics), read from the registry without importing it; a ``dm_control/`` id before
     Shimmy registered it too (importing Shimmy imports dm_control and mujoco: the backend is chosen before)."""
-    if env_id.startswith("dm_control/"):
+    if env_id.startswith(("dm_control/", "brax:")):  # (brax: drawn by mujoco's renderer, rlviz.jax.envs.brax_env)
         return True
     try:
         entry = gym.spec(env_id).entry_point

@@ -16,6 +16,7 @@ import gymnasium as gym
 
 from ..errors import EnvError, UsageError, did_you_mean
 from .compat import same_step_vector_env
+from .jax_ids import is_jax_env_id
 from .pettingzoo_envs import SUPERSUIT_WRAPPERS, AgentView, agents_module, is_agents_env_id, make_agents_env
 from .render_modes import check_render_mode
 from .trust import check_recipe_names
@@ -100,8 +101,8 @@ class EnvRecipe:
         """A sensible default recipe for a bare env id: Atari preprocessing for ``ALE/*``."""
         if env_id.startswith("ALE/"):
             return atari_recipe(env_id)
-        if env_id.startswith("MinAtar/"):
-            return cls(env_id, saliency_mode="nearest")
+        if env_id.startswith("MinAtar/") or (is_jax_env_id(env_id) and env_id.endswith("-MinAtar")):
+            return cls(env_id, saliency_mode="nearest")  # (a JAX id: recorded as it is, never gymnasium's)
         return cls(env_id)
 
 
@@ -172,7 +173,10 @@ _NAMESPACES = {"ALE": _register_ale, "MinAtar": _register_minatar}
 
 def register_envs(env_id: str | None = None) -> None:
     """Register the ALE and MinAtar envs with gymnasium (idempotent, offline: ROMs ship in ale-py). With
-    ``env_id``, only what that id needs (ALE's ids are always registered: 0.1 s; MinAtar's import takes seconds)."""
+    ``env_id``, only what that id needs (ALE's ids are always registered: 0.1 s; MinAtar's import takes seconds).
+    A JAX id (``gymnax:...``: :mod:`rlviz.envs.jax_ids`) is none of gymnasium's: nothing to register."""
+    if is_jax_env_id(env_id):
+        return
     wanted = set(_NAMESPACES) if env_id is None else {"ALE"} | {n for n in _NAMESPACES if env_id.startswith(n + "/")}
     for namespace in sorted(wanted - _REGISTERED):
         _NAMESPACES[namespace]()

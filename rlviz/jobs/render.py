@@ -26,6 +26,7 @@ from typing import Any
 from .. import progress
 from ..attention.plot import plot_attention_at_failure
 from ..config import RenderConfig
+from ..envs.jax_ids import is_jax_env_id
 from ..errors import UsageError
 from ..evaluate import format_table
 from ..evaluate.backends.threads import torch_threads
@@ -40,6 +41,7 @@ from ..sources import LoadedAgent
 from .agents_episodes import is_agents_agent
 from .inputs import check_model_folders
 from .render_agents import render_agents_into
+from .render_jax import render_jax_into
 from .rollouts import run_rollouts, write_heatmap
 from .skeleton import job_setup
 from .stages import ATTENTION_PNG, run_log, run_record, summarise
@@ -81,6 +83,10 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
     check_model_folders(config)  # a folder with no model: said first, not an --out conflict
     with job_setup(config) as job:  # --out claimed, progress, the workers (Ray / spawned ones start now)
+        if is_jax_env_id(config.env):  # a flax agent on a JAX env: the JAX engine (rlviz.jobs.render_jax)
+            with job.staging("render", config) as (tmp, sinks):
+                written_jax = render_jax_into(tmp, config, sinks, select_episodes)
+            return _agents_outputs(Path(config.out), tmp, written_jax)
         agent, config, gamma = job.agent(config)  # hf://: the config names the commit the workers load
         config = job.check(agent, config)  # now, not after the long rollout
         if is_agents_agent(agent):  # a PettingZoo env id: every agent played by the one policy (jobs.render_agents)

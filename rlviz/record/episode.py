@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # torch loads with the policy, not with the recorder
 __all__ = ["run_episode", "find_recorder", "play_actions"]
 
 
-def find_recorder(env: gym.Env) -> RecordEpisode | None:
+def find_recorder(env: gym.Env[Any, Any]) -> RecordEpisode | None:
     """The :class:`RecordEpisode` among ``env``'s wrappers, or None."""
     e = env
     while isinstance(e, gym.Wrapper):
@@ -33,7 +33,7 @@ def find_recorder(env: gym.Env) -> RecordEpisode | None:
 
 
 def run_episode(
-    env: gym.Env,
+    env: gym.Env[Any, Any],
     policy: Policy | None = None,
     *,
     seed: int | None = None,
@@ -65,7 +65,7 @@ def run_episode(
 
 
 def play_actions(
-    env: gym.Env,
+    env: gym.Env[Any, Any],
     record: EpisodeResult,
     annotations: Sequence[Mapping[str, float]] | None = None,
 ) -> EpisodeResult:

@@ -73,7 +73,7 @@ def check_saliency(saliency: str | None, policy: Any, observation_space: Any) ->
                          "use saliency=None (CLI: --saliency none) for it.")
 
 
-class RecordEpisode(RecorderBase, gym.Wrapper):
+class RecordEpisode(RecorderBase, gym.Wrapper):  # type: ignore[type-arg]  # (any env's types)
     """Record episodes to MP4: the frames (a ``RecordVideo`` drop-in) and, given internals, the agent's panels.
 
     Args:
@@ -105,7 +105,7 @@ class RecordEpisode(RecorderBase, gym.Wrapper):
     @old_keywords(OLD_KEYWORDS, fold_old_keywords, "options=RecordOptions(...)")
     def __init__(
         self,
-        env: gym.Env,
+        env: gym.Env[Any, Any],
         video_folder: str | os.PathLike[str],
         policy: Policy | torch.nn.Module | Callable[..., Any] | None = None,
         *,

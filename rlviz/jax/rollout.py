@@ -1,0 +1,241 @@
+"""The JAX engine's rollout: N episodes in batches of ``num_envs``, each batch one jit-compiled, vmapped
+``lax.scan`` over steps (run in chunks of :data:`CHUNK` steps until every episode of the batch ended), met with the
+rest of rlviz at the run record: a :class:`~rlviz.evaluate.RolloutResult` of
+:class:`~rlviz.episode.EpisodeResult` per episode (return, length, terminated / truncated, failures, mean relative
+entropy, value-vs-return sums, diagnostics) and a :class:`~rlviz.evaluate.failures.heatmap.FailureHeatmap` of the
+objects' positions on the step before each failure.
+
+What runs where: the policy, the env, the sampling, the entropy, the objects' positions and the observations' loop
+keys on the device, inside the scan; per batch, its per-step scalars come to the host once and are folded into each
+episode there (float64, as the gymnasium path folds its step log). Only per-episode results and heatmap counts are
+kept, so memory is flat in the episode count. Episode ``k`` depends on (seed, k) only (:mod:`rlviz.jax.scan`): the
+same episodes with any ``num_envs`` or device count. With several devices the batch is sharded over them
+(``jax.sharding``: a 1-D mesh over the batch axis).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..episode.result import EpisodeResult
+from ..errors import UsageError
+from ..evaluate.failures.heatmap import FailureHeatmap
+from ..evaluate.rollouts.rollout import RolloutResult, episode_seed_for
+from ..evaluate.rollouts.runner import value_sums
+from ..evaluate.statistics.diagnostics import EpisodeDiagnostics
+from .scan import Carry, initial_carry, make_step
+
+__all__ = ["JaxEngine", "jax_rollout", "add_failure", "CHUNK", "ROWS"]
+
+#: steps per compiled chunk of the scan (the host checks between chunks whether any episode of the batch still runs)
+CHUNK = 32
+
+
+@dataclass
+class JaxEngine:
+    """One (env, policy, greedy, fail_on, heatmap) and its compiled functions, one per batch size (compiled on first
+    use, then reused). ``max_steps``: the episode cap (default the env's)."""
+
+    env: Any
+    policy: Any
+    greedy: bool = False
+    fail_on: str = "termination"
+    heatmap: bool = False
+    max_steps: int | None = None
+    _compiled: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.fail_on == "auto":
+            self.fail_on = "termination"
+        if self.fail_on not in ("termination", "negative-reward"):
+            raise UsageError(f"fail_on={self.fail_on!r} for a JAX env; expected auto, termination or negative-reward "
+                             "(JAX envs report no lives).")
+        if self.heatmap and not getattr(self.env, "object_names", ()):
+            raise UsageError(f"--heatmap: rlviz knows no object positions of {self.env.env_id}; heatmaps of JAX envs "
+                             "cover gymnax Breakout-MinAtar and Catch-bsuite, Craftax's player and Brax's torso.")
+        self.max_steps = int(self.max_steps or self.env.max_steps)
+        if self.policy.kind != "q" and self.policy.kind not in ("logits", "gaussian"):
+            raise UsageError(f"policy.kind={self.policy.kind!r}; expected logits, gaussian or q.")
+
+    def functions(self, batch: int, keep: bool = False) -> tuple[Any, Any]:
+        """(start(params, env_params, seeds [B]) -> carry, chunk(params, env_params, carry) -> (carry, outputs
+        [CHUNK, B])), jit-compiled for ``batch`` episodes at a time."""
+        key = (int(batch), bool(keep))
+        if key not in self._compiled:
+            import jax
+
+            step = make_step(self.env, self.policy, greedy=self.greedy, fail_on=self.fail_on, heatmap=self.heatmap,
+                             keep=keep, max_steps=int(self.max_steps or 0))
+            env, policy = self.env, self.policy
+
+            def start(params: Any, env_params: Any, seeds: Any) -> Carry:
+                return jax.vmap(lambda s: initial_carry(env, policy, env_params, s))(seeds)
+
+            def chunk(params: Any, env_params: Any, carry: Carry) -> tuple[Carry, Any]:
+                one = jax.vmap(lambda c: step(params, env_params, c))
+                return jax.lax.scan(lambda c, _: one(c), carry, None, length=CHUNK)
+
+            self._compiled[key] = (jax.jit(start), jax.jit(chunk))
+        out: tuple[Any, Any] = self._compiled[key]
+        return out
+
+    def run_batch(self, seeds: np.ndarray, keep: bool = False) -> tuple[dict, Any]:
+        """The episodes of ``seeds`` (uint32 [B]): per-step outputs as numpy [T, B] (T: the steps until the last
+        ended, a multiple of CHUNK) and the last carry (its first B rows are theirs). The compiled batch is B padded
+        to a multiple of :data:`ROWS` per device."""
+        import jax
+
+        n = len(seeds)
+        rows = _padded(n)
+        seeds = np.concatenate([np.asarray(seeds, np.uint32), np.full(rows - n, seeds[-1], np.uint32)])
+        start, chunk = self.functions(rows, keep)
+        params, env_params = self.policy.params, self.env.params
+        seeds_dev = _shard(seeds)
+        carry = start(params, env_params, seeds_dev)
+        parts: list[Any] = []
+        steps = 0
+        while steps < int(self.max_steps or 0):
+            carry, ys = chunk(params, env_params, carry)
+            parts.append(ys)
+            steps += CHUNK
+            if not bool(np.asarray(carry.alive).any()):
+                break
+        host = jax.device_get(parts)
+        joined = jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0)[:, :n], *host)
+        return joined, carry
+
+
+#: the compiled batch is a multiple of this many rows: XLA's CPU kernels treat the rows of a batch in groups of 8
+#: (AVX), and a remainder group is computed with other rounding (measured: a Dense layer's outputs differ in the last
+#: bit between batches of 7 and 8 rows, never between multiples of 8). So an episode's numbers do not depend on
+#: --num-envs; the padding rows repeat the last episode and are dropped.
+ROWS = 8
+
+
+def _padded(n: int) -> int:
+    """``n`` rounded up to a multiple of :data:`ROWS` times the device count: each device's share of the batch a
+    multiple of ROWS too (a share of 2 rows would round as a remainder group does)."""
+    unit = ROWS * _device_count()
+    return -(-int(n) // unit) * unit
+
+
+def _shard(seeds: np.ndarray) -> Any:
+    """The seeds on the devices: split over them along the batch (a 1-D mesh) when there are several and the batch
+    divides; else on the default device."""
+    import jax
+
+    devices = jax.devices()
+    if len(devices) > 1 and len(seeds) % len(devices) == 0:
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        mesh = Mesh(np.array(devices), ("batch",))
+        return jax.device_put(seeds, NamedSharding(mesh, PartitionSpec("batch")))
+    return jax.numpy.asarray(seeds)
+
+
+def jax_rollout(engine: JaxEngine, episodes: int, *, seed: int = 0, num_envs: int = 128, gamma: float = 0.99,
+                progress: Any = None) -> RolloutResult:
+    """``episodes`` episodes of ``engine`` in batches of ``num_envs`` (the last one padded): the run record.
+    ``progress``: called with each batch's number of episodes, or None."""
+    env = engine.env
+    episodes, batch = int(episodes), max(1, min(int(num_envs), int(episodes)))
+    if episodes < 1:
+        raise UsageError(f"episodes={episodes}; expected at least 1.")
+    hm = None
+    if engine.heatmap:
+        hm = FailureHeatmap(tuple(env.object_grid), env.object_names, env.env_id)
+    records: list[EpisodeResult] = []
+    steps, t0 = 0, time.perf_counter()
+    num_actions = len(env.action_names) if env.discrete else 1
+    for first in range(0, episodes, batch):
+        idx = np.arange(first, min(first + batch, episodes))
+        seeds = np.array([episode_seed_for(seed, int(k)) for k in idx], np.uint32)
+        padded = np.concatenate([seeds, np.full(batch - len(seeds), seeds[-1], np.uint32)])
+        ys, _ = engine.run_batch(padded)
+        for b, k in enumerate(idx):
+            records.append(fold_episode(ys, b, int(k), int(seeds[b]), engine, gamma, num_actions, hm))
+            steps += records[-1].length
+        if progress is not None:
+            progress(len(idx))
+    if hm is not None:
+        hm.episodes += len(records)
+        hm.background = _background(engine, seed)
+    wall = time.perf_counter() - t0
+    recipe_json = _recipe_json(env)
+    space = None
+    if not env.discrete:  # as rlviz.agent.actions.space_to_json describes a Box, with the policy's squash
+        d = len(env.action_names)
+        low = env.action_low if env.action_low is not None else np.full(d, -np.inf)
+        high = env.action_high if env.action_high is not None else np.full(d, np.inf)
+        space = {"kind": "box", "shape": [d], "low": [float(v) for v in low], "high": [float(v) for v in high],
+                 "squash": bool(engine.policy.squash)}
+    return RolloutResult(env.env_id, tuple(records), hm, steps, wall, float(gamma), int(seed), engine.fail_on,
+                         recipe_json, space)
+
+
+def _device_count() -> int:
+    import jax
+
+    return int(jax.device_count())
+
+
+def fold_episode(ys: dict, b: int, index: int, seed: int, engine: JaxEngine, gamma: float, num_actions: int,
+                 hm: FailureHeatmap | None) -> EpisodeResult:
+    """Column ``b`` of a batch's per-step outputs as episode ``index``'s :class:`EpisodeResult` (and its failures on
+    the heatmap): the gymnasium path's numbers, from the same per-step quantities."""
+    alive = ys["alive"][:, b]
+    n = int(np.count_nonzero(alive))
+    rewards = ys["reward"][:n, b].astype(np.float64)
+    ret = float(np.add.accumulate(rewards)[-1]) if n else 0.0
+    terminated = bool(ys["terminated"][n - 1, b]) if n else False
+    truncated = bool(ys["truncated"][n - 1, b]) if n else False
+    ent = ys["entropy"][:n, b]
+    ent_sum = float(np.add.accumulate(np.concatenate([[0.0], ent.astype(np.float64)]))[-1])
+    values = ys["value"][:n, b]
+    has_value = engine.policy.kind == "q" or not np.all(np.isnan(values))
+    vs = value_sums(rewards, values, gamma) if has_value and n else None
+    failed = np.flatnonzero(ys["failed"][:n, b])
+    if hm is not None:
+        for t in failed:
+            add_failure(hm, ys["objects"][t, b], index)
+    diag = EpisodeDiagnostics(num_actions)
+    keys = (ys["key1"][:n, b].astype(np.uint64) << np.uint64(32)) | ys["key2"][:n, b].astype(np.uint64)
+    bad = np.flatnonzero(ys["bad"][:n, b])
+    diag.fold(keys, ys["index"][:n, b], ent, rewards, bad if len(bad) else None)
+    return EpisodeResult(index, seed, ret, n, int(len(failed)), terminated, truncated, None,
+                         ent_sum / max(n, 1), bool(engine.greedy), vs, diag=diag.finish())
+
+
+def add_failure(hm: FailureHeatmap, positions: np.ndarray, episode: int) -> None:
+    """One failure of ``episode`` on the heatmap: each object covers one pixel of the grid, its (x, y) (off the grid:
+    none). What :meth:`FailureHeatmap.add` does with a mask of one pixel per object (its counts, its contributions as
+    runs of flat indices), without building the masks."""
+    h, w = hm.frame_shape
+    for i, (name, (x, y)) in enumerate(zip(hm.object_names, np.asarray(positions))):
+        if np.isfinite(x) and np.isfinite(y):
+            r, c = int(np.floor(y)), int(np.floor(x))
+            if 0 <= r < h and 0 <= c < w:
+                hm.counts[name][r, c] += 1
+                hm.contributions.append((int(episode), i, np.array([[r * w + c, 1]], np.int32)))
+    hm.failures += 1
+
+
+def _background(engine: JaxEngine, seed: int) -> np.ndarray | None:
+    """The heatmap's background: the env's first state of episode 0, drawn in the heatmap's plane."""
+    import jax
+
+    key = jax.random.split(jax.random.key(episode_seed_for(seed, 0)))[0]
+    _, state = engine.env.reset(key, engine.env.params)
+    return np.asarray(engine.env.heatmap_background(jax.device_get(state)))
+
+
+def _recipe_json(env: Any) -> str:
+    from ..envs.recipe import EnvRecipe
+
+    recipe = EnvRecipe.for_env_id(env.env_id)
+    kwargs = getattr(env, "env_kwargs", None) or {}
+    return EnvRecipe(recipe.env_id, dict(kwargs), (), recipe.saliency_mode).to_json()
