@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import threading
 from collections.abc import Iterator, Sequence
@@ -37,7 +38,7 @@ from ..media.atomic import temp_name
 from .inputs import check_not_input, job_inputs, listed_files, marker_dict, remove_listed, written_files
 
 __all__ = ["MARKER", "CACHE_DIR", "check_out_dir", "claim_out_dir", "run_folder", "is_run_folder", "lock_path", "job_inputs",
-           "foreign_files", "remove_run", "write_marker"]
+           "foreign_files", "remove_run", "remove_stale_staging", "write_marker"]
 
 #: The file that marks a folder as an rlviz run (what wrote it, with which options).
 MARKER = RUN_MARKER
@@ -181,6 +182,7 @@ def _staged(out: Path, overwrite: bool, job: str, options: dict[str, Any], input
     parent = out.resolve().parent
     parent.mkdir(parents=True, exist_ok=True)
     staging = temp_name(parent / out.name)  # the one temp-name scheme (media.atomic): pid inside
+    remove_stale_staging(parent, out.name)
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
     try:
@@ -189,6 +191,29 @@ def _staged(out: Path, overwrite: bool, job: str, options: dict[str, Any], input
         _swap(staging, out.resolve(), overwrite, inputs)
     finally:
         shutil.rmtree(staging, ignore_errors=True)  # (a private folder this process made: all of it is ours)
+
+
+def remove_stale_staging(parent: Path, name: str) -> list[Path]:
+    """Remove the staging (``.<name>.<pid>.partial``) and set-aside (``.<name>.old-<pid>``) folders of ``--out``
+    ``name`` left by runs that were killed (SIGKILL, a power cut): their process is gone
+    (:func:`rlviz.record.leftovers.owner_gone`). Called under ``--out``'s lock, so no live run of it is touched, and
+    another process's folder is never removed while it runs. The folders removed."""
+    from ..record.leftovers import owner_gone
+
+    pattern = re.compile(re.escape(f".{name}.") + r"(?:(\d+)\.partial|old-(\d+))$")
+    removed = []
+    for entry in parent.iterdir() if parent.is_dir() else ():
+        m = pattern.match(entry.name)
+        if m is None or entry.is_symlink() or not entry.is_dir():
+            continue
+        try:
+            gone = owner_gone(int(m.group(1) or m.group(2)), entry.lstat().st_mtime)
+        except OSError:
+            continue
+        if gone:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
 
 
 def _swap(staging: Path, out: Path, overwrite: bool, inputs: Sequence[Path]) -> None:

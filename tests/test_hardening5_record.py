@@ -1,0 +1,48 @@
+"""What a killed process leaves behind (#60 item 9): a SIGKILLed ``rlviz render`` leaves its staging folder beside
+``--out``; the next run into that ``--out`` removes it (its process is gone) and leaves a live run's alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from rlviz.cli import main
+from rlviz.sources.pt2.saving import save_checkpoint
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _agent(tmp_path: Path) -> Path:
+    torch.manual_seed(0)
+    path = tmp_path / "agent.pt2"
+    save_checkpoint(path, torch.nn.Linear(4, 2), env="CartPole-v1", kind="logits")
+    return path
+
+
+def test_a_killed_renders_staging_folder_is_removed_by_the_next_run_and_a_live_ones_is_kept(tmp_path):
+    agent, out = _agent(tmp_path), tmp_path / "out"
+    proc = subprocess.Popen([sys.executable, "-m", "rlviz", "render", str(agent), "--episodes", "100000",
+                             "--videos", "none", "--out", str(out), "--no-progress"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    staging = tmp_path / f".out.{proc.pid}.partial"
+    deadline = time.monotonic() + 120
+    while not staging.is_dir():
+        assert time.monotonic() < deadline and proc.poll() is None, "the render never made its staging folder"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert staging.is_dir()  # what a SIGKILL leaves
+    live = tmp_path / f".out.{os.getppid()}.partial"  # a live process's (this test's parent: never removed)
+    live.mkdir()
+    assert main(["render", str(agent), "--episodes", "2", "--videos", "none", "--out", str(out),
+                 "--no-progress"]) == 0
+    assert not staging.exists() and live.is_dir()
+    assert (out / "episodes.csv").is_file() and (out / "rlviz-run.json").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")) == [live.name]
