@@ -46,3 +46,22 @@ def test_a_killed_renders_staging_folder_is_removed_by_the_next_run_and_a_live_o
     assert not staging.exists() and live.is_dir()
     assert (out / "episodes.csv").is_file() and (out / "rlviz-run.json").is_file()
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out.")) == [live.name]
+
+
+def test_a_single_envs_annotated_state_of_several_rows_is_refused_as_the_vector_recorder_refuses_it(tmp_path):
+    import gymnasium as gym
+    import pytest
+
+    from rlviz import RecordEpisode
+    from rlviz.errors import UsageError
+
+    env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path, episode_trigger=lambda k: True)
+    env.reset(seed=0)
+    try:
+        for bad in (torch.zeros(3, 64), torch.zeros(1, 2, 64), (torch.zeros(2, 8), torch.zeros(2, 8))):
+            with pytest.raises(UsageError, match=r"for one env; expected one row: \[H\], \[1, H\]"):
+                env.annotate(logits=[0.0, 0.0], value=0.0, state=bad)
+        for good in (torch.zeros(64), torch.zeros(1, 64), torch.zeros(2, 1, 64)):  # (layers, 1, H): nn.LSTM's
+            env.annotate(logits=[0.0, 0.0], value=0.0, state=good)
+    finally:
+        env.close()

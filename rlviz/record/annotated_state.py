@@ -21,7 +21,7 @@ from ..episode.memory import RESET_ATOL, start_gap
 from ..errors import UsageError
 from .arrays import as_numpy
 
-__all__ = ["STATE_KEY", "state_parts", "memory_row", "state_start_gap", "env_state_rows", "state_memory_kind",
+__all__ = ["STATE_KEY", "one_env_state", "state_parts", "memory_row", "state_start_gap", "env_state_rows", "state_memory_kind",
            "warn_not_reset"]
 
 #: the annotation's name: ``annotate(state=...)``
@@ -85,6 +85,17 @@ def state_start_gap(parts: tuple[np.ndarray, ...]) -> float:
     initial state, zeros (nn.LSTM's and nn.GRU's default, CleanRL's, sb3-contrib's)."""
     flat = np.concatenate([p.reshape(-1) for p in parts])
     return start_gap(flat, np.zeros_like(flat))
+
+
+def one_env_state(value: Any) -> None:
+    """Refuse (one line) a state given for ONE env that holds several rows: each part must be ``[H]``, ``[1, H]`` or
+    nn.LSTM's ``[layers, 1, H]`` (the vector recorder's rule, :func:`env_state_rows`, with one sub-env; a ``[3, 64]``
+    state was shown as one 192-unit memory)."""
+    for i, p in enumerate(state_parts(value)):
+        if not (p.ndim == 1 or (p.ndim == 2 and p.shape[0] == 1) or (p.ndim == 3 and p.shape[1] == 1)):
+            raise UsageError(f"annotate(state=...) received a part {i} of shape {list(p.shape)} for one env; "
+                             "expected one row: [H], [1, H] or nn.LSTM's [layers, 1, H] (a vector env's states go "
+                             "to RecordVectorEpisode.annotate).")
 
 
 def env_state_rows(value: Any, rows: list[int], num_envs: int) -> list[tuple[np.ndarray, ...]]:

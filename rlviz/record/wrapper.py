@@ -37,7 +37,7 @@ from ..episode.result import EpisodeResult
 from ..episode.trace import EpisodeInternals
 from ..errors import UsageError
 from ..explain.attribution import attribution_class
-from .annotated_state import warn_not_reset
+from .annotated_state import one_env_state, warn_not_reset
 from .base import RecorderBase, default_triggers, every_episode, recorder_settings, settle_policy
 from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords, preload_drawing
 from .internals import compute_internals, save_episode_data
@@ -286,6 +286,8 @@ class RecordEpisode(RecorderBase, gym.Wrapper):  # type: ignore[type-arg]  # (an
         video = self._video
         if video is None:
             return
+        if extra.get("state") is not None:
+            one_env_state(extra["state"])  # one env, one row (as the vector recorder checks its rows)
         if video.annotate(logits=logits, value=value, **extra):
             if extra.get("state") is not None and not self._warned_not_reset:  # state_not_reset: said once
                 self._warned_not_reset = warn_not_reset(f"RecordEpisode's episode {self.episode_id}",
