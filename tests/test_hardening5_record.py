@@ -65,3 +65,52 @@ def test_a_single_envs_annotated_state_of_several_rows_is_refused_as_the_vector_
             env.annotate(logits=[0.0, 0.0], value=0.0, state=good)
     finally:
         env.close()
+
+
+_LOOP = """
+import sys
+sys.path.insert(0, {tests!r})
+import numpy as np
+from _marl_envs import Tag
+from rlviz.record.pettingzoo import RecordParallelEpisode
+
+
+def policy(obs):  # every agent's numbers: logits from its pixels
+    x = np.asarray(obs, dtype=np.float32).reshape(len(obs), -1).mean(axis=1) / 255
+    return np.stack([x, 1 - x, 0 * x], axis=1), x
+
+
+env = RecordParallelEpisode(Tag(n=2, leave=None, length=10**6), {out!r}, episode_trigger=lambda k: True,
+                            policies=policy)
+obs, _ = env.reset(seed=0)
+for t in range({steps}):
+    obs, *_ = env.step({{a: t % 3 for a in obs}})
+    if t == 5:
+        print("spooling", flush=True)
+{end}
+"""
+
+
+def test_a_killed_multi_agent_loops_spools_are_removed_by_the_next_multi_agent_recorder(tmp_path):
+    """A SIGKILLed RecordParallelEpisode loop leaves its episode's spools in TMPDIR; the next PettingZoo recorder
+    (in another process) removes those of the dead process, as the single-agent recorders do, and keeps a live
+    process's."""
+    spools = tmp_path / "tmp"
+    spools.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(spools)}
+    tests = str(ROOT / "tests")
+    loop = _LOOP.format(tests=tests, out=str(tmp_path / "a"), steps=10**6, end="")
+    proc = subprocess.Popen([sys.executable, "-c", loop], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env)
+    assert proc.stdout.readline().strip() == "spooling", proc.stderr.read()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    left = sorted(p.name for p in spools.iterdir())
+    assert left and all(name.startswith(f"rlviz-rec-{proc.pid}-") for name in left), left  # named for their process
+    live = spools / f"rlviz-rec-{os.getpid()}-keep"  # this (live) process's
+    live.mkdir()
+    done = subprocess.run([sys.executable, "-c", _LOOP.format(tests=tests, out=str(tmp_path / "b"), steps=3,
+                                                               end="env.close()")],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in spools.iterdir()) == [live.name]

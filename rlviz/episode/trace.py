@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import StorageError, UsageError
 
-__all__ = ["Spool", "SpoolArray", "SpoolTree", "make_spool", "EpisodeTrace", "PolicyFields", "EpisodeInternals", "returns_to_go",
+__all__ = ["SPOOL_PREFIX", "Spool", "SpoolArray", "SpoolTree", "make_spool", "EpisodeTrace", "PolicyFields", "EpisodeInternals", "returns_to_go",
            "DISTRIBUTIONS", "distribution_of"]
 
 
@@ -109,6 +109,10 @@ def _full(exc: OSError, folder: str | os.PathLike[str] | None) -> BaseException:
     )
 
 
+#: the name of a spool folder starts with this, then the pid of the process that made it and a dash
+SPOOL_PREFIX = "rlviz-rec-"
+
+
 class Spool:
     """Append-only array of items of one shape and dtype, kept in a file, not in RAM.
 
@@ -121,7 +125,8 @@ class Spool:
         self.dtype = np.dtype(dtype)
         self._dir, self._fh, self._readers = cast("str | None", None), cast("BinaryIO | None", None), cast("list[SpoolArray]", [])
         try:
-            self._dir = tempfile.mkdtemp(prefix="rlviz-", dir=dir)
+            self._dir = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-", dir=dir)  # (named for its process:
+            # what a killed one left is cleaned by the next recorder, rlviz.record.leftovers.clean_stale)
             self.path = os.path.join(self._dir, f"{name}.bin")
             self._fh = open(self.path, "wb")
         except OSError as exc:

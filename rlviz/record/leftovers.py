@@ -20,12 +20,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..episode.trace import SPOOL_PREFIX  # (every spool folder's: episode spools and Spool's own)
 from ..errors import StorageError
 
 __all__ = ["SPOOL_PREFIX", "spool_folder", "owner_gone", "clean_stale", "clean_own"]
 
-#: the name of a recording process's spool folder starts with this, then its pid and a dash
-SPOOL_PREFIX = "rlviz-rec-"
 _SPOOL = re.compile(re.escape(SPOOL_PREFIX) + r"(\d+)-")
 _PARTIAL = re.compile(r"^\..+\.(\d+)\.partial(\.[A-Za-z0-9]+)?$")
 
