@@ -26,10 +26,43 @@ from ..draw.panels_memory import memory_series
 from ..episode.memory import RESET_ATOL
 from ..episode.trace import EpisodeInternals, EpisodeTrace
 
-__all__ = ["has_memory", "add_memory", "memory_arrays", "MAX_SAVED_UNITS"]
+__all__ = ["has_memory", "add_memory", "memory_arrays", "MAX_SAVED_UNITS", "MAX_SAVED_COMPONENTS"]
 
 #: Units of the memory the ``.npz`` keeps as they are; more are projected on this many principal components.
 MAX_SAVED_UNITS = 256
+#: The ``.npz`` keeps the components (``memory_components`` [k, D]) only up to this many numbers (2 MB as float16:
+#: 256 components of 4096 units); a wider state keeps its projection and statistics, not its components.
+MAX_SAVED_COMPONENTS = 256 * 4096
+
+
+def _principal(m: np.ndarray, components: bool) -> tuple[np.ndarray, np.ndarray | None]:
+    """``m`` [T, D] (D > 256) on its first k = min(256, T) principal components: (coordinates float32 [T, k], the
+    components float32 [k, D] when ``components``, else None), from the T x T Gram matrix of the centred rows,
+    accumulated in float64 over blocks of units: memory of T x T and of ``m`` itself, never D x T float64 (a
+    100,000-unit state of 500 steps took 1.6 GB through the SVD). Signs fixed so that each component's largest
+    coordinate is positive (deterministic)."""
+    centred = m - m.mean(axis=0, dtype=np.float64).astype(np.float32)
+    gram = np.zeros((m.shape[0], m.shape[0]), np.float64)
+    for a in range(0, m.shape[1], _BLOCK):
+        block = centred[:, a : a + _BLOCK].astype(np.float64)
+        gram += block @ block.T
+    w, u = np.linalg.eigh(gram)  # ascending
+    order = np.argsort(w)[::-1][:MAX_SAVED_UNITS]
+    s = np.sqrt(np.clip(w[order], 0.0, None))
+    coords = u[:, order] * s
+    flip = np.where(coords[np.abs(coords).argmax(axis=0), np.arange(coords.shape[1])] < 0, -1.0, 1.0)
+    if not components:
+        return (coords * flip).astype(np.float32), None
+    keep = s > (s.max() if s.size else 0.0) * 1e-12
+    comps = np.zeros((order.size, m.shape[1]), np.float32)
+    for a in range(0, m.shape[1], _BLOCK):
+        block = centred[:, a : a + _BLOCK].astype(np.float64)
+        comps[keep, a : a + _BLOCK] = (u[:, order[keep]].T @ block) / s[keep, None]
+    return (coords * flip).astype(np.float32), comps * flip[:, None].astype(np.float32)
+
+
+#: Units per block when the Gram matrix and the components are accumulated (float64 blocks of T x 8192).
+_BLOCK = 8192
 
 
 def add_memory(internals: EpisodeInternals, trace: EpisodeTrace, policy: Any, saliency: str | None,
@@ -73,10 +106,11 @@ def memory_arrays(internals: EpisodeInternals) -> dict[str, np.ndarray]:
         out["state_not_reset"] = np.asarray(internals.memory_start_gap > RESET_ATOL)
     m = np.asarray(internals.memory, np.float32)
     if m.shape[1] > MAX_SAVED_UNITS:
-        centred = m - m.mean(axis=0)
-        _, _, vt = np.linalg.svd(centred.astype(np.float64), full_matrices=False)
-        m, projection = (centred @ vt[:MAX_SAVED_UNITS].T).astype(np.float32), "pca"
-        out["memory_components"] = vt[:MAX_SAVED_UNITS].astype(np.float16)
+        wanted = min(MAX_SAVED_UNITS, m.shape[0]) * m.shape[1] <= MAX_SAVED_COMPONENTS  # (100,000 units: 51 MB)
+        m, components = _principal(m, wanted)
+        projection = "pca"
+        if components is not None:
+            out["memory_components"] = components.astype(np.float16)
     else:
         projection = "units"
     out.update({"memory": m.astype(np.float16), "memory_projection": np.asarray(projection),
