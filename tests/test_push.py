@@ -61,6 +61,7 @@ def _card(folder: Path):
 def _check_card(folder: Path, run: Path, env_id: str) -> dict:
     card, meta = _card(folder)
     summary = json.loads((run / "summary.json").read_text())
+    summary["returns"] = summary.get("returns") or summary["team_return"]  # (a PettingZoo run: the team's)
     assert {env_id, "reinforcement-learning", "deep-reinforcement-learning", "rlviz"} <= set(meta["tags"])
     result = meta["model-index"][0]["results"][0]
     assert result["dataset"]["type"] == env_id
@@ -72,7 +73,7 @@ def _check_card(folder: Path, run: Path, env_id: str) -> dict:
     assert card.data.eval_results and card.data.eval_results[0].metric_type == "mean_reward"
     results = json.loads((folder / "results.json").read_text())
     assert set(results) == {"mean_reward", "std_reward", "n_eval_episodes", "eval_datetime", "env_id"}
-    assert results["mean_reward"] == summary["returns"]["mean"] and results["env_id"] == env_id
+    assert results["mean_reward"] == pytest.approx(summary["returns"]["mean"], rel=1e-12) and results["env_id"] == env_id
     assert results["n_eval_episodes"] == summary["episodes"]
     info = probe_video(folder / "replay.mp4")
     assert (info.codec, info.pix_fmt) == ("h264", "yuv420p") and info.width % 2 == 0 and info.height % 2 == 0
@@ -263,3 +264,36 @@ def test_upload_commits_the_dry_run_files(cartpole, monkeypatch, tmp_path, capsy
     for name in ("replay.mp4", "replay-worst.mp4", "ppo-cartpole.zip", "report.html", "rlviz.json"):
         assert server.files[name] == expected[name]
     assert all(FAKE_TOKEN.encode() not in data for data in server.files.values())
+
+
+def test_cleanrl_ppo_run(tmp_path):
+    from test_cleanrl_scripts import PPOAgent, _save
+
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    state = _save(PPOAgent(4, 2), tmp_path / "ppo.cleanrl_model")
+    run = tmp_path / "run"
+    render(checkpoint=str(state), env="CartPole-v1", episodes=3, videos="none", out=str(run), progress=False)
+    push(run=str(run), repo="me/cleanrl-cartpole", dry_run=str(tmp_path / "dry"))
+    meta = _check_card(tmp_path / "dry", run, "CartPole-v1")
+    assert meta["library_name"] == "cleanrl" and (tmp_path / "dry" / "ppo.cleanrl_model").is_file()
+
+
+def test_pettingzoo_run(tmp_path):
+    pytest.importorskip("pettingzoo")
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    from rlviz.envs.recipe import pettingzoo_recipe
+    from rlviz.sources.pt2.saving import save_checkpoint
+
+    recipe = pettingzoo_recipe("pistonball_v6", {"n_pistons": 3, "max_cycles": 12, "continuous": False},
+                               [("color_reduction_v0", {"mode": "B"}), ("resize_v1", {"x_size": 16, "y_size": 16}),
+                                ("frame_stack_v1", {"stack_size": 3})])
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(768, 3))
+    ckpt = save_checkpoint(tmp_path / "pistonball.pt2", net, env=recipe, kind="logits")
+    run = tmp_path / "run"
+    render(checkpoint=str(ckpt), episodes=2, videos="none", out=str(run), progress=False)
+    push(run=str(run), repo="me/spread", dry_run=str(tmp_path / "dry"))
+    _check_card(tmp_path / "dry", run, json.loads((run / "summary.json").read_text())["env_id"])

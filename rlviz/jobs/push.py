@@ -58,9 +58,26 @@ def _read_run(run: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[str,
     if not isinstance(meta, dict) or meta.get("job") != "render" or not isinstance(meta.get("options"), dict):
         raise UsageError(f"{run} is a {meta.get('job') if isinstance(meta, dict) else '?'!r} run; rlviz push "
                          "publishes a render run: pass the --out folder of `rlviz render`.")
+    if rows and "team_return" in rows[0]:  # a PettingZoo run: the team's return is the episode's
+        rows = [{**r, "return": r["team_return"], "length": r.get("steps", "0")} for r in rows]
+        summary = _team_summary(summary, rows)
     if not rows or "returns" not in summary:
         raise UsageError(f"{run} holds no episodes; render at least one episode before pushing it.")
     return meta["options"], summary, rows
+
+
+def _team_summary(summary: dict[str, Any], rows: list[dict[str, str]]) -> dict[str, Any]:
+    """A multi-agent run's summary with ``returns`` and ``lengths`` (the team's) as a single agent's reads."""
+    import numpy as np
+
+    def stats(values: list[float], given: dict[str, Any] | None) -> dict[str, Any]:
+        x = np.asarray(values, dtype=float)
+        out = {"n": int(x.size), "mean": float(x.mean()), "std": float(x.std()), "median": float(np.median(x)),
+               "min": float(x.min()), "max": float(x.max())}
+        return {**out, **{k: v for k, v in (given or {}).items() if k in ("mean", "std", "min", "max")}}
+
+    return {**summary, "returns": stats([float(r["return"]) for r in rows], summary.get("team_return")),
+            "lengths": stats([float(r["length"]) for r in rows], summary.get("episode_steps"))}
 
 
 def choose_episode(rows: list[dict[str, str]], choice: str) -> int:
@@ -93,12 +110,15 @@ def _replay(options: dict[str, Any], episodes: list[int], trust: bool, rows: lis
     except RlvizError as exc:
         raise VideoError(f"could not make the replay ({exc}); nothing was pushed.") from None
     again = list(csv.DictReader((scratch / "replay" / "episodes.csv").open()))
-    if [(r["seed"], r["return"], r["length"]) for r in again] != [(r["seed"], r["return"], r["length"]) for r in rows]:
+    key = "team_return" if again and "team_return" in again[0] else "return"
+    if [(r["seed"], r[key]) for r in again] != [(r["seed"], r["return"]) for r in rows]:
         raise VideoError("the replay's episodes differ from the run's (the agent or env changed since it ran); "
                          "render the run again, then push it.")
     out = {}
     for n in episodes:
-        path = scratch / "replay" / "videos" / f"episode-{n}-episode-0.mp4"
+        found = sorted((scratch / "replay" / "videos").glob(f"episode-{n}-episode-*.mp4"))
+        found = found or sorted((scratch / "replay" / "videos").glob(f"episode-episode-{n}.mp4"))  # (PettingZoo)
+        path = found[0] if found else scratch / "replay" / "videos" / f"episode-{n}-episode-0.mp4"
         if not path.is_file():
             raise VideoError(f"could not make the replay: episode {n}'s video was not written; nothing was pushed.")
         out[n] = path
