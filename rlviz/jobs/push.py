@@ -151,11 +151,8 @@ def _agent_files(options: dict[str, Any], config: PushConfig) -> tuple[dict[str,
     return files, _LIBRARY.get(path.suffix, "rlviz")
 
 
-def secrets_in(folder: Path, extra: tuple[str, ...] = ()) -> list[str]:
-    """The files of ``folder`` (zip members too) that hold a path of this machine ($HOME, the run's and the agent's
-    folders: ``extra``), the user name or the token: "file: what"."""
-    import zipfile
-
+def _needles() -> dict[str, bytes]:
+    """What no uploaded file may hold: the home folder, the user name, the token (HF_TOKEN or huggingface_hub's)."""
     needles: dict[str, bytes] = {}
     home = os.path.expanduser("~")
     if len(home) > 1:
@@ -175,6 +172,15 @@ def secrets_in(folder: Path, extra: tuple[str, ...] = ()) -> list[str]:
         pass
     if token:
         needles["the token"] = token.encode()
+    return needles
+
+
+def secrets_in(folder: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    """The files of ``folder`` (zip members too) that hold a path of this machine ($HOME, the run's and the agent's
+    folders: ``extra``), the user name or the token: "file: what"."""
+    import zipfile
+
+    needles = _needles()
     for i, e in enumerate(extra):
         if e and len(e) > 1:
             needles[f"a local path ({i})"] = e.encode()
@@ -184,7 +190,10 @@ def secrets_in(folder: Path, extra: tuple[str, ...] = ()) -> list[str]:
         if f.suffix == ".zip" and zipfile.is_zipfile(f):
             with zipfile.ZipFile(f) as z:
                 blobs += [z.read(i) for i in z.infolist() if i.file_size < 200 * 2**20]
+        text = f.suffix in (".md", ".json", ".html", ".txt", ".yml", ".yaml", ".py", ".csv")
         for what, needle in needles.items():
+            if what == "the user name" and not text:
+                continue  # (a short name occurs by chance in a video's or a model's bytes; paths and tokens do not)
             if any(needle in b for b in blobs):
                 found.append(f"{f.relative_to(folder)}: {what}")
     return found
