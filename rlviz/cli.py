@@ -15,7 +15,7 @@ from typing import Any
 
 from . import progress
 from ._version import __version__
-from .config import CompareConfig, ExploreConfig, RenderConfig, TimelineConfig, cli_options
+from .config import CompareConfig, ExploreConfig, PushConfig, RenderConfig, TimelineConfig, cli_options
 from .errors import Interrupted, RlvizError, did_you_mean
 
 __all__ = ["main", "build_parser"]
@@ -134,6 +134,14 @@ def build_parser() -> argparse.ArgumentParser:
         "heatmap, histograms and episodes, each episode rendered on demand into OUT/.rlviz-cache/ (a compare run's: A "
         "and B side by side; a timeline's: every checkpoint) and scrubbed step by step with its per-step trace. Needs the rlviz[explore] extra (Werkzeug).",
     )
+    _add_job(
+        sub, "push", PushConfig,
+        help="publish a render run on the Hugging Face Hub: the agent, an annotated replay.mp4, the heatmap, the "
+        "report and a model card with the statistics (--dry-run DIR: write the folder, upload nothing)",
+        description="Build a Hugging Face model repo from the render run RUN (the agent file, replay.mp4 of the "
+        "chosen episode and replay-worst.mp4 re-rendered as --videos episode:N renders them, heatmap.png, "
+        "report.html, README.md with model-index metadata, results.json) and upload it with huggingface_hub.",
+    )
     return parser
 
 
@@ -224,7 +232,19 @@ def _run_explore(args) -> int:
     return int(explore(config))
 
 
-COMMANDS = {"render": _run_render, "compare": _run_compare, "timeline": _run_timeline, "explore": _run_explore}
+def _run_push(args) -> int:
+    config = _config(PushConfig, args)
+    with progress.enabled(False):
+        from .jobs.push import push
+
+    outputs = push(config)
+    print("\n".join(outputs.files))
+    print(f"dry run: the repo folder is {outputs.folder}; nothing was uploaded" if outputs.url is None
+          else f"pushed to {outputs.url}")
+    return 0
+
+
+COMMANDS = {"push": _run_push, "render": _run_render, "compare": _run_compare, "timeline": _run_timeline, "explore": _run_explore}
 
 
 def _from_interrupt(exc: BaseException) -> bool:

@@ -20,8 +20,8 @@ from .options import attention_value as _attention
 from .options import choice as _choice
 from .options import whole as _whole
 
-__all__ = ["RenderConfig", "CompareConfig", "TimelineConfig", "ExploreConfig", "option", "cli_options", "CliOption", "config_dict",
-           "episode_config", "NOT_REPLAYED",
+__all__ = ["RenderConfig", "CompareConfig", "TimelineConfig", "ExploreConfig", "PushConfig", "option", "cli_options",
+           "CliOption", "config_dict", "episode_config", "NOT_REPLAYED",
            "parse_video_spec", "COMPARE_SHARED", "COMPARE_PER_AGENT", "COMPARE_ONLY"]
 
 
@@ -388,6 +388,49 @@ class ExploreConfig:
         object.__setattr__(self, "port", port)
         if not str(self.host).strip():
             raise UsageError("--host is empty; pass an address such as 127.0.0.1.")
+
+
+_REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+
+
+@dataclass(frozen=True)
+class PushConfig:
+    """Everything ``rlviz push RUN`` can be asked: the render run, the repo, which episode is the replay, and the
+    safety limits (see :mod:`rlviz.jobs.push`)."""
+
+    run: str | os.PathLike[str] = option(help="a run folder written by `rlviz render` (rlviz-run.json marks one)",
+                                         positional=True)
+    repo: str | None = option(None, "the Hugging Face repo to create or update, ORG/NAME", metavar="ORG/NAME")
+    replay: str = option("median", "the episode replay.mp4 shows: median, best, worst or episode:N (default median)",
+                         metavar="WHICH")
+    dry_run: str | os.PathLike[str] | None = option(
+        None, "write exactly what would be uploaded into DIR (new or empty) and upload nothing", metavar="DIR")
+    include_code: str | os.PathLike[str] | None = option(
+        None, "the Python file defining a --model agent's class, uploaded with it (required for such a run)",
+        metavar="FILE")
+    algo: str | None = option(None, "the algorithm's name on the card (default: the agent file's name)", metavar="NAME")
+    private: bool = option(False, "create the repo private")
+    commit_message: str = option("Upload agent evaluated with rlviz", "the commit message", metavar="TEXT")
+    max_file_mb: float = option(100.0, "refuse any file over this size in MB (default 100)", metavar="MB")
+    trust_checkpoint: bool = option(False, "as render's --trust-checkpoint, for the replay (never taken from the run)")
+
+    def __post_init__(self) -> None:
+        if not str(self.run):
+            raise UsageError("RUN is empty; pass a run folder written by `rlviz render --out`.")
+        if self.repo is not None and _REPO.fullmatch(str(self.repo)) is None:
+            raise UsageError(f"--repo {self.repo!r}: expected ORG/NAME, e.g. my-name/ppo-CartPole-v1.")
+        which = str(self.replay)
+        if which not in ("median", "best", "worst") and re.fullmatch(r"episode:\d+", which) is None:
+            raise UsageError(f"--replay {which!r}: expected median, best, worst or episode:N.")
+        try:
+            mb = float(self.max_file_mb)
+        except (TypeError, ValueError):
+            mb = -1.0
+        if not mb > 0 or math.isinf(mb):
+            raise UsageError(f"--max-file-mb: expected a positive number, received {self.max_file_mb!r}.")
+        object.__setattr__(self, "max_file_mb", mb)
+        if self.repo is None and self.dry_run is None:
+            raise UsageError("rlviz push needs --repo ORG/NAME, or --dry-run DIR to write what would be uploaded.")
 
 
 def config_dict(config: Any) -> dict[str, Any]:

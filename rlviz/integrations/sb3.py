@@ -33,6 +33,7 @@ from ..errors import UsageError, require
 from ..sinks.base import Sink, as_sinks
 from ..sources.stable_baselines3.zips import sb3_policy
 from .loop import LogOptions, check_log_options, fold_log_keywords, log_episode
+from .package_hub import package_to_hub
 from .sb3_video import VecRecordEpisode
 
 if TYPE_CHECKING:
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
 
 _callbacks = require("stable_baselines3.common.callbacks", "sb3", "the Stable-Baselines3 callback")
 
-__all__ = ["RlvizCallback", "VecRecordEpisode"]
+__all__ = ["RlvizCallback", "VecRecordEpisode", "package_to_hub"]
 
 
 def _fold_callback(args: tuple, kwargs: dict, old: dict) -> tuple:
