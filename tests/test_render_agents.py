@@ -164,9 +164,9 @@ def _check_run(out, recipe: EnvRecipe, episodes: int = 20):
 
 def test_render_of_a_shared_parameter_torch_agent(torch_checkpoint, tmp_path):
     out = tmp_path / "run"
-    result = render(checkpoint=str(torch_checkpoint), episodes=20, heatmap=True, videos="first:1",
+    result = render(checkpoint=str(torch_checkpoint), episodes=8, heatmap=True, videos="first:1",
                     saliency="gradient", out=str(out))
-    summary, rows = _check_run(out, _recipe())
+    summary, rows = _check_run(out, _recipe(), episodes=8)
     _check_report(out, summary, rows)
     assert result.summary == summary and result.videos == (out / "videos" / "first-episode-0.mp4",)
     assert result.report_html == out / "report.html"
