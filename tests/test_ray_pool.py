@@ -20,7 +20,6 @@ from rlviz.errors import UsageError, WorkerError
 from rlviz.evaluate.backends.ray_pool import RayPool
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.xdist_group("ray")  # one xdist worker: the module's Ray instance starts once
 
 
 @pytest.fixture(scope="module")

@@ -414,7 +414,6 @@ def ray_local():
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("ray")  # with test_ray_pool.py: one Ray instance at a time
 def test_ray_gives_identical_outputs_and_ships_videos(ray_local, minatar_baseline, minatar_workers, probe_ckpt,
                                                       tmp_path):
     """The driver puts the checkpoint's bytes in Ray's object store and writes the videos the tasks return.
