@@ -165,14 +165,16 @@ def test_env_from_args_folder_or_flag(tmp_path):
     assert agent.recipe.env_kwargs["repeat_action_probability"] == 0.0
 
 
+# Breakout episodes are long and each takes many batched forwards: 3 of them (in 3 envs at once) check what 20 did
+ATARI_EPISODES = 3
 VECTOR = {"dqn_jax", "c51_jax", "td3_continuous_action_jax", "ddpg_continuous_action_jax"}
 
 
-def _render(path, out: Path, saliency: bool = True) -> dict:
+def _render(path, out: Path, saliency: bool = True, episodes: int = 20) -> dict:
     flags = ["--saliency", "gradient"] if saliency else []
-    assert main(["render", str(path), "--episodes", "20", "--heatmap", "--videos", "first:1", *flags, "--out",
-                 str(out), "--no-progress"]) == 0
-    assert len(list(csv.DictReader((out / "episodes.csv").open()))) == 20
+    assert main(["render", str(path), "--episodes", str(episodes), "--heatmap", "--videos", "first:1", *flags,
+                 "--out", str(out), "--no-progress"]) == 0
+    assert len(list(csv.DictReader((out / "episodes.csv").open()))) == episodes
     (video,) = (out / "videos").glob("*.mp4")
     data = np.load(video.with_suffix(".npz"))
     assert len(data["actions"]) > 0
@@ -185,7 +187,8 @@ def test_render_with_no_other_flag(tmp_path, exp, capsys):
     """The issue's command for each fixture, with --saliency gradient and no other flag. Vector observations
     (CartPole, Pendulum) get one saliency number per observation feature, saved in the .npz as [T+1, D]."""
     path, _ = fixture(exp, tmp_path / "runs")
-    summary = _render(path, tmp_path / "out")
+    episodes = 20 if exp in VECTOR else ATARI_EPISODES
+    summary = _render(path, tmp_path / "out", episodes=episodes)
     (video,) = (tmp_path / "out" / "videos").glob("*.mp4")
     data = np.load(video.with_suffix(".npz"))
     if exp in VECTOR:
@@ -195,7 +198,7 @@ def test_render_with_no_other_flag(tmp_path, exp, capsys):
         assert 0.0 <= data["saliency"].min() and data["saliency"].max() <= 1.0 and data["saliency"].max() > 0.5
     else:
         assert "saliency" not in data.files  # image maps are drawn, not saved (as in 0.3.0)
-    assert summary["episodes"] == 20
+    assert summary["episodes"] == episodes
     assert summary["env_id"] == {"dqn_jax": "CartPole-v1", "c51_jax": "CartPole-v1",
                                  "ppo_atari_envpool_xla_jax_scan": "ALE/Breakout-v5"}.get(
         exp, "Pendulum-v1" if exp in VECTOR else "BreakoutNoFrameskip-v4")
@@ -232,7 +235,7 @@ def test_hub_cache_copy_loads_with_envpools_pipeline(tmp_path, monkeypatch):
 def test_render_from_a_hub_cache(tmp_path, monkeypatch):
     """The issue's whole command on the Hub copy (an Atari agent: saliency applies)."""
     repo, _, marker = _hub_repo(tmp_path, monkeypatch)
-    summary = _render(f"hf://{repo}", tmp_path / "out")
+    summary = _render(f"hf://{repo}", tmp_path / "out", episodes=ATARI_EPISODES)
     assert summary["env_id"] == "ALE/Breakout-v5"
     assert summary["hub"]["repo"] == repo and summary["hub"]["files"] == [
         "ppo_atari_envpool_xla_jax_scan.cleanrl_model", "README.md"]

@@ -16,7 +16,8 @@ loading and (every 6th) a whole ``timeline`` job load or raise one RlvizError li
 
 Environment: ``RLVIZ_FUZZ_SEED`` (default 0, so the suite is deterministic; ``random``: a fresh seed, printed on
 failure, to explore), ``RLVIZ_FUZZ_COUNT`` (inputs
-per run across all readers, default 2000), ``RLVIZ_FUZZ_ONLY`` (one input index: reproduce one failure),
+per run across all readers, default 600; the inputs are split into ``FUZZ_SHARDS`` parametrised shards of
+consecutive indices, so xdist spreads them; deep runs: ``RLVIZ_FUZZ_COUNT=2000`` or more), ``RLVIZ_FUZZ_ONLY`` (one input index: reproduce one failure),
 ``RLVIZ_FUZZ_FOLDERS`` (sandboxes of the folder test, default 60).
 """
 
@@ -294,11 +295,19 @@ def built(tmp_path_factory):
     return out
 
 
-def test_every_reader_survives_mutated_files(built, tmp_path):
-    given = os.environ.get("RLVIZ_FUZZ_SEED", "0")
-    seed = secrets.randbits(32) if given == "random" else int(given)
-    count = int(os.environ.get("RLVIZ_FUZZ_COUNT", "2000"))
+FUZZ_SHARDS = 4  # parametrised shards of consecutive input indices (xdist runs them on different workers)
+_SEED_GIVEN = os.environ.get("RLVIZ_FUZZ_SEED", "0")
+_SEED = secrets.randbits(32) if _SEED_GIVEN == "random" else int(_SEED_GIVEN)  # one seed for every shard
+
+
+@pytest.mark.parametrize("shard", range(FUZZ_SHARDS))
+def test_every_reader_survives_mutated_files(built, tmp_path, shard):
+    seed = _SEED
+    count = int(os.environ.get("RLVIZ_FUZZ_COUNT", "600"))
     only = os.environ.get("RLVIZ_FUZZ_ONLY")
+    if only is not None and shard != 0:
+        pytest.skip("RLVIZ_FUZZ_ONLY: the one input runs in shard 0")
+    lo, hi = shard * count // FUZZ_SHARDS, (shard + 1) * count // FUZZ_SHARDS
     marker = tmp_path / "marker"
     names = sorted(built)
     tally = {name: {"ok": 0, "refused": 0} for name in names}
@@ -308,7 +317,7 @@ def test_every_reader_survives_mutated_files(built, tmp_path):
     torch.set_num_threads(1)  # as rollouts run (evaluate/threads.py); many threads on few cores slow each load
     start = time.perf_counter()
     try:
-        for i in [int(only)] if only is not None else range(count):
+        for i in [int(only)] if only is not None else range(lo, hi):
             rng = np.random.default_rng([seed, i])
             name = names[i % len(names)]
             rd, target, files = built[name]
@@ -335,7 +344,7 @@ def test_every_reader_survives_mutated_files(built, tmp_path):
         signal.signal(signal.SIGALRM, old_handler)
         torch.set_num_threads(threads)
     wall = time.perf_counter() - start
-    print(f"\nfuzz seed {seed}: {count if only is None else 1} inputs in {wall:.1f} s: {tally}")
+    print(f"\nfuzz seed {seed}, shard {shard}: {hi - lo if only is None else 1} inputs in {wall:.1f} s: {tally}")
     assert not failures, f"{len(failures)} of the inputs (seed {seed}) escaped:\n" + "\n".join(failures[:20])
     if only is None:
         assert all(t["refused"] > 0 for t in tally.values()), tally  # the mutator reaches every reader

@@ -164,9 +164,9 @@ def _check_run(out, recipe: EnvRecipe, episodes: int = 20):
 
 def test_render_of_a_shared_parameter_torch_agent(torch_checkpoint, tmp_path):
     out = tmp_path / "run"
-    result = render(checkpoint=str(torch_checkpoint), episodes=20, heatmap=True, videos="first:1",
+    result = render(checkpoint=str(torch_checkpoint), episodes=8, heatmap=True, videos="first:1",
                     saliency="gradient", out=str(out))
-    summary, rows = _check_run(out, _recipe())
+    summary, rows = _check_run(out, _recipe(), episodes=8)
     _check_report(out, summary, rows)
     assert result.summary == summary and result.videos == (out / "videos" / "first-episode-0.mp4",)
     assert result.report_html == out / "report.html"
@@ -176,11 +176,12 @@ def test_render_of_a_shared_parameter_torch_agent(torch_checkpoint, tmp_path):
 def test_render_of_an_sb3_model_trained_on_a_supersuit_vector_env(sb3_zip, tmp_path, capsys):
     zip_path, recipe_file = sb3_zip
     out = tmp_path / "run"
-    code = main(["render", str(zip_path), "--env", str(recipe_file), "--episodes", "20", "--heatmap", "--videos",
+    code = main(["render", str(zip_path), "--env", str(recipe_file), "--episodes", "8", "--heatmap", "--videos",
                  "first:1", "--saliency", "gradient", "--out", str(out), "--tensorboard", str(tmp_path / "tb")])
     assert code == 0, capsys.readouterr().err
     # SB3 trained it through VecTransposeImage: the recipe the run records says so
-    summary, rows = _check_run(out, replace(_recipe(), wrappers=_recipe().wrappers + (WrapperSpec("channels_first"),)))
+    summary, rows = _check_run(out, replace(_recipe(), wrappers=_recipe().wrappers + (WrapperSpec("channels_first"),)),
+                               episodes=8)  # (8 episodes: each render steps a pixel env and its CNN; 20 took 35 s)
     # the run logged to TensorBoard as a single-agent render does: the team's and each agent's numbers, the video, the
     # heatmap
     from conftest import tb_accumulator
@@ -194,7 +195,7 @@ def test_render_of_an_sb3_model_trained_on_a_supersuit_vector_env(sb3_zip, tmp_p
     assert {"rlviz/first-episode-0", "rlviz/failure_heatmap"} <= set(acc.Tags()["images"])
     # the run folder replays: its recipe (with SB3's channels-first transpose) gives the same episodes
     again = tmp_path / "again"
-    assert main(["render", str(zip_path), "--env", str(out / "env-recipe.json"), "--episodes", "20",
+    assert main(["render", str(zip_path), "--env", str(out / "env-recipe.json"), "--episodes", "8",
                  "--videos", "first:0", "--out", str(again)]) == 0
     first, second = _rows(out / "episodes.csv"), _rows(again / "episodes.csv")
     assert [r["team_return"] for r in second] == [r["team_return"] for r in first]

@@ -406,10 +406,11 @@ def test_ray_flag_alone_means_a_local_instance():
 def ray_local():
     ray = pytest.importorskip("ray")
     paths = [str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")]
-    os.environ["PYTHONPATH"] = os.pathsep.join(paths)  # Ray's workers import this tree's rlviz and _envs
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    yield ray
-    ray.shutdown()
+    with pytest.MonkeyPatch.context() as mp:  # restored after the module (an xdist worker runs other files next)
+        mp.setenv("PYTHONPATH", os.pathsep.join(paths))  # Ray's workers import this tree's rlviz and _envs
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        yield ray
+        ray.shutdown()
 
 
 @pytest.mark.slow
