@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+import pytest
 import torch
 
 from rlviz.cli import main
@@ -140,3 +142,52 @@ def test_a_wide_memory_is_projected_without_a_units_sized_float64_copy_and_its_c
     out = memory_arrays(dataclasses.replace(empty, memory=wide, memory_kind="gru"))
     assert out["memory"].shape == (300, 256) and "memory_components" not in out
     assert sum(v.nbytes for v in out.values()) < 1 << 20
+
+
+def _c4_checkpoint(path):
+    import torch
+
+    class C4(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(84, 16), torch.nn.Tanh())
+            self.actor, self.critic = torch.nn.Linear(16, 7), torch.nn.Linear(16, 1)
+
+        def forward(self, obs):
+            h = self.body(obs)
+            return self.actor(h), self.critic(h).squeeze(-1)
+
+    from rlviz.sources.pt2.saving import save_checkpoint
+
+    torch.manual_seed(0)
+    return save_checkpoint(path, C4(), env="connect_four_v3")
+
+
+def test_a_connect_four_pt2_makes_a_video_and_records_with_record_aec_episode(tmp_path):
+    pytest.importorskip("pettingzoo.classic")
+    from rlviz.jobs.render import render
+    from rlviz.media import read_video
+    from rlviz.sources import load_agent
+
+    ckpt = _c4_checkpoint(tmp_path / "c4.pt2")
+    out = tmp_path / "run"
+    render(checkpoint=str(ckpt), episodes=2, videos="first:1", out=str(out))
+    videos = sorted(out.rglob("*.mp4"))
+    assert videos and sum(1 for _ in read_video(videos[0])) > 1  # decodes
+
+    from pettingzoo.classic import connect_four_v3
+
+    from rlviz.record import RecordOptions
+    from rlviz.record.pettingzoo import RecordAECEpisode
+
+    policy = load_agent(ckpt).policy
+    env = RecordAECEpisode(connect_four_v3.env(render_mode="rgb_array"), tmp_path / "aec",
+                           episode_trigger=lambda k: True, policies=policy,
+                           options=RecordOptions(background=False))
+    env.reset(seed=0)
+    for _agent in env.agent_iter():
+        obs, _, term, trunc, _ = env.last()
+        env.step(None if term or trunc else int(np.flatnonzero(obs["action_mask"])[0]))
+    env.close()
+    made = sorted((tmp_path / "aec").glob("*.mp4"))
+    assert made and sum(1 for _ in read_video(made[0])) > 1

@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import EnvError, UsageError, require
 
 __all__ = ["PACKAGES", "SUPERSUIT_WRAPPERS", "is_agents_env_id", "agents_module",
-           "make_agents_env", "AgentView", "split_observation", "is_parallel"]
+           "make_agents_env", "AgentView", "split_observation", "policy_space", "is_parallel"]
 
 #: The packages a PettingZoo id may name, in the order a short id is looked up.
 PACKAGES = ("pettingzoo.butterfly", "pettingzoo.classic", "pettingzoo.sisl", "pettingzoo.atari", "mpe2")
@@ -151,7 +151,7 @@ class AgentView(gym.Env):
         self.render_mode = getattr(agents_env, "render_mode", None)
         self.metadata = dict(getattr(agents_env, "metadata", {}) or {})
         agents = list(agents_env.possible_agents)
-        spaces = {a: _policy_space(agents_env.observation_space(a)) for a in agents}
+        spaces = {a: policy_space(agents_env.observation_space(a)) for a in agents}
         actions = {a: agents_env.action_space(a) for a in agents}
         first = agents[0]
         odd = [a for a in agents if spaces[a] != spaces[first] or actions[a] != actions[first]]
@@ -191,7 +191,8 @@ class AgentView(gym.Env):
         self.agents_env.close()
 
 
-def _policy_space(space: Any) -> Any:
+def policy_space(space: Any) -> Any:
+    """The space of what the policy sees (:func:`split_observation`): a classic game's ``observation`` part."""
     if isinstance(space, gym.spaces.Dict) and "observation" in space.spaces:
         return space.spaces["observation"]
     return space

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..envs.pettingzoo_envs import split_observation
 from ..errors import UsageError
 
 __all__ = ["AgentsEpisodeResult", "play_agents"]
@@ -64,7 +65,7 @@ def play_agents(env: Any, policies: Any = None, *, seed: int | None = None, gree
         actions: dict[str, Any] = {}
         for agents in groups.values():
             policy = specs[agents[0]].policy
-            out = policy.evaluate(np.stack([np.asarray(obs[a]) for a in agents]))
+            out = policy.evaluate(np.stack([np.asarray(split_observation(obs[a])[0]) for a in agents]))
             for a, act in zip(agents, sample_actions(out, rng, greedy)):
                 actions[a] = to_env_action(act, specs[a].spec)
         obs, rewards, terminations, truncations, infos = env.step(actions)

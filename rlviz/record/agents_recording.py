@@ -44,7 +44,9 @@ def agent_specs(env: Any, policies: Any = None, action_names: Any = None, owner:
         if policy is not None:  # checked as every recorder checks one: its actions, one forward on a sample
             policy = settle_policy(policy, space, env.observation_space(a), False, owner)
         names = action_names.get(a) if isinstance(action_names, dict) else action_names
-        out[a] = AgentSpec(spec, action_labels(env, spec, names), policy, env.observation_space(a))
+        from ..envs.pettingzoo_envs import policy_space  # (the rollout's view: a classic game's "observation" part)
+
+        out[a] = AgentSpec(spec, action_labels(env, spec, names), policy, policy_space(env.observation_space(a)))
     return out
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..agent.actions import ActionSpec
 from ..draw.panels_agents import fit_thumbnail, is_image_observation
+from ..envs.pettingzoo_envs import split_observation
 from ..episode.trace import Spool, make_spool
 from .internals import Annotations
 
@@ -48,6 +49,7 @@ class AgentTrack:
         """The observation of a decision (or the last one): spooled for the policy, thumbnailed."""
         self.last_obs = obs
         self.masks.append(None if mask is None else np.asarray(mask, dtype=bool).reshape(-1))
+        obs = split_observation(obs)[0]  # what the policy sees, as the rollout gives it (a classic game's "observation")
         if self.agent.policy is not None and obs is not None:
             if self.obs is None:
                 self.obs = make_spool(obs, dir=self.spool_dir, name="obs")
