@@ -44,6 +44,12 @@ class RenderConfig:
                              metavar="ID")
     model: str | None = option(None, "'module:Class' building the network of a state_dict checkpoint",
                                metavar="MODULE:CLASS")
+    model_kwargs: str | None = option(None, "JSON object of the --model class's fields (a flax module's, for a JAX agent)",
+                                      metavar="JSON")
+    critic: str | None = option(None, "'module:Class' of a flax agent's separate critic (its params under 'critic')",
+                                metavar="MODULE:CLASS")
+    env_kwargs: str | None = option(None, "JSON object of a JAX env's params / constructor arguments (recorded in the "
+                                    "run's recipe; e.g. '{\"max_steps_in_episode\": 500}')", metavar="JSON")
     wrapper: tuple[str, ...] = option((), "'module:Class' observation wrapper the agent was trained with, applied after the "
                             "env's own (repeatable, in order; e.g. minigrid.wrappers:ImgObsWrapper)", kind="append",
                             metavar="MODULE:CLASS")
@@ -52,6 +58,8 @@ class RenderConfig:
     trust_checkpoint: bool = option(
         False, "allow what the file alone cannot prove safe: unpickling a full-module torch file, env ids that "
         "import a module (runs code from the file: only for files you trust)")
+    critic_kwargs: str | None = option(None, "JSON object of the --critic class's fields (a flax agent's separate "
+                                       "critic)", metavar="JSON")
     episodes: int = option(10, "episodes to roll out (default 10)", metavar="N")
     heatmap: bool = option(False, "count object positions on the step before each failure")
     videos: str = option("first:1", "episodes to render: comma list of first:K, worst:K, best:K, median:K, "

@@ -1,0 +1,215 @@
+"""The agents side of rlviz's JAX engine (rlviz.jax.policy, .params, .load, .saliency): flax modules as JaxPolicies,
+their params files read safely, the seed-shaped agent loaded from the command line's flags, saliency in JAX."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+jax = pytest.importorskip("jax")
+pytest.importorskip("flax")
+pytest.importorskip("distrax")
+import flax.serialization as fs  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from rlviz.errors import CheckpointError, UsageError  # noqa: E402
+from rlviz.jax import FlaxPolicy, load_jax_agent  # noqa: E402
+from rlviz.jax.contract import JaxPolicy  # noqa: E402
+from tests._flax_seed import (  # noqa: E402
+    ActorCritic,
+    ActorCriticRNN,
+    GaussianActor,
+    QNetwork,
+    ScannedRNN,
+    SeedActor,
+    SeedCritic,
+    seed_params,
+)
+
+ENV = "gymnax:Breakout-MinAtar"
+SEED_FLAGS = {"model": "tests._flax_seed:SeedActor", "critic": "tests._flax_seed:SeedCritic", "env": ENV}
+
+
+def _obs(n: int = 6, shape=(10, 10, 4), seed: int = 1):
+    return jax.random.uniform(jax.random.PRNGKey(seed), (n, *shape))
+
+
+def _batched(policy, obs):
+    return jax.jit(jax.vmap(policy.apply, (None, 0)))(policy.params, obs)
+
+
+@pytest.fixture(scope="module")
+def seed_file(tmp_path_factory) -> tuple[Path, dict]:
+    p = seed_params()
+    path = tmp_path_factory.mktemp("seed") / "agent.msgpack"
+    path.write_bytes(fs.to_bytes(p))
+    return path, p
+
+
+# -- part 1: FlaxPolicy ------------------------------------------------------------------------------------------
+def test_seed_agent_loads_and_matches_module_apply(seed_file):
+    path, p = seed_file
+    agent = load_jax_agent(path, **SEED_FLAGS)
+    assert isinstance(agent.policy, JaxPolicy) and agent.policy.kind == "logits" and agent.kind == "actor_critic"
+    assert agent.recipe.env_id == ENV and agent.format == "flax-msgpack" and len(agent.action_names) == 3
+    obs = _obs(8)
+    out = _batched(agent.policy, obs)
+    want_logits = SeedActor().apply({"params": p["actor"]}, obs.reshape(-1, 10, 10, 4))
+    want_value = SeedCritic().apply({"params": p["critic"]}, obs.reshape(-1, 10, 10, 4))
+    np.testing.assert_allclose(jax.nn.softmax(out.logits), jax.nn.softmax(want_logits), atol=1e-5)
+    np.testing.assert_allclose(out.value, want_value, atol=1e-5)
+
+
+def test_params_that_do_not_fit_the_class_say_so_in_one_line(seed_file):
+    path, _ = seed_file
+    with pytest.raises(CheckpointError) as e:
+        load_jax_agent(path, **SEED_FLAGS, model_kwargs='{"hidden": 32}')
+    msg = str(e.value)
+    assert "\n" not in msg and "Dense_0/kernel (400, 64) vs (400, 32)" in msg and "actor" in msg
+    with pytest.raises(CheckpointError, match="not {'actor'"):
+        load_jax_agent(_single(path.parent), **SEED_FLAGS)
+    with pytest.raises(UsageError, match="JAX env"):
+        load_jax_agent(path, model=SEED_FLAGS["model"], critic=SEED_FLAGS["critic"], env="CartPole-v1")
+    with pytest.raises(UsageError, match="--model"):
+        load_jax_agent(path, env=ENV)
+
+
+def _single(folder: Path) -> Path:
+    path = folder / "actor_only.msgpack"
+    path.write_bytes(fs.to_bytes(seed_params()["actor"]))
+    return path
+
+
+def test_actor_alone_has_no_value_and_params_wrapper_is_understood(tmp_path):
+    p = seed_params()["actor"]
+    for i, tree in enumerate((p, {"params": p})):
+        path = tmp_path / f"a{i}.msgpack"
+        path.write_bytes(fs.to_bytes(tree))
+        agent = load_jax_agent(path, model="tests._flax_seed:SeedActor", env=ENV)
+        out = _batched(agent.policy, _obs(2))
+        assert agent.kind == "logits" and out.value is None
+        np.testing.assert_allclose(out.logits, SeedActor().apply({"params": p}, _obs(2)), atol=1e-5)
+
+
+def _init(module, *args):
+    return module.init(jax.random.PRNGKey(0), *args)
+
+
+@pytest.mark.parametrize("case", ["categorical_tuple", "normal", "mvn_diag", "tanh", "q"])
+def test_each_output_shape_gives_the_right_policy_out(case):
+    obs = _obs(3, (4,))
+    if case == "categorical_tuple":
+        m = ActorCritic()
+        v = _init(m, jnp.zeros((1, 4)))
+        pol = FlaxPolicy(m, v, obs_shape=(4,))
+        out = _batched(pol, obs)
+        pi, value = m.apply(v, obs)
+        assert pol.kind == "logits" and not pol.squash
+        np.testing.assert_allclose(out.logits, pi.logits, atol=1e-5)
+        np.testing.assert_allclose(out.value, value, atol=1e-5)
+        return
+    if case == "q":
+        m = QNetwork()
+        v = _init(m, jnp.zeros((1, 4)))
+        pol = FlaxPolicy(m, v, obs_shape=(4,), kind="q")
+        out = _batched(pol, obs)
+        assert pol.kind == "q" and out.logits is None and out.value is None
+        np.testing.assert_allclose(out.q, m.apply(v, obs), atol=1e-5)
+        # without kind="q" the same output reads as logits (they look alike)
+        assert FlaxPolicy(m, v, obs_shape=(4,)).kind == "logits"
+        return
+    m = GaussianActor(diag=case == "mvn_diag", tanh=case == "tanh")
+    v = _init(m, jnp.zeros((1, 4)))
+    pol = FlaxPolicy(m, v, obs_shape=(4,))
+    out = _batched(pol, obs)
+    assert pol.kind == "gaussian" and pol.squash == (case == "tanh") and pol.action_size == 2
+    dist = m.apply(v, obs)
+    base = dist.distribution if case == "tanh" else dist
+    np.testing.assert_allclose(out.mean, base.mean(), atol=1e-5)
+    np.testing.assert_allclose(out.std, base.stddev(), atol=1e-5)
+    np.testing.assert_allclose(out.std, np.full((3, 2), np.exp(-0.5)), atol=1e-6)
+
+
+def test_recurrent_ppo_rnn_agent_carries_and_resets_its_memory():
+    m = ActorCriticRNN()
+    h0 = ScannedRNN.initialize_carry(1, 16)
+    v = _init(m, h0, (jnp.zeros((1, 1, 4)), jnp.zeros((1, 1), bool)))
+    pol = FlaxPolicy(m, v, obs_shape=(4,), recurrent=True, initial_carry=lambda: ScannedRNN.initialize_carry(1, 16))
+    assert pol.recurrent and pol.kind == "logits" and pol.action_size == 3
+    obs = _obs(5, (4,))
+    dones = jnp.array([True, False, False, True, False])
+    # the module over the whole sequence at once (time-major, batch 1), as ppo_rnn trains it
+    _, pi, value = m.apply(v, h0, (obs[:, None], dones[:, None]))
+    step = jax.jit(pol.apply_recurrent)
+    carry = pol.initial_carry()
+    for t in range(5):
+        carry, out = step(pol.params, carry, obs[t], dones[t])
+        np.testing.assert_allclose(out.logits, pi.logits[t, 0], atol=1e-5)
+        np.testing.assert_allclose(out.value, value[t, 0], atol=1e-5)
+    with pytest.raises(UsageError, match="initial_carry"):
+        FlaxPolicy(m, v, obs_shape=(4,), recurrent=True)
+
+
+def test_flax_policy_needs_a_shape_or_a_kind():
+    m = QNetwork()
+    with pytest.raises(UsageError, match="obs_shape"):
+        FlaxPolicy(m, _init(m, jnp.zeros((1, 4))))
+    with pytest.raises(UsageError, match="kind="):
+        FlaxPolicy(m, _init(m, jnp.zeros((1, 4))), kind="values")
+
+
+# -- part 3: the command line routes a flax params file given with --model to rlviz.jax.load ----------------------
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    return subprocess.run([sys.executable, "-m", "rlviz", *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=300)
+
+
+def test_render_routes_a_flax_file_with_model_to_the_jax_loader(seed_file, tmp_path):
+    path, _ = seed_file
+    # was: "none of CleanRL's JAX scripts' agents rlviz knows"; now the JAX loader's own one line
+    r = _cli("render", str(path), "--model", SEED_FLAGS["model"], "--critic", SEED_FLAGS["critic"], "--env",
+             "CartPole-v1", "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert r.returncode == 2 and "CleanRL" not in r.stderr and "Traceback" not in r.stderr
+    assert "a flax agent runs on a JAX env" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_resolve_agent_loads_the_seed_agent_from_the_config(seed_file):
+    from rlviz.config import RenderConfig
+    from rlviz.jobs.stages import resolve_agent, wants_jax_agent
+
+    path, p = seed_file
+    config = RenderConfig(checkpoint=str(path), env=ENV, model=SEED_FLAGS["model"], critic=SEED_FLAGS["critic"],
+                          critic_kwargs='{"hidden": 64}', env_kwargs='{"max_steps_in_episode": 300}')
+    assert wants_jax_agent(config)
+    agent, _, gamma = resolve_agent(config)
+    assert isinstance(agent.policy, FlaxPolicy) and gamma == pytest.approx(0.99)
+    assert agent.recipe.env_kwargs == {"max_steps_in_episode": 300}
+    out = _batched(agent.policy, _obs(2))
+    np.testing.assert_allclose(out.value, SeedCritic().apply({"params": p["critic"]}, _obs(2)), atol=1e-5)
+    # CleanRL's JAX files (no --model, a gymnasium id) stay on the torch path
+    assert not wants_jax_agent(RenderConfig(checkpoint=str(path), env="CartPole-v1"))
+
+
+def test_import_rlviz_and_the_torch_paths_import_no_jax():
+    code = ("import sys, rlviz, rlviz.jax, rlviz.jobs.stages, rlviz.jobs.render, rlviz.sources.cleanrl.jax_files; "
+            "assert not [m for m in sys.modules if m == 'jax' or m.startswith(('jax.', 'flax', 'orbax'))], "
+            "sorted(m for m in sys.modules if m.startswith(('jax', 'flax')))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_a_missing_jax_names_the_extra_in_one_line(seed_file, tmp_path):
+    path, _ = seed_file
+    code = ("import sys; sys.modules['flax'] = None\n"
+            "from rlviz.errors import UsageError\nimport rlviz.jax\n"
+            "try:\n    rlviz.jax.load_jax_agent\nexcept UsageError as e:\n    print(e)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
+    assert 'pip install "rlviz[jax]"' in r.stdout and "flax" in r.stdout, r.stderr[-2000:]
