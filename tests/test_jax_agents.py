@@ -213,3 +213,54 @@ def test_a_missing_jax_names_the_extra_in_one_line(seed_file, tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
     assert 'pip install "rlviz[jax]"' in r.stdout and "flax" in r.stdout, r.stderr[-2000:]
+
+
+# -- part 4: saliency in JAX -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def seed_policy():
+    p = seed_params()
+    return FlaxPolicy(SeedActor(), p["actor"], critic=SeedCritic(), critic_params=p["critic"], obs_shape=(10, 10, 4)), p
+
+
+def test_gradient_saliency_equals_a_hand_computed_jax_grad(seed_policy):
+    from rlviz.jax.saliency import gradient, smoothgrad
+
+    policy, p = seed_policy
+    obs = _obs(3)
+    maps = np.asarray(gradient(policy, policy.params, obs))
+    assert maps.shape == obs.shape and maps.dtype == np.float32 and (maps >= 0).all() and maps.max() > 0
+    for i in range(3):
+        a = int(jnp.argmax(SeedActor().apply({"params": p["actor"]}, obs[i][None])[0]))
+        hand = jax.grad(lambda o, a=a: SeedActor().apply({"params": p["actor"]}, o[None])[0, a])(obs[i])
+        np.testing.assert_allclose(maps[i], np.abs(hand), rtol=1e-5, atol=1e-7)
+    hand_v = jax.grad(lambda o: SeedCritic().apply({"params": p["critic"]}, o[None])[0])(obs[0])
+    np.testing.assert_allclose(gradient(policy, policy.params, obs[:1], target="value")[0], np.abs(hand_v),
+                               rtol=1e-5, atol=1e-7)
+    # SmoothGrad without noise is the gradient; with noise, a mean of |gradients|: shaped alike, >= 0
+    np.testing.assert_allclose(smoothgrad(policy, policy.params, obs, n_samples=2, noise_level=0.0), maps,
+                               rtol=1e-5, atol=1e-7)
+    sg = np.asarray(smoothgrad(policy, policy.params, obs, n_samples=4))
+    assert sg.shape == obs.shape and (sg >= 0).all() and not np.allclose(sg, maps)
+    with pytest.raises(UsageError, match="target="):
+        gradient(policy, policy.params, obs, target="logits")
+
+
+def test_perturbation_saliency_is_greydanus_score_per_cell(seed_policy):
+    from rlviz.explain.perturbation import mask_grid
+    from rlviz.jax.saliency import perturbation
+
+    policy, p = seed_policy
+    obs = (_obs(2) > 0.8).astype(jnp.float32)  # one-hot-like MinAtar planes
+    maps = np.asarray(perturbation(policy, policy.params, obs))
+    assert maps.shape == obs.shape and (maps >= 0).all() and maps.max() > 0
+    masks = mask_grid(10, 10, 0.5, 1).masks.numpy()  # the torch method's masks: radius 0.5, stride 1
+    logits = np.asarray(SeedActor().apply({"params": p["actor"]}, obs))
+    for f, (i, j) in ((0, (3, 4)), (1, (9, 0))):
+        o = np.asarray(obs[f])
+        pert = o + (o.mean(axis=(0, 1), keepdims=True) - o) * masks[i * 10 + j][..., None]
+        lp = np.asarray(SeedActor().apply({"params": p["actor"]}, pert[None]))[0]
+        want = 0.5 * np.sum((logits[f] - lp) ** 2)
+        np.testing.assert_allclose(maps[f, i, j], np.full(4, want), rtol=1e-4, atol=1e-7)
+    with pytest.raises(UsageError, match="image observations"):
+        m = QNetwork()
+        perturbation(FlaxPolicy(m, _init(m, jnp.zeros((1, 4))), obs_shape=(4,), kind="q"), None, jnp.zeros((1, 4)))
