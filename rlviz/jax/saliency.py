@@ -172,7 +172,7 @@ def perturbation(policy: Any, params: Any, obs_batch: Any, *, target: str = "act
         if by is None:
             return o
         img = o if o.ndim == 2 else (jnp.moveaxis(o, -1, 0) if last else o)  # [C, H, W] or [H, W]
-        b = by @ img @ bx.T
+        b = by @ img @ bx.T  # type: ignore[union-attr]  # (by and bx are set together)
         return b if o.ndim == 2 else (jnp.moveaxis(b, 0, -1) if last else b)
 
     def expand(m: Any, o: Any) -> Any:
