@@ -3,6 +3,7 @@ their params files read safely, the seed-shaped agent loaded from the command li
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -334,3 +335,36 @@ def test_damaged_params_files_give_one_line(fmt, tmp_path):
     with pytest.raises(CheckpointError, match="not a flax params file"):
         (tmp_path / "x.bin").write_bytes(b"hello")
         read_params(tmp_path / "x.bin")
+
+
+# -- SBX and rejax ------------------------------------------------------------------------------------------------
+def test_sbx_zip_is_refused_in_one_line_naming_the_pickle(tmp_path):
+    sbx = pytest.importorskip("sbx")
+    path = tmp_path / "sbx_ppo.zip"
+    sbx.PPO("MlpPolicy", "CartPole-v1", n_steps=16, batch_size=16, n_epochs=1).save(path)
+    with pytest.raises(CheckpointError) as e:
+        load_jax_agent(path, env="gymnax:CartPole-v1")
+    assert "SBX" in str(e.value) and "unpickle" in str(e.value) and "\n" not in str(e.value)
+    r = _cli("render", str(path), "--env", "CartPole-v1", "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert r.returncode == 1 and "is an SBX" in r.stderr and "Traceback" not in r.stderr  # was: "unknown layout"
+
+
+def test_rejax_train_state_loads_with_its_classes_and_says_the_flags_without(tmp_path):
+    rejax = pytest.importorskip("rejax")
+    algo = rejax.PPO.create(env="CartPole-v1", agent_kwargs={"hidden_layer_sizes": (32, 16)})
+    ts = algo.init_state(jax.random.PRNGKey(0))
+    path = tmp_path / "rejax.msgpack"
+    path.write_bytes(fs.to_bytes(ts))
+    with pytest.raises(UsageError) as e:
+        load_jax_agent(path, env="gymnax:CartPole-v1")
+    flags = str(e.value)
+    assert "rejax train state" in flags and '"hidden_layer_sizes": [32, 16]' in flags and "\n" not in flags
+    kw = {"hidden_layer_sizes": [32, 16], "activation": "swish"}
+    agent = load_jax_agent(path, model="rejax.networks:DiscretePolicy", model_kwargs=kw,
+                           critic="rejax.networks:VNetwork", critic_kwargs=json.dumps(kw), env="gymnax:CartPole-v1")
+    obs = _obs(3, (4,))
+    out = _batched(agent.policy, obs)
+    assert agent.kind == "actor_critic" and agent.metadata["params_layout"] == "rejax train state"
+    want = algo.actor.apply(ts.actor_ts.params, obs, method="_action_dist").logits
+    np.testing.assert_allclose(out.logits, want, atol=1e-5)
+    np.testing.assert_allclose(out.value, algo.critic.apply(ts.critic_ts.params, obs), atol=1e-5)

@@ -32,7 +32,7 @@ from ..sources.loaded import LoadedAgent, coerce_recipe
 from . import require_jax
 from .params import read_params
 
-__all__ = ["load_jax_agent", "import_class", "env_facts", "split_params", "check_params", "sbx_refusal"]
+__all__ = ["load_jax_agent", "import_class", "env_facts", "split_params", "check_params", "sbx_refusal", "rejax_flags"]
 
 #: flax.linen activations a ``--model-kwargs`` string may name (rejax's ``activation`` field is a function)
 ACTIVATIONS = frozenset({"relu", "tanh", "swish", "silu", "gelu", "elu", "sigmoid", "leaky_relu", "softplus",
@@ -220,6 +220,24 @@ def check_params(module: Any, params: Any, obs: Any, source: str, what: str, met
     return jax.tree_util.tree_map(jnp.asarray, variables)
 
 
+def rejax_flags(tree: Any) -> str | None:
+    """The command-line flags that load a rejax PPO-style train state (``actor_ts``/``critic_ts`` holding
+    rejax.networks' DiscretePolicy / VNetwork params: their hidden sizes read from the kernels), or None."""
+    t = _unwrap(tree)
+    try:
+        actor = t["actor_ts"]["params"]["params"]
+        critic = t["critic_ts"]["params"]["params"]
+        sizes = [int(np.shape(actor["features"][f"Dense_{i}"]["kernel"])[1]) for i in range(len(actor["features"]))]
+        csizes = [int(np.shape(critic[f"Dense_{i}"]["kernel"])[1]) for i in range(len(critic) - 1)]
+    except (KeyError, TypeError, IndexError):
+        return None
+    if "action_logits" not in actor:
+        return None
+    return (f"--model rejax.networks:DiscretePolicy --model-kwargs '{{\"hidden_layer_sizes\": {sizes}, "
+            f"\"activation\": \"swish\"}}' --critic rejax.networks:VNetwork --critic-kwargs "
+            f"'{{\"hidden_layer_sizes\": {csizes}, \"activation\": \"swish\"}}'")
+
+
 def sbx_refusal(path: Path) -> str | None:
     """The one-line reason an SBX (``sbx-rl``) zip is refused, or None when ``path`` is no SBX zip."""
     try:
@@ -266,6 +284,11 @@ def load_jax_agent(path: str | os.PathLike[str], *, model: Any = None, model_kwa
     if not is_jax_env_id(recipe.env_id):
         raise UsageError(f"--env {recipe.env_id}: a flax agent runs on a JAX env (gymnax:, craftax:, brax:, jumanji:"
                          " ids, e.g. gymnax:Breakout-MinAtar); rlviz rolls gymnasium envs out with torch policies.")
+    if model is None and p.is_file():
+        rejax = rejax_flags(read_params(p)[0])
+        if rejax:
+            raise UsageError(f"{source} is a rejax train state; the file does not say the networks' activation: give "
+                             f"{rejax} (swish is rejax's default; docs/jax-agents.md).")
     if model is None:
         raise UsageError(f"{source}: a flax params file needs its class: --model module:Class (and --critic "
                          "module:Class for a separate critic); see docs/jax-agents.md.")

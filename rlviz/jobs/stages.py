@@ -65,6 +65,13 @@ def wants_jax_agent(config: RenderConfig) -> bool:
     if is_jax_env_id(config.env):
         return True
     checkpoint = str(config.checkpoint)
+    if checkpoint.endswith(".zip") and Path(checkpoint).is_file():
+        from ..errors import CheckpointError
+        from ..jax.load import sbx_refusal
+
+        reason = sbx_refusal(Path(checkpoint))  # an SBX zip: its params only in a pickle (one line, not "unknown")
+        if reason:
+            raise CheckpointError(reason)
     return bool(config.model) and "://" not in checkpoint and params_format(checkpoint) is not None
 
 
