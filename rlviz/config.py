@@ -60,6 +60,8 @@ class RenderConfig:
     trust_checkpoint: bool = option(
         False, "allow what the file alone cannot prove safe: unpickling a full-module torch file, env ids that "
         "import a module (runs code from the file: only for files you trust)")
+    critic_kwargs: str | None = option(None, "JSON object of the --critic class's fields (a flax agent's separate "
+                                       "critic)", metavar="JSON")
     episodes: int = option(10, "episodes to roll out (default 10)", metavar="N")
     heatmap: bool = option(False, "count object positions on the step before each failure")
     videos: str = option("first:1", "episodes to render: comma list of first:K, worst:K, best:K, median:K, "

@@ -30,6 +30,7 @@ EXCLUDED: dict[str, str] = {
 }
 #: Summary keys that are not results of the agent (time).
 NOT_RESULTS = ("wall_s",)
+EXCLUDED["critic_kwargs"] = "a flax agent's separate critic (the JAX engine's render); compare of two flax agents is not wired yet"
 
 
 def _results(summary: dict) -> str:

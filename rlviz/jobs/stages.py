@@ -35,8 +35,8 @@ from ..sources import LoadedAgent, load_agent
 from ..sources.huggingface.hub import pinned_id
 from ..sources.loaded import coerce_recipe
 
-__all__ = ["resolve_agent", "agent_env", "summarise", "run_log", "run_record", "write_attention_at_failure", "background_frame",
-           "ATTENTION_PNG"]
+__all__ = ["resolve_agent", "wants_jax_agent", "load_flax_agent", "agent_env", "summarise", "run_log", "run_record",
+           "write_attention_at_failure", "background_frame", "ATTENTION_PNG"]
 
 #: The attention map at failure beside the failure heatmap (with attention on and failures seen).
 ATTENTION_PNG = "attention_at_failure.png"
@@ -45,11 +45,60 @@ ATTENTION_PNG = "attention_at_failure.png"
 def resolve_agent(config: RenderConfig) -> tuple[LoadedAgent, RenderConfig, float]:
     """Stage 1: (the agent, ``config`` with its checkpoint pinned to the loaded commit for ``hf://`` ids so that
     workers load the same one, the discount: ``--gamma`` or the checkpoint's)."""
+    if wants_jax_agent(config):  # a flax params file with --model, or a JAX env id: rlviz.jax.load
+        with progress.phase(f"loading {Path(config.checkpoint).name}"):
+            jax_agent = load_flax_agent(config)
+        return jax_agent, config, float(config.gamma if config.gamma is not None else jax_agent.gamma)
     with progress.phase(f"loading {Path(config.checkpoint).name}"):
         agent = load_agent(config.checkpoint, env=agent_env(config), model=config.model,
                            trust=config.trust_checkpoint, device=config.device, vecnormalize=config.vecnormalize)
     config = replace(config, checkpoint=pinned_id(config.checkpoint, agent))
     return agent, config, float(config.gamma if config.gamma is not None else agent.gamma)
+
+
+def wants_jax_agent(config: RenderConfig) -> bool:
+    """True for a JAX env id (``gymnax:...``), or ``--model`` with a flax params file (a flax msgpack, an Orbax
+    folder, a .npz): those load with :func:`rlviz.jax.load.load_jax_agent`. Reads a few bytes; imports no jax
+    (CleanRL's JAX files, given without ``--model``, still load with torch alone)."""
+    from ..envs.jax_ids import is_jax_env_id
+    from ..jax.params import params_format
+
+    if is_jax_env_id(config.env):
+        return True
+    checkpoint = str(config.checkpoint)
+    if checkpoint.endswith(".zip") and Path(checkpoint).is_file():
+        from ..errors import CheckpointError
+        from ..jax.load import sbx_refusal
+
+        reason = sbx_refusal(Path(checkpoint))  # an SBX zip: its params only in a pickle (one line, not "unknown")
+        if reason:
+            raise CheckpointError(reason)
+    return bool(config.model) and "://" not in checkpoint and params_format(checkpoint) is not None
+
+
+def load_flax_agent(config: RenderConfig) -> LoadedAgent:
+    """The flax agent of ``config`` (``--model``/``--critic`` and their ``--*-kwargs``, ``--env`` with
+    ``--env-kwargs`` in its recipe); a missing jax or flax is one line naming the extra."""
+    import json
+
+    from ..jax import require_jax
+
+    require_jax("flax agents")
+    from ..jax.load import load_jax_agent
+
+    env: Any = config.env
+    if config.env_kwargs and env is not None:
+        try:
+            kwargs = json.loads(config.env_kwargs)
+        except ValueError as exc:
+            raise UsageError(f"--env-kwargs {config.env_kwargs!r} is not JSON ({exc}).") from None
+        if not isinstance(kwargs, dict):
+            raise UsageError(f"--env-kwargs {config.env_kwargs!r}: expected a JSON object.")
+        base = coerce_recipe(env)
+        env = replace(base, env_kwargs={**base.env_kwargs, **kwargs})
+    agent: LoadedAgent = load_jax_agent(config.checkpoint, model=config.model, model_kwargs=config.model_kwargs,
+                                        critic=config.critic, critic_kwargs=config.critic_kwargs, env=env)
+    return agent
 
 
 def agent_env(config: RenderConfig) -> Any:
