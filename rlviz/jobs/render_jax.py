@@ -54,14 +54,12 @@ def parse_json_kwargs(text: str | dict[str, Any] | None, flag: str) -> dict[str,
 def load_jax(config: RenderConfig) -> Any:
     """The flax agent of ``config`` (``rlviz.jax.load.load_jax_agent``), its recipe carrying ``--env-kwargs``."""
     try:
-        from ..jax.load import load_jax_agent  # type: ignore[import-not-found,unused-ignore]
+        from ..jax.load import load_jax_agent
     except ImportError as exc:
-        if exc.name == "rlviz.jax.load":
-            raise UsageError(f"{config.checkpoint}: this rlviz has no flax agent loader (rlviz.jax.load); render the "
-                             "policy from Python with rlviz.jax.rollout.jax_rollout (docs/jax.md).") from None
         raise UsageError(f'JAX envs need jax and flax ({exc}); pip install "rlviz[jax]".') from None
-    return load_jax_agent(config.checkpoint, model=config.model, model_kwargs=parse_json_kwargs(
-        config.model_kwargs, "--model-kwargs"), critic=config.critic, env=config.env)
+    return load_jax_agent(config.checkpoint, model=config.model,
+                          model_kwargs=parse_json_kwargs(config.model_kwargs, "--model-kwargs"), critic=config.critic,
+                          critic_kwargs=parse_json_kwargs(config.critic_kwargs, "--critic-kwargs"), env=config.env)
 
 
 def with_env_kwargs(recipe: Any, config: RenderConfig) -> Any:
