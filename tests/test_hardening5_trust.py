@@ -369,3 +369,27 @@ def test_ordinary_numbers_in_a_recipe_pass():
     ok = {"max_episode_steps": 108_000, "repeat_action_probability": 0.25, "stack_size": 4, "n_pistons": 20,
           "width": 480, "frameskip": 4, "size": 8}
     assert check_env_kwargs(ok, "a file") == ok
+
+
+def test_an_mpe_env_without_mpe2_names_the_package(tmp_path):
+    """#60 item 12: ``--env simple_spread_v3`` without mpe2 said "check the version suffix"."""
+    import os
+    import textwrap
+
+    code = textwrap.dedent("""
+        import sys
+        class Blocker:
+            def find_spec(self, name, path=None, target=None):
+                if name == "mpe2" or name.startswith("mpe2."):
+                    raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        sys.meta_path.insert(0, Blocker())
+        sys.modules["mpe2"] = None  # what `not installed` looks like to find_spec
+        from rlviz.cli import main
+        sys.exit(main(["render", "x.pt2", "--env", "simple_spread_v3"]))
+    """)
+    (tmp_path / "x.pt2").write_bytes(b"x")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode != 0 and "pip install mpe2" in proc.stderr and "version suffix" not in proc.stderr, \
+        proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -79,6 +79,9 @@ def agents_module(env_id: str) -> Any:
                            f"\"pettingzoo[{pkg.split('.')[-1]}]\" (MPE: pip install mpe2).") from None
         except Exception as exc:  # noqa: BLE001 - PettingZoo's deprecated ids raise on attribute access
             raise EnvError(f"Cannot use the PettingZoo env {pkg}.{name}: {str(exc).splitlines()[0][:200]}.") from None
+    if name.startswith("simple") and package in (None, "mpe2") and importlib.util.find_spec("mpe2") is None:
+        raise EnvError(f"The PettingZoo env {env_id!r} is an MPE env, and MPE envs live in the mpe2 package, which is "
+                       "not installed here: pip install mpe2.")
     raise EnvError(f"Unknown PettingZoo env id {env_id!r}: none of {', '.join(PACKAGES)} has {name!r} (installed "
                    "here). Check the version suffix (e.g. knights_archers_zombies_v10 -> _v11).")
 
