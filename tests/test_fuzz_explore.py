@@ -111,3 +111,81 @@ def test_mutated_timeline_folders_open_or_are_refused_in_one_line(timeline_folde
             shutil.rmtree(work)
     assert not (tmp_path / "marker").exists()
     assert tally["ok"] and tally["refused"], tally
+
+
+# -- the server's guard: cross-origin, content type, Host, token (#60 item 2) ----------------------------------------
+def _guarded(folder, token=None):
+    """The app on ``folder`` with a renderer that records every call (a render that starts is the failure)."""
+    from rlviz.explore.cache import EpisodeCache
+    from rlviz.explore.server import create_app
+
+    calls: list[int] = []
+
+    def render(n, where):
+        calls.append(n)
+        raise RuntimeError("no render in this test")
+
+    index = RunIndex(folder)
+    app = create_app(index, EpisodeCache(index.root, render), hosts=("127.0.0.1:8765", "localhost:8765"), token=token)
+    return app, calls
+
+
+def _call(app, method: str, path: str, headers: dict | None = None, query: str = "") -> int:
+    import io
+
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, "HTTP_HOST": "127.0.0.1:8765",
+               "wsgi.input": io.BytesIO(b"{}"), "CONTENT_LENGTH": "2"}
+    environ.update(headers or {})
+    status: list[str] = []
+    b"".join(app(environ, lambda s, h: status.append(s)))
+    return int(status[0].split()[0])
+
+
+_JSON = {"CONTENT_TYPE": "application/json"}
+_CROSS = [  # (headers of a request another site's page can make the browser send, the answer)
+    ({"HTTP_ORIGIN": "http://evil.example", "CONTENT_TYPE": "application/x-www-form-urlencoded"}, 403),
+    ({"HTTP_ORIGIN": "http://evil.example", **_JSON}, 403),
+    ({"HTTP_ORIGIN": "null", **_JSON}, 403),
+    ({"HTTP_ORIGIN": "http://127.0.0.1:8766", **_JSON}, 403),  # another port is another origin
+    ({"HTTP_SEC_FETCH_SITE": "cross-site", **_JSON}, 403),
+    ({"HTTP_SEC_FETCH_SITE": "same-site", **_JSON}, 403),
+    ({"HTTP_ORIGIN": "http://127.0.0.1:8765", "CONTENT_TYPE": "application/x-www-form-urlencoded"}, 415),
+    ({"HTTP_ORIGIN": "http://127.0.0.1:8765", "CONTENT_TYPE": "text/plain"}, 415),
+    ({"HTTP_ORIGIN": "http://127.0.0.1:8765", "CONTENT_TYPE": "multipart/form-data; boundary=x"}, 415),
+    ({}, 415),
+    ({"HTTP_HOST": "evil.example:8765", **_JSON}, 400),
+    ({"HTTP_HOST": "127.0.0.1.nip.io:8765", "HTTP_ORIGIN": "http://127.0.0.1.nip.io:8765", **_JSON}, 400),
+    ({"HTTP_HOST": "", **_JSON}, 400),
+]
+
+
+@pytest.mark.parametrize("headers, code", _CROSS)
+def test_an_open_from_another_origin_or_not_as_json_or_by_another_host_is_refused(folder, headers, code):
+    app, calls = _guarded(folder)
+    assert _call(app, "POST", "/api/episode/3/open", headers) == code
+    assert calls == [] and app.cache.status(3)["state"] == "none"
+
+
+def test_a_same_origin_json_open_starts_the_render(folder):
+    app, calls = _guarded(folder)
+    for headers in ({"HTTP_ORIGIN": "http://127.0.0.1:8765", "HTTP_SEC_FETCH_SITE": "same-origin", **_JSON}, _JSON):
+        assert _call(app, "POST", "/api/episode/2/open", headers) == 200
+    import time
+
+    end = time.monotonic() + 30
+    while app.cache.status(2)["state"] == "rendering" and time.monotonic() < end:
+        time.sleep(0.05)
+    assert calls and set(calls) == {2}
+
+
+@pytest.mark.parametrize("path", ["/", "/api/run", "/api/heatmap", "/api/cell?x=1&y=1", "/assets/explore.js",
+                                  "/api/episode/1/status", "/api/episode/1/open"])
+def test_with_a_token_every_route_needs_it(folder, path):
+    app, calls = _guarded(folder, token="s3cret-token")
+    path, _, query = path.partition("?")
+    method = "POST" if path.endswith("/open") else "GET"
+    for bad in ("", "token=wrong", "token=", "tok=s3cret-token", "token=s3cret-token2"):
+        assert _call(app, method, path, _JSON, "&".join(q for q in (query, bad) if q)) == 403, bad
+    assert _call(app, method, path, {**_JSON, "HTTP_COOKIE": "rlviz_explore_token=nope"}, query) == 403
+    assert _call(app, method, path, {**_JSON, "HTTP_COOKIE": "a=b; rlviz_explore_token=s3cret-token"}, query) != 403
+    assert _call(app, method, path, {**_JSON, "HTTP_HOST": "evil.example"}, "token=s3cret-token") == 400
