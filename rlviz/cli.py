@@ -192,7 +192,23 @@ def _check_inputs(config) -> None:
     if config.env:
         from .envs.recipe import require_registered
 
+        _import_typed_env(config.env)
         require_registered(config.env)
+
+
+def _import_typed_env(env: str) -> None:
+    """``--env module:Env-v0`` typed by the user: their consent to that module, imported now so it is found in the
+    working folder too (``python -m rlviz`` keeps the folder off the import path for names read from files)."""
+    if ":" in env and not env.endswith(".json"):
+        from .errors import EnvError
+        from .options import import_user_module
+
+        module = env.split(":", 1)[0]
+        try:
+            import_user_module(module)
+        except ImportError as exc:
+            raise EnvError(f"--env {env}: cannot import {module} ({exc}); check the name and that the module is "
+                           "installed or in the working folder.") from None
 
 
 def _run_compare(args) -> int:
@@ -213,6 +229,7 @@ def _run_timeline(args) -> int:
     if config.env:
         from .envs.recipe import require_registered
 
+        _import_typed_env(config.env)
         require_registered(config.env)
     with progress.enabled(config.progress), progress.phase("starting (torch, gymnasium)"):  # visible at once
         from .training.job import timeline

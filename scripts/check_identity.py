@@ -83,6 +83,8 @@ INTENDED: dict[tuple[str, str, str], str] = {
     "for seconds still has its initial wide Gaussian (gaussian_uniform, a new finding)",
     ("*", "*heatmap*.npz", "contrib_*"): "0.5 (#47): the heatmap keeps each episode's contribution (--videos "
                                          "failed-at, rlviz explore): new arrays, the counts unchanged",
+    ("*", "summary.json", "entropy_measure"): "0.5.0 (#55): a Box agent's mean entropy is named a differential "
+                                              "entropy (a new key; the number is unchanged)",
 }
 
 #: Keys whose values are times, versions or paths: not results.

@@ -80,8 +80,9 @@ def test_stages_form_a_pipeline_without_cycles():
     assert "agent" in stage_graph["sources"] and "envs" in stage_graph["sources"]
     assert not stage_graph["sources"] & {"record", "explain", "draw", "evaluate", "report", "sinks", "jobs"}
     # (explore finds a timeline run's checkpoints again by the timeline's own discovery, sources.run_folders)
+    # (the JAX engine builds its LoadedAgent, sources' record of a loaded agent, for the jobs)
     assert {s for s, deps in stage_graph.items() if "sources" in deps} <= {"jobs", "integrations", "cli", "training",
-                                                                          "explore"}
+                                                                          "explore", "jax"}
 
 
 def test_the_sources_are_one_module_per_source_and_the_agent_has_no_loader():

@@ -97,6 +97,7 @@ class Gate:
 
     def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
         if environ.get("REQUEST_METHOD", "") not in ("GET", "HEAD"):
+            _drain(environ)  # (a body left unread makes the close a TCP reset: the client would lose the answer)
             refused = cross_site(environ)
             if refused is not None:
                 return _json({"error": refused[1]}, refused[0])(environ, start_response)
@@ -117,6 +118,25 @@ class Gate:
             return self.app(environ, lambda status, headers, *exc: start_response(status, [*headers, set_cookie], *exc))
         return _json({"error": "this explorer serves with a token: open the URL it printed (.../?token=...)"},
                      403)(environ, start_response)
+
+
+#: The most of a request's body the server reads (the page's POSTs send ``{}``); more is refused with the rest.
+_MAX_BODY = 64 << 10
+
+
+def _drain(environ: dict[str, Any]) -> None:
+    """Read the request's body (at most :data:`_MAX_BODY` bytes): no route takes one, but one left unread in the
+    socket makes closing it a reset that can arrive before the answer is read."""
+    try:
+        length = min(max(int(environ.get("CONTENT_LENGTH") or 0), 0), _MAX_BODY)
+    except ValueError:
+        return
+    stream = environ.get("wsgi.input")
+    while length > 0 and stream is not None:
+        chunk = stream.read(min(length, 8192))
+        if not chunk:
+            break
+        length -= len(chunk)
 
 
 def cross_site(environ: dict[str, Any]) -> tuple[int, str] | None:
@@ -327,6 +347,7 @@ def make_server(host: str, port: int, app: Any) -> Any:
 
     class Server(socketserver.ThreadingMixIn, WSGIServer):
         daemon_threads = True
+        request_queue_size = 64  # (the listen backlog: a page and its videos open many connections at once)
 
     class Handler(WSGIRequestHandler):
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - (the base class's name)
