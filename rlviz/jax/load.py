@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CheckpointError, UsageError
+from ..options import import_user_module
 from ..sources.limits import check_archive, loads_json, read_member
 from ..sources.loaded import LoadedAgent, coerce_recipe
 from . import require_jax
@@ -60,7 +61,7 @@ def import_class(spec: Any, flag: str = "--model") -> Any:
                 sys.modules[mod_name] = module
                 loader.loader.exec_module(module)  # type: ignore[union-attr]
         else:
-            module = importlib.import_module(where)
+            module = import_user_module(where)  # (typed by the user: the working folder too)
     except UsageError:
         raise
     except Exception as exc:
