@@ -12,7 +12,7 @@ from .choices import SALIENCY_METHODS, VIDEO_KINDS
 from .errors import UsageError
 
 __all__ = ["CliOption", "option", "cli_options", "parse_video_spec", "whole", "choice", "attention_value", "camera_list",
-           "import_user_module"]
+           "import_user_module", "import_user_attr"]
 
 
 def import_user_module(name: str) -> Any:
@@ -34,6 +34,42 @@ def import_user_module(name: str) -> Any:
     finally:
         if added and cwd in sys.path:
             sys.path.remove(cwd)
+
+
+def import_user_attr(where: str, name: str, what: str = "model=") -> Any:
+    """The attribute ``name`` (dotted) of the module ``where`` (``pkg.module``, found as
+    :func:`import_user_module` finds it, or ``path/to/file.py``, loaded once under a name of its own), both typed by
+    the user (``--model``, ``--critic``): one-line :class:`UsageError`s naming ``what`` when it cannot be had. The one
+    importer of a user's ``module:Class`` for the torch and the JAX loaders."""
+    import importlib.util
+    import re
+    import sys
+    from pathlib import Path
+
+    try:
+        if where.endswith(".py") or "/" in where or "\\" in where:
+            file = Path(where).expanduser().resolve()
+            if not file.is_file():
+                raise UsageError(f"model file {where!r} does not exist ({what}).")
+            mod_name = f"rlviz_user_{re.sub(r'[^0-9a-zA-Z_]', '_', file.stem)}_{abs(hash(str(file))) % 10**8}"
+            module = sys.modules.get(mod_name)
+            if module is None:
+                spec = importlib.util.spec_from_file_location(mod_name, file)
+                module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]  # a .py file has a spec
+                sys.modules[mod_name] = module
+                spec.loader.exec_module(module)  # type: ignore[union-attr]
+        else:
+            module = import_user_module(where)
+    except UsageError:
+        raise
+    except Exception as exc:
+        raise UsageError(f"Cannot import {where!r} for {what} ({type(exc).__name__}: {exc}).") from exc
+    obj: Any = module
+    for part in name.split("."):
+        if not hasattr(obj, part):
+            raise UsageError(f"{where!r} has no attribute {name!r} ({what}).")
+        obj = getattr(obj, part)
+    return obj
 
 @dataclass(frozen=True)
 class CliOption:

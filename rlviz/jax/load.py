@@ -14,12 +14,9 @@ one line naming the first arrays that differ. SBX zips keep their params only in
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import json
 import os
 import re
-import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -27,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CheckpointError, UsageError
-from ..options import import_user_module
+from ..options import import_user_attr
 from ..sources.limits import check_archive, loads_json, read_member
 from ..sources.loaded import LoadedAgent, coerce_recipe
 from . import require_jax
@@ -48,30 +45,7 @@ def import_class(spec: Any, flag: str = "--model") -> Any:
     where, _, name = spec.rpartition(":")
     if not where or not name or not re.fullmatch(r"[A-Za-z_][\w.]*", name):
         raise UsageError(f"{flag} {spec!r}: expected 'pkg.module:Class' or 'path/to/file.py:Class'.")
-    try:
-        if where.endswith(".py") or "/" in where or "\\" in where:
-            file = Path(where).expanduser().resolve()
-            if not file.is_file():
-                raise UsageError(f"{flag} {spec!r}: the file {where!r} does not exist.")
-            mod_name = f"rlviz_flax_{re.sub(r'[^0-9a-zA-Z_]', '_', file.stem)}_{abs(hash(str(file))) % 10**8}"
-            module = sys.modules.get(mod_name)
-            if module is None:
-                loader = importlib.util.spec_from_file_location(mod_name, file)
-                module = importlib.util.module_from_spec(loader)  # type: ignore[arg-type]
-                sys.modules[mod_name] = module
-                loader.loader.exec_module(module)  # type: ignore[union-attr]
-        else:
-            module = import_user_module(where)  # (typed by the user: the working folder too)
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise UsageError(f"{flag} {spec!r}: cannot import {where!r} ({type(exc).__name__}: {exc}).") from None
-    obj: Any = module
-    for part in name.split("."):
-        if not hasattr(obj, part):
-            raise UsageError(f"{flag} {spec!r}: {where!r} has no attribute {name!r}.")
-        obj = getattr(obj, part)
-    return obj
+    return import_user_attr(where, name, flag)
 
 
 def _kwargs(value: Any, flag: str) -> dict:

@@ -19,12 +19,8 @@ Supported, checked in this order by :func:`to_policy`:
 from __future__ import annotations
 
 import ast
-import importlib
-import importlib.util
 import inspect
 import re
-import sys
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -35,7 +31,7 @@ from ..agent.cleanrl import is_cleanrl_agent  # noqa: F401 (0.1 import path)
 from ..agent.policy import Policy, TorchPolicy, TorchPolicyOptions
 from ..agent.recurrent import RecurrentTorchPolicy, is_recurrent_module
 from ..errors import UsageError
-from ..options import import_user_module
+from ..options import import_user_attr
 from .stable_baselines3.zips import sb3_policy
 
 __all__ = ["to_policy", "cleanrl_policy", "build_model", "looks_like_q_network", "SpaceInfo"]
@@ -131,31 +127,7 @@ def _parse_spec(spec: str) -> tuple[str, str, dict]:
 
 
 def _import_attr(where: str, name: str):
-    try:
-        if where.endswith(".py") or "/" in where or "\\" in where:
-            file = Path(where).expanduser().resolve()
-            if not file.is_file():
-                raise UsageError(f"model file {where!r} does not exist.")
-            mod_name = f"rlviz_user_{re.sub(r'[^0-9a-zA-Z_]', '_', file.stem)}_{abs(hash(str(file))) % 10**8}"
-            if mod_name in sys.modules:
-                module = sys.modules[mod_name]
-            else:
-                spec = importlib.util.spec_from_file_location(mod_name, file)
-                module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]  # a .py file has a spec
-                sys.modules[mod_name] = module
-                spec.loader.exec_module(module)  # type: ignore[union-attr]
-        else:
-            module = import_user_module(where)
-    except UsageError:
-        raise
-    except Exception as exc:
-        raise UsageError(f"Cannot import {where!r} for model= ({type(exc).__name__}: {exc}).") from exc
-    obj = module
-    for part in name.split("."):
-        if not hasattr(obj, part):
-            raise UsageError(f"{where!r} has no attribute {name!r} (model=).")
-        obj = getattr(obj, part)
-    return obj
+    return import_user_attr(where, name, "model=")
 
 
 def _auto_kwargs(factory, given: dict, observation_space, action_space) -> dict:
