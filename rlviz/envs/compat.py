@@ -60,7 +60,7 @@ class FrameStackObservation(gym.Wrapper):
             raise UsageError(f"frame_stack padding_type={padding_type!r}; expected 'reset' or 'zero'.")
         self.stack_size, self.padding_type = int(stack_size), padding_type
         self.observation_space = spaces.Box(np.stack([space.low] * self.stack_size),
-                                            np.stack([space.high] * self.stack_size), dtype=space.dtype)  # type: ignore[arg-type]  # (a Box's own dtype)
+                                            np.stack([space.high] * self.stack_size), dtype=space.dtype)  # type: ignore[arg-type,unused-ignore]  # (a Box's own dtype)
         self._zero = np.zeros(space.shape, dtype=space.dtype)
         self._queue: deque[Any] = deque([self._zero] * self.stack_size, maxlen=self.stack_size)
 

@@ -106,7 +106,7 @@ class SB3FrameStack(gym.ObservationWrapper):
         h, w, c = space.shape
         self._stack = np.zeros((h, w, c * self.n), dtype=space.dtype)
         shape = (c * self.n, h, w) if self.channels_first else (h, w, c * self.n)
-        self.observation_space = gym.spaces.Box(0, 255, shape, dtype=space.dtype)  # type: ignore[arg-type]
+        self.observation_space = gym.spaces.Box(0, 255, shape, dtype=space.dtype)  # type: ignore[arg-type,unused-ignore]
 
     def reset(self, **kwargs):
         obs, info = self.env.reset(**kwargs)

@@ -34,7 +34,7 @@ class ChannelsFirst(gym.ObservationWrapper):
         if not (isinstance(space, gym.spaces.Box) and len(space.shape) == 3):
             raise ValueError(f"channels_first takes [H, W, C] Box observations; the env gives {space}")
         self.observation_space = gym.spaces.Box(space.low.transpose(2, 0, 1), space.high.transpose(2, 0, 1),
-                                                dtype=space.dtype)  # type: ignore[arg-type]  # (a Box's own dtype)
+                                                dtype=space.dtype)  # type: ignore[arg-type,unused-ignore]  # (a Box's own dtype)
 
     def observation(self, observation):
         return np.ascontiguousarray(np.transpose(observation, (2, 0, 1)))

@@ -73,7 +73,7 @@ def check_saliency(saliency: str | None, policy: Any, observation_space: Any) ->
                          "use saliency=None (CLI: --saliency none) for it.")
 
 
-class RecordEpisode(RecorderBase, gym.Wrapper):  # type: ignore[type-arg]  # (any env's types)
+class RecordEpisode(RecorderBase, gym.Wrapper):  # type: ignore[type-arg,unused-ignore]  # (any env's types)
     """Record episodes to MP4: the frames (a ``RecordVideo`` drop-in) and, given internals, the agent's panels.
 
     Args:
@@ -348,7 +348,7 @@ class RecordEpisode(RecorderBase, gym.Wrapper):  # type: ignore[type-arg]  # (an
     # -- inside -----------------------------------------------------------------------------------
     def _grab(self) -> Any:
         """The env's current frame (uint8 RGB), or None when a RenderCollection has just been emptied."""
-        frame = self.env.render()
+        frame: Any = self.env.render()
         if isinstance(frame, list):
             if not frame:
                 warnings.warn("RecordEpisode: env.render() was just called, so this step's frame cannot be "
