@@ -12,9 +12,9 @@ from typing import Any
 
 from .contract import JAX_KINDS, JaxEnv, JaxPolicy, PolicyOut
 
-__all__ = ["JAX_KINDS", "JaxEnv", "JaxPolicy", "PolicyOut", "FlaxPolicy", "load_jax_agent", "require_jax"]
+__all__ = ["JAX_KINDS", "JaxEnv", "JaxPolicy", "PolicyOut", "FlaxPolicy", "load_jax_agent", "every", "require_jax"]
 
-_LAZY = {"FlaxPolicy": "policy", "load_jax_agent": "load"}
+_LAZY = {"FlaxPolicy": "policy", "load_jax_agent": "load", "every": "callbacks"}
 
 
 def require_jax(what: str = "flax agents") -> None:
