@@ -26,7 +26,6 @@ from test_render_agents import AGENTS, C4, Agent, _recipe, _train_torch_agent  #
 from rlviz.cli import main  # noqa: E402
 from rlviz.disagree.select import MIN_TV  # noqa: E402
 from rlviz.envs.pettingzoo_envs import make_agents_env  # noqa: E402
-from rlviz.envs.recipe import pettingzoo_recipe  # noqa: E402
 from rlviz.evaluate.rollouts.agents import play_episode  # noqa: E402
 from rlviz.sources import load_agent  # noqa: E402
 from rlviz.sources.pt2.saving import save_checkpoint  # noqa: E402
@@ -139,12 +138,18 @@ def test_an_agent_against_itself_has_no_disagreement_states(pistonball_pair, tmp
     out = tmp_path / "self"
     with pytest.warns(UserWarning, match="no states: A and B act the same"):
         code = main(["compare", str(a), str(a), "--env", str(recipe), "--episodes", "2", "--disagreements", "2",
-                     "--videos", "none", "--out", str(out)])
+                     "--videos", "none", "--out", str(out), "--tensorboard", str(tmp_path / "tb")])
     assert code == 0, capsys.readouterr().err
+    from conftest import tb_accumulator  # comparison.json's per-agent numbers go to the sinks
+
+    acc = tb_accumulator(tmp_path / "tb")
     for agent in AGENTS:
         data = json.loads((out / "disagreements" / agent / "disagreements.json").read_text())
         assert data["states"] == [] and data["summary"]["all"]["greedy_differ_share"] == 0.0
         assert data["summary"]["all"]["tv_mean"] == 0.0 and "act the same" in data["note"]
+        key = f"rlviz/compare/disagreements/{agent}/all/"
+        assert [e.value for e in acc.Scalars(key + "greedy_differ_share")] == [0.0]
+        assert [e.value for e in acc.Scalars(key + "states")] == [data["summary"]["all"]["states"]]
 
 
 def test_connect_four_compares_the_masked_distributions_and_branches_to_the_end(tmp_path, capsys):
