@@ -28,6 +28,7 @@ import numpy as np
 
 from ..agent.masking import apply_masks
 from ..envs.pettingzoo_envs import is_parallel, make_agents_env
+from ..errors import EnvError
 from ..evaluate.rollouts.agents import AgentEpisode, AgentsRolloutResult, play_episode
 from ..evaluate.statistics.distance import TV
 from .branches import BranchResult
@@ -184,4 +185,8 @@ def branch_agent_state(agents: list[Any], pick: Pick, agent_id: str, brancher: i
         pass
     finally:
         env.close()
+    if not branch.on:
+        raise EnvError(f"Replaying episode {pick.episode} (seed {pick.seed}) of {playing.recipe.env_id} to "
+                       f"{agent_id}'s decision {pick.step} ended after {branch.decisions} of its decisions: the env is "
+                       "not deterministic under its seed, so its states cannot be branched from.")
     return BranchResult("ab"[brancher], branch.ret, branch.steps, int(branch.failed), branch.terminated)
