@@ -124,15 +124,6 @@ def test_compare_of_an_agent_with_itself_gives_zero_differences(two_agents, tmp_
     assert c["a"]["agents"] == c["b"]["agents"]
 
 
-def test_disagreements_on_a_pettingzoo_env_are_refused_in_one_line(two_agents, tmp_path, capsys):
-    a, b, recipe = two_agents
-    code = main(["compare", str(a), str(b), "--env", str(recipe), "--episodes", "2", "--disagreements", "3",
-                 "--out", str(tmp_path / "cmp")])
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and "--disagreements 3" in err and len(err.splitlines()) == 1
-    assert not (tmp_path / "cmp" / "comparison.json").exists()
-
-
 def test_compare_with_workers_gives_the_one_process_numbers(two_agents, tmp_path, capsys):
     """--workers 2: both rollouts run in the workers (seed-contiguous shards); episodes.csv and the per-agent paired
     statistics are the one-process run's."""

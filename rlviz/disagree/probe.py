@@ -32,7 +32,8 @@ from ..errors import UsageError
 from ..evaluate.failures.heatmap import FailureHeatmap
 from ..evaluate.statistics.distance import ACTION_GAP, TV, disagreement, greedy_actions
 
-__all__ = ["EpisodeDisagreement", "DisagreementProbe", "check_probe_policies", "BOX_DIFFER_TV", "BOX_DIFFER_GAP"]
+__all__ = ["EpisodeDisagreement", "DisagreementProbe", "check_probe_policies", "compare_outputs", "BOX_DIFFER_TV",
+           "BOX_DIFFER_GAP"]
 
 #: Box actions have no greedy action to compare: a state counts as one where they choose differently from this TV
 #: (the Pinsker bound of the Gaussians' distance) on.
@@ -83,6 +84,21 @@ def check_probe_policies(own: Any, other: Any) -> None:
     if fa != fb:
         raise UsageError(f"disagreements give one agent's inputs to the other, but they read observations as {fa!r} "
                          f"and {fb!r}; compare without --disagreements.")
+
+
+def compare_outputs(mine: Any, theirs: Any, n: int, spec: Any = None,
+                    measure: str = TV) -> tuple[str, np.ndarray, np.ndarray]:
+    """Two :class:`~rlviz.agent.policy.PolicyOutput` on the same ``n`` states: (measure, tv float [n], differ bool [n]).
+    ``tv``: :func:`~rlviz.evaluate.statistics.distance.disagreement`'s numbers (NaN where no measure applies, the
+    ``measure`` given then kept); ``differ``: the greedy actions differ (Box: ``tv >= BOX_DIFFER_TV``, or
+    ``BOX_DIFFER_GAP`` for the action gap). ``spec``: the action spec scaling the action gap."""
+    found = disagreement(mine, theirs, spec)
+    tv = np.full(n, np.nan) if found is None else found[1]
+    measure = measure if found is None else found[0]
+    ga, gb = greedy_actions(mine), greedy_actions(theirs)
+    differ = (ga != gb).any(axis=1) if ga is not None and gb is not None else \
+        tv >= (BOX_DIFFER_GAP if measure == ACTION_GAP else BOX_DIFFER_TV)
+    return measure, tv, differ
 
 
 _FIELDS = ("logits", "probs", "value", "mean", "std")
@@ -264,13 +280,9 @@ class DisagreementProbe:
             return
         ri, ai = r[ready], at[ready]
         mo, to = self.mine.take(mine[ready]), self.theirs.take(theirs[ready])
-        found = disagreement(mo, to, getattr(self.other, "action_spec", None))
-        tv = np.full(len(ri), np.nan) if found is None else found[1]
-        if found is not None:
-            self.measure = found[0]
-        ga, gb = greedy_actions(mo), greedy_actions(to)
-        differ = (ga != gb).any(axis=1) if ga is not None and gb is not None else \
-            tv >= (BOX_DIFFER_GAP if self.measure == ACTION_GAP else BOX_DIFFER_TV)
+        measure, tv, differ = compare_outputs(mo, to, len(ri), getattr(self.other, "action_spec", None),
+                                              self.measure)
+        self.measure = measure
         c = self.cols
         c["tv"][ri, ai] = tv
         c["other"][ri, ai] = np.nan if to.value is None else to.value

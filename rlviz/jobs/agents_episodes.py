@@ -55,15 +55,17 @@ def run_agents_shard(task: AgentsShardTask, progress: Any = None) -> AgentsRollo
                           first_episode=task.first_episode, report=progress or (lambda _ret: None))
 
 
-def agents_rollout(agent: LoadedAgent, config: RenderConfig, backend: Backend | None = None) -> AgentsRolloutResult:
+def agents_rollout(agent: LoadedAgent, config: RenderConfig, backend: Backend | None = None,
+                   probe: Any = None) -> AgentsRolloutResult:
     """The config's episodes of ``agent`` (every agent of the game): in this process, or with a worker ``backend``
-    (``--workers N``, ``--ray``) in seed-contiguous shards joined into the same result."""
+    (``--workers N``, ``--ray``) in seed-contiguous shards joined into the same result. ``probe``: the rollout's
+    (:func:`~rlviz.evaluate.rollouts.agents.rollout_agents`; ``compare --disagreements``): in this process."""
     if config.num_envs != DEFAULT_NUM_ENVS:
         warnings.warn(f"--num-envs {config.num_envs} does not apply to a PettingZoo env ({agent.recipe.env_id}): its "
                       "episodes run one at a time per process; use --workers N to run them in parallel.", stacklevel=2)
-    if backend is None or config.episodes < 2:
+    if backend is None or config.episodes < 2 or probe is not None:
         return rollout_agents(agent.recipe, agent.policy, config.episodes, config.seed, config.greedy,
-                              bool(config.heatmap))
+                              bool(config.heatmap), probe=probe)
     source = source_for(config, backend)
     tasks = [AgentsShardTask(source, r.start, len(r)) for r in shard_ranges(config.episodes, backend.size, 1)]
     t0 = time.perf_counter()

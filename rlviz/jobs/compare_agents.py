@@ -16,12 +16,16 @@ ones its own ``rlviz render`` run writes. Output layout (beside ``rlviz-run.json
                        and under B, and the per-failure difference
     videos/a, videos/b/<label>-episode-<k>.mp4   each side's video of episode k (a panel column per agent)
     videos/<label>-<k>.mp4   the two side by side (episodes chosen by the team return B - A)
+    disagreements/<agent>/disagreements.json/.csv   (--disagreements K) per agent id, the single-agent files over
+                       its own states (:mod:`rlviz.disagree.agents`); comparison.json's "disagreements": per agent id
+                       the measure, summary and branch counts
 """
 
 from __future__ import annotations
 
 import io
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +50,11 @@ __all__ = ["check_agents_compare", "compare_agents_into", "agents_comparison", "
 
 
 def check_agents_compare(agents: list[LoadedAgent], config: CompareConfig) -> None:
-    """The options compare has no per-agent meaning for yet: a usage error now, not after the rollouts."""
+    """A usage error now, not after the rollouts: with --disagreements, each policy must read the other's inputs."""
     if config.disagreements:
-        raise UsageError(f"--disagreements {config.disagreements} on a PettingZoo env "
-                         f"({agents[0].recipe.env_id}) is not there yet; compare without it.")
+        from ..disagree.probe import check_probe_policies
+
+        check_probe_policies(agents[0].policy, agents[1].policy)
 
 
 def compare_agents_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig, gammas: list[float],
@@ -57,10 +62,14 @@ def compare_agents_into(folder: Path, agents: list[LoadedAgent], config: Compare
     """The run's outputs, written into ``folder``: {"comparison", "table", "heatmap_npz", "heatmap_png",
     "videos"}. ``select_episodes``: :func:`rlviz.jobs.videos.select_episodes` (ranking by the team return B - A);
     ``backend``: the job's workers (None: this process) for both rollouts. Also "fps": the videos' frame rate."""
-    results = [agents_rollout(agent, config.render_config(side), backend) for agent, side in zip(agents, "ab")]
+    probes = _probes(agents, config)  # --disagreements: each policy asked on the other's states, in this process
+    results = [agents_rollout(agent, config.render_config(side), None if probe else backend, probe)
+               for agent, side, probe in zip(agents, "ab", probes)]
     summaries = [agents_summary(r, agent, config.render_config(side))
                  for r, agent, side in zip(results, agents, "ab")]
     comparison = agents_comparison(results, summaries, config)
+    if config.disagreements:
+        comparison["disagreements"] = _disagreements(folder, agents, probes, results, config)
     atomic_write(folder / "comparison.json", json.dumps(comparison, indent=2) + "\n")
     atomic_write(folder / "episodes.csv", agents_paired_csv(results))
     heatmap_npz = heatmap_png = None
@@ -85,6 +94,33 @@ def compare_agents_into(folder: Path, agents: list[LoadedAgent], config: Compare
         videos.append(path)
     return {"comparison": comparison, "table": format_agents_comparison(comparison, labels), "heatmap_npz": heatmap_npz,
             "heatmap_png": heatmap_png, "videos": videos, "fps": fps}
+
+
+def _probes(agents: list[LoadedAgent], config: CompareConfig) -> list[Any]:
+    if not config.disagreements:
+        return [None, None]
+    from ..disagree.agents import AgentsProbe
+
+    return [AgentsProbe(agents[1 - i].policy, side) for i, side in enumerate("ab")]
+
+
+def _disagreements(folder: Path, agents: list[LoadedAgent], probes: list[Any], results: list[AgentsRolloutResult],
+                   config: CompareConfig) -> dict[str, Any]:
+    """Each agent id's disagreement analysis written into ``disagreements/<agent>/`` (a note: a warning naming the
+    agent); comparison.json's part: per agent id the measure, the summary and the branch counts."""
+    from ..disagree.agents import analyse_agents
+    from ..disagree.outputs import write_disagreements
+
+    out = {}
+    with progress.phase("disagreements per agent"):
+        found = analyse_agents(agents, probes, results, config)
+    for agent_id, d in found.items():
+        (folder / "disagreements" / agent_id).mkdir(parents=True, exist_ok=True)
+        data = write_disagreements(d, config, folder / "disagreements" / agent_id)
+        out[agent_id] = {"measure": d.measure, **data["summary"], "branches": data["branches"]}
+        if d.note:
+            warnings.warn(f"--disagreements {config.disagreements}, {agent_id}: {d.note}", UserWarning, stacklevel=2)
+    return out
 
 
 def agents_comparison(results: list[AgentsRolloutResult], summaries: list[dict[str, Any]],

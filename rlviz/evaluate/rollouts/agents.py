@@ -81,10 +81,13 @@ class AgentsRolloutResult:
 
 
 def play_episode(env: Any, policy: Any, index: int, seed: int, greedy: bool = False, watch: bool = False,
-                 num_actions: int = 0, tap: Any = None) -> AgentEpisode:
+                 num_actions: int = 0, tap: Any = None, probe: Any = None) -> AgentEpisode:
     """Episode ``index`` of the rollout seeded ``seed`` on ``env`` (parallel or AEC, possibly wrapped by a
     recorder). ``watch``: note where each failing agent was. ``num_actions``: Discrete actions to count (0: none).
-    ``tap(agents, observations)``: called with each step's deciding agents and their policy inputs (saliency)."""
+    ``tap(agents, observations)``: called with each step's deciding agents and their policy inputs (saliency).
+    ``probe(agents, observations, masks, out)``: called with the same and what the policy said, ``out`` (its
+    :class:`~rlviz.agent.policy.PolicyOutput`, masked) and ``masks`` (bool [B, actions], or None) the actions were
+    sampled from (``compare --disagreements``: :class:`rlviz.disagree.agents.AgentsProbe`)."""
     s = episode_seed_for(seed, index)
     rng = np.random.default_rng(s)
     ep = AgentEpisode(index, s)
@@ -94,30 +97,29 @@ def play_episode(env: Any, policy: Any, index: int, seed: int, greedy: bool = Fa
         ep.returns[a], ep.lengths[a], ep.terminated[a], ep.truncated[a], ep.failed[a] = 0.0, 0, False, False, False
         ep.actions[a] = np.zeros(num_actions, dtype=np.int64)
     step = _parallel if is_parallel(env) else _aec
-    step(env, _Decider(policy, rng, greedy, tap), ep, spec, watch)
+    step(env, _Decider(policy, rng, greedy, tap, probe), ep, spec, watch)
     return ep
 
 
 class _Decider:
     """One batched forward over the deciding agents' observations: their actions."""
 
-    def __init__(self, policy: Any, rng: Any, greedy: bool, tap: Any):
-        self.policy, self.rng, self.greedy, self.tap = policy, rng, greedy, tap
+    def __init__(self, policy: Any, rng: Any, greedy: bool, tap: Any, probe: Any = None):
+        self.policy, self.rng, self.greedy, self.tap, self.probe = policy, rng, greedy, tap, probe
 
     def __call__(self, agents: list[str], observations: list[Any]) -> np.ndarray:
         xs, masks = zip(*(split_observation(o) for o in observations))
         x = np.stack([np.asarray(v) for v in xs])
         if self.tap is not None:
             self.tap(agents, x)
-        return _decide(self.policy, x, masks, self.rng, self.greedy)
-
-
-def _decide(policy: Any, x: np.ndarray, masks: Any, rng: Any, greedy: bool) -> np.ndarray:
-    out = policy.evaluate(x)
-    if any(m is not None for m in masks):
-        out = apply_masks(out, np.stack([np.ones(out.logits.shape[1], bool) if m is None else np.asarray(m, bool)
-                                         for m in masks]))
-    return sample_actions(out, rng, greedy)
+        out = self.policy.evaluate(x)
+        stacked = None
+        if any(m is not None for m in masks):
+            stacked = np.stack([np.ones(out.logits.shape[1], bool) if m is None else np.asarray(m, bool) for m in masks])
+            out = apply_masks(out, stacked)
+        if self.probe is not None:
+            self.probe(agents, x, stacked, out)
+        return sample_actions(out, self.rng, self.greedy)
 
 
 def _left(ep: AgentEpisode, env: Any, a: str, term: bool, trunc: bool, reward: float, others: bool,
@@ -180,13 +182,15 @@ def _aec(env: Any, decide: _Decider, ep: AgentEpisode, spec: Any, watch: bool) -
 
 
 def rollout_agents(recipe: Any, policy: Any, episodes: int, seed: int = 0, greedy: bool = False,
-                   heatmap: bool = False, first_episode: int = 0, report: Any = None) -> AgentsRolloutResult:
+                   heatmap: bool = False, first_episode: int = 0, report: Any = None,
+                   probe: Any = None) -> AgentsRolloutResult:
     """Episodes ``[first_episode, first_episode + episodes)`` of the PettingZoo env of ``recipe`` played by
     ``policy`` (every agent), one after another in this process; with ``heatmap`` where each failing agent was and
     the failure heatmap per agent of these episodes (games rlviz knows positions of). The shards of a run (run by
     ``--workers``) are joined by :func:`merge_agents_rollouts`, which builds the run's heatmap: any split of the
     episodes gives the same result. ``report(team_return)``: called after each episode in place of the progress
-    bar (a worker's report to the driver's bar)."""
+    bar (a worker's report to the driver's bar). ``probe``: :func:`play_episode`'s, and ``probe.end(episode)``
+    called after each episode (its :class:`AgentEpisode`)."""
     # A fresh env per episode, except for the families whose reset is clean (:data:`RESETS_CLEANLY`, held by tests):
     # some games keep state across resets (knights-archers-zombies' episode after another differs from the same
     # seed's on a new env), and an episode must replay alone for its video. Always with frames: some games observe differently without a render mode
@@ -207,7 +211,9 @@ def rollout_agents(recipe: Any, policy: Any, episodes: int, seed: int = 0, greed
                 if out and not clean:
                     env.close()
                     env = make()
-                ep = play_episode(env, policy, k, seed, greedy, watch, num_actions)
+                ep = play_episode(env, policy, k, seed, greedy, watch, num_actions, probe=probe)
+                if probe is not None:
+                    probe.end(ep)
                 out.append(ep)
                 if report is None:
                     bar.update(1, ret=f"{ep.team_return:.1f}")
