@@ -1,14 +1,15 @@
-"""``rlviz push RUN --repo ORG/NAME``: a render run published on the Hugging Face Hub with its annotated replay.
+"""``rlviz push RUN --repo ORG/NAME``: a render run (or a compare run's agent B, :mod:`.push_runs`) published on
+the Hugging Face Hub with its annotated replay.
 
 It lives with the jobs (a job built on render's, as the timeline is) because it is one: the replay is rlviz's own
 ``--videos episode:N`` path (:func:`rlviz.jobs.render.render` run again on the run's options and seeds, the
 episodes checked equal to the run's), so ``replay.mp4``'s frames are those ``rlviz render --videos episode:N``
-writes and no second encoder exists. :func:`build_repo_folder` writes the folder (the agent file as loaded, the
-env's recipe in the card, ``replay.mp4`` and ``replay-worst.mp4``, ``heatmap.png``, ``report.html``,
+writes and no second encoder exists. :func:`build_repo_folder` writes the folder (the agent's files as loaded, in
+the layout its tool publishes, :mod:`.push_agent`; the card, ``replay.mp4`` and ``replay-worst.mp4``, ``heatmap.png``, ``report.html``,
 ``README.md``, ``results.json``, ``rlviz.json``); :func:`push` uploads it with ``huggingface_hub`` (the token from
 its usual places, never written) unless ``--dry-run DIR``.
 
-Refused: a folder that is not an rlviz render run; a run whose agent needs code (``--model``) without
+Refused: a folder that is not an rlviz render or compare run; a run whose agent needs code (``--model``) without
 ``--include-code FILE``; a file over ``--max-file-mb``; a file that names a path of this machine, the user name or
 the token; a replay that cannot be made (never "continue without a video")."""
 
@@ -20,21 +21,18 @@ import json
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import PushConfig, RenderConfig
+from ..config import PushConfig, episode_config
 from ..errors import RlvizError, UsageError, VideoError
 from ..media.atomic import temp_name
+from .push_agent import agent_files
 from .push_card import dumps, model_card, results_json
+from .push_runs import PushedRun, read_run
 
-__all__ = ["push", "build_repo_folder", "PushOutputs", "choose_episode", "secrets_in"]
-
-#: the run's options the replay takes (what decides an episode and how its video is drawn)
-_REPLAY = ("checkpoint", "env", "model", "vecnormalize", "episodes", "seed", "greedy", "fail_on", "gamma",
-           "heatmap", "objects", "saliency", "saliency_target", "attention", "num_envs", "wrapper", "trust_checkpoint")
-_LIBRARY = {".zip": "stable-baselines3", ".cleanrl_model": "cleanrl", ".pt2": "rlviz"}
+__all__ = ["push", "build_repo_folder", "PushOutputs", "choose_episode", "secrets_in", "check_upload", "check_dry_run"]
 
 
 @dataclass(frozen=True)
@@ -44,40 +42,6 @@ class PushOutputs:
     folder: Path
     files: tuple[str, ...]
     url: str | None
-
-
-def _read_run(run: Path) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, str]]]:
-    marker = run / "rlviz-run.json"
-    try:
-        meta = json.loads(marker.read_text())
-        summary = json.loads((run / "summary.json").read_text())
-        rows = list(csv.DictReader((run / "episodes.csv").open()))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{run} is not an rlviz render run ({type(exc).__name__} reading its rlviz-run.json, "
-                         "summary.json and episodes.csv); pass the --out folder of `rlviz render`.") from None
-    if not isinstance(meta, dict) or meta.get("job") != "render" or not isinstance(meta.get("options"), dict):
-        raise UsageError(f"{run} is a {meta.get('job') if isinstance(meta, dict) else '?'!r} run; rlviz push "
-                         "publishes a render run: pass the --out folder of `rlviz render`.")
-    if rows and "team_return" in rows[0]:  # a PettingZoo run: the team's return is the episode's
-        rows = [{**r, "return": r["team_return"], "length": r.get("steps", "0")} for r in rows]
-        summary = _team_summary(summary, rows)
-    if not rows or "returns" not in summary:
-        raise UsageError(f"{run} holds no episodes; render at least one episode before pushing it.")
-    return meta["options"], summary, rows
-
-
-def _team_summary(summary: dict[str, Any], rows: list[dict[str, str]]) -> dict[str, Any]:
-    """A multi-agent run's summary with ``returns`` and ``lengths`` (the team's) as a single agent's reads."""
-    import numpy as np
-
-    def stats(values: list[float], given: dict[str, Any] | None) -> dict[str, Any]:
-        x = np.asarray(values, dtype=float)
-        out = {"n": int(x.size), "mean": float(x.mean()), "std": float(x.std()), "median": float(np.median(x)),
-               "min": float(x.min()), "max": float(x.max())}
-        return {**out, **{k: v for k, v in (given or {}).items() if k in ("mean", "std", "min", "max")}}
-
-    return {**summary, "returns": stats([float(r["return"]) for r in rows], summary.get("team_return")),
-            "lengths": stats([float(r["length"]) for r in rows], summary.get("episode_steps"))}
 
 
 def choose_episode(rows: list[dict[str, str]], choice: str) -> int:
@@ -101,17 +65,17 @@ def _replay(options: dict[str, Any], episodes: list[int], trust: bool, rows: lis
     """The run's episodes ``episodes`` recorded by ``rlviz render --videos episode:N`` again, in ``scratch``."""
     from .render import render
 
-    kwargs = {k: options[k] for k in _REPLAY if k in options}
-    kwargs["trust_checkpoint"] = bool(trust)
     spec = "episode:" + ",".join(str(n) for n in episodes)
-    try:
-        config = RenderConfig(**kwargs, videos=spec, out=str(scratch / "replay"), progress=False)
+    try:  # every option that shapes an episode or its video is the run's (config.episode_config)
+        config = replace(episode_config(options, episodes[0], trust_checkpoint=bool(trust)), videos=spec,
+                         out=str(scratch / "replay"), progress=False)
         render(config)
     except RlvizError as exc:
         raise VideoError(f"could not make the replay ({exc}); nothing was pushed.") from None
-    again = list(csv.DictReader((scratch / "replay" / "episodes.csv").open()))
+    with (scratch / "replay" / "episodes.csv").open(newline="") as f:
+        again = list(csv.DictReader(f))
     key = "team_return" if again and "team_return" in again[0] else "return"
-    if [(r["seed"], r[key]) for r in again] != [(r["seed"], r["return"]) for r in rows]:
+    if [(r["seed"], float(r[key])) for r in again] != [(r["seed"], float(r["return"])) for r in rows]:
         raise VideoError("the replay's episodes differ from the run's (the agent or env changed since it ran); "
                          "render the run again, then push it.")
     out = {}
@@ -123,32 +87,6 @@ def _replay(options: dict[str, Any], episodes: list[int], trust: bool, rows: lis
             raise VideoError(f"could not make the replay: episode {n}'s video was not written; nothing was pushed.")
         out[n] = path
     return out
-
-
-def _agent_files(options: dict[str, Any], config: PushConfig) -> tuple[dict[str, Path], str]:
-    """repo file name -> local file (the agent as loaded), and the library name for the card."""
-    checkpoint = str(options.get("checkpoint") or "")
-    if checkpoint.startswith("hf://"):
-        raise UsageError(f"the run's agent is {checkpoint}, already on the Hub; push a run of a local file.")
-    path = Path(checkpoint)
-    if options.get("model"):
-        if not config.include_code:
-            raise UsageError(f"the run's agent needs code (--model {options['model']}); pass --include-code FILE "
-                             "naming the file that defines it, to upload it with the agent.")
-        code = Path(config.include_code)
-        if not code.is_file():
-            raise UsageError(f"--include-code {code.name}: no such file; name the module that defines the agent.")
-        return {path.name: path, code.name: code}, "pytorch"
-    if path.is_dir():
-        raise UsageError(f"the run's agent is a folder ({path.name}); push a run of an agent file "
-                         "(.pt2, SB3 .zip, .cleanrl_model).")
-    if not path.is_file():
-        raise UsageError(f"the run's agent file {path.name} is gone; render the run again where it is.")
-    files = {path.name: path}
-    stats = options.get("vecnormalize")
-    if stats:
-        files["vec_normalize.pkl"] = Path(stats)
-    return files, _LIBRARY.get(path.suffix, "rlviz")
 
 
 def _needles() -> dict[str, bytes]:
@@ -205,42 +143,62 @@ def _scrub(text: str, paths: list[str]) -> str:
     return text
 
 
+def _comparison(run: PushedRun, local: list[str]) -> dict[str, Any] | None:
+    """A compare run's comparison.json as published: each agent named by its file name, A's as ``baseline``."""
+    if run.comparison is None:
+        return None
+    names = {k: Path(str(run.comparison.get(k) or "")).name or str(run.comparison.get(k))
+             for k in ("a_checkpoint", "b_checkpoint")}
+    if str(run.comparison.get("a_checkpoint", "")).startswith("hf://"):
+        names["a_checkpoint"] = str(run.comparison["a_checkpoint"])  # (a Hub baseline: its repo and commit)
+    return json.loads(_scrub(json.dumps({**run.comparison, **names, "baseline": names["a_checkpoint"]}), local))
+
+
 def build_repo_folder(config: PushConfig, folder: Path) -> list[str]:
     """Write into ``folder`` every file the repo gets; returns their names. Nothing is uploaded."""
-    run = Path(config.run)
-    if not (run / "rlviz-run.json").is_file():
-        raise UsageError(f"{run} is not an rlviz run (no rlviz-run.json); pass the --out folder of `rlviz render`.")
-    options, summary, rows = _read_run(run)
-    agent_files, library = _agent_files(options, config)
+    run = read_run(Path(config.run))
+    options, summary, rows = run.options, run.summary, run.rows
+    agent = agent_files(options, config)
     n = choose_episode(rows, config.replay)
     worst = choose_episode(rows, "worst")
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rlviz-push-") as scratch:
         videos = _replay(options, sorted({n, worst}), config.trust_checkpoint, rows, Path(scratch))
-        for name, src in agent_files.items():
-            shutil.copyfile(src, folder / name)
+        for name, src in agent.files.items():
+            if isinstance(src, bytes):
+                (folder / name).write_bytes(src)
+            else:
+                shutil.copyfile(src, folder / name)
         shutil.copyfile(videos[n], folder / "replay.mp4")
         shutil.copyfile(videos[worst], folder / "replay-worst.mp4")
+        heatmap = run.heatmap or Path(scratch, "replay", "heatmap.png")  # (the replay's: B's own, for a compare)
+        if heatmap.is_file():
+            shutil.copyfile(heatmap, folder / "heatmap.png")
     checkpoint = Path(str(options.get("checkpoint") or ""))
-    local = [str(checkpoint.resolve()), str(checkpoint.resolve().parent), str(run.resolve()), str(run),
-             str(checkpoint), str(options.get("out") or "")]
-    if (run / "heatmap.png").is_file():
-        shutil.copyfile(run / "heatmap.png", folder / "heatmap.png")
-    if (run / "report.html").is_file():
-        (folder / "report.html").write_text(_scrub((run / "report.html").read_text(errors="replace"), local))
-    env_id = str(summary.get("env_id") or options.get("env") or "unknown")
-    public = {k: options.get(k) for k in ("env", "episodes", "seed", "greedy", "fail_on", "gamma", "heatmap",
-                                            "wrapper", "saliency")}
+    local = [str(run.folder.resolve()), str(run.folder), str(options.get("out") or "")]
+    for given in (checkpoint, (run.comparison or {}).get("a_checkpoint"), options.get("vecnormalize")):
+        if given and not str(given).startswith("hf://"):  # (the agents' files and folders: by name only)
+            local += [str(Path(given).resolve()), str(Path(given).resolve().parent), str(given)]
+    if run.report is not None:
+        (folder / "report.html").write_text(_scrub(run.report.read_text(errors="replace"), local))
+    comparison = _comparison(run, local)
+    if comparison is not None:
+        (folder / "comparison.json").write_text(dumps(comparison))
+    env_id = str(summary.get("env_id") or options.get("env") or agent.zoo.get("env") or "unknown")
+    public = {k: options.get(k) for k in ("env", "model", "episodes", "seed", "greedy", "fail_on", "gamma",
+                                            "heatmap", "wrapper", "saliency")}
     returns = {int(r["episode"]): float(r["return"]) for r in rows}
-    algo = config.algo or Path(str(options.get("checkpoint"))).stem
-    card = model_card(repo_id=config.repo or "ORG/NAME", env_id=env_id, algo=algo, library=library,
+    algo = config.algo or agent.algo or checkpoint.stem
+    card = model_card(repo_id=config.repo or "ORG/NAME", env_id=env_id, algo=algo, library=agent.library,
                       summary=summary, returns=[float(r["return"]) for r in rows], options=public,
                       replay={"episode": n, "choice": config.replay, "return": returns[n], "worst": worst,
-                              "worst_return": returns[worst], "heatmap": (folder / "heatmap.png").is_file()})
+                              "worst_return": returns[worst], "heatmap": (folder / "heatmap.png").is_file()},
+                      comparison=comparison, zoo=agent.zoo or None, agent=checkpoint.name)
     (folder / "README.md").write_text(card)
     (folder / "results.json").write_text(dumps(results_json(summary, env_id)))
-    (folder / "rlviz.json").write_text(dumps({"env_id": env_id, "agent": sorted(agent_files), "replay_episode": n,
-                                              "worst_episode": worst, "options": public}))
+    (folder / "rlviz.json").write_text(dumps({"env_id": env_id, "agent": sorted(agent.files), "replay_episode": n,
+                                              "worst_episode": worst, "options": public,
+                                              "job": "compare" if comparison is not None else "render"}))
     names = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
     limit = float(config.max_file_mb) * 2**20
     for name in names:
@@ -254,14 +212,32 @@ def build_repo_folder(config: PushConfig, folder: Path) -> list[str]:
     return names
 
 
+def check_dry_run(folder: str | os.PathLike[str], flag: str = "--dry-run") -> Path:
+    """The dry run's folder, refused unless new or empty."""
+    out = Path(folder)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{flag} {out}: the folder is not empty; pass a new or empty folder.")
+    return out
+
+
+def check_upload(repo: str) -> Any:
+    """``huggingface_hub``, once an upload to ``repo`` can start: it is installed and finds a token (HF_TOKEN,
+    ``hf auth login``); one line otherwise, before any work."""
+    from ..errors import require
+
+    hf = require("huggingface_hub", "hub", "uploads to the Hugging Face Hub")
+    if not hf.get_token():
+        raise UsageError(f"no Hugging Face token to push {repo} with (HF_TOKEN, or `hf auth login`); log in, or "
+                         "pass a dry-run folder to see what would be uploaded.")
+    return hf
+
+
 def push(config: PushConfig | None = None, **kwargs: Any) -> PushOutputs:
     """Build the repo folder from the run and upload it (``config.dry_run``: write it there, upload nothing)."""
     if config is None:
         config = PushConfig(**kwargs)
     if config.dry_run:
-        out = Path(config.dry_run)
-        if out.exists() and any(out.iterdir()):
-            raise UsageError(f"--dry-run {out}: the folder is not empty; pass a new or empty folder.")
+        out = check_dry_run(config.dry_run)
         tmp = temp_name(out)
         try:
             names = build_repo_folder(config, tmp)
@@ -273,9 +249,7 @@ def push(config: PushConfig | None = None, **kwargs: Any) -> PushOutputs:
         return PushOutputs(out, tuple(names), None)
     if not config.repo:
         raise UsageError("rlviz push needs --repo ORG/NAME (or --dry-run DIR to see what would be uploaded).")
-    from ..errors import require
-
-    hf = require("huggingface_hub", "hub", "uploads to the Hugging Face Hub")
+    hf = check_upload(config.repo)
     with tempfile.TemporaryDirectory(prefix="rlviz-push-") as scratch:
         folder = Path(scratch) / "repo"
         names = build_repo_folder(config, folder)
