@@ -62,6 +62,29 @@ def _metrics_zip(run: Path) -> bytes:
     return buf.getvalue()
 
 
+def _plain(value: Any) -> Any:
+    """rl-zoo3's YAML data (:func:`~rlviz.sources.stable_baselines3.zoo_yaml.read_zoo_yaml`) as plain YAML data: a
+    tagged node (a Python name or object, never built) as its tag and value in one string."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return f"{getattr(value, 'tag', type(value).__name__)} {getattr(value, 'value', '')}".strip()
+
+
+def _hyperparameters(path: Path) -> str:
+    """config.yml's hyperparameters as the card shows them (plain YAML, in the file's order); "" without one."""
+    import yaml
+
+    from ..sources.stable_baselines3.zoo_yaml import read_zoo_yaml
+
+    if not path.is_file():
+        return ""
+    return str(yaml.safe_dump(_plain(read_zoo_yaml(path)), sort_keys=False, default_flow_style=False))
+
+
 def _zoo_files(zoo: Any, stats: Path | None) -> AgentFiles:
     """The files ``rl_zoo3.push_to_hub`` uploads, from the run folder around ``zoo.model``."""
     import yaml
@@ -79,7 +102,7 @@ def _zoo_files(zoo: Any, stats: Path | None) -> AgentFiles:
     if stats is not None:
         files["vec_normalize.pkl"] = stats
     files["train_eval_metrics.zip"] = _metrics_zip(zoo.model.parent)
-    config = (folder / "config.yml").read_text(errors="replace") if (folder / "config.yml").is_file() else ""
+    config = _hyperparameters(folder / "config.yml")
     name = _ZOO_CLASSES.get(alias, alias.upper()) if zoo.algo else None
     return AgentFiles(files, "stable-baselines3", name, {"algo": alias, "env": env_id, "config": config})
 
