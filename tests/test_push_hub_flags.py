@@ -168,8 +168,8 @@ def test_compare_pushes_b_with_its_paired_difference_against_a(weak, ppo_zip, tm
     # the replay is B's median episode, as `rlviz render B --videos episode:N` draws it
     rows = [{"episode": r["episode"], "return": r["b_return"]} for r in _rows(tmp_path / "cmp" / "episodes.csv")]
     n = choose_episode(rows, "median")
-    ref = render(checkpoint=str(strong), env="CartPole-v1", episodes=5, greedy=True, videos=f"episode:{n}",
-                 out=str(tmp_path / "ref"))
+    render(checkpoint=str(strong), env="CartPole-v1", episodes=5, greedy=True, videos=f"episode:{n}",
+           out=str(tmp_path / "ref"))
     assert _rows(tmp_path / "ref" / "episodes.csv")[n]["return"] == rows[n]["return"]
     ours = np.stack(list(read_video(dry / "replay.mp4")))
     theirs = np.stack(list(read_video(next((tmp_path / "ref" / "videos").glob(f"episode-{n}-*.mp4")))))

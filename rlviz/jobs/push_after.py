@@ -19,10 +19,11 @@ from ..config import PushConfig
 __all__ = ["push_after"]
 
 
-def push_after(job: Callable[..., Any], config: Any) -> Any:
-    """Run ``job(config)`` (render or compare) without its push options, then push its run folder; returns the
-    job's outputs with ``pushed`` (:class:`rlviz.jobs.push.PushOutputs`, None when ``strict`` held it back)."""
-    from .push import check_dry_run, check_upload, push
+def push_after(job: Callable[..., Any], config: Any, replay: Callable[..., Any]) -> Any:
+    """Run ``job(config)`` (render or compare) without its push options, then push its run folder, the replay made
+    by ``replay`` (render's job: passed in, so that render imports no module that imports it); returns the job's
+    outputs with ``pushed`` (:class:`rlviz.jobs.push_build.PushOutputs`, None when ``strict`` held it back)."""
+    from .push_build import check_dry_run, check_upload, publish
 
     if config.push_dry_run is not None:
         check_dry_run(config.push_dry_run, "--push-dry-run")
@@ -35,6 +36,6 @@ def push_after(job: Callable[..., Any], config: Any) -> Any:
                       f"pushed. The run is in {outputs.out_dir}: `rlviz push {outputs.out_dir} --repo ORG/NAME` "
                       "publishes it anyway.", UserWarning, stacklevel=3)
         return outputs
-    pushed = push(PushConfig(run=str(outputs.out_dir), repo=config.push_to_hub, dry_run=config.push_dry_run,
-                             trust_checkpoint=config.trust_checkpoint))
+    pushed = publish(PushConfig(run=str(outputs.out_dir), repo=config.push_to_hub, dry_run=config.push_dry_run,
+                                trust_checkpoint=config.trust_checkpoint), replay)
     return replace(outputs, pushed=pushed)

@@ -76,9 +76,10 @@ def _plain(value: Any) -> Any:
 
 def _hyperparameters(path: Path) -> str:
     """config.yml's hyperparameters as the card shows them (plain YAML, in the file's order); "" without one."""
-    import yaml
-
+    from ..errors import require
     from ..sources.stable_baselines3.zoo_yaml import read_zoo_yaml
+
+    yaml = require("yaml", "sb3", "rl-zoo3 config files")
 
     if not path.is_file():
         return ""
@@ -87,7 +88,9 @@ def _hyperparameters(path: Path) -> str:
 
 def _zoo_files(zoo: Any, stats: Path | None) -> AgentFiles:
     """The files ``rl_zoo3.push_to_hub`` uploads, from the run folder around ``zoo.model``."""
-    import yaml
+    from ..errors import require
+
+    yaml = require("yaml", "sb3", "rl-zoo3 config files")
 
     env_id = zoo.recipe.env_id
     alias = zoo.algo or zoo.model.stem
@@ -103,8 +106,8 @@ def _zoo_files(zoo: Any, stats: Path | None) -> AgentFiles:
         files["vec_normalize.pkl"] = stats
     files["train_eval_metrics.zip"] = _metrics_zip(zoo.model.parent)
     config = _hyperparameters(folder / "config.yml")
-    name = _ZOO_CLASSES.get(alias, alias.upper()) if zoo.algo else None
-    return AgentFiles(files, "stable-baselines3", name, {"algo": alias, "env": env_id, "config": config})
+    shown = _ZOO_CLASSES.get(alias, alias.upper()) if zoo.algo else None
+    return AgentFiles(files, "stable-baselines3", shown, {"algo": alias, "env": env_id, "config": config})
 
 
 def agent_files(options: dict[str, Any], config: PushConfig) -> AgentFiles:

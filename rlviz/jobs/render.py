@@ -86,7 +86,7 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
     if config.push_to_hub is not None or config.push_dry_run is not None:  # the run, then its push (jobs.push_after)
         from .push_after import push_after
 
-        return push_after(render, config)  # type: ignore[no-any-return]
+        return push_after(render, config, render)  # type: ignore[no-any-return]
     check_model_folders(config)  # a folder with no model: said first, not an --out conflict
     with job_setup(config) as job:  # --out claimed, progress, the workers (Ray / spawned ones start now)
         if is_jax_env_id(config.env):  # a flax agent on a JAX env: the JAX engine (rlviz.jobs.render_jax)
