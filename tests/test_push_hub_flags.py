@@ -11,9 +11,7 @@ import json
 import shlex
 import shutil
 import sys
-import threading
 import zipfile
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +30,7 @@ hf = pytest.importorskip("huggingface_hub")
 sb3 = pytest.importorskip("stable_baselines3")
 yaml = pytest.importorskip("yaml")
 
-from test_push import FAKE_TOKEN, _card, _Hub  # noqa: E402
+from test_push import _card, stand_in_hub  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -90,18 +88,9 @@ def test_render_push_to_hub_uploads_after_the_run(weak, monkeypatch, tmp_path, c
             "--no-progress", "--push-to-hub", "me/ppo-a"]
     assert main([*args, "--out", str(tmp_path / "refused")]) == 2  # before the run, not after it
     assert "no Hugging Face token" in capsys.readouterr().err and not (tmp_path / "refused").exists()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
-    server.calls, server.created, server.files, server.message, server.validated = [], [], {}, None, []
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        endpoint = f"http://127.0.0.1:{server.server_port}"
-        monkeypatch.setenv("HF_ENDPOINT", endpoint)
-        monkeypatch.setattr(constants, "ENDPOINT", endpoint)
-        monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
+    with stand_in_hub(monkeypatch) as server:
         assert main([*args, "--out", str(tmp_path / "run")]) == 0
         assert "pushed me/ppo-a: " in capsys.readouterr().out
-    finally:
-        server.shutdown()
     assert server.created[0]["name"] == "ppo-a" and server.validated == [True]
     push(run=str(tmp_path / "run"), repo="me/ppo-a", dry_run=str(tmp_path / "dry"))
     expected = _files(tmp_path / "dry")
