@@ -124,7 +124,9 @@ def agent_files(options: dict[str, Any], config: PushConfig) -> AgentFiles:
         code = Path(config.include_code)
         if not code.is_file():
             raise UsageError(f"--include-code {code.name}: no such file; name the module that defines the agent.")
-        return AgentFiles({path.name: path, code.name: code}, "pytorch")
+        from ..envs.jax_ids import is_jax_env_id
+
+        return AgentFiles({path.name: path, code.name: code}, "flax" if is_jax_env_id(options.get("env")) else "pytorch")
     if not path.exists():
         raise UsageError(f"the run's agent {path.name} is gone; render the run again where it is.")
     given = Path(options["vecnormalize"]) if options.get("vecnormalize") else None

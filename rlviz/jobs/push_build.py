@@ -30,7 +30,7 @@ from ..config import PushConfig, episode_config
 from ..errors import RlvizError, UsageError, VideoError
 from ..media.atomic import temp_name
 from .push_agent import agent_files
-from .push_card import dumps, model_card, results_json
+from .push_card import CARD_OPTIONS, dumps, model_card, results_json
 from .push_runs import PushedRun, read_run
 
 __all__ = ["publish", "build_repo_folder", "PushOutputs", "choose_episode", "secrets_in", "check_upload",
@@ -192,8 +192,7 @@ def build_repo_folder(config: PushConfig, folder: Path, render: Replay) -> list[
     if comparison is not None:
         (folder / "comparison.json").write_text(dumps(comparison))
     env_id = str(summary.get("env_id") or options.get("env") or agent.zoo.get("env") or "unknown")
-    public = {k: options.get(k) for k in ("env", "model", "episodes", "seed", "greedy", "fail_on", "gamma",
-                                            "heatmap", "wrapper", "saliency")}
+    public = {k: options.get(k) for k in CARD_OPTIONS}
     returns = {int(r["episode"]): float(r["return"]) for r in rows}
     algo = config.algo or agent.algo or checkpoint.stem
     card = model_card(repo_id=config.repo or "ORG/NAME", env_id=env_id, algo=algo, library=agent.library,

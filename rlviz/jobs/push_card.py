@@ -17,7 +17,8 @@ import numpy as np
 __all__ = ["model_card", "results_json", "iqm_ci", "mean_reward_text", "reproduce_command", "CARD_OPTIONS"]
 
 #: the run's options a reproduction passes on the command line (the rest are how it was drawn, not what it was)
-CARD_OPTIONS = ("env", "model", "episodes", "seed", "greedy", "fail_on", "gamma", "heatmap", "wrapper", "saliency")
+CARD_OPTIONS = ("env", "env_kwargs", "model", "model_kwargs", "critic", "critic_kwargs", "episodes", "seed", "greedy",
+                "fail_on", "gamma", "heatmap", "wrapper", "saliency")
 
 
 def mean_reward_text(mean: float, std: float) -> str:
