@@ -28,6 +28,7 @@ examples:
   rlviz render state.pt --model mypkg.nets:Agent --env ALE/Pong-v5   # a state_dict + its class
   rlviz render agent.pt2 --episodes 200 --wandb my-project --tensorboard runs/eval
   rlviz compare before.pt2 after.pt2 --episodes 1000 --heatmap --videos worst:1   # same seeds, error bars
+  rlviz render model.zip --env CartPole-v1 --episodes 100 --push-to-hub me/ppo-CartPole-v1   # then publish it
   rlviz timeline checkpoints/ --env CartPole-v1 --episodes 100 --follow   # every checkpoint of a training run
   rlviz explore rlviz-out                 # the run in a browser: click a heatmap cell, watch those episodes
 """
@@ -166,14 +167,24 @@ def _run_render(args) -> int:
     outputs = render(config)
     print(outputs.table)
     print(f"outputs in {outputs.out_dir}")
+    _said_push(config, outputs.pushed)
     return _strict(args, outputs.warnings)
+
+
+def _said_push(config, pushed) -> None:
+    """What ``--push-to-hub`` / ``--push-dry-run`` did (held back by --strict: the job's warning said why)."""
+    if pushed is None:
+        return
+    print(f"dry run: the repo folder is {pushed.folder}; nothing was uploaded" if pushed.url is None
+          else f"pushed {config.push_to_hub}: {pushed.url}")
 
 
 def _strict(args, found: list) -> int:
     """3 (and one line naming them) when ``--strict`` and the diagnostics raised warnings; 0 otherwise."""
     if args.strict and found:
         ids = ", ".join(f"{f['agent'].upper()}: {f['id']}" if "agent" in f else f["id"] for f in found)
-        print(f"rlviz: --strict: {len(found)} diagnostics warning(s) ({ids}); exit code 3", file=sys.stderr)
+        held = "; nothing was pushed" if getattr(args, "push_to_hub", None) or getattr(args, "push_dry_run", None) else ""
+        print(f"rlviz: --strict: {len(found)} diagnostics warning(s) ({ids}){held}; exit code 3", file=sys.stderr)
         return 3
     return 0
 
@@ -221,6 +232,7 @@ def _run_compare(args) -> int:
     outputs = compare(config)
     print(outputs.table)
     print(f"outputs in {outputs.out_dir}")
+    _said_push(config, outputs.pushed)
     return _strict(args, outputs.warnings)
 
 

@@ -34,6 +34,26 @@ def _wrappers(value: Any) -> tuple[str, ...]:
     return names
 
 
+#: a Hugging Face repo id: ORG/NAME
+_REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+
+
+def _check_push(config: Any) -> None:
+    """``--push-to-hub ORG/NAME`` / ``--push-dry-run DIR`` of render and compare, refused now (not after the run)
+    where the push would be: a repo id that is not ORG/NAME, an agent already on the Hub, an agent that needs code."""
+    repo = config.push_to_hub
+    if repo is not None and _REPO.fullmatch(str(repo)) is None:
+        raise UsageError(f"--push-to-hub {repo!r}: expected ORG/NAME, e.g. my-name/ppo-CartPole-v1.")
+    if repo is None and config.push_dry_run is None:
+        return
+    if str(config.checkpoint).startswith("hf://"):  # (compare's: B's, the agent it pushes)
+        raise UsageError(f"--push-to-hub: the agent is {config.checkpoint}, already on the Hub; push a run of a "
+                         "local file.")
+    if config.model:
+        raise UsageError(f"--push-to-hub with --model {config.model}: the agent needs its code on the Hub too; run "
+                         "without --push-to-hub, then `rlviz push OUT --repo ORG/NAME --include-code FILE`.")
+
+
 @dataclass(frozen=True)
 class RenderConfig:
     """Everything ``rlviz render`` can be asked. Each field is one CLI flag (``--num-envs`` for ``num_envs``);
@@ -112,6 +132,14 @@ class RenderConfig:
                              "\"rlviz[ray]\")", kind="optional", const=RAY_LOCAL, metavar="ADDRESS")
     threads: int = option(1, "torch threads per process (default 1: fastest for rollouts' small batches, and N "
                           "workers do not oversubscribe the cores)", metavar="N")
+    push_to_hub: str | None = option(
+        None, "once the run has completed, publish it on the Hugging Face Hub as ORG/NAME, as `rlviz push OUT --repo "
+        "ORG/NAME` does (the agent, replay.mp4 of the median episode, the heatmap, the report, a model card; the "
+        "token from huggingface_hub's usual places); nothing is pushed when the run fails or --strict finds a "
+        "warning", metavar="ORG/NAME")
+    push_dry_run: str | os.PathLike[str] | None = option(
+        None, "write what --push-to-hub would upload into DIR (new or empty) and upload nothing (alone: the repo "
+        "name on the card is ORG/NAME)", metavar="DIR")
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -153,13 +181,14 @@ class RenderConfig:
         set_(self, "attention", _attention(self.attention))
         if self.attention not in (None, False):
             set_(self, "heatmap", True)  # attention's objects are the heatmap's
+        _check_push(self)
 
 
 #: The options of ``rlviz render`` that ``rlviz compare`` takes too (declared once, in RenderConfig).
 COMPARE_SHARED = ("env", "model", "wrapper", "trust_checkpoint", "episodes", "heatmap", "videos", "out", "overwrite", "seed",
                   "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale",
                   "attention", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers", "ray",
-                  "threads", "strict", "memory_window", "camera")
+                  "threads", "strict", "memory_window", "camera", "push_to_hub", "push_dry_run")
 #: The options of ``rlviz render`` that ``rlviz compare`` takes once per agent: RenderConfig's field -> compare's
 #: fields for A and B (``checkpoint`` is the positional A and B; ``--vecnormalize-a/-b`` each agent's statistics).
 COMPARE_PER_AGENT = {"checkpoint": ("a", "b"), "vecnormalize": ("vecnormalize_a", "vecnormalize_b")}
@@ -172,6 +201,10 @@ _COMPARE_OVERRIDES = {
                        "return B - A), best:K, median:K, random:K, or 'none' (default first:1)"},
     "heatmap": {"help": "failure heatmaps of A and B and their difference per failure (heatmap_diff.png/.npz)"},
     "strict": {"help": "exit with code 3 when the diagnostics raise any warning for A or B (to gate agents in CI)"},
+    "push_to_hub": {"help": "once the comparison has completed, publish agent B (the candidate) on the Hugging Face Hub "
+                            "as ORG/NAME: B's files, replay and card as `rlviz push` writes them, the card with B's "
+                            "paired difference against A (its CI, P(B > A)), comparison.json and the A-vs-B report; "
+                            "nothing is pushed when the run fails or --strict finds a warning"},
 }
 
 
@@ -190,7 +223,7 @@ def _compare_post_init(self: Any) -> None:
     for side in ("a", "b"):
         if getattr(self, side) is None or str(getattr(self, side)) == "":
             raise UsageError(f"checkpoint {side.upper()} is empty; pass the paths of two checkpoints to compare.")
-    checked = self.render_config("a")
+    checked = self.render_config("b")  # (B's: --push-to-hub publishes B, and is checked with it)
     for name in COMPARE_SHARED:
         object.__setattr__(self, name, getattr(checked, name))
     _check_disagreements(self)
@@ -205,9 +238,12 @@ def _check_disagreements(self: Any) -> None:
 
 
 def _render_config(self: Any, side: str) -> RenderConfig:
-    """The RenderConfig of checkpoint ``side`` ("a" or "b") with the shared options."""
+    """The RenderConfig of checkpoint ``side`` ("a" or "b") with the shared options (``--push-to-hub``: B's only)."""
+    shared = {n: getattr(self, n) for n in COMPARE_SHARED}
+    if side == "a":
+        shared.update(push_to_hub=None, push_dry_run=None)
     return RenderConfig(**{name: getattr(self, pair["ab".index(side)]) for name, pair in COMPARE_PER_AGENT.items()},
-                        **{n: getattr(self, n) for n in COMPARE_SHARED})
+                        **shared)
 
 
 def _vecnormalize_field(side: str) -> tuple[str, Any, Any]:
@@ -392,8 +428,6 @@ class ExploreConfig:
             raise UsageError("--host is empty; pass an address such as 127.0.0.1.")
 
 
-_REPO = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
-
 
 @dataclass(frozen=True)
 class PushConfig:
@@ -444,7 +478,8 @@ def config_dict(config: Any) -> dict[str, Any]:
 #: RenderConfig's options that do not shape an episode or its video: where and how the job ran, what else it
 #: wrote, and trust (never taken from a run folder). Every other option is a replay's (:func:`episode_config`).
 NOT_REPLAYED = frozenset({"out", "overwrite", "videos", "trust_checkpoint", "device", "workers", "ray", "threads",
-                          "wandb_project", "wandb_run", "tensorboard", "progress", "strict", "log_scale"})
+                          "wandb_project", "wandb_run", "tensorboard", "progress", "strict", "log_scale",
+                          "push_to_hub", "push_dry_run"})
 
 
 def episode_config(options: Mapping[str, Any], n: int, **run: Any) -> RenderConfig:

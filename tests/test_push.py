@@ -5,6 +5,7 @@ and the upload against a stand-in of the Hub's endpoints on 127.0.0.1 (no networ
 from __future__ import annotations
 
 import base64
+import contextlib
 import csv
 import getpass
 import json
@@ -240,10 +241,12 @@ class _Hub(BaseHTTPRequestHandler):
         return self._reply({"error": f"not a stand-in endpoint: {self.path}"}, 404)
 
 
-def test_upload_commits_the_dry_run_files(cartpole, monkeypatch, tmp_path, capsys):
+@contextlib.contextmanager
+def stand_in_hub(monkeypatch):
+    """The stand-in Hub on 127.0.0.1, huggingface_hub pointed at it with a fake token; yields the server (its
+    ``created``, ``files``, ``message``, ``validated`` say what it was sent)."""
     import huggingface_hub.constants as constants
 
-    _, _, run, _ = cartpole
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
     server.calls, server.created, server.files, server.message, server.validated = [], [], {}, None, []
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -252,11 +255,17 @@ def test_upload_commits_the_dry_run_files(cartpole, monkeypatch, tmp_path, capsy
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
         monkeypatch.setattr(constants, "ENDPOINT", endpoint)
         monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
+        yield server
+    finally:
+        server.shutdown()
+
+
+def test_upload_commits_the_dry_run_files(cartpole, monkeypatch, tmp_path, capsys):
+    _, _, run, _ = cartpole
+    with stand_in_hub(monkeypatch) as server:
         assert main(["push", str(run), "--repo", "me/ppo-cartpole", "--commit-message", "rlviz test"]) == 0
         assert "pushed to" in capsys.readouterr().out
         push(run=str(run), repo="me/ppo-cartpole", dry_run=str(tmp_path / "dry"))
-    finally:
-        server.shutdown()
     assert server.created and server.created[0]["name"] == "ppo-cartpole"
     assert server.message == "rlviz test" and server.validated == [True]
     expected = {p.name: p.read_bytes() for p in (tmp_path / "dry").iterdir()}

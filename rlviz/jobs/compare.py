@@ -80,6 +80,8 @@ class CompareOutputs:
     videos: tuple[Any, ...] = field(default_factory=tuple)
     disagreements_json: Path | None = None
     attention_png: tuple[Path | None, Path | None] = (None, None)
+    #: with ``push_to_hub`` / ``push_dry_run``: the push of B (:class:`~rlviz.jobs.push.PushOutputs`; None: not pushed)
+    pushed: Any = None
 
     @property
     def warnings(self) -> list[Any]:
@@ -96,6 +98,11 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         config = CompareConfig(**kwargs)
     elif kwargs:
         raise UsageError("compare() takes either a CompareConfig or keyword arguments, not both.")
+    if config.push_to_hub is not None or config.push_dry_run is not None:  # the run, then B's push (jobs.push_after)
+        from .push_after import push_after
+        from .render import render  # (B's replay)
+
+        return push_after(compare, config, render)  # type: ignore[no-any-return]
     check_model_folders(config)  # a folder with no model: said first, not an --out conflict
     with job_setup(config) as job:  # --out claimed, progress, the workers (both agents' shards) start now
         agents, pinned = [], []

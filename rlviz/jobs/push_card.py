@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["model_card", "results_json", "iqm_ci", "mean_reward_text"]
+__all__ = ["model_card", "results_json", "iqm_ci", "mean_reward_text", "reproduce_command", "CARD_OPTIONS"]
 
 #: the run's options a reproduction passes on the command line (the rest are how it was drawn, not what it was)
-CARD_OPTIONS = ("env", "episodes", "seed", "greedy", "fail_on", "gamma", "heatmap", "wrapper", "saliency")
+CARD_OPTIONS = ("env", "env_kwargs", "model", "model_kwargs", "critic", "critic_kwargs", "episodes", "seed", "greedy",
+                "fail_on", "gamma", "heatmap", "wrapper", "saliency")
 
 
 def mean_reward_text(mean: float, std: float) -> str:
@@ -44,9 +45,17 @@ def results_json(summary: dict[str, Any], env_id: str, when: datetime.datetime |
             "n_eval_episodes": int(r["n"]), "eval_datetime": stamp}
 
 
-def reproduce_command(repo_id: str, options: dict[str, Any]) -> str:
-    """``rlviz render hf://ORG/NAME`` with the options that decide the run's episodes."""
+def reproduce_command(repo_id: str, options: dict[str, Any], agent: str | None = None) -> str:
+    """``rlviz render hf://ORG/NAME`` with the options that decide the run's episodes; a ``--model`` agent (its
+    file ``agent`` and the module beside it, which ``hf://`` never imports): the repo downloaded first, then
+    ``rlviz render AGENT --model ...`` in its folder."""
     words = ["rlviz", "render", f"hf://{repo_id}"]
+    first = ""
+    if options.get("model") and agent:
+        folder = repo_id.split("/")[-1]
+        first = " ".join(shlex.quote(w) for w in ["hf", "download", repo_id, "--local-dir", folder]) + \
+            f" && cd {shlex.quote(folder)}\n"
+        words[2] = agent
     for name in CARD_OPTIONS:
         value = options.get(name)
         flag = "--" + name.replace("_", "-")
@@ -59,7 +68,7 @@ def reproduce_command(repo_id: str, options: dict[str, Any]) -> str:
                 words += [flag, str(v)]
         else:
             words += [flag, str(value)]
-    return " ".join(shlex.quote(w) for w in words)
+    return first + " ".join(shlex.quote(w) for w in words)
 
 
 def _yaml_metadata(meta: dict[str, Any]) -> str:
@@ -69,15 +78,49 @@ def _yaml_metadata(meta: dict[str, Any]) -> str:
     return str(yaml.safe_dump(meta, sort_keys=False, allow_unicode=True))
 
 
+def _against_baseline(c: dict[str, Any], baseline: str) -> str:
+    """A compare run's card section: B's paired difference against A on the same seeds."""
+    diff, iqm = c["return_diff"], c["iqm"]["diff"]
+    lo, hi = (float(x) for x in diff["ci95"])
+    ilo, ihi = (float(x) for x in iqm["ci95"])
+    plo, phi = (float(x) for x in c["prob_improvement_ci95"])
+    return ("## Against the baseline\n\n"
+            f"This agent (B) and the baseline A (`{baseline}`) played the same {c['episodes']} episodes (the same "
+            "seeds); paired bootstrap 95% CIs:\n\n"
+            "| B - A | value | 95% CI |\n|---|---|---|\n"
+            f"| mean return | {float(diff['mean']):+.2f} | [{lo:+.2f}, {hi:+.2f}] |\n"
+            f"| IQM return | {float(iqm['value']):+.2f} | [{ilo:+.2f}, {ihi:+.2f}] |\n"
+            f"| P(B > A) | {float(c['prob_improvement']):.3f} | [{plo:.3f}, {phi:.3f}] |\n\n"
+            "`comparison.json` holds every number; `report.html` shows A and B side by side.\n")
+
+
+def _zoo_usage(repo_id: str, zoo: dict[str, str]) -> str:
+    """An rl-zoo3 run's card section: rl_zoo3's own commands for the repo, and the hyperparameters."""
+    org, name = repo_id.split("/", 1)
+    default = f"{zoo['algo']}-{zoo['env'].replace('/', '-')}"
+    named = "" if name == default else f" -name {shlex.quote(name)}"
+    fetch = f"python -m rl_zoo3.load_from_hub --algo {zoo['algo']} --env {zoo['env']} -orga {org}{named} -f logs/"
+    text = ("## Usage with the RL Zoo\n\nThe repo holds the files `rl_zoo3.push_to_hub` writes:\n\n"
+            f"```bash\n{fetch}\npython -m rl_zoo3.enjoy --algo {zoo['algo']} --env {zoo['env']} -f logs/\n```\n")
+    if zoo.get("config"):
+        text += "\n### Hyperparameters (`config.yml`)\n\n```yaml\n" + zoo["config"].rstrip() + "\n```\n"
+    return text
+
+
 def model_card(*, repo_id: str, env_id: str, algo: str, library: str, summary: dict[str, Any],
-               returns: list[float], options: dict[str, Any], replay: dict[str, Any]) -> str:
-    """The README.md: metadata (library_name, tags, model-index with mean_reward and IQM), then the page."""
+               returns: list[float], options: dict[str, Any], replay: dict[str, Any],
+               comparison: dict[str, Any] | None = None, zoo: dict[str, str] | None = None,
+               agent: str | None = None) -> str:
+    """The README.md: metadata (library_name, tags, model-index with mean_reward and IQM), then the page;
+    ``comparison``: a compare run's comparison.json (B against A, with ``baseline``: A's name); ``zoo``: an
+    rl-zoo3 run's alias, env and config.yml text; ``agent``: the agent file's name in the repo."""
     r = summary["returns"]
     middle, low, high = iqm_ci(returns)
     mean_text = mean_reward_text(float(r["mean"]), float(r["std"]))
     meta = {
         "library_name": library,
-        "tags": [env_id, "reinforcement-learning", "deep-reinforcement-learning", "rlviz"],
+        "tags": [env_id, "reinforcement-learning", "deep-reinforcement-learning", "rlviz",
+                 *([library] if library in ("stable-baselines3", "cleanrl") else [])],
         "model-index": [{
             "name": algo,
             "results": [{
@@ -101,7 +144,7 @@ def model_card(*, repo_id: str, env_id: str, algo: str, library: str, summary: d
     table = "| statistic | value |\n|---|---|\n" + "".join(f"| {a} | {b} |\n" for a, b in rows)
     findings = [f"- **{d.get('severity', 'info')}** `{d.get('id')}`: {d.get('message', '')}"
                 for d in summary.get("diagnostics") or []]
-    command = reproduce_command(repo_id, options)
+    command = reproduce_command(repo_id, options, agent)
     parts = [
         "---\n" + _yaml_metadata(meta) + "---\n",
         f"# **{algo}** agent playing **{env_id}**\n",
@@ -114,9 +157,13 @@ def model_card(*, repo_id: str, env_id: str, algo: str, library: str, summary: d
         "## Statistics\n\n" + table,
         "## Findings\n\n" + ("\n".join(findings) if findings else "No diagnostics warning.") + "\n",
     ]
+    if comparison is not None:
+        parts.append(_against_baseline(comparison, str(comparison.get("baseline", "A"))))
     if replay.get("heatmap"):
         parts.append("## Failure heatmap\n\n![where episodes failed](heatmap.png)\n")
-    parts.append("## Reproduce\n\n```bash\npip install rlviz[hub]\n" + command + "\n```\n\n"
+    if zoo:
+        parts.append(_zoo_usage(repo_id, zoo))
+    parts.append("## Reproduce\n\n```bash\npip install \"rlviz[hub]\"\n" + command + "\n```\n\n"
                  "The same episodes (seeds) give the same returns; `report.html` is the run's full report.\n")
     return "\n".join(parts)
 

@@ -63,6 +63,8 @@ class RenderOutputs:
     heatmap_npz: Path | None = None
     videos: tuple[Any, ...] = field(default_factory=tuple)
     report_html: Path | None = None
+    #: with ``push_to_hub`` / ``push_dry_run``: the push's :class:`~rlviz.jobs.push.PushOutputs` (None: not pushed)
+    pushed: Any = None
 
     def _repr_html_(self) -> str:
         """Notebooks: the statistics, the heatmap and the videos, inline."""
@@ -81,6 +83,10 @@ def render(config: RenderConfig | None = None, **kwargs: Any) -> RenderOutputs:
         config = RenderConfig(**kwargs)
     elif kwargs:
         raise UsageError("render() takes either a RenderConfig or keyword arguments, not both.")
+    if config.push_to_hub is not None or config.push_dry_run is not None:  # the run, then its push (jobs.push_after)
+        from .push_after import push_after
+
+        return push_after(render, config, render)  # type: ignore[no-any-return]
     check_model_folders(config)  # a folder with no model: said first, not an --out conflict
     with job_setup(config) as job:  # --out claimed, progress, the workers (Ray / spawned ones start now)
         if is_jax_env_id(config.env):  # a flax agent on a JAX env: the JAX engine (rlviz.jobs.render_jax)
