@@ -138,21 +138,26 @@ def _shard(seeds: np.ndarray) -> Any:
 
 
 def jax_rollout(engine: JaxEngine, episodes: int, *, seed: int = 0, num_envs: int = 128, gamma: float = 0.99,
-                progress: Any = None) -> RolloutResult:
+                progress: Any = None, indices: Any = None) -> RolloutResult:
     """``episodes`` episodes of ``engine`` in batches of ``num_envs`` (the last one padded): the run record.
-    ``progress``: called with each batch's number of episodes, or None."""
+    ``progress``: called with each batch's number of episodes, or None. ``indices``: only these episodes of the
+    ``episodes`` (each the same episode it is in the whole run: the explorer's replay of one), default all."""
     env = engine.env
-    episodes, batch = int(episodes), max(1, min(int(num_envs), int(episodes)))
+    episodes = int(episodes)
     if episodes < 1:
         raise UsageError(f"episodes={episodes}; expected at least 1.")
+    wanted = np.arange(episodes) if indices is None else np.asarray(sorted({int(k) for k in indices}), np.int64)
+    if len(wanted) == 0 or wanted[0] < 0 or wanted[-1] >= episodes:
+        raise UsageError(f"indices={list(indices or [])}; expected episodes of 0-{episodes - 1}.")
+    batch = max(1, min(int(num_envs), len(wanted)))
     hm = None
     if engine.heatmap:
         hm = FailureHeatmap(tuple(env.object_grid), env.object_names, env.env_id)
     records: list[EpisodeResult] = []
     steps, t0 = 0, time.perf_counter()
     num_actions = len(env.action_names) if env.discrete else 1
-    for first in range(0, episodes, batch):
-        idx = np.arange(first, min(first + batch, episodes))
+    for first in range(0, len(wanted), batch):
+        idx = wanted[first:first + batch]
         seeds = np.array([episode_seed_for(seed, int(k)) for k in idx], np.uint32)
         padded = np.concatenate([seeds, np.full(batch - len(seeds), seeds[-1], np.uint32)])
         ys, _ = engine.run_batch(padded)
