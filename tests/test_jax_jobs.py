@@ -123,3 +123,46 @@ def test_compare_on_a_jax_env_refuses_what_it_cannot_do(agents, tmp_path):
     with pytest.raises(UsageError, match="failed-at:11,3: the pixel is outside the failure heatmap's 10x10"):
         rlviz.compare(a=str(a), b=str(b), episodes=2, heatmap=True, videos="failed-at:11,3", out=tmp_path / "c3",
                       **FLAGS)
+
+
+def test_explore_opens_an_episode_of_a_jax_run_equal_to_videos_episode_n(agents, tmp_path):
+    """A render run of the seed agent (no videos) opened in the explorer: episode N replayed on demand gives the
+    files ``rlviz render --videos episode:N`` writes (every frame and every array of the .npz equal)."""
+    import rlviz
+    from rlviz.config import ExploreConfig
+    from rlviz.errors import UnsafeCheckpointError, UsageError
+    from rlviz.explore.replay import EpisodeRenderer
+    from rlviz.explore.server import open_run
+    from rlviz.media import read_video
+
+    a, _ = agents
+    common = dict(checkpoint=str(a), episodes=20, seed=5, heatmap=True, saliency="gradient", **FLAGS)
+    run = rlviz.render(videos="none", out=tmp_path / "run", **common)
+    rows = list(csv.DictReader(Path(run.episodes_csv).open()))
+    n = max(range(20), key=lambda k: (int(rows[k]["length"]), -k))  # the longest episode
+    ref = rlviz.render(videos=f"episode:{n}", out=tmp_path / "ref", **common)
+    want = Path(ref.videos[0])
+    assert want.name == f"episode-{n}-episode-0.mp4"
+    # the run names code (--model, --critic): refused without --trust-checkpoint, each named
+    options = json.loads((tmp_path / "run" / "rlviz-run.json").read_text())["options"]
+    with pytest.raises(UsageError, match="--model tests._flax_seed:SeedActor, --critic tests._flax_seed:SeedCritic"):
+        EpisodeRenderer(options)
+    index, cache = open_run(ExploreConfig(out=tmp_path / "run", port=0, browser=False, trust_checkpoint=True))
+    assert index.job == "render"
+    cache.render(n)  # what the page's "open" runs (in the server's worker thread)
+    got = cache.video(n)
+    assert got is not None and got.name == want.name and cache.video(n, "plain") is not None
+    frames_got, frames_want = list(read_video(got)), list(read_video(want))
+    assert len(frames_got) == len(frames_want) > int(rows[n]["length"])
+    assert all(np.array_equal(x, y) for x, y in zip(frames_got, frames_want))
+    with np.load(got.with_suffix(".npz")) as zg, np.load(want.with_suffix(".npz")) as zw:
+        assert zg.files == zw.files and "value" in zg.files
+        for k in zg.files:
+            np.testing.assert_array_equal(zg[k], zw[k], err_msg=k)
+    # the run folder's env id: a JAX family's is made by rlviz's own table (no import by name), another module's is not
+    plain = {"checkpoint": str(a), "env": ENV, "env_kwargs": FLAGS["env_kwargs"]}
+    assert EpisodeRenderer(plain).options["env"] == ENV
+    with pytest.raises(UnsafeCheckpointError, match="import the module 'evil'"):
+        EpisodeRenderer({**plain, "env": "evil:Breakout-MinAtar"})
+    with pytest.raises(UnsafeCheckpointError, match="env keyword argument"):
+        EpisodeRenderer({**plain, "env_kwargs": json.dumps({"generator": "evil.mod:Gen"})})
