@@ -66,7 +66,8 @@ def replay_jax_episode(engine: Any, seed: int) -> Replayed:
 def saliency_maps(method: str, policy: Any, observations: np.ndarray) -> np.ndarray:
     """Per-step saliency of ``observations`` [T+1, *obs] by ``rlviz.jax.saliency.<method>(policy, params, obs)``
     (an array shaped like the observations), reduced to what the video draws: images [T+1, H, W] (the channels'
-    largest magnitude), grids [T+1, H, W], vectors [T+1, D]; one brightness scale per episode."""
+    largest magnitude), grids [T+1, H, W], vectors [T+1, D]; one brightness scale per episode. The batch is padded
+    (the last observation repeated) to a power of two rows, so that episodes of other lengths reuse its compilation."""
     import importlib
 
     from ..explain.scale import normalise_episode
@@ -79,7 +80,10 @@ def saliency_maps(method: str, policy: Any, observations: np.ndarray) -> np.ndar
     if fn is None:
         raise UsageError(f"--saliency {method}: rlviz.jax.saliency has no {method!r}; expected gradient, smoothgrad or "
                          "perturbation.")
-    raw = np.abs(np.asarray(fn(policy, policy.params, observations), dtype=np.float32))
+    rows = len(observations)
+    padded = max(8, 1 << (rows - 1).bit_length())  # a few batch sizes: each compiled once (rlviz.jax.saliency)
+    batch = np.concatenate([observations, np.repeat(observations[-1:], padded - rows, axis=0)])
+    raw = np.abs(np.asarray(fn(policy, policy.params, batch), dtype=np.float32))[:rows]
     if raw.shape != observations.shape:
         raise UsageError(f"rlviz.jax.saliency.{method} returned shape {raw.shape}; expected the observations' "
                          f"{observations.shape}.")
