@@ -54,10 +54,11 @@ def replay_jax_episode(engine: Any, seed: int) -> Replayed:
     obs = jax.numpy.asarray(last_obs, jax.numpy.float32)
     if getattr(policy, "recurrent", False):  # the memory the scan carried to the last observation
         memory = jax.tree_util.tree_map(lambda a: a[0], carry.memory)
-        _, last_out = jax.jit(policy.apply_recurrent)(policy.params, memory, obs, jax.numpy.asarray(False))
+        _, last_out = engine.jitted("apply_recurrent", policy.apply_recurrent)(policy.params, memory, obs,
+                                                                               jax.numpy.asarray(False))
         last_out = jax.device_get(last_out)
     else:
-        last_out = jax.device_get(jax.jit(policy.apply)(policy.params, obs))
+        last_out = jax.device_get(engine.jitted("apply", policy.apply)(policy.params, obs))
     outputs = jax.tree_util.tree_map(lambda a, b: np.concatenate([take(a), np.asarray(b)[None]]), ys["out"], last_out)
     return Replayed(states, observations, take(ys["action"]), take(ys["reward"]).astype(np.float32), outputs,
                     bool(ys["terminated"][n - 1, 0]), bool(ys["truncated"][n - 1, 0]))

@@ -83,6 +83,16 @@ class JaxEngine:
         out: tuple[Any, Any] = self._compiled[key]
         return out
 
+    def jitted(self, name: str, fn: Any) -> Any:
+        """``jax.jit(fn)`` made once per engine under ``name`` (the replay's own functions: compiled on first use,
+        not on every video)."""
+        key = ("jitted", name)
+        if key not in self._compiled:
+            import jax
+
+            self._compiled[key] = jax.jit(fn)
+        return self._compiled[key]
+
     def run_batch(self, seeds: np.ndarray, keep: bool = False) -> tuple[dict, Any]:
         """The episodes of ``seeds`` (uint32 [B]): per-step outputs as numpy [T, B] (T: the steps until the last
         ended, a multiple of CHUNK) and the last carry (its first B rows are theirs). The compiled batch is B padded
