@@ -96,8 +96,8 @@ class JaxEngine:
     def run_batch(self, seeds: np.ndarray, keep: bool = False) -> tuple[dict, Any]:
         """The episodes of ``seeds`` (uint32 [B]): per-step outputs as numpy [T, B] (T: the steps until the last
         ended, a multiple of CHUNK) and the last carry (with ``keep``: its first B rows are theirs). The compiled
-        batch is B padded to a multiple of :data:`ROWS` per device. Without ``keep``, when a chunk leaves at most a
-        quarter of the batch running, the running episodes go on in a smaller batch (:func:`_compacted`): a few
+        batch is B padded to a multiple of :data:`ROWS` per device. Without ``keep``, when a chunk leaves at most an
+        eighth of the batch running, the running episodes go on in a smaller batch (:func:`_compacted`): a few
         long episodes do not keep the whole batch stepping (their outputs are their own: rows do not interact)."""
         import jax
 
@@ -131,14 +131,15 @@ class JaxEngine:
 
 def _compacted(live: int, batch: int) -> int:
     """The smaller batch the ``live`` running episodes of a ``batch`` go on in (a power of two times the unit of
-    :func:`_padded`: a few compiled sizes), or 0 to keep the batch (more than a quarter of it still runs)."""
+    :func:`_padded`: a few compiled sizes, each a compilation on first use), or 0 to keep the batch (more than an
+    eighth of it still runs)."""
     unit = ROWS * _device_count()
-    if live * 4 > batch or batch <= unit:
+    if live * 8 > batch or batch <= unit:
         return 0
     size = unit
     while size < live:
         size *= 2
-    return size if size * 2 <= batch else 0
+    return size if size * 4 <= batch else 0
 
 
 def _shard_like(a: Any) -> Any:
