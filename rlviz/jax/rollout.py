@@ -10,7 +10,9 @@ keys on the device, inside the scan; per batch, its per-step scalars come to the
 episode there (float64, as the gymnasium path folds its step log). Only per-episode results and heatmap counts are
 kept, so memory is flat in the episode count. Episode ``k`` depends on (seed, k) only (:mod:`rlviz.jax.scan`): the
 same episodes with any ``num_envs`` or device count. With several devices the batch is sharded over them
-(``jax.sharding``: a 1-D mesh over the batch axis).
+(``jax.sharding``: a 1-D mesh over the batch axis). Once a chunk leaves at most an eighth of a batch running, the
+running episodes go on in a smaller compiled batch (rows do not interact: the same numbers), so that a few long
+episodes do not keep every lane of the batch stepping.
 """
 
 from __future__ import annotations
