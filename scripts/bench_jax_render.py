@@ -160,26 +160,14 @@ def main() -> None:
     runs = {"rlviz": lambda: run_engine(),
             "bare scan": lambda: np.asarray(bare_scan(policy.params, seeds)),
             "bare while": lambda: np.asarray(bare_while(policy.params, seeds))}
-    for name, fn in runs.items():  # compile (the first call), reported apart
-        t0 = time.perf_counter()
-        out = fn()
-        print(f"compile + first run  {name:10s} {time.perf_counter() - t0:7.2f} s")
+    times = _interleaved(runs, args.repeats)  # compile (the first call) reported apart
     result = run_engine()
     print(f"{n} episodes: mean return {result.returns.mean():.2f}, mean length {result.lengths.mean():.1f}, "
           f"{result.heatmap.failures} failures on the heatmap; bare while-loop mean return "
-          f"{float(np.mean(out)):.2f}")
-    times: dict[str, list[float]] = {k: [] for k in runs}
-    for _ in range(args.repeats):  # interleaved
-        for name, fn in runs.items():
-            t0 = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t0)
-    for name, ts in times.items():
-        print(f"{name:10s} min {min(ts):.3f} s  median {statistics.median(ts):.3f} s")
+          f"{float(np.mean(runs['bare while']())):.2f}")
     for bare in ("bare scan", "bare while"):
-        ratios = [a / b for a, b in zip(times["rlviz"], times[bare])]
-        print(f"rlviz / {bare}: min ratio {min(times['rlviz']) / min(times[bare]):.2f}x, "
-              f"median of run-by-run ratios {statistics.median(ratios):.2f}x")
+        lo, med = _ratio(times, "rlviz", bare)
+        print(f"rlviz / {bare}: min ratio {lo:.2f}x, median of run-by-run ratios {med:.2f}x")
 
 
 def _interleaved(runs: dict, repeats: int) -> dict:
