@@ -23,14 +23,9 @@ MINATAR = SAMPLES / "minatar_breakout_ppo.pt2"
 
 #: RenderConfig fields compare does not take, each with the reason. Empty: compare takes every render option (an
 #: option added to RenderConfig must be added to compare, per agent or shared, or listed here with why).
-EXCLUDED: dict[str, str] = {
-    "model_kwargs": "a flax agent's (the JAX engine's render); compare of two flax agents is not wired yet",
-    "critic": "a flax agent's (the JAX engine's render); compare of two flax agents is not wired yet",
-    "env_kwargs": "a JAX env's (the JAX engine's render); compare of two flax agents is not wired yet",
-}
+EXCLUDED: dict[str, str] = {}
 #: Summary keys that are not results of the agent (time).
 NOT_RESULTS = ("wall_s",)
-EXCLUDED["critic_kwargs"] = "a flax agent's separate critic (the JAX engine's render); compare of two flax agents is not wired yet"
 
 
 def _results(summary: dict) -> str:
