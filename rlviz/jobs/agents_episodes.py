@@ -20,7 +20,13 @@ from ..choices import DEFAULT_NUM_ENVS
 from ..config import RenderConfig
 from ..envs.pettingzoo_envs import is_agents_env_id, is_parallel, make_agents_env
 from ..evaluate.backends.workers import Backend, shard_ranges
-from ..evaluate.rollouts.agents import AgentsRolloutResult, merge_agents_rollouts, play_episode, rollout_agents
+from ..evaluate.rollouts.agents import (
+    AgentsRolloutResult,
+    RolloutHooks,
+    merge_agents_rollouts,
+    play_episode,
+    rollout_agents,
+)
 from ..explain.saliency import attribute
 from ..media.atomic import atomic_write
 from ..sources import LoadedAgent
@@ -52,7 +58,8 @@ def run_agents_shard(task: AgentsShardTask, progress: Any = None) -> AgentsRollo
     """A worker's part of the rollout (join with :func:`~rlviz.evaluate.rollouts.agents.merge_agents_rollouts`)."""
     agent, c = task.source.load(), task.source.config
     return rollout_agents(agent.recipe, agent.policy, task.episodes, c.seed, c.greedy, bool(c.heatmap),
-                          first_episode=task.first_episode, report=progress or (lambda _ret: None))
+                          first_episode=task.first_episode,
+                          hooks=RolloutHooks(report=progress or (lambda _ret: None)))
 
 
 def agents_rollout(agent: LoadedAgent, config: RenderConfig, backend: Backend | None = None,
@@ -65,7 +72,7 @@ def agents_rollout(agent: LoadedAgent, config: RenderConfig, backend: Backend | 
                       "episodes run one at a time per process; use --workers N to run them in parallel.", stacklevel=2)
     if backend is None or config.episodes < 2 or probe is not None:
         return rollout_agents(agent.recipe, agent.policy, config.episodes, config.seed, config.greedy,
-                              bool(config.heatmap), probe=probe)
+                              bool(config.heatmap), hooks=RolloutHooks(probe=probe))
     source = source_for(config, backend)
     tasks = [AgentsShardTask(source, r.start, len(r)) for r in shard_ranges(config.episodes, backend.size, 1)]
     t0 = time.perf_counter()

@@ -30,7 +30,7 @@ from ..config import PushConfig, episode_config
 from ..errors import RlvizError, UsageError, VideoError
 from ..media.atomic import temp_name
 from .push_agent import agent_files
-from .push_card import CARD_OPTIONS, dumps, model_card, results_json
+from .push_card import CARD_OPTIONS, CardFacts, dumps, model_card, results_json
 from .push_runs import PushedRun, read_run
 
 __all__ = ["publish", "build_repo_folder", "PushOutputs", "choose_episode", "secrets_in", "check_upload",
@@ -195,11 +195,11 @@ def build_repo_folder(config: PushConfig, folder: Path, render: Replay) -> list[
     public = {k: options.get(k) for k in CARD_OPTIONS}
     returns = {int(r["episode"]): float(r["return"]) for r in rows}
     algo = config.algo or agent.algo or checkpoint.stem
-    card = model_card(repo_id=config.repo or "ORG/NAME", env_id=env_id, algo=algo, library=agent.library,
+    card = model_card(CardFacts(repo_id=config.repo or "ORG/NAME", env_id=env_id, algo=algo, library=agent.library,
                       summary=summary, returns=[float(r["return"]) for r in rows], options=public,
                       replay={"episode": n, "choice": config.replay, "return": returns[n], "worst": worst,
                               "worst_return": returns[worst], "heatmap": (folder / "heatmap.png").is_file()},
-                      comparison=comparison, zoo=agent.zoo or None, agent=checkpoint.name)
+                      comparison=comparison, zoo=agent.zoo or None, agent=checkpoint.name))
     (folder / "README.md").write_text(card)
     (folder / "results.json").write_text(dumps(results_json(summary, env_id)))
     (folder / "rlviz.json").write_text(dumps({"env_id": env_id, "agent": sorted(agent.files), "replay_episode": n,

@@ -10,11 +10,12 @@ from __future__ import annotations
 import datetime
 import json
 import shlex
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["model_card", "results_json", "iqm_ci", "mean_reward_text", "reproduce_command", "CARD_OPTIONS"]
+__all__ = ["CardFacts", "model_card", "results_json", "iqm_ci", "mean_reward_text", "reproduce_command", "CARD_OPTIONS"]
 
 #: the run's options a reproduction passes on the command line (the rest are how it was drawn, not what it was)
 CARD_OPTIONS = ("env", "env_kwargs", "model", "model_kwargs", "critic", "critic_kwargs", "episodes", "seed", "greedy",
@@ -107,13 +108,32 @@ def _zoo_usage(repo_id: str, zoo: dict[str, str]) -> str:
     return text
 
 
-def model_card(*, repo_id: str, env_id: str, algo: str, library: str, summary: dict[str, Any],
-               returns: list[float], options: dict[str, Any], replay: dict[str, Any],
-               comparison: dict[str, Any] | None = None, zoo: dict[str, str] | None = None,
-               agent: str | None = None) -> str:
-    """The README.md: metadata (library_name, tags, model-index with mean_reward and IQM), then the page;
-    ``comparison``: a compare run's comparison.json (B against A, with ``baseline``: A's name); ``zoo``: an
-    rl-zoo3 run's alias, env and config.yml text; ``agent``: the agent file's name in the repo."""
+@dataclass(frozen=True)
+class CardFacts:
+    """What a model card says: ``returns`` float per episode (episodes.csv's order); ``summary``: the run's
+    summary.json; ``options``: the run's public options (:data:`CARD_OPTIONS`); ``replay``: the chosen episode, its
+    return, the worst episode and its return, whether a heatmap is there; ``comparison``: a compare run's
+    comparison.json (B against A, with ``baseline``: A's name); ``zoo``: an rl-zoo3 run's alias, env and config.yml
+    text; ``agent``: the agent file's name in the repo."""
+
+    repo_id: str
+    env_id: str
+    algo: str
+    library: str
+    summary: dict[str, Any]
+    returns: list[float]
+    options: dict[str, Any]
+    replay: dict[str, Any]
+    comparison: dict[str, Any] | None = None
+    zoo: dict[str, str] | None = None
+    agent: str | None = None
+
+
+def model_card(facts: CardFacts) -> str:
+    """The README.md: metadata (library_name, tags, model-index with mean_reward and IQM), then the page."""
+    repo_id, env_id, algo, library = facts.repo_id, facts.env_id, facts.algo, facts.library
+    summary, returns, options, replay = facts.summary, facts.returns, facts.options, facts.replay
+    comparison, zoo, agent = facts.comparison, facts.zoo, facts.agent
     r = summary["returns"]
     middle, low, high = iqm_ci(returns)
     mean_text = mean_reward_text(float(r["mean"]), float(r["std"]))

@@ -32,7 +32,7 @@ from ..failures.agent_positions import agent_positions, disc_mask, knows_positio
 from ..failures.heatmap import FailureHeatmap
 from .rollout import episode_seed_for
 
-__all__ = ["AgentEpisode", "AgentsRolloutResult", "play_episode", "rollout_agents", "merge_agents_rollouts",
+__all__ = ["AgentEpisode", "AgentsRolloutResult", "play_episode", "rollout_agents", "RolloutHooks", "merge_agents_rollouts",
            "agents_heatmap", "RESETS_CLEANLY"]
 
 #: Modules of the games whose ``reset(seed)`` restores everything: their episodes reuse one env (the others get a
@@ -81,9 +81,9 @@ class AgentsRolloutResult:
 
 
 def play_episode(env: Any, policy: Any, index: int, seed: int, greedy: bool = False, watch: bool = False,
-                 num_actions: int = 0, tap: Any = None, probe: Any = None) -> AgentEpisode:
+                 tap: Any = None, probe: Any = None) -> AgentEpisode:
     """Episode ``index`` of the rollout seeded ``seed`` on ``env`` (parallel or AEC, possibly wrapped by a
-    recorder). ``watch``: note where each failing agent was. ``num_actions``: Discrete actions to count (0: none).
+    recorder). ``watch``: note where each failing agent was. Discrete actions are counted per agent.
     ``tap(agents, observations)``: called with each step's deciding agents and their policy inputs (saliency).
     ``probe(agents, observations, masks, out)``: called with the same and what the policy said, ``out`` (its
     :class:`~rlviz.agent.policy.PolicyOutput`, masked) and ``masks`` (bool [B, actions], or None) the actions were
@@ -92,6 +92,7 @@ def play_episode(env: Any, policy: Any, index: int, seed: int, greedy: bool = Fa
     rng = np.random.default_rng(s)
     ep = AgentEpisode(index, s)
     spec = action_spec(env.action_space(env.possible_agents[0]))
+    num_actions = int(spec.size) if spec.kind == "discrete" else 0
     agents = list(env.possible_agents)
     for a in agents:
         ep.returns[a], ep.lengths[a], ep.terminated[a], ep.truncated[a], ep.failed[a] = 0.0, 0, False, False, False
@@ -181,16 +182,24 @@ def _aec(env: Any, decide: _Decider, ep: AgentEpisode, spec: Any, watch: bool) -
                 places = _left(ep, env, b, term, trunc, float(env.rewards.get(b, 0.0)), others, places)
 
 
+@dataclass(frozen=True)
+class RolloutHooks:
+    """What :func:`rollout_agents` calls on the way: ``report(team_return: float)`` after each episode, in place of
+    the progress bar (a worker's report to the driver's bar); ``probe``: :func:`play_episode`'s, with
+    ``probe.end(episode)`` called after each episode (its :class:`AgentEpisode`)."""
+
+    report: Any = None
+    probe: Any = None
+
+
 def rollout_agents(recipe: Any, policy: Any, episodes: int, seed: int = 0, greedy: bool = False,
-                   heatmap: bool = False, first_episode: int = 0, report: Any = None,
-                   probe: Any = None) -> AgentsRolloutResult:
+                   heatmap: bool = False, first_episode: int = 0,
+                   hooks: RolloutHooks = RolloutHooks()) -> AgentsRolloutResult:
     """Episodes ``[first_episode, first_episode + episodes)`` of the PettingZoo env of ``recipe`` played by
     ``policy`` (every agent), one after another in this process; with ``heatmap`` where each failing agent was and
     the failure heatmap per agent of these episodes (games rlviz knows positions of). The shards of a run (run by
     ``--workers``) are joined by :func:`merge_agents_rollouts`, which builds the run's heatmap: any split of the
-    episodes gives the same result. ``report(team_return)``: called after each episode in place of the progress
-    bar (a worker's report to the driver's bar). ``probe``: :func:`play_episode`'s, and ``probe.end(episode)``
-    called after each episode (its :class:`AgentEpisode`)."""
+    episodes gives the same result. ``hooks``: a progress report and a probe (:class:`RolloutHooks`)."""
     # A fresh env per episode, except for the families whose reset is clean (:data:`RESETS_CLEANLY`, held by tests):
     # some games keep state across resets (knights-archers-zombies' episode after another differs from the same
     # seed's on a new env), and an episode must replay alone for its video. Always with frames: some games observe differently without a render mode
@@ -200,8 +209,7 @@ def rollout_agents(recipe: Any, policy: Any, episodes: int, seed: int = 0, greed
 
     env = make()
     agents = tuple(env.possible_agents)
-    spec = action_spec(env.action_space(agents[0]))
-    num_actions = int(spec.size) if spec.kind == "discrete" else 0
+    report, probe = hooks.report, hooks.probe
     watch = bool(heatmap) and knows_positions(env)
     clean = type(env.unwrapped).__module__.startswith(RESETS_CLEANLY)
     t0, out = time.perf_counter(), list[AgentEpisode]()
@@ -211,7 +219,7 @@ def rollout_agents(recipe: Any, policy: Any, episodes: int, seed: int = 0, greed
                 if out and not clean:
                     env.close()
                     env = make()
-                ep = play_episode(env, policy, k, seed, greedy, watch, num_actions, probe=probe)
+                ep = play_episode(env, policy, k, seed, greedy, watch, probe=probe)
                 if probe is not None:
                     probe.end(ep)
                 out.append(ep)
