@@ -103,7 +103,7 @@ def load_flax_agent(config: RenderConfig) -> LoadedAgent:
 
 def agent_env(config: RenderConfig) -> Any:
     """What ``load_agent`` gets as ``env``: ``--env``, or with ``--wrapper`` names its recipe with those wrappers
-    after the env's own (the user's consent to import them: :mod:`rlviz.envs.families`)."""
+    after the env's own (the user's consent to import them: :mod:`rlviz.envs.user_wrappers`)."""
     file = isinstance(config.env, str) and config.env.endswith(".json")
     if not config.wrapper and not file:
         return config.env

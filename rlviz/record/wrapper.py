@@ -303,7 +303,7 @@ class RecordEpisode(RecorderBase, gym.Wrapper):  # type: ignore[type-arg,unused-
         """Start a video named ``video_name`` (finishing the current one first)."""
         if self._video is not None:
             self.stop_recording()
-        from ..envs.families import env_mission  # (MiniGrid's text goal, for the panel: not in the recorder's import)
+        from ..envs.env_facts import env_mission  # (MiniGrid's text goal, for the panel: not in the recorder's import)
 
         panels = False if frames_only else (True if self.policy is not None else None)
         labels = VideoLabels(self.env_id, self.episode_id, self._seed, self.action_names, env_mission(self.env))
