@@ -20,7 +20,7 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["MOVED_0_3", "MOVED_0_4", "install", "old_keywords"]
+__all__ = ["MOVED_0_3", "MOVED_0_4", "MOVED_0_5", "install", "old_keywords"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -30,7 +30,7 @@ MOVED_0_3 = {
     "rlviz.timeline": "rlviz.training",
     **{f"rlviz.timeline.{name}": f"rlviz.training.{name}" for name in (
         "evaluate", "findings", "follow", "job", "live", "outputs", "plot", "progression", "views")},
-    "rlviz.evaluate.attention": "rlviz.attention.summary",
+    "rlviz.evaluate.attention": "rlviz.analysis.attention",
     "rlviz.explain.attention": "rlviz.attention.maps",
 }
 
@@ -84,9 +84,17 @@ MOVED_0_4 = {
     "rlviz.evaluate.atari_ram.sports": "rlviz.evaluate.failures.atari_ram.sports",
 }
 
+#: release 0.5's module paths -> their home in 0.6: attention's summary and plot, analysis over evaluate's results,
+#: in :mod:`rlviz.analysis` (one stage per package); kept until 0.7
+MOVED_0_5 = {
+    "rlviz.attention.summary": "rlviz.analysis.attention",
+    "rlviz.attention.plot": "rlviz.analysis.attention_plot",
+}
+
 _RELEASE = {**{old: ("0.4", "0.5") for old in MOVED_0_3},
-            **{old: ("0.5", "0.6") for old in MOVED_0_4}}
-_TARGET = {**MOVED_0_3, **MOVED_0_4}
+            **{old: ("0.5", "0.6") for old in MOVED_0_4},
+            **{old: ("0.6", "0.7") for old in MOVED_0_5}}
+_TARGET = {**MOVED_0_3, **MOVED_0_4, **MOVED_0_5}
 
 
 def _warn(old: str, new: str, stacklevel: int) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import progress
 from ..agent.stepping import FromState
-from ..attention.summary import attention_spec
+from ..analysis.attention import attention_spec
 from ..draw.compose import ComposeOptions, Compositor
 from ..draw.side_by_side import Encoding, compose_side_by_side
 from ..draw.video import video_timing

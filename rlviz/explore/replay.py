@@ -288,7 +288,7 @@ def _agents_run(agent: Any) -> bool:
 
 def _rollout_one(agent: Any, config: RenderConfig, gamma: float, n: int) -> Any:
     """Episode ``n`` of the run's rollout, alone (render's rollout with ``indices=(n,)``)."""
-    from ..attention.summary import attention_spec
+    from ..analysis.attention import attention_spec
     from ..evaluate.rollouts.plan import RolloutPlan, RolloutProbes
     from ..evaluate.rollouts.rollout import rollout
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .. import progress
-from ..attention.summary import attention_spec
+from ..analysis.attention import attention_spec
 from ..config import RenderConfig
 from ..evaluate import RolloutResult, rollout
 from ..evaluate.backends.workers import Backend, WorkerDied, WorkerPool, died_twice, merge_rollouts, shard_ranges

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..attention.summary import attention_spec
+from ..analysis.attention import attention_spec
 from ..config import RenderConfig
 from ..errors import RlvizError, require
 from ..evaluate.backends.workers import Backend, WorkerPool, claimed_indices

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from .. import progress
-from ..attention.plot import plot_attention_at_failure
-from ..attention.summary import with_attention
+from ..analysis.attention import with_attention
+from ..analysis.attention_plot import plot_attention_at_failure
 from ..config import RenderConfig
 from ..envs import WrapperSpec, make_env, to_rgb_frame
 from ..envs.recipe import read_recipe_file
