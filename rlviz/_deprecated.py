@@ -85,10 +85,22 @@ MOVED_0_4 = {
 }
 
 #: release 0.5's module paths -> their home in 0.6: attention's summary and plot, analysis over evaluate's results,
-#: in :mod:`rlviz.analysis` (one stage per package); kept until 0.7
+#: in :mod:`rlviz.analysis` (one stage per package); the recorders by what they record; kept until 0.7
 MOVED_0_5 = {
     "rlviz.attention.summary": "rlviz.analysis.attention",
     "rlviz.attention.plot": "rlviz.analysis.attention_plot",
+    # record/ by what it records: the multi-agent recorders and the drawing process in record/agents/, files named
+    # after what they hold
+    "rlviz.record.agents_draw": "rlviz.record.agents.draw",
+    "rlviz.record.agents_play": "rlviz.record.agents.play",
+    "rlviz.record.agents_recording": "rlviz.record.agents.recording",
+    "rlviz.record.agents_track": "rlviz.record.agents.track",
+    "rlviz.record.agents_video": "rlviz.record.agents.video",
+    "rlviz.record.draw_worker": "rlviz.record.agents.draw_worker",
+    "rlviz.record.pettingzoo": "rlviz.record.agents.pettingzoo",
+    "rlviz.record.supersuit": "rlviz.record.agents.supersuit",
+    "rlviz.record.wrapper": "rlviz.record.record_episode",
+    "rlviz.record.frames": "rlviz.record.episode_video",
 }
 
 _RELEASE = {**{old: ("0.4", "0.5") for old in MOVED_0_3},

@@ -213,3 +213,25 @@ def test_each_public_surface_is_listed_once_and_the_type_checkers_view_matches_i
     for name, where in seen.items():
         assert exports[name].lstrip(".") == where.lstrip("."), (name, where, exports[name])
 
+
+
+def test_every_recorder_is_importable_from_rlviz_record_and_record_files_are_grouped():
+    """Every ``Record*`` class of rlviz/record/ (found in the source, not listed here) is a name of ``rlviz.record``,
+    the same object; the multi-agent modules live in record/agents/, none at the top by an ``agents_`` prefix."""
+    import ast
+
+    import rlviz.record
+
+    found = {}
+    for path in sorted((PKG / "record").rglob("*.py")):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef) and node.name.startswith("Record") and node.name.endswith(("Episode", "Game")):
+                found[node.name] = path.relative_to(PKG).with_suffix("").as_posix().replace("/", ".")
+    assert set(found) == {"RecordEpisode", "RecordVectorEpisode", "RecordParallelEpisode", "RecordAECEpisode",
+                          "RecordSuperSuitGame"}, found
+    for name, module in found.items():
+        assert name in rlviz.record.__all__
+        assert getattr(rlviz.record, name) is getattr(importlib.import_module(f"rlviz.{module}"), name)
+    assert sorted(p.name for p in (PKG / "record").glob("agents_*.py")) == []
+    assert {p.stem for p in (PKG / "record" / "agents").glob("*.py")} >= {"pettingzoo", "supersuit", "recording",
+                                                                         "video", "track", "draw", "draw_worker"}
