@@ -1,8 +1,8 @@
-"""Module paths of release 0.3 (``rlviz.timeline.plot``...: the training timeline's package, now
-:mod:`rlviz.training`; ``rlviz.evaluate.attention`` and ``rlviz.explain.attention``, now :mod:`rlviz.attention`),
-kept until 0.5; and the keyword arguments of 0.3 that 0.4 gathered into one object (:func:`old_keywords`:
-``RecordEpisode(..., saliency=...)``, ``rollout(..., num_envs=...)``), kept until 0.5 the same way. (The 0.1 and
-0.2 paths, promised gone in 0.4, were removed in 0.5.0.)
+"""Module paths that moved, kept for one release more: those of 0.4 (the sources by family, evaluate by concern)
+until 0.6, those of 0.5 (attention's summary and plot, now :mod:`rlviz.analysis`; the multi-agent recorders, now
+:mod:`rlviz.record.agents`) until 0.7; and the keyword arguments of 0.3 that 0.4 gathered into one object
+(:func:`old_keywords`: ``RecordEpisode(..., saliency=...)``, ``rollout(..., num_envs=...)``). (The 0.1 and 0.2
+paths were removed in 0.5.0, the 0.3 paths, ``rlviz.timeline.plot``..., in 0.6.)
 
 Importing one gives the module's new home, with a ``DeprecationWarning`` that names it. Nothing else in rlviz
 imports these paths.
@@ -20,19 +20,9 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["MOVED_0_3", "MOVED_0_4", "MOVED_0_5", "install", "old_keywords"]
+__all__ = ["MOVED_0_4", "MOVED_0_5", "install", "old_keywords"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-#: release 0.3's module paths -> their home in 0.4: the training timeline's package (``rlviz.timeline`` is now the job
-#: function alone) and the attention modules, gathered in :mod:`rlviz.attention`
-MOVED_0_3 = {
-    "rlviz.timeline": "rlviz.training",
-    **{f"rlviz.timeline.{name}": f"rlviz.training.{name}" for name in (
-        "evaluate", "findings", "follow", "job", "live", "outputs", "plot", "progression", "views")},
-    "rlviz.evaluate.attention": "rlviz.analysis.attention",
-    "rlviz.explain.attention": "rlviz.attention.maps",
-}
 
 #: release 0.4's module paths -> their home in 0.5: the sources by family (pt2, stable_baselines3, cleanrl,
 #: huggingface), evaluate by concern (rollouts, backends, failures, statistics); kept until 0.6
@@ -103,10 +93,9 @@ MOVED_0_5 = {
     "rlviz.record.frames": "rlviz.record.episode_video",
 }
 
-_RELEASE = {**{old: ("0.4", "0.5") for old in MOVED_0_3},
-            **{old: ("0.5", "0.6") for old in MOVED_0_4},
+_RELEASE = {**{old: ("0.5", "0.6") for old in MOVED_0_4},
             **{old: ("0.6", "0.7") for old in MOVED_0_5}}
-_TARGET = {**MOVED_0_3, **MOVED_0_4, **MOVED_0_5}
+_TARGET = {**MOVED_0_4, **MOVED_0_5}
 
 
 def _warn(old: str, new: str, stacklevel: int) -> None:

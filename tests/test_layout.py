@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import rlviz
-from rlviz._deprecated import MOVED_0_3, MOVED_0_4, MOVED_0_5
+from rlviz._deprecated import MOVED_0_4, MOVED_0_5
 from rlviz._layers import module_graph
 
 PKG = Path(rlviz.__file__).parent
@@ -121,10 +121,10 @@ def test_the_cli_parses_and_validates_without_importing_torch():
     assert out.stdout.strip() == "False", out.stderr
 
 
-@pytest.mark.parametrize("old", sorted(MOVED_0_3) + sorted(MOVED_0_4) + sorted(MOVED_0_5))
-def test_release_0_3_to_0_5_module_paths_still_import_with_a_deprecation_warning(old):
-    target = {**MOVED_0_3, **MOVED_0_4, **MOVED_0_5}[old]
-    gone = "0.5" if old in MOVED_0_3 else "0.6" if old in MOVED_0_4 else "0.7"
+@pytest.mark.parametrize("old", sorted(MOVED_0_4) + sorted(MOVED_0_5))
+def test_release_0_4_and_0_5_module_paths_still_import_with_a_deprecation_warning(old):
+    target = {**MOVED_0_4, **MOVED_0_5}[old]
+    gone = "0.6" if old in MOVED_0_4 else "0.7"
     sys.modules.pop(old, None)
     parent, _, child = old.rpartition(".")
     before = getattr(sys.modules.get(parent), child, None)  # (a name of the package the old module shadows)
@@ -147,8 +147,11 @@ def test_release_0_3_to_0_5_module_paths_still_import_with_a_deprecation_warning
 
 
 @pytest.mark.parametrize("old", ["rlviz.checkpoint", "rlviz.compose", "rlviz.render", "rlviz._atomic",
-                                 "rlviz.agent.sb3", "rlviz.agent.zoo", "rlviz.agent.exported"])
-def test_release_0_1_and_0_2_module_paths_are_gone_as_the_0_4_changelog_promised(old):
+                                 "rlviz.agent.sb3", "rlviz.agent.zoo", "rlviz.agent.exported",
+                                 # 0.3's, kept until 0.5 (removed in 0.6)
+                                 "rlviz.timeline.plot", "rlviz.timeline.job", "rlviz.evaluate.attention",
+                                 "rlviz.explain.attention"])
+def test_release_0_1_to_0_3_module_paths_are_gone_as_the_changelogs_promised(old):
     sys.modules.pop(old, None)
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module(old)

@@ -35,7 +35,7 @@ _CHOSEN: list[str | None] = []  # the probe's answer, once per process ([None]: 
 
 def uses_mujoco(env_id: str) -> bool:
     """Whether ``env_id``'s family draws through MuJoCo's renderer (:attr:`Family.needs_gl
-    <rlviz.envs.families.family.Family.needs_gl>`: a ``dm_control/`` id before Shimmy registered it, whose import
+    <rlviz.envs.families.family.Family>`: a ``dm_control/`` id before Shimmy registered it, whose import
     imports dm_control and mujoco; ``brax:``, drawn by mujoco's renderer), or a registered id's entry point is in a
     MuJoCo family's package (:attr:`Family.entry_points`: gymnasium's MuJoCo envs, Gymnasium-Robotics), read from the
     registry without importing it."""

@@ -101,7 +101,7 @@ class EnvRecipe:
     @classmethod
     def for_env_id(cls, env_id: str) -> EnvRecipe:
         """A sensible default recipe for a bare env id: its family's (:attr:`Family.recipe
-        <rlviz.envs.families.family.Family.recipe>`: Atari preprocessing for ``ALE/*``), else the id alone."""
+        <rlviz.envs.families.family.Family>`: Atari preprocessing for ``ALE/*``), else the id alone."""
         family = family_of(env_id)
         if family is not None and family.recipe is not None:
             return cls.from_dict(family.recipe(env_id))
@@ -148,7 +148,7 @@ _REGISTERED: set = set()
 
 def register_envs(env_id: str | None = None) -> None:
     """Register the envs of the families rlviz registers itself (ALE's, MinAtar's: :attr:`Family.register
-    <rlviz.envs.families.family.Family.register>`) with gymnasium (idempotent, offline: ROMs ship in ale-py). With
+    <rlviz.envs.families.family.Family>`) with gymnasium (idempotent, offline: ROMs ship in ale-py). With
     ``env_id``, only what that id needs (ALE's ids are always registered: 0.1 s; MinAtar's import takes seconds),
     then the package of its family that registers on import (MiniGrid's, Shimmy's), when installed.
     A JAX id (``gymnax:...``: :mod:`rlviz.envs.jax_ids`) is none of gymnasium's: nothing to register."""

@@ -28,7 +28,7 @@ FRAME_WRAPPERS = frozenset({"gymnasium.wrappers:AddRenderObservation",
 __all__ += ["FRAME_WRAPPERS"]
 
 #: Observation wrappers accepted by name from a file without trust (their modules are imported only to build them):
-#: the families' own (:attr:`Family.wrappers <rlviz.envs.families.family.Family.wrappers>`: MiniGrid's) and
+#: the families' own (:attr:`Family.wrappers <rlviz.envs.families.family.Family>`: MiniGrid's) and
 #: gymnasium's :data:`FRAME_WRAPPERS` (a run folder's recipe of a pixels agent replays without
 #: ``--trust-checkpoint``).
 KNOWN_WRAPPER_CLASSES = known_wrappers() | FRAME_WRAPPERS

@@ -124,7 +124,7 @@ TORSO_ENVS = ("Hopper", "Walker2d", "HalfCheetah", "Ant", "Humanoid", "HumanoidS
 
 def default_body_extractor(env_id: str) -> BodyExtractor | None:
     """``body:torso`` for gymnasium's MuJoCo walkers (any version) and the body its family names (:attr:`Family.objects
-    <rlviz.envs.families.family.Family.objects>`: dm_control's torso), else None."""
+    <rlviz.envs.families.family.Family>`: dm_control's torso), else None."""
     env_id = str(env_id)
     family = family_of(env_id)
     if family is not None and family.objects is not None:

@@ -326,7 +326,7 @@ for _id, _objects in CLASSIC_OBJECTS.items():
     _BY_ID[_id] = lambda objects=_objects: StateExtractor(*objects)  # type: ignore[misc]
 
 
-#: the default objects a family names (:attr:`Family.objects <rlviz.envs.families.family.Family.objects>`) -> the
+#: the default objects a family names (:attr:`Family.objects <rlviz.envs.families.family.Family>`) -> the
 #: extractor (a family's ``body:<name>`` is :func:`default_body_extractor`'s)
 _FAMILY_OBJECTS: dict[str, Callable[[], Extractor]] = {"minatar": MinAtarExtractor, "grid": GridAgentExtractor}
 

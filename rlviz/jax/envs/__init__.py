@@ -14,7 +14,7 @@ from ...errors import UsageError
 __all__ = ["make_jax_env", "FAMILY_MODULES", "JAX_FAMILIES", "is_jax_env_id"]
 
 #: family prefix -> (module of this package, class): each JAX family's record says (:attr:`Family.jax_env
-#: <rlviz.envs.families.family.Family.jax_env>`, rlviz.envs.families)
+#: <rlviz.envs.families.family.Family>`, rlviz.envs.families)
 FAMILY_MODULES = {f.name: tuple(f.jax_env.split(":")) for f in families() if f.jax_env}
 
 _CACHE: dict[tuple[str, str], Any] = {}
