@@ -62,3 +62,18 @@ def test_the_development_guide_names_every_package_and_no_removed_path():
     first = DEV.split("\n- Stages", 1)[0]
     assert [p for p in PACKAGES if f"`{p}`" not in first] == []
     assert "until 0.4" not in DEV and "until 0.5" not in DEV
+
+
+def test_one_registry_per_attribution_method_carrying_its_memory_variant():
+    """``explain.attribution.ATTRIBUTIONS`` is the registry: the CLI's names (``choices.SALIENCY_METHODS``), the memory
+    saliency classes (``explain.memory.MEMORY_ATTRIBUTIONS``) and attention's quantities are read from its methods."""
+    from rlviz.attention.maps import ATTRIBUTION
+    from rlviz.choices import SALIENCY_METHODS
+    from rlviz.explain.attribution import ATTRIBUTIONS
+    from rlviz.explain.memory import MEMORY_ATTRIBUTIONS, MemorySaliency, memory_method
+
+    assert tuple(ATTRIBUTIONS) == SALIENCY_METHODS == tuple(MEMORY_ATTRIBUTIONS) == tuple(ATTRIBUTION)
+    assert {n: MEMORY_ATTRIBUTIONS[n].__name__ for n in ATTRIBUTIONS} == {n: c.memory for n, c in ATTRIBUTIONS.items()}
+    assert {n: c.memory for n, c in ATTRIBUTIONS.items()} == {"gradient": "MemoryGradient", "smoothgrad": "MemoryGradient",
+                                                             "perturbation": "MemoryPerturbation"}
+    assert all(issubclass(memory_method(n), MemorySaliency) for n in ATTRIBUTIONS)
