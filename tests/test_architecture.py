@@ -77,3 +77,23 @@ def test_one_registry_per_attribution_method_carrying_its_memory_variant():
     assert {n: c.memory for n, c in ATTRIBUTIONS.items()} == {"gradient": "MemoryGradient", "smoothgrad": "MemoryGradient",
                                                              "perturbation": "MemoryPerturbation"}
     assert all(issubclass(memory_method(n), MemorySaliency) for n in ATTRIBUTIONS)
+
+
+def test_a_rollout_plan_is_made_from_a_config_in_one_place():
+    """``RolloutPlan.for_config``: the fields render's rollout always passed, field for field; its shards, compare's
+    disagreement rollouts and explore's one-episode replays override only what is theirs, and none of the four
+    builds a plan from a config's fields itself."""
+    from rlviz.config import RenderConfig
+    from rlviz.evaluate.rollouts.plan import RolloutPlan
+
+    config = RenderConfig(checkpoint="x.pt2", episodes=5, seed=3, num_envs=8, greedy=True, fail_on="termination",
+                          heatmap=True, objects="pixels")
+    assert RolloutPlan.for_config(config, 0.9) == RolloutPlan(5, seed=3, num_envs=5, greedy=True, fail_on="termination",
+                                                             gamma=0.9, heatmap=True, objects="pixels",
+                                                             progress=config.progress)
+    assert RolloutPlan.for_config(RenderConfig(checkpoint="x.pt2", episodes=50, objects="pixels"), 0.99).objects is None
+    one = RolloutPlan.for_config(config, 0.9, num_envs=1, indices=(4,), progress=False)
+    assert (one.num_envs, one.indices, one.progress, one.episodes) == (1, (4,), False, 5)
+    for path in ("jobs/rollouts.py", "jobs/shards.py", "disagree/run.py", "explore/replay.py"):
+        text = (PKG / path).read_text()
+        assert "RolloutPlan.for_config(" in text and "RolloutPlan(" not in text.replace("RolloutPlan.for_config(", ""), path

@@ -28,9 +28,7 @@ def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend
     there as seed-contiguous shards, merged into the same result."""
     if backend is not None:
         return _run_sharded(backend, config, gamma)
-    plan = RolloutPlan(config.episodes, seed=config.seed, num_envs=min(config.num_envs, config.episodes),
-                       greedy=config.greedy, fail_on=config.fail_on, gamma=gamma, heatmap=bool(config.heatmap),
-                       objects=config.objects if config.heatmap else None, progress=config.progress)
+    plan = RolloutPlan.for_config(config, gamma)
     return rollout(agent.recipe, agent.policy, plan, RolloutProbes(attention=attention_spec(config)))
 
 
