@@ -1,8 +1,8 @@
-"""Module paths of release 0.3 (``rlviz.timeline.plot``...: the training timeline's package, now
-:mod:`rlviz.training`; ``rlviz.evaluate.attention`` and ``rlviz.explain.attention``, now :mod:`rlviz.attention`),
-kept until 0.5; and the keyword arguments of 0.3 that 0.4 gathered into one object (:func:`old_keywords`:
-``RecordEpisode(..., saliency=...)``, ``rollout(..., num_envs=...)``), kept until 0.5 the same way. (The 0.1 and
-0.2 paths, promised gone in 0.4, were removed in 0.5.0.)
+"""Module paths that moved, kept for one release more: those of 0.4 (the sources by family, evaluate by concern)
+until 0.6, those of 0.5 (attention's summary and plot, now :mod:`rlviz.analysis`; the multi-agent recorders, now
+:mod:`rlviz.record.agents`) until 0.7; and the keyword arguments of 0.3 that 0.4 gathered into one object
+(:func:`old_keywords`: ``RecordEpisode(..., saliency=...)``, ``rollout(..., num_envs=...)``). (The 0.1 and 0.2
+paths were removed in 0.5.0, the 0.3 paths, ``rlviz.timeline.plot``..., in 0.6.)
 
 Importing one gives the module's new home, with a ``DeprecationWarning`` that names it. Nothing else in rlviz
 imports these paths.
@@ -20,19 +20,9 @@ import warnings
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["MOVED_0_3", "MOVED_0_4", "install", "old_keywords"]
+__all__ = ["MOVED_0_4", "MOVED_0_5", "install", "old_keywords"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-
-#: release 0.3's module paths -> their home in 0.4: the training timeline's package (``rlviz.timeline`` is now the job
-#: function alone) and the attention modules, gathered in :mod:`rlviz.attention`
-MOVED_0_3 = {
-    "rlviz.timeline": "rlviz.training",
-    **{f"rlviz.timeline.{name}": f"rlviz.training.{name}" for name in (
-        "evaluate", "findings", "follow", "job", "live", "outputs", "plot", "progression", "views")},
-    "rlviz.evaluate.attention": "rlviz.attention.summary",
-    "rlviz.explain.attention": "rlviz.attention.maps",
-}
 
 #: release 0.4's module paths -> their home in 0.5: the sources by family (pt2, stable_baselines3, cleanrl,
 #: huggingface), evaluate by concern (rollouts, backends, failures, statistics); kept until 0.6
@@ -84,9 +74,28 @@ MOVED_0_4 = {
     "rlviz.evaluate.atari_ram.sports": "rlviz.evaluate.failures.atari_ram.sports",
 }
 
-_RELEASE = {**{old: ("0.4", "0.5") for old in MOVED_0_3},
-            **{old: ("0.5", "0.6") for old in MOVED_0_4}}
-_TARGET = {**MOVED_0_3, **MOVED_0_4}
+#: release 0.5's module paths -> their home in 0.6: attention's summary and plot, analysis over evaluate's results,
+#: in :mod:`rlviz.analysis` (one stage per package); the recorders by what they record; kept until 0.7
+MOVED_0_5 = {
+    "rlviz.attention.summary": "rlviz.analysis.attention",
+    "rlviz.attention.plot": "rlviz.analysis.attention_plot",
+    # record/ by what it records: the multi-agent recorders and the drawing process in record/agents/, files named
+    # after what they hold
+    "rlviz.record.agents_draw": "rlviz.record.agents.draw",
+    "rlviz.record.agents_play": "rlviz.record.agents.play",
+    "rlviz.record.agents_recording": "rlviz.record.agents.recording",
+    "rlviz.record.agents_track": "rlviz.record.agents.track",
+    "rlviz.record.agents_video": "rlviz.record.agents.video",
+    "rlviz.record.draw_worker": "rlviz.record.agents.draw_worker",
+    "rlviz.record.pettingzoo": "rlviz.record.agents.pettingzoo",
+    "rlviz.record.supersuit": "rlviz.record.agents.supersuit",
+    "rlviz.record.wrapper": "rlviz.record.record_episode",
+    "rlviz.record.frames": "rlviz.record.episode_video",
+}
+
+_RELEASE = {**{old: ("0.5", "0.6") for old in MOVED_0_4},
+            **{old: ("0.6", "0.7") for old in MOVED_0_5}}
+_TARGET = {**MOVED_0_4, **MOVED_0_5}
 
 
 def _warn(old: str, new: str, stacklevel: int) -> None:

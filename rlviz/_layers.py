@@ -1,9 +1,9 @@
 """The package's stages in dependency order, declared once, and the import graph they are checked against.
 
 A module may import modules of its own stage or of a stage before it in :data:`LAYERS`; never one after it (an
-upward import), and no chain of imports may lead back to where it started (a cycle). A module belongs to the stage of
-the longest prefix in :data:`LAYERS` that names it (``rlviz.attention.summary`` is "analysis", the rest of
-``rlviz.attention`` "attention"). Checked by ``tests/test_layers.py``; ``scripts/import_graph.py`` prints the counts
+upward import), and no chain of imports may lead back to where it started (a cycle). Each stage names whole
+packages (or, for "base", top-level modules): a module belongs to the stage of the package that holds it (the
+longest prefix in :data:`LAYERS` that names it), so a folder is one stage. Checked by ``tests/test_layers.py``; ``scripts/import_graph.py`` prints the counts
 for any checkout. Imports inside functions count too (a lazy import is still a dependency); those under
 ``if TYPE_CHECKING:`` do not (they never run).
 
@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("explain", ("rlviz.explain",)),          # saliency
     ("attention", ("rlviz.attention",)),      # attribution per object, the rollout's per-step hook
     ("evaluate", ("rlviz.evaluate",)),        # rollouts, heatmaps, statistics, diagnostics
-    ("analysis", ("rlviz.attention.summary", "rlviz.attention.plot")),  # attention over a rollout's episodes
+    ("analysis", ("rlviz.analysis",)),        # attention over a rollout's episodes
     ("jax", ("rlviz.jax",)),                  # the JAX engine: flax agents, JAX envs, one lax.scan -> RolloutResult
     ("draw", ("rlviz.draw",)),                # the video frame
     ("sinks", ("rlviz.sinks",)),              # where results go

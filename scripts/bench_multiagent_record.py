@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Benchmark: recording a PettingZoo game with every agent's panels (rlviz.record.pettingzoo.RecordParallelEpisode
+"""Benchmark: recording a PettingZoo game with every agent's panels (rlviz.record.agents.pettingzoo.RecordParallelEpisode
 with annotations) against PettingZoo's own ``RecordVideoParallel`` (frames only, through moviepy), same episodes.
 
     python scripts/bench_multiagent_record.py --moviepy-path /tmp/moviepy_bench            # 3 repeats
@@ -20,7 +20,7 @@ installed package has its .pyc files; a checkout run with PYTHONDONTWRITEBYTECOD
 run). Runs are interleaved (bare, theirs, ours, ours, theirs, bare, ...),
 repeated; printed: min and median wall seconds (the process's own clock from the env's creation to ``close()``
 returning, every video complete) and peak resident memory (the Python process's, plus ours' drawing process
-(:mod:`rlviz.record.draw_worker`, a Python child that draws and encodes the panel videos), and the largest ffmpeg
+(:mod:`rlviz.record.agents.draw_worker`, a Python child that draws and encodes the panel videos), and the largest ffmpeg
 descendant's VmHWM, polled every 50 ms by this script's process through ``/proc/PID/task/*/children``: a thread
 inside the measured process, as before, took its GIL ~3 ms in every 50 ms; ``getrusage``'s children figure cannot
 serve, it counts the parent's pages a child had before its ``exec``), the CPU seconds of the process and its children
@@ -61,11 +61,11 @@ if kind == "theirs":
     from pettingzoo.utils.wrappers import RecordVideoParallel
     env = RecordVideoParallel(env, folder, episode_trigger=lambda e: True)
 elif kind in ("ours", "thread"):
-    from rlviz.record.pettingzoo import RecordParallelEpisode
+    from rlviz.record.agents.pettingzoo import RecordParallelEpisode
     options = None
     if column_width or max_columns or kind == "thread":  # another layout than the default; the drawing on a thread
         from rlviz.draw.panels_agents import AgentsLayout
-        from rlviz.record.agents_video import AgentsOptions
+        from rlviz.record.agents.video import AgentsOptions
         kw = {k: v for k, v in (("column_width", column_width), ("max_columns", max_columns)) if v}
         options = AgentsOptions(layout=AgentsLayout(**kw), process=kind == "ours")
     env = RecordParallelEpisode(env, folder, episode_trigger=lambda e: True, options=options)

@@ -6,7 +6,7 @@
     python scripts/import_graph.py --packages ...  # and the graph between packages: modules, lines, imports
 
 Another tree's modules are named as this checkout names them (0.3's ``rlviz.timeline.*`` as ``rlviz.training.*``,
-``rlviz.evaluate.attention`` as ``rlviz.attention.summary``...: :data:`RENAMED`) before they are put in their stage,
+``rlviz.evaluate.attention`` as ``rlviz.analysis.attention``...: :data:`RENAMED`) before they are put in their stage,
 so both trees are held to the same stages. Counts: modules, imports (lazy: inside a function), upward imports
 (module level / lazy), cycles (strongly connected sets of modules; also with module-level imports only), and the
 cycles between stages.
@@ -28,7 +28,9 @@ _spec.loader.exec_module(layers)
 #: old module path -> this checkout's (longest prefix first)
 RENAMED = {
     "rlviz.evaluate.attention_pass": "rlviz.attention.tracker",
-    "rlviz.evaluate.attention": "rlviz.attention.summary",
+    "rlviz.evaluate.attention": "rlviz.analysis.attention",
+    "rlviz.attention.summary": "rlviz.analysis.attention",
+    "rlviz.attention.plot": "rlviz.analysis.attention_plot",
     "rlviz.explain.attention": "rlviz.attention.maps",
     "rlviz.timeline": "rlviz.training",
 }

@@ -4,6 +4,8 @@ into holds what they share, or is hosting what belongs elsewhere).
 
     python scripts/module_path.py load      # load_agent on the shipped MinAtar .pt2
     python scripts/module_path.py render    # a small render (8 episodes, heatmap, one video, gradient saliency)
+    python scripts/module_path.py annotate  # RecordEpisode.annotate(logits=, value=) on CartPole to its MP4
+    python scripts/module_path.py agents    # a PettingZoo recording (RecordParallelEpisode, 4 pistons, annotated)
     PYTHONPATH=/path/to/other/tree python scripts/module_path.py load   # another checkout, for a before/after
 
 Each Python-level call (of those that receive the thing followed: the file's path or bytes for ``load``, a
@@ -83,7 +85,7 @@ def report(path: list[str], what: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("load", "render"))
+    ap.add_argument("what", choices=("load", "render", "annotate", "agents"))
     args = ap.parse_args()
     import rlviz
 
@@ -96,6 +98,17 @@ def main() -> None:
                      lambda a: isinstance(a, (str, Path, bytes)) and (str(a) == str(SAMPLE) or (
                          isinstance(a, bytes) and len(a) == SAMPLE.stat().st_size)))
         report(path, f"load_agent({SAMPLE.name}), the calls that receive its path or its bytes")
+    elif args.what in ("annotate", "agents"):
+        import numpy as np
+
+        episode = _annotated_cartpole if args.what == "annotate" else _annotated_pistons
+        with tempfile.TemporaryDirectory() as d:
+            episode(Path(d) / "warm")
+            path = trace(lambda: episode(Path(d) / "traced"))
+            report(path, f"{episode.__doc__}, every call")
+            report(packages(path), "  the same, by package")
+            path = trace(lambda: episode(Path(d) / "traced2"), lambda a: isinstance(a, (np.ndarray, dict)))
+            report(path, f"{episode.__doc__}, the calls that receive an array or a dict (the annotations, frames)")
     else:
         with tempfile.TemporaryDirectory() as d:
             def run(out: str) -> None:
@@ -105,6 +118,46 @@ def main() -> None:
             path = trace(lambda: run(str(Path(d) / "traced")), lambda a: isinstance(a, rlviz.RenderConfig))
         report(path, "render(8 episodes, --heatmap, --videos first:1, --saliency gradient), the calls that receive "
                      "a RenderConfig")
+
+
+def _annotated_cartpole(folder: Path) -> None:
+    """RecordEpisode(CartPole-v1).annotate(logits, value), one 40-step episode to its MP4"""
+    import gymnasium as gym
+    import numpy as np
+
+    from rlviz import RecordEpisode
+
+    env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array", max_episode_steps=40), str(folder))
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    done = False
+    while not done:
+        logits = rng.normal(size=2).astype(np.float32)
+        env.annotate(logits=logits, value=float(logits[0]))
+        _, _, term, trunc, _ = env.step(int(np.argmax(logits)))
+        done = term or trunc
+    env.close()
+
+
+def _annotated_pistons(folder: Path) -> None:
+    """RecordParallelEpisode(pistonball_v6, 4 pistons, 10 cycles).annotate(mean=, value=), one episode to its MP4"""
+    import numpy as np
+    from pettingzoo.butterfly import pistonball_v6
+
+    try:
+        from rlviz.record import RecordParallelEpisode
+    except ImportError:  # (before 0.6: only from its module)
+        from rlviz.record.pettingzoo import RecordParallelEpisode
+
+    env = RecordParallelEpisode(pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=4, max_cycles=10),
+                                str(folder))
+    env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    while env.agents:
+        acts = {a: rng.uniform(-1, 1, size=1).astype(np.float32) for a in env.agents}
+        env.annotate(mean={a: v for a, v in acts.items()}, value={a: float(v[0]) for a, v in acts.items()})
+        env.step(acts)
+    env.close()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The recorders' drawing processes (``python -m rlviz.record.draw_worker``) still running, found by what a test
+"""The recorders' drawing processes (``python -m rlviz.record.agents.draw_worker``) still running, found by what a test
 gave its loop: the TMPDIR in their environment."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ def drawing_processes(tmpdir: os.PathLike[str] | str) -> list[int]:
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if b"rlviz.record.draw_worker" not in fh.read():
+                if b"rlviz.record.agents.draw_worker" not in fh.read():
                     continue
             with open(f"/proc/{pid}/environ", "rb") as fh:
                 if wanted not in fh.read().split(b"\0"):

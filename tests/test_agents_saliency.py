@@ -1,5 +1,5 @@
 """Saliency drawn in the multi-agent video's columns: each agent's observation thumbnail tinted by its saliency map
-(rlviz.draw.panels_agents, rlviz.record.agents_video, ``rlviz render --saliency`` on a PettingZoo env id)."""
+(rlviz.draw.panels_agents, rlviz.record.agents.video, ``rlviz render --saliency`` on a PettingZoo env id)."""
 
 from __future__ import annotations
 
@@ -80,7 +80,7 @@ def test_a_recorder_with_saliency_and_no_policy_is_refused_in_one_line(tmp_path)
     from rlviz.envs.recipe import pettingzoo_recipe
     from rlviz.errors import UsageError
     from rlviz.record import RecordOptions
-    from rlviz.record.pettingzoo import RecordParallelEpisode
+    from rlviz.record.agents.pettingzoo import RecordParallelEpisode
 
     env = make_agents_env(pettingzoo_recipe("pistonball_v6", {"n_pistons": 3, "max_cycles": 5}), render_mode="rgb_array")
     with pytest.raises(UsageError, match="takes a policy apart") as err:

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from rlviz.agent.policy import TorchPolicy
+from rlviz.analysis.attention import ATTENTION_DROP_ID, attention_findings, attention_map, summarize_attention
 from rlviz.attention.maps import object_fractions, pooling, step_shares
-from rlviz.attention.summary import ATTENTION_DROP_ID, attention_findings, attention_map, summarize_attention
 from rlviz.config import RenderConfig
 from rlviz.evaluate import RolloutPlan, RolloutProbes
 from rlviz.evaluate.failures.objects import FunctionExtractor
@@ -173,7 +173,7 @@ def test_render_writes_attention_with_saliency_and_heatmap(tmp_path):
 
 
 def test_the_attention_option():
-    from rlviz.attention.summary import attention_spec
+    from rlviz.analysis.attention import attention_spec
     from rlviz.cli import build_parser
     from rlviz.errors import UsageError
 

@@ -264,7 +264,7 @@ def _record_with_annotations(folder, monkeypatch, mission: bool):
     mission from the observation); ``mission=False``: as if the env had none."""
     from minigrid.wrappers import ImgObsWrapper
 
-    import rlviz.envs.families as families
+    import rlviz.envs.env_facts as families
     from rlviz import RecordEpisode
 
     if not mission:

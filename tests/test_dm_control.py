@@ -101,7 +101,7 @@ def test_the_opengl_backend_is_chosen_before_shimmy_imports_mujoco():
 
 
 def test_body_extractor_and_actuator_names_read_dm_controls_physics(dm_ok):
-    from rlviz.envs.families import body_action_names
+    from rlviz.envs.env_facts import body_action_names
     from rlviz.evaluate.failures.body_objects import BodyExtractor
 
     env = make_env(EnvRecipe(ENV, SHORT), render_mode=None)

@@ -1,4 +1,4 @@
-"""The multi-agent recorders' drawing process (:mod:`rlviz.record.draw_worker`): what it runs and returns, how it
+"""The multi-agent recorders' drawing process (:mod:`rlviz.record.agents.draw_worker`): what it runs and returns, how it
 fails, that a video drawn there is the video drawn on the writer thread, and that it ends with its recorder, with its
 loop's Ctrl-C (tests/test_hardening3_record.py) and after its loop is killed outright (the video it holds is written)."""
 
@@ -20,15 +20,15 @@ import numpy as np
 import pytest
 
 from rlviz.media.decode import probe_video, read_video
-from rlviz.record.agents_video import PROCESS_FROM, AgentsOptions
-from rlviz.record.draw_worker import NICE, DrawWorker, WorkerGone
+from rlviz.record.agents.draw_worker import NICE, DrawWorker, WorkerGone
+from rlviz.record.agents.video import PROCESS_FROM, AgentsOptions
 
 pytest.importorskip("pettingzoo")
 sys.path.insert(0, str(Path(__file__).parent))
 from _marl_envs import Tag  # noqa: E402
 from _processes import drawing_processes, wait_no_drawing_process  # noqa: E402
 
-from rlviz.record.pettingzoo import RecordParallelEpisode  # noqa: E402
+from rlviz.record.agents.pettingzoo import RecordParallelEpisode  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_S = 240.0
@@ -178,7 +178,7 @@ KILLED = textwrap.dedent('''
     import sys, time
     import numpy as np
     from pettingzoo.butterfly import pistonball_v6
-    from rlviz.record.pettingzoo import RecordParallelEpisode
+    from rlviz.record.agents.pettingzoo import RecordParallelEpisode
 
     env = RecordParallelEpisode(pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=4, max_cycles=300),
                                 sys.argv[1], episode_trigger=lambda k: True)
@@ -249,7 +249,7 @@ def test_a_process_forked_from_the_loop_lets_go_of_the_drawing_process(worker):
 def test_what_is_not_a_whole_message_reads_as_the_other_side_gone(data):
     import io
 
-    from rlviz.record.draw_worker import _recv
+    from rlviz.record.agents.draw_worker import _recv
 
     assert _recv(io.BytesIO(data)) is None
 
@@ -257,7 +257,7 @@ def test_what_is_not_a_whole_message_reads_as_the_other_side_gone(data):
 def test_random_bytes_never_read_as_a_message():
     import io
 
-    from rlviz.record.draw_worker import _recv, _send
+    from rlviz.record.agents.draw_worker import _recv, _send
 
     rng = np.random.default_rng(0)
     for n in range(200):

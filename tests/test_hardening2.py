@@ -454,9 +454,9 @@ def test_timeline_all_names_resolve():
 def test_docstrings_name_modules_that_exist():
     """Every ``rlviz.x.y`` a docstring or comment names is a module (or a name in one) at its 0.3 home, not a path
     kept only for compatibility (rlviz/_deprecated.py)."""
-    from rlviz._deprecated import MOVED_0_3
+    from rlviz._deprecated import MOVED_0_4, MOVED_0_5
 
-    old = set(MOVED_0_3)
+    old = set(MOVED_0_4) | set(MOVED_0_5)
     bad = []
     for f in sorted((Path(CODE) / "rlviz").rglob("*.py")):
         if f.name == "_deprecated.py":

@@ -77,7 +77,7 @@ LOOP = textwrap.dedent('''
                     fresh[i] = envs.autoreset_mode == "next_step"
     elif kind.startswith("pettingzoo"):  # a PettingZoo game of 4 agents: annotated, or "-frames": frames only
         from pettingzoo.butterfly import pistonball_v6
-        from rlviz.record.pettingzoo import RecordParallelEpisode
+        from rlviz.record.agents.pettingzoo import RecordParallelEpisode
 
         cycles = 70 if kind == "pettingzoo" else 12  # (panels: 71 frames, drawn in the recorder's drawing process)
         env = RecordParallelEpisode(pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=4, max_cycles=cycles),
@@ -195,7 +195,7 @@ ENDS_WITHOUT_CLOSE = textwrap.dedent('''
     import sys
     import numpy as np
     from pettingzoo.butterfly import pistonball_v6
-    from rlviz.record.pettingzoo import RecordParallelEpisode
+    from rlviz.record.agents.pettingzoo import RecordParallelEpisode
 
     cycles = 70 if sys.argv[2] == "panels" else 10  # (panels: 71 frames, drawn in the recorder's drawing process)
     env = RecordParallelEpisode(pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=4, max_cycles=cycles),
@@ -271,7 +271,7 @@ def test_ctrl_c_between_an_episode_end_and_the_next_reset_keeps_its_frames_only_
 CTRL_C_INSIDE_RESET = textwrap.dedent('''
     import os, signal, sys
     from _marl_envs import Tag
-    from rlviz.record.pettingzoo import RecordParallelEpisode
+    from rlviz.record.agents.pettingzoo import RecordParallelEpisode
 
     class Interrupted(Tag):  # the Ctrl-C lands inside the next reset: after the game's own, before the recorder's part
         def reset(self, seed=None, options=None):

@@ -66,14 +66,14 @@ _HALF_MADE = """
     venv = make_vec_env("CartPole-v1", n_envs=1, seed=0, env_kwargs={{"render_mode": "rgb_array"}})
     attempt("VecRecordEpisode", lambda: VecRecordEpisode(venv, "v3", lambda s: s == 0, model=acrobot))
 
-    from rlviz.record.pettingzoo import RecordAECEpisode, RecordParallelEpisode
+    from rlviz.record.agents.pettingzoo import RecordAECEpisode, RecordParallelEpisode
     from pettingzoo.utils.conversions import parallel_to_aec
 
     attempt("RecordParallelEpisode", lambda: RecordParallelEpisode(Tag(), "v4", policies=bad))
     attempt("RecordAECEpisode", lambda: RecordAECEpisode(parallel_to_aec(Tag()), "v5", policies=bad))
 
     import supersuit as ss
-    from rlviz.record.supersuit import RecordSuperSuitGame
+    from rlviz.record.agents.supersuit import RecordSuperSuitGame
 
     envs = ss.concat_vec_envs_v1(ss.pettingzoo_env_to_vec_env_v1(Tag(leave=None)), 1, num_cpus=0,
                                  base_class="gymnasium")

@@ -74,7 +74,7 @@ import sys
 sys.path.insert(0, {tests!r})
 import numpy as np
 from _marl_envs import Tag
-from rlviz.record.pettingzoo import RecordParallelEpisode
+from rlviz.record.agents.pettingzoo import RecordParallelEpisode
 
 
 def policy(obs):  # every agent's numbers: logits from its pixels
@@ -178,7 +178,7 @@ def test_a_connect_four_pt2_makes_a_video_and_records_with_record_aec_episode(tm
     from pettingzoo.classic import connect_four_v3
 
     from rlviz.record import RecordOptions
-    from rlviz.record.pettingzoo import RecordAECEpisode
+    from rlviz.record.agents.pettingzoo import RecordAECEpisode
 
     policy = load_agent(ckpt).policy
     env = RecordAECEpisode(connect_four_v3.env(render_mode="rgb_array"), tmp_path / "aec",

@@ -91,7 +91,7 @@ def test_an_env_id_that_imports_a_module_in_a_recipe_file_is_refused(tmp_path):
 
 @pytest.mark.parametrize("name", ["os:system", "builtins:print", "shutil:rmtree", "collections:OrderedDict"])
 def test_wrapper_flag_takes_only_a_wrapper_class_or_a_function_of_the_users_and_calls_nothing_else(name):
-    from rlviz.envs.families import user_wrapper
+    from rlviz.envs.user_wrappers import user_wrapper
 
     with pytest.raises(UsageError, match=r"expected a gymnasium\.Wrapper subclass .* Nothing was called\.$"):
         user_wrapper(name)
@@ -334,7 +334,7 @@ def test_a_wrapper_the_user_types_is_found_in_the_working_folder(tmp_path):
     (tmp_path / "my_wrappers_cwd.py").write_text(
         "import gymnasium as gym\nclass Timed(gym.wrappers.TimeAwareObservation):\n    pass\n")
     code = """
-from rlviz.envs.families import user_wrapper
+from rlviz.envs.user_wrappers import user_wrapper
 print(user_wrapper("my_wrappers_cwd:Timed").__name__)
 """
     done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120,

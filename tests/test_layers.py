@@ -53,6 +53,19 @@ def test_every_module_has_a_stage_and_every_stage_has_modules():
     assert packages <= {p for _, prefixes in LAYERS for p in prefixes}
 
 
+def test_stages_name_whole_packages():
+    """A folder is one stage: every prefix in LAYERS is a subpackage or a top-level module (base's, the CLI's), never
+    a module inside a subpackage (0.5 put attention.summary and attention.plot above evaluate, the rest of attention
+    below it)."""
+    named = [p for _, prefixes in LAYERS for p in prefixes if p != "rlviz"]
+    inside = [p for p in named if p.count(".") != 1]
+    assert inside == []
+    kinds = {p: (PKG / p.split(".")[1]).is_dir() or (PKG / (p.split(".")[1] + ".py")).is_file() for p in named}
+    assert all(kinds.values()), kinds
+    assert {p: layer_of(p + ".x") for p in named if (PKG / p.split(".")[1]).is_dir()} == {
+        p: layer_of(p) for p in named if (PKG / p.split(".")[1]).is_dir()}  # its modules share its stage
+
+
 def test_the_checker_finds_upward_imports_lazy_ones_and_cycles(tmp_path):
     pkg = _tree(tmp_path, {
         "__init__.py": "",
@@ -65,22 +78,23 @@ def test_the_checker_finds_upward_imports_lazy_ones_and_cycles(tmp_path):
         "jobs/__init__.py": "from .render import render\n",
         "jobs/render.py": "import rlviz.draw.compose\nfrom ..media.video import f\n",
         "evaluate/__init__.py": "",
-        "evaluate/rollout.py": "from ..attention.summary import S\n",
+        "evaluate/rollout.py": "from ..analysis.attention import S\n",
+        "analysis/__init__.py": "",
+        "analysis/attention.py": "from ..evaluate.rollout import R\n",
         "attention/__init__.py": "",
-        "attention/summary.py": "from ..evaluate.rollout import R\n",
         "attention/tracker.py": "",
     })
     graph = module_graph(pkg)
     up = {(e.source, e.target, e.lazy) for e in upward_imports(graph, exceptions={})}
     assert up == {("rlviz.media.video", "rlviz.draw.compose", True),  # lazy, and upward: media is below draw
-                  ("rlviz.evaluate.rollout", "rlviz.attention.summary", False)}  # summary is "analysis"
-    assert cycles(graph) == [["rlviz.attention.summary", "rlviz.evaluate.rollout"],
+                  ("rlviz.evaluate.rollout", "rlviz.analysis.attention", False)}  # analysis is above evaluate
+    assert cycles(graph) == [["rlviz.analysis.attention", "rlviz.evaluate.rollout"],
                              ["rlviz.draw.compose", "rlviz.media.video"]]
-    assert cycles(graph, lazy=False) == [["rlviz.attention.summary", "rlviz.evaluate.rollout"]]
+    assert cycles(graph, lazy=False) == [["rlviz.analysis.attention", "rlviz.evaluate.rollout"]]
     # TYPE_CHECKING imports never run: no edge; `import rlviz.draw.compose` is one
     assert {e.target for e in graph["rlviz.draw.compose"]} == {"rlviz.media.video"}
     assert {e.target for e in graph["rlviz.jobs.render"]} == {"rlviz.draw.compose", "rlviz.media.video"}
-    assert layer_of("rlviz.attention.tracker") < layer_of("rlviz.evaluate.rollout") < layer_of("rlviz.attention.plot")
+    assert layer_of("rlviz.attention.tracker") < layer_of("rlviz.evaluate.rollout") < layer_of("rlviz.analysis.attention")
 
 
 def test_no_private_name_is_imported_from_another_package():

@@ -1,4 +1,4 @@
-"""Multi-agent panel videos (rlviz.record.pettingzoo, record.agents_video, draw.panels_agents): every number in the
+"""Multi-agent panel videos (rlviz.record.agents.pettingzoo, record.agents_video, draw.panels_agents): every number in the
 ``.npz`` derived from the toy env's known rewards and the loop's annotations, the video decoded back (frame count,
 size, the shared frame, the gone agent greyed out), policies evaluated per agent, masks of an AEC game."""
 
@@ -17,8 +17,8 @@ from rlviz.draw.panels_agents import AgentsLayout, fit_thumbnail, is_image_obser
 from rlviz.errors import UsageError  # noqa: E402
 from rlviz.media import probe_video, read_video  # noqa: E402
 from rlviz.record import RecordOptions  # noqa: E402
-from rlviz.record.agents_video import AgentsOptions  # noqa: E402
-from rlviz.record.pettingzoo import RecordAECEpisode, RecordParallelEpisode  # noqa: E402
+from rlviz.record.agents.pettingzoo import RecordAECEpisode, RecordParallelEpisode  # noqa: E402
+from rlviz.record.agents.video import AgentsOptions  # noqa: E402
 
 COL = AgentsLayout().column_width
 
@@ -219,7 +219,7 @@ def _turns(obs):
 
 
 def test_play_agents_with_a_shared_policy_gives_each_agents_statistics(tmp_path):
-    from rlviz.record.agents_play import play_agents
+    from rlviz.record.agents.play import play_agents
 
     env = RecordParallelEpisode(Tag(n=3, leave=(1, 3), length=6), tmp_path, policies=_turns)
     result = play_agents(env, seed=4, greedy=True)

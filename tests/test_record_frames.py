@@ -1,4 +1,4 @@
-"""The torch-free recording core (``rlviz.record.frames.EpisodeVideo``) and how light the recorder is in a training
+"""The torch-free recording core (``rlviz.record.episode_video.EpisodeVideo``) and how light the recorder is in a training
 process: importing it, and recording frames and annotated numbers without a policy, load no torch, matplotlib
 or ffmpeg wrapper before they are needed (checked in fresh interpreters)."""
 
@@ -19,7 +19,7 @@ from rlviz.envs import to_rgb_frame
 from rlviz.errors import UsageError
 from rlviz.media import probe_video, read_video
 from rlviz.record.arrays import as_numpy
-from rlviz.record.frames import EpisodeVideo, RecordOptions
+from rlviz.record.episode_video import EpisodeVideo, RecordOptions
 from rlviz.record.modes import Finished, Panels, Pending, Stream
 
 HEAVY = ("torch", "matplotlib", "imageio_ffmpeg", "cv2")

@@ -26,7 +26,7 @@ from pettingzoo.utils.wrappers import RecordVideo, RecordVideoParallel  # noqa: 
 
 from rlviz.errors import UsageError  # noqa: E402
 from rlviz.media import probe_video  # noqa: E402
-from rlviz.record.pettingzoo import RecordAECEpisode, RecordParallelEpisode  # noqa: E402
+from rlviz.record.agents.pettingzoo import RecordAECEpisode, RecordParallelEpisode  # noqa: E402
 from rlviz.record.setup import RenderModeError  # noqa: E402
 
 
@@ -202,7 +202,7 @@ def test_without_pettingzoo_the_import_says_which_extra(tmp_path):
     import subprocess
 
     code = ("import sys; sys.modules['pettingzoo'] = None\n"
-            "try:\n    import rlviz.record.pettingzoo\nexcept ImportError as e:\n    print(type(e).__name__, e)")
+            "try:\n    import rlviz.record.agents.pettingzoo\nexcept ImportError as e:\n    print(type(e).__name__, e)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.startswith("MissingDependencyError") and 'pip install "rlviz[pettingzoo]"' in out
     assert "\n" not in out.strip()  # one line

@@ -1,4 +1,4 @@
-"""Recording inside a training loop on SuperSuit-vectorised PettingZoo envs (rlviz.record.supersuit).
+"""Recording inside a training loop on SuperSuit-vectorised PettingZoo envs (rlviz.record.agents.supersuit).
 
 The loop has the shape of PettingZoo's CleanRL PPO tutorial (written here): pistonball with discrete actions,
 SuperSuit's colour reduction, resize and frame stack, ``pettingzoo_env_to_vec_env_v1`` + ``concat_vec_envs_v1`` (two
@@ -20,7 +20,7 @@ from pettingzoo.butterfly import pistonball_v6  # noqa: E402
 
 from rlviz.errors import UsageError  # noqa: E402
 from rlviz.media import probe_video  # noqa: E402
-from rlviz.record.supersuit import RecordSuperSuitGame, game_rows  # noqa: E402
+from rlviz.record.agents.supersuit import RecordSuperSuitGame, game_rows  # noqa: E402
 
 PISTONS, CYCLES, GAMES = 4, 12, 2
 
@@ -158,7 +158,7 @@ def test_an_sb3_model_trained_on_supersuit_envs_is_every_agents_policy(tmp_path)
     """PettingZoo's SB3 tutorial shape: PPO on the SuperSuit vector env (rows = pistons), then one game recorded with
     the model as the pistons' shared policy: each agent's logits and value are the model's on its own observations."""
     sb3 = pytest.importorskip("stable_baselines3")
-    from rlviz.record.pettingzoo import RecordParallelEpisode
+    from rlviz.record.agents.pettingzoo import RecordParallelEpisode
     from rlviz.sources.stable_baselines3.zips import sb3_policy
 
     def game():

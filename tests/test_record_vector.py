@@ -376,7 +376,7 @@ def test_videos_go_to_the_active_wandb_run(tmp_path, wandb_offline, no_network):
 
 
 def test_writing_in_the_loops_thread_gives_the_same_videos(tmp_path):
-    from rlviz.record.frames import RecordOptions
+    from rlviz.record.episode_video import RecordOptions
 
     got = {}
     for background in (True, False):

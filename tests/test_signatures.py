@@ -24,10 +24,10 @@ RECORD_VIDEO = ("env", "video_folder", "episode_trigger", "step_trigger", "video
                 "disable_logger", "gc_trigger")
 DROP_INS = {
     # gymnasium.wrappers.RecordVideo, plus the policy whose internals it draws and the RecordOptions
-    "rlviz.record.wrapper.RecordEpisode": (RECORD_VIDEO, {"policy", "options"}),
+    "rlviz.record.record_episode.RecordEpisode": (RECORD_VIDEO, {"policy", "options"}),
     # PettingZoo's RecordVideoParallel / RecordVideo (gymnasium's arguments), plus the agents' policies and options
-    "rlviz.record.pettingzoo.RecordParallelEpisode": (RECORD_VIDEO, {"policies", "options"}),
-    "rlviz.record.pettingzoo.RecordAECEpisode": (RECORD_VIDEO, {"policies", "options"}),
+    "rlviz.record.agents.pettingzoo.RecordParallelEpisode": (RECORD_VIDEO, {"policies", "options"}),
+    "rlviz.record.agents.pettingzoo.RecordAECEpisode": (RECORD_VIDEO, {"policies", "options"}),
 }
 
 #: drop-ins that differ from their original in a way the rule above does not cover, each with its reason.
@@ -80,8 +80,8 @@ def _params(obj) -> list[str]:
 def test_the_walk_finds_the_packages_public_callables():
     found = _public_callables()
     assert len(found) > 150, len(found)  # every stage's modules were imported
-    for name in ("rlviz.evaluate.rollouts.rollout.rollout", "rlviz.record.wrapper.RecordEpisode",
-                 "rlviz.evaluate.rollouts.runner.Runner", "rlviz.record.frames.EpisodeVideo"):
+    for name in ("rlviz.evaluate.rollouts.rollout.rollout", "rlviz.record.record_episode.RecordEpisode",
+                 "rlviz.evaluate.rollouts.runner.Runner", "rlviz.record.episode_video.EpisodeVideo"):
         assert name in found
 
 

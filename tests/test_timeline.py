@@ -209,7 +209,7 @@ def test_bad_inputs(runs, tmp_path, capsys):
     assert main(["timeline", str(empty), "--out", str(tmp_path / "e")]) == 2
 
 
-def test_rlviz_timeline_is_the_job_and_0_3_paths_still_import(recwarn):
+def test_rlviz_timeline_is_the_job_and_0_3_paths_are_gone():
     import rlviz.training.job
 
     for old in [m for m in sys.modules if m == "rlviz.timeline" or m.startswith("rlviz.timeline.")]:
@@ -220,16 +220,9 @@ def test_rlviz_timeline_is_the_job_and_0_3_paths_still_import(recwarn):
         rlviz.timeline(run="")
     for old in [m for m in sys.modules if m == "rlviz.timeline" or m.startswith("rlviz.timeline.")]:
         sys.modules.pop(old)
-    with pytest.warns(DeprecationWarning, match="rlviz.timeline.plot moved to rlviz.training.plot"):
-        from rlviz.timeline.plot import plot_timelines  # 0.3's docs did this (deprecated-path)
-    from rlviz.training.plot import plot_timelines as new
-
-    assert plot_timelines is new
-    with pytest.raises(UsageError, match="RUN is empty"):
-        rlviz.timeline(run="")  # the old package path, bound to rlviz.timeline by that import, still runs the job
-    for old in [m for m in sys.modules if m == "rlviz.timeline" or m.startswith("rlviz.timeline.")]:
-        sys.modules.pop(old)
-    rlviz.timeline = rlviz.training.job.timeline
+    with pytest.raises(ModuleNotFoundError):  # 0.3's docs did this; kept until 0.5, gone in 0.6
+        import rlviz.timeline.plot  # noqa: F401
+    assert rlviz.timeline is rlviz.training.job.timeline
 
 
 def test_tensorboard_scalars_at_the_training_steps(runs, tmp_path):

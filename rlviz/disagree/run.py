@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import progress
 from ..agent.stepping import FromState
-from ..attention.summary import attention_spec
+from ..analysis.attention import attention_spec
 from ..draw.compose import ComposeOptions, Compositor
 from ..draw.side_by_side import Encoding, compose_side_by_side
 from ..draw.video import video_timing
@@ -93,9 +93,7 @@ def probed_rollouts(agents: list[Any], config: Any, gammas: list[float]) -> tupl
         extractor = _extractor(agent, rc)
         usable = extractor is not None and not getattr(extractor, "history", 0)
         probe = DisagreementProbe(other.policy, side, extractor if usable else None)
-        plan = RolloutPlan(rc.episodes, seed=rc.seed, num_envs=min(rc.num_envs, rc.episodes), greedy=rc.greedy,
-                           fail_on=rc.fail_on, gamma=gammas[i], heatmap=bool(rc.heatmap), objects=extractor,
-                           progress=rc.progress)
+        plan = RolloutPlan.for_config(rc, gammas[i], objects=extractor)
         results.append(rollout(agent.recipe, agent.policy, plan,
                                RolloutProbes(attention=attention_spec(rc), step=probe)))
         probe.finish()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from ..envs.families import family_of
 from ..explain.dict_obs import KeySlice, split_saliency
 from ..explain.partial_view import view_to_grid
 from .overlay import ACTOR_COLOR
@@ -59,7 +60,8 @@ def is_minigrid_view(env_id: str, key: str, shape: tuple) -> bool:
     shape = tuple(shape)
     if len(shape) == 3 and shape[0] == 3 and shape[2] != 3:
         shape = (shape[1], shape[2], shape[0])
-    return (str(env_id).split(":")[-1].startswith(("MiniGrid-", "BabyAI-")) and key == "image"
+    family = family_of(str(env_id).split(":")[-1])  # (gymnasium's "minigrid:MiniGrid-..." form too)
+    return (family is not None and family.view_key == key and key is not None
             and len(shape) == 3 and shape[0] == shape[1] and shape[2] == 3)
 
 

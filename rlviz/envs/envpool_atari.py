@@ -55,6 +55,7 @@ import gymnasium as gym
 import numpy as np
 
 from ..errors import EnvError
+from .families import family_named, family_of
 
 __all__ = ["EnvpoolAtari", "ENVPOOL_KWARGS", "MAX_EPISODE_STEPS", "envpool_frame", "ale_id"]
 
@@ -66,7 +67,8 @@ MAX_EPISODE_STEPS = 27000  # envpool/atari/registration.py
 
 def ale_id(envpool_id: str) -> str:
     """envpool's ``Breakout-v5`` as gymnasium's ``ALE/Breakout-v5`` (ids already ``ALE/...`` are kept)."""
-    return envpool_id if envpool_id.startswith("ALE/") else f"ALE/{envpool_id}"
+    ale = family_named("ALE")
+    return envpool_id if family_of(envpool_id) is ale else f"{ale.prefixes[0]}{envpool_id}"
 
 
 def envpool_frame(grey: np.ndarray, size: int = 84) -> np.ndarray:

@@ -22,6 +22,7 @@ from typing import Any
 import gymnasium as gym
 
 from ..errors import EnvError
+from .families import families, family_of
 
 __all__ = ["choose_gl", "uses_mujoco", "no_gl_wrapper", "NO_GL_MESSAGE"]
 
@@ -30,21 +31,23 @@ NO_GL_MESSAGE = ("MuJoCo cannot render headless here: EGL did not initialise and
                  "libosmesa6 for software rendering; PyOpenGL either way) or set MUJOCO_GL=egl|osmesa|glfw yourself.")
 
 _CHOSEN: list[str | None] = []  # the probe's answer, once per process ([None]: neither works)
-_FAMILIES = ("mujoco", "dm_control", "shimmy", "gymnasium_robotics", "metaworld")
 
 
 def uses_mujoco(env_id: str) -> bool:
-    """Whether a registered ``env_id``'s entry point is a MuJoCo family's (gymnasium's MuJoCo envs, dm_control
-    through Shimmy, Gymnasium-Robotics), read from the registry without importing it; a ``dm_control/`` id before
-    Shimmy registered it too (importing Shimmy imports dm_control and mujoco: the backend is chosen before)."""
-    if env_id.startswith(("dm_control/", "brax:")):  # (brax: drawn by mujoco's renderer, rlviz.jax.envs.brax_env)
+    """Whether ``env_id``'s family draws through MuJoCo's renderer (:attr:`Family.needs_gl
+    <rlviz.envs.families.family.Family>`: a ``dm_control/`` id before Shimmy registered it, whose import
+    imports dm_control and mujoco; ``brax:``, drawn by mujoco's renderer), or a registered id's entry point is in a
+    MuJoCo family's package (:attr:`Family.entry_points`: gymnasium's MuJoCo envs, Gymnasium-Robotics), read from the
+    registry without importing it."""
+    family = family_of(env_id)
+    if family is not None and family.needs_gl and family.prefixes:
         return True
     try:
         entry = gym.spec(env_id).entry_point
     except (gym.error.Error, ValueError, TypeError):
         return False
     text = entry if isinstance(entry, str) else f"{getattr(entry, '__module__', '')}.{getattr(entry, '__name__', '')}"
-    return any(f in text for f in _FAMILIES)
+    return any(p in text for f in families() if f.needs_gl for p in f.entry_points)
 
 
 def _egl_works() -> bool:

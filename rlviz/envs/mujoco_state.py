@@ -1,7 +1,7 @@
 """The MuJoCo model and data behind an env: gymnasium's MuJoCo envs (``env.unwrapped.model`` / ``.data``) and
 dm_control's through Shimmy (``env.unwrapped._env.physics``, whose ``.model.ptr`` / ``.data.ptr`` are the same
 ``mujoco.MjModel`` / ``mujoco.MjData`` types). The cameras (:mod:`rlviz.envs.cameras`), the actuators' names
-(:func:`rlviz.envs.families.body_action_names`) and the body heatmap
+(:func:`rlviz.envs.env_facts.body_action_names`) and the body heatmap
 (:class:`rlviz.evaluate.failures.body_objects.BodyExtractor`) read them here, for both families alike. Nothing here
 imports mujoco (the env has loaded it).
 """

@@ -16,6 +16,8 @@ import gymnasium as gym
 
 from ..errors import EnvError, UsageError, did_you_mean
 from .compat import same_step_vector_env
+from .families import families, family_hint, family_of, register_family
+from .families.ale import atari_recipe_dict
 from .jax_ids import is_jax_env_id
 from .pettingzoo_envs import SUPERSUIT_WRAPPERS, AgentView, agents_module, is_agents_env_id, make_agents_env
 from .render_modes import check_render_mode
@@ -98,11 +100,11 @@ class EnvRecipe:
 
     @classmethod
     def for_env_id(cls, env_id: str) -> EnvRecipe:
-        """A sensible default recipe for a bare env id: Atari preprocessing for ``ALE/*``."""
-        if env_id.startswith("ALE/"):
-            return atari_recipe(env_id)
-        if env_id.startswith("MinAtar/") or (is_jax_env_id(env_id) and env_id.endswith("-MinAtar")):
-            return cls(env_id, saliency_mode="nearest")  # (a JAX id: recorded as it is, never gymnasium's)
+        """A sensible default recipe for a bare env id: its family's (:attr:`Family.recipe
+        <rlviz.envs.families.family.Family>`: Atari preprocessing for ``ALE/*``), else the id alone."""
+        family = family_of(env_id)
+        if family is not None and family.recipe is not None:
+            return cls.from_dict(family.recipe(env_id))
         return cls(env_id)
 
 
@@ -116,16 +118,10 @@ def atari_recipe(
     **env_kwargs: Any,
 ) -> EnvRecipe:
     """The usual DQN/PPO Atari stack: grey 84x84, frame skip 4 (max-pooled), no-op starts,
-    frame stack 4; reward clipping during training only. (Life loss as a training signal belongs in the
-    training loop: a terminating wrapper would make a vector env reset the whole game on every life.)"""
-    kwargs = {"frameskip": 1, "repeat_action_probability": 0.25, **env_kwargs}
-    wrappers = [
-        WrapperSpec("atari", {"frame_skip": frame_skip, "screen_size": screen_size, "noop_max": noop_max}),
-    ]
-    if clip_reward:
-        wrappers.append(WrapperSpec("clip_reward", {}, training_only=True))
-    wrappers.append(WrapperSpec("frame_stack", {"stack_size": stack}))
-    return EnvRecipe(env_id, kwargs, tuple(wrappers), saliency_mode="linear")
+    frame stack 4; reward clipping during training only (the ALE family's recipe:
+    :func:`rlviz.envs.families.ale.atari_recipe_dict`)."""
+    return EnvRecipe.from_dict(atari_recipe_dict(env_id, frame_skip, screen_size, stack, noop_max, clip_reward,
+                                                 **env_kwargs))
 
 
 def pettingzoo_recipe(env_id: str, env_kwargs: dict | None = None, supersuit: Any = (), *,
@@ -150,39 +146,21 @@ def pettingzoo_recipe(env_id: str, env_kwargs: dict | None = None, supersuit: An
 _REGISTERED: set = set()
 
 
-def _register_ale() -> None:
-    try:
-        import ale_py
-
-        gym.register_envs(ale_py)
-    except ImportError:  # pragma: no cover - ale-py is a dependency
-        pass
-
-
-def _register_minatar() -> None:
-    try:
-        from .minatar_import import import_minatar_gym  # Ctrl-C kept, seaborn deferred: only for a MinAtar id
-
-        import_minatar_gym().register_envs()
-    except (ImportError, gym.error.Error):
-        pass
-
-
-_NAMESPACES = {"ALE": _register_ale, "MinAtar": _register_minatar}
-
-
 def register_envs(env_id: str | None = None) -> None:
-    """Register the ALE and MinAtar envs with gymnasium (idempotent, offline: ROMs ship in ale-py). With
-    ``env_id``, only what that id needs (ALE's ids are always registered: 0.1 s; MinAtar's import takes seconds).
+    """Register the envs of the families rlviz registers itself (ALE's, MinAtar's: :attr:`Family.register
+    <rlviz.envs.families.family.Family>`) with gymnasium (idempotent, offline: ROMs ship in ale-py). With
+    ``env_id``, only what that id needs (ALE's ids are always registered: 0.1 s; MinAtar's import takes seconds),
+    then the package of its family that registers on import (MiniGrid's, Shimmy's), when installed.
     A JAX id (``gymnax:...``: :mod:`rlviz.envs.jax_ids`) is none of gymnasium's: nothing to register."""
     if is_jax_env_id(env_id):
         return
-    wanted = set(_NAMESPACES) if env_id is None else {"ALE"} | {n for n in _NAMESPACES if env_id.startswith(n + "/")}
-    for namespace in sorted(wanted - _REGISTERED):
-        _NAMESPACES[namespace]()
-        _REGISTERED.add(namespace)
+    own = family_of(env_id) if env_id is not None else None
+    wanted = [f for f in families() if f.register is not None and (env_id is None or f.always or f is own)]
+    for family in wanted:
+        if family.name not in _REGISTERED:
+            family.register()  # type: ignore[misc]  # (not None: filtered above)
+            _REGISTERED.add(family.name)
     if env_id is not None and env_id not in gym.registry and not is_agents_env_id(env_id):
-        from .families import register_family  # here, not at the top: a recorder's import needs none of it (#43)
         from .headless import choose_gl
 
         choose_gl(env_id)  # (dm_control/*: importing Shimmy imports mujoco, so its OpenGL backend is chosen first)
@@ -201,11 +179,9 @@ def require_registered(env_id: str) -> None:
     if ":" in env_id or env_id in gym.registry:
         return
     hint = did_you_mean(env_id, list(gym.registry))
-    namespace = env_id.split("/")[0] if "/" in env_id else None
-    if namespace == "MinAtar" and "MinAtar" not in {k.split("/")[0] for k in gym.registry}:
-        hint += " MinAtar envs need: pip install \"rlviz[minatar]\"."
-    from .families import family_hint
-
+    family = family_of(env_id)
+    if family is not None and family.register is not None and not any(family_of(k) is family for k in gym.registry):
+        hint += f" {family.name} envs need: pip install {family.pip}."  # (rlviz registers them: its package is missing)
     hint += family_hint(env_id)
     raise EnvError(f"Unknown env id {env_id!r}: gymnasium has no env registered under that name.{hint or ''} "
                    "For an env of your own package, register it or pass 'your_module:EnvName-v0'.")
@@ -256,13 +232,13 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
     check_render_mode(recipe.env_id, render_mode)  # before make: some envs assert it in __init__
     try:
         kwargs = dict(recipe.env_kwargs)
-        if recipe.env_id.startswith("MinAtar/"):
-            # MinAtar renders float64 [0, 1] frames and declares no fps: known, handled by rlviz
-            # (RecordEpisode converts frames), so gymnasium's checker would only print noise
-            kwargs.setdefault("disable_env_checker", True)
+        family = family_of(recipe.env_id)
+        for key, value in family.make_kwargs if family is not None else ():  # (MinAtar: disable_env_checker)
+            kwargs.setdefault(key, value)
         env = gym.make(recipe.env_id, render_mode=render_mode, **kwargs)
     except gym.error.Error as exc:
-        hint = " MinAtar envs need: pip install minatar." if recipe.env_id.startswith("MinAtar/") else ""
+        hint = f" {family.name} envs need: pip install {family.pip}." if family is not None and family.register \
+            is not None and not family.always else ""
         raise EnvError(f"Cannot make env {recipe.env_id!r}: {exc}.{hint}") from exc
     except (TypeError, ValueError, AssertionError) as exc:  # kwargs the env's constructor refuses (from a file)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
@@ -284,7 +260,7 @@ def make_env(recipe: EnvRecipe | str, render_mode: str | None = "rgb_array", tra
 def _apply_wrapper(env: gym.Env, w: Any) -> gym.Env:
     """``env`` wrapped by the recipe's wrapper ``w`` (one of rlviz's by name, or a ``module:Class`` / function the
     user consented to); ``env`` is closed when it cannot be."""
-    from .families import is_user_wrapper, user_wrapper
+    from .user_wrappers import is_user_wrapper, user_wrapper
 
     if w.name not in WRAPPERS and not is_user_wrapper(w.name):
         raise EnvError(f"Unknown wrapper {w.name!r} in the env recipe; known: {sorted(WRAPPERS)} or "
@@ -312,7 +288,7 @@ def _apply_wrapper(env: gym.Env, w: Any) -> gym.Env:
 def _frames_if_observed(recipe: EnvRecipe, render_mode: str | None) -> str | None:
     """``rgb_array`` where the recipe has a wrapper whose observations are the env's frames (it renders at every
     step, so it needs the mode even where rlviz needs no frames of its own), else ``render_mode``."""
-    from .families import FRAME_WRAPPERS
+    from .user_wrappers import FRAME_WRAPPERS
 
     if render_mode is None and any(w.name in FRAME_WRAPPERS for w in recipe.wrappers):
         return "rgb_array"

@@ -10,7 +10,7 @@ built. A file is not vetted the way a program is, so from a file rlviz acts only
   module is rlviz's, from its table of families, never the name's);
 * env and wrapper keyword arguments that are plain JSON values (no import paths, no ``entry_point``-like keys);
 * wrapper names of :data:`rlviz.envs.wrappers.WRAPPERS` (or a caller's own translation table), and the
-  ``module:Class`` observation wrappers of :data:`rlviz.envs.families.KNOWN_WRAPPER_CLASSES` (MiniGrid's, and
+  ``module:Class`` observation wrappers of :data:`rlviz.envs.user_wrappers.KNOWN_WRAPPER_CLASSES` (MiniGrid's, and
   gymnasium's ``AddRenderObservation``);
 * classes on an allow-list (:data:`POLICY_CLASSES`, :data:`ACTIVATION_CLASSES`, :data:`EXTRACTOR_CLASSES`).
 
@@ -28,9 +28,9 @@ from collections.abc import Collection, Iterable, Mapping
 import gymnasium as gym
 
 from ..errors import CheckpointError, UnsafeCheckpointError
-from .families import KNOWN_WRAPPER_CLASSES
 from .jax_ids import is_jax_env_id
 from .pettingzoo_envs import SUPERSUIT_WRAPPERS, is_agents_env_id
+from .user_wrappers import KNOWN_WRAPPER_CLASSES
 from .wrappers import WRAPPERS
 
 __all__ = [

@@ -30,7 +30,7 @@ class EpisodeResult:
                   value was trained on: sign(r) when the recipe clips)
     video_path:   the MP4 when the episode was recorded, else None
     diag:         per-episode numbers of the diagnostics (:mod:`rlviz.evaluate.statistics.diagnostics`), or None
-    attention:    with attention on, the episode's attribution shares per object (:mod:`rlviz.attention.summary`)
+    attention:    with attention on, the episode's attribution shares per object (:mod:`rlviz.analysis.attention`)
     actions:      the actions the episode took, as the env took them ([T] int32 for Discrete actions, else
                   [T, *action_shape]), from rollouts and replays (None otherwise): its video replays the env from
                   them, without the policy (:func:`rlviz.record.play_actions`)

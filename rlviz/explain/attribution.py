@@ -70,6 +70,10 @@ class SaliencyMethod:
     whole_policy_action: ClassVar[bool] = False
     #: What attention's object shares are shares of (``times_input``), as the docs and summary.json name it.
     object_attribution: ClassVar[str] = ""
+    #: Its memory variant (``--memory-saliency``): a :class:`~rlviz.explain.memory.MemorySaliency` class of
+    #: :mod:`rlviz.explain.memory`, by name (that module builds on this one); :data:`MEMORY_ATTRIBUTIONS
+    #: <rlviz.explain.memory.MEMORY_ATTRIBUTIONS>` is read from it.
+    memory: ClassVar[str]
 
     def __init__(self, policy: Any, *, layout: str | None = None, batch_size: int | None = None,
                  memory_budget_mb: float = 512.0, times_input: bool = False, **options: Any):
@@ -147,6 +151,7 @@ class Gradient(SaliencyMethod):
     do not interact in the network). ``times_input``: |gradient x input| (Shrikumar et al. 2016)."""
 
     name = "gradient"
+    memory = "MemoryGradient"
     defaults: ClassVar[dict[str, Any]] = {"reduce": "max"}
     from_forward = True
     object_attribution = "|gradient x input|"
@@ -167,6 +172,7 @@ class SmoothGrad(SaliencyMethod):
     (max - min) of each frame; the same ``n_samples`` noise patterns (seeded by ``seed``) for every frame."""
 
     name = "smoothgrad"
+    memory = "MemoryGradient"  # (its noise averages input gradients; the memory's are exact)
     defaults: ClassVar[dict[str, Any]] = {"reduce": "max", "n_samples": 16, "noise_level": 0.15, "seed": 0}
     object_attribution = "|smoothgrad x input|"
 
@@ -193,6 +199,7 @@ class Perturbation(SaliencyMethod):
     output (target "action": all logits) or its value. Forward passes only; image observations only."""
 
     name = "perturbation"
+    memory = "MemoryPerturbation"
     defaults: ClassVar[dict[str, Any]] = {"radius": None, "stride": None, "blur_sigma": "auto"}
     gradients = False
     spatial = True

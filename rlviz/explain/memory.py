@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from ..errors import UsageError
+from .attribution import ATTRIBUTIONS
 from .given_state import carried_states, check_recurrent
 from .gradients import continuous_actions, resolve_target, select_target
 
@@ -189,9 +190,11 @@ class MemoryPerturbation(MemorySaliency):
         return out
 
 
-#: ``--saliency`` method -> its memory saliency class.
-MEMORY_ATTRIBUTIONS: dict[str, type[MemorySaliency]] = {"gradient": MemoryGradient, "smoothgrad": MemoryGradient,
-                                                       "perturbation": MemoryPerturbation}
+#: ``--saliency`` method -> its memory saliency class: each method of the one registry
+#: (:data:`~rlviz.explain.attribution.ATTRIBUTIONS`) carries its variant's name (``SaliencyMethod.memory``).
+MEMORY_ATTRIBUTIONS: dict[str, type[MemorySaliency]] = {
+    name: {"MemoryGradient": MemoryGradient, "MemoryPerturbation": MemoryPerturbation}[cls.memory]
+    for name, cls in ATTRIBUTIONS.items()}
 
 
 def memory_method(saliency: str) -> type[MemorySaliency]:

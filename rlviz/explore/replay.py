@@ -302,11 +302,9 @@ def _rollout_one(agent: Any, config: RenderConfig, gamma: float, n: int) -> Any:
 
     if is_jax_agent(agent):
         return jax_rollouts(agent, config, gamma, indices=(n,))
-    from ..attention.summary import attention_spec
+    from ..analysis.attention import attention_spec
     from ..evaluate.rollouts.plan import RolloutPlan, RolloutProbes
     from ..evaluate.rollouts.rollout import rollout
 
-    plan = RolloutPlan(config.episodes, seed=config.seed, num_envs=1, greedy=config.greedy, fail_on=config.fail_on,
-                       gamma=gamma, indices=(n,), heatmap=bool(config.heatmap),
-                       objects=config.objects if config.heatmap else None, progress=False)
+    plan = RolloutPlan.for_config(config, gamma, num_envs=1, indices=(n,), progress=False)
     return rollout(agent.recipe, agent.policy, plan, RolloutProbes(attention=attention_spec(config)))

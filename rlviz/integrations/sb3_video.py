@@ -36,7 +36,7 @@ from ..agent.actions import action_spec
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError, require
 from ..record.base import RecorderBase, recorder_settings
-from ..record.frames import RecordOptions, VideoLabels, fold_old_keywords
+from ..record.episode_video import RecordOptions, VideoLabels, fold_old_keywords
 from ..record.setup import RenderModeError
 from ..record.vector_parts import SubEnvVideo, VideoSinks
 from .sb3_observations import ModelObservations

@@ -207,8 +207,8 @@ def agents_video(agent: LoadedAgent, idx: int, label: str, folder: Path, config:
     """Replay episode ``idx`` through the recorder into ``folder`` as ``<label>-episode-<idx>.mp4``: {"episode",
     "label", "video", "saliency", "returns", "fps"}; a replay whose returns differ from ``expected`` (the
     rollout's, per agent) gets a warning."""
-    from ..record.frames import RecordOptions
-    from ..record.pettingzoo import AgentsOptions, RecordAECEpisode, RecordParallelEpisode
+    from ..record.agents.pettingzoo import AgentsOptions, RecordAECEpisode, RecordParallelEpisode
+    from ..record.episode_video import RecordOptions
 
     env = make_agents_env(agent.recipe, render_mode="rgb_array")
     wrapper = RecordParallelEpisode if is_parallel(env) else RecordAECEpisode

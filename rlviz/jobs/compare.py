@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import progress
-from ..attention.summary import attention_paired
+from ..analysis.attention import attention_paired
 from ..config import CompareConfig, parse_video_spec
 from ..disagree.outputs import JSON_NAME, disagreements_logged, write_disagreements
 from ..disagree.run import analyse, probed_rollouts

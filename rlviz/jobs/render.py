@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import progress
-from ..attention.plot import plot_attention_at_failure
+from ..analysis.attention_plot import plot_attention_at_failure
 from ..config import RenderConfig
 from ..envs.jax_ids import is_jax_env_id
 from ..errors import UsageError

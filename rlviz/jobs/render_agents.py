@@ -21,7 +21,7 @@ Output layout (in the run folder, beside ``rlviz-run.json``)::
 Episodes run one after another in this process, or with ``--workers N`` (``--ray``) in seed-contiguous shards in the
 workers, joined into the same result (an episode depends only on its seed; ``--num-envs`` does not apply: a note
 says so). The videos replay the chosen episodes through
-:class:`~rlviz.record.pettingzoo.RecordParallelEpisode` (AEC games:
+:class:`~rlviz.record.agents.pettingzoo.RecordParallelEpisode` (AEC games:
 ``RecordAECEpisode``), which evaluates each agent's internals with the same policy.
 """
 

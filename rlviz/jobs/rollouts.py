@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .. import progress
-from ..attention.summary import attention_spec
+from ..analysis.attention import attention_spec
 from ..config import RenderConfig
 from ..evaluate import RolloutResult, rollout
 from ..evaluate.backends.workers import Backend, WorkerDied, WorkerPool, died_twice, merge_rollouts, shard_ranges
@@ -32,9 +32,7 @@ def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend
         return cast(RolloutResult, jax_rollouts(agent, config, gamma))
     if backend is not None:
         return _run_sharded(backend, config, gamma)
-    plan = RolloutPlan(config.episodes, seed=config.seed, num_envs=min(config.num_envs, config.episodes),
-                       greedy=config.greedy, fail_on=config.fail_on, gamma=gamma, heatmap=bool(config.heatmap),
-                       objects=config.objects if config.heatmap else None, progress=config.progress)
+    plan = RolloutPlan.for_config(config, gamma)
     return rollout(agent.recipe, agent.policy, plan, RolloutProbes(attention=attention_spec(config)))
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..attention.summary import attention_spec
+from ..analysis.attention import attention_spec
 from ..config import RenderConfig
 from ..errors import RlvizError, require
 from ..evaluate.backends.workers import Backend, WorkerPool, claimed_indices
@@ -123,9 +123,8 @@ def run_shard(task: ShardTask, progress: Any = None) -> Any:
     else:
         indices, most = task.indices, task.episodes if task.indices is None else len(task.indices)
     envs = task.num_envs or min(c.num_envs, most)
-    plan = RolloutPlan(task.episodes, seed=c.seed, num_envs=envs, greedy=c.greedy, fail_on=c.fail_on,
-                       gamma=task.gamma, first_episode=task.first_episode, indices=indices, heatmap=bool(c.heatmap),
-                       objects=c.objects if c.heatmap else None, progress=progress or False)
+    plan = RolloutPlan.for_config(c, task.gamma, episodes=task.episodes, num_envs=envs,
+                                  first_episode=task.first_episode, indices=indices, progress=progress or False)
     return rollout(agent.recipe, agent.policy, plan, RolloutProbes(attention=attention_spec(c)))
 
 

@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 
 from .. import progress
-from ..attention.plot import plot_attention_at_failure
-from ..attention.summary import with_attention
+from ..analysis.attention import with_attention
+from ..analysis.attention_plot import plot_attention_at_failure
 from ..config import RenderConfig
 from ..envs import WrapperSpec, make_env, to_rgb_frame
 from ..envs.recipe import read_recipe_file
@@ -103,7 +103,7 @@ def load_flax_agent(config: RenderConfig) -> LoadedAgent:
 
 def agent_env(config: RenderConfig) -> Any:
     """What ``load_agent`` gets as ``env``: ``--env``, or with ``--wrapper`` names its recipe with those wrappers
-    after the env's own (the user's consent to import them: :mod:`rlviz.envs.families`)."""
+    after the env's own (the user's consent to import them: :mod:`rlviz.envs.user_wrappers`)."""
     file = isinstance(config.env, str) and config.env.endswith(".json")
     if not config.wrapper and not file:
         return config.env

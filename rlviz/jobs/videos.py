@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import progress
-from ..attention.summary import ShareTrack, attention_spec
+from ..analysis.attention import ShareTrack, attention_spec
 from ..config import RenderConfig, parse_video_spec
 from ..envs import make_env
 from ..episode import EpisodeResult

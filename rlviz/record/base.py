@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
-from .frames import EpisodeVideo, RecordOptions
+from .episode_video import EpisodeVideo, RecordOptions
 from .setup import capped_cubic_video_schedule, probe_callable
 from .writer import BackgroundWriter
 

@@ -14,7 +14,7 @@ import numpy as np
 from ..envs.ale_seed import seeded_reset
 from ..episode.result import EpisodeResult
 from ..errors import UsageError
-from .wrapper import RecordEpisode
+from .record_episode import RecordEpisode
 
 if TYPE_CHECKING:  # torch loads with the policy, not with the recorder
     from ..agent.policy import Policy

@@ -1,4 +1,4 @@
-"""How an :class:`~rlviz.record.frames.EpisodeVideo` takes its frames, one class per mode: :class:`Pending` (not
+"""How an :class:`~rlviz.record.episode_video.EpisodeVideo` takes its frames, one class per mode: :class:`Pending` (not
 decided yet: panels if ``annotate`` comes before the first step), :class:`Stream` (frames only, straight to the
 encoder), :class:`Panels` (frames and observations spooled to disk, the panels drawn when the episode ends) and
 :class:`Finished`. A video holds one as ``mode`` and hands each call to it; a mode that settles hands the video on
@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import UsageError
 
-#: an :class:`rlviz.record.frames.EpisodeVideo` (not imported: frames imports this module); the modes use its public
+#: an :class:`rlviz.record.episode_video.EpisodeVideo` (not imported: frames imports this module); the modes use its public
 #: interface for them: ``open_spool``, ``spool``, ``write_frame``, ``close_stream``, ``finish_panels``, ``annotations``
 EpisodeVideo = Any
 

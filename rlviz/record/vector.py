@@ -41,7 +41,7 @@ from ..agent.actions import action_spec
 from ..errors import UsageError
 from .annotated_state import env_state_rows, warn_not_reset
 from .base import RecorderBase, default_triggers, recorder_settings, settle_policy
-from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
+from .episode_video import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
 from .setup import RenderModeError, action_labels
 from .vector_parts import (
     DISABLED,
@@ -100,7 +100,7 @@ class RecordVectorEpisode(RecorderBase, _Base):  # type: ignore[misc]
         name_prefix, fps: as ``RecordVideo`` (``fps`` default: ``metadata["render_fps"]``, else 30).
         policy: an rlviz Policy, a ``torch.nn.Module`` or a callable (see :class:`~rlviz.record.RecordEpisode`)
             computing the panels for recorded episodes only, in batches when each ends (instead of ``annotate``).
-        options: a :class:`~rlviz.record.frames.RecordOptions` (panel layout, gamma, encoder, spool folder...;
+        options: a :class:`~rlviz.record.episode_video.RecordOptions` (panel layout, gamma, encoder, spool folder...;
             ``sinks``: where finished videos are logged at the env step they ended, ``step()`` calls x ``num_envs``
             as CleanRL's ``global_step``; ``grid_width``: the grid videos' width). 0.3's ``sinks=`` and
             ``grid_width=`` still work, with a ``DeprecationWarning``. ``camera``: as RecordEpisode's (SyncVectorEnv).

@@ -16,7 +16,7 @@ import numpy as np
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
 from .arrays import as_numpy
-from .frames import EpisodeVideo
+from .episode_video import EpisodeVideo
 
 if TYPE_CHECKING:
     from ..episode.trace import EpisodeInternals, EpisodeTrace

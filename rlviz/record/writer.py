@@ -34,7 +34,7 @@ class BackgroundWriter:
         self._running = False  # a job is being run
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        self._worker: Any = None  # its drawing process (rlviz.record.draw_worker.DrawWorker), made by worker()
+        self._worker: Any = None  # its drawing process (rlviz.record.agents.draw_worker.DrawWorker), made by worker()
 
     def submit(self, fn: Callable[..., Any], *args: Any, nbytes: int = 0, video: bool = False) -> None:
         """Run ``fn(*args)`` after the jobs before it. ``nbytes``: memory the job holds until it runs; ``video``:
@@ -65,10 +65,10 @@ class BackgroundWriter:
             self._raise()
 
     def worker(self) -> Any:
-        """This writer's drawing process (a :class:`~rlviz.record.draw_worker.DrawWorker`; its process starts with its
+        """This writer's drawing process (a :class:`~rlviz.record.agents.draw_worker.DrawWorker`; its process starts with its
         first job), for jobs that draw out of the loop's interpreter."""
         if self._worker is None:
-            from .draw_worker import DrawWorker
+            from .agents.draw_worker import DrawWorker
 
             self._worker = DrawWorker()
         return self._worker

@@ -14,7 +14,7 @@ import torch
 
 from ..agent.actions import action_spec
 from ..agent.policy import Policy, action_names_for
-from ..envs.families import body_action_names
+from ..envs.env_facts import body_action_names
 from ..envs.recipe import EnvRecipe, make_env, read_recipe_file
 from ..errors import CheckpointError, RlvizError, UsageError
 from .meet import shape_mismatch

@@ -33,7 +33,7 @@ from ..episode.trace import EpisodeInternals, EpisodeTrace
 from ..errors import RlvizError, UsageError, VideoError
 from ..media import VideoWriter, atomic_write, concat_videos
 from ..record import RecordEpisode, run_episode
-from ..record.frames import EpisodeVideo, RecordOptions
+from ..record.episode_video import EpisodeVideo, RecordOptions
 from ..record.internals import save_episode_data
 from ..sources import LoadedAgent
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...envs.families import family_of
+from ...envs.families.dm_control import DM_TORSO_DOMAINS
 from ...envs.mujoco_state import mujoco_data, mujoco_model
 from ...errors import UsageError
 from .extractor import Extractor
@@ -26,16 +28,15 @@ PIXELS_PER_METRE = 40
 #: plane -> ((first axis, its metres shown), (second axis, its metres shown)); axes 0 x, 1 y, 2 z
 BODY_PLANES = {"xz": ((0, (-1.0, 11.0)), (2, (0.0, 2.0))), "xy": ((0, (-10.0, 10.0)), (1, (-10.0, 10.0)))}
 _FLOOR_BODIES = ("Ant", "Humanoid", "HumanoidStandup", "Quadruped")
-#: dm_control's suite domains whose bodies move on the floor (the others are planar, in x-z)
-_DM_FLOOR_DOMAINS = ("humanoid", "humanoid_CMU", "quadruped", "dog", "fish", "swimmer")
 
 
 def _plane_for(env) -> str:
     name = type(getattr(env, "unwrapped", env)).__name__
     spec = getattr(env, "spec", None)
     env_id = str(getattr(spec, "id", "") or "")
-    if env_id.startswith("dm_control/"):  # dm_control/<domain>-<task>-v0
-        return "xy" if env_id.split("/", 1)[1].split("-", 1)[0] in _DM_FLOOR_DOMAINS else "xz"
+    family = family_of(env_id)
+    if family is not None and family.body_plane is not None:  # dm_control's: by its domain
+        return family.body_plane(env_id)
     return "xy" if any(name.startswith(b) for b in _FLOOR_BODIES) else "xz"
 
 
@@ -119,15 +120,16 @@ def _at(ca: int, a: float, ra: int, b: float) -> np.ndarray:
 
 #: gymnasium's MuJoCo bodies whose root body is named "torso": their heatmap is the torso's by default
 TORSO_ENVS = ("Hopper", "Walker2d", "HalfCheetah", "Ant", "Humanoid", "HumanoidStandup", "Swimmer")
-#: dm_control's suite domains (``dm_control/<domain>-<task>-v0``) whose models have a body named "torso"
-DM_TORSO_DOMAINS = ("cheetah", "walker", "hopper", "humanoid", "quadruped", "dog", "fish")
 
 
 def default_body_extractor(env_id: str) -> BodyExtractor | None:
-    """``body:torso`` for gymnasium's MuJoCo walkers (any version) and dm_control's bodies, else None."""
+    """``body:torso`` for gymnasium's MuJoCo walkers (any version) and the body its family names (:attr:`Family.objects
+    <rlviz.envs.families.family.Family>`: dm_control's torso), else None."""
     env_id = str(env_id)
-    if env_id.startswith("dm_control/"):
-        return BodyExtractor("torso") if env_id.split("/", 1)[1].split("-", 1)[0] in DM_TORSO_DOMAINS else None
+    family = family_of(env_id)
+    if family is not None and family.objects is not None:
+        spec = family.objects(env_id)
+        return body_extractor(spec) if spec is not None and spec.startswith("body:") else None
     name = env_id.rsplit("/", 1)[-1].rsplit("-v", 1)[0]
     return BodyExtractor("torso") if name in TORSO_ENVS else None
 

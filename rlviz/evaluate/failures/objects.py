@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ...envs.families import family_of
 from ...errors import UsageError
 from ...options import import_user_module
 from .body_objects import GridAgentExtractor, body_extractor, default_body_extractor
@@ -325,6 +326,11 @@ for _id, _objects in CLASSIC_OBJECTS.items():
     _BY_ID[_id] = lambda objects=_objects: StateExtractor(*objects)  # type: ignore[misc]
 
 
+#: the default objects a family names (:attr:`Family.objects <rlviz.envs.families.family.Family>`) -> the
+#: extractor (a family's ``body:<name>`` is :func:`default_body_extractor`'s)
+_FAMILY_OBJECTS: dict[str, Callable[[], Extractor]] = {"minatar": MinAtarExtractor, "grid": GridAgentExtractor}
+
+
 def extractor_for(env_id: str) -> Extractor:
     """The default extractor for an env id: exact ones for known games (Atari Breakout and Pong by colour as in
     0.3, MinAtar, gymnasium's classic control and LunarLander), the RAM map of the ALE games rlviz has one for
@@ -333,10 +339,10 @@ def extractor_for(env_id: str) -> Extractor:
     plane (:mod:`rlviz.evaluate.failures.body_objects`)."""
     if env_id in _BY_ID:
         return _BY_ID[env_id]()
-    if env_id.startswith("MinAtar/"):
-        return MinAtarExtractor()
-    if env_id.startswith(("MiniGrid-", "BabyAI-")):
-        return GridAgentExtractor()
+    family = family_of(env_id)
+    spec = family.objects(env_id) if family is not None and family.objects is not None else None
+    if spec in _FAMILY_OBJECTS:  # MinAtar's state channels, MiniGrid's agent cell
+        return _FAMILY_OBJECTS[spec]()
     body = default_body_extractor(env_id)  # Hopper, Walker2d, Ant...: where the torso was (body_objects)
     if body is not None:
         return body

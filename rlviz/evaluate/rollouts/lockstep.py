@@ -178,7 +178,7 @@ def run_lockstep(runner, envs: list, indices: Iterable[int], seed_for, progress)
     rows = np.array(active, dtype=np.intp)
     policy, greedy, spec = runner.policy, runner.greedy, runner.spec
     stepwise = not plain(policy)  # a state row per env (RecurrentPPO) or the envs' action masks (MaskablePPO)
-    attention = runner.attention or _NO_ATTENTION  # per-object attribution shares (rlviz.attention.summary)
+    attention = runner.attention or _NO_ATTENTION  # per-object attribution shares (rlviz.analysis.attention)
     probe = runner.probe or _NO_PROBE  # told each step's states and decisions (observe) and episode ends (end)
     # gradient attention: the step's forward is the tracker's (with gradients), its maps from that forward's graph
     forward = runner.attention.forward if getattr(runner.attention, "from_forward", False) else None

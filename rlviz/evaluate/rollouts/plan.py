@@ -66,6 +66,19 @@ class RolloutPlan:
         if self.max_steps is not None and int(self.max_steps) < 1:
             raise UsageError(f"max_steps={self.max_steps}; expected a positive number of steps or None.")
 
+    @classmethod
+    def for_config(cls, config: Any, gamma: float, **fields: Any) -> RolloutPlan:
+        """The plan of a job's config (a :class:`~rlviz.config.RenderConfig`, or one side of a compare): its
+        ``episodes`` from ``seed`` on ``min(num_envs, episodes)`` envs, ``greedy``, ``fail_on``, the heatmap and its
+        ``objects`` when ``heatmap`` is on, its ``progress``; discounted with ``gamma``. ``fields`` replace any of
+        these (a shard's ``episodes``, ``first_episode``, ``indices``; one episode's ``num_envs=1``; an extractor
+        already built as ``objects``). The one place a plan is made from a config: render, its shards,
+        ``compare --disagreements`` and explore's replays run the same episodes."""
+        plan = {"episodes": config.episodes, "seed": config.seed, "num_envs": min(config.num_envs, config.episodes),
+                "greedy": config.greedy, "fail_on": config.fail_on, "gamma": gamma, "heatmap": bool(config.heatmap),
+                "objects": config.objects if config.heatmap else None, "progress": config.progress}
+        return cls(**{**plan, **fields})
+
     @property
     def wants_heatmap(self) -> bool:
         """The heatmap is on: asked for, or an extractor given."""

@@ -65,7 +65,7 @@ THRESHOLDS = {
 }
 WARNING_IDS = ("nan_internals", "policy_uniform", "policy_collapsed", "action_dominant", "value_uninformative",
                "value_wrong_sign", "value_biased", "episode_loops", "never_terminates",
-               "attention_drops_before_failure")  # the last: rlviz.attention.summary (with attention on)
+               "attention_drops_before_failure")  # the last: rlviz.analysis.attention (with attention on)
 MIN_VALUE_STEPS = 20
 #: Env names (no namespace, no version) whose episodes end only by the time limit: no terminal state.
 NO_TERMINAL_STATE = {"Pendulum", "HalfCheetah", "Swimmer", "Reacher", "Pusher", "HumanoidStandup"}

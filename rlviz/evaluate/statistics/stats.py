@@ -92,7 +92,7 @@ class Summary:
     nonfinite_steps: int = 0
     diagnostics: tuple = ()
     hub: dict | None = None  # the agent's Hugging Face Hub repo, revision and commit (rlviz.sources.huggingface.hub), if any
-    attention: dict | None = None  # per-object attribution shares (rlviz.attention.summary.summarize_attention)
+    attention: dict | None = None  # per-object attribution shares (rlviz.analysis.attention.summarize_attention)
     heatmap_note: str | None = None  # why the heatmap shows what it shows, when it is not the game's objects
     #: what ``mean_relative_entropy`` measures when it is not H / ln|A|: ``"differential_nats"`` for Box actions (the
     #: Gaussian's differential entropy, nats summed over the dimensions); None (absent from summary.json): relative

@@ -7,14 +7,15 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from ...envs.families import families
 from ...envs.jax_ids import JAX_FAMILIES, is_jax_env_id, jax_family
 from ...errors import UsageError
 
 __all__ = ["make_jax_env", "FAMILY_MODULES", "JAX_FAMILIES", "is_jax_env_id"]
 
-#: family prefix -> (module of this package, class)
-FAMILY_MODULES = {"gymnax": ("gymnax_env", "GymnaxEnv"), "craftax": ("craftax_env", "CraftaxEnv"),
-                  "brax": ("brax_env", "BraxEnv"), "jumanji": ("jumanji_env", "JumanjiEnv")}
+#: family prefix -> (module of this package, class): each JAX family's record says (:attr:`Family.jax_env
+#: <rlviz.envs.families.family.Family>`, rlviz.envs.families)
+FAMILY_MODULES = {f.name: tuple(f.jax_env.split(":")) for f in families() if f.jax_env}
 
 _CACHE: dict[tuple[str, str], Any] = {}
 

@@ -45,6 +45,7 @@ from torch import nn
 from ...agent.actions import action_spec
 from ...agent.policy import Policy, TorchPolicy
 from ...agent.recurrent import RecurrentTorchPolicy
+from ...envs.families import family_named, family_of
 from ...envs.recipe import EnvRecipe, WrapperSpec, register_envs
 from ...envs.trust import check_env_id
 from ...errors import EnvError, UsageError
@@ -141,8 +142,11 @@ def run_folder_env(source: str) -> str | None:
     m = _RUN.fullmatch(folder.name)
     if m is None:
         return None
-    # an id with a namespace ("ALE/Breakout-v5") makes CleanRL's run_name a folder inside runs/ALE/
-    return f"{folder.parent.name}/{m.group('env')}" if folder.parent.name in ("ALE", "MinAtar") else m.group("env")
+    # an id with a namespace ("ALE/Breakout-v5": a family's prefix ending in "/") makes CleanRL's run_name a folder
+    # inside runs/ALE/
+    namespace = f"{folder.parent.name}/"
+    family = family_of(namespace)
+    return namespace + m.group("env") if family is not None and namespace in family.prefixes else m.group("env")
 
 
 @dataclass(frozen=True)
@@ -291,7 +295,7 @@ def recognise_cleanrl(state) -> CleanRLLayout | None:
 def cleanrl_atari_recipe(env_id: str, stack: int = 4) -> EnvRecipe:
     """CleanRL's Atari chain at evaluation: no-op reset, max-pooled skip 4, fire reset (SB3's wrappers, which
     CleanRL imports), gymnasium's 84x84 resize then grey, frame stack (padding with the first frame)."""
-    kwargs = {"frameskip": 1} if env_id.startswith("ALE/") else {}
+    kwargs = {"frameskip": 1} if family_of(env_id) is family_named("ALE") else {}  # (v4 ids: their own skip)
     wrappers = (WrapperSpec("sb3_atari", {"warp": False}), WrapperSpec("resize", {"shape": (84, 84)}),
                 WrapperSpec("grayscale", {}), WrapperSpec("frame_stack", {"stack_size": int(stack)}))
     return EnvRecipe(env_id, kwargs, wrappers, saliency_mode="linear")

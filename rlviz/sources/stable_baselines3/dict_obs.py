@@ -23,7 +23,7 @@ import torch
 from torch import nn
 
 from ...agent.obs import flat_size
-from ...envs.families import describe_space
+from ...envs.env_facts import describe_space
 from ...errors import EnvError
 
 __all__ = ["SB3DictInput", "dict_policy_space", "transposed_keys"]

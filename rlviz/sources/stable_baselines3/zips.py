@@ -44,7 +44,7 @@ from torch import nn
 from ...agent.actions import action_spec
 from ...agent.masking import MaskedTorchPolicy
 from ...agent.policy import Policy, TorchPolicy, check_action_space, resolve_device
-from ...envs.families import describe_space
+from ...envs.env_facts import describe_space
 from ...envs.trust import ACTIVATION_CLASSES, EXTRACTOR_CLASSES, POLICY_CLASSES, allowed_class
 from ...errors import CheckpointError, EnvError, UnsafeCheckpointError, UsageError, require
 from ..files import quiet_torch_load, require_safe_torch_load

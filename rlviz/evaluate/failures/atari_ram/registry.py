@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from ....envs.families import family_named, family_of
 from .base import RamGame
 from .maze import Frostbite, Kangaroo, MontezumaRevenge, MsPacman, Pitfall, Qbert, Venture
 from .racing import BeamRider, Enduro, Freeway, Riverraid, Skiing
@@ -38,6 +39,6 @@ def game_for_rom(rom: str) -> RamGame | None:
 def game_for_env_id(env_id: str) -> RamGame | None:
     """A fresh map for an ALE env id (v5 ``ALE/Name-v5`` and v4 ``NameNoFrameskip-v4`` alike), or None."""
     rom = rom_name(env_id)
-    if rom is None or (not env_id.startswith("ALE/") and not re.search(r"-v[04]$", env_id)):
+    if rom is None or (family_of(env_id) is not family_named("ALE") and not re.search(r"-v[04]$", env_id)):
         return None
     return game_for_rom(rom)

@@ -1,4 +1,4 @@
-"""What the PettingZoo recorders (:mod:`rlviz.record.pettingzoo`) share, none of it needing PettingZoo:
+"""What the PettingZoo recorders (:mod:`rlviz.record.agents.pettingzoo`) share, none of it needing PettingZoo:
 :class:`AgentsRecording` (triggers, folder, frame rate, the video being recorded and its writer, start / stop,
 ``annotate``'s routing, the warnings of an unfinished or frames-only video) and :func:`agent_specs` (each agent's
 action spec, bar labels, policy and observation space). The recorders add the env's own API on top."""
@@ -13,20 +13,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..agent.actions import action_spec
-from ..envs.frames import to_rgb_frame
-from ..errors import UsageError
-from .agents_video import AgentsOptions, AgentSpec, AgentsVideo
-from .base import RecorderBase, default_triggers, every_episode, recorder_settings, settle_policy
-from .frames import VideoLabels
-from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
+from ...agent.actions import action_spec
+from ...envs.frames import to_rgb_frame
+from ...errors import UsageError
+from ..base import RecorderBase, default_triggers, every_episode, recorder_settings, settle_policy
+from ..episode_video import VideoLabels
+from ..setup import RenderModeError, action_labels, capped_cubic_video_schedule
+from .video import AgentsOptions, AgentSpec, AgentsVideo
 
 __all__ = ["AgentsRecording", "agent_specs", "action_mask"]
 
 
 def agent_specs(env: Any, policies: Any = None, action_names: Any = None, owner: str = "policies"
                 ) -> dict[str, AgentSpec]:
-    """Each of ``env.possible_agents`` as an :class:`~rlviz.record.agents_video.AgentSpec`: its action spec, its bar
+    """Each of ``env.possible_agents`` as an :class:`~rlviz.record.agents.video.AgentSpec`: its action spec, its bar
     labels (``action_names``: one tuple for all, or ``{agent: names}``), its policy (``policies``: None, one shared
     by all, or ``{agent: policy}``; each made an rlviz Policy for that agent's action space, and a callable or module
     run once on a sampled observation of the agent, so one made for another env fails here in one line naming
@@ -44,7 +44,7 @@ def agent_specs(env: Any, policies: Any = None, action_names: Any = None, owner:
         if policy is not None:  # checked as every recorder checks one: its actions, one forward on a sample
             policy = settle_policy(policy, space, env.observation_space(a), False, owner)
         names = action_names.get(a) if isinstance(action_names, dict) else action_names
-        from ..envs.pettingzoo_envs import policy_space  # (the rollout's view: a classic game's "observation" part)
+        from ...envs.pettingzoo_envs import policy_space  # (the rollout's view: a classic game's "observation" part)
 
         out[a] = AgentSpec(spec, action_labels(env, spec, names), policy, policy_space(env.observation_space(a)))
     return out

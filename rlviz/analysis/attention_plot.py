@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .maps import pooling
-from .summary import attention_map, summarize_attention
+from ..attention.maps import pooling
+from .attention import attention_map, summarize_attention
 
 __all__ = ["plot_attention_at_failure"]
 

@@ -1,6 +1,6 @@
 """One agent as a multi-agent video knows it (:class:`AgentSpec`) and its part of a panel video while the episode
 plays (:class:`AgentTrack`: its decisions, rewards, spooled observations and thumbnails), for
-:class:`~rlviz.record.agents_video.AgentsVideo`."""
+:class:`~rlviz.record.agents.video.AgentsVideo`."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from ..agent.actions import ActionSpec
-from ..draw.panels_agents import fit_thumbnail, is_image_observation
-from ..envs.pettingzoo_envs import split_observation
-from ..episode.trace import Spool, make_spool
-from .internals import Annotations
+from ...agent.actions import ActionSpec
+from ...draw.panels_agents import fit_thumbnail, is_image_observation
+from ...envs.pettingzoo_envs import split_observation
+from ...episode.trace import Spool, make_spool
+from ..internals import Annotations
 
 __all__ = ["AgentSpec", "AgentTrack", "pad"]
 

@@ -7,7 +7,7 @@ failure (:meth:`EpisodeAttention.failure`, from :class:`~rlviz.evaluate.rollouts
 steps (the heatmap's lookback) into the before-failure sums and their attribution maps (each normalised to sum 1)
 into the attention map at failure. An episode's numbers land in ``EpisodeResult.attention`` (:meth:`attach`);
 :func:`summarize_attention` aggregates them with bootstrap CIs over episodes, :func:`attention_findings` raises the
-diagnostic, :class:`ShareTrack` draws the shares in the videos (:mod:`rlviz.attention.plot`: the picture at failure).
+diagnostic, :class:`ShareTrack` draws the shares in the videos (:mod:`rlviz.analysis.attention_plot`: the picture at failure).
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ import gymnasium as gym
 import numpy as np
 
 from ..agent.stepping import start_state
+from ..attention.maps import ATTRIBUTION, object_fractions, step_shares
+from ..attention.tracker import AttentionSpec, AttentionTracker, EpisodeAttention
 from ..evaluate.statistics.diagnostics import Finding
 from ..evaluate.statistics.paired import bootstrap_indices, percentile_ci
-from .maps import ATTRIBUTION, object_fractions, step_shares
-from .tracker import AttentionSpec, AttentionTracker, EpisodeAttention
 
 __all__ = ["AttentionSpec", "AttentionTracker", "EpisodeAttention", "summarize_attention", "attention_findings",
            "attention_map", "attention_spec", "with_attention", "attention_paired",

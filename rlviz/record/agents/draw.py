@@ -1,5 +1,5 @@
 """Drawing and encoding one multi-agent panel video: :func:`draw_agents_video`, run in the recorder's drawing process
-(:mod:`rlviz.record.draw_worker`) or on its writer thread. Numbers in, an MP4 out; nothing here imports torch."""
+(:mod:`rlviz.record.agents.draw_worker`) or on its writer thread. Numbers in, an MP4 out; nothing here imports torch."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ def draw_agents_video(path: str, fps: float, frames: Any, timelines: Sequence[An
     spool read in chunks) with each agent's ``timelines`` (:class:`~rlviz.draw.panels_agents.AgentTimeline`, in
     column order) and encode them to ``path`` (H.264, YUV 4:2:0, written under a temporary name, renamed when
     complete)."""
-    from ..draw.panels_agents import AgentsCompositor
-    from ..media.video import VideoWriter
+    from ...draw.panels_agents import AgentsCompositor
+    from ...media.video import VideoWriter
 
     comp = AgentsCompositor(frames.shape[1:3], list(timelines), layout, label)
     buf = np.empty((comp.size[1], comp.size[0], 3), np.uint8)

@@ -1,5 +1,5 @@
 """A recorder's drawing process: a multi-agent recorder's panel videos are drawn and encoded in a separate Python
-process (``python -m rlviz.record.draw_worker``), not on a thread of the training loop's interpreter.
+process (``python -m rlviz.record.agents.draw_worker``), not on a thread of the training loop's interpreter.
 
 Why: drawing a frame of panels is ~0.8 ms of Python that holds the interpreter's lock; on the recorder's writer thread
 it takes that time from the loop, whose ``env.step()`` waits for the lock. In a process of its own the drawing runs
@@ -127,7 +127,7 @@ class DrawWorker:
         try:
             ok, value = pickle.loads(reply)
         except Exception as exc:  # noqa: BLE001 - an exception of the job that does not unpickle here
-            from ..errors import VideoError
+            from ...errors import VideoError
 
             raise VideoError(f"rlviz's drawing process failed and its error could not be read back ({exc}).") from None
         if ok:
@@ -163,7 +163,7 @@ class DrawWorker:
         if not sys.executable:
             raise WorkerGone("this Python has no sys.executable to start the drawing process with")
         try:
-            self._proc = subprocess.Popen([sys.executable, "-m", "rlviz.record.draw_worker", *preload], stdin=subprocess.PIPE,
+            self._proc = subprocess.Popen([sys.executable, "-m", "rlviz.record.agents.draw_worker", *preload], stdin=subprocess.PIPE,
                                           stdout=subprocess.PIPE, env=env, start_new_session=True)
         except OSError as exc:
             raise WorkerGone(f"rlviz's drawing process could not start ({exc})") from None

@@ -3,7 +3,7 @@
 
 The vector's rows are agents: a game of n agents is n consecutive rows (``concat_vec_envs_v1`` puts game g at rows
 ``g*n .. g*n+n-1``). The recorder takes one game (``game=``) and records its episodes as
-:class:`~rlviz.record.pettingzoo.RecordParallelEpisode` does, one panel column per agent: it sits inside SuperSuit's
+:class:`~rlviz.record.agents.pettingzoo.RecordParallelEpisode` does, one panel column per agent: it sits inside SuperSuit's
 ``MarkovVectorEnv`` of that game, around its parallel env, so each episode's last frame is captured before
 SuperSuit's automatic reset starts the next. The loop's numbers for the whole batch go to ``annotate`` as they are
 (``logits`` [num_envs, A], ``value`` [num_envs], torch tensors included); the recorder keeps its game's rows.
@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError
-from .agents_video import AgentsOptions
-from .frames import RecordOptions
+from ...errors import UsageError
+from ..episode_video import RecordOptions
+from ..vector_parts import VideoSinks
 from .pettingzoo import RecordParallelEpisode
-from .vector_parts import VideoSinks
+from .video import AgentsOptions
 
 __all__ = ["RecordSuperSuitGame", "game_rows"]
 
@@ -75,12 +75,12 @@ class RecordSuperSuitGame:
 
     Args:
         envs: ``pettingzoo_env_to_vec_env_v1(...)`` or ``concat_vec_envs_v1(..., num_cpus=0)`` (any ``base_class``).
-        video_folder, episode_trigger, name_prefix, fps: as :class:`~rlviz.record.pettingzoo.RecordParallelEpisode`
+        video_folder, episode_trigger, name_prefix, fps: as :class:`~rlviz.record.agents.pettingzoo.RecordParallelEpisode`
             (``episode_trigger`` counts this game's episodes; default: every one of them when ``policies`` are
             given, else gymnasium's capped cubic schedule).
         game: which game (0: the first ``num_agents`` rows).
         policies: one policy shared by the agents, ``{agent: policy}``, or None (the loop's ``annotate``).
-        options: :class:`~rlviz.record.agents_video.AgentsOptions` or :class:`~rlviz.record.RecordOptions`.
+        options: :class:`~rlviz.record.agents.video.AgentsOptions` or :class:`~rlviz.record.RecordOptions`.
     """
 
     def __init__(self, envs: Any, video_folder: str | os.PathLike[str],
@@ -117,7 +117,7 @@ class RecordSuperSuitGame:
         are playing. A no-op while the game's episode is not recorded."""
         if not self.recorder.recording:
             return
-        from .arrays import as_numpy
+        from ..arrays import as_numpy
 
         playing = set(self.recorder.env.agents)
         fields: dict[str, Any] = {}

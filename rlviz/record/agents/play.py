@@ -1,6 +1,6 @@
 """``play_agents``: one episode of a PettingZoo parallel env played by rlviz policies (one shared by every agent, as
 CleanRL's and SB3's PettingZoo tutorials train them, or one per agent), with each agent's statistics; on an env
-wrapped in :class:`~rlviz.record.pettingzoo.RecordParallelEpisode` the episode is recorded with its panels.
+wrapped in :class:`~rlviz.record.agents.pettingzoo.RecordParallelEpisode` the episode is recorded with its panels.
 
 Actions are rlviz's (:func:`rlviz.agent.actions.sample_actions`, one batched forward per policy and step over the
 agents playing, in ``env.agents`` order); ``seed`` resets the env and seeds the sampling, so an episode depends only
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..envs.pettingzoo_envs import split_observation
-from ..errors import UsageError
+from ...envs.pettingzoo_envs import split_observation
+from ...errors import UsageError
 
 __all__ = ["AgentsEpisodeResult", "play_agents"]
 
@@ -40,9 +40,9 @@ def play_agents(env: Any, policies: Any = None, *, seed: int | None = None, gree
                 max_steps: int | None = None) -> AgentsEpisodeResult:
     """Play one episode of the PettingZoo parallel ``env`` with ``policies`` (one for all agents, or
     ``{agent: policy}``; default: the recorder's when ``env`` is a RecordParallelEpisode given ``policies=``)."""
-    from ..agent.actions import sample_actions, to_env_action
-    from .agents_recording import agent_specs
+    from ...agent.actions import sample_actions, to_env_action
     from .pettingzoo import RecordParallelEpisode
+    from .recording import agent_specs
 
     recorder = env if isinstance(env, RecordParallelEpisode) else None
     specs = recorder.specs if recorder is not None and policies is None else agent_specs(env, policies)

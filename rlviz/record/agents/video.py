@@ -1,5 +1,5 @@
 """One video of a multi-agent episode, fed step by step: the torch-free core of the PettingZoo recorders
-(:mod:`rlviz.record.pettingzoo`) and of the SuperSuit vector recorder (:mod:`rlviz.record.supersuit`).
+(:mod:`rlviz.record.agents.pettingzoo`) and of the SuperSuit vector recorder (:mod:`rlviz.record.agents.supersuit`).
 
 ``AgentsVideo(path, fps, agents, options=None, *, labels=None, panels=None, writer=None)``: one MP4 at ``path`` of one
 episode; ``agents`` maps each agent id to its :class:`AgentSpec` (action spec, bar labels, policy, observation space),
@@ -10,7 +10,7 @@ final_obs=None)`` (the env stepped: the new frame, None for the last one again; 
 left with it and their last observations); ``finish(terminated=False, truncated=False) -> Path | None``; ``abort()``.
 Frames: one from ``start`` and one per ``step`` (N + 1 for N env steps; an AEC env's step is one agent's move). Modes:
 frames only (``panels=False``; the frames go straight to the encoder through an
-:class:`~rlviz.record.frames.EpisodeVideo`, nothing is kept), panels (``panels=True``: the frames, each agent's
+:class:`~rlviz.record.episode_video.EpisodeVideo`, nothing is kept), panels (``panels=True``: the frames, each agent's
 thumbnails and, for a policy, its observations are spooled to disk; ``finish`` computes each agent's internals, from
 its policy in one batch and/or its annotations, and draws :class:`~rlviz.draw.panels_agents.AgentsCompositor`'s
 frames), or ``panels=None``: decided by the first ``decide`` or ``step``: panels when ``annotate`` came before it.
@@ -31,15 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from ..draw.panels_agents import AgentsLayout
-from ..episode.trace import EpisodeInternals, EpisodeTrace, Spool
-from ..errors import UsageError
-from .agents_draw import draw_agents_video
-from .agents_track import AgentSpec, AgentTrack, pad
+from ...draw.panels_agents import AgentsLayout
+from ...episode.trace import EpisodeInternals, EpisodeTrace, Spool
+from ...errors import UsageError
+from ..episode_video import EpisodeVideo, RecordOptions, VideoLabels
+from ..internals import compute_internals
+from ..writer import BackgroundWriter
+from .draw import draw_agents_video
 from .draw_worker import WorkerGone
-from .frames import EpisodeVideo, RecordOptions, VideoLabels
-from .internals import compute_internals
-from .writer import BackgroundWriter
+from .track import AgentSpec, AgentTrack, pad
 
 __all__ = ["AgentSpec", "AgentsOptions", "AgentsVideo"]
 
@@ -50,7 +50,7 @@ class AgentsOptions:
     (default ``ultrafast``: a frame of many columns is large and mostly flat), ``crf``, ``save_data``, ``spool_dir``,
     ``background``), ``layout`` (an :class:`~rlviz.draw.panels_agents.AgentsLayout`) and ``process``: with
     ``record.background``, draw and encode the panel videos in a process of the recorder's own
-    (:mod:`rlviz.record.draw_worker`, started when a panel video reaches 64 frames, :data:`PROCESS_FROM`; ended by
+    (:mod:`rlviz.record.agents.draw_worker`, started when a panel video reaches 64 frames, :data:`PROCESS_FROM`; ended by
     ``close()``), so the drawing does not take the training loop's interpreter lock; shorter videos, while no process
     runs, and False: on the recorder's writer thread. Both write the same file. Panels go to the encoder as YUV 4:2:0."""
 
@@ -309,7 +309,7 @@ class AgentsVideo:
 
     def _write(self, parts: list[Any], num_frames: int) -> None:
         """Draw and encode the panel video, write its ``.npz`` (on the writer's thread when there is one; the drawing
-        in the writer's drawing process, :mod:`rlviz.record.draw_worker`, with ``options.process``)."""
+        in the writer's drawing process, :mod:`rlviz.record.agents.draw_worker`, with ``options.process``)."""
         try:
             timelines = [self._timeline(a, trace, internals, num_frames) for a, trace, internals in parts]
             frames = self._frames.view()  # type: ignore[union-attr]  # (a panel video with frames)
@@ -340,7 +340,7 @@ class AgentsVideo:
 
     def _timeline(self, agent: str, trace: EpisodeTrace | None, internals: EpisodeInternals | None,
                   num_frames: int) -> Any:
-        from ..draw.panels_agents import AgentTimeline
+        from ...draw.panels_agents import AgentTimeline
 
         track = self._tracks[agent]
         decisions = np.asarray(track.decisions, np.int64)
@@ -361,8 +361,8 @@ class AgentsVideo:
                              np.asarray(track.frame_rewards[:num_frames], np.float64), track.gone_at, thumbs, sal)
 
     def _save(self, parts: list[Any], num_frames: int) -> None:
-        from ..media.atomic import atomic_path
-        from .internals import episode_arrays
+        from ...media.atomic import atomic_path
+        from ..internals import episode_arrays
 
         data: dict[str, Any] = {"agents": np.asarray(list(self._tracks), dtype=str), "fps": np.float32(self.fps),
                                 "num_frames": np.int64(num_frames)}
@@ -384,4 +384,4 @@ class AgentsVideo:
 #: the interpreter's lock on the writer thread, costs the loop less than starting the process: ~0.35 s of CPU, ~60 MB)
 PROCESS_FROM = 64
 #: what the drawing process imports as it starts
-_DRAWING = ("rlviz.record.agents_draw", "rlviz.draw.panels_agents", "rlviz.media.video", "rlviz.episode.trace")
+_DRAWING = ("rlviz.record.agents.draw", "rlviz.draw.panels_agents", "rlviz.media.video", "rlviz.episode.trace")

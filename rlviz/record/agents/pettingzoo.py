@@ -9,7 +9,7 @@ Without policies or annotations they are PettingZoo's wrappers: the same argumen
 encoder (no moviepy, nothing held in memory) on a thread of the recorder's own (``RecordOptions.background``).
 
 With internals, each recorded episode is one video of the shared frame beside one panel column per agent
-(:mod:`rlviz.draw.panels_agents`) and a ``.npz`` of per-agent arrays (:mod:`rlviz.record.agents_video`). The
+(:mod:`rlviz.draw.panels_agents`) and a ``.npz`` of per-agent arrays (:mod:`rlviz.record.agents.video`). The
 numbers come from ``policies=`` (one policy shared by every agent, or ``{agent: policy}``; evaluated in one batch
 per agent when the episode ends) and/or the loop's ``annotate`` calls before each step, which win where both exist:
 
@@ -35,23 +35,23 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError, require
+from ...errors import UsageError, require
 
 require("pettingzoo", "pettingzoo", "recording PettingZoo envs")
 
 from pettingzoo.utils.env import AECEnv, ParallelEnv  # noqa: E402
 from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper  # noqa: E402
 
-from .agents_recording import AgentsRecording, action_mask  # noqa: E402
-from .agents_video import AgentsOptions  # noqa: E402
-from .frames import RecordOptions  # noqa: E402
+from ..episode_video import RecordOptions  # noqa: E402
+from .recording import AgentsRecording, action_mask  # noqa: E402
+from .video import AgentsOptions  # noqa: E402
 
 __all__ = ["RecordParallelEpisode", "RecordAECEpisode", "AgentsOptions"]
 
 
 class RecordParallelEpisode(AgentsRecording, BaseParallelWrapper):  # type: ignore[misc]  # (PettingZoo is untyped)
     """PettingZoo's ``RecordVideoParallel`` (same arguments), plus ``policies`` and ``options`` (an
-    :class:`~rlviz.record.agents_video.AgentsOptions` or a :class:`~rlviz.record.RecordOptions`). See the module
+    :class:`~rlviz.record.agents.video.AgentsOptions` or a :class:`~rlviz.record.RecordOptions`). See the module
     docstring; ``annotate`` before ``step`` gives the loop's own numbers."""
 
     def __init__(self, env: ParallelEnv, video_folder: str | os.PathLike[str],
@@ -189,7 +189,7 @@ class RecordAECEpisode(AgentsRecording, BaseWrapper):  # type: ignore[misc]  # (
 
 
 def _rows(v: Any) -> list[Any]:
-    from .arrays import as_numpy
+    from ..arrays import as_numpy
 
     arr = as_numpy(v, np.float32)
     return list(arr.reshape(arr.shape[0], -1)) if arr.ndim >= 1 else [arr]
@@ -210,7 +210,7 @@ def _per_agent(fields: dict[str, Any], agents: list[str]) -> dict[str, dict[str,
                 per_agent[a][key] = x
             continue
         if key == "state":
-            from .annotated_state import env_state_rows
+            from ..annotated_state import env_state_rows
 
             rows: list[Any] = env_state_rows(v, list(range(len(agents))), len(agents))
         else:

@@ -5,7 +5,7 @@ names, ``recording`` / ``episode_id`` / ``step_id``, start/stop recording, ``Ren
 side): frames go straight to the H.264 encoder, nothing is kept in memory. With internals (a ``policy=``,
 or ``annotate()`` calls from the user's loop before each step) a video is one episode: frames (and, with a
 policy, observations) are spooled to disk, the policy's internals are computed in batches when the episode
-ends and drawn in panels beside the game. Each video is a :class:`~rlviz.record.frames.EpisodeVideo`.
+ends and drawn in panels beside the game. Each video is a :class:`~rlviz.record.episode_video.EpisodeVideo`.
 
 Light in a training process: importing it loads no torch, matplotlib or ffmpeg; ffmpeg starts with a video's
 first frame, torch and the drawing code only with a policy (or when a panel video of ``annotate()`` calls is written).
@@ -39,7 +39,7 @@ from ..errors import UsageError
 from ..explain.attribution import attribution_class
 from .annotated_state import one_env_state, warn_not_reset
 from .base import RecorderBase, default_triggers, every_episode, recorder_settings, settle_policy
-from .frames import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords, preload_drawing
+from .episode_video import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords, preload_drawing
 from .internals import compute_internals, save_episode_data
 from .modes import Stream
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
@@ -90,7 +90,7 @@ class RecordEpisode(RecorderBase, gym.Wrapper):  # type: ignore[type-arg,unused-
         video_length: frames per video, 0 = until the episode ends (frames only; as ``RecordVideo``).
         name_prefix, fps, disable_logger, gc_trigger: as ``RecordVideo`` (``fps`` default: the env's
             ``metadata["render_fps"]``, else 30; ``disable_logger`` has nothing to silence here).
-        options: a :class:`~rlviz.record.frames.RecordOptions`: how the videos look and what is kept beside them
+        options: a :class:`~rlviz.record.episode_video.RecordOptions`: how the videos look and what is kept beside them
             (strip, gamma, saliency, saliency_target, compose_options, preset, crf, save_data, spool_dir,
             action_names, squash, background, camera). 0.3's keywords of those names still work for one release (with a
             ``DeprecationWarning``): given, they override the options' fields.
@@ -98,7 +98,7 @@ class RecordEpisode(RecorderBase, gym.Wrapper):  # type: ignore[type-arg,unused-
     The signature is ``RecordVideo``'s, plus ``policy`` and ``options`` (tests/test_signatures.py holds it).
     """
 
-    #: what one recorded episode is made with: a subclass of :class:`~rlviz.record.frames.EpisodeVideo` that
+    #: what one recorded episode is made with: a subclass of :class:`~rlviz.record.episode_video.EpisodeVideo` that
     #: overrides ``_draw`` writes another layout (the timeline's progression parts)
     video_class: type[EpisodeVideo] = EpisodeVideo
 
@@ -303,7 +303,7 @@ class RecordEpisode(RecorderBase, gym.Wrapper):  # type: ignore[type-arg,unused-
         """Start a video named ``video_name`` (finishing the current one first)."""
         if self._video is not None:
             self.stop_recording()
-        from ..envs.families import env_mission  # (MiniGrid's text goal, for the panel: not in the recorder's import)
+        from ..envs.env_facts import env_mission  # (MiniGrid's text goal, for the panel: not in the recorder's import)
 
         panels = False if frames_only else (True if self.policy is not None else None)
         labels = VideoLabels(self.env_id, self.episode_id, self._seed, self.action_names, env_mission(self.env))
