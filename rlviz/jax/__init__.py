@@ -2,7 +2,8 @@
 vmapped ``lax.scan`` and met with the rest of rlviz at the run record (:class:`rlviz.evaluate.RolloutResult`).
 
 Needs ``pip install "rlviz[jax]"``; ``import rlviz`` never imports jax (this package loads it on use:
-``FlaxPolicy`` and ``load_jax_agent`` are imported when first named).
+``FlaxPolicy``, ``load_jax_agent``, ``every``, ``record_batch`` and ``batch_recorder`` are imported when first named).
+Videos from a PureJaxRL-style training loop's own batch: :mod:`rlviz.jax.recording`.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from typing import Any
 
 from .contract import JAX_KINDS, JaxEnv, JaxPolicy, PolicyOut
 
-__all__ = ["JAX_KINDS", "JaxEnv", "JaxPolicy", "PolicyOut", "FlaxPolicy", "load_jax_agent", "every", "require_jax"]
+__all__ = ["JAX_KINDS", "JaxEnv", "JaxPolicy", "PolicyOut", "FlaxPolicy", "load_jax_agent", "every", "require_jax",
+           "record_batch", "batch_recorder", "BatchVideoOptions", "BatchVideo"]
 
-_LAZY = {"FlaxPolicy": "policy", "load_jax_agent": "load", "every": "callbacks"}
+_LAZY = {"FlaxPolicy": "policy", "load_jax_agent": "load", "every": "callbacks", "record_batch": "recording",
+         "batch_recorder": "recording", "BatchVideoOptions": "recording", "BatchVideo": "recording"}
 
 
 def require_jax(what: str = "flax agents") -> None:
