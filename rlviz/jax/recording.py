@@ -339,6 +339,9 @@ class BatchRecorder:
         self.off = False  # set once a batch could not be drawn (warned once)
         self._sinks = _sinks(self.options.sinks)
         self._writer = BackgroundWriter("rlviz-batch-recorder")
+        from ..record.frames import preload_drawing
+
+        self._writer.submit(preload_drawing)  # the drawing's imports, on the thread, while the loop compiles
         ref = weakref.ref(self)
         atexit.register(lambda: ref() is not None and ref().wait())  # type: ignore[union-attr]
 
