@@ -118,7 +118,9 @@ def _selected(found: list[BatchEpisode], batch: BatchFields, episodes: int | Seq
         rets = {id(e): float(np.sum(batch.reward[e.start:e.stop, e.env], dtype=np.float64)) for e in found}
         key = {"worst": lambda e: rets[id(e)], "best": lambda e: -rets[id(e)], "longest": lambda e: -e.length}[order]
         found = sorted(found, key=key)
-    if isinstance(episodes, (int, np.integer)) and not isinstance(episodes, bool):
+    if isinstance(episodes, bool):
+        raise UsageError(f"episodes={episodes!r}; expected a number of episodes or a list of positions.")
+    if isinstance(episodes, (int, np.integer)):
         if episodes < 0:
             raise UsageError(f"episodes={episodes}; expected how many episodes to write (>= 0) or their positions.")
         return found[:int(episodes)]
