@@ -86,20 +86,10 @@ def bench_loop(reps: int, seconds_per_video: float, num_envs: int, num_steps: in
 
 def _follow_batch(episodes: int, steps: int):
     """A [steps, episodes] PureJaxRL batch of Breakout-MinAtar (max 500 steps): the paddle follows the ball."""
-    from typing import Any, NamedTuple
-
     import gymnax
     import jax
     import jax.numpy as jnp
-
-    class Transition(NamedTuple):
-        done: Any
-        action: Any
-        value: Any
-        reward: Any
-        log_prob: Any
-        obs: Any
-        logits: Any
+    from _purejaxrl import Transition
 
     env, params = gymnax.make("Breakout-MinAtar")
     params = params.replace(max_steps_in_episode=steps)

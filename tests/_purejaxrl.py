@@ -32,6 +32,8 @@ class ActorCritic(nn.Module):
 
 
 class Transition(NamedTuple):
+    """PureJaxRL's Transition with the policy's logits kept (and, for loops that keep them, the env states)."""
+
     done: Any
     action: Any
     value: Any
@@ -39,6 +41,7 @@ class Transition(NamedTuple):
     log_prob: Any
     obs: Any
     logits: Any
+    env_state: Any = None
 
 
 def make_train(env_id: str = "CartPole-v1", *, num_envs: int = 4, num_steps: int = 32, num_updates: int = 4,

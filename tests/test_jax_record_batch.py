@@ -9,13 +9,13 @@ import json
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
 
 jax = pytest.importorskip("jax")
 pytest.importorskip("gymnax")
+pytest.importorskip("optax")
 jnp = jax.numpy
 
 from rlviz.errors import UsageError  # noqa: E402
@@ -24,17 +24,7 @@ from rlviz.jax.envs.base import JaxEnvBase  # noqa: E402
 from rlviz.media.decode import read_video  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-
-
-class Transition(NamedTuple):
-    done: Any
-    action: Any
-    value: Any
-    reward: Any
-    log_prob: Any
-    obs: Any
-    logits: Any
-    env_state: Any = None
+from _purejaxrl import Transition, make_train, same_params  # noqa: E402
 
 
 class CountEnv(JaxEnvBase):
@@ -201,8 +191,6 @@ def test_no_frames_is_one_usage_error_and_one_warning_in_the_loop(tmp_path):
 
 
 def test_recorder_inside_jitted_train_writes_at_its_updates_and_changes_nothing(tmp_path):
-    from _purejaxrl import make_train, same_params
-
     import rlviz.jax as rj
     from rlviz.sinks.files import FolderSink
 

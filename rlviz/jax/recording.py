@@ -321,7 +321,8 @@ class BatchRecorder:
     """The host function :func:`batch_recorder` returns: ``recorder(update_step, traj_batch, global_step=None)``
     (what :func:`rlviz.jax.every` calls with numpy arrays). Each call takes the chosen episodes out of the batch at
     once (numpy copies) and writes them on the recorder's own thread, so the loop waits for no encoding. Its videos go
-    to ``<folder>/update-<update_step:06d>/``. ``global_step`` None: ``(update_step + 1) * T * N``, the env steps
+    to ``<folder>/update-<update_step:06d>/`` (under ``jax.vmap(train)`` over seeds each run calls it in turn with
+    the same step: the second run's go to ``update-<step>-run-1/``, and so on). ``global_step`` None: ``(update_step + 1) * T * N``, the env steps
     taken once this update's batch was collected (CleanRL's ``global_step``).
 
     Attributes: ``recorded`` (each :class:`BatchVideo` written so far, in order); ``wait()`` blocks until the videos
@@ -339,6 +340,7 @@ class BatchRecorder:
         self.envs, self.episodes = envs, episodes
         self.recorded: list[BatchVideo] = []
         self.off = False  # set once a batch could not be drawn (warned once)
+        self._calls: dict[int, int] = {}  # update step -> calls so far (the runs of a vmapped train, in order)
         self._sinks = _sinks(self.options.sinks)
         self._writer = BackgroundWriter("rlviz-batch-recorder")
         from ..record.frames import preload_drawing
@@ -363,7 +365,8 @@ class BatchRecorder:
         if not chosen:
             warnings.warn(f"update {step}: {_nothing_found(batch, self.envs, opt)}", stacklevel=2)
             return
-        folder = self.folder / f"update-{step:06d}"
+        run = self._calls[step] = self._calls.get(step, -1) + 1  # jax.vmap(train) over seeds: one call per run
+        folder = self.folder / (f"update-{step:06d}" + (f"-run-{run}" if run else ""))
         self._writer.submit(self._write, chosen, folder, at, video=True)
 
     def _write(self, chosen: list[_Episode], folder: Path, at: int) -> None:
