@@ -211,3 +211,15 @@ def test_recorder_inside_jitted_train_writes_at_its_updates_and_changes_nothing(
     assert [(r["name"], r["step"]) for r in logged] == [("videos/env-0", 128), ("videos/env-0", 384)]
     for v in recorder.recorded:
         assert len(list(read_video(v.path))) >= v.length + 1
+
+
+def test_recorder_calls_of_the_runs_of_a_vmapped_train_go_to_their_own_folders(tmp_path):
+    import rlviz.jax as rj
+
+    batch, env = count_batch((3,), 8)
+    recorder = rj.batch_recorder(env, None, tmp_path, options=rj.BatchVideoOptions(sinks=None))
+    recorder(4, batch, np.int32(100))  # what every() hands over: numpy
+    recorder(4, batch, np.int32(100))  # the next run's call at the same update
+    recorder.wait()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["update-000004", "update-000004-run-1"]
+    assert [(v.start, v.length, v.global_step) for v in recorder.recorded] == [(3, 3, 100), (3, 3, 100)]
