@@ -12,8 +12,9 @@ and rlviz.jax.record_batch against the torch-side recorder writing the same fram
   observations) vs ``rlviz.record.RecordEpisode`` on an env replaying the same frames, with ``annotate(logits=...,
   value=...)`` before each step (its frames are given, not drawn: the torch side does less). Interleaved, repeated.
 
-Ratios (recording / plain; record_batch / RecordEpisode) with min and median. The machine is shared: figures are
-noisy; the medians and the interleaving are the guard.
+Ratios (recording / plain; record_batch / RecordEpisode) with min and median, of the wall time and of the CPU time
+(this process's threads and its finished children, ffmpeg): on a shared machine the wall time swings with the other
+processes' load, the CPU time much less; the medians and the interleaving are the guard.
 
     PYTHONPATH=. python scripts/bench_jax_loop.py --part loop --reps 5
     PYTHONPATH=. python scripts/bench_jax_loop.py --part batch --reps 5
@@ -30,6 +31,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+
+
+def _cpu() -> float:
+    """CPU seconds of this process (every thread) and its finished children (ffmpeg): what the work costs, less
+    swayed by the other processes of a shared machine than the wall time."""
+    import os
+    import resource
+
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime if os.name == "posix" else time.process_time()
 
 
 def _stats(xs: list[float]) -> str:
@@ -67,21 +78,24 @@ def bench_loop(reps: int, seconds_per_video: float, num_envs: int, num_steps: in
     recording, compile_rec, _, _ = compiled(k, recorder, k)
     print(f"compile: plain {compile_plain:.1f} s, recording {compile_rec:.1f} s (probe {compile_probe:.1f} s)")
     times: dict[str, list[float]] = {"plain": [], "recording": []}
+    cpu: dict[str, list[float]] = {"plain": [], "recording": []}
     for rep in range(reps):
         for name, f in (("plain", plain), ("recording", recording)):
             recorder.folder = work / f"videos-{rep}"
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), _cpu()
             jax.block_until_ready(f(key))
             if name == "recording":
                 recorder.wait()
             times[name].append(time.perf_counter() - t0)
-            print(f"  rep {rep} {name}: {times[name][-1]:.2f} s", flush=True)
-    videos = len(recorder.recorded)
-    ratios = [r / p for r, p in zip(times["recording"], times["plain"])]
-    print(f"plain     s: {_stats(times['plain'])}")
-    print(f"recording s: {_stats(times['recording'])}  ({videos} videos written over {reps} runs)")
-    print(f"ratio recording/plain: {_stats(ratios)}; of medians "
-          f"{statistics.median(times['recording']) / statistics.median(times['plain']):.3f} (target <= 1.1)")
+            cpu[name].append(_cpu() - c0)
+            print(f"  rep {rep} {name}: {times[name][-1]:.2f} s wall, {cpu[name][-1]:.2f} s CPU", flush=True)
+    print(f"{len(recorder.recorded)} videos written over {reps} recording runs")
+    for what, got in (("wall", times), ("CPU", cpu)):
+        ratios = [r / p for r, p in zip(got["recording"], got["plain"])]
+        print(f"{what:4} plain     s: {_stats(got['plain'])}")
+        print(f"{what:4} recording s: {_stats(got['recording'])}")
+        print(f"{what:4} ratio recording/plain: {_stats(ratios)}; of medians "
+              f"{statistics.median(got['recording']) / statistics.median(got['plain']):.3f} (target <= 1.1)")
 
 
 def _follow_batch(episodes: int, steps: int):
@@ -170,21 +184,25 @@ def bench_batch(reps: int, episodes: int, steps: int, work: Path) -> None:
     opt = rj.BatchVideoOptions(from_reset=True, sinks=None)
     rj.record_batch(batch, env, params, work / "warm", episodes=1, options=opt)  # imports, compiled get_obs
     times: dict[str, list[float]] = {"record_batch": [], "RecordEpisode": []}
+    cpu: dict[str, list[float]] = {"record_batch": [], "RecordEpisode": []}
     for rep in range(reps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         out = rj.record_batch(batch, env, params, work / f"jax-{rep}", envs=None, episodes=episodes, options=opt)
         times["record_batch"].append(time.perf_counter() - t0)
+        cpu["record_batch"].append(_cpu() - c0)
         assert [v.length for v in out] == lengths, [v.length for v in out]
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), _cpu()
         _torch_side(batch, frames_of, work / f"torch-{rep}", float(jenv.fps))
         times["RecordEpisode"].append(time.perf_counter() - t0)
-        print(f"  rep {rep}: record_batch {times['record_batch'][-1]:.2f} s, RecordEpisode "
-              f"{times['RecordEpisode'][-1]:.2f} s", flush=True)
-    ratios = [a / b for a, b in zip(times["record_batch"], times["RecordEpisode"])]
-    print(f"record_batch  s: {_stats(times['record_batch'])}")
-    print(f"RecordEpisode s: {_stats(times['RecordEpisode'])}")
-    print(f"ratio record_batch/RecordEpisode: {_stats(ratios)}; of medians "
-          f"{statistics.median(times['record_batch']) / statistics.median(times['RecordEpisode']):.3f} (target <= 1)")
+        cpu["RecordEpisode"].append(_cpu() - c0)
+        print(f"  rep {rep}: record_batch {times['record_batch'][-1]:.2f} s ({cpu['record_batch'][-1]:.2f} CPU), "
+              f"RecordEpisode {times['RecordEpisode'][-1]:.2f} s ({cpu['RecordEpisode'][-1]:.2f} CPU)", flush=True)
+    for what, got in (("wall", times), ("CPU", cpu)):
+        ratios = [a / b for a, b in zip(got["record_batch"], got["RecordEpisode"])]
+        print(f"{what:4} record_batch  s: {_stats(got['record_batch'])}")
+        print(f"{what:4} RecordEpisode s: {_stats(got['RecordEpisode'])}")
+        print(f"{what:4} ratio record_batch/RecordEpisode: {_stats(ratios)}; of medians "
+              f"{statistics.median(got['record_batch']) / statistics.median(got['RecordEpisode']):.3f} (target <= 1)")
 
 
 def main() -> None:
