@@ -10,7 +10,8 @@ and rlviz.jax.record_batch against the torch-side recorder writing the same fram
 * ``batch``: 8 episodes of 500 steps of Breakout-MinAtar (a paddle that follows the ball, so each episode runs to the
   500-step limit; a PureJaxRL batch [500, 8] with logits and values): ``record_batch`` (frames drawn from the
   observations) vs ``rlviz.record.RecordEpisode`` on an env replaying the same frames, with ``annotate(logits=...,
-  value=...)`` before each step (its frames are given, not drawn: the torch side does less). Interleaved, repeated.
+  value=..., log_prob=...)`` before each step: the same panels (its frames are given, not drawn: the torch side does
+  less). Interleaved, repeated.
 
 Ratios (recording / plain; record_batch / RecordEpisode) with min and median, of the wall time and of the CPU time
 (this process's threads and its finished children, ffmpeg): on a shared machine the wall time swings with the other
@@ -127,7 +128,7 @@ def _follow_batch(episodes: int, steps: int):
 
 
 def _torch_side(batch, frames_of, work: Path, fps: float) -> None:
-    """RecordEpisode on an env replaying the batch's frames, annotate(logits, value) before each step."""
+    """RecordEpisode on an env replaying the batch's frames, annotate(logits, value, log_prob) before each step."""
     import gymnasium as gym
     import numpy as np
 
@@ -160,7 +161,7 @@ def _torch_side(batch, frames_of, work: Path, fps: float) -> None:
     for col in range(batch.done.shape[1]):
         env.reset(options={"frames": frames_of[col], "col": col})
         for t in range(batch.done.shape[0]):
-            env.annotate(logits=batch.logits[t, col], value=batch.value[t, col])
+            env.annotate(logits=batch.logits[t, col], value=batch.value[t, col], log_prob=batch.log_prob[t, col])
             if env.step(int(batch.action[t, col]))[2]:
                 break
     env.close()
