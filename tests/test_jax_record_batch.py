@@ -223,3 +223,18 @@ def test_recorder_calls_of_the_runs_of_a_vmapped_train_go_to_their_own_folders(t
     recorder.wait()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["update-000004", "update-000004-run-1"]
     assert [(v.start, v.length, v.global_step) for v in recorder.recorded] == [(3, 3, 100), (3, 3, 100)]
+
+
+def test_videos_written_at_once_are_those_written_in_turn(tmp_path):
+    import rlviz.jax as rj
+
+    batch, env = count_batch((3,), 9)
+    got = {}
+    for workers in (1, 3):
+        got[workers] = rj.record_batch(batch, env, None, tmp_path / str(workers), episodes=3,
+                                       options=rj.BatchVideoOptions(from_reset=True, workers=workers))
+    assert [(v.start, v.length) for v in got[3]] == [(v.start, v.length) for v in got[1]] == [(0, 3), (3, 3), (6, 3)]
+    for a, b in zip(got[1], got[3]):
+        x, y = np.load(a.path.with_suffix(".npz")), np.load(b.path.with_suffix(".npz"))
+        assert x.files == y.files and all(np.array_equal(x[k], y[k]) for k in x.files)
+        assert b.path.parent.name == "3" and b.path.is_file()

@@ -52,6 +52,8 @@ class BatchVideoOptions:
     sinks: where videos are logged at ``global_step``: ``"auto"`` (the active W&B run, if any, its ``global_step``
         metric as CleanRL logs), None, an :class:`rlviz.sinks.Sink`, a TensorBoard ``SummaryWriter`` or a list.
     frames: "auto" (the env states when the batch has them, else the observations), "state" or "obs".
+    workers: how many videos are drawn and encoded at once (threads, each with its ffmpeg); None: one per two CPU
+        cores (one on a 2-core machine: libx264 already takes both), at most the videos of the call.
     """
 
     order: str = "first"
@@ -62,8 +64,12 @@ class BatchVideoOptions:
     name_prefix: str = "batch"
     sinks: Any = "auto"
     frames: str = "auto"
+    workers: int | None = None
 
     def __post_init__(self) -> None:
+        if self.workers is not None and (isinstance(self.workers, bool) or not isinstance(self.workers, int)
+                                         or self.workers < 1):
+            raise UsageError(f"workers={self.workers!r}; expected a positive number of videos at once, or None.")
         if self.order not in ORDERS:
             raise UsageError(f"order={self.order!r}; expected one of {', '.join(ORDERS)}.")
         if self.frames not in ("auto", "state", "obs"):
@@ -310,11 +316,21 @@ def record_batch(traj_batch: Any, env: Any, env_params: Any = None, folder: str 
 
 def _write_all(chosen: list[_Episode], env: Any, folder: Path, opt: BatchVideoOptions, global_step: int | None,
                sinks: Any) -> list[BatchVideo]:
-    out = []
-    for k, e in enumerate(chosen):
-        path = folder / f"{opt.name_prefix}-env-{e.ep.env}-step-{e.ep.start}.mp4"
-        out.append(_log(sinks, _write(e, env, path, opt, k), global_step, float(opt.fps or env.fps)))
-    return out
+    import os
+
+    def one(k: int) -> BatchVideo:
+        e = chosen[k]
+        return _write(e, env, folder / f"{opt.name_prefix}-env-{e.ep.env}-step-{e.ep.start}.mp4", opt, k)
+
+    workers = min(len(chosen), opt.workers or max(1, (os.cpu_count() or 1) // 2))
+    if workers <= 1:
+        written = [one(k) for k in range(len(chosen))]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(workers, thread_name_prefix="rlviz-batch-video") as pool:
+            written = list(pool.map(one, range(len(chosen))))
+    return [_log(sinks, v, global_step, float(opt.fps or env.fps)) for v in written]
 
 
 class BatchRecorder:
