@@ -48,6 +48,16 @@ def _stats(xs: list[float]) -> str:
     return f"min {min(xs):.3f}  median {statistics.median(xs):.3f}  ({', '.join(f'{x:.3f}' for x in xs)})"
 
 
+def _report(times: dict[str, list[float]], cpu: dict[str, list[float]], side: str, base: str, target: float) -> None:
+    """Each side's wall and CPU seconds, and the ratios side / base (per repetition; of the medians)."""
+    for what, got in (("wall", times), ("CPU", cpu)):
+        ratios = [a / b for a, b in zip(got[side], got[base])]
+        for name in (side, base):
+            print(f"{what:4} {name:13} s: {_stats(got[name])}")
+        print(f"{what:4} ratio {side}/{base}: {_stats(ratios)}; of medians "
+              f"{statistics.median(got[side]) / statistics.median(got[base]):.3f} (target <= {target:g})")
+
+
 def bench_loop(reps: int, seconds_per_video: float, num_envs: int, num_steps: int, work: Path) -> None:
     import jax
     from _purejaxrl import make_train
@@ -91,12 +101,7 @@ def bench_loop(reps: int, seconds_per_video: float, num_envs: int, num_steps: in
             cpu[name].append(_cpu() - c0)
             print(f"  rep {rep} {name}: {times[name][-1]:.2f} s wall, {cpu[name][-1]:.2f} s CPU", flush=True)
     print(f"{len(recorder.recorded)} videos written over {reps} recording runs")
-    for what, got in (("wall", times), ("CPU", cpu)):
-        ratios = [r / p for r, p in zip(got["recording"], got["plain"])]
-        print(f"{what:4} plain     s: {_stats(got['plain'])}")
-        print(f"{what:4} recording s: {_stats(got['recording'])}")
-        print(f"{what:4} ratio recording/plain: {_stats(ratios)}; of medians "
-              f"{statistics.median(got['recording']) / statistics.median(got['plain']):.3f} (target <= 1.1)")
+    _report(times, cpu, "recording", "plain", 1.1)
 
 
 def _follow_batch(episodes: int, steps: int):
@@ -198,12 +203,7 @@ def bench_batch(reps: int, episodes: int, steps: int, work: Path) -> None:
         cpu["RecordEpisode"].append(_cpu() - c0)
         print(f"  rep {rep}: record_batch {times['record_batch'][-1]:.2f} s ({cpu['record_batch'][-1]:.2f} CPU), "
               f"RecordEpisode {times['RecordEpisode'][-1]:.2f} s ({cpu['RecordEpisode'][-1]:.2f} CPU)", flush=True)
-    for what, got in (("wall", times), ("CPU", cpu)):
-        ratios = [a / b for a, b in zip(got["record_batch"], got["RecordEpisode"])]
-        print(f"{what:4} record_batch  s: {_stats(got['record_batch'])}")
-        print(f"{what:4} RecordEpisode s: {_stats(got['RecordEpisode'])}")
-        print(f"{what:4} ratio record_batch/RecordEpisode: {_stats(ratios)}; of medians "
-              f"{statistics.median(got['record_batch']) / statistics.median(got['RecordEpisode']):.3f} (target <= 1)")
+    _report(times, cpu, "record_batch", "RecordEpisode", 1.0)
 
 
 def main() -> None:
