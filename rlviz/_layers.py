@@ -39,6 +39,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("report", ("rlviz.report",)),            # the page
     ("disagree", ("rlviz.disagree",)),        # compare --disagreements
     ("jobs", ("rlviz.jobs",)),                # render, compare
+    ("jax_loop", ("rlviz.jax_loop",)),        # videos from a JAX training loop's batch (the render job's writer)
     ("training", ("rlviz.training",)),        # the training timeline (a job built on render's)
     ("integrations", ("rlviz.integrations",)),  # training-time hooks (write a timeline while training)
     ("explore", ("rlviz.explore",)),          # rlviz explore: the local web app on a run folder

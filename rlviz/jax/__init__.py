@@ -2,7 +2,8 @@
 vmapped ``lax.scan`` and met with the rest of rlviz at the run record (:class:`rlviz.evaluate.RolloutResult`).
 
 Needs ``pip install "rlviz[jax]"``; ``import rlviz`` never imports jax (this package loads it on use:
-``FlaxPolicy`` and ``load_jax_agent`` are imported when first named).
+``FlaxPolicy``, ``load_jax_agent``, ``every``, ``record_batch`` and ``batch_recorder`` are imported when first named).
+Videos from a PureJaxRL-style training loop's own batch: :mod:`rlviz.jax_loop` (a stage above the jobs, named here lazily).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from typing import Any
 from .contract import JAX_KINDS, JaxEnv, JaxPolicy, PolicyOut
 
 __all__ = ["JAX_KINDS", "JaxEnv", "JaxPolicy", "PolicyOut", "FlaxPolicy", "FlaxPolicyOptions", "load_jax_agent",
-           "JaxAgentOptions", "every", "require_jax"]
+           "JaxAgentOptions", "every", "require_jax", "record_batch", "batch_recorder", "BatchVideoOptions", "BatchVideo"]
 
 _LAZY = {"FlaxPolicy": "policy", "FlaxPolicyOptions": "policy", "load_jax_agent": "load", "JaxAgentOptions": "load",
-         "every": "callbacks"}
+         "every": "callbacks", "record_batch": "..jax_loop", "batch_recorder": "..jax_loop",
+         "BatchVideoOptions": "..jax_loop", "BatchVideo": "..jax_loop"}
 
 
 def require_jax(what: str = "flax agents") -> None:
@@ -33,5 +35,6 @@ def require_jax(what: str = "flax agents") -> None:
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         require_jax()
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        target = _LAZY[name]  # a module of this package, or (".." ) the training loop's stage above the jobs
+        return getattr(importlib.import_module(target if target.startswith(".") else "." + target, __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -60,7 +60,9 @@ class JaxEnv(Protocol):
 
     reset(key, params) -> (obs, state); step(key, state, action, params) -> (obs, state, reward, terminated,
     truncated); objects(state) -> float32 [K, 2] (x, y) positions for the failure heatmap, or None when the family
-    has none; frame(state) -> uint8 [H, W, 3], on the host (numpy), for the chosen episodes' videos.
+    has none; frame(state) -> uint8 [H, W, 3], on the host (numpy), for the chosen episodes' videos;
+    frames_from_observations(obs [L, ...]) -> uint8 [L, H, W, 3] or None (the family cannot draw its observations), for
+    a training loop's batch that kept no states (:mod:`rlviz.jax_loop.recording`).
     """
 
     env_id: str

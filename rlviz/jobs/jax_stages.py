@@ -30,7 +30,7 @@ from ..episode.trace import EpisodeInternals, EpisodeTrace, returns_to_go
 from ..errors import UsageError
 
 __all__ = ["is_jax_agent", "jax_engine_for", "jax_rollouts", "record_jax_episode", "write_jax_video", "run_kind",
-           "parse_json_kwargs", "with_env_kwargs", "jax_batch", "JAX_BATCH"]
+           "parse_json_kwargs", "with_env_kwargs", "jax_batch", "JAX_BATCH", "jax_internals", "write_trace_video"]
 
 #: the JAX engine's batch when --num-envs is left at its default (the gymnasium path's 16 envs is a tiny batch here)
 JAX_BATCH = 1024
@@ -132,10 +132,7 @@ def write_jax_video(engine: Any, record: EpisodeResult, folder: Path, name_prefi
     as ``<name_prefix>-episode-0.mp4`` + ``.npz`` in ``folder``: its result with ``video_path``."""
     import jax
 
-    from ..draw.compose import ComposeOptions
-    from ..draw.video import video_timing, write_episode_video
     from ..jax.replay import replay_jax_episode, saliency_maps
-    from ..record.internals import save_episode_data
 
     env, policy = engine.env, engine.policy
     rep = replay_jax_episode(engine, int(record.seed or 0))
@@ -144,16 +141,11 @@ def write_jax_video(engine: Any, record: EpisodeResult, folder: Path, name_prefi
     actions = rep.actions.astype(np.int64) if env.discrete else rep.actions.astype(np.float32)
     trace = EpisodeTrace(frames, rep.observations, actions, rep.rewards, None, rep.terminated, rep.truncated,
                          tuple(env.action_names), int(record.index), record.seed, float(env.fps), env.env_id)
-    internals = _internals(policy, rep, gamma, env)
+    internals = jax_internals(policy, rep, gamma, env)
     if config.saliency:
         maps = saliency_maps(config.saliency, policy, rep.observations)
         internals = replace(internals, saliency=maps, saliency_label=f"{config.saliency} (actor)")
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name_prefix}-episode-0.mp4"
-    compose = ComposeOptions(min_seconds=min_seconds)
-    write_episode_video(trace, internals, path, options=compose, fps=env.fps)
-    rate, _ = video_timing(trace.num_steps + 1, float(env.fps), compose.min_seconds)
-    save_episode_data(trace, internals, path.with_suffix(".npz"), fps=rate)
+    path = write_trace_video(trace, internals, folder / f"{name_prefix}-episode-0.mp4", min_seconds)
     ret = float(np.add.accumulate(rep.rewards.astype(np.float64))[-1])
     if not np.isclose(ret, record.ret):
         warnings.warn(f"Replaying episode {record.index} (seed {record.seed}) gave return {ret:g}; the rollout gave "
@@ -163,8 +155,27 @@ def write_jax_video(engine: Any, record: EpisodeResult, folder: Path, name_prefi
                    video_path=path)
 
 
-def _internals(policy: Any, rep: Any, gamma: float, env: Any = None) -> EpisodeInternals:
-    """The panels' numbers of a replayed episode from the policy's outputs kept by the scan."""
+def write_trace_video(trace: EpisodeTrace, internals: EpisodeInternals, path: Path,
+                      min_seconds: float = 2.0) -> Path:
+    """The episode's panel video at ``path`` (``.mp4``, lasting at least ``min_seconds``) and its per-step ``.npz``
+    beside it, at the trace's frame rate: what every JAX video is written by (render, compare, explore, and
+    :func:`rlviz.jax_loop.recording.record_batch`)."""
+    from ..draw.compose import ComposeOptions
+    from ..draw.video import video_timing, write_episode_video
+    from ..record.internals import save_episode_data
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    compose = ComposeOptions(min_seconds=min_seconds)
+    write_episode_video(trace, internals, path, options=compose, fps=trace.fps)
+    rate, _ = video_timing(trace.num_steps + 1, float(trace.fps), compose.min_seconds)
+    save_episode_data(trace, internals, path.with_suffix(".npz"), fps=rate)
+    return path
+
+
+def jax_internals(policy: Any, rep: Any, gamma: float, env: Any = None) -> EpisodeInternals:
+    """The panels' numbers of an episode from a JAX policy's outputs over its T+1 observations: ``policy.kind``
+    ("logits" | "gaussian" | "q") and ``.squash``; ``rep``: ``.outputs`` (a PolicyOut of numpy [T+1, ...]),
+    ``.observations`` [T+1, ...], ``.rewards`` [T], ``.truncated`` (a :class:`~rlviz.jax.replay.Replayed`)."""
     out = rep.outputs
     value = None if out.value is None else np.asarray(out.value, np.float32).reshape(-1)
     if policy.kind == "q":

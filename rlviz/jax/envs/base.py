@@ -62,6 +62,17 @@ class JaxEnvBase:
     def frame(self, state: Any) -> np.ndarray:  # pragma: no cover - each family draws its own
         raise NotImplementedError
 
+    def frames_from_observations(self, observations: np.ndarray) -> np.ndarray | None:
+        """uint8 [L, H, W, 3]: the frames of L observations alone (no env state: a training loop's batch), or None
+        when the family cannot draw them from its observations. Here: pixel observations ([L, H, W, 3], uint8 or
+        floats in [0, 1]); a family with other drawable observations overrides this."""
+        obs = np.asarray(observations)
+        if obs.ndim == 4 and obs.shape[-1] == 3:
+            from ...envs.frames import to_rgb_frame
+
+            return np.stack([to_rgb_frame(o) for o in obs])
+        return None
+
     def heatmap_background(self, state: Any) -> np.ndarray:
         """uint8 [H, W, 3] of :attr:`object_grid`'s size to draw the heatmap over: the frame, resized by nearest
         pixels when its size differs."""

@@ -16,7 +16,7 @@ from ...envs.minatar_import import cubehelix_colors
 from ...errors import UsageError
 from .base import JaxEnvBase, missing_family, split_kwargs
 
-__all__ = ["GymnaxEnv"]
+__all__ = ["GymnaxEnv", "minatar_frames"]
 
 _MINATAR_ACTIONS = ("NOOP", "LEFT", "UP", "RIGHT", "DOWN", "FIRE")
 #: classic-control envs gymnasium draws, with the state vector gymnax keeps (gymnasium's ``env.state`` order)
@@ -122,27 +122,54 @@ class GymnaxEnv(JaxEnvBase):
 
     def frame(self, state: Any) -> np.ndarray:
         if self.minatar:
-            channels = np.asarray(self.observation(state)).astype(bool)  # [10, 10, C], the game's state channels
-            n = channels.shape[-1]
-            palette = np.array([(0.0, 0.0, 0.0)] + cubehelix_colors(n))
-            index = np.amax(channels * np.arange(1, n + 1).reshape(1, 1, -1), axis=2)
-            return to_rgb_frame(palette[index])
+            return minatar_frames(np.asarray(self.observation(state))[None])[0]  # the game's state channels
         if self.name in _CLASSIC:
-            return self._classic_frame(state)
+            _, fields = _CLASSIC[self.name]
+            return self._classic_frame(np.array([float(np.asarray(getattr(state, f))) for f in fields], np.float64))
         return _grid_frame(self.observation(state))
 
-    def _classic_frame(self, state: Any) -> np.ndarray:
+    def frames_from_observations(self, observations: np.ndarray) -> np.ndarray | None:
+        """uint8 [L, H, W, 3] from L observations alone: MinAtar's channels (the frames :meth:`frame` draws), classic
+        control's state rebuilt from the observation (gymnasium's renderer), grids (bsuite, misc) as grids."""
+        obs = np.asarray(observations)
+        if self.minatar:
+            return minatar_frames(obs.reshape(len(obs), *self.obs_shape))
+        if self.name in _CLASSIC:
+            rebuild = _STATE_OF_OBS[self.name]
+            return np.stack([self._classic_frame(rebuild(np.asarray(o, np.float64).reshape(-1))) for o in obs])
+        return np.stack([_grid_frame(o.reshape(self.obs_shape)) for o in obs])
+
+    def _classic_frame(self, values: np.ndarray) -> np.ndarray:
+        """gymnasium's drawing of the state vector ``values`` (gymnasium's ``env.state`` order)."""
         import gymnasium as gym
 
-        gym_id, fields = _CLASSIC[self.name]
+        gym_id, _ = _CLASSIC[self.name]
         if self._gym is None:
             self._gym = gym.make(gym_id, render_mode="rgb_array").unwrapped
             self._gym.reset(seed=0)
-        values = np.array([float(np.asarray(getattr(state, f))) for f in fields], dtype=np.float64)
-        self._gym.state = values
+        self._gym.state = np.asarray(values, np.float64)
         if self.name == "Pendulum-v1":
             self._gym.last_u = None
         return to_rgb_frame(self._gym.render())
+
+
+#: classic control: the state vector (gymnasium's ``env.state`` order) from gymnax's observation
+_STATE_OF_OBS = {
+    "CartPole-v1": lambda o: o[:4],
+    "MountainCar-v0": lambda o: o[:2],
+    "MountainCarContinuous-v0": lambda o: o[:2],
+    "Acrobot-v1": lambda o: np.array([np.arctan2(o[1], o[0]), np.arctan2(o[3], o[2]), o[4], o[5]]),
+    "Pendulum-v1": lambda o: np.array([np.arctan2(o[1], o[0]), o[2]]),
+}
+
+
+def minatar_frames(channels: np.ndarray) -> np.ndarray:
+    """uint8 [L, 10, 10, 3] from MinAtar observations [L, 10, 10, C] (bool or 0/1): as the minatar package draws its
+    ``rgb_array`` frames, each cell the colour of its last set channel in the cubehelix palette, empty cells black."""
+    on = np.asarray(channels).astype(bool)
+    n = on.shape[-1]
+    palette = to_rgb_frame(np.array([[(0.0, 0.0, 0.0)] + cubehelix_colors(n)]))[0]  # uint8 [C + 1, 3]
+    return palette[np.amax(on * np.arange(1, n + 1), axis=-1)]
 
 
 def _names(name: str, env: Any, n: int) -> tuple[str, ...]:
