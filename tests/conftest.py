@@ -6,12 +6,10 @@ import http.server
 import importlib
 import json
 import os
-import shutil
 import signal
 import socket
 import struct
 import sys
-import tempfile
 import threading
 from pathlib import Path
 
@@ -27,7 +25,6 @@ def pytest_configure(config):
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     _one_thread_per_process()
-    _share_jax_compilations(config)
 
 
 #: the thread pools' sizes every test process starts with (xdist workers and the subprocesses tests start inherit them)
@@ -37,29 +34,13 @@ _ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THR
 def _one_thread_per_process() -> None:
     """Each test process computes on one thread. The suite runs as ``-n 2`` processes on 2 cores: with torch's default
     (one OpenMP thread per core) each worker's SB3 training, saliency and CNN forwards spread over both cores, the
-    two workers' threads contend, and OpenMP's waiting threads spin: the same tests took a third more CPU time, and
-    far more than that with the cores busy with other work (measured in the issue-55 note). rlviz's own rollouts already
-    run with ``--threads 1`` (config.threads); this sets the environment before any worker or subprocess imports
-    torch or numpy. A user's own setting is left alone."""
+    two workers' threads contend, and OpenMP's waiting threads spin: 50 dm_control, Atari, CleanRL LSTM and SB3 tests
+    took 220 s of CPU time with it against 111 s on one thread (``-n 0``, cores busy with other work). rlviz's rollouts
+    already run with ``--threads 1`` (config.threads); this sets the environment before any worker or subprocess imports
+    torch or numpy. A user's own setting is left alone. (A JAX persistent compilation cache shared by the workers was
+    tried and dropped: tests/test_jax_*.py took no less CPU time with it, 299 s against 272 s.)"""
     for key, value in _ONE_THREAD.items():
         os.environ.setdefault(key, value)
-
-
-def _share_jax_compilations(config) -> None:
-    """One JAX persistent compilation cache for the session: a temporary folder made by the first pytest process
-    (the xdist controller, or pytest alone) and named in the environment, so the xdist workers and every subprocess
-    a test starts (a CLI job, a script) read and write the same one. The JAX tests build a fresh engine (fresh jitted
-    functions) per test for the same env and policy shapes, and subprocesses compile what the workers compiled:
-    each such XLA compilation is then made once. The folder starts empty and is removed at the end of the session,
-    so nothing carries over between runs or machines; a user's own JAX_COMPILATION_CACHE_DIR is left alone. Only
-    environment variables are set: jax is not imported here (``import rlviz`` must not import jax, and tests check
-    it)."""
-    if "JAX_COMPILATION_CACHE_DIR" in os.environ:
-        return
-    folder = tempfile.mkdtemp(prefix="rlviz-tests-jax-cache-")
-    os.environ["JAX_COMPILATION_CACHE_DIR"] = folder
-    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
-    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
 
 
 class _BlockMoviepy:
