@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.server
 import importlib
 import json
+import os
 import signal
 import socket
 import struct
@@ -23,6 +24,23 @@ def pytest_configure(config):
     default gives every child a terminal's Ctrl-C, as a user's process has."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+    _one_thread_per_process()
+
+
+#: the thread pools' sizes every test process starts with (xdist workers and the subprocesses tests start inherit them)
+_ONE_THREAD = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def _one_thread_per_process() -> None:
+    """Each test process computes on one thread. The suite runs as ``-n 2`` processes on 2 cores: with torch's default
+    (one OpenMP thread per core) each worker's SB3 training, saliency and CNN forwards spread over both cores, the
+    two workers' threads contend, and OpenMP's waiting threads spin: 50 dm_control, Atari, CleanRL LSTM and SB3 tests
+    took 220 s of CPU time with it against 111 s on one thread (``-n 0``, cores busy with other work). rlviz's rollouts
+    already run with ``--threads 1`` (config.threads); this sets the environment before any worker or subprocess imports
+    torch or numpy. A user's own setting is left alone. (A JAX persistent compilation cache shared by the workers was
+    tried and dropped: tests/test_jax_*.py took no less CPU time with it, 299 s against 272 s.)"""
+    for key, value in _ONE_THREAD.items():
+        os.environ.setdefault(key, value)
 
 
 class _BlockMoviepy:

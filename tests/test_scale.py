@@ -86,13 +86,17 @@ def test_shards_merge_into_the_single_run():
 
 
 def test_torch_threads_is_restored():
-    before = torch.get_num_threads()
-    with torch_threads(1):
-        assert torch.get_num_threads() == 1
-    assert torch.get_num_threads() == before
-    with pytest.raises(UsageError, match="threads=0"):
-        with torch_threads(0):
-            pass
+    start = torch.get_num_threads()
+    torch.set_num_threads(2)  # (the suite's processes run on one thread: a count other than 1 to see it restored)
+    try:
+        with torch_threads(1):
+            assert torch.get_num_threads() == 1
+        assert torch.get_num_threads() == 2
+        with pytest.raises(UsageError, match="threads=0"):
+            with torch_threads(0):
+                pass
+    finally:
+        torch.set_num_threads(start)
 
 
 def test_worker_pool_reports_errors_in_one_line_and_leaves_no_process():
