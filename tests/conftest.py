@@ -25,6 +25,21 @@ def pytest_configure(config):
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     _one_thread_per_process()
+    _sb3_logs_in_a_session_folder()
+
+
+def _sb3_logs_in_a_session_folder() -> None:
+    """SB3's ``learn`` makes a logger folder even when it logs nowhere (``$SB3_LOGDIR`` or ``/tmp/SB3-<date>``): the
+    tests' agents trained for seconds would leave one in /tmp per run. Here it is one folder per test process,
+    removed when the process ends."""
+    if "SB3_LOGDIR" not in os.environ:
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="rlviz-tests-sb3-")
+        os.environ["SB3_LOGDIR"] = folder
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
 
 
 #: the thread pools' sizes every test process starts with (xdist workers and the subprocesses tests start inherit them)
