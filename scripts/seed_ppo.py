@@ -119,6 +119,20 @@ def ppo_loss(logits: Any, old_log_prob: Any, adv: Any, action: Any, clip_eps: fl
     return policy_loss(logits, old_log_prob, adv, action, clip_eps) - ent_coef * jnp.mean(_entropy(logits))
 
 
+def advantages(traj: Transition, last_value: Any, gamma: float, lam: float) -> tuple[Any, Any]:
+    """GAE(lambda) advantages [T, N] and the value targets (advantage + value), scanned backwards over the steps."""
+
+    def back(carry: tuple[Any, Any], t: Transition) -> tuple[tuple[Any, Any], Any]:
+        gae, next_value = carry
+        nonterminal = 1.0 - t.done
+        delta = t.reward + gamma * next_value * nonterminal - t.value
+        gae = delta + gamma * lam * nonterminal * gae
+        return (gae, t.value), gae
+
+    _, adv = jax.lax.scan(back, (jnp.zeros_like(last_value), last_value), traj, reverse=True)
+    return adv, adv + traj.value
+
+
 def make_train(cfg: PPOConfig, callback: Any = None) -> Any:
     """``train(key) -> (actor_params, critic_params, metrics)``, to be ``jax.jit``-ed whole. ``metrics``: per update
     ``entropy`` (mean over the batch, nats), ``value_loss``, ``returns`` (mean return of the episodes that ended in
@@ -148,17 +162,6 @@ def make_train(cfg: PPOConfig, callback: Any = None) -> Any:
         t = Transition(r.obs, action, reward, done, value, log_prob, ep)
         return r._replace(env_state=env_state, obs=obs, key=key, ep_return=jnp.where(done, 0.0, ep)), t
 
-    def advantages(traj: Transition, last_value: Any) -> tuple[Any, Any]:
-        def back(carry: tuple[Any, Any], t: Transition) -> tuple[tuple[Any, Any], Any]:
-            gae, next_value = carry
-            nonterminal = 1.0 - t.done
-            delta = t.reward + cfg.gamma * next_value * nonterminal - t.value
-            gae = delta + cfg.gamma * cfg.gae_lambda * nonterminal * gae
-            return (gae, t.value), gae
-
-        _, adv = jax.lax.scan(back, (jnp.zeros_like(last_value), last_value), traj, reverse=True)
-        return adv, adv + traj.value
-
     def actor_loss(actor_p: Any, obs: Any, action: Any, old_log_prob: Any, adv: Any) -> tuple[Any, Any]:
         logits = actor.apply({"params": actor_p}, obs.reshape((-1, *OBS_SHAPE)))
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -175,7 +178,7 @@ def make_train(cfg: PPOConfig, callback: Any = None) -> Any:
     def update(r: Runner, _: Any) -> tuple[Runner, dict]:
         r, traj = jax.lax.scan(env_step, r, None, length=cfg.num_steps)
         _, last_value = forward(r.actor, r.critic, r.obs)
-        adv, target = advantages(traj, last_value)
+        adv, target = advantages(traj, last_value, cfg.gamma, cfg.gae_lambda)
         flat = jax.tree_util.tree_map(lambda a: a.reshape((batch, *a.shape[2:])),
                                       (traj.obs, traj.action, traj.log_prob, adv, target))
 
