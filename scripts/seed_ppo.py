@@ -29,6 +29,13 @@ __all__ = ["Actor", "Critic", "PPOConfig", "make_train", "OBS_SHAPE"]
 OBS_SHAPE = (10, 10, 4)
 
 
+def _torso(x: Any, hidden: int) -> Any:
+    """Flatten, then two ReLU layers (called inside a module's ``nn.compact`` method: its layers are that module's)."""
+    x = x.reshape((x.shape[0], -1))
+    x = nn.relu(nn.Dense(hidden)(x))
+    return nn.relu(nn.Dense(hidden)(x))
+
+
 class Actor(nn.Module):
     """The policy: flatten, two ReLU layers, one logit per action."""
 
@@ -37,10 +44,8 @@ class Actor(nn.Module):
 
     @nn.compact
     def __call__(self, x: Any) -> Any:
-        x = x.reshape((x.shape[0], -1))
-        x = nn.relu(nn.Dense(self.hidden)(x))
-        x = nn.relu(nn.Dense(self.hidden)(x))
-        return nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(x)
+        h = _torso(x, self.hidden)  # (first: the layers keep the names Dense_0, Dense_1, then the head Dense_2)
+        return nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(h)
 
 
 class Critic(nn.Module):
@@ -50,10 +55,8 @@ class Critic(nn.Module):
 
     @nn.compact
     def __call__(self, x: Any) -> Any:
-        x = x.reshape((x.shape[0], -1))
-        x = nn.relu(nn.Dense(self.hidden)(x))
-        x = nn.relu(nn.Dense(self.hidden)(x))
-        return jnp.squeeze(nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))(x), axis=-1)
+        h = _torso(x, self.hidden)
+        return jnp.squeeze(nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))(h), axis=-1)
 
 
 @dataclass(frozen=True)
