@@ -128,9 +128,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--lr", type=float, default=2.5e-3, help="Adam learning rate of actor and critic (default 2.5e-3)")
     p.add_argument("--updates", type=int, default=None, help="override the setting's number of updates")
     p.add_argument("--every", type=int, default=None, help="override the setting's updates between evaluations")
+    p.add_argument("--episodes", type=int, default=None, help="override the seeds of each evaluation")
+    p.add_argument("--compare-episodes", type=int, default=None, help="override the paired seeds of the comparison")
     args = p.parse_args(argv)
     s = dict(SETTINGS[args.setting])
-    s.update({k: v for k, v in (("updates", args.updates), ("every", args.every)) if v is not None})
+    s.update({k: v for k, v in (("updates", args.updates), ("every", args.every), ("episodes", args.episodes),
+                                ("compare_episodes", args.compare_episodes)) if v is not None})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     base = PPOConfig(updates=s["updates"], lr=args.lr, seed=args.seed)
