@@ -147,7 +147,8 @@ def install() -> None:
 
 
 def old_keywords(names: Iterable[str], fold: Callable[[tuple, dict, dict], tuple], into: str,
-                 also: Callable[[tuple], bool] | None = None, release: str = "0.3") -> Callable[[_F], _F]:
+                 also: Callable[[tuple], bool] | None = None, release: str = "0.3",
+                 until: str = "0.5") -> Callable[[_F], _F]:
     """Decorator: the function (or ``__init__``) also takes ``names``, its keyword arguments of ``release``, for one
     more release. Given any of them (or when ``also(args)`` says the positional arguments are the old ones), the
     call warns (a ``DeprecationWarning`` naming them and ``into``, the object that holds them now) and
@@ -164,7 +165,7 @@ def old_keywords(names: Iterable[str], fold: Callable[[tuple, dict, dict], tuple
             if old or (also is not None and also(args)):
                 given = ", ".join(f"{k}=..." for k in old) or "positional arguments"
                 warnings.warn(f"{where}({given}): the call of rlviz {release}; pass {into} instead. The old "
-                              "form goes away in rlviz 0.5.", DeprecationWarning, stacklevel=2)
+                              f"form goes away in rlviz {until}.", DeprecationWarning, stacklevel=2)
                 args = fold(args, kwargs, old)
             return func(*args, **kwargs)
 

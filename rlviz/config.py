@@ -159,7 +159,7 @@ class RenderConfig:
 COMPARE_SHARED = ("env", "model", "wrapper", "trust_checkpoint", "episodes", "heatmap", "videos", "out", "overwrite", "seed",
                   "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on", "objects", "log_scale",
                   "attention", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers", "ray",
-                  "threads", "strict", "memory_window", "camera")
+                  "threads", "strict", "memory_window", "camera", "model_kwargs", "critic", "critic_kwargs", "env_kwargs")
 #: The options of ``rlviz render`` that ``rlviz compare`` takes once per agent: RenderConfig's field -> compare's
 #: fields for A and B (``checkpoint`` is the positional A and B; ``--vecnormalize-a/-b`` each agent's statistics).
 COMPARE_PER_AGENT = {"checkpoint": ("a", "b"), "vecnormalize": ("vecnormalize_a", "vecnormalize_b")}

@@ -8,7 +8,21 @@ The policy has the seed's shape (a flax MLP actor and MLP critic, separate param
 steps). Two bare loops: a fixed-length ``lax.scan`` over the env's cap (as PureJaxRL's evaluation runs), and a
 ``lax.while_loop`` that stops when every episode ended (the fastest bare loop); the target is <= 1.3x the faster.
 
-    python scripts/bench_jax_render.py [--episodes 1000] [--repeats 5] [--max-steps 1000]
+Against rlviz's gymnasium path (``--gymnasium``): the same agent on the minatar package's ``MinAtar/Breakout-v1``
+(gymnasium), rolled out by :func:`rlviz.evaluate.rollout` (what ``rlviz render --heatmap`` runs: 16 envs in lockstep,
+statistics and the failure heatmap of MinAtar's objects). That path needs a torch agent: the flax agent's weights are
+copied into a torch module of the same layers (``Linear.weight = kernel.T``; the observation flattened in the same
+(row, column, channel) order; the same ball-tracking term), checked equal to the flax module on random observations
+before timing. The two envs are MinAtar Breakout written twice (gymnax's port and the original), with the same
+observations and rules (the original's sticky actions off: gymnax's port has none); both are capped at
+``--max-steps``; the mean episode lengths are printed, and the ratio per environment step besides the ratio per 1000
+episodes. Target: >= 10x.
+
+Saliency (``--saliency``): the episodes ``--videos first:1,worst:1`` records; their rollout (each replayed alone,
+keeping every step: :func:`rlviz.jax.replay.replay_jax_episode`) against the gradient saliency of every one of their
+steps (:func:`rlviz.jax.replay.saliency_maps`: one vmapped ``jax.grad`` per episode). Target: <= 3x.
+
+    python scripts/bench_jax_render.py [--episodes 1000] [--repeats 5] [--max-steps 1000] [--gymnasium] [--saliency]
 """
 
 from __future__ import annotations
@@ -25,6 +39,8 @@ def main() -> None:
     ap.add_argument("--episodes", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--max-steps", type=int, default=1000)
+    ap.add_argument("--gymnasium", action="store_true", help="against rlviz's gymnasium MinAtar path (torch copy)")
+    ap.add_argument("--saliency", action="store_true", help="gradient saliency of the recorded episodes vs their rollout")
     ap.add_argument("--memory", action="store_true", help="peak memory of 1000 vs 10000 episodes (two processes)")
     ap.add_argument("--peak-of", type=int, default=0, help=argparse.SUPPRESS)  # (the --memory child)
     args = ap.parse_args()
@@ -137,6 +153,10 @@ def main() -> None:
               f"{len(result.episodes)} episodes, {result.heatmap.failures} failures")
         return
 
+    if args.gymnasium:
+        return _against_gymnasium(run_engine, policy, args)
+    if args.saliency:
+        return _saliency(run_engine, engine, policy, args)
     runs = {"rlviz": lambda: run_engine(),
             "bare scan": lambda: np.asarray(bare_scan(policy.params, seeds)),
             "bare while": lambda: np.asarray(bare_while(policy.params, seeds))}
@@ -160,6 +180,141 @@ def main() -> None:
         ratios = [a / b for a, b in zip(times["rlviz"], times[bare])]
         print(f"rlviz / {bare}: min ratio {min(times['rlviz']) / min(times[bare]):.2f}x, "
               f"median of run-by-run ratios {statistics.median(ratios):.2f}x")
+
+
+def _interleaved(runs: dict, repeats: int) -> dict:
+    """{name: [seconds]}: each of ``runs`` called once per repeat, in turn (after one untimed call each)."""
+    for name, fn in runs.items():
+        t0 = time.perf_counter()
+        fn()
+        print(f"compile + first run  {name:14s} {time.perf_counter() - t0:7.2f} s")
+    times: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(repeats):
+        for name, fn in runs.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    for name, ts in times.items():
+        print(f"{name:14s} min {min(ts):.3f} s  median {statistics.median(ts):.3f} s  ({len(ts)} runs)")
+    return times
+
+
+def _ratio(times: dict, a: str, b: str) -> tuple[float, float]:
+    """(min a / min b, median of the run-by-run ratios a / b)."""
+    return min(times[a]) / min(times[b]), statistics.median([x / y for x, y in zip(times[a], times[b])])
+
+
+def torch_copy(policy):
+    """A torch module computing what ``policy`` (the bench's flax seed agent) computes, from the same weights:
+    ``(logits [B, 3], value [B])`` of float observations [B, 10, 10, 4]."""
+    import torch
+
+    def linear(dense):
+        kernel, bias = np.asarray(dense["kernel"]), np.asarray(dense["bias"])
+        layer = torch.nn.Linear(*kernel.shape)
+        with torch.no_grad():
+            layer.weight.copy_(torch.from_numpy(kernel.T.copy()))
+            layer.bias.copy_(torch.from_numpy(bias.copy()))
+        return layer
+
+    class TorchSeed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            a, c = policy.params["actor"]["params"], policy.params["critic"]["params"]
+            self.actor = torch.nn.ModuleList(linear(d) for d in self.in_order(a))
+            self.critic = torch.nn.ModuleList(linear(d) for d in self.in_order(c))
+
+        @staticmethod
+        def in_order(tree):  # flax names layers as they are made (Dense(3)(relu(Dense(64)(x))) makes Dense(3) first):
+            layers = list(tree.values())  # the input layer takes 400 features, the output gives 3 (or 1)
+            first = next(d for d in layers if d["kernel"].shape[0] == 400)
+            last = next(d for d in layers if d["kernel"].shape[1] != 64)
+            return [first, next(d for d in layers if d is not first and d is not last), last]
+
+        @staticmethod
+        def mlp(layers, x):
+            x = torch.relu(layers[0](x))
+            return layers[2](torch.relu(layers[1](x)))
+
+        def forward(self, obs):
+            x = obs.float()
+            flat = x.reshape(x.shape[0], -1)
+            cols = torch.arange(10.0)
+            paddle = (x[:, 9, :, 0] * cols).sum(-1)
+            ball = (x[:, :, :, 1].amax(dim=1) * cols).sum(-1)
+            track = torch.stack([torch.zeros_like(paddle), paddle - ball, ball - paddle], -1)
+            return self.mlp(self.actor, flat) + 6.0 * torch.tanh(track), self.mlp(self.critic, flat)[:, 0]
+
+    return TorchSeed()
+
+
+def _against_gymnasium(run_engine, policy, args) -> None:
+    import jax
+    import torch
+
+    from rlviz.agent.policy import TorchPolicy
+    from rlviz.choices import DEFAULT_NUM_ENVS
+    from rlviz.envs.recipe import EnvRecipe
+    from rlviz.evaluate import rollout
+    from rlviz.evaluate.rollouts.plan import RolloutPlan
+
+    module = torch_copy(policy)
+    obs = (np.random.default_rng(0).random((64, 10, 10, 4)) < 0.2).astype(np.float32)
+    want = jax.vmap(lambda o: policy.apply(policy.params, o))(jax.numpy.asarray(obs))
+    with torch.no_grad():
+        logits, value = module(torch.from_numpy(obs))
+    err = max(float(np.abs(logits.numpy() - np.asarray(want.logits)).max()),
+              float(np.abs(value.numpy() - np.asarray(want.value)).max()))
+    print(f"torch copy vs flax on 64 observations: max |difference| {err:.2e} (logits and values)")
+    assert err < 1e-4, err
+    torch_policy = TorchPolicy(module, num_actions=3, kind="actor_critic", device="cpu")
+    from dataclasses import replace
+
+    recipe = replace(EnvRecipe.for_env_id("MinAtar/Breakout-v1"), env_kwargs={"sticky_action_prob": 0.0})
+    plan = RolloutPlan(args.episodes, seed=0, num_envs=DEFAULT_NUM_ENVS, heatmap=True, max_steps=args.max_steps,
+                       progress=False)
+    last = {}
+
+    def gymnasium():
+        last["gym"] = rollout(recipe, torch_policy, plan)
+
+    def jax_engine():
+        last["jax"] = run_engine()
+
+    times = _interleaved({"rlviz JAX": jax_engine, "rlviz gymnasium": gymnasium}, args.repeats)
+    steps = {k: int(r.lengths.sum()) for k, r in last.items()}
+    for k, r in last.items():
+        print(f"{k}: {len(r.episodes)} episodes, mean length {r.lengths.mean():.1f}, mean return "
+              f"{r.returns.mean():.2f}, {r.heatmap.failures} failures on the heatmap")
+    lo, med = _ratio(times, "rlviz gymnasium", "rlviz JAX")
+    per_step = (min(times["rlviz gymnasium"]) / steps["gym"]) / (min(times["rlviz JAX"]) / steps["jax"])
+    print(f"gymnasium / JAX: min ratio {lo:.1f}x, median of run-by-run ratios {med:.1f}x; per env step "
+          f"(min times) {per_step:.1f}x")
+
+
+def _saliency(run_engine, engine, policy, args) -> None:
+    from rlviz.config import parse_video_spec
+    from rlviz.jax.replay import replay_jax_episode, saliency_maps
+    from rlviz.jobs.videos import select_episodes
+
+    result = run_engine()
+    chosen = select_episodes(result.returns, parse_video_spec("first:1,worst:1"), seed=0)
+    seeds = [int(result.episodes[i].seed) for _, i in chosen]
+    reps = [replay_jax_episode(engine, s) for s in seeds]
+    print("recorded episodes: " + ", ".join(f"{label}:{i} ({r.length} steps)" for (label, i), r in zip(chosen, reps)))
+
+    def rollout_them():
+        for s in seeds:
+            replay_jax_episode(engine, s)
+
+    def saliency_of_them():
+        for r in reps:
+            saliency_maps("gradient", policy, r.observations)
+
+    times = _interleaved({"their rollout": rollout_them, "saliency": saliency_of_them}, args.repeats)
+    lo, med = _ratio(times, "saliency", "their rollout")
+    print(f"gradient saliency of every step / their rollout: min ratio {lo:.2f}x, median of run-by-run ratios "
+          f"{med:.2f}x")
 
 
 if __name__ == "__main__":

@@ -49,12 +49,12 @@ def train_run(out: Path, name: str, cfg: PPOConfig, every_k: int, episodes: int)
 
     from rlviz import TimelineConfig
     from rlviz.integrations.jax_loop import JaxTimeline
-    from rlviz.jax import FlaxPolicy, every
+    from rlviz.jax import FlaxPolicy, FlaxPolicyOptions, every
 
     obs = jnp.zeros((1, *OBS_SHAPE))
     template = FlaxPolicy(Actor(3, cfg.hidden), Actor(3, cfg.hidden).init(jax.random.PRNGKey(0), obs)["params"],
                           critic=Critic(cfg.hidden), critic_params=Critic(cfg.hidden).init(jax.random.PRNGKey(0), obs)[
-                              "params"], obs_shape=OBS_SHAPE)
+                              "params"], options=FlaxPolicyOptions(obs_shape=OBS_SHAPE))
     folder = out / name
     timeline = JaxTimeline(folder, template, ENV, steps_per_update=cfg.steps_per_update, episodes=episodes,
                            videos="worst:1", config=TimelineConfig(run=str(folder), heatmap=True, saliency="gradient",

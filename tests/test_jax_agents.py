@@ -19,7 +19,7 @@ import flax.serialization as fs  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from rlviz.errors import CheckpointError, RlvizError, UsageError  # noqa: E402
-from rlviz.jax import FlaxPolicy, load_jax_agent  # noqa: E402
+from rlviz.jax import FlaxPolicy, FlaxPolicyOptions, JaxAgentOptions, load_jax_agent  # noqa: E402
 from rlviz.jax.contract import JaxPolicy  # noqa: E402
 from tests._flax_seed import (  # noqa: E402
     ActorCritic,
@@ -107,7 +107,7 @@ def test_each_output_shape_gives_the_right_policy_out(case):
     if case == "categorical_tuple":
         m = ActorCritic()
         v = _init(m, jnp.zeros((1, 4)))
-        pol = FlaxPolicy(m, v, obs_shape=(4,))
+        pol = FlaxPolicy(m, v, options=FlaxPolicyOptions(obs_shape=(4,)))
         out = _batched(pol, obs)
         pi, value = m.apply(v, obs)
         assert pol.kind == "logits" and not pol.squash
@@ -117,16 +117,16 @@ def test_each_output_shape_gives_the_right_policy_out(case):
     if case == "q":
         m = QNetwork()
         v = _init(m, jnp.zeros((1, 4)))
-        pol = FlaxPolicy(m, v, obs_shape=(4,), kind="q")
+        pol = FlaxPolicy(m, v, options=FlaxPolicyOptions(obs_shape=(4,), kind="q"))
         out = _batched(pol, obs)
         assert pol.kind == "q" and out.logits is None and out.value is None
         np.testing.assert_allclose(out.q, m.apply(v, obs), atol=1e-5)
         # without kind="q" the same output reads as logits (they look alike)
-        assert FlaxPolicy(m, v, obs_shape=(4,)).kind == "logits"
+        assert FlaxPolicy(m, v, options=FlaxPolicyOptions(obs_shape=(4,))).kind == "logits"
         return
     m = GaussianActor(diag=case == "mvn_diag", tanh=case == "tanh")
     v = _init(m, jnp.zeros((1, 4)))
-    pol = FlaxPolicy(m, v, obs_shape=(4,))
+    pol = FlaxPolicy(m, v, options=FlaxPolicyOptions(obs_shape=(4,)))
     out = _batched(pol, obs)
     assert pol.kind == "gaussian" and pol.squash == (case == "tanh") and pol.action_size == 2
     dist = m.apply(v, obs)
@@ -140,7 +140,8 @@ def test_recurrent_ppo_rnn_agent_carries_and_resets_its_memory():
     m = ActorCriticRNN()
     h0 = ScannedRNN.initialize_carry(1, 16)
     v = _init(m, h0, (jnp.zeros((1, 1, 4)), jnp.zeros((1, 1), bool)))
-    pol = FlaxPolicy(m, v, obs_shape=(4,), recurrent=True, initial_carry=lambda: ScannedRNN.initialize_carry(1, 16))
+    pol = FlaxPolicy(m, v, options=FlaxPolicyOptions(obs_shape=(4,), recurrent=True,
+                                                     initial_carry=lambda: ScannedRNN.initialize_carry(1, 16)))
     assert pol.recurrent and pol.kind == "logits" and pol.action_size == 3
     obs = _obs(5, (4,))
     dones = jnp.array([True, False, False, True, False])
@@ -153,7 +154,7 @@ def test_recurrent_ppo_rnn_agent_carries_and_resets_its_memory():
         np.testing.assert_allclose(out.logits, pi.logits[t, 0], atol=1e-5)
         np.testing.assert_allclose(out.value, value[t, 0], atol=1e-5)
     with pytest.raises(UsageError, match="initial_carry"):
-        FlaxPolicy(m, v, obs_shape=(4,), recurrent=True)
+        FlaxPolicy(m, v, options=FlaxPolicyOptions(obs_shape=(4,), recurrent=True))
 
 
 def test_flax_policy_needs_a_shape_or_a_kind():
@@ -161,7 +162,7 @@ def test_flax_policy_needs_a_shape_or_a_kind():
     with pytest.raises(UsageError, match="obs_shape"):
         FlaxPolicy(m, _init(m, jnp.zeros((1, 4))))
     with pytest.raises(UsageError, match="kind="):
-        FlaxPolicy(m, _init(m, jnp.zeros((1, 4))), kind="values")
+        FlaxPolicy(m, _init(m, jnp.zeros((1, 4))), options=FlaxPolicyOptions(kind="values"))
 
 
 # -- part 3: the command line routes a flax params file given with --model to rlviz.jax.load ----------------------
@@ -220,7 +221,8 @@ def test_a_missing_jax_names_the_extra_in_one_line(seed_file, tmp_path):
 @pytest.fixture(scope="module")
 def seed_policy():
     p = seed_params()
-    return FlaxPolicy(SeedActor(), p["actor"], critic=SeedCritic(), critic_params=p["critic"], obs_shape=(10, 10, 4)), p
+    return FlaxPolicy(SeedActor(), p["actor"], critic=SeedCritic(), critic_params=p["critic"],
+                      options=FlaxPolicyOptions(obs_shape=(10, 10, 4))), p
 
 
 def test_gradient_saliency_equals_a_hand_computed_jax_grad(seed_policy):
@@ -264,7 +266,8 @@ def test_perturbation_saliency_is_greydanus_score_per_cell(seed_policy):
         np.testing.assert_allclose(maps[f, i, j], np.full(4, want), rtol=1e-4, atol=1e-7)
     with pytest.raises(UsageError, match="image observations"):
         m = QNetwork()
-        perturbation(FlaxPolicy(m, _init(m, jnp.zeros((1, 4))), obs_shape=(4,), kind="q"), None, jnp.zeros((1, 4)))
+        perturbation(FlaxPolicy(m, _init(m, jnp.zeros((1, 4))), options=FlaxPolicyOptions(obs_shape=(4,), kind="q")),
+                     None, jnp.zeros((1, 4)))
 
 
 # -- part 2: each params format round-trips; each reader refuses damage in one line --------------------------------
@@ -368,3 +371,19 @@ def test_rejax_train_state_loads_with_its_classes_and_says_the_flags_without(tmp
     want = algo.actor.apply(ts.actor_ts.params, obs, method="_action_dist").logits
     np.testing.assert_allclose(out.logits, want, atol=1e-5)
     np.testing.assert_allclose(out.value, algo.critic.apply(ts.critic_ts.params, obs), atol=1e-5)
+
+
+def test_the_first_keyword_form_still_works_with_a_deprecation_warning(seed_file):
+    """FlaxPolicy(..., obs_shape=, kind=) and load_jax_agent(..., kind=, gamma=): the same objects as the options
+    dataclasses give, with a DeprecationWarning naming them."""
+    path, p = seed_file
+    with pytest.warns(DeprecationWarning, match=r"options=FlaxPolicyOptions\(\.\.\.\)"):
+        old = FlaxPolicy(SeedActor(), p["actor"], obs_shape=(10, 10, 4), kind="q")
+    new = FlaxPolicy(SeedActor(), p["actor"], options=FlaxPolicyOptions(obs_shape=(10, 10, 4), kind="q"))
+    assert (old.kind, old.obs_shape, old.action_names) == (new.kind, new.obs_shape, new.action_names) == (
+        "q", (10, 10, 4), ("0", "1", "2"))
+    with pytest.warns(DeprecationWarning, match=r"options=JaxAgentOptions\(\.\.\.\)"):
+        agent = load_jax_agent(path, **SEED_FLAGS, gamma=0.9)
+    assert agent.gamma == 0.9 == load_jax_agent(path, **SEED_FLAGS, options=JaxAgentOptions(gamma=0.9)).gamma
+    with pytest.raises(UsageError, match="expected a rlviz.jax.FlaxPolicyOptions"):
+        FlaxPolicy(SeedActor(), p["actor"], options={"kind": "q"})

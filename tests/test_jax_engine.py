@@ -178,8 +178,8 @@ def test_render_breakout_end_to_end(tmp_path, monkeypatch):
     assert max(int(r["length"]) for r in rows) <= 5 and any(r["truncated"] == "True" for r in rows)  # --env-kwargs reached the env's params...
     assert '"max_steps_in_episode": 5' in (run / "rlviz-run.json").read_text().replace('\\"', '"')  # ...and the record
     worst = min(range(30), key=lambda k: (float(rows[k]["return"]), k))
-    assert [Path(v).name for v in out.videos] == ["first-0-episode-0.mp4"] + (
-        [f"worst-{worst}-episode-{worst}.mp4"] if worst else [])
+    assert [Path(v).name for v in out.videos] == ["first-0-episode-0.mp4"] + (  # a gymnasium run's names
+        [f"worst-{worst}-episode-0.mp4"] if worst else [])
     for video in out.videos:
         frames = list(read_video(video))
         assert len(frames) >= 2 and frames[0].ndim == 3

@@ -18,7 +18,7 @@ from rlviz import TimelineConfig  # noqa: E402
 from rlviz.errors import UsageError  # noqa: E402
 from rlviz.evaluate.statistics.distance import tv_kl_categorical  # noqa: E402
 from rlviz.integrations.jax_loop import JaxTimeline  # noqa: E402
-from rlviz.jax import FlaxPolicy, every  # noqa: E402
+from rlviz.jax import FlaxPolicy, FlaxPolicyOptions, every  # noqa: E402
 from rlviz.media import probe_video  # noqa: E402
 from rlviz.training.findings import COLLAPSING_ENTROPY, timeline_findings  # noqa: E402
 from tests._flax_seed import SeedActor, SeedCritic, seed_params  # noqa: E402
@@ -28,7 +28,8 @@ ENV = "gymnax:Breakout-MinAtar"
 
 def _policy(seed: int = 0) -> FlaxPolicy:
     p = seed_params(seed)
-    return FlaxPolicy(SeedActor(3), p["actor"], critic=SeedCritic(), critic_params=p["critic"], obs_shape=(10, 10, 4))
+    return FlaxPolicy(SeedActor(3), p["actor"], critic=SeedCritic(), critic_params=p["critic"],
+                       options=FlaxPolicyOptions(obs_shape=(10, 10, 4)))
 
 
 def _loop(callback, updates: int = 4):

@@ -46,12 +46,7 @@ CONFIG_PARTS = {"rlviz.config.option", "rlviz.options.option"}
 
 #: Not done yet (name -> its parameter count, which may not grow): empty since the last nine were cut down (0.4).
 #: (The count includes ``self`` for none of them: ``inspect.signature`` of a class reads ``__init__`` without it.)
-PENDING: dict[str, int] = {
-    # the JAX engine's first release (#56): to gather into options dataclasses (FlaxPolicy's kind / action_names /
-    # obs_reshape / obs_shape / recurrent / initial_carry / method; load_jax_agent's obs_reshape / kind / gamma)
-    "rlviz.jax.policy.FlaxPolicy": 11,
-    "rlviz.jax.load.load_jax_agent": 9,
-}
+PENDING: dict[str, int] = {}
 
 
 def _public_callables():

@@ -6,7 +6,8 @@ imports whatever module stands before the colon of ``"module:Env-v0"``, a class 
 built. A file is not vetted the way a program is, so from a file rlviz acts only on names it knows:
 
 * env ids registered with gymnasium (after :func:`rlviz.envs.recipe.register_envs`) and needing no import:
-  no ``module:`` prefix;
+  no ``module:`` prefix; PettingZoo ids and JAX env ids (``gymnax:``, ``craftax:``, ``brax:``, ``jumanji:``: the
+  module is rlviz's, from its table of families, never the name's);
 * env and wrapper keyword arguments that are plain JSON values (no import paths, no ``entry_point``-like keys);
 * wrapper names of :data:`rlviz.envs.wrappers.WRAPPERS` (or a caller's own translation table), and the
   ``module:Class`` observation wrappers of :data:`rlviz.envs.families.KNOWN_WRAPPER_CLASSES` (MiniGrid's, and
@@ -28,6 +29,7 @@ import gymnasium as gym
 
 from ..errors import CheckpointError, UnsafeCheckpointError
 from .families import KNOWN_WRAPPER_CLASSES
+from .jax_ids import is_jax_env_id
 from .pettingzoo_envs import SUPERSUIT_WRAPPERS, is_agents_env_id
 from .wrappers import WRAPPERS
 
@@ -110,8 +112,8 @@ def check_env_id(env_id, source: str, trusted: bool = False, consented: str | No
     prefix (call ``register_envs()`` first), or the id the caller passed (``consented``), or ``trusted``."""
     if not isinstance(env_id, str) or not env_id:
         raise CheckpointError(f"{source}: the env id {env_id!r} is not a non-empty string; the file is malformed.")
-    if trusted or env_id == consented or is_agents_env_id(env_id):  # PettingZoo: rlviz's table picks the module
-        return env_id
+    if trusted or env_id == consented or is_agents_env_id(env_id) or is_jax_env_id(env_id):
+        return env_id  # PettingZoo, JAX families (gymnax:, craftax:, brax:, jumanji:): rlviz's table picks the module
     if ":" in env_id:
         module = env_id.split(":", 1)[0]
         raise _refuse(source, "the env", env_id,

@@ -7,7 +7,8 @@ A render run's episode is one video (``episode-<N>-episode-0.mp4`` and its ``.np
 --videos episode:N`` writes); a compare run's is A's and B's (as ``rlviz compare --videos episode:N`` writes
 under videos/a and videos/b: frame-locked, no slowed short episodes); a timeline run's is one per checkpoint
 (variant ``step<S>``: ``rlviz render <that checkpoint> --videos episode:N``, found again in the run's folder by
-the timeline's own discovery). A run rendered with ``--saliency`` also gets each video without it (the variant
+the timeline's own discovery). A flax agent's run on a JAX env (``gymnax:...``) replays on the JAX engine
+(:mod:`rlviz.jobs.jax_stages`), into the same files. A run rendered with ``--saliency`` also gets each video without it (the variant
 ``<side>-plain``), so the page can turn the overlay off.
 
 The replay's config is built from the run's recorded options as render's is (:func:`rlviz.config.episode_config`:
@@ -228,7 +229,7 @@ def _checked(options: dict[str, Any], trust: bool, base: Path | None, relative_o
     if relative_ok and base is not None and isinstance(path, str) and not os.path.isabs(path) \
             and not Path(path).exists() and (base / path).exists():
         options["checkpoint"] = str(base / path)
-    code = [f"--{k} {options[k]}" for k in ("model", "objects") if ":" in str(options.get(k) or "")]
+    code = [f"--{k} {options[k]}" for k in ("model", "critic", "objects") if ":" in str(options.get(k) or "")]
     if code and not trust:
         raise UsageError(f"The run names code to import ({', '.join(code)}); rlviz explore imports nothing a "
                          "folder names unless you pass --trust-checkpoint (only for runs you trust).")
@@ -240,6 +241,14 @@ def _checked(options: dict[str, Any], trust: bool, base: Path | None, relative_o
         if ":" not in str(env):
             register_envs(str(env))  # MinAtar, MiniGrid, dm_control: their known packages, before the check
         check_env_id(env, f"the run's {RUN_MARKER} (--env)", trust)
+    for flag in ("env_kwargs", "model_kwargs", "critic_kwargs"):  # a JAX run's JSON objects: plain values only
+        if options.get(flag):
+            from ..envs.trust import check_env_kwargs
+            from ..jobs.jax_stages import parse_json_kwargs
+
+            name = "--" + flag.replace("_", "-")
+            check_env_kwargs(parse_json_kwargs(options[flag], name), f"the run's {RUN_MARKER} ({name})", trust,
+                             owner=flag.split("_")[0])
     wrappers = options.get("wrapper") or ()
     if wrappers:  # --wrapper: replayed as the run applied it, when the name is a known wrapper or trusted
         from ..envs.trust import check_wrapper_name
@@ -287,7 +296,12 @@ def _agents_run(agent: Any) -> bool:
 
 
 def _rollout_one(agent: Any, config: RenderConfig, gamma: float, n: int) -> Any:
-    """Episode ``n`` of the run's rollout, alone (render's rollout with ``indices=(n,)``)."""
+    """Episode ``n`` of the run's rollout, alone (render's rollout with ``indices=(n,)``; a JAX run's: the JAX
+    engine's, episode ``n``'s key as in the run)."""
+    from ..jobs.jax_stages import is_jax_agent, jax_rollouts
+
+    if is_jax_agent(agent):
+        return jax_rollouts(agent, config, gamma, indices=(n,))
     from ..attention.summary import attention_spec
     from ..evaluate.rollouts.plan import RolloutPlan, RolloutProbes
     from ..evaluate.rollouts.rollout import rollout

@@ -4,9 +4,10 @@
 :class:`JaxTimeline` is the host function :func:`rlviz.jax.every` calls with the loop's params every K updates::
 
     from rlviz.integrations.jax_loop import JaxTimeline
-    from rlviz.jax import FlaxPolicy, every
+    from rlviz.jax import FlaxPolicy, FlaxPolicyOptions, every
 
-    policy = FlaxPolicy(Actor(), actor_params, critic=Critic(), critic_params=critic_params, obs_shape=(10, 10, 4))
+    policy = FlaxPolicy(Actor(), actor_params, critic=Critic(), critic_params=critic_params,
+                        options=FlaxPolicyOptions(obs_shape=(10, 10, 4)))
     timeline = JaxTimeline("runs/ppo", policy, "gymnax:Breakout-MinAtar", steps_per_update=NUM_ENVS * NUM_STEPS,
                            episodes=256, videos="worst:1")
     ...  # inside the jitted update, after the optimiser step:
@@ -16,7 +17,7 @@ Each call plays the params on the run's fixed episode seeds with the JAX engine 
 with ``heatmap`` the failure heatmap: :mod:`rlviz.training.jax_checkpoints`), adds the checkpoint at training step
 ``update * steps_per_update`` (``timeline.json``: ``first_seen``, ``regressions``, the policy change; timeline.csv,
 timeline.png, report.html: :class:`rlviz.training.live.TimelineWriter`'s code), logs its row to the sinks at that step,
-and writes ``videos`` of that evaluation (``videos/step_<N>-<label>-episode-<k>.mp4`` + ``.npz``, drawn on the host as
+and writes ``videos`` of that evaluation (``videos/step_<N>-<label>-<k>-episode-0.mp4`` + ``.npz``, drawn on the host as
 ``rlviz render`` draws them, with ``saliency`` when the config asks). The loop computes what it computes without it:
 :func:`rlviz.jax.every` only sends the params out. The params are host numpy copies: training does not change them.
 """
@@ -108,7 +109,7 @@ class JaxTimeline:
         spec = parse_video_spec(self.config.videos or "none")
         if not spec:
             return
-        from ..jobs.render_jax import write_jax_video
+        from ..jobs.jax_stages import write_jax_video
         from ..jobs.videos import select_episodes
         from ..training.jax_checkpoints import jax_engine
 
@@ -119,7 +120,7 @@ class JaxTimeline:
         folder = self.out / VIDEOS_DIR
         for label, idx in select_episodes(cp.result.returns, spec, seed=int(self.config.seed),
                                           heatmap=cp.result.heatmap):
-            write_jax_video(engine, cp.result.episodes[idx], folder, f"step_{step}-{label}", rc, gamma)
+            write_jax_video(engine, cp.result.episodes[idx], folder, f"step_{step}-{label}-{idx}", rc, gamma)
         write_marker(self.out, "timeline", config_dict(self.config),  # the videos listed too (--overwrite)
                      [f for f in written_files(self.out) if f != MARKER])
 

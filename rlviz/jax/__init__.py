@@ -12,9 +12,11 @@ from typing import Any
 
 from .contract import JAX_KINDS, JaxEnv, JaxPolicy, PolicyOut
 
-__all__ = ["JAX_KINDS", "JaxEnv", "JaxPolicy", "PolicyOut", "FlaxPolicy", "load_jax_agent", "every", "require_jax"]
+__all__ = ["JAX_KINDS", "JaxEnv", "JaxPolicy", "PolicyOut", "FlaxPolicy", "FlaxPolicyOptions", "load_jax_agent",
+           "JaxAgentOptions", "every", "require_jax"]
 
-_LAZY = {"FlaxPolicy": "policy", "load_jax_agent": "load", "every": "callbacks"}
+_LAZY = {"FlaxPolicy": "policy", "FlaxPolicyOptions": "policy", "load_jax_agent": "load", "JaxAgentOptions": "load",
+         "every": "callbacks"}
 
 
 def require_jax(what: str = "flax agents") -> None:

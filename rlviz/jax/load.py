@@ -18,11 +18,13 @@ import json
 import os
 import re
 import zipfile
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from .._deprecated import old_keywords
 from ..errors import CheckpointError, UsageError
 from ..options import import_user_attr
 from ..sources.limits import check_archive, loads_json, read_member
@@ -30,7 +32,7 @@ from ..sources.loaded import LoadedAgent, coerce_recipe
 from . import require_jax
 from .params import read_params
 
-__all__ = ["load_jax_agent", "import_class", "env_facts", "split_params", "check_params", "sbx_refusal", "rejax_flags"]
+__all__ = ["load_jax_agent", "JaxAgentOptions", "import_class", "env_facts", "split_params", "check_params", "sbx_refusal", "rejax_flags"]
 
 #: flax.linen activations a ``--model-kwargs`` string may name (rejax's ``activation`` field is a function)
 ACTIVATIONS = frozenset({"relu", "tanh", "swish", "silu", "gelu", "elu", "sigmoid", "leaky_relu", "softplus",
@@ -232,17 +234,39 @@ def sbx_refusal(path: Path) -> str | None:
             " and load that file with --model (docs/jax-agents.md).")
 
 
+@dataclass(frozen=True)
+class JaxAgentOptions:
+    """The rarely needed settings of :func:`load_jax_agent`: ``obs_reshape``: the per-observation shape the module
+    expects (default the env's observation shape); ``kind``: "q" for a DQN's Q-values (default: found by tracing);
+    ``gamma``: the discount of the value-vs-return statistics."""
+
+    obs_reshape: Any = None
+    kind: str | None = None
+    gamma: float = 0.99
+
+
+def _fold_agent_options(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """``load_jax_agent(..., kind="q", gamma=...)`` -> ``options=JaxAgentOptions(kind="q", gamma=...)``."""
+    options = kwargs.get("options")
+    kwargs["options"] = replace(options if isinstance(options, JaxAgentOptions) else JaxAgentOptions(), **old)
+    return args
+
+
+@old_keywords(("obs_reshape", "kind", "gamma"), _fold_agent_options, "options=JaxAgentOptions(...)",
+              release="0.6.dev (#56)", until="0.7")
 def load_jax_agent(path: str | os.PathLike[str], *, model: Any = None, model_kwargs: Any = None, critic: Any = None,
-                   critic_kwargs: Any = None, env: Any = None, obs_reshape: Any = None, kind: str | None = None,
-                   gamma: float = 0.99) -> LoadedAgent:
+                   critic_kwargs: Any = None, env: Any = None, options: JaxAgentOptions | None = None) -> LoadedAgent:
     """The flax agent in ``path`` (msgpack file, Orbax folder or .npz) built as ``model`` (+ ``critic``) on the
     JAX env ``env`` (an id with its family prefix, or a recipe). ``model_kwargs`` / ``critic_kwargs``: the
-    classes' fields (dict or JSON); ``obs_reshape``: the per-observation shape the module expects; ``kind``: "q"
-    for a DQN's Q-values."""
+    classes' fields (dict or JSON); ``options``: a :class:`JaxAgentOptions` (``obs_reshape``, ``kind``, ``gamma``)."""
+    options = options if options is not None else JaxAgentOptions()
+    if not isinstance(options, JaxAgentOptions):
+        raise UsageError(f"options={options!r}: expected a rlviz.jax.JaxAgentOptions or None.")
+    obs_reshape, kind, gamma = options.obs_reshape, options.kind, options.gamma
     require_jax()
     import jax.numpy as jnp
 
-    from .policy import FlaxPolicy
+    from .policy import FlaxPolicy, FlaxPolicyOptions
 
     p = Path(path)
     source = str(path)
@@ -278,8 +302,8 @@ def load_jax_agent(path: str | os.PathLike[str], *, model: Any = None, model_kwa
     actor_v = check_params(module, actor_p, obs, source, "actor" if critic is not None else "model's", method)
     critic_v = check_params(critic_m, critic_p, obs, source, "critic") if critic_m is not None else None
     names = facts["action_names"]
-    policy = FlaxPolicy(module, actor_v, critic=critic_m, critic_params=critic_v, kind=kind, obs_shape=facts[
-        "obs_shape"], obs_reshape=obs_reshape, method=method)
+    policy = FlaxPolicy(module, actor_v, critic=critic_m, critic_params=critic_v, options=FlaxPolicyOptions(
+        kind=kind, obs_shape=facts["obs_shape"], obs_reshape=obs_reshape, method=method))
     if len(names) == policy.action_size:
         policy.action_names = tuple(names)
     elif facts["discrete"] and policy.kind != "gaussian":

@@ -19,12 +19,46 @@ tracing once (:func:`jax.eval_shape`) on a zero observation of ``obs_shape``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from .._deprecated import old_keywords
 from ..errors import UsageError
 from .contract import JAX_KINDS, PolicyOut
 
-__all__ = ["FlaxPolicy", "as_variables", "interpret_output"]
+__all__ = ["FlaxPolicy", "FlaxPolicyOptions", "as_variables", "interpret_output"]
+
+
+@dataclass(frozen=True, eq=False)
+class FlaxPolicyOptions:
+    """How a :class:`FlaxPolicy` reads its module (all optional).
+
+    kind: "logits" | "gaussian" | "q" (None: found by tracing; give "q" for a DQN's Q-values);
+    action_names: A (or D) strings; obs_reshape: the per-observation shape the module expects (a leading -1 is
+    dropped); obs_shape: the env's observation shape (for tracing; taken from ``obs_reshape`` when not given);
+    recurrent, initial_carry: a ``ppo_rnn``-shaped module and the hidden state of a batch of one (or a function
+    returning it); method: the module's method giving the distribution (default ``__call__``; ``_action_dist`` for
+    rejax's policies, found by itself).
+    """
+
+    kind: str | None = None
+    action_names: Sequence[str] | None = None
+    obs_reshape: Sequence[int] | None = None
+    obs_shape: Sequence[int] | None = None
+    recurrent: bool = False
+    initial_carry: Any = None
+    method: str | None = None
+
+
+#: FlaxPolicy's keyword arguments of its first form, now FlaxPolicyOptions' fields
+_OPTION_NAMES = tuple(f.name for f in fields(FlaxPolicyOptions))
+
+
+def _fold_flax_options(args: tuple, kwargs: dict, old: dict) -> tuple:
+    """``FlaxPolicy(..., kind=..., obs_shape=...)`` -> ``options=FlaxPolicyOptions(kind=..., obs_shape=...)``."""
+    options = kwargs.get("options")
+    kwargs["options"] = replace(options if isinstance(options, FlaxPolicyOptions) else FlaxPolicyOptions(), **old)
+    return args
 
 _VARIABLE_COLLECTIONS = {"params", "batch_stats", "constants", "cache"}
 
@@ -87,17 +121,21 @@ class FlaxPolicy:
     """A flax module (+ optional separate critic) as a :class:`~rlviz.jax.contract.JaxPolicy`.
 
     module, params: the actor (or actor-critic) and its parameters (a bare params tree or ``{"params": ...}``);
-    critic, critic_params: a separate value network; kind: "logits" | "gaussian" | "q" (None: found by tracing;
-    give "q" for a DQN's Q-values); action_names: A (or D) strings; obs_reshape: the per-observation shape the
-    module expects (a leading -1 is dropped); obs_shape: the env's observation shape (for tracing; taken from
-    ``obs_reshape`` when not given); recurrent, initial_carry: a ``ppo_rnn``-shaped module; method: the module's
-    method giving the distribution (default ``__call__``; ``_action_dist`` for rejax's policies, found by itself).
+    critic, critic_params: a separate value network; options: a :class:`FlaxPolicyOptions` (kind, action_names,
+    obs_reshape, obs_shape, recurrent, initial_carry, method). ``FlaxPolicy(m, p, obs_shape=(4,))``, the first
+    form, still works (a DeprecationWarning).
     """
 
+    @old_keywords(_OPTION_NAMES, _fold_flax_options, "options=FlaxPolicyOptions(...)", release="0.6.dev (#56)",
+                  until="0.7")
     def __init__(self, module: Any, params: Any, *, critic: Any = None, critic_params: Any = None,
-                 kind: str | None = None, action_names: Sequence[str] | None = None,
-                 obs_reshape: Sequence[int] | None = None, obs_shape: Sequence[int] | None = None,
-                 recurrent: bool = False, initial_carry: Any = None, method: str | None = None):
+                 options: FlaxPolicyOptions | None = None):
+        options = options if options is not None else FlaxPolicyOptions()
+        if not isinstance(options, FlaxPolicyOptions):
+            raise UsageError(f"options={options!r}: expected a rlviz.jax.FlaxPolicyOptions or None.")
+        kind, action_names, obs_reshape, obs_shape = options.kind, options.action_names, options.obs_reshape, \
+            options.obs_shape
+        recurrent, initial_carry, method = options.recurrent, options.initial_carry, options.method
         if kind is not None and kind not in JAX_KINDS:
             raise UsageError(f"kind={kind!r}; expected one of {', '.join(JAX_KINDS)} (or None to detect it).")
         if (critic is None) != (critic_params is None):

@@ -54,10 +54,11 @@ def replay_jax_episode(engine: Any, seed: int) -> Replayed:
     obs = jax.numpy.asarray(last_obs, jax.numpy.float32)
     if getattr(policy, "recurrent", False):  # the memory the scan carried to the last observation
         memory = jax.tree_util.tree_map(lambda a: a[0], carry.memory)
-        _, last_out = jax.jit(policy.apply_recurrent)(policy.params, memory, obs, jax.numpy.asarray(False))
+        _, last_out = engine.jitted("apply_recurrent", policy.apply_recurrent)(policy.params, memory, obs,
+                                                                               jax.numpy.asarray(False))
         last_out = jax.device_get(last_out)
     else:
-        last_out = jax.device_get(jax.jit(policy.apply)(policy.params, obs))
+        last_out = jax.device_get(engine.jitted("apply", policy.apply)(policy.params, obs))
     outputs = jax.tree_util.tree_map(lambda a, b: np.concatenate([take(a), np.asarray(b)[None]]), ys["out"], last_out)
     return Replayed(states, observations, take(ys["action"]), take(ys["reward"]).astype(np.float32), outputs,
                     bool(ys["terminated"][n - 1, 0]), bool(ys["truncated"][n - 1, 0]))
@@ -66,7 +67,8 @@ def replay_jax_episode(engine: Any, seed: int) -> Replayed:
 def saliency_maps(method: str, policy: Any, observations: np.ndarray) -> np.ndarray:
     """Per-step saliency of ``observations`` [T+1, *obs] by ``rlviz.jax.saliency.<method>(policy, params, obs)``
     (an array shaped like the observations), reduced to what the video draws: images [T+1, H, W] (the channels'
-    largest magnitude), grids [T+1, H, W], vectors [T+1, D]; one brightness scale per episode."""
+    largest magnitude), grids [T+1, H, W], vectors [T+1, D]; one brightness scale per episode. The batch is padded
+    (the last observation repeated) to a power of two rows, so that episodes of other lengths reuse its compilation."""
     import importlib
 
     from ..explain.scale import normalise_episode
@@ -79,7 +81,10 @@ def saliency_maps(method: str, policy: Any, observations: np.ndarray) -> np.ndar
     if fn is None:
         raise UsageError(f"--saliency {method}: rlviz.jax.saliency has no {method!r}; expected gradient, smoothgrad or "
                          "perturbation.")
-    raw = np.abs(np.asarray(fn(policy, policy.params, observations), dtype=np.float32))
+    rows = len(observations)
+    padded = max(8, 1 << (rows - 1).bit_length())  # a few batch sizes: each compiled once (rlviz.jax.saliency)
+    batch = np.concatenate([observations, np.repeat(observations[-1:], padded - rows, axis=0)])
+    raw = np.abs(np.asarray(fn(policy, policy.params, batch), dtype=np.float32))[:rows]
     if raw.shape != observations.shape:
         raise UsageError(f"rlviz.jax.saliency.{method} returned shape {raw.shape}; expected the observations' "
                          f"{observations.shape}.")

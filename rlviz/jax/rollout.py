@@ -10,7 +10,9 @@ keys on the device, inside the scan; per batch, its per-step scalars come to the
 episode there (float64, as the gymnasium path folds its step log). Only per-episode results and heatmap counts are
 kept, so memory is flat in the episode count. Episode ``k`` depends on (seed, k) only (:mod:`rlviz.jax.scan`): the
 same episodes with any ``num_envs`` or device count. With several devices the batch is sharded over them
-(``jax.sharding``: a 1-D mesh over the batch axis).
+(``jax.sharding``: a 1-D mesh over the batch axis). Once a chunk leaves at most an eighth of a batch running, the
+running episodes go on in a smaller compiled batch (rows do not interact: the same numbers), so that a few long
+episodes do not keep every lane of the batch stepping.
 """
 
 from __future__ import annotations
@@ -83,10 +85,22 @@ class JaxEngine:
         out: tuple[Any, Any] = self._compiled[key]
         return out
 
+    def jitted(self, name: str, fn: Any) -> Any:
+        """``jax.jit(fn)`` made once per engine under ``name`` (the replay's own functions: compiled on first use,
+        not on every video)."""
+        key = ("jitted", name)
+        if key not in self._compiled:
+            import jax
+
+            self._compiled[key] = jax.jit(fn)
+        return self._compiled[key]
+
     def run_batch(self, seeds: np.ndarray, keep: bool = False) -> tuple[dict, Any]:
         """The episodes of ``seeds`` (uint32 [B]): per-step outputs as numpy [T, B] (T: the steps until the last
-        ended, a multiple of CHUNK) and the last carry (its first B rows are theirs). The compiled batch is B padded
-        to a multiple of :data:`ROWS` per device."""
+        ended, a multiple of CHUNK) and the last carry (with ``keep``: its first B rows are theirs). The compiled
+        batch is B padded to a multiple of :data:`ROWS` per device. Without ``keep``, when a chunk leaves at most an
+        eighth of the batch running, the running episodes go on in a smaller batch (:func:`_compacted`): a few
+        long episodes do not keep the whole batch stepping (their outputs are their own: rows do not interact)."""
         import jax
 
         n = len(seeds)
@@ -97,16 +111,73 @@ class JaxEngine:
         seeds_dev = _shard(seeds)
         carry = start(params, env_params, seeds_dev)
         parts: list[Any] = []
+        lanes = np.arange(rows)  # the batch's column -> the episode (of seeds) it runs
         steps = 0
         while steps < int(self.max_steps or 0):
             carry, ys = chunk(params, env_params, carry)
-            parts.append(ys)
+            parts.append((ys, lanes))
             steps += CHUNK
-            if not bool(np.asarray(carry.alive).any()):
+            alive = np.asarray(carry.alive)
+            if not bool(alive.any()):
                 break
-        host = jax.device_get(parts)
-        joined = jax.tree_util.tree_map(lambda *a: np.concatenate(a, axis=0)[:, :n], *host)
-        return joined, carry
+            live = np.flatnonzero(alive)
+            smaller = _compacted(len(live), len(lanes))
+            if smaller and not keep:
+                take = np.concatenate([live, np.full(smaller - len(live), live[-1])])
+                index = jax.numpy.asarray(take)
+                carry = jax.tree_util.tree_map(lambda a, i=index: _shard_like(a[i]), carry)
+                lanes = lanes[take]
+                chunk = self.functions(smaller, keep)[1]
+        return _assemble(jax.device_get(parts), n), carry
+
+
+def _compacted(live: int, batch: int) -> int:
+    """The smaller batch the ``live`` running episodes of a ``batch`` go on in (a power of two times the unit of
+    :func:`_padded`: a few compiled sizes, each a compilation on first use), or 0 to keep the batch (more than an
+    eighth of it still runs)."""
+    unit = ROWS * _device_count()
+    if live * 8 > batch or batch <= unit:
+        return 0
+    size = unit
+    while size < live:
+        size *= 2
+    return size if size * 4 <= batch else 0
+
+
+def _shard_like(a: Any) -> Any:
+    """A compacted carry leaf back on the devices as :func:`_shard` puts a batch (split over several devices)."""
+    import jax
+
+    devices = jax.devices()
+    if len(devices) > 1 and a.shape and a.shape[0] % len(devices) == 0:
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+        mesh = Mesh(np.array(devices), ("batch",))
+        return jax.device_put(a, NamedSharding(mesh, PartitionSpec("batch")))
+    return a
+
+
+def _assemble(parts: list[Any], n: int) -> Any:
+    """The chunks' outputs ([CHUNK, columns] each, with the episode of each column) as [T, n] per episode: a column
+    after its episode left the batch reads as not alive (zeros); a padding column repeating an episode is dropped."""
+    import jax
+
+    first = parts[0][0]
+
+    def leaf_out(path_leaf: Any) -> np.ndarray:
+        return np.zeros((CHUNK * len(parts), n, *np.shape(path_leaf)[2:]), np.asarray(path_leaf).dtype)
+
+    out = jax.tree_util.tree_map(leaf_out, first)
+    for c, (ys, lanes) in enumerate(parts):
+        lanes = np.asarray(lanes)
+        cols = np.flatnonzero((lanes < n) & np.r_[True, lanes[1:] != lanes[:-1]])  # each episode's first column
+        rows = slice(c * CHUNK, (c + 1) * CHUNK)
+
+        def put(o: np.ndarray, y: Any, rows: slice = rows, cols: np.ndarray = cols, lanes: np.ndarray = lanes) -> None:
+            o[rows, lanes[cols]] = np.asarray(y)[:, cols]
+
+        jax.tree_util.tree_map(put, out, ys)
+    return out
 
 
 #: the compiled batch is a multiple of this many rows: XLA's CPU kernels treat the rows of a batch in groups of 8
@@ -138,21 +209,26 @@ def _shard(seeds: np.ndarray) -> Any:
 
 
 def jax_rollout(engine: JaxEngine, episodes: int, *, seed: int = 0, num_envs: int = 128, gamma: float = 0.99,
-                progress: Any = None) -> RolloutResult:
+                progress: Any = None, indices: Any = None) -> RolloutResult:
     """``episodes`` episodes of ``engine`` in batches of ``num_envs`` (the last one padded): the run record.
-    ``progress``: called with each batch's number of episodes, or None."""
+    ``progress``: called with each batch's number of episodes, or None. ``indices``: only these episodes of the
+    ``episodes`` (each the same episode it is in the whole run: the explorer's replay of one), default all."""
     env = engine.env
-    episodes, batch = int(episodes), max(1, min(int(num_envs), int(episodes)))
+    episodes = int(episodes)
     if episodes < 1:
         raise UsageError(f"episodes={episodes}; expected at least 1.")
+    wanted = np.arange(episodes) if indices is None else np.asarray(sorted({int(k) for k in indices}), np.int64)
+    if len(wanted) == 0 or wanted[0] < 0 or wanted[-1] >= episodes:
+        raise UsageError(f"indices={list(indices or [])}; expected episodes of 0-{episodes - 1}.")
+    batch = max(1, min(int(num_envs), len(wanted)))
     hm = None
     if engine.heatmap:
         hm = FailureHeatmap(tuple(env.object_grid), env.object_names, env.env_id)
     records: list[EpisodeResult] = []
     steps, t0 = 0, time.perf_counter()
     num_actions = len(env.action_names) if env.discrete else 1
-    for first in range(0, episodes, batch):
-        idx = np.arange(first, min(first + batch, episodes))
+    for first in range(0, len(wanted), batch):
+        idx = wanted[first:first + batch]
         seeds = np.array([episode_seed_for(seed, int(k)) for k in idx], np.uint32)
         padded = np.concatenate([seeds, np.full(batch - len(seeds), seeds[-1], np.uint32)])
         ys, _ = engine.run_batch(padded)

@@ -14,11 +14,15 @@ torch map means. Each returns float32 ``>= 0`` shaped like ``obs_batch`` (captum
 The target (``target="action"``): the chosen action's logit (the argmax of the clean observation's logits, held
 fixed), its Q-value for kind "q", the sum of the mean for a Gaussian (a continuous action); ``"value"``: the value.
 A recurrent policy is explained from its initial carry (the observation alone, as at an episode's first step).
-All functions are pure in (params, obs_batch) and jit-compiled; they may be called inside ``jax.jit``.
+All functions are pure in (params, obs_batch) and jit-compiled; they may be called inside ``jax.jit``. Each
+compiled function is kept per (method, policy, options) (:func:`_compiled`): a second call with a batch of the same
+shape compiles nothing (the videos' callers pad their batches to a few sizes: :func:`rlviz.jax.replay.saliency_maps`).
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -28,6 +32,23 @@ from ..errors import UsageError
 __all__ = ["gradient", "smoothgrad", "perturbation", "target_of"]
 
 _TARGETS = ("action", "value")
+#: compiled saliency functions kept (each holds its policy, so that an id is never another policy's)
+_KEPT = 8
+_COMPILED: OrderedDict[tuple[Any, ...], tuple[Any, Any]] = OrderedDict()
+
+
+def _compiled(key: tuple[Any, ...], policy: Any, make: Callable[[], Any]) -> Any:
+    """The jit-compiled function ``make()`` for (``key``, ``policy``), made once and kept (the last few)."""
+    full = (id(policy), *key)
+    kept = _COMPILED.get(full)
+    if kept is not None and kept[0] is policy:
+        _COMPILED.move_to_end(full)
+        return kept[1]
+    fn = make()
+    _COMPILED[full] = (policy, fn)
+    while len(_COMPILED) > _KEPT:
+        _COMPILED.popitem(last=False)
+    return fn
 
 
 def _out(policy: Any, params: Any, obs: Any) -> Any:
@@ -79,13 +100,16 @@ def gradient(policy: Any, params: Any, obs_batch: Any, *, target: str = "action"
 
     _check_target(target)
 
-    @jax.jit
-    def run(params: Any, x: Any) -> Any:
-        actions = _actions(policy, params, x)
-        g = jax.vmap(jax.grad(lambda o, a: target_of(policy, params, o, a, target)))(x, actions)
-        return jnp.abs(g)
+    def make() -> Any:
+        @jax.jit
+        def run(params: Any, x: Any) -> Any:
+            actions = _actions(policy, params, x)
+            g = jax.vmap(jax.grad(lambda o, a: target_of(policy, params, o, a, target)))(x, actions)
+            return jnp.abs(g)
 
-    return run(params, jnp.asarray(obs_batch, jnp.float32))
+        return run
+
+    return _compiled(("gradient", target), policy, make)(params, jnp.asarray(obs_batch, jnp.float32))
 
 
 def smoothgrad(policy: Any, params: Any, obs_batch: Any, *, n_samples: int = 16, noise_level: float = 0.15,
@@ -100,21 +124,25 @@ def smoothgrad(policy: Any, params: Any, obs_batch: Any, *, n_samples: int = 16,
                          f"{noise_level}.")
     n = int(n_samples)
 
-    @jax.jit
-    def run(params: Any, x: Any) -> Any:
-        noise = jax.random.normal(jax.random.PRNGKey(int(seed)), (n, *x.shape[1:]), jnp.float32)
-        flat = x.reshape(x.shape[0], -1)
-        sigma = float(noise_level) * (flat.max(axis=1) - flat.min(axis=1))
-        actions = _actions(policy, params, x)
-        grad = jax.grad(lambda o, a: target_of(policy, params, o, a, target))
+    def make() -> Any:
+        @jax.jit
+        def run(params: Any, x: Any) -> Any:
+            noise = jax.random.normal(jax.random.PRNGKey(int(seed)), (n, *x.shape[1:]), jnp.float32)
+            flat = x.reshape(x.shape[0], -1)
+            sigma = float(noise_level) * (flat.max(axis=1) - flat.min(axis=1))
+            actions = _actions(policy, params, x)
+            grad = jax.grad(lambda o, a: target_of(policy, params, o, a, target))
 
-        def one(o: Any, s: Any, a: Any) -> Any:
-            noisy = o[None] + s * noise
-            return jnp.mean(jnp.abs(jax.vmap(grad, (0, None))(noisy, a)), axis=0)
+            def one(o: Any, s: Any, a: Any) -> Any:
+                noisy = o[None] + s * noise
+                return jnp.mean(jnp.abs(jax.vmap(grad, (0, None))(noisy, a)), axis=0)
 
-        return jax.vmap(one)(x, sigma, actions)
+            return jax.vmap(one)(x, sigma, actions)
 
-    return run(params, jnp.asarray(obs_batch, jnp.float32))
+        return run
+
+    key = ("smoothgrad", n, float(noise_level), int(seed), target)
+    return _compiled(key, policy, make)(params, jnp.asarray(obs_batch, jnp.float32))
 
 
 def _hw(shape: tuple[int, ...]) -> tuple[int, int, bool]:
@@ -185,15 +213,19 @@ def perturbation(policy: Any, params: Any, obs_batch: Any, *, target: str = "act
             return 0.5 * (a.value - b.value) ** 2
         return 0.5 * jnp.sum((_head(policy, a) - _head(policy, b)) ** 2)
 
-    @jax.jit
-    def run(params: Any, x: Any) -> Any:
-        def one(o: Any) -> Any:
-            clean = _out(policy, params, o)
-            diff = blurred(o) - o
-            s = jax.vmap(lambda m: score(clean, _out(policy, params, o + diff * expand(m, o))))(masks)
-            pix = jnp.maximum(rows @ s.reshape(ny, nx) @ cols.T, 0.0)  # [H, W]
-            return jnp.broadcast_to(expand(pix, o), o.shape)
+    def make() -> Any:
+        @jax.jit
+        def run(params: Any, x: Any) -> Any:
+            def one(o: Any) -> Any:
+                clean = _out(policy, params, o)
+                diff = blurred(o) - o
+                s = jax.vmap(lambda m: score(clean, _out(policy, params, o + diff * expand(m, o))))(masks)
+                pix = jnp.maximum(rows @ s.reshape(ny, nx) @ cols.T, 0.0)  # [H, W]
+                return jnp.broadcast_to(expand(pix, o), o.shape)
 
-        return jax.lax.map(one, x)  # one observation's masks at a time: memory flat in the batch
+            return jax.lax.map(one, x)  # one observation's masks at a time: memory flat in the batch
 
-    return run(params, x)
+        return run
+
+    key = ("perturbation", target, float(radius), int(stride), repr(blur), tuple(x.shape[1:]))
+    return _compiled(key, policy, make)(params, x)

@@ -16,6 +16,8 @@ own, written complete or not at all; see :mod:`rlviz.jobs.outdir`)::
     disagreements.json/.csv, disagreement_heatmap.*, videos/disagreements/   with --disagreements K: the states
                          where A and B choose differently, each played out by both (:mod:`rlviz.disagree`)
 
+With two flax agents on a JAX env (``--env gymnax:...``) the same stages run on the JAX engine
+(:mod:`rlviz.jobs.jax_stages`): episode ``k`` is the episode of key (``--seed``, k) for both.
 On a PettingZoo env id each policy plays every agent and the statistics are per agent: :mod:`rlviz.jobs.compare_agents`.
 """
 
@@ -54,6 +56,7 @@ from ..sources import LoadedAgent
 from .agents_episodes import is_agents_agent
 from .compare_agents import check_agents_compare, compare_agents_into
 from .inputs import check_model_folders
+from .jax_stages import is_jax_agent, run_kind
 from .rollouts import run_rollouts
 from .skeleton import check_camera, check_failed_at, check_saliency, job_setup, vector_attention_off
 from .stages import run_record, summarise, write_attention_at_failure
@@ -107,6 +110,9 @@ def compare(config: CompareConfig | None = None, **kwargs: Any) -> CompareOutput
         config = replace(config, a=pinned[0], b=pinned[1])  # type: ignore[type-var]  # hf://: the loaded commits
         if is_agents_agent(agents[0]):  # a PettingZoo env id: per-agent statistics (jobs.compare_agents)
             return _compare_agents(job, agents, config)
+        if is_jax_agent(agents[0]) and config.disagreements:
+            raise UsageError(f"--disagreements {config.disagreements}: branching from a saved state needs a gymnasium "
+                             f"env; {agents[0].recipe.env_id} is a JAX env. Compare without --disagreements.")
         # vector observations: no default attention (it needs an image); their saliency is per feature
         config = replace(config, attention=vector_attention_off(agents[0], config.render_config("a")).attention)  # type: ignore[type-var]
         for agent, side in zip(agents, "ab"):
@@ -161,7 +167,8 @@ def _compare_into(folder: Path, agents: list[LoadedAgent], config: CompareConfig
         else:
             results = [run_rollouts(agent, config.render_config(side), gamma, backend)
                        for agent, side, gamma in zip(agents, "ab", gammas)]
-        comparison = comparison_dict(results, config, (agents[0].policy.kind, agents[1].policy.kind))
+        kinds = tuple(run_kind(a, r) if is_jax_agent(a) else a.policy.kind for a, r in zip(agents, results))
+        comparison = comparison_dict(results, config, kinds)  # type: ignore[arg-type]
         comparison.update({f"{side}_hub": a.metadata["hub"] for a, side in zip(agents, "ab") if "hub" in a.metadata})
         # the disagreements' branches and videos are made while this thread records the paired videos: most of a
         # short video's time is its ffmpeg processes starting

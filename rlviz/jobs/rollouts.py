@@ -16,6 +16,7 @@ from ..evaluate import RolloutResult, rollout
 from ..evaluate.backends.workers import Backend, WorkerDied, WorkerPool, died_twice, merge_rollouts, shard_ranges
 from ..evaluate.rollouts.plan import RolloutPlan, RolloutProbes
 from ..sources import LoadedAgent
+from .jax_stages import is_jax_agent, jax_rollouts
 from .shards import ShardTask, run_shard, source_for
 from .stages import background_frame
 
@@ -25,7 +26,10 @@ __all__ = ["run_rollouts", "write_heatmap", "import_now", "HEATMAP_IMPORTS"]
 def run_rollouts(agent: LoadedAgent, config: RenderConfig, gamma: float, backend: Backend | None = None) -> RolloutResult:
     """The config's episodes of ``agent``: statistics and (with ``config.heatmap``) the failure heatmap.
     backend: None (this process) or a worker pool (:func:`rlviz.jobs.shards.open_backend`): the episodes run
-    there as seed-contiguous shards, merged into the same result."""
+    there as seed-contiguous shards, merged into the same result. A flax agent on a JAX env: the JAX engine's
+    batched rollout (:func:`rlviz.jobs.jax_stages.jax_rollouts`; no workers)."""
+    if is_jax_agent(agent):
+        return cast(RolloutResult, jax_rollouts(agent, config, gamma))
     if backend is not None:
         return _run_sharded(backend, config, gamma)
     plan = RolloutPlan(config.episodes, seed=config.seed, num_envs=min(config.num_envs, config.episodes),

@@ -37,6 +37,7 @@ from ..evaluate.rollouts.rollout import heatmap_shape
 from ..explain import GivenState, attribute, attribution_class
 from ..sinks.base import Sink
 from ..sources import LoadedAgent
+from .jax_stages import is_jax_agent, jax_engine_for
 from .outdir import claim_out_dir, job_inputs, run_folder
 from .shards import open_backend, share_agent
 from .stages import resolve_agent
@@ -129,7 +130,12 @@ def vector_attention_off(agent: LoadedAgent, config: RenderConfig) -> RenderConf
     are a flat vector: attention shares an image's attribution among its objects, and a vector has no pixels
     (its saliency is per feature, drawn in the videos); likewise for actions that are not Discrete (attention
     explains the chosen action's logit: a Box agent on pixels, dm_control's through AddRenderObservation). An
-    explicit --attention is left to refuse."""
+    explicit --attention is left to refuse. A JAX env's run measures no attention: off, and refused when asked."""
+    if is_jax_agent(agent):
+        if config.attention:
+            raise UsageError(f"--attention: the JAX engine measures no attention ({agent.recipe.env_id}); its "
+                             "saliency is drawn in the videos (--saliency). Leave --attention off.")
+        return replace(config, attention=False)
     if config.attention is not None or not (config.saliency and config.heatmap):
         return config
     env = make_env(agent.recipe, render_mode=None)
@@ -147,6 +153,9 @@ def check_camera(agent: LoadedAgent, config: RenderConfig) -> None:
     cameras = getattr(config, "camera", None)
     if not cameras or not parse_video_spec(config.videos):
         return
+    if is_jax_agent(agent):
+        raise UsageError(f"--camera {cameras}: {agent.recipe.env_id} is a JAX env, drawn by rlviz from its state; "
+                         "cameras are MuJoCo gymnasium envs'. Leave --camera off.")
     env = make_env(agent.recipe)
     try:
         with_cameras(env, cameras)
@@ -163,7 +172,10 @@ def check_failed_at(agent: LoadedAgent, config: RenderConfig) -> None:
     if not config.heatmap:
         x, y = cells[0]
         raise UsageError(f"--videos failed-at:{x},{y} selects by the failure heatmap; add --heatmap.")
-    h, w = heatmap_shape(agent.recipe, config.objects, config.seed)
+    if is_jax_agent(agent):  # the grid of the JAX env's object positions
+        h, w = (int(d) for d in jax_engine_for(agent, config).env.object_grid)
+    else:
+        h, w = heatmap_shape(agent.recipe, config.objects, config.seed)
     for x, y in cells:
         if not (0 <= x < w and 0 <= y < h):
             raise UsageError(f"--videos failed-at:{x},{y}: the pixel is outside the failure heatmap's {w}x{h} "
@@ -174,8 +186,8 @@ def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
     """Refuse a saliency the videos could not draw, before the rollout: the checks the recorder would run
     (image observations, target) on one reset observation, and, for gradient methods, gradients reaching the
     input (a network that detaches it would give blank maps)."""
-    if config.saliency is None or not parse_video_spec(config.videos):
-        return
+    if config.saliency is None or not parse_video_spec(config.videos) or is_jax_agent(agent):
+        return  # (a JAX policy's saliency: jax.grad of a traced function, always reaching its input)
     env = make_env(agent.recipe, render_mode=None)
     try:  # as the policy takes it (a Dict flattened for an SB3 MultiInputPolicy: rlviz.agent.obs)
         obs = ObsAdapter(env.observation_space, capabilities_of(agent.policy).obs_format).batch(

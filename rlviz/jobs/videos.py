@@ -27,6 +27,7 @@ from ..evaluate import RolloutResult
 from ..evaluate.backends.workers import Backend
 from ..media.atomic import atomic_path
 from ..sources import LoadedAgent
+from .jax_stages import is_jax_agent, record_jax_episode
 from .shards import AgentSource, source_for
 
 __all__ = ["VideoTask", "record_video_task", "record_episode", "write_video_files", "share_track",
@@ -79,7 +80,10 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
                    gamma: float, min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[EpisodeResult, float]:
     """Replay one rollout episode through :class:`RecordEpisode` into ``folder``: its result (with
     ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
-    to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`)."""
+    to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`). A flax agent on a JAX env: the episode replayed
+    alone by the JAX engine (:func:`rlviz.jobs.jax_stages.record_jax_episode`), into the same files."""
+    if is_jax_agent(agent):
+        return record_jax_episode(agent, record, folder, name_prefix, config, gamma, min_seconds)
     from ..draw.compose import ComposeOptions  # (the recorder and the drawing code load with the first video)
     from ..record import RecordEpisode, RecordOptions, run_episode
     from ..record.episode import play_actions
@@ -198,7 +202,7 @@ def record_videos(agent: LoadedAgent, result: RolloutResult, folder: Path, confi
     if chosen is None:
         chosen = select_episodes(result.returns, parse_video_spec(config.videos), seed=config.seed,
                                  heatmap=result.heatmap)
-    if backend is not None and chosen:
+    if backend is not None and chosen and not is_jax_agent(agent):  # (a JAX agent's replays: on its device, here)
         source = source_for(config, backend)
         tasks = [VideoTask(source, gamma, f"{label}-{idx}", result.episodes[idx], min_seconds)
                  for label, idx in chosen]

@@ -34,18 +34,13 @@ from ..evaluate.rollouts.rollout import RolloutPlan, episode_seed_for
 from ..evaluate.statistics.distance import action_gap, action_l2
 from ..evaluate.statistics.distance import tv_kl_categorical as _tv_kl_categorical
 from ..evaluate.statistics.distance import tv_kl_gaussian as _tv_kl_gaussian
+from ..jobs.jax_stages import is_jax_agent, run_kind
 from ..jobs.rollouts import import_now, run_rollouts
 from ..jobs.shards import AgentSource, ShardTask, run_shard, share_agent, source_for
 from ..jobs.stages import summarise
 from ..sources import LoadedAgent
 from ..sources.run_folders import TimelineCheckpoint, reason_line
-from .jax_checkpoints import (
-    is_jax_agent,
-    jax_action_probs,
-    jax_checkpoint_rollout,
-    jax_run_kind,
-    jax_visited_states,
-)
+from .jax_checkpoints import jax_action_probs, jax_checkpoint_rollout, jax_visited_states
 
 __all__ = ["evaluate_checkpoint", "evaluate_many", "checkpoint_config", "check_same_run", "visited_states",
            "policy_change", "CheckpointTask", "run_checkpoint", "task_ranges", "STATE_LIMIT"]
@@ -109,7 +104,7 @@ def evaluate_checkpoint(cp: TimelineCheckpoint, config: Any,
         raise
     except RlvizError as exc:
         return replace(cp, agent=agent, error=reason_line(cp.name, cp.path, exc))
-    summary = summarise(result, jax_run_kind(agent, result) if jax_kind else agent.policy.kind).to_dict()
+    summary = summarise(result, run_kind(agent, result) if jax_kind else agent.policy.kind).to_dict()
     return replace(cp, agent=agent, result=result, summary=summary, error=None)
 
 

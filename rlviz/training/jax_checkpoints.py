@@ -7,7 +7,8 @@ engine instead of the gymnasium rollout, with the same rows, findings and policy
   (:func:`rlviz.jax.replay.replay_jax_episode`), for the policy change;
 * :func:`jax_action_probs`: a discrete JAX policy's probabilities on those states (one vmapped call).
 
-Used by :mod:`rlviz.training.evaluate` when :func:`is_jax_agent`; imports jax only when called.
+Used by :mod:`rlviz.training.evaluate` when :func:`rlviz.jobs.jax_stages.is_jax_agent` (the agent plays a JAX env
+id); imports jax only when called.
 """
 
 from __future__ import annotations
@@ -19,15 +20,7 @@ import numpy as np
 
 from ..evaluate.rollouts.rollout import episode_seed_for
 
-__all__ = ["is_jax_agent", "jax_engine", "jax_checkpoint_rollout", "jax_visited_states", "jax_action_probs", "jax_run_kind"]
-
-
-def is_jax_agent(agent: Any) -> bool:
-    """True for a loaded flax agent (:func:`rlviz.jax.load.load_jax_agent`'s, or one built from params in a
-    training loop): its policy is a :class:`~rlviz.jax.contract.JaxPolicy` (``apply(params, obs)``, no torch)."""
-    policy = getattr(agent, "policy", None)
-    return policy is not None and callable(getattr(policy, "apply", None)) and hasattr(policy, "params") \
-        and not callable(getattr(policy, "evaluate", None))
+__all__ = ["jax_engine", "jax_checkpoint_rollout", "jax_visited_states", "jax_action_probs"]
 
 
 def _render_config(config: Any) -> Any:
@@ -35,13 +28,6 @@ def _render_config(config: Any) -> Any:
     given)."""
     render_config = getattr(config, "render_config", None)
     return render_config("jax-checkpoint") if callable(render_config) else config
-
-
-def jax_run_kind(agent: Any, result: Any) -> str:
-    """The run record's policy kind ("actor_critic" | "logits" | "q") of a JAX agent's rollout."""
-    if agent.policy.kind == "q":
-        return "q"
-    return "actor_critic" if any(e.value_sums is not None for e in result.episodes) else "logits"
 
 
 #: compiled engines by what their compiled functions depend on (the params are their argument): a training run's
@@ -56,7 +42,7 @@ def jax_engine(agent: Any, config: Any, heatmap: bool | None = None) -> Any:
     (:data:`_ENGINES`): each engine plays its own agent's params."""
     import copy
 
-    from ..jobs.render_jax import jax_engine_for
+    from ..jobs.jax_stages import jax_engine_for
 
     rc = _render_config(config)
     if heatmap is not None:
@@ -79,7 +65,7 @@ def jax_checkpoint_rollout(agent: Any, config: Any, gamma: float) -> Any:
     """The :class:`~rlviz.evaluate.RolloutResult` of ``agent`` on the run's seeds (``config``: a TimelineConfig or
     RenderConfig: episodes, seed, greedy, fail_on, heatmap, num_envs, env_kwargs)."""
     from ..jax.rollout import jax_rollout
-    from ..jobs.render_jax import jax_batch
+    from ..jobs.jax_stages import jax_batch
 
     rc = _render_config(config)
     return jax_rollout(jax_engine(agent, rc), int(rc.episodes), seed=int(rc.seed), num_envs=jax_batch(rc),
