@@ -43,7 +43,7 @@ def test_the_runs_are_evaluated_inside_the_loop_at_their_training_steps(story):
         assert [r["step"] for r in data["checkpoints"]] == steps
         assert data["env_id"] == mod.ENV and all(r["episodes"] == setting["episodes"] for r in data["checkpoints"])
         assert all(r["policy_change"]["vs_step"] == steps[i] for i, r in enumerate(data["checkpoints"][1:]))
-        videos = sorted((out / name / "videos").glob("step_*-worst-episode-*.mp4"))
+        videos = sorted((out / name / "videos").glob("step_*-worst-*-episode-0.mp4"))
         assert sorted({int(v.name.split("-")[0][5:]) for v in videos}) == steps
         assert (out / name / "timeline.png").is_file() and (out / name / "report.html").is_file()
 
