@@ -36,7 +36,7 @@ MODEL, CRITIC = f"{HERE / 'seed_ppo.py'}:Actor", f"{HERE / 'seed_ppo.py'}:Critic
 #: updates of 64 envs x 128 steps (8,192 env steps each), an evaluation every ``every`` updates on ``episodes`` seeds,
 #: the comparison of the final agents on ``compare_episodes`` seeds
 SETTINGS = {
-    "short": {"updates": 100, "every": 20, "episodes": 128, "compare_episodes": 300},
+    "short": {"updates": 100, "every": 25, "episodes": 128, "compare_episodes": 200},
     "long": {"updates": 250, "every": 25, "episodes": 500, "compare_episodes": 1000},
 }
 
