@@ -17,7 +17,6 @@ Deterministic: fixed seeds for training and evaluation.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 import time
@@ -80,38 +79,14 @@ def train_run(out: Path, name: str, cfg: PPOConfig, every_k: int, episodes: int)
 def compare_runs(out: Path, episodes: int) -> dict:
     """``rlviz compare buggy.msgpack fixed.msgpack --heatmap --videos worst:1 --saliency gradient`` on the same seeds;
     the paired difference (fixed - buggy) and each side's summary."""
-    import dataclasses
-
     import rlviz
 
-    if "critic" not in {f.name for f in dataclasses.fields(rlviz.CompareConfig)}:
-        return _render_both(out, episodes)  # (this rlviz's compare takes no flax critic yet: issue 56)
     done = rlviz.compare(a=str(out / "buggy.msgpack"), b=str(out / "fixed.msgpack"), model=MODEL, critic=CRITIC,
                          env=ENV, episodes=episodes, heatmap=True, videos="worst:1", saliency="gradient",
                          out=str(out / "compare"), overwrite=True)
     c = done.comparison
     return {"episodes": episodes, "return_diff": c["return_diff"], "prob_improvement": c.get("prob_improvement"),
             "a": _side(c["a"]), "b": _side(c["b"])}
-
-
-def _render_both(out: Path, episodes: int) -> dict:
-    """``rlviz render`` of each agent on the same seeds, and compare's paired difference of their returns."""
-    import numpy as np
-
-    import rlviz
-    from rlviz.evaluate.statistics.paired import paired_difference
-
-    print("rlviz compare takes no flax --critic here: rendering both agents on the same seeds", flush=True)
-    sides, returns = {}, {}
-    for side, name in (("a", "buggy"), ("b", "fixed")):
-        done = rlviz.render(checkpoint=str(out / f"{name}.msgpack"), model=MODEL, critic=CRITIC, env=ENV,
-                            episodes=episodes, heatmap=True, videos="worst:1", saliency="gradient",
-                            out=str(out / "compare" / name), overwrite=True)
-        sides[side] = _side(done.summary)
-        with open(done.episodes_csv, newline="") as f:
-            returns[side] = np.array([float(r["return"]) for r in csv.DictReader(f)], np.float64)
-    c = paired_difference(returns["a"], returns["b"])
-    return {"episodes": episodes, "return_diff": c["return_diff"], "prob_improvement": c["prob_improvement"], **sides}
 
 
 def _side(summary: dict) -> dict:
