@@ -34,11 +34,13 @@ from ..evaluate.rollouts.rollout import RolloutPlan, episode_seed_for
 from ..evaluate.statistics.distance import action_gap, action_l2
 from ..evaluate.statistics.distance import tv_kl_categorical as _tv_kl_categorical
 from ..evaluate.statistics.distance import tv_kl_gaussian as _tv_kl_gaussian
+from ..jobs.jax_stages import is_jax_agent, run_kind
 from ..jobs.rollouts import import_now, run_rollouts
 from ..jobs.shards import AgentSource, ShardTask, run_shard, share_agent, source_for
 from ..jobs.stages import summarise
 from ..sources import LoadedAgent
 from ..sources.run_folders import TimelineCheckpoint, reason_line
+from .jax_checkpoints import jax_action_probs, jax_checkpoint_rollout, jax_visited_states
 
 __all__ = ["evaluate_checkpoint", "evaluate_many", "checkpoint_config", "check_same_run", "visited_states",
            "policy_change", "CheckpointTask", "run_checkpoint", "task_ranges", "STATE_LIMIT"]
@@ -91,14 +93,18 @@ def evaluate_checkpoint(cp: TimelineCheckpoint, config: Any,
     if reference is not None:
         check_same_run(reference, replace(cp, agent=agent))
     gamma = float(config.gamma if config.gamma is not None else agent.gamma)
+    jax_kind = is_jax_agent(agent)  # a flax agent: the JAX engine plays the seeds (rlviz.training.jax_checkpoints)
     try:
-        with torch_threads(config.threads):
-            result = run_rollouts(agent, rc, gamma)
+        if jax_kind:
+            result = jax_checkpoint_rollout(agent, config, gamma)
+        else:
+            with torch_threads(config.threads):
+                result = run_rollouts(agent, rc, gamma)
     except UsageError:
         raise
     except RlvizError as exc:
         return replace(cp, agent=agent, error=reason_line(cp.name, cp.path, exc))
-    summary = summarise(result, agent.policy.kind).to_dict()
+    summary = summarise(result, run_kind(agent, result) if jax_kind else agent.policy.kind).to_dict()
     return replace(cp, agent=agent, result=result, summary=summary, error=None)
 
 
@@ -244,6 +250,8 @@ def visited_states(agent: LoadedAgent, config: Any, limit: int = STATE_LIMIT) ->
     episodes (episode k replayed alone on its seed, as in the rollout), or None when they are not plain arrays
     (dict/tuple observations). A recurrent policy's are its first episode's (from its start, at most ``limit``):
     ``policy.evaluate`` reads them as one episode, so each checkpoint is asked with its memory run along it."""
+    if is_jax_agent(agent):
+        return jax_visited_states(agent, config, limit)
     from ..envs import make_env
 
     recurrent = capabilities_of(agent.policy).recurrent
@@ -272,6 +280,13 @@ def policy_change(earlier: LoadedAgent, later: LoadedAgent, states: np.ndarray |
     without states."""
     if states is None or len(states) == 0:
         return None
+    if is_jax_agent(later):  # a flax agent's categorical policy (others: not measured)
+        p_new, p_old = jax_action_probs(later, states), jax_action_probs(earlier, states)
+        if p_new is None or p_old is None:
+            return None
+        tv, kl = _tv_kl_categorical(p_new, p_old, None)
+        return {"states": int(len(states)), "tv_mean": float(tv.mean()), "kl_mean": float(kl.mean()),
+                "kl_direction": "later||earlier", "distribution": "categorical"}
     with torch_threads(1):
         new, old = later.policy.evaluate(states), earlier.policy.evaluate(states)
     dist = new.dist

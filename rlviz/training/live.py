@@ -128,12 +128,18 @@ class TimelineWriter:
         if not isinstance(policy, Policy):
             raise UsageError(f"TimelineWriter.add: policy is a {type(policy).__name__}; expected an rlviz Policy "
                              "(e.g. TorchPolicy(net), or sb3_policy(model)).")
-        if any(c.step == step for c in self._evaluator.done):
-            raise UsageError(f"TimelineWriter.add: step {step} is already in {self.out}; add each step once.")
         if self._names is None:
             self._names = tuple(action_names) if action_names else tuple(env_facts(self.recipe)[2])
         frozen = _snapshot(policy)
-        agent = LoadedAgent(frozen, self.recipe, self._names, float(gamma), frozen.kind, {"step": step}, None, "live")
+        return self.add_agent(LoadedAgent(frozen, self.recipe, self._names, float(gamma), frozen.kind, {"step": step},
+                                          None, "live"), step)
+
+    def add_agent(self, agent: LoadedAgent, step: int) -> dict:
+        """:meth:`add` for an agent that training no longer changes (a torch policy copied by :meth:`add`, or a flax
+        agent built from a training loop's params: :class:`rlviz.integrations.jax_loop.JaxTimeline`); its row."""
+        step = check_step(step)
+        if any(c.step == step for c in self._evaluator.done):
+            raise UsageError(f"TimelineWriter.add: step {step} is already in {self.out}; add each step once.")
         cp = TimelineCheckpoint(step, self.out / f"step_{step}", f"step_{step}", "training", agent=agent)
         done = self._evaluator.add(cp)
         if done.error is not None:

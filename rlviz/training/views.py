@@ -81,7 +81,9 @@ def write_views(out: Path, data: dict, checkpoints: Sequence[TimelineCheckpoint]
     good = sorted((c for c in checkpoints if c.error is None and int(c.step) in rows), key=lambda c: int(c.step))
     plot_timeline(out / PNG, data, title=_title(data, good))
     heatmaps = _heatmap_views(out, good, config) if getattr(config, "heatmap", False) else {}
-    parts = write_progression_views(out, good, config, backend)
+    from ..jobs.jax_stages import is_jax_agent  # a flax agent's checkpoints have no progression part (yet)
+
+    parts = write_progression_views(out, [c for c in good if not is_jax_agent(c.agent)], config, backend)
     write_timeline_report(out / "report.html", data, parts, heatmaps, out / PNG,
                           out / HEATMAPS_PNG if (out / HEATMAPS_PNG).is_file() and heatmaps else None)
 

@@ -1,0 +1,131 @@
+"""Seed 003's story, reproduced with rlviz: a JAX PPO on gymnax Breakout-MinAtar trained twice, once with the seed's
+bug (the entropy bonus left out of the loss that is differentiated) and once fixed, each run evaluated from inside
+its jit-compiled loop every K updates into a timeline folder (:class:`rlviz.integrations.jax_loop.JaxTimeline` called
+through :func:`rlviz.jax.every`), then the two final agents compared on the same seeds (``rlviz compare buggy fixed
+--heatmap --videos worst:1 --saliency gradient``).
+
+    python scripts/seed_story.py --out story                 # the short setting (CI: tests/test_seed_story.py)
+    python scripts/seed_story.py --out story --setting long  # the documented one (docs/story.md)
+
+Writes into ``--out``: ``buggy/`` and ``fixed/`` (each a timeline folder: timeline.json, timeline.csv,
+timeline.png, heatmaps, report.html, videos/step_<N>-worst-*.mp4), ``buggy.msgpack`` / ``fixed.msgpack`` (the final
+params, ``{"actor", "critic"}``), ``compare/`` (the comparison) and ``story.json`` (the figures the docs quote:
+each run's return, entropy, value explained variance, its timeline's ``first_seen``, the paired difference).
+Deterministic: fixed seeds for training and evaluation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from seed_ppo import OBS_SHAPE, Actor, Critic, PPOConfig, make_train  # noqa: E402
+
+ENV = "gymnax:Breakout-MinAtar"
+MODEL, CRITIC = f"{HERE / 'seed_ppo.py'}:Actor", f"{HERE / 'seed_ppo.py'}:Critic"
+
+#: updates of 64 envs x 128 steps (8,192 env steps each), an evaluation every ``every`` updates on ``episodes`` seeds,
+#: the comparison of the final agents on ``compare_episodes`` seeds
+SETTINGS = {
+    "short": {"updates": 100, "every": 25, "episodes": 128, "compare_episodes": 200},
+    "long": {"updates": 250, "every": 25, "episodes": 500, "compare_episodes": 1000},
+}
+
+
+def train_run(out: Path, name: str, cfg: PPOConfig, every_k: int, episodes: int) -> dict:
+    """Train one run with its in-loop timeline in ``out/name``; save its final params; its figures."""
+    import flax.serialization
+    import jax
+    import jax.numpy as jnp
+
+    from rlviz import TimelineConfig
+    from rlviz.integrations.jax_loop import JaxTimeline
+    from rlviz.jax import FlaxPolicy, FlaxPolicyOptions, every
+
+    obs = jnp.zeros((1, *OBS_SHAPE))
+    template = FlaxPolicy(Actor(3, cfg.hidden), Actor(3, cfg.hidden).init(jax.random.PRNGKey(0), obs)["params"],
+                          critic=Critic(cfg.hidden), critic_params=Critic(cfg.hidden).init(jax.random.PRNGKey(0), obs)[
+                              "params"], options=FlaxPolicyOptions(obs_shape=OBS_SHAPE))
+    folder = out / name
+    timeline = JaxTimeline(folder, template, ENV, steps_per_update=cfg.steps_per_update, episodes=episodes,
+                           videos="worst:1", config=TimelineConfig(run=str(folder), heatmap=True, saliency="gradient",
+                                                                    seed=0, overwrite=True))
+    train = jax.jit(make_train(cfg, callback=lambda u, a, c: every(every_k, u, timeline, a, c)))
+    t0 = time.perf_counter()
+    actor, critic, metrics = jax.block_until_ready(train(jax.random.PRNGKey(cfg.seed)))
+    wall = time.perf_counter() - t0
+    timeline.close()
+    (out / f"{name}.msgpack").write_bytes(flax.serialization.to_bytes({"actor": actor, "critic": critic}))
+    data = timeline.writer.data
+    rows = data["checkpoints"]
+    return {"train_seconds_with_evaluations": round(wall, 1), "env_steps": cfg.updates * cfg.steps_per_update,
+            "first_seen": data["first_seen"], "regressions": data["regressions"],
+            "checkpoints": [{"step": r["step"], "return": round(r["return"]["mean"], 3),
+                             "entropy": round(r["mean_relative_entropy"], 4),
+                             "value_ev": None if r.get("value_explained_variance") is None
+                             else round(r["value_explained_variance"], 4),
+                             "warnings": [f["id"] for f in r["diagnostics"] if f["severity"] == "warning"]}
+                            for r in rows]}
+
+
+def compare_runs(out: Path, episodes: int) -> dict:
+    """``rlviz compare buggy.msgpack fixed.msgpack --heatmap --videos worst:1 --saliency gradient`` on the same seeds;
+    the paired difference (fixed - buggy) and each side's summary."""
+    import rlviz
+
+    done = rlviz.compare(a=str(out / "buggy.msgpack"), b=str(out / "fixed.msgpack"), model=MODEL, critic=CRITIC,
+                         env=ENV, episodes=episodes, heatmap=True, videos="worst:1", saliency="gradient",
+                         out=str(out / "compare"), overwrite=True)
+    c = done.comparison
+    return {"episodes": episodes, "return_diff": c["return_diff"], "prob_improvement": c.get("prob_improvement"),
+            "a": _side(c["a"]), "b": _side(c["b"])}
+
+
+def _side(summary: dict) -> dict:
+    return {"return_mean": summary["returns"]["mean"], "return_std": summary["returns"]["std"],
+            "entropy": summary["mean_relative_entropy"], "value_ev": summary.get("value_explained_variance"),
+            "warnings": [f["id"] for f in summary.get("diagnostics", ()) if f["severity"] == "warning"]}
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--out", default="story", help="output folder (default: story)")
+    p.add_argument("--setting", choices=sorted(SETTINGS), default="short", help="short: CI; long: docs/story.md")
+    p.add_argument("--seed", type=int, default=0, help="training seed (the same for both runs)")
+    p.add_argument("--lr", type=float, default=2.5e-3, help="Adam learning rate of actor and critic (default 2.5e-3)")
+    p.add_argument("--updates", type=int, default=None, help="override the setting's number of updates")
+    p.add_argument("--every", type=int, default=None, help="override the setting's updates between evaluations")
+    p.add_argument("--episodes", type=int, default=None, help="override the seeds of each evaluation")
+    p.add_argument("--compare-episodes", type=int, default=None, help="override the paired seeds of the comparison")
+    args = p.parse_args(argv)
+    s = dict(SETTINGS[args.setting])
+    s.update({k: v for k, v in (("updates", args.updates), ("every", args.every), ("episodes", args.episodes),
+                                ("compare_episodes", args.compare_episodes)) if v is not None})
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = PPOConfig(updates=s["updates"], lr=args.lr, seed=args.seed)
+    story: dict[str, Any] = {"setting": args.setting, "config": {**base.__dict__, "every": s["every"],
+                                                                 "episodes": s["episodes"]}}
+    for name, bonus in (("buggy", False), ("fixed", True)):
+        story[name] = train_run(out, name, replace(base, entropy_in_loss=bonus), s["every"], s["episodes"])
+        print(f"{name}: {json.dumps(story[name]['checkpoints'][-1])}; first seen {story[name]['first_seen']}",
+              flush=True)
+    story["compare"] = compare_runs(out, s["compare_episodes"])
+    d = story["compare"]["return_diff"]
+    print(f"fixed - buggy: {d['mean']:+.2f} (95% CI [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}]) over "
+          f"{story['compare']['episodes']} paired episodes; buggy {story['compare']['a']['return_mean']:.2f}, fixed "
+          f"{story['compare']['b']['return_mean']:.2f}", flush=True)
+    (out / "story.json").write_text(json.dumps(story, indent=1, default=float) + "\n")
+    return story
+
+
+if __name__ == "__main__":
+    main()
