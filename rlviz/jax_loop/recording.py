@@ -99,6 +99,15 @@ class BatchVideo:
     global_step: int | None = None
 
 
+def _is_gymnax_env(env: Any) -> bool:
+    """True for a gymnax ``Environment`` (PureJaxRL's wrappers looked through by the caller)."""
+    try:
+        from gymnax.environments.environment import Environment
+    except ImportError:
+        return False
+    return isinstance(env, Environment)
+
+
 def jax_env_of(env: Any) -> Any:
     """rlviz's :class:`~rlviz.jax.contract.JaxEnv` of ``env``: an id (``"gymnax:Breakout-MinAtar"``), a JaxEnv, or
     a gymnax env object (PureJaxRL's wrappers, ``LogWrapper(FlattenObservationWrapper(env))``, looked through)."""
@@ -112,7 +121,7 @@ def jax_env_of(env: Any) -> Any:
     while hasattr(inner, "_env"):
         inner = inner._env
     name = getattr(inner, "name", None)
-    if type(inner).__module__.startswith("gymnax") and isinstance(name, str):
+    if _is_gymnax_env(inner) and isinstance(name, str):
         return make_jax_env(f"gymnax:{name}")
     raise UsageError(f"env={type(env).__name__}: rlviz does not know which env this is; pass its id instead, e.g. "
                      "'gymnax:Breakout-MinAtar', 'craftax:Craftax-Classic-Pixels-v1', 'brax:ant'.")
