@@ -324,7 +324,9 @@ def test_a_killed_worker_is_replaced_and_its_shard_rerun(probe_ckpt, tmp_path, m
 
 
 def test_a_worker_that_dies_twice_fails_in_one_line_with_no_outputs(probe_ckpt, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv(KILL_HOOK, "0:always")
+    # "*": every task's worker dies after its first episode (with "0", a loaded machine could let worker 1 claim
+    # all 40 episodes before worker 0 played one: nobody died and the render succeeded)
+    monkeypatch.setenv(KILL_HOOK, "*:always")
     before = set(_children())
     rc = _render(tmp_path / "out", *PROBE_ARGS, "--videos", "none", "--workers", "2", checkpoint=probe_ckpt,
                  episodes=40)

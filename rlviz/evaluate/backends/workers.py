@@ -37,7 +37,8 @@ __all__ = ["Backend", "shard_ranges", "merge_rollouts", "WorkerPool", "WorkerDie
 
 #: Test hook: ``"<n>:<marker file>"`` makes the worker running a map's n-th rollout task (one with a
 #: ``first_episode``) SIGKILL itself after its first episode, once (when the marker file does not exist yet) or,
-#: with the marker ``always``, every time.
+#: with the marker ``always``, every time; ``n`` = ``*``: whichever task (the workers claim episodes from one shared
+#: counter, so a loaded machine may give one worker every episode before another has started).
 KILL_HOOK = "RLVIZ_TEST_KILL_SHARD"
 
 _CLAIMS = None  # in a worker: the pool's shared counter of the next episode index (see claimed_indices)
@@ -122,7 +123,7 @@ def _kill_hook(task, tid: int) -> Callable | None:
     if not spec or getattr(task, "first_episode", None) is None:
         return None
     at, _, marker = spec.partition(":")
-    if int(at) != int(tid):
+    if at != "*" and int(at) != int(tid):
         return None
     if marker != "always":
         if os.path.exists(marker):
