@@ -82,20 +82,27 @@ LOOP = textwrap.dedent('''
         cycles = 70 if kind == "pettingzoo" else 12  # (panels: 71 frames, drawn in the recorder's drawing process)
         env = RecordParallelEpisode(pistonball_v6.parallel_env(render_mode="rgb_array", n_pistons=4, max_cycles=cycles),
                                     videos, episode_trigger=lambda k: True)
+        from rlviz.interrupts import remembered_sigint
+
         log.write("mode single\\n")
         k = 0
-        while True:
-            env.reset(seed=k)
-            steps = 0
-            while env.agents:
-                mean = {a: rng.uniform(-1, 1, 1).astype(np.float32) for a in env.agents}
-                if kind == "pettingzoo":
-                    env.annotate(mean=mean, std={a: np.full(1, 0.3, np.float32) for a in mean},
-                                 value={a: float(m[0]) for a, m in mean.items()})
-                env.step(mean)
-                steps += 1
-            ended_episode(0, k, steps)
-            k += 1
+        # (pymunk swallows a Ctrl-C that lands in one of its cffi callbacks, "Exception ignored from cffi
+        # callback": a user presses it again; the loop raises it at its next step instead)
+        with remembered_sigint() as came:
+            while True:
+                env.reset(seed=k)
+                steps = 0
+                while env.agents:
+                    mean = {a: rng.uniform(-1, 1, 1).astype(np.float32) for a in env.agents}
+                    if kind == "pettingzoo":
+                        env.annotate(mean=mean, std={a: np.full(1, 0.3, np.float32) for a in mean},
+                                     value={a: float(m[0]) for a, m in mean.items()})
+                    env.step(mean)
+                    steps += 1
+                    if came():
+                        raise KeyboardInterrupt
+                ended_episode(0, k, steps)
+                k += 1
     else:  # one env: "panels" annotated, "frames" frames only (streamed to ffmpeg as they come)
         env = RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), videos, episode_trigger=lambda k: True)
         log.write("mode single\\n")
