@@ -1,6 +1,7 @@
 """The jobs' videos (render's, compare's per agent, the explorer's replays): which episodes get one
-(:func:`select_episodes`), each replayed into a video (:func:`record_episode`), in this process or as a worker's
-unit (:class:`VideoTask`, its files brought back as bytes and written under the driver's folder by
+(:func:`select_episodes`), each replayed into a video by the one function that makes an episode's video
+(:func:`record_episode`: render, compare and ``rlviz explore``'s on-demand videos all call it), in this process or as
+a worker's unit (:class:`VideoTask`, its files brought back as bytes and written under the driver's folder by
 :func:`write_video_files`); :func:`record_videos` runs them all for a rollout.
 
 A replay plays the rollout's actions again (the env under the same seed) and runs the policy once, batched, for the
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -27,10 +29,10 @@ from ..evaluate import RolloutResult
 from ..evaluate.backends.workers import Backend
 from ..media.atomic import atomic_path
 from ..sources import LoadedAgent
-from .jax_stages import is_jax_agent, record_jax_episode
+from .jax_stages import is_jax_agent, jax_rollouts, record_jax_episode
 from .shards import AgentSource, source_for
 
-__all__ = ["VideoTask", "record_video_task", "record_episode", "write_video_files", "share_track",
+__all__ = ["VideoTask", "record_video_task", "record_episode", "rollout_alone", "write_video_files", "share_track",
            "MIN_VIDEO_SECONDS", "select_episodes", "record_videos", "nothing_failed_at"]
 
 #: render's videos last at least this long: short episodes play slower and hold their last frame.
@@ -76,12 +78,25 @@ def write_video_files(files: dict[Any, Any], folder: Path) -> dict[Any, Any]:
     return out
 
 
-def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name_prefix: str, config: RenderConfig,
-                   gamma: float, min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[EpisodeResult, float]:
-    """Replay one rollout episode through :class:`RecordEpisode` into ``folder``: its result (with
-    ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
-    to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`). A flax agent on a JAX env: the episode replayed
-    alone by the JAX engine (:func:`rlviz.jobs.jax_stages.record_jax_episode`), into the same files."""
+def record_episode(agent: LoadedAgent, record: EpisodeResult | int, folder: Path, name_prefix: str,
+                   config: RenderConfig, gamma: float, min_seconds: float = MIN_VIDEO_SECONDS,
+                   check: Callable[[EpisodeResult], None] | None = None) -> tuple[EpisodeResult, float]:
+    """Replay one episode of ``agent`` (its env recipe, ``config``'s seed and flags) into its video in ``folder``
+    (``<name_prefix>-episode-0.mp4`` and its per-step ``.npz``): its result (with ``video_path``, ``index`` the
+    rollout's) and the env's frame rate. The one function render, compare (per agent) and ``rlviz explore`` make an
+    episode's video with.
+
+    ``record``: the episode as the run's rollout played it (render, compare), or its index ``n`` (explore): then it is
+    rolled out again alone first, from its seed as in the whole run (:func:`rollout_alone`), and ``check(record)`` may
+    refuse it before its video is made (explore: when it does not play as the run's table says). A short episode's
+    video is slowed and held to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`). A flax agent on a JAX
+    env: the episode replayed alone by the JAX engine (:func:`rlviz.jobs.jax_stages.record_jax_episode`), into the
+    same files."""
+    if not isinstance(record, EpisodeResult):
+        n = int(record)
+        record = next(e for e in rollout_alone(agent, config, gamma, n).episodes if e.index == n)
+    if check is not None:
+        check(record)
     if is_jax_agent(agent):
         return record_jax_episode(agent, record, folder, name_prefix, config, gamma, min_seconds)
     from ..draw.compose import ComposeOptions  # (the recorder and the drawing code load with the first video)
@@ -119,6 +134,20 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
             stacklevel=2,
         )
     return replace(replayed, index=record.index), env.fps
+
+
+def rollout_alone(agent: LoadedAgent, config: RenderConfig, gamma: float, n: int) -> RolloutResult:
+    """Episode ``n`` of ``config``'s rollout, alone (render's rollout with one env and ``indices=(n,)``: episode
+    outcomes do not depend on how many envs run beside it; a JAX agent's: the JAX engine's, episode ``n``'s key as
+    in the run)."""
+    config = replace(config, num_envs=1)
+    if is_jax_agent(agent):
+        return cast(RolloutResult, jax_rollouts(agent, config, gamma, indices=(n,)))
+    from ..evaluate.rollouts.plan import RolloutPlan, RolloutProbes
+    from ..evaluate.rollouts.rollout import rollout
+
+    plan = RolloutPlan.for_config(config, gamma, num_envs=1, indices=(n,), progress=False)
+    return rollout(agent.recipe, agent.policy, plan, RolloutProbes(attention=attention_spec(config)))
 
 
 def share_track(record: EpisodeResult) -> list[dict[str, float]] | None:
