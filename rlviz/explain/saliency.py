@@ -34,7 +34,7 @@ import numpy as np
 
 from ..agent.capabilities import capabilities_of
 from ..agent.policy import Policy
-from ..choices import SALIENCY_METHODS
+from ..choices import DEFAULT_SALIENCY_METHOD, SALIENCY_METHODS
 from ..errors import UsageError
 from ..progress import bar
 from .attribution import SaliencyMethod, attribution_class
@@ -106,7 +106,7 @@ def _check_options(options: AttributionOptions | None, where: str, method_option
 def attribute(
     policy: Policy,
     obs,
-    method: str = "gradient",
+    method: str = DEFAULT_SALIENCY_METHOD,
     target="action",
     actions=None,
     *,
@@ -143,7 +143,7 @@ def episode_saliency(
     policy: Policy,
     observations,
     actions,
-    method: str = "gradient",
+    method: str = DEFAULT_SALIENCY_METHOD,
     target="action",
     *,
     options: AttributionOptions | None = None,
@@ -218,7 +218,7 @@ def _chunk_maps(policy, obs, acts, method, target, options, method_options, stat
         return attribute(policy, obs, method, target, acts, options=options, **method_options)
     from .given_state import GivenState
 
-    if attribution_class(method).name == "gradient":
+    if attribution_class(method).single_pass:
         whole = replace(options, batch_size=max(int(obs.shape[0]), int(options.batch_size or 0)))
         return attribute(GivenState(policy, states), obs, method, target, acts, options=whole, **method_options)
     return np.concatenate([attribute(GivenState(policy, tuple(s[i : i + 1] for s in states)), obs[i : i + 1], method,

@@ -84,7 +84,8 @@ class RecordOptions:
 
     strip: frames-only videos: a thin strip under the game with the step, the reward and the return so far.
     gamma: discount of the return-to-go drawn beside the value trace.
-    saliency: None, "gradient", "smoothgrad" or "perturbation" (needs a policy; computed per episode in batches).
+    saliency: None or a saliency method's name (:data:`rlviz.choices.ATTRIBUTION_METHODS`: "gradient", "smoothgrad",
+    "perturbation"; needs a policy; computed per episode in batches).
     saliency_target: "action" (the chosen action's logit), "logprob", "value" or an action index.
     compose_options: a :class:`rlviz.draw.ComposeOptions` (panel sizes, minimum video length...).
     preset, crf: libx264's speed preset and quality (lower crf: better, larger).
