@@ -92,13 +92,12 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult | int, folder: Path
     video is slowed and held to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`). A flax agent on a JAX
     env: the episode replayed alone by the JAX engine (:func:`rlviz.jobs.jax_stages.record_jax_episode`), into the
     same files."""
-    if not isinstance(record, EpisodeResult):
-        n = int(record)
-        record = next(e for e in rollout_alone(agent, config, gamma, n).episodes if e.index == n)
+    episode: EpisodeResult = record if isinstance(record, EpisodeResult) else next(
+        e for e in rollout_alone(agent, config, gamma, int(record)).episodes if e.index == int(record))
     if check is not None:
-        check(record)
+        check(episode)
     if is_jax_agent(agent):
-        return record_jax_episode(agent, record, folder, name_prefix, config, gamma, min_seconds)
+        return record_jax_episode(agent, episode, folder, name_prefix, config, gamma, min_seconds)
     from ..draw.compose import ComposeOptions  # (the recorder and the drawing code load with the first video)
     from ..record import RecordEpisode, RecordOptions, run_episode
     from ..record.episode import play_actions
@@ -114,26 +113,26 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult | int, folder: Path
                               camera=getattr(config, "camera", None)),
     )
     spec = attention_spec(config)  # with attention: the per-object share track under the panels
-    track = share_track(record) if spec is not None else None
+    track = share_track(episode) if spec is not None else None
     try:
-        with progress.phase(f"video {name_prefix.replace('-', ':', 1)} ({record.length} steps)"):
-            if record.actions is not None and (spec is None or track is not None):
+        with progress.phase(f"video {name_prefix.replace('-', ':', 1)} ({episode.length} steps)"):
+            if episode.actions is not None and (spec is None or track is not None):
                 # the env replays the rollout's actions; the policy runs once, batched, for the panels
-                replayed = play_actions(env, record, track)
+                replayed = play_actions(env, episode, track)
             else:  # a record without its actions (or attention shares): played again by the policy
                 played = env if spec is None else ShareTrack(env, spec, agent.policy, agent.recipe.env_id,
                                                              config.objects)
-                replayed = run_episode(played, seed=record.seed, greedy=record.greedy)
+                replayed = run_episode(played, seed=episode.seed, greedy=episode.greedy)
     finally:
         env.close()
-    if not np.isclose(replayed.ret, record.ret):
+    if not np.isclose(replayed.ret, episode.ret):
         warnings.warn(
-            f"Replaying episode {record.index} (seed {record.seed}) gave return {replayed.ret:g}; the rollout gave "
-            f"{record.ret:g}. The env is not deterministic under its seed, so this video may differ "
+            f"Replaying episode {episode.index} (seed {episode.seed}) gave return {replayed.ret:g}; the rollout gave "
+            f"{episode.ret:g}. The env is not deterministic under its seed, so this video may differ "
             "from the statistics.",
             stacklevel=2,
         )
-    return replace(replayed, index=record.index), env.fps
+    return replace(replayed, index=episode.index), env.fps
 
 
 def rollout_alone(agent: LoadedAgent, config: RenderConfig, gamma: float, n: int) -> RolloutResult:
