@@ -1,8 +1,9 @@
 """Module paths that moved, kept for one release more: those of 0.4 (the sources by family, evaluate by concern)
 until 0.6, those of 0.5 (attention's summary and plot, now :mod:`rlviz.analysis`; the multi-agent recorders, now
-:mod:`rlviz.record.agents`) until 0.7; and the keyword arguments of 0.3 that 0.4 gathered into one object
-(:func:`old_keywords`: ``RecordEpisode(..., saliency=...)``, ``rollout(..., num_envs=...)``). (The 0.1 and 0.2
-paths were removed in 0.5.0, the 0.3 paths, ``rlviz.timeline.plot``..., in 0.6.)
+:mod:`rlviz.record.agents`) until 0.7; and keyword arguments gathered into one object (:func:`old_keywords`: the
+JAX loader's and FlaxPolicy's of 0.6.dev, until 0.7). (The 0.1 and 0.2 paths were removed in 0.5.0; the 0.3 paths,
+``rlviz.timeline.plot``..., and 0.3's keywords, ``RecordEpisode(..., saliency=...)``, ``rollout(..., num_envs=...)``,
+in 0.6.)
 
 Importing one gives the module's new home, with a ``DeprecationWarning`` that names it. Nothing else in rlviz
 imports these paths.
@@ -155,9 +156,8 @@ def install() -> None:
         sys.meta_path.insert(0, _AliasFinder())
 
 
-def old_keywords(names: Iterable[str], fold: Callable[[tuple, dict, dict], tuple], into: str,
-                 also: Callable[[tuple], bool] | None = None, release: str = "0.3",
-                 until: str = "0.5") -> Callable[[_F], _F]:
+def old_keywords(names: Iterable[str], fold: Callable[[tuple, dict, dict], tuple], into: str, *, release: str,
+                 until: str, also: Callable[[tuple], bool] | None = None) -> Callable[[_F], _F]:
     """Decorator: the function (or ``__init__``) also takes ``names``, its keyword arguments of ``release``, for one
     more release. Given any of them (or when ``also(args)`` says the positional arguments are the old ones), the
     call warns (a ``DeprecationWarning`` naming them and ``into``, the object that holds them now) and

@@ -3,10 +3,24 @@ offers them as choices. (A leaf module: importing it loads nothing heavy.)"""
 
 from __future__ import annotations
 
-__all__ = ["RUN_MARKER", "RUN_CACHE_DIR", "SALIENCY_METHODS", "SALIENCY_TARGETS", "FAIL_ON", "VIDEO_KINDS", "DEFAULT_NUM_ENVS", "RAY_LOCAL"]
+__all__ = ["RUN_MARKER", "RUN_CACHE_DIR", "ATTRIBUTION_METHODS", "SALIENCY_METHODS", "DEFAULT_SALIENCY_METHOD",
+           "SALIENCY_TARGETS", "FAIL_ON", "VIDEO_KINDS", "DEFAULT_NUM_ENVS", "RAY_LOCAL"]
 
-#: Saliency methods (implemented in :mod:`rlviz.explain.saliency`).
-SALIENCY_METHODS = ("gradient", "smoothgrad", "perturbation")
+#: The registry of attribution methods, the one place their names live: each name a user chooses (``--saliency``,
+#: ``--attention``, ``--memory-saliency``'s method, ``attribute(method=...)``) -> its
+#: :class:`~rlviz.explain.attribution.SaliencyMethod` class, as ``"module:Class"`` (so that the CLI parses the names
+#: without importing torch; :data:`rlviz.explain.attribution.ATTRIBUTIONS` is this mapping with the classes, and each
+#: class's ``name`` is read from here). The class carries the rest: its memory variant, what attention's shares are
+#: shares of, whether it takes gradients. Adding a method: its class, and its line here.
+ATTRIBUTION_METHODS: dict[str, str] = {
+    "gradient": "rlviz.explain.attribution:Gradient",
+    "smoothgrad": "rlviz.explain.attribution:SmoothGrad",
+    "perturbation": "rlviz.explain.attribution:Perturbation",
+}
+#: The methods' names, in the registry's order (the CLI's choices).
+SALIENCY_METHODS = tuple(ATTRIBUTION_METHODS)
+#: The method attention and the API use when none is named: the registry's first.
+DEFAULT_SALIENCY_METHOD = SALIENCY_METHODS[0]
 #: Named saliency targets; an action index is accepted too.
 SALIENCY_TARGETS = ("action", "logprob", "value")
 #: What counts as a failure (:mod:`rlviz.evaluate.rollouts.rollout`): "auto" = life loss when the env reports lives.

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import TYPE_CHECKING, Any
 
-from .choices import DEFAULT_NUM_ENVS, FAIL_ON, RAY_LOCAL, SALIENCY_METHODS, SALIENCY_TARGETS
+from .choices import DEFAULT_NUM_ENVS, DEFAULT_SALIENCY_METHOD, FAIL_ON, RAY_LOCAL, SALIENCY_METHODS, SALIENCY_TARGETS
 from .errors import UsageError
 from .options import CliOption, camera_list, cli_options, option, parse_video_spec
 from .options import attention_value as _attention
@@ -113,8 +113,8 @@ class RenderConfig:
     log_scale: bool = option(False, "log colour scale for the heatmap")
     attention: bool | str | None = option(
         None, "every step's attribution share per heatmap object (summary.json attention, attention_at_failure.png); "
-        "on by default with --saliency METHOD --heatmap, using METHOD; --attention alone: on (gradient without "
-        "--saliency; turns the heatmap on); --attention gradient|smoothgrad|perturbation: that method (e.g. "
+        f"on by default with --saliency METHOD --heatmap, using METHOD; --attention alone: on ({DEFAULT_SALIENCY_METHOD} "
+        f"without --saliency; turns the heatmap on); --attention {'|'.join(SALIENCY_METHODS)}: that method (e.g. "
         "gradient attention beside perturbation videos); --attention off", kind="optional", const=True,
         metavar="METHOD")
     gamma: float | None = option(None, "discount for return-to-go (default: checkpoint's)", metavar="G")

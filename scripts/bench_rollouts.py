@@ -201,7 +201,7 @@ def compare(case: str, repeats: int, episodes: int | None, seed: int) -> dict:
     path, num_envs, default_eps = CASES[case]
     agent = load_checkpoint(path, device="cpu")
     recipe, policy, eps = agent.recipe, agent.policy, episodes or default_eps
-    rollout(recipe, policy, 2, num_envs=2, seed=seed, progress=False, threads=1)  # warm up (first forwards)
+    rollout(recipe, policy, RolloutPlan(2, num_envs=2, seed=seed, progress=False, threads=1))  # warm up (first forwards)
 
     def bare():
         s, e, w = bare_loop(recipe, policy, eps, num_envs, seed, render_mode="rgb_array")

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from rlviz import CallablePolicy, RecordEpisode, TorchPolicy, UsageError, attribute
+from rlviz import CallablePolicy, RecordEpisode, RecordOptions, TorchPolicy, UsageError, attribute
 from rlviz.agent.capabilities import PolicyCapabilities, capabilities_of
 from rlviz.agent.policy import Policy
 from rlviz.agent.policy_output import PolicyOutput
@@ -155,12 +155,12 @@ def test_a_forward_only_policy_is_refused_by_one_rule_with_one_message(tmp_path,
     policy = CallablePolicy(lambda o: np.zeros((o.shape[0], 2), np.float32), action_space=env.action_space)
     obs = np.zeros((1, 4), np.float32)
     by_attribute = _message(lambda: attribute(policy, obs, method=name))
-    by_recorder = _message(lambda: RecordEpisode(env, tmp_path, policy=policy, saliency=name))
+    by_recorder = _message(lambda: RecordEpisode(env, tmp_path, policy=policy, options=RecordOptions(saliency=name)))
     by_attention = _message(lambda: AttributionProbe(policy, obs[0], method=name))
     assert by_attribute == by_recorder == by_attention
     assert f"saliency '{name}' takes gradients" in by_attribute
     assert "forward-only (CallablePolicy" in by_attribute and "perturbation" in by_attribute
-    RecordEpisode(env, tmp_path, policy=policy, saliency="perturbation").close()  # needs forward passes only
+    RecordEpisode(env, tmp_path, policy=policy, options=RecordOptions(saliency="perturbation")).close()  # needs forward passes only
     assert not capabilities_of(policy).differentiable
 
 
@@ -177,7 +177,7 @@ def test_a_recurrent_policy_is_refused_with_the_same_message(tmp_path):
     policy = _Recurrent()
     obs = np.zeros((1, 4), np.float32)
     by_attribute = _message(lambda: attribute(policy, obs, method="perturbation"))
-    by_recorder = _message(lambda: RecordEpisode(env, tmp_path, policy=policy, saliency="perturbation"))
+    by_recorder = _message(lambda: RecordEpisode(env, tmp_path, policy=policy, options=RecordOptions(saliency="perturbation")))
     assert by_attribute == by_recorder and "recurrent (_Recurrent" in by_attribute
     env.close()
 

@@ -1,7 +1,7 @@
 """Signatures that read as the design: no public callable of rlviz (a name in any module's ``__all__``) takes more
 than 8 parameters. Config dataclasses (frozen records: their fields are the options) aside; a drop-in keeps the
 signature of what it replaces plus ``policy`` and one ``options`` object, no more. And 0.3's keywords, gathered into
-those objects in 0.4, still work for one release: they warn and land where the new call puts them."""
+those objects in 0.4 and kept with a warning until 0.5, are gone."""
 
 from __future__ import annotations
 
@@ -127,103 +127,39 @@ def test_pending_entries_still_exist_and_are_not_done():
         assert len(_params(found[name])) > MAX_PARAMS, f"{name} is within {MAX_PARAMS} now: drop it from PENDING"
 
 
-def test_record_episode_takes_0_3_keywords_with_a_warning(tmp_path):
-    env = gym.make("CartPole-v1", render_mode="rgb_array")
-    with pytest.warns(DeprecationWarning, match=r"saliency=.*preset=.*RecordOptions"):
-        rec = rlviz.RecordEpisode(env, tmp_path, saliency=None, preset="ultrafast", gamma=0.5, strip=True,
-                                  options=rlviz.RecordOptions(crf=30), action_names=["left", "right"])
-    assert rec.options == rlviz.RecordOptions(preset="ultrafast", gamma=0.5, strip=True, crf=30,
-                                              action_names=("left", "right"))
-    assert rec.action_names == ("left", "right")
-    rec.close()
-    with pytest.raises(TypeError):  # a keyword that never existed is still an error
-        rlviz.RecordEpisode(gym.make("CartPole-v1", render_mode="rgb_array"), tmp_path, presett="fast")
-
-
-def test_rollout_takes_0_3_arguments_with_a_warning():
-    from rlviz.agent.callable_policy import CallablePolicy
-    from rlviz.evaluate import RolloutPlan, RolloutProbes, rollout
-
-    env = gym.make("CartPole-v1")
-    policy = CallablePolicy(lambda obs: obs[:, 2:4] * [[-1.0, 1.0]], num_actions=2)
-    new = rollout("CartPole-v1", policy, RolloutPlan(5, seed=3, num_envs=2, max_steps=40, progress=False))
-    with pytest.warns(DeprecationWarning, match=r"rollout\(num_envs=.*RolloutPlan"):
-        old = rollout("CartPole-v1", policy, 5, num_envs=2, seed=3, max_steps=40, progress=False)
-    assert [(e.seed, e.ret, e.length) for e in old.episodes] == [(e.seed, e.ret, e.length) for e in new.episodes]
-    assert old.seed == new.seed == 3
-    with pytest.warns(DeprecationWarning):  # the episode count alone, positionally, is 0.3's form too
-        assert len(rollout("CartPole-v1", policy, 2, progress=False, max_steps=5).episodes) == 2
-    with pytest.raises(rlviz.UsageError, match="RolloutPlan"):
-        rollout("CartPole-v1", policy, RolloutProbes())
-    env.close()
-
-
-def test_torch_policy_and_attribute_take_0_3_keywords_with_a_warning():
+def test_0_3_keywords_went_in_0_6(tmp_path):
+    """0.3's keywords, kept with a warning until 0.5, are gone: a keyword that no longer exists is Python's
+    TypeError; one that would reach a method's own options, or an episode count where the plan goes, is one line
+    naming what to pass instead."""
     import numpy as np
     import torch
 
-    from rlviz.agent.policy import TorchPolicy, TorchPolicyOptions
-    from rlviz.explain import AttributionOptions, attribute, episode_saliency
+    from rlviz.agent.callable_policy import CallablePolicy
+    from rlviz.agent.policy import TorchPolicy
+    from rlviz.evaluate import RolloutProbes, rollout
+    from rlviz.explain import attribute, episode_saliency
 
-    module = torch.nn.Linear(4, 2)
-    with pytest.warns(DeprecationWarning, match=r"batch_size=.*TorchPolicyOptions"):
-        old = TorchPolicy(module, device="cpu", batch_size=3)
-    assert old.batch_size == 3 == TorchPolicy(module, device="cpu", options=TorchPolicyOptions(batch_size=3)).batch_size
-    with pytest.warns(DeprecationWarning, match="positional"):  # 0.3's 7th positional argument: batch_size
-        assert TorchPolicy(module, None, "auto", "cpu", None, None, 5).batch_size == 5
+    env = gym.make("CartPole-v1", render_mode="rgb_array")
+    with pytest.raises(TypeError):
+        rlviz.RecordEpisode(env, tmp_path, saliency=None)
+    env.close()
+    with pytest.raises(TypeError):
+        TorchPolicy(torch.nn.Linear(4, 2), device="cpu", batch_size=3)
+    policy = CallablePolicy(lambda obs: obs[:, 2:4] * [[-1.0, 1.0]], num_actions=2)
+    with pytest.raises(rlviz.UsageError, match=r"^plan=5; expected a RolloutPlan\(episodes, \.\.\.\): pass "
+                                               r"RolloutPlan\(5, num_envs=\.\.\., seed=\.\.\.\), 0\.3's"):
+        rollout("CartPole-v1", policy, 5)
+    with pytest.raises(rlviz.UsageError, match=r"^plan=RolloutProbes\(.*\); expected a RolloutPlan\(episodes, \.\.\.\)\.$"):
+        rollout("CartPole-v1", policy, RolloutProbes())
+    torch_policy = TorchPolicy(torch.nn.Linear(4, 2), device="cpu")
     obs = np.random.default_rng(0).random((6, 4), dtype=np.float32)
-    policy = TorchPolicy(module, device="cpu")
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the common call does not warn
-        new = attribute(policy, obs, method="gradient", target="action")
-        assert np.array_equal(attribute(policy, obs, options=AttributionOptions(batch_size=2)), new)
-    with pytest.warns(DeprecationWarning, match=r"attribute\(batch_size=.*AttributionOptions"):
-        assert np.array_equal(attribute(policy, obs, "gradient", batch_size=2), new)
-    actions = policy.evaluate(obs).logits.argmax(-1)[:-1]
-    ref, label = episode_saliency(policy, obs, actions, options=AttributionOptions(chunk=2, percentile=90.0))
-    with pytest.warns(DeprecationWarning, match="AttributionOptions"):
-        old_maps, old_label = episode_saliency(policy, obs, actions, "gradient", "action", 2, percentile=90.0)
-    assert np.array_equal(np.asarray(old_maps), np.asarray(ref)) and old_label == label
+        attribute(torch_policy, obs, method="gradient", target="action")
+    with pytest.raises(rlviz.UsageError, match=r"^attribute\(batch_size=\.\.\.\): .* pass "
+                                               r"options=AttributionOptions\(batch_size=\.\.\.\)"):
+        attribute(torch_policy, obs, "gradient", batch_size=2)
+    with pytest.raises(rlviz.UsageError, match=r"^episode_saliency\(chunk=\.\.\., percentile=\.\.\.\)"):
+        episode_saliency(torch_policy, obs, np.zeros(5, np.int64), chunk=2, percentile=90.0)
     with pytest.raises(rlviz.UsageError, match="AttributionOptions"):
-        attribute(policy, obs, options={"batch_size": 2})
-
-
-def test_loop_and_timeline_writer_take_0_3_keywords_with_a_warning(tmp_path):
-    from rlviz.integrations.loop import LogOptions, TimelineWriter, log_episode
-    from rlviz.record import RecordOptions
-
-    policy = rlviz.TorchPolicy(__import__("torch").nn.Linear(4, 2), device="cpu")
-    with pytest.warns(DeprecationWarning, match=r"log_episode\(.*LogOptions"):
-        old = log_episode("CartPole-v1", policy, None, 3, seed=1, video_folder=tmp_path / "old", greedy=True,
-                          max_steps=4, gamma=0.5, name="x")
-    new = log_episode("CartPole-v1", policy, None, 3, seed=1, video_folder=tmp_path / "new",
-                      options=LogOptions(greedy=True, max_steps=4, name="x", record=RecordOptions(gamma=0.5)))
-    assert (old.episode_return, old.length, old.video_path.name) == (new.episode_return, new.length,
-                                                                      new.video_path.name)
-    with pytest.raises(TypeError):  # not a keyword of 0.3's log_episode
-        log_episode("CartPole-v1", policy, None, 3, video_folder=tmp_path, verbose=1)
-    with pytest.warns(DeprecationWarning, match=r"num_envs=.*TimelineConfig"):
-        writer = TimelineWriter(tmp_path / "tl", "CartPole-v1", episodes=3, num_envs=2, greedy=True)
-    assert (writer.config.episodes, writer.config.num_envs, writer.config.greedy) == (3, 2, True)
-    assert writer.config == rlviz.TimelineConfig(run=str(tmp_path / "tl"), out=tmp_path / "tl", episodes=3,
-                                                 num_envs=2, greedy=True)
-    writer.close()
-
-
-def test_callback_and_record_part_take_0_3_keywords_with_a_warning(tmp_path):
-    pytest.importorskip("stable_baselines3")
-    from rlviz.integrations.loop import LogOptions
-    from rlviz.integrations.sb3 import RlvizCallback
-    from rlviz.training.progression import PartOptions, _fold_part
-
-    with pytest.warns(DeprecationWarning, match=r"RlvizCallback\(.*LogOptions"):
-        old = RlvizCallback("CartPole-v1", 256, timeline=tmp_path / "tl", timeline_episodes=3, greedy=True,
-                            max_steps=9, verbose=1)
-    new = RlvizCallback("CartPole-v1", 256, timeline=rlviz.TimelineConfig(run=str(tmp_path / "tl"), episodes=3),
-                        options=LogOptions(greedy=True, max_steps=9, verbose=1))
-    assert old.timeline == rlviz.TimelineConfig(run=str(tmp_path / "tl"), episodes=3) == new.timeline
-    assert (old.options.greedy, old.options.max_steps, old.verbose) == (True, 9, 1) == (
-        new.options.greedy, new.options.max_steps, new.verbose)
-    kwargs: dict = {}
-    _fold_part((), kwargs, {"options": "key", "greedy": True, "size": (64, 48)})
-    assert kwargs["part"] == PartOptions(key="key", greedy=True, size=(64, 48))
+        attribute(torch_policy, obs, options={"batch_size": 2})

@@ -110,7 +110,7 @@ def test_states_reached_together_are_the_states_reached_alone():
     kw = {"greedy": False, "fail_on": "auto", "gamma": 0.99}
     together = reach_many(agent, [make_env(agent.recipe, render_mode="rgb_array") for _ in targets], targets, **kw)
     # the same states from the actions the episodes recorded, without the policy's forwards
-    taken = [replay_episode(None, agent.policy, seed, max_steps=step + 5,
+    taken = [replay_episode(None, agent.policy, seed, RolloutPlan(1, max_steps=step + 5),
                             env=make_env(agent.recipe, render_mode="rgb_array")).actions for seed, step in targets]
     recorded = reach_many(agent, [make_env(agent.recipe, render_mode="rgb_array") for _ in targets], targets,
                           actions=taken, **kw)

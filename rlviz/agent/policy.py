@@ -19,13 +19,12 @@ or Q-values (``kind="q"``: the panel shows Q-values and the value is ``max_a Q``
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 import torch
 
-from .._deprecated import old_keywords
 from ..errors import UsageError
 from .actions import (
     MINATAR_ACTIONS,
@@ -213,19 +212,6 @@ class TorchPolicyOptions:
     probe_obs: Any = None
 
 
-def _fold_torch_policy(args: tuple, kwargs: dict, old: dict) -> tuple:
-    """0.3's ``TorchPolicy(..., batch_size=, probe_obs=)`` (and its 7th-9th positional arguments: batch_size,
-    probe_obs, squash) -> ``options=TorchPolicyOptions(...)``, ``squash=``."""
-    extra = dict(zip(("batch_size", "probe_obs", "squash"), args[7:]))
-    if "squash" in extra:
-        kwargs["squash"] = extra.pop("squash")
-    given = {**extra, **old}
-    options = kwargs.get("options")
-    if options is None or isinstance(options, TorchPolicyOptions):
-        kwargs["options"] = replace(options or TorchPolicyOptions(), **given)
-    return args[:7]
-
-
 class TorchPolicy(Policy):
     """Adapt a ``torch.nn.Module`` (or any callable on tensors) to :class:`Policy`.
 
@@ -246,8 +232,6 @@ class TorchPolicy(Policy):
         options: a :class:`TorchPolicyOptions` (``batch_size``, CleanRL agents' ``probe_obs``).
     """
 
-    @old_keywords(("batch_size", "probe_obs"), _fold_torch_policy, "options=TorchPolicyOptions(...)",
-                  also=lambda args: len(args) > 7)
     def __init__(
         self,
         module: torch.nn.Module | Callable,

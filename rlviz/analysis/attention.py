@@ -21,6 +21,7 @@ import numpy as np
 from ..agent.stepping import start_state
 from ..attention.maps import ATTRIBUTION, object_fractions, step_shares
 from ..attention.tracker import AttentionSpec, AttentionTracker, EpisodeAttention
+from ..choices import DEFAULT_SALIENCY_METHOD
 from ..evaluate.statistics.diagnostics import Finding
 from ..evaluate.statistics.paired import bootstrap_indices, percentile_ci
 
@@ -148,7 +149,7 @@ def attention_spec(config) -> AttentionSpec | None:
     on = att if att is not None else bool(config.saliency and config.heatmap)
     if not on:
         return None
-    method = att if isinstance(att, str) else (config.saliency or "gradient")
+    method = att if isinstance(att, str) else (config.saliency or DEFAULT_SALIENCY_METHOD)
     return AttentionSpec(method, config.saliency_target)
 
 
@@ -158,7 +159,7 @@ def with_attention(summary: Any, result: Any) -> Any:
     eps = [e.attention for e in result.episodes if getattr(e, "attention", None)]
     if not eps:
         return summary
-    att = summarize_attention(result.episodes, eps[0].get("method", "gradient"), eps[0].get("target", "action"))
+    att = summarize_attention(result.episodes, eps[0].get("method", DEFAULT_SALIENCY_METHOD), eps[0].get("target", "action"))
     found = tuple(f.to_dict() for f in attention_findings(att))
     return replace(summary, attention=att, diagnostics=tuple(summary.diagnostics) + found)
 

@@ -22,6 +22,7 @@ import torch
 
 from ..agent.capabilities import capabilities_of
 from ..agent.policy import Policy
+from ..choices import DEFAULT_SALIENCY_METHOD
 from ..errors import UsageError
 from ..explain.attribution import ATTRIBUTIONS, attribution_class
 from ..explain.batching import chunk_layout
@@ -50,7 +51,7 @@ class AttributionProbe:
     observation (and action) only, not on the rows beside it.
     """
 
-    def __init__(self, policy: Policy, obs: np.ndarray, method: Any = "gradient", target: str | int = "action",
+    def __init__(self, policy: Policy, obs: np.ndarray, method: Any = DEFAULT_SALIENCY_METHOD, target: str | int = "action",
                  waves: int = BATCH_WAVES):
         self.method = attribution_class(method)
         self.method.check_policy(policy)
@@ -95,7 +96,7 @@ class AttributionProbe:
         if states is not None:  # each row given its carried state: the chunk at once (gradient) or row by row
             from ..explain.given_state import GivenState
 
-            if self.method.name == "gradient":
+            if self.method.single_pass:
                 return self._chunk_of(GivenState(self.policy, states), chunk, acts)
             return np.concatenate([self._chunk_of(GivenState(self.policy, tuple(p[i : i + 1] for p in states)),
                                                   chunk[i : i + 1], None if acts is None else acts[i : i + 1])

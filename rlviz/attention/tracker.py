@@ -30,8 +30,10 @@ import numpy as np
 import torch
 
 from ..agent.stepping import plain, start_state
+from ..choices import DEFAULT_SALIENCY_METHOD
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError
+from ..explain.attribution import attribution_class
 from ..explain.gradients import select_target
 from .maps import BATCH_WAVES, AttributionProbe, pooling, stacked_fractions, step_shares
 
@@ -59,7 +61,7 @@ PENDING_BYTES = 32 << 20
 class AttentionSpec:
     """What the rollout's attention pass computes: ``method`` (a saliency method), ``target`` (as saliency's)."""
 
-    def __init__(self, method: str = "gradient", target: str | int = "action"):
+    def __init__(self, method: str = DEFAULT_SALIENCY_METHOD, target: str | int = "action"):
         self.method, self.target = str(method), target
 
     def __repr__(self) -> str:
@@ -170,7 +172,7 @@ class AttentionTracker:
         self.episodes: dict = {}  # episode index -> EpisodeAttention
         self.method = {"method": spec.method, "target": spec.target}
         #: gradient attention comes from the rollout's own forward (:meth:`forward`; a policy without state or masks)
-        self.from_forward = GRADIENT_FROM_FORWARD and spec.method == "gradient" and plain(policy)
+        self.from_forward = GRADIENT_FROM_FORWARD and attribution_class(spec.method).from_forward and plain(policy)
         self.graph: list = []  # the current step's forward chunks: (x [rows, *obs] with grad, heads)
         # the pending rows (steps of envs): their episodes and steps, the extractor's captures, and where their maps
         # come from (an index into ``found``: maps known from the cache, or rows of the next attribution pass)

@@ -1,5 +1,6 @@
 """Explanation methods as types: one :class:`Attribution` protocol, one class per saliency method, and the registry
-that maps the names a user chooses (``--saliency``, :data:`rlviz.choices.SALIENCY_METHODS`) to the classes.
+that maps the names a user chooses (``--saliency``) to the classes (:data:`ATTRIBUTIONS`: the one registry,
+:data:`rlviz.choices.ATTRIBUTION_METHODS`, with its classes; each class's ``name`` is read from it).
 
 >>> method = attribution_class("gradient")(policy)           # doctest: +SKIP
 >>> grads = method.attribute(obs, target="action")           # like obs: [B, *obs_shape], float32, >= 0
@@ -19,12 +20,14 @@ Importing this module loads no torch (the recorder validates its options with it
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..agent.capabilities import capabilities_of
-from ..choices import SALIENCY_METHODS
+from ..choices import ATTRIBUTION_METHODS
 from ..errors import UsageError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -56,7 +59,9 @@ class SaliencyMethod:
         options: the method's own (:attr:`defaults`).
     """
 
-    #: The CLI / API name (a key of :data:`ATTRIBUTIONS`).
+    #: The CLI / API name: the class's key in the registry (:data:`rlviz.choices.ATTRIBUTION_METHODS`), set from it
+    #: when the class is made (never written on a registered class); a method of one's own outside the registry
+    #: (passed as a class) keeps its own, or its class name in lower case.
     name: ClassVar[str]
     #: The method's options and their defaults.
     defaults: ClassVar[dict[str, Any]] = {}
@@ -68,12 +73,24 @@ class SaliencyMethod:
     from_forward: ClassVar[bool] = False
     #: With target "action", scores the whole output (all logits), not the chosen action: needs no actions.
     whole_policy_action: ClassVar[bool] = False
+    #: One input per frame (no noisy or perturbed copies): a recurrent policy's frames, each given the state it
+    #: carried, are attributed as one batch (:class:`~rlviz.explain.given_state.GivenState`), not frame by frame.
+    single_pass: ClassVar[bool] = False
     #: What attention's object shares are shares of (``times_input``), as the docs and summary.json name it.
     object_attribution: ClassVar[str] = ""
     #: Its memory variant (``--memory-saliency``): a :class:`~rlviz.explain.memory.MemorySaliency` class of
     #: :mod:`rlviz.explain.memory`, by name (that module builds on this one); :data:`MEMORY_ATTRIBUTIONS
     #: <rlviz.explain.memory.MEMORY_ATTRIBUTIONS>` is read from it.
     memory: ClassVar[str]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        path = f"{cls.__module__}:{cls.__qualname__}"
+        named = next((name for name, where in ATTRIBUTION_METHODS.items() if where == path), None)
+        if named is not None:
+            cls.name = named
+        elif "name" not in cls.__dict__:
+            cls.name = cls.__qualname__.lower()
 
     def __init__(self, policy: Any, *, layout: str | None = None, batch_size: int | None = None,
                  memory_budget_mb: float = 512.0, times_input: bool = False, **options: Any):
@@ -150,8 +167,8 @@ class Gradient(SaliencyMethod):
     """|d target / d obs| (Simonyan et al. 2014): one backward of the sum of a chunk's per-frame targets (exact: frames
     do not interact in the network). ``times_input``: |gradient x input| (Shrikumar et al. 2016)."""
 
-    name = "gradient"
     memory = "MemoryGradient"
+    single_pass = True
     defaults: ClassVar[dict[str, Any]] = {"reduce": "max"}
     from_forward = True
     object_attribution = "|gradient x input|"
@@ -171,7 +188,6 @@ class SmoothGrad(SaliencyMethod):
     """The mean |gradient| over ``n_samples`` noisy copies (Smilkov et al. 2017), noise sigma = ``noise_level`` x
     (max - min) of each frame; the same ``n_samples`` noise patterns (seeded by ``seed``) for every frame."""
 
-    name = "smoothgrad"
     memory = "MemoryGradient"  # (its noise averages input gradients; the memory's are exact)
     defaults: ClassVar[dict[str, Any]] = {"reduce": "max", "n_samples": 16, "noise_level": 0.15, "seed": 0}
     object_attribution = "|smoothgrad x input|"
@@ -198,7 +214,6 @@ class Perturbation(SaliencyMethod):
     """Greydanus et al. 2018 (:mod:`rlviz.explain.perturbation`): how much blurring each region changes the policy's
     output (target "action": all logits) or its value. Forward passes only; image observations only."""
 
-    name = "perturbation"
     memory = "MemoryPerturbation"
     defaults: ClassVar[dict[str, Any]] = {"radius": None, "stride": None, "blur_sigma": "auto"}
     gradients = False
@@ -232,10 +247,31 @@ class Perturbation(SaliencyMethod):
                                           grid, opts["blur_sigma"], bs)
 
 
-#: The registry: each name a user may choose (:data:`rlviz.choices.SALIENCY_METHODS`, in that order) -> its class.
-ATTRIBUTIONS: dict[str, type[SaliencyMethod]] = {cls.name: cls for cls in (Gradient, SmoothGrad, Perturbation)}
-if tuple(ATTRIBUTIONS) != SALIENCY_METHODS:  # pragma: no cover - a method added in one place only
-    raise ImportError(f"rlviz.choices.SALIENCY_METHODS {SALIENCY_METHODS} and the registry {tuple(ATTRIBUTIONS)} differ")
+class _Registry(Mapping[str, "type[SaliencyMethod]"]):
+    """:data:`rlviz.choices.ATTRIBUTION_METHODS` with its classes: each imported on first use (a method may live in
+    a module of its own that imports this one)."""
+
+    def __getitem__(self, name: str) -> type[SaliencyMethod]:
+        module, _, qualname = ATTRIBUTION_METHODS[name].partition(":")
+        cls = getattr(importlib.import_module(module), qualname)
+        if not (isinstance(cls, type) and issubclass(cls, SaliencyMethod)):  # pragma: no cover - a registry typo
+            raise TypeError(f"rlviz.choices.ATTRIBUTION_METHODS[{name!r}] = {ATTRIBUTION_METHODS[name]!r} is not a "
+                            "SaliencyMethod class.")
+        cls.name = name  # (the registry's name, whatever the class was made with)
+        return cls
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ATTRIBUTION_METHODS)
+
+    def __len__(self) -> int:
+        return len(ATTRIBUTION_METHODS)
+
+    def __repr__(self) -> str:
+        return f"ATTRIBUTIONS({dict(ATTRIBUTION_METHODS)!r})"
+
+
+#: The registry: each name a user may choose -> its class (:data:`rlviz.choices.ATTRIBUTION_METHODS`, in that order).
+ATTRIBUTIONS: Mapping[str, type[SaliencyMethod]] = _Registry()
 
 
 def attribution_class(method: str | type[SaliencyMethod]) -> type[SaliencyMethod]:

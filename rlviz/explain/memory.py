@@ -22,7 +22,7 @@ The target y_t is as for saliency maps (:func:`rlviz.explain.attribute`): "actio
 from __future__ import annotations
 
 import contextlib
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -62,10 +62,8 @@ class MemorySaliency:
         chunk: steps attributed per pass (each pass also reads the W-1 steps before it).
     """
 
-    name: ClassVar[str]
-
     def __init__(self, policy: Any, window: int = DEFAULT_WINDOW, chunk: int = 512):
-        check_recurrent(policy, f"memory saliency ({self.name})")
+        check_recurrent(policy, f"memory saliency ({type(self).__name__})")
         if int(window) < 1:
             raise UsageError(f"memory window={window}: use a whole number of steps >= 1 (default {DEFAULT_WINDOW}).")
         self.policy, self.window, self.chunk = policy, int(window), max(1, int(chunk))
@@ -121,8 +119,6 @@ def _forward_ad_kernels():
 class MemoryGradient(MemorySaliency):
     """Truncated BPTT over the window, gradient x input per observation (see the module docstring)."""
 
-    name = "gradient"
-
     def _contributions(self, x, rows, kind, index, actions):
         import torch.autograd.forward_ad as fwad
 
@@ -167,8 +163,6 @@ class MemoryGradient(MemorySaliency):
 class MemoryPerturbation(MemorySaliency):
     """The observation at t-k zeroed, the memory run forward again (see the module docstring)."""
 
-    name = "perturbation"
-
     @torch.no_grad()
     def _contributions(self, x, rows, kind, index, actions):
         policy, m, w = self.policy, int(x.shape[0]), self.window
@@ -192,15 +186,14 @@ class MemoryPerturbation(MemorySaliency):
 
 #: ``--saliency`` method -> its memory saliency class: each method of the one registry
 #: (:data:`~rlviz.explain.attribution.ATTRIBUTIONS`) carries its variant's name (``SaliencyMethod.memory``).
-MEMORY_ATTRIBUTIONS: dict[str, type[MemorySaliency]] = {
-    name: {"MemoryGradient": MemoryGradient, "MemoryPerturbation": MemoryPerturbation}[cls.memory]
-    for name, cls in ATTRIBUTIONS.items()}
+MEMORY_ATTRIBUTIONS: dict[str, type[MemorySaliency]] = {name: globals()[cls.memory] for name, cls in ATTRIBUTIONS.items()}
 
 
 def memory_method(saliency: str) -> type[MemorySaliency]:
     """The memory saliency class that goes with saliency method ``saliency``."""
-    cls = MEMORY_ATTRIBUTIONS.get(str(saliency))
-    if cls is None:
+    method = ATTRIBUTIONS.get(str(saliency))
+    if method is None:
         raise UsageError(f"memory saliency: method {saliency!r} is not known; use one of "
-                         f"{', '.join(map(repr, MEMORY_ATTRIBUTIONS))}.")
-    return cls
+                         f"{', '.join(map(repr, ATTRIBUTIONS))}.")
+    variant: type[MemorySaliency] = globals()[method.memory]
+    return variant

@@ -32,10 +32,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .._deprecated import old_keywords
 from ..agent.capabilities import capabilities_of
 from ..agent.policy import Policy
-from ..choices import SALIENCY_METHODS
+from ..choices import DEFAULT_SALIENCY_METHOD, SALIENCY_METHODS
 from ..errors import UsageError
 from ..progress import bar
 from .attribution import SaliencyMethod, attribution_class
@@ -89,19 +88,12 @@ class AttributionOptions:
     states: tuple | None = None
 
 
-def _fold_attribution(args: tuple, kwargs: dict, old: dict) -> tuple:
-    """0.3's ``attribute(..., layout=, batch_size=, memory_budget_mb=)`` / ``episode_saliency(..., chunk (6th
-    positional argument too), layout=, percentile=, batch_size=, memory_budget_mb=)`` ->
-    ``options=AttributionOptions(...)`` (:func:`rlviz._deprecated.old_keywords`)."""
-    if len(args) > 5:  # episode_saliency's positional chunk
-        old, args = {"chunk": args[5], **old}, args[:5]
-    options = kwargs.get("options")
-    if options is None or isinstance(options, AttributionOptions):
-        kwargs["options"] = replace(options or AttributionOptions(), **old)
-    return args
-
-
-def _check_options(options: AttributionOptions | None, where: str) -> AttributionOptions:
+def _check_options(options: AttributionOptions | None, where: str, method_options: dict) -> AttributionOptions:
+    moved = [k for k in method_options if k in AttributionOptions.__dataclass_fields__]
+    if moved:  # 0.3's keywords (gone in 0.6), which would reach the method as its own options
+        given = ", ".join(f"{k}=..." for k in moved)
+        raise UsageError(f"{where}({given}): AttributionOptions' field(s), not the method's options; pass "
+                         f"options=AttributionOptions({given}) (0.3's keywords went in 0.6).")
     if options is None:
         return AttributionOptions()
     if not isinstance(options, AttributionOptions):
@@ -111,11 +103,10 @@ def _check_options(options: AttributionOptions | None, where: str) -> Attributio
     return options
 
 
-@old_keywords(("layout", "batch_size", "memory_budget_mb"), _fold_attribution, "options=AttributionOptions(...)")
 def attribute(
     policy: Policy,
     obs,
-    method: str = "gradient",
+    method: str = DEFAULT_SALIENCY_METHOD,
     target="action",
     actions=None,
     *,
@@ -142,19 +133,17 @@ def attribute(
     (gradient, smoothgrad; perturbation refuses vectors). Box actions with target "action": the
     target is the sum of the action mean's dimensions.
     """
-    opts = _check_options(options, "attribute")
+    opts = _check_options(options, "attribute", method_options)
     cls = attribution_class(method)
     return cls(policy, layout=opts.layout, batch_size=opts.batch_size, memory_budget_mb=opts.memory_budget_mb,
                **method_options).maps(obs, target, actions)
 
 
-@old_keywords(("chunk", "layout", "percentile", "batch_size", "memory_budget_mb"), _fold_attribution,
-              "options=AttributionOptions(...)", also=lambda args: len(args) > 5)
 def episode_saliency(
     policy: Policy,
     observations,
     actions,
-    method: str = "gradient",
+    method: str = DEFAULT_SALIENCY_METHOD,
     target="action",
     *,
     options: AttributionOptions | None = None,
@@ -175,7 +164,7 @@ def episode_saliency(
     step t (``options.states``: those state rows [T+1, ...], :func:`~rlviz.explain.given_state.carried_states`;
     default: computed here from the policy's initial state).
     """
-    opts = _check_options(options, "episode_saliency")
+    opts = _check_options(options, "episode_saliency", method_options)
     n = int(observations.shape[0]) if hasattr(observations, "shape") and len(observations.shape) else 0
     acts = np.asarray(actions).reshape(-1)
     if n == 0 or acts.shape[0] not in (n - 1, n):
@@ -229,7 +218,7 @@ def _chunk_maps(policy, obs, acts, method, target, options, method_options, stat
         return attribute(policy, obs, method, target, acts, options=options, **method_options)
     from .given_state import GivenState
 
-    if attribution_class(method).name == "gradient":
+    if attribution_class(method).single_pass:
         whole = replace(options, batch_size=max(int(obs.shape[0]), int(options.batch_size or 0)))
         return attribute(GivenState(policy, states), obs, method, target, acts, options=whole, **method_options)
     return np.concatenate([attribute(GivenState(policy, tuple(s[i : i + 1] for s in states)), obs[i : i + 1], method,

@@ -1,7 +1,8 @@
 """Episodes of a run, rendered on demand by the replay its job's ``--videos episode:N`` runs: each agent loaded as
 render loads it (the trust rules are the explorer's flags, never the run's options), the episode rolled out again
-from its seed (episode outcomes do not depend on how many envs run beside it), then replayed through
-:func:`~rlviz.jobs.videos.record_episode`.
+from its seed and replayed into its video by the one function render and compare make their videos with
+(:func:`~rlviz.jobs.videos.record_episode`, given the episode's index: episode outcomes do not depend on how many
+envs run beside it).
 
 A render run's episode is one video (``episode-<N>-episode-0.mp4`` and its ``.npz``, as ``rlviz render
 --videos episode:N`` writes); a compare run's is A's and B's (as ``rlviz compare --videos episode:N`` writes
@@ -70,14 +71,12 @@ class AgentReplay:
     def _agent(self, config: RenderConfig) -> tuple[Any, RenderConfig, float]:
         with self._lock:
             if self._loaded is None:
-                from ..jobs.skeleton import vector_attention_off
-                from ..jobs.stages import resolve_agent
+                from ..jobs.skeleton import replay_agent
 
                 if not str(config.checkpoint).startswith("hf://") and not Path(config.checkpoint).exists():
                     raise UsageError(f"No checkpoint at {config.checkpoint} (the run's); pass the agent with "
                                      "--checkpoint PATH.")
-                agent, resolved, gamma = resolve_agent(config)
-                self._loaded = agent, resolved if _agents_run(agent) else vector_attention_off(agent, resolved), gamma
+                self._loaded = replay_agent(config)
             agent, resolved, gamma = self._loaded
             return agent, replace(resolved, videos=config.videos), gamma
 
@@ -103,10 +102,8 @@ class AgentReplay:
         if _agents_run(agent):
             return self._render_agents(agent, n, folder, prefix, config, gamma)
         with torch_threads(config.threads):
-            result = _rollout_one(agent, replace(config, num_envs=1), gamma, n)
-            record = next(e for e in result.episodes if e.index == n)
-            self._check(n, record, config)
-            replayed, _ = record_episode(agent, record, folder, prefix, config, gamma, seconds)
+            replayed, _ = record_episode(agent, n, folder, prefix, config, gamma, seconds,
+                                         check=lambda record: self._check(n, record, config))
         return Path(str(replayed.video_path))
 
     def _render_agents(self, agent: Any, n: int, folder: Path, prefix: str, config: RenderConfig,
@@ -290,21 +287,6 @@ def _timeline_checkpoints(run: Any, base: Path | None, vecnormalize: Any) -> Cal
 
 def _agents_run(agent: Any) -> bool:
     """The agent plays a PettingZoo env (a multi-agent run: :mod:`rlviz.jobs.agents_episodes` replays it)."""
-    from ..envs.pettingzoo_envs import is_agents_env_id
+    from ..jobs.agents_episodes import is_agents_agent
 
-    return bool(is_agents_env_id(agent.recipe.env_id))
-
-
-def _rollout_one(agent: Any, config: RenderConfig, gamma: float, n: int) -> Any:
-    """Episode ``n`` of the run's rollout, alone (render's rollout with ``indices=(n,)``; a JAX run's: the JAX
-    engine's, episode ``n``'s key as in the run)."""
-    from ..jobs.jax_stages import is_jax_agent, jax_rollouts
-
-    if is_jax_agent(agent):
-        return jax_rollouts(agent, config, gamma, indices=(n,))
-    from ..analysis.attention import attention_spec
-    from ..evaluate.rollouts.plan import RolloutPlan, RolloutProbes
-    from ..evaluate.rollouts.rollout import rollout
-
-    plan = RolloutPlan.for_config(config, gamma, num_envs=1, indices=(n,), progress=False)
-    return rollout(agent.recipe, agent.policy, plan, RolloutProbes(attention=attention_spec(config)))
+    return is_agents_agent(agent)

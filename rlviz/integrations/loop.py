@@ -29,7 +29,6 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 
-from .._deprecated import old_keywords
 from ..agent.policy import Policy
 from ..envs.recipe import EnvRecipe, make_env
 from ..errors import UsageError
@@ -38,8 +37,7 @@ from ..sinks.base import Sink, as_sinks, check_step
 from ..sinks.log import Logged, RunLog, log_run
 from ..training.live import TimelineWriter
 
-__all__ = ["log_episode", "LogOptions", "episode_scalars", "TimelineWriter", "check_log_options", "fold_log_keywords",
-           "OLD_LOG_KEYWORDS"]
+__all__ = ["log_episode", "LogOptions", "episode_scalars", "TimelineWriter", "check_log_options"]
 
 
 def episode_scalars(result: EpisodeResult, recorder: RecordEpisode | None = None) -> dict[str, float]:
@@ -77,25 +75,6 @@ class LogOptions:
     verbose: int = 0
 
 
-#: 0.3's keywords of log_episode that are LogOptions' now (gamma and saliency: its RecordOptions')
-OLD_LOG_KEYWORDS = ("greedy", "name", "max_steps", "fps", "rng", "gamma", "saliency")
-
-
-def fold_log_keywords(args: tuple, kwargs: dict, old: dict) -> tuple:
-    """0.3's ``log_episode(..., greedy=, name=, fps=, gamma=, saliency=, max_steps=, rng=)`` (and RlvizCallback's
-    ``greedy=, name=, max_steps=, saliency=, verbose=``) -> ``options=LogOptions(...)``
-    (:func:`rlviz._deprecated.old_keywords`)."""
-    options = kwargs.get("options")
-    if options is not None and not isinstance(options, LogOptions):
-        return args  # (the callee says what is wrong with it)
-    options = options or LogOptions()
-    record = {k: old.pop(k) for k in ("gamma", "saliency") if k in old}
-    if record:
-        old["record"] = replace(options.record, **record)
-    kwargs["options"] = replace(options, **old)
-    return args
-
-
 def check_log_options(options: LogOptions | None, where: str) -> LogOptions:
     """``options`` or the defaults; anything else is a :class:`UsageError`."""
     if options is None:
@@ -106,7 +85,6 @@ def check_log_options(options: LogOptions | None, where: str) -> LogOptions:
     return options
 
 
-@old_keywords(OLD_LOG_KEYWORDS, fold_log_keywords, "options=LogOptions(...)")
 def log_episode(
     env_or_recipe: gym.Env | EnvRecipe | str,
     policy: Policy,

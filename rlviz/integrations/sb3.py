@@ -25,14 +25,13 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 import numpy as np
 
-from .._deprecated import old_keywords
 from ..agent.policy import Policy
 from ..config import TimelineConfig
 from ..envs.recipe import EnvRecipe
 from ..errors import UsageError, require
 from ..sinks.base import Sink, as_sinks
 from ..sources.stable_baselines3.zips import sb3_policy
-from .loop import LogOptions, check_log_options, fold_log_keywords, log_episode
+from .loop import LogOptions, check_log_options, log_episode
 from .package_hub import package_to_hub
 from .sb3_video import VecRecordEpisode
 
@@ -42,18 +41,6 @@ if TYPE_CHECKING:
 _callbacks = require("stable_baselines3.common.callbacks", "sb3", "the Stable-Baselines3 callback")
 
 __all__ = ["RlvizCallback", "VecRecordEpisode", "package_to_hub"]
-
-
-def _fold_callback(args: tuple, kwargs: dict, old: dict) -> tuple:
-    """0.3's ``RlvizCallback(..., greedy=, name=, max_steps=, saliency=, verbose=, timeline_episodes=)`` ->
-    ``options=LogOptions(...)``, ``timeline=TimelineConfig(run=timeline, episodes=timeline_episodes)``."""
-    episodes = old.pop("timeline_episodes", None)
-    timeline: Any = kwargs.get("timeline")
-    if episodes is not None and timeline is not None:
-        if not isinstance(timeline, TimelineConfig):
-            timeline = TimelineConfig(run=os.fspath(timeline))
-        kwargs["timeline"] = replace(timeline, episodes=episodes)
-    return fold_log_keywords(args, kwargs, old)
 
 
 class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
@@ -78,8 +65,6 @@ class RlvizCallback(_callbacks.BaseCallback):  # type: ignore[name-defined]
             episode video is logged only when there are sinks or a ``video_folder``.
     """
 
-    @old_keywords(("greedy", "name", "max_steps", "saliency", "verbose", "timeline_episodes"), _fold_callback,
-                  "options=LogOptions(...) (timeline_episodes: timeline=TimelineConfig(run=..., episodes=...))")
     def __init__(
         self,
         eval_env: gym.Env | EnvRecipe | str,

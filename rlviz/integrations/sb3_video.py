@@ -31,12 +31,11 @@ from typing import Any, cast
 
 import numpy as np
 
-from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..envs.frames import to_rgb_frame
 from ..errors import UsageError, require
 from ..record.base import RecorderBase, recorder_settings
-from ..record.episode_video import RecordOptions, VideoLabels, fold_old_keywords
+from ..record.episode_video import RecordOptions, VideoLabels
 from ..record.setup import RenderModeError
 from ..record.vector_parts import SubEnvVideo, VideoSinks
 from .sb3_observations import ModelObservations
@@ -89,14 +88,12 @@ class VecRecordEpisode(RecorderBase, _vec.VecEnvWrapper):  # type: ignore[name-d
         env_index: the sub-env recorded with ``model``.
         options: a :class:`rlviz.RecordOptions` (panels, encoder; ``sinks``: where finished videos are logged, see
             :class:`rlviz.RecordVectorEpisode`; ``camera``: a DummyVecEnv's MuJoCo sub-envs seen by those cameras,
-            tiled as by RecordEpisode, an unknown one refused here). 0.3's ``sinks=`` keyword still works for one
-            release.
+            tiled as by RecordEpisode, an unknown one refused here).
     """
 
     video_name: str
     video_path: str
 
-    @old_keywords(("sinks",), fold_old_keywords, "options=RecordOptions(sinks=...)")
     def __init__(self, venv: Any, video_folder: str, record_video_trigger: Callable[[int], bool],
                  video_length: int = 200, name_prefix: str = "rl-video", *, model: Any = None, env_index: int = 0,
                  options: RecordOptions | None = None) -> None:

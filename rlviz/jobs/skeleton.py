@@ -11,7 +11,8 @@
 
 ``timeline --follow`` (a published round per new checkpoint, :mod:`rlviz.training.publish`) opens the sinks with
 :meth:`JobSetup.sinks` and publishes its own rounds. The helpers the jobs share live here: :func:`open_sinks`, :func:`check_saliency`,
-:func:`vector_attention_off`.
+:func:`vector_attention_off`; and a run's replay of one episode (``rlviz explore``) resolves its agent with
+:func:`replay_agent`.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from .shards import open_backend, share_agent
 from .stages import resolve_agent
 
 __all__ = ["JobSetup", "job_setup", "open_sinks", "check_saliency", "check_camera", "check_failed_at",
-           "vector_attention_off"]
+           "vector_attention_off", "replay_agent"]
 
 
 @dataclass
@@ -123,6 +124,17 @@ def open_sinks(config: RenderConfig | CompareConfig) -> list[Sink]:
 
         sinks.append(TensorBoardSink(config.tensorboard))
     return sinks
+
+
+def replay_agent(config: RenderConfig) -> tuple[LoadedAgent, RenderConfig, float]:
+    """Stage 1 for the replay of one episode of a run (``rlviz explore``, then :func:`rlviz.jobs.videos.record_episode`
+    with the episode's index): (the agent, ``config`` as the run's job had it: pinned to the loaded ``hf://`` commit,
+    the default attention off for vector observations, :func:`vector_attention_off`; a multi-agent run's as it is,
+    the discount)."""
+    agent, config, gamma = resolve_agent(config)
+    if not is_agents_env_id(agent.recipe.env_id):
+        config = vector_attention_off(agent, config)
+    return agent, config, gamma
 
 
 def vector_attention_off(agent: LoadedAgent, config: RenderConfig) -> RenderConfig:

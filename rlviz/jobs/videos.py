@@ -1,6 +1,7 @@
 """The jobs' videos (render's, compare's per agent, the explorer's replays): which episodes get one
-(:func:`select_episodes`), each replayed into a video (:func:`record_episode`), in this process or as a worker's
-unit (:class:`VideoTask`, its files brought back as bytes and written under the driver's folder by
+(:func:`select_episodes`), each replayed into a video by the one function that makes an episode's video
+(:func:`record_episode`: render, compare and ``rlviz explore``'s on-demand videos all call it), in this process or as
+a worker's unit (:class:`VideoTask`, its files brought back as bytes and written under the driver's folder by
 :func:`write_video_files`); :func:`record_videos` runs them all for a rollout.
 
 A replay plays the rollout's actions again (the env under the same seed) and runs the policy once, batched, for the
@@ -11,9 +12,10 @@ from __future__ import annotations
 
 import tempfile
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -27,10 +29,10 @@ from ..evaluate import RolloutResult
 from ..evaluate.backends.workers import Backend
 from ..media.atomic import atomic_path
 from ..sources import LoadedAgent
-from .jax_stages import is_jax_agent, record_jax_episode
+from .jax_stages import is_jax_agent, jax_rollouts, record_jax_episode
 from .shards import AgentSource, source_for
 
-__all__ = ["VideoTask", "record_video_task", "record_episode", "write_video_files", "share_track",
+__all__ = ["VideoTask", "record_video_task", "record_episode", "rollout_alone", "write_video_files", "share_track",
            "MIN_VIDEO_SECONDS", "select_episodes", "record_videos", "nothing_failed_at"]
 
 #: render's videos last at least this long: short episodes play slower and hold their last frame.
@@ -76,14 +78,26 @@ def write_video_files(files: dict[Any, Any], folder: Path) -> dict[Any, Any]:
     return out
 
 
-def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name_prefix: str, config: RenderConfig,
-                   gamma: float, min_seconds: float = MIN_VIDEO_SECONDS) -> tuple[EpisodeResult, float]:
-    """Replay one rollout episode through :class:`RecordEpisode` into ``folder``: its result (with
-    ``video_path``, ``index`` the rollout's) and the env's frame rate. A short episode's video is slowed and held
-    to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`). A flax agent on a JAX env: the episode replayed
-    alone by the JAX engine (:func:`rlviz.jobs.jax_stages.record_jax_episode`), into the same files."""
+def record_episode(agent: LoadedAgent, record: EpisodeResult | int, folder: Path, name_prefix: str,
+                   config: RenderConfig, gamma: float, min_seconds: float = MIN_VIDEO_SECONDS,
+                   check: Callable[[EpisodeResult], None] | None = None) -> tuple[EpisodeResult, float]:
+    """Replay one episode of ``agent`` (its env recipe, ``config``'s seed and flags) into its video in ``folder``
+    (``<name_prefix>-episode-0.mp4`` and its per-step ``.npz``): its result (with ``video_path``, ``index`` the
+    rollout's) and the env's frame rate. The one function render, compare (per agent) and ``rlviz explore`` make an
+    episode's video with.
+
+    ``record``: the episode as the run's rollout played it (render, compare), or its index ``n`` (explore): then it is
+    rolled out again alone first, from its seed as in the whole run (:func:`rollout_alone`), and ``check(record)`` may
+    refuse it before its video is made (explore: when it does not play as the run's table says). A short episode's
+    video is slowed and held to last ``min_seconds`` (:func:`rlviz.draw.video.video_timing`). A flax agent on a JAX
+    env: the episode replayed alone by the JAX engine (:func:`rlviz.jobs.jax_stages.record_jax_episode`), into the
+    same files."""
+    episode: EpisodeResult = record if isinstance(record, EpisodeResult) else next(
+        e for e in rollout_alone(agent, config, gamma, int(record)).episodes if e.index == int(record))
+    if check is not None:
+        check(episode)
     if is_jax_agent(agent):
-        return record_jax_episode(agent, record, folder, name_prefix, config, gamma, min_seconds)
+        return record_jax_episode(agent, episode, folder, name_prefix, config, gamma, min_seconds)
     from ..draw.compose import ComposeOptions  # (the recorder and the drawing code load with the first video)
     from ..record import RecordEpisode, RecordOptions, run_episode
     from ..record.episode import play_actions
@@ -99,26 +113,40 @@ def record_episode(agent: LoadedAgent, record: EpisodeResult, folder: Path, name
                               camera=getattr(config, "camera", None)),
     )
     spec = attention_spec(config)  # with attention: the per-object share track under the panels
-    track = share_track(record) if spec is not None else None
+    track = share_track(episode) if spec is not None else None
     try:
-        with progress.phase(f"video {name_prefix.replace('-', ':', 1)} ({record.length} steps)"):
-            if record.actions is not None and (spec is None or track is not None):
+        with progress.phase(f"video {name_prefix.replace('-', ':', 1)} ({episode.length} steps)"):
+            if episode.actions is not None and (spec is None or track is not None):
                 # the env replays the rollout's actions; the policy runs once, batched, for the panels
-                replayed = play_actions(env, record, track)
+                replayed = play_actions(env, episode, track)
             else:  # a record without its actions (or attention shares): played again by the policy
                 played = env if spec is None else ShareTrack(env, spec, agent.policy, agent.recipe.env_id,
                                                              config.objects)
-                replayed = run_episode(played, seed=record.seed, greedy=record.greedy)
+                replayed = run_episode(played, seed=episode.seed, greedy=episode.greedy)
     finally:
         env.close()
-    if not np.isclose(replayed.ret, record.ret):
+    if not np.isclose(replayed.ret, episode.ret):
         warnings.warn(
-            f"Replaying episode {record.index} (seed {record.seed}) gave return {replayed.ret:g}; the rollout gave "
-            f"{record.ret:g}. The env is not deterministic under its seed, so this video may differ "
+            f"Replaying episode {episode.index} (seed {episode.seed}) gave return {replayed.ret:g}; the rollout gave "
+            f"{episode.ret:g}. The env is not deterministic under its seed, so this video may differ "
             "from the statistics.",
             stacklevel=2,
         )
-    return replace(replayed, index=record.index), env.fps
+    return replace(replayed, index=episode.index), env.fps
+
+
+def rollout_alone(agent: LoadedAgent, config: RenderConfig, gamma: float, n: int) -> RolloutResult:
+    """Episode ``n`` of ``config``'s rollout, alone (render's rollout with one env and ``indices=(n,)``: episode
+    outcomes do not depend on how many envs run beside it; a JAX agent's: the JAX engine's, episode ``n``'s key as
+    in the run)."""
+    config = replace(config, num_envs=1)
+    if is_jax_agent(agent):
+        return cast(RolloutResult, jax_rollouts(agent, config, gamma, indices=(n,)))
+    from ..evaluate.rollouts.plan import RolloutPlan, RolloutProbes
+    from ..evaluate.rollouts.rollout import rollout
+
+    plan = RolloutPlan.for_config(config, gamma, num_envs=1, indices=(n,), progress=False)
+    return rollout(agent.recipe, agent.policy, plan, RolloutProbes(attention=attention_spec(config)))
 
 
 def share_track(record: EpisodeResult) -> list[dict[str, float]] | None:

@@ -75,7 +75,7 @@ if TYPE_CHECKING:
     from .spooled import EpisodeSpool
     from .stream import FrameStream
 
-__all__ = ["EpisodeVideo", "RecordOptions", "VideoLabels", "fold_old_keywords", "preload_drawing"]
+__all__ = ["EpisodeVideo", "RecordOptions", "VideoLabels", "preload_drawing"]
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,8 @@ class RecordOptions:
 
     strip: frames-only videos: a thin strip under the game with the step, the reward and the return so far.
     gamma: discount of the return-to-go drawn beside the value trace.
-    saliency: None, "gradient", "smoothgrad" or "perturbation" (needs a policy; computed per episode in batches).
+    saliency: None or a saliency method's name (:data:`rlviz.choices.ATTRIBUTION_METHODS`: "gradient", "smoothgrad",
+    "perturbation"; needs a policy; computed per episode in batches).
     saliency_target: "action" (the chosen action's logit), "logprob", "value" or an action index.
     compose_options: a :class:`rlviz.draw.ComposeOptions` (panel sizes, minimum video length...).
     preset, crf: libx264's speed preset and quality (lower crf: better, larger).
@@ -137,20 +138,6 @@ class RecordOptions:
             object.__setattr__(self, "sinks", tuple(self.sinks))
         if self.camera is not None and not isinstance(self.camera, str):
             object.__setattr__(self, "camera", tuple(str(c) for c in self.camera))
-
-
-def fold_old_keywords(args: tuple[Any, ...], kwargs: dict[str, Any], old: dict[str, Any]) -> tuple[Any, ...]:
-    """A recorder's keywords of 0.3 that are :class:`RecordOptions` fields now (``saliency=``, ``preset=``,
-    ``sinks=``...): those given (not None, except ``sinks``) override the fields of ``kwargs["options"]``
-    (:func:`rlviz._deprecated.old_keywords`)."""
-    given = {k: v for k, v in old.items() if v is not None or k == "sinks"}
-    if given.get("action_names") is not None:
-        given["action_names"] = tuple(str(n) for n in given["action_names"])
-    options = kwargs.get("options")
-    if options is not None and not isinstance(options, RecordOptions):
-        return args  # (the recorder says what is wrong with it)
-    kwargs["options"] = replace(options or RecordOptions(), **given)
-    return args
 
 
 @dataclass(frozen=True)

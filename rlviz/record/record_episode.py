@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 
-from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..agent.obs import is_plain
 from ..choices import SALIENCY_METHODS
@@ -39,7 +38,7 @@ from ..errors import UsageError
 from ..explain.attribution import attribution_class
 from .annotated_state import one_env_state, warn_not_reset
 from .base import RecorderBase, default_triggers, every_episode, recorder_settings, settle_policy
-from .episode_video import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords, preload_drawing
+from .episode_video import EpisodeVideo, RecordOptions, VideoLabels, preload_drawing
 from .internals import compute_internals, save_episode_data
 from .modes import Stream
 from .setup import RenderModeError, action_labels, capped_cubic_video_schedule
@@ -51,11 +50,6 @@ if TYPE_CHECKING:  # annotations only: importing them here would load torch and 
 
 __all__ = ["RecordEpisode", "RecordOptions", "RenderModeError", "capped_cubic_video_schedule", "compute_internals",
            "save_episode_data"]
-
-
-#: RecordEpisode's keywords of 0.3 that are :class:`RecordOptions` fields now (accepted for one release)
-OLD_KEYWORDS = ("strip", "gamma", "saliency", "saliency_target", "compose_options", "preset", "crf", "save_data",
-                "spool_dir", "action_names", "squash")
 
 
 def check_saliency(saliency: str | None, policy: Any, observation_space: Any) -> None:
@@ -92,8 +86,8 @@ class RecordEpisode(RecorderBase, gym.Wrapper):  # type: ignore[type-arg,unused-
             ``metadata["render_fps"]``, else 30; ``disable_logger`` has nothing to silence here).
         options: a :class:`~rlviz.record.episode_video.RecordOptions`: how the videos look and what is kept beside them
             (strip, gamma, saliency, saliency_target, compose_options, preset, crf, save_data, spool_dir,
-            action_names, squash, background, camera). 0.3's keywords of those names still work for one release (with a
-            ``DeprecationWarning``): given, they override the options' fields.
+            action_names, squash, background, camera). (0.3's keywords of those names went in
+            0.6.)
 
     The signature is ``RecordVideo``'s, plus ``policy`` and ``options`` (tests/test_signatures.py holds it).
     """
@@ -102,7 +96,6 @@ class RecordEpisode(RecorderBase, gym.Wrapper):  # type: ignore[type-arg,unused-
     #: overrides ``_draw`` writes another layout (the timeline's progression parts)
     video_class: type[EpisodeVideo] = EpisodeVideo
 
-    @old_keywords(OLD_KEYWORDS, fold_old_keywords, "options=RecordOptions(...)")
     def __init__(
         self,
         env: gym.Env[Any, Any],

@@ -36,12 +36,11 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
-from .._deprecated import old_keywords
 from ..agent.actions import action_spec
 from ..errors import UsageError
 from .annotated_state import env_state_rows, warn_not_reset
 from .base import RecorderBase, default_triggers, recorder_settings, settle_policy
-from .episode_video import EpisodeVideo, RecordOptions, VideoLabels, fold_old_keywords
+from .episode_video import EpisodeVideo, RecordOptions, VideoLabels
 from .setup import RenderModeError, action_labels
 from .vector_parts import (
     DISABLED,
@@ -102,14 +101,12 @@ class RecordVectorEpisode(RecorderBase, _Base):  # type: ignore[misc]
             computing the panels for recorded episodes only, in batches when each ends (instead of ``annotate``).
         options: a :class:`~rlviz.record.episode_video.RecordOptions` (panel layout, gamma, encoder, spool folder...;
             ``sinks``: where finished videos are logged at the env step they ended, ``step()`` calls x ``num_envs``
-            as CleanRL's ``global_step``; ``grid_width``: the grid videos' width). 0.3's ``sinks=`` and
-            ``grid_width=`` still work, with a ``DeprecationWarning``. ``camera``: as RecordEpisode's (SyncVectorEnv).
+            as CleanRL's ``global_step``; ``grid_width``: the grid videos' width). ``camera``: as RecordEpisode's (SyncVectorEnv).
 
     Attributes: ``recorded`` (a :class:`RecordedVideo` per finished video, in order), ``step_id``, ``recording``,
     ``autoreset_mode`` ("next_step", "same_step" or "disabled").
     """
 
-    @old_keywords(("sinks", "grid_width"), fold_old_keywords, "options=RecordOptions(sinks=..., grid_width=...)")
     def __init__(
         self,
         envs: Any,

@@ -21,9 +21,8 @@ import copy
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
-from .._deprecated import old_keywords
 from ..agent import Policy
 from ..config import TimelineConfig, config_dict
 from ..envs.recipe import EnvRecipe
@@ -76,18 +75,6 @@ def _snapshot(policy: Policy) -> Policy:
     return frozen
 
 
-def _fold_writer(args: tuple, kwargs: dict, old: dict) -> tuple:
-    """0.3's ``TimelineWriter(out, env, greedy=..., heatmap=..., fail_on=..., gamma=..., num_envs=...)`` ->
-    ``config=TimelineConfig(run=out, ...)`` (:func:`rlviz._deprecated.old_keywords`)."""
-    config: Any = kwargs.get("config")
-    out = args[1] if len(args) > 1 else kwargs.get("out")
-    if config is None and out is not None:
-        config = TimelineConfig(run=os.fspath(out))
-    if isinstance(config, TimelineConfig):
-        kwargs["config"] = replace(cast(Any, config), **old)
-    return args
-
-
 class TimelineWriter:
     """Appends checkpoints to the timeline folder ``out`` as training runs (see the module docstring).
 
@@ -100,8 +87,6 @@ class TimelineWriter:
     10, 0, "first:1", False).
     """
 
-    @old_keywords(("greedy", "heatmap", "fail_on", "gamma", "num_envs"), _fold_writer,
-                  "config=TimelineConfig(run=out, greedy=..., ...)")
     def __init__(self, out: str | os.PathLike, env: EnvRecipe | str, *, episodes: int | None = None,
                  seed: int | None = None, videos: str | None = None, sinks: Sink | list[Sink] | None = None,
                  overwrite: bool | None = None,

@@ -18,14 +18,13 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 
-from .._deprecated import old_keywords
 from ..draw.compose import ComposeOptions, Compositor
 from ..draw.style import COLORS, put_text
 from ..envs import make_env
@@ -167,19 +166,6 @@ class PartOptions:
     max_steps: int | None = None
 
 
-def _fold_part(args: tuple, kwargs: dict, old: dict) -> tuple:
-    """0.3's ``record_part(..., label=, size=, gamma=, saliency=, saliency_target=, greedy=, max_steps=,
-    options=<key>)`` -> ``part=PartOptions(...)`` (:func:`rlviz._deprecated.old_keywords`)."""
-    if "options" in old:
-        old["key"] = old.pop("options")
-    part = kwargs.get("part")
-    if part is None or isinstance(part, PartOptions):
-        kwargs["part"] = replace(part or PartOptions(), **old)
-    return args
-
-
-@old_keywords(("label", "size", "gamma", "saliency", "saliency_target", "greedy", "max_steps", "options"), _fold_part,
-              "part=PartOptions(...)")
 def record_part(
     agent: LoadedAgent,
     step: int,

@@ -15,12 +15,11 @@ not stepped once the last episodes run, and extractors see each sub-env directly
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from ..._deprecated import old_keywords
 from ...agent.actions import check_policy_actions, draw_noise, space_to_json
 from ...agent.capabilities import capabilities_of
 from ...agent.policy import Policy
@@ -98,44 +97,22 @@ def _clips(recipe: EnvRecipe) -> bool:
     return any(w.name == "clip_reward" for w in recipe.wrappers)
 
 
-def _fold_rollout(args: tuple, kwargs: dict, old: dict) -> tuple:
-    """0.3's ``rollout(recipe, policy, episodes, num_envs=..., attention=..., probe=...)`` as a plan and probes."""
-    recipe, policy, *rest = args
-    plan = rest[0] if rest else kwargs.pop("plan", None)
-    if plan is None and "episodes" in old:
-        plan = old["episodes"]
-    if isinstance(plan, RolloutPlan):
-        plan = replace(plan, **{k: v for k, v in old.items() if k in _PLAN_FIELDS})
-    elif isinstance(plan, (int, np.integer)):
-        plan = RolloutPlan(int(plan), **{k: v for k, v in old.items() if k in _PLAN_FIELDS})
-    if "attention" in old or "probe" in old:
-        probes = rest[1] if len(rest) > 1 else kwargs.pop("probes", None) or RolloutProbes()
-        kwargs["probes"] = replace(probes, **{("step" if k == "probe" else k): v for k, v in old.items()
-                                              if k in ("attention", "probe")})
-        rest = rest[:1]
-    return (recipe, policy, plan, *rest[1:])
-
-
-_PLAN_FIELDS = frozenset(f.name for f in fields(RolloutPlan)) - {"episodes"}
-
-
-@old_keywords(_PLAN_FIELDS | {"episodes", "attention", "probe"}, _fold_rollout, "plan=RolloutPlan(...) (and "
-              "probes=RolloutProbes(attention=..., step=...))", also=lambda args: len(args) > 2 and
-              isinstance(args[2], (int, np.integer)))
 def rollout(recipe: EnvRecipe | str, policy: Policy, plan: RolloutPlan,
             probes: RolloutProbes | None = None) -> RolloutResult:
     """Run ``plan`` (a :class:`~rlviz.evaluate.rollouts.plan.RolloutPlan`: how many episodes, on how many envs stepped in
     lockstep, seeded how, the failure heatmap...) with one batched forward per step, measuring ``probes`` (a
     :class:`~rlviz.evaluate.rollouts.plan.RolloutProbes`: attention per object, a per-step probe) on the way.
-
-    0.3's form, ``rollout(recipe, policy, episodes, num_envs=..., seed=..., attention=..., probe=...)``, still works
-    for one release (with a ``DeprecationWarning``).
+    (0.3's form, ``rollout(recipe, policy, episodes, num_envs=..., ...)``, went in 0.6: an episode count for ``plan``
+    is refused, naming the plan to pass.)
     """
     recipe = _recipe(recipe)
     if not isinstance(policy, Policy):
         raise UsageError(f"policy is a {type(policy).__name__}; expected an rlviz Policy (e.g. TorchPolicy(module)).")
     if not isinstance(plan, RolloutPlan):
-        raise UsageError(f"plan={plan!r}; expected a RolloutPlan(episodes, ...).")
+        count = isinstance(plan, (int, np.integer)) and not isinstance(plan, bool)
+        raise UsageError(f"plan={plan!r}; expected a RolloutPlan(episodes, ...)"
+                         + (f": pass RolloutPlan({plan}, num_envs=..., seed=...), 0.3's episode count and keywords "
+                            "went in 0.6." if count else "."))
     probes = probes or RolloutProbes()
     attention = probes.attention_spec()
     heatmap = plan.heatmap
@@ -242,21 +219,6 @@ def heatmap_shape(recipe: Any, objects: Any = None, seed: int = 0) -> tuple[int,
     return int(h), int(w)
 
 
-def _fold_replay(args: tuple, kwargs: dict, old: dict) -> tuple:
-    """0.3's ``replay_episode(..., greedy=..., fail_on=..., gamma=..., max_steps=...)`` as a plan."""
-    recipe, policy, *rest = args
-    record = rest.pop(0) if rest else kwargs.pop("record", None)
-    plan = rest[0] if rest else kwargs.pop("plan", None)
-    greedy = old.pop("greedy", None)
-    if greedy is not None and isinstance(record, EpisodeResult):
-        record = replace(record, greedy=bool(greedy))  # 0.3: greedy= overrode the record's own
-    elif greedy is not None:
-        old["greedy"] = bool(greedy)
-    kwargs["plan"] = replace(plan or RolloutPlan(1), **old)
-    return (recipe, policy, record)
-
-
-@old_keywords(("greedy", "fail_on", "gamma", "max_steps"), _fold_replay, "plan=RolloutPlan(1, greedy=..., ...)")
 def replay_episode(recipe: EnvRecipe | str | None, policy: Policy, record: EpisodeResult | int | None,
                    plan: RolloutPlan | None = None, *, env: Any = None,
                    rng: np.random.Generator | None = None) -> EpisodeResult:
