@@ -255,3 +255,14 @@ def zoo_run(tmp_path_factory):
     zoo_yaml(run / "CartPole-v1" / "args.yml", {"algo": "ppo", "env": "CartPole-v1", "env_kwargs": None,
                                                  "gym_packages": [], "seed": 0})
     return model, run
+
+
+@pytest.fixture(scope="session")
+def snippets():
+    """Runs a docs/README snippet as pasted, forked from a server that imported torch & co once
+    (tests/_snippets.py)."""
+    from _snippets import SnippetRunner
+
+    runner = SnippetRunner()
+    yield runner
+    runner.close()

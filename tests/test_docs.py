@@ -29,13 +29,13 @@ API_IDS = ("rlviz.RecordEpisode", "rlviz.jobs.render.render", "rlviz.jobs.compar
            "rlviz.save_checkpoint")
 
 
-def run_snippet(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` as a user would paste it: ``cwd`` holds a link to samples/, rlviz comes from this checkout."""
+def run_snippet(snippets, code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``code`` as a user would paste it: ``cwd`` holds a link to samples/, rlviz comes from this checkout (its
+    own process, forked from one that imported torch & co: tests/_snippets.py)."""
     (cwd / "samples").symlink_to(ROOT / "samples")
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    return subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, env=env,
-                          timeout=300)
+    return snippets.run(code, cwd, env, timeout=300)
 
 
 def test_the_pages_have_python_blocks():
@@ -43,8 +43,8 @@ def test_the_pages_have_python_blocks():
 
 
 @pytest.mark.parametrize("name,code", BLOCKS, ids=[name for name, _ in BLOCKS])
-def test_docs_python_block_runs_as_pasted(name, code, tmp_path):
-    proc = run_snippet(code, tmp_path)
+def test_docs_python_block_runs_as_pasted(name, code, tmp_path, snippets):
+    proc = run_snippet(snippets, code, tmp_path)
     assert proc.returncode == 0, f"{name} failed:\n{code}\n{proc.stderr[-2000:]}"
 
 

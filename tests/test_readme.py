@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,10 +18,9 @@ def test_the_readme_has_python_snippets():
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
-def test_readme_python_snippet_runs_as_pasted(index, tmp_path):
+def test_readme_python_snippet_runs_as_pasted(index, tmp_path, snippets):
     (tmp_path / "samples").symlink_to(ROOT / "samples")
     env = {**os.environ, "PYTHONWARNINGS": "ignore", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", BLOCKS[index]], cwd=tmp_path, capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc = snippets.run(BLOCKS[index], tmp_path, env, timeout=300)  # (forked from a preloaded one: tests/_snippets.py)
     assert proc.returncode == 0, f"README snippet {index + 1} failed:\n{BLOCKS[index]}\n{proc.stderr[-2000:]}"
