@@ -62,6 +62,18 @@ def test_the_buggy_runs_entropy_collapses_and_the_fixed_runs_does_not(story):
         assert not {"value_uninformative", "value_wrong_sign"} & set(data["first_seen"])
 
 
+def test_the_buggy_value_moves_within_episodes_as_the_return_to_go_does(story):
+    """Not the seed's stuck value: the buggy agent's episodes (about 75 steps) are shorter than the discount's horizon
+    (1 / (1 - 0.99) = 100 steps), so what is left of the return falls to 0 over each one, and its value with it."""
+    _, _, s = story
+    for name in ("buggy", "fixed"):
+        v = s[name]["value_within_episodes"]
+        assert v["episodes"] == s["config"]["episodes"]
+        assert v["v_within_std"] >= 0.5 * v["g_within_std"] > 0
+    buggy = s["buggy"]["value_within_episodes"]
+    assert buggy["v_within_rel"] > 0.25 and abs(buggy["v_within_std"] - buggy["g_within_std"]) < 0.1 * buggy["g_within_std"]
+
+
 def test_the_fixed_agent_returns_more_on_paired_seeds(story):
     _, out, s = story
     c = s["compare"]
