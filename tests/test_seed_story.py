@@ -2,7 +2,8 @@
 trained with the seed's bug (no entropy bonus in the differentiated loss) and fixed, each evaluated from inside its
 jit-compiled loop into a timeline folder, then the two final agents compared on the same seeds. What the seed saw by
 eye must be in rlviz's outputs: the buggy run's entropy collapses (a finding, with the step it first appeared) and
-the fixed run's does not; the fixed agent returns more, by a paired 95% CI that excludes 0."""
+the fixed run's does not; the fixed agent returns more, by a paired 95% CI that excludes 0. What it saw and does not
+come back here is also asserted: the buggy value is not flat within episodes (docs/story.md)."""
 
 from __future__ import annotations
 
