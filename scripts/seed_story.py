@@ -24,6 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -32,28 +34,43 @@ from seed_ppo import OBS_SHAPE, Actor, Critic, PPOConfig, make_train  # noqa: E4
 ENV = "gymnax:Breakout-MinAtar"
 MODEL, CRITIC = f"{HERE / 'seed_ppo.py'}:Actor", f"{HERE / 'seed_ppo.py'}:Critic"
 
-#: updates of 64 envs x 128 steps (8,192 env steps each), an evaluation every ``every`` updates on ``episodes`` seeds,
-#: the comparison of the final agents on ``compare_episodes`` seeds
+#: ``updates`` of ``num_envs`` envs x ``num_steps`` steps, an evaluation every ``every`` updates on ``episodes`` seeds,
+#: the comparison of the final agents on ``compare_episodes`` seeds. short (CI): 64 x 64 (4,096 env steps an update,
+#: 409,600 a run; the cheapest setting where the story's conclusions held on training seeds 0, 1 and 2: docs/story.md);
+#: long: 64 x 128 (8,192 an update, 2.05M a run)
 SETTINGS = {
-    "short": {"updates": 100, "every": 25, "episodes": 128, "compare_episodes": 200},
-    "long": {"updates": 250, "every": 25, "episodes": 500, "compare_episodes": 1000},
+    "short": {"updates": 100, "num_envs": 64, "num_steps": 64, "every": 25, "episodes": 64, "compare_episodes": 100},
+    "long": {"updates": 250, "num_envs": 64, "num_steps": 128, "every": 25, "episodes": 500, "compare_episodes": 1000},
 }
 
 
-def train_run(out: Path, name: str, cfg: PPOConfig, every_k: int, episodes: int) -> dict:
-    """Train one run with its in-loop timeline in ``out/name``; save its final params; its figures."""
-    import flax.serialization
+def template_policy(hidden: int) -> Any:
+    """The runs' :class:`~rlviz.jax.FlaxPolicy` (the loop's params replace its own at each evaluation). One for both
+    runs: their evaluations share the engine compiled for its module and critic (``rlviz.training.jax_checkpoints``
+    keys it by them), so the second run's evaluations reuse the rollout the first compiled."""
     import jax
     import jax.numpy as jnp
 
-    from rlviz import TimelineConfig
-    from rlviz.integrations.jax_loop import JaxTimeline
-    from rlviz.jax import FlaxPolicy, FlaxPolicyOptions, every
+    from rlviz.jax import FlaxPolicy, FlaxPolicyOptions
 
     obs = jnp.zeros((1, *OBS_SHAPE))
-    template = FlaxPolicy(Actor(3, cfg.hidden), Actor(3, cfg.hidden).init(jax.random.PRNGKey(0), obs)["params"],
-                          critic=Critic(cfg.hidden), critic_params=Critic(cfg.hidden).init(jax.random.PRNGKey(0), obs)[
-                              "params"], options=FlaxPolicyOptions(obs_shape=OBS_SHAPE))
+    actor, critic = Actor(3, hidden), Critic(hidden)
+    return FlaxPolicy(actor, actor.init(jax.random.PRNGKey(0), obs)["params"], critic=critic,
+                      critic_params=critic.init(jax.random.PRNGKey(0), obs)["params"],
+                      options=FlaxPolicyOptions(obs_shape=OBS_SHAPE))
+
+
+def train_run(out: Path, name: str, cfg: PPOConfig, every_k: int, episodes: int, template: Any = None) -> dict:
+    """Train one run with its in-loop timeline in ``out/name``; save its final params; its figures. ``template``:
+    :func:`template_policy` (default: a new one)."""
+    import flax.serialization
+    import jax
+
+    from rlviz import TimelineConfig
+    from rlviz.integrations.jax_loop import JaxTimeline
+    from rlviz.jax import every
+
+    template = template if template is not None else template_policy(cfg.hidden)
     folder = out / name
     timeline = JaxTimeline(folder, template, ENV, steps_per_update=cfg.steps_per_update, episodes=episodes,
                            videos="worst:1", config=TimelineConfig(run=str(folder), heatmap=True, saliency="gradient",
@@ -73,7 +90,23 @@ def train_run(out: Path, name: str, cfg: PPOConfig, every_k: int, episodes: int)
                              "value_ev": None if r.get("value_explained_variance") is None
                              else round(r["value_explained_variance"], 4),
                              "warnings": [f["id"] for f in r["diagnostics"] if f["severity"] == "warning"]}
-                            for r in rows]}
+                            for r in rows],
+            "value_within_episodes": value_flatness(timeline.writer.checkpoints[-1].result.episodes)}
+
+
+def value_flatness(episodes: Any) -> dict:
+    """How much V and the discounted return-to-go G move within an episode (the seed's "value stuck at a fixed
+    point"), from each episode's value sums ``(n, sum v, sum g, sum v^2, sum g^2, sum v*g)``: the pooled
+    within-episode standard deviation of V (of G), over the steps of all episodes, and that relative to the mean of
+    V (of G). A flat value panel: a small ``v_within_rel``."""
+    sums = np.array([e.value_sums for e in episodes if e.value_sums is not None], np.float64)
+    n, sv, sg, svv, sgg = sums[:, 0], sums[:, 1], sums[:, 2], sums[:, 3], sums[:, 4]
+    within_v = float(np.sqrt(np.sum(svv - sv * sv / n) / n.sum()))
+    within_g = float(np.sqrt(np.sum(sgg - sg * sg / n) / n.sum()))
+    mean_v, mean_g = float(sv.sum() / n.sum()), float(sg.sum() / n.sum())
+    return {"episodes": len(sums), "mean_length": round(float(n.mean()), 1), "v_mean": round(mean_v, 3),
+            "g_mean": round(mean_g, 3), "v_within_std": round(within_v, 3), "g_within_std": round(within_g, 3),
+            "v_within_rel": round(within_v / abs(mean_v), 3), "g_within_rel": round(within_g / abs(mean_g), 3)}
 
 
 def compare_runs(out: Path, episodes: int) -> dict:
@@ -105,20 +138,26 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--every", type=int, default=None, help="override the setting's updates between evaluations")
     p.add_argument("--episodes", type=int, default=None, help="override the seeds of each evaluation")
     p.add_argument("--compare-episodes", type=int, default=None, help="override the paired seeds of the comparison")
+    p.add_argument("--num-envs", type=int, default=None, help="override the setting's envs per update")
+    p.add_argument("--num-steps", type=int, default=None, help="override the setting's steps per env per update")
     args = p.parse_args(argv)
     s = dict(SETTINGS[args.setting])
     s.update({k: v for k, v in (("updates", args.updates), ("every", args.every), ("episodes", args.episodes),
-                                ("compare_episodes", args.compare_episodes)) if v is not None})
+                                ("compare_episodes", args.compare_episodes), ("num_envs", args.num_envs),
+                                ("num_steps", args.num_steps)) if v is not None})
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    base = PPOConfig(updates=s["updates"], lr=args.lr, seed=args.seed)
+    base = PPOConfig(updates=s["updates"], num_envs=s["num_envs"], num_steps=s["num_steps"], lr=args.lr, seed=args.seed)
     story: dict[str, Any] = {"setting": args.setting, "config": {**base.__dict__, "every": s["every"],
                                                                  "episodes": s["episodes"]}}
+    template = template_policy(base.hidden)
     for name, bonus in (("buggy", False), ("fixed", True)):
-        story[name] = train_run(out, name, replace(base, entropy_in_loss=bonus), s["every"], s["episodes"])
-        print(f"{name}: {json.dumps(story[name]['checkpoints'][-1])}; first seen {story[name]['first_seen']}",
-              flush=True)
+        story[name] = train_run(out, name, replace(base, entropy_in_loss=bonus), s["every"], s["episodes"], template)
+        print(f"{name}: {json.dumps(story[name]['checkpoints'][-1])}; first seen {story[name]['first_seen']}; value "
+              f"within episodes {json.dumps(story[name]['value_within_episodes'])}", flush=True)
+    t0 = time.perf_counter()
     story["compare"] = compare_runs(out, s["compare_episodes"])
+    story["compare"]["seconds"] = round(time.perf_counter() - t0, 1)
     d = story["compare"]["return_diff"]
     print(f"fixed - buggy: {d['mean']:+.2f} (95% CI [{d['ci95'][0]:+.2f}, {d['ci95'][1]:+.2f}]) over "
           f"{story['compare']['episodes']} paired episodes; buggy {story['compare']['a']['return_mean']:.2f}, fixed "

@@ -2,7 +2,8 @@
 trained with the seed's bug (no entropy bonus in the differentiated loss) and fixed, each evaluated from inside its
 jit-compiled loop into a timeline folder, then the two final agents compared on the same seeds. What the seed saw by
 eye must be in rlviz's outputs: the buggy run's entropy collapses (a finding, with the step it first appeared) and
-the fixed run's does not; the fixed agent returns more, by a paired 95% CI that excludes 0."""
+the fixed run's does not; the fixed agent returns more, by a paired 95% CI that excludes 0. What it saw and does not
+come back here is also asserted: the buggy value is not flat within episodes (docs/story.md)."""
 
 from __future__ import annotations
 
@@ -60,6 +61,18 @@ def test_the_buggy_runs_entropy_collapses_and_the_fixed_runs_does_not(story):
     # the seed's flat value panel does not come back here: both value heads track the return (docs/story.md)
     for data in (buggy, fixed):
         assert not {"value_uninformative", "value_wrong_sign"} & set(data["first_seen"])
+
+
+def test_the_buggy_value_moves_within_episodes_as_the_return_to_go_does(story):
+    """Not the seed's stuck value: the buggy agent's episodes (about 75 steps) are shorter than the discount's horizon
+    (1 / (1 - 0.99) = 100 steps), so what is left of the return falls to 0 over each one, and its value with it."""
+    _, _, s = story
+    for name in ("buggy", "fixed"):
+        v = s[name]["value_within_episodes"]
+        assert v["episodes"] == s["config"]["episodes"]
+        assert v["v_within_std"] >= 0.5 * v["g_within_std"] > 0
+    buggy = s["buggy"]["value_within_episodes"]
+    assert buggy["v_within_rel"] > 0.25 and abs(buggy["v_within_std"] - buggy["g_within_std"]) < 0.1 * buggy["g_within_std"]
 
 
 def test_the_fixed_agent_returns_more_on_paired_seeds(story):
