@@ -10,9 +10,10 @@ keys on the device, inside the scan; per batch, its per-step scalars come to the
 episode there (float64, as the gymnasium path folds its step log). Only per-episode results and heatmap counts are
 kept, so memory is flat in the episode count. Episode ``k`` depends on (seed, k) only (:mod:`rlviz.jax.scan`): the
 same episodes with any ``num_envs`` or device count. With several devices the batch is sharded over them
-(``jax.sharding``: a 1-D mesh over the batch axis). Once a chunk leaves at most an eighth of a batch running, the
-running episodes go on in a smaller compiled batch (rows do not interact: the same numbers), so that a few long
-episodes do not keep every lane of the batch stepping.
+(``jax.sharding``: a 1-D mesh over the batch axis). Once the running episodes of a batch fit in a power of two
+(times 8 rows per device) at most three quarters of it, they go on in a compiled batch of that size (rows do not
+interact: the same numbers), so that the episodes that ended early and a few long ones do not keep every lane of
+the batch stepping: as episodes end, the batch halves.
 """
 
 from __future__ import annotations
@@ -27,11 +28,10 @@ from ..episode.result import EpisodeResult
 from ..errors import UsageError
 from ..evaluate.failures.heatmap import FailureHeatmap
 from ..evaluate.rollouts.rollout import RolloutResult, episode_seed_for
-from ..evaluate.rollouts.runner import value_sums
-from ..evaluate.statistics.diagnostics import EpisodeDiagnostics
+from .fold import fold_batch
 from .scan import Carry, initial_carry, make_step
 
-__all__ = ["JaxEngine", "jax_rollout", "add_failure", "CHUNK", "ROWS"]
+__all__ = ["JaxEngine", "jax_rollout", "CHUNK", "ROWS"]
 
 #: steps per compiled chunk of the scan (the host checks between chunks whether any episode of the batch still runs)
 CHUNK = 32
@@ -97,10 +97,28 @@ class JaxEngine:
 
     def run_batch(self, seeds: np.ndarray, keep: bool = False) -> tuple[dict, Any]:
         """The episodes of ``seeds`` (uint32 [B]): per-step outputs as numpy [T, B] (T: the steps until the last
-        ended, a multiple of CHUNK) and the last carry (with ``keep``: its first B rows are theirs). The compiled
-        batch is B padded to a multiple of :data:`ROWS` per device. Without ``keep``, when a chunk leaves at most an
-        eighth of the batch running, the running episodes go on in a smaller batch (:func:`_compacted`): a few
-        long episodes do not keep the whole batch stepping (their outputs are their own: rows do not interact)."""
+        ended, a multiple of CHUNK; a step after an episode ended reads as not alive) and the last carry (with
+        ``keep``: its first B rows are theirs; without, the running episodes moved to smaller batches as
+        :meth:`run_chunks` says)."""
+        parts, carry = self.run_chunks(seeds, keep)
+        return _assemble(parts, len(seeds)), carry
+
+    def run_packed(self, seeds: np.ndarray, count: int) -> tuple[dict, np.ndarray]:
+        """The first ``count`` episodes of ``seeds`` (uint32 [B], the rest padding), their steps only: per-step
+        outputs flat [S, ...] in (episode, step) order and each episode's number of steps (int64 [count], summing to
+        S) (:func:`rlviz.jax.fold.pack_chunks`: the host touches the steps taken, not the batch's idle lanes)."""
+        from .fold import pack_chunks
+
+        parts, _ = self.run_chunks(seeds)
+        return pack_chunks(parts, int(count), CHUNK)
+
+    def run_chunks(self, seeds: np.ndarray, keep: bool = False) -> tuple[list, Any]:
+        """The episodes of ``seeds`` (uint32 [B]), chunk by chunk until all ended: ([(outputs numpy [CHUNK, columns]
+        per output, the episode (index into seeds) each column runs: int [columns]) per chunk], the last carry).
+        The compiled batch is B padded to a multiple of :data:`ROWS` per device. Without ``keep``, when the running
+        episodes fit in a smaller batch (:func:`_compacted`), they go on in it after the chunk: the ended episodes
+        and a few long ones do not keep the whole batch stepping (their outputs are their own: rows do not
+        interact)."""
         import jax
 
         n = len(seeds)
@@ -124,24 +142,32 @@ class JaxEngine:
             smaller = _compacted(len(live), len(lanes))
             if smaller and not keep:
                 take = np.concatenate([live, np.full(smaller - len(live), live[-1])])
-                index = jax.numpy.asarray(take)
-                carry = jax.tree_util.tree_map(lambda a, i=index: _shard_like(a[i]), carry)
+                carry = self.jitted("take", _take)(carry, jax.numpy.asarray(take, jax.numpy.int32))
+                if _device_count() > 1:
+                    carry = jax.tree_util.tree_map(_shard_like, carry)
                 lanes = lanes[take]
                 chunk = self.functions(smaller, keep)[1]
-        return _assemble(jax.device_get(parts), n), carry
+        return jax.device_get(parts), carry
 
 
 def _compacted(live: int, batch: int) -> int:
-    """The smaller batch the ``live`` running episodes of a ``batch`` go on in (a power of two times the unit of
-    :func:`_padded`: a few compiled sizes, each a compilation on first use), or 0 to keep the batch (more than an
-    eighth of it still runs)."""
+    """The smaller batch the ``live`` running episodes of a ``batch`` go on in: the smallest power of two times the
+    unit of :func:`_padded` that holds them (a few compiled sizes, each a compilation on first use), or 0 to keep the
+    batch (that size would spare less than a quarter of its lanes)."""
     unit = ROWS * _device_count()
-    if live * 8 > batch or batch <= unit:
+    if batch <= unit:
         return 0
     size = unit
     while size < live:
         size *= 2
-    return size if size * 4 <= batch else 0
+    return size if size * 4 <= batch * 3 else 0
+
+
+def _take(carry: Carry, index: Any) -> Carry:
+    """The rows ``index`` (int32 [B']) of every leaf of ``carry``: one compiled gather (per pair of sizes)."""
+    import jax
+
+    return jax.tree_util.tree_map(lambda a: a[index], carry)
 
 
 def _shard_like(a: Any) -> Any:
@@ -231,10 +257,11 @@ def jax_rollout(engine: JaxEngine, episodes: int, *, seed: int = 0, num_envs: in
         idx = wanted[first:first + batch]
         seeds = np.array([episode_seed_for(seed, int(k)) for k in idx], np.uint32)
         padded = np.concatenate([seeds, np.full(batch - len(seeds), seeds[-1], np.uint32)])
-        ys, _ = engine.run_batch(padded)
-        for b, k in enumerate(idx):
-            records.append(fold_episode(ys, b, int(k), int(seeds[b]), engine, gamma, num_actions, hm))
-            steps += records[-1].length
+        ys, lengths = engine.run_packed(padded, len(idx))
+        folded = fold_batch(ys, lengths, idx, seeds, kind=engine.policy.kind, greedy=bool(engine.greedy), gamma=gamma,
+                            num_actions=num_actions, hm=hm)
+        records.extend(folded)
+        steps += sum(r.length for r in folded)
         if progress is not None:
             progress(len(idx))
     if hm is not None:
@@ -257,47 +284,6 @@ def _device_count() -> int:
     import jax
 
     return int(jax.device_count())
-
-
-def fold_episode(ys: dict, b: int, index: int, seed: int, engine: JaxEngine, gamma: float, num_actions: int,
-                 hm: FailureHeatmap | None) -> EpisodeResult:
-    """Column ``b`` of a batch's per-step outputs as episode ``index``'s :class:`EpisodeResult` (and its failures on
-    the heatmap): the gymnasium path's numbers, from the same per-step quantities."""
-    alive = ys["alive"][:, b]
-    n = int(np.count_nonzero(alive))
-    rewards = ys["reward"][:n, b].astype(np.float64)
-    ret = float(np.add.accumulate(rewards)[-1]) if n else 0.0
-    terminated = bool(ys["terminated"][n - 1, b]) if n else False
-    truncated = bool(ys["truncated"][n - 1, b]) if n else False
-    ent = ys["entropy"][:n, b]
-    ent_sum = float(np.add.accumulate(np.concatenate([[0.0], ent.astype(np.float64)]))[-1])
-    values = ys["value"][:n, b]
-    has_value = engine.policy.kind == "q" or not np.all(np.isnan(values))
-    vs = value_sums(rewards, values, gamma) if has_value and n else None
-    failed = np.flatnonzero(ys["failed"][:n, b])
-    if hm is not None:
-        for t in failed:
-            add_failure(hm, ys["objects"][t, b], index)
-    diag = EpisodeDiagnostics(num_actions)
-    keys = (ys["key1"][:n, b].astype(np.uint64) << np.uint64(32)) | ys["key2"][:n, b].astype(np.uint64)
-    bad = np.flatnonzero(ys["bad"][:n, b])
-    diag.fold(keys, ys["index"][:n, b], ent, rewards, bad if len(bad) else None)
-    return EpisodeResult(index, seed, ret, n, int(len(failed)), terminated, truncated, None,
-                         ent_sum / max(n, 1), bool(engine.greedy), vs, diag=diag.finish())
-
-
-def add_failure(hm: FailureHeatmap, positions: np.ndarray, episode: int) -> None:
-    """One failure of ``episode`` on the heatmap: each object covers one pixel of the grid, its (x, y) (off the grid:
-    none). What :meth:`FailureHeatmap.add` does with a mask of one pixel per object (its counts, its contributions as
-    runs of flat indices), without building the masks."""
-    h, w = hm.frame_shape
-    for i, (name, (x, y)) in enumerate(zip(hm.object_names, np.asarray(positions))):
-        if np.isfinite(x) and np.isfinite(y):
-            r, c = int(np.floor(y)), int(np.floor(x))
-            if 0 <= r < h and 0 <= c < w:
-                hm.counts[name][r, c] += 1
-                hm.contributions.append((int(episode), i, np.array([[r * w + c, 1]], np.int32)))
-    hm.failures += 1
 
 
 def _background(engine: JaxEngine, seed: int) -> np.ndarray | None:

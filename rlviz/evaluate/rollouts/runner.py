@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..failures.heatmap import FailureHeatmap
     from ..failures.objects import Extractor
 
-__all__ = ["Runner", "EpisodeState", "value_sums", "resolve_fail_on", "lives_of"]
+__all__ = ["Runner", "EpisodeState", "value_sums", "value_moments", "resolve_fail_on", "lives_of"]
 
 
 class EpisodeState:
@@ -57,11 +57,19 @@ class EpisodeState:
 
 def value_sums(rewards, values, gamma: float) -> tuple:
     r = np.asarray(rewards, dtype=np.float64)
-    g = returns_to_go(r, gamma, dtype=np.float64)[:-1]
+    return value_moments(len(r), values, returns_to_go(r, gamma, dtype=np.float64)[:-1])
+
+
+def value_moments(steps: int, values, g, finite: bool = False) -> tuple:
+    """``EpisodeResult.value_sums`` of an episode of ``steps`` steps: its values [steps] against the discounted
+    returns-to-go ``g`` float64 [steps] (non-finite pairs skipped: the diagnostics count them; ``finite``: the
+    caller checked that there are none)."""
     v = np.asarray(values, dtype=np.float64)
-    ok = np.isfinite(v) & np.isfinite(g)  # non-finite values are skipped (counted by the diagnostics)
-    v, g = v[ok], g[ok]
-    return (float(len(r)), float(v.sum()), float(g.sum()), float(v @ v), float(g @ g), float(v @ g))
+    g = np.asarray(g, dtype=np.float64)
+    if not finite:
+        ok = np.isfinite(v) & np.isfinite(g)
+        v, g = v[ok], g[ok]
+    return (float(steps), float(v.sum()), float(g.sum()), float(v @ v), float(g @ g), float(v @ g))
 
 
 def resolve_fail_on(fail_on: str, lives: int | None) -> str:
