@@ -204,7 +204,9 @@ function seek(t) {
 function playPause() {
   if (!E.trace) return;
   const go = E.trace.video.paused;
-  E.boxes.forEach(b => { if (b.trace) { if (go) b.video.play(); else b.video.pause(); } });
+  // (a play() cut short by the next episode's load() rejects with an AbortError: expected, not an error)
+  E.boxes.forEach(b => { if (b.trace) { if (go) b.video.play().catch(e => { if (e.name !== "AbortError") throw e; });
+                                        else b.video.pause(); } });
 }
 // the saliency overlay on or off: each side's video swapped for its other variant, at the same step
 function setSaliency(on) {
