@@ -383,20 +383,11 @@ class BatchRecorder:
         """What :func:`rlviz.jax.every` sends to the host (called on the traced arrays, inside the jitted update):
         the batch's env columns ``0..max(envs)`` (env 0's alone by default: 1/N of the batch; every column when
         ``envs`` is None), so the env indices stay the batch's. The full N is kept for ``global_step``'s default."""
-        done = traj_batch.get("done") if isinstance(traj_batch, dict) else getattr(traj_batch, "done", None)
-        shape = tuple(getattr(done, "shape", ()))
-        if self.envs is None or len(shape) != 2 or not self.envs:
-            return (traj_batch, *rest)
-        self._num_envs = int(shape[1])
-        keep = min(max(int(e) for e in self.envs) + 1, shape[1])
-        if keep >= shape[1]:
-            return (traj_batch, *rest)
-        import jax
+        from ..jax.batch import leading_columns
 
-        def narrow(a: Any) -> Any:
-            return a[:, :keep] if tuple(getattr(a, "shape", ())[:2]) == shape else a
-
-        return (jax.tree_util.tree_map(narrow, traj_batch), *rest)
+        narrowed, n = leading_columns(traj_batch, self.envs)
+        self._num_envs = n or self._num_envs
+        return (narrowed, *rest)
 
     def __call__(self, update_step: Any, traj_batch: Any, global_step: Any = None) -> None:
         if self.off:
