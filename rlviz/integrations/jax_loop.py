@@ -36,7 +36,7 @@ import json
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..config import TimelineConfig, config_dict, parse_video_spec
 from ..errors import UsageError
@@ -123,7 +123,7 @@ class JaxTimeline:
         whole under a temporary name, then renamed)."""
         import flax.serialization
 
-        tree = agent.policy.params  # ({"actor": variables, "critic": variables}, or the one module's variables)
+        tree = cast(Any, agent.policy).params  # ({"actor": variables, "critic": variables}, or the one module's variables)
         path = self.out / f"step_{int(step)}.msgpack"
         part = path.with_name(f".{path.name}.part")
         part.write_bytes(flax.serialization.to_bytes(tree))
@@ -184,6 +184,7 @@ def _loader_options(config: Any, env: str, policy: Any) -> Any:
     """``config`` with what loads the saved params again (env, model, critic and their kwargs), where not given."""
     if not isinstance(config, TimelineConfig):
         return config  # (TimelineWriter says what it expected)
+    config = cast(Any, config)
     given: dict[str, Any] = {}
     if config.env is None:
         given["env"] = env
