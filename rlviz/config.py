@@ -303,7 +303,7 @@ CompareConfig.__module__ = __name__
 TIMELINE_SHARED = ("env", "model", "vecnormalize", "trust_checkpoint", "episodes", "heatmap", "videos", "out",
                    "overwrite", "seed", "device", "saliency", "saliency_target", "greedy", "num_envs", "fail_on",
                    "objects", "log_scale", "gamma", "wandb_project", "wandb_run", "tensorboard", "progress", "workers",
-                   "ray", "threads", "attention")
+                   "ray", "threads", "attention", "model_kwargs", "critic", "critic_kwargs", "env_kwargs")
 #: The options of ``rlviz compare`` that ``rlviz timeline`` takes too (declared once, in CompareConfig): its
 #: disagreement analysis between checkpoints (:mod:`rlviz.training.disagreements`).
 TIMELINE_DISAGREEMENTS = COMPARE_ONLY

@@ -225,6 +225,29 @@ def test_recorder_calls_of_the_runs_of_a_vmapped_train_go_to_their_own_folders(t
     assert [(v.start, v.length, v.global_step) for v in recorder.recorded] == [(3, 3, 100), (3, 3, 100)]
 
 
+def test_recorder_sends_only_the_env_columns_it_draws(tmp_path):
+    """Inside the jitted update every() hands the recorder what its on_device keeps (env columns 0..max(envs)); the
+    video, its .npz and the default global_step ((update + 1) * T * N, the loop's N) are the whole batch's."""
+    import rlviz.jax as rj
+
+    batch, env = count_batch((3, 4, 5, 2), 8)
+    opt = rj.BatchVideoOptions(sinks=None)
+    whole = rj.batch_recorder(env, None, tmp_path / "whole", envs=(1,), options=opt)
+    sent = rj.batch_recorder(env, None, tmp_path / "sent", envs=(1,), options=opt)
+    assert sent.on_device(batch)[0].obs.shape == (8, 2, 4, 4, 3)  # columns 0 and 1 of 4
+    assert rj.batch_recorder(env, None, tmp_path, envs=None).on_device(batch)[0].obs.shape == (8, 4, 4, 4, 3)
+    whole(2, batch)
+    jax.jit(lambda b: rj.every(1, jnp.int32(2), sent, b))(batch)
+    whole.wait()
+    sent.wait()
+    (a,), (b,) = whole.recorded, sent.recorded
+    assert (b.env, b.start, b.length, b.global_step) == (a.env, a.start, a.length, a.global_step) == (1, 4, 4, 96)
+    with np.load(a.path.with_suffix(".npz")) as za, np.load(b.path.with_suffix(".npz")) as zb:
+        assert za.files == zb.files
+        for k in za.files:
+            np.testing.assert_array_equal(za[k], zb[k], err_msg=k)
+
+
 def test_videos_written_at_once_are_those_written_in_turn(tmp_path):
     import rlviz.jax as rj
 

@@ -14,6 +14,7 @@ pytest.importorskip("flax")
 pytest.importorskip("gymnax")
 import jax.numpy as jnp  # noqa: E402
 
+import rlviz  # noqa: E402
 from rlviz import TimelineConfig  # noqa: E402
 from rlviz.errors import UsageError  # noqa: E402
 from rlviz.evaluate.statistics.distance import tv_kl_categorical  # noqa: E402
@@ -92,21 +93,42 @@ def test_in_loop_timeline_rows_at_the_training_steps(tmp_path):
     assert sorted(p.name for p in (out / "heatmaps").iterdir()) == ["step_2000.png", "step_4000.png"]
     marker = json.loads((out / "rlviz-run.json").read_text())
     assert "videos/" + timeline.videos(4000)[0].name in marker["files"]
+    assert [r["checkpoint"] for r in data["checkpoints"]] == ["step_2000.msgpack", "step_4000.msgpack"]
+    assert {"step_2000.msgpack", "step_4000.msgpack"} <= set(marker["files"])
 
 
 def test_in_loop_rows_equal_the_rollout_of_those_params(tmp_path):
-    """A row is the JAX engine's rollout of the params on the run's seeds (render's numbers for that agent)."""
-    from rlviz.jax.envs import make_jax_env
-    from rlviz.jax.rollout import JaxEngine, jax_rollout
-
+    """A row is the rollout of the params on the run's seeds; the params saved in the folder, whose marker says how
+    to load them, make it a training run that `rlviz timeline` plays again (the same row: render's numbers for that
+    file) and whose episodes the explorer replays, each as the evaluation played it."""
     out = tmp_path / "run"
     policy = _policy(1)
     timeline = JaxTimeline(out, policy, ENV, steps_per_update=8, episodes=24, videos="none",
                            config=TimelineConfig(run=str(out), seed=5))
     row = timeline(3, policy.params["actor"]["params"], policy.params["critic"]["params"])
-    result = jax_rollout(JaxEngine(make_jax_env(ENV), policy), 24, seed=5, num_envs=24)
-    assert row["step"] == 24 and row["return"]["mean"] == pytest.approx(float(np.mean(result.returns)), abs=1e-12)
+    result = timeline.writer.checkpoints[0].result
+    assert row["step"] == 24 and len(result.returns) == 24 and row["return"]["mean"] == float(np.mean(result.returns))
     assert not (out / "videos").exists()
+    opts = json.loads((out / "rlviz-run.json").read_text())["options"]
+    assert (opts["env"], opts["model"], opts["critic"]) == (ENV, "tests._flax_seed:SeedActor",
+                                                           "tests._flax_seed:SeedCritic")
+    assert json.loads(opts["model_kwargs"]) == {"action_dim": 3, "hidden": 64}
+    again = rlviz.timeline(run=str(out), out=tmp_path / "again", episodes=24, seed=5, videos="none",
+                           **{k: opts[k] for k in ("env", "model", "model_kwargs", "critic", "critic_kwargs")})
+    (a,) = again.data["checkpoints"]
+    assert (a["step"], a["checkpoint"], a["return"]) == (24, "step_24.msgpack", row["return"])
+    from rlviz.config import ExploreConfig
+    from rlviz.explore.server import open_run
+    from rlviz.media import probe_video
+
+    index, cache = open_run(ExploreConfig(out=out, port=0, browser=False, trust_checkpoint=True))
+    assert index.job == "timeline" and index.steps == (24,) and cache.renderer.variants == ("step24",)
+    n = int(np.argmax(result.returns))
+    video = cache.render(n)  # what the page's "open" runs
+    npz = np.load(video.with_suffix(".npz"))
+    assert float(npz["rewards"].sum()) == float(result.returns[n])
+    assert npz["rewards"].shape[0] == result.episodes[n].length
+    assert probe_video(video, count=True).num_frames >= result.episodes[n].length + 1
 
 
 def test_jax_timeline_refuses_what_it_cannot_use(tmp_path):

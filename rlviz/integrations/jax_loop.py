@@ -20,14 +20,23 @@ timeline.png, report.html: :class:`rlviz.training.live.TimelineWriter`'s code), 
 and writes ``videos`` of that evaluation (``videos/step_<N>-<label>-<k>-episode-0.mp4`` + ``.npz``, drawn on the host as
 ``rlviz render`` draws them, with ``saliency`` when the config asks). The loop computes what it computes without it:
 :func:`rlviz.jax.every` only sends the params out. The params are host numpy copies: training does not change them.
+
+Each evaluated checkpoint's params are saved in the folder as ``step_<N>.msgpack`` (``flax.serialization.to_bytes``
+of ``{"actor": ..., "critic": ...}``, or of the one params tree), and the folder's ``rlviz-run.json`` names the
+env and the modules' classes (``--model``/``--critic`` and their ``--*-kwargs``, when importable by name), so the
+folder is a training run as ``rlviz timeline`` reads one (``rlviz timeline runs/ppo --env gymnax:... --model
+m:Actor --critic m:Critic --out again`` plays the saved params again, with equal rows) and ``rlviz explore runs/ppo
+--trust-checkpoint`` replays any episode of any checkpoint into a video.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import os
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..config import TimelineConfig, config_dict, parse_video_spec
 from ..errors import UsageError
@@ -52,13 +61,16 @@ class JaxTimeline:
     ``global_step``); episodes, videos: as ``rlviz timeline``'s (``videos``: the episodes of each evaluation that get
     a video, render's ``--videos``: ``worst:1``, ``first:1,worst:1``, ``none``); config: a
     :class:`~rlviz.config.TimelineConfig` with the other options (seed, heatmap, saliency, gamma, greedy, num_envs,
-    overwrite...); sinks: W&B / TensorBoard sinks, each row logged at its training step.
+    overwrite...; its ``env``, ``model``, ``critic`` and their ``*_kwargs``, when None, are filled from ``env`` and
+    the policy's modules: what ``rlviz timeline`` and ``rlviz explore`` load the saved params with); sinks: W&B /
+    TensorBoard sinks, each row logged at its training step; save_params: keep each checkpoint's params in the
+    folder (``step_<N>.msgpack``; False: the folder has rows and videos only, and explore cannot replay it).
     """
 
     def __init__(self, out: str | os.PathLike, policy: Any, env: str, *, steps_per_update: int = 1,
                  episodes: int | None = None, videos: str | None = None,
                  config: TimelineConfig | None = None,  # type: ignore[valid-type]  # (made by make_dataclass)
-                 sinks: Sink | list[Sink] | None = None):
+                 sinks: Sink | list[Sink] | None = None, save_params: bool = True):
         from ..envs.jax_ids import is_jax_env_id
 
         if not is_jax_env_id(str(env)):
@@ -71,7 +83,8 @@ class JaxTimeline:
         if isinstance(steps_per_update, bool) or not isinstance(steps_per_update, int) or steps_per_update < 1:
             raise UsageError(f"JaxTimeline(steps_per_update={steps_per_update!r}): expected a positive int, the env "
                              "steps of one update (num_envs * num_steps).")
-        self.policy, self.steps_per_update = policy, steps_per_update
+        self.policy, self.steps_per_update, self.save_params = policy, steps_per_update, bool(save_params)
+        config = _loader_options(config or TimelineConfig(run=os.fspath(out)), str(env), policy)
         self.writer = TimelineWriter(out, env, episodes=episodes, videos=videos, sinks=sinks, config=config)
         self.out, self.config = self.writer.out, self.writer.config
         self.rows: list[dict] = []
@@ -81,7 +94,8 @@ class JaxTimeline:
         ``update``: its row of timeline.json (also kept in :attr:`rows`)."""
         step = int(update) * self.steps_per_update
         agent = self.agent(params, critic_params, step)
-        row = self.writer.add_agent(agent, step)
+        path = self._save(step, agent) if self.save_params else None
+        row = self.writer.add_agent(agent, step, path)
         self._videos(step)
         self.rows.append(row)
         return row
@@ -103,6 +117,18 @@ class JaxTimeline:
         names = tuple(getattr(policy, "action_names", ()) or ())
         return LoadedAgent(policy, recipe, names, float(self.config.gamma if self.config.gamma is not None else 0.99),
                            kind, {"step": int(step)}, None, "flax-live")
+
+    def _save(self, step: int, agent: LoadedAgent) -> Path:
+        """``step_<step>.msgpack`` in the folder: the agent's params as ``load_jax_agent`` reads them (written
+        whole under a temporary name, then renamed)."""
+        import flax.serialization
+
+        tree = cast(Any, agent.policy).params  # ({"actor": variables, "critic": variables}, or the one module's variables)
+        path = self.out / f"step_{int(step)}.msgpack"
+        part = path.with_name(f".{path.name}.part")
+        part.write_bytes(flax.serialization.to_bytes(tree))
+        os.replace(part, path)
+        return path
 
     def _videos(self, step: int) -> None:
         """The evaluation's chosen episodes (``videos``) as render's videos, named by the training step."""
@@ -137,3 +163,37 @@ class JaxTimeline:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _class_spec(module: Any) -> tuple[str | None, str | None]:
+    """(``module:Class``, its fields as JSON) of a flax module instance: what ``--model``/``--model-kwargs`` build it
+    again with; (None, None) for a class no other process can import by name (defined in ``__main__`` or in a
+    function) or fields that are no plain JSON (a function, an array)."""
+    cls = type(module)
+    if cls.__module__ == "__main__" or "<locals>" in cls.__qualname__:
+        return None, None
+    fields = {k: getattr(module, k) for k in getattr(cls, "__dataclass_fields__", {}) if k not in ("parent", "name")}
+    try:
+        kwargs = json.dumps(fields, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return None, None
+    return f"{cls.__module__}:{cls.__qualname__}", kwargs if fields else None
+
+
+def _loader_options(config: Any, env: str, policy: Any) -> Any:
+    """``config`` with what loads the saved params again (env, model, critic and their kwargs), where not given."""
+    if not isinstance(config, TimelineConfig):
+        return config  # (TimelineWriter says what it expected)
+    config = cast(Any, config)
+    given: dict[str, Any] = {}
+    if config.env is None:
+        given["env"] = env
+    if config.model is None:
+        model, kwargs = _class_spec(policy.module)
+        critic, critic_kwargs = (_class_spec(policy.critic) if getattr(policy, "critic", None) is not None
+                                 else (None, None))
+        if model is not None and (critic is not None or getattr(policy, "critic", None) is None):
+            given.update(model=model, model_kwargs=config.model_kwargs or kwargs)
+            if critic is not None and config.critic is None:
+                given.update(critic=critic, critic_kwargs=config.critic_kwargs or critic_kwargs)
+    return replace(config, **given) if given else config

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import UsageError
 
-__all__ = ["BatchFields", "BatchEpisode", "read_batch", "cut_episodes", "FIELDS", "STATE_FIELDS"]
+__all__ = ["BatchFields", "BatchEpisode", "read_batch", "cut_episodes", "leading_columns", "FIELDS", "STATE_FIELDS"]
 
 #: the ``Transition`` fields rlviz reads (others, such as ``info``, are left alone)
 FIELDS = ("obs", "action", "reward", "done", "value", "log_prob", "logits", "mean", "std")
@@ -160,3 +160,23 @@ def cut_episodes(done: np.ndarray, envs: Sequence[int] | None = None, *, from_re
             if whole or partial:
                 out.append(BatchEpisode(i, int(s), int(e), whole, ended))
     return out
+
+
+def leading_columns(traj_batch: Any, envs: Sequence[int] | None) -> tuple[Any, int | None]:
+    """(``traj_batch`` with only its env columns ``0..max(envs)``, the batch's N): every leaf shaped ``[T, N, ...]``
+    like ``done`` sliced ``[:, :max(envs) + 1]`` (jax or numpy arrays: traced inside a jitted update too), so env
+    ``e`` stays column ``e``; ``envs`` None or empty, or a batch without a ``[T, N]`` ``done``: unchanged (N None when
+    there is no such ``done``)."""
+    done = traj_batch.get("done") if isinstance(traj_batch, dict) else getattr(traj_batch, "done", None)
+    shape = tuple(getattr(done, "shape", ()))
+    if len(shape) != 2:
+        return traj_batch, None
+    keep = min(max(int(e) for e in envs) + 1, shape[1]) if envs else shape[1]
+    if keep >= shape[1]:
+        return traj_batch, int(shape[1])
+    import jax
+
+    def narrow(a: Any) -> Any:
+        return a[:, :keep] if tuple(getattr(a, "shape", ())[:2]) == shape else a
+
+    return jax.tree_util.tree_map(narrow, traj_batch), int(shape[1])

@@ -27,6 +27,11 @@ def every(k: int, step: Any, fn: Callable[..., Any], *args: Any) -> None:
             read (``jax.block_until_ready``).
         args: pytrees of arrays (``traj_batch``, ``train_state.params``, ...), passed to ``fn`` as numpy.
 
+    When ``fn`` has an ``on_device(*args) -> args`` method (:func:`rlviz.jax.batch_recorder`'s recorder has one),
+    it is called on the traced args first and only what it returns goes through the ``lax.cond`` to the host (the
+    recorder keeps the env columns it draws: env 0's slice of a ``[T, N, ...]`` batch, not all N), so the loop's
+    compiled update carries and transfers less.
+
     Use inside ``jax.jit`` / ``lax.scan`` bodies; outside them it calls ``fn`` directly when the step matches.
     """
     if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
@@ -45,4 +50,7 @@ def every(k: int, step: Any, fn: Callable[..., Any], *args: Any) -> None:
     def skip(step_value: Any, *traced: Any) -> None:
         return None
 
+    narrow = getattr(fn, "on_device", None)
+    if callable(narrow):
+        args = tuple(narrow(*args))
     jax.lax.cond(jax.numpy.asarray(step) % k == 0, send, skip, step, *args)

@@ -26,7 +26,7 @@ from .._deprecated import old_keywords
 from ..errors import UsageError
 from .contract import JAX_KINDS, PolicyOut
 
-__all__ = ["FlaxPolicy", "FlaxPolicyOptions", "as_variables", "interpret_output"]
+__all__ = ["policy_key", "FlaxPolicy", "FlaxPolicyOptions", "as_variables", "interpret_output"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -69,6 +69,26 @@ def as_variables(params: Any) -> Any:
     if hasattr(params, "keys") and "params" in params.keys() and set(params.keys()) <= _VARIABLE_COLLECTIONS:
         return params
     return {"params": params}
+
+
+def _same(obj: Any) -> Any:
+    """``obj`` itself when hashable (flax modules are frozen dataclasses: two built with the same fields compute the
+    same function), else its id."""
+    try:
+        hash(obj)
+    except TypeError:
+        return ("id", id(obj))
+    return obj
+
+
+def policy_key(policy: Any) -> tuple:
+    """What a policy's compiled functions depend on, its params aside (they are the functions' argument): its
+    module and critic (equal modules: equal keys, so the checkpoints of one run share what was compiled for the
+    first), method, observation shapes, kind and squash; a recurrent policy's initial carry by identity."""
+    return (_same(getattr(policy, "module", policy)), _same(getattr(policy, "critic", None)),
+            getattr(policy, "method", None), getattr(policy, "obs_reshape", None), getattr(policy, "obs_shape", None),
+            getattr(policy, "kind", None), getattr(policy, "squash", None),
+            id(getattr(policy, "_carry", None)) if getattr(policy, "recurrent", False) else None)
 
 
 def _first(x: Any) -> Any:

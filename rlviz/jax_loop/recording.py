@@ -342,6 +342,10 @@ def _write_all(chosen: list[_Episode], env: Any, folder: Path, opt: BatchVideoOp
     return [_log(sinks, v, global_step, float(opt.fps or env.fps)) for v in written]
 
 
+#: nice levels the recorder's thread (drawing; its ffmpeg) runs below the training loop's
+WRITER_NICE = 10
+
+
 class BatchRecorder:
     """The host function :func:`batch_recorder` returns: ``recorder(update_step, traj_batch, global_step=None)``
     (what :func:`rlviz.jax.every` calls with numpy arrays). Each call takes the chosen episodes out of the batch at
@@ -366,6 +370,7 @@ class BatchRecorder:
         self.recorded: list[BatchVideo] = []
         self.off = False  # set once a batch could not be drawn (warned once)
         self._calls: dict[int, int] = {}  # update step -> calls so far (the runs of a vmapped train, in order)
+        self._num_envs: int | None = None  # the loop's N, seen by on_device when it traced the update
         self._sinks = _sinks(self.options.sinks)
         self._writer = BackgroundWriter("rlviz-batch-recorder")
         from ..record.episode_video import preload_drawing
@@ -373,6 +378,16 @@ class BatchRecorder:
         self._writer.submit(preload_drawing)  # the drawing's imports, on the thread, while the loop compiles
         ref = weakref.ref(self)
         atexit.register(lambda: ref() is not None and ref().wait())  # type: ignore[union-attr]
+
+    def on_device(self, traj_batch: Any, *rest: Any) -> tuple[Any, ...]:
+        """What :func:`rlviz.jax.every` sends to the host (called on the traced arrays, inside the jitted update):
+        the batch's env columns ``0..max(envs)`` (env 0's alone by default: 1/N of the batch; every column when
+        ``envs`` is None), so the env indices stay the batch's. The full N is kept for ``global_step``'s default."""
+        from ..jax.batch import leading_columns
+
+        narrowed, n = leading_columns(traj_batch, self.envs)
+        self._num_envs = n or self._num_envs
+        return (narrowed, *rest)
 
     def __call__(self, update_step: Any, traj_batch: Any, global_step: Any = None) -> None:
         if self.off:
@@ -386,7 +401,8 @@ class BatchRecorder:
             self.off = True
             warnings.warn(f"rlviz.jax.batch_recorder records nothing: {exc}", stacklevel=2)
             return
-        at = int(np.asarray(global_step)) if global_step is not None else (step + 1) * batch.steps * batch.num_envs
+        envs = self._num_envs or batch.num_envs  # (the loop's N, when on_device kept fewer columns)
+        at = int(np.asarray(global_step)) if global_step is not None else (step + 1) * batch.steps * envs
         if not chosen:
             warnings.warn(f"update {step}: {_nothing_found(batch, self.envs, opt)}", stacklevel=2)
             return
@@ -395,6 +411,9 @@ class BatchRecorder:
         self._writer.submit(self._write, chosen, folder, at, video=True)
 
     def _write(self, chosen: list[_Episode], folder: Path, at: int) -> None:
+        from ..record.writer import lower_thread_priority
+
+        lower_thread_priority(WRITER_NICE)  # (each job: the writer's thread ends when idle, the next is a new one)
         self.recorded.extend(_write_all(chosen, self.env, folder, self.options, at, self._sinks))
 
     def wait(self) -> None:

@@ -69,12 +69,21 @@ def with_env_kwargs(recipe: Any, config: RenderConfig) -> Any:
 
 def jax_engine_for(agent: Any, config: RenderConfig) -> Any:
     """The :class:`~rlviz.jax.rollout.JaxEngine` of ``agent`` on its recipe's JAX env (the same one, compiled
-    functions and all, for the same policy object and options)."""
+    functions and all, for the same policy object and options; for another policy of equal modules, e.g. another
+    checkpoint of the run, a copy playing that policy's params with the same compiled functions)."""
+    import copy
+
+    from ..jax.policy import policy_key
+
     recipe = with_env_kwargs(agent.recipe, config)
-    key = (id(agent.policy), recipe.to_json(), bool(config.greedy), str(config.fail_on), bool(config.heatmap))
+    key = (policy_key(agent.policy), recipe.to_json(), bool(config.greedy), str(config.fail_on),
+           bool(config.heatmap))
     engine = _ENGINES.get(key)
-    if engine is not None and engine.policy is agent.policy:
+    if engine is not None:
         _ENGINES.move_to_end(key)
+        if engine.policy is not agent.policy:
+            engine = copy.copy(engine)  # (shallow: its compiled functions shared; they take the params)
+            engine.policy = agent.policy
         return engine
     from ..jax.envs import make_jax_env
     from ..jax.rollout import JaxEngine

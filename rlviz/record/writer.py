@@ -9,18 +9,32 @@ finished videos waiting to be drawn up to :data:`MAX_PENDING_VIDEOS` (their fram
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["BackgroundWriter", "MAX_PENDING_BYTES", "MAX_PENDING_VIDEOS"]
+__all__ = ["BackgroundWriter", "MAX_PENDING_BYTES", "MAX_PENDING_VIDEOS", "lower_thread_priority"]
 
 #: bytes of frames that may wait for the writer thread before ``submit`` blocks (~22 CartPole or ~160 Atari frames)
 MAX_PENDING_BYTES = 16 << 20
 #: finished videos that may wait to be drawn and encoded before ``submit`` blocks
 MAX_PENDING_VIDEOS = 4
+
+
+def lower_thread_priority(by: int = 10) -> None:
+    """Run the calling thread (and the processes it starts afterwards, e.g. ffmpeg, which inherit it) ``by`` nice
+    levels below the process (at most 19): a recorder's drawing and encoding take the CPU the training loop leaves.
+    Linux sets the niceness per thread; elsewhere (or when refused) nothing changes."""
+    try:
+        tid = threading.get_native_id()
+        want = min(19, os.getpriority(os.PRIO_PROCESS, os.getpid()) + int(by))
+        if sys.platform.startswith("linux") and os.getpriority(os.PRIO_PROCESS, tid) < want:
+            os.setpriority(os.PRIO_PROCESS, tid, want)
+    except (AttributeError, OSError):  # (no getpriority: Windows; refused: a sandbox)
+        pass
 
 
 class BackgroundWriter:

@@ -7,8 +7,9 @@ import re
 
 __all__ = ["AGENT_SUFFIXES", "NOT_AGENT", "is_agent_name"]
 
-#: File endings that may hold an agent (anything else in RUN is never opened).
-AGENT_SUFFIXES = (".zip", ".pt2", ".pt", ".pth", ".cleanrl_model")
+#: File endings that may hold an agent (anything else in RUN is never opened); ``.msgpack``: flax params
+#: (``flax.serialization.to_bytes``, read with ``--model``/``--critic`` on a JAX env, or a CleanRL JAX save).
+AGENT_SUFFIXES = (".zip", ".pt2", ".pt", ".pth", ".cleanrl_model", ".msgpack")
 #: Names that are not agents even with an agent's ending (SB3 replay buffers, VecNormalize statistics).
 NOT_AGENT = re.compile(r"replay_buffer|vecnormalize", re.IGNORECASE)
 

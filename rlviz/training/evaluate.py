@@ -37,12 +37,12 @@ from ..evaluate.statistics.distance import tv_kl_gaussian as _tv_kl_gaussian
 from ..jobs.jax_stages import is_jax_agent, run_kind
 from ..jobs.rollouts import import_now, run_rollouts
 from ..jobs.shards import AgentSource, ShardTask, run_shard, share_agent, source_for
-from ..jobs.stages import summarise
+from ..jobs.stages import load_flax_agent, summarise, wants_jax_agent
 from ..sources import LoadedAgent
 from ..sources.run_folders import TimelineCheckpoint, reason_line
 from .jax_checkpoints import jax_action_probs, jax_checkpoint_rollout, jax_visited_states
 
-__all__ = ["evaluate_checkpoint", "evaluate_many", "checkpoint_config", "check_same_run", "visited_states",
+__all__ = ["evaluate_checkpoint", "load_checkpoint", "evaluate_many", "checkpoint_config", "check_same_run", "visited_states",
            "policy_change", "CheckpointTask", "run_checkpoint", "task_ranges", "STATE_LIMIT"]
 
 #: Visited states :func:`policy_change` compares the two policies on (the later checkpoint's first episodes; their
@@ -57,6 +57,15 @@ def checkpoint_config(cp: TimelineCheckpoint, config: Any) -> Any:
     if rc.vecnormalize is None and cp.vecnormalize is not None:
         rc = replace(rc, vecnormalize=cp.vecnormalize)
     return rc
+
+
+def load_checkpoint(cp: TimelineCheckpoint, rc: Any) -> LoadedAgent:
+    """The agent of ``cp`` as ``rlviz render`` of that file loads it (``rc``: its RenderConfig): a flax params file
+    (``step_<N>.msgpack``) with ``--env gymnax:...``, ``--model`` and ``--critic`` by
+    :func:`rlviz.jobs.stages.load_flax_agent`, any other by :meth:`TimelineCheckpoint.load`."""
+    if cp.agent is None and wants_jax_agent(rc):
+        return load_flax_agent(rc)
+    return cp.load(rc)
 
 
 def _identity(cp: TimelineCheckpoint) -> tuple[str, str] | None:
@@ -85,7 +94,7 @@ def evaluate_checkpoint(cp: TimelineCheckpoint, config: Any,
     (a different env is a UsageError). In this process; :func:`evaluate_many` runs checkpoints in workers."""
     rc = checkpoint_config(cp, config)
     try:
-        agent = cp.load(rc)
+        agent = load_checkpoint(cp, rc)
     except UsageError:
         raise
     except (Exception, RecursionError) as exc:  # a file that does not load is this checkpoint's failure alone

@@ -34,6 +34,8 @@ def _render_config(config: Any) -> Any:
 #: checkpoints share one module, so its rollout and replay compile once, not once per checkpoint
 _ENGINES: dict[tuple, tuple[Any, Any]] = {}
 _MAX_ENGINES = 8
+#: the compiled logits of a module's policy on a batch of states, by :func:`rlviz.jax.policy.policy_key`
+_PROBS: dict[tuple, tuple[Any, Any]] = {}
 
 
 def jax_engine(agent: Any, config: Any, heatmap: bool | None = None) -> Any:
@@ -47,10 +49,11 @@ def jax_engine(agent: Any, config: Any, heatmap: bool | None = None) -> Any:
     rc = _render_config(config)
     if heatmap is not None:
         rc = replace(rc, heatmap=bool(heatmap))
+    from ..jax.policy import policy_key
+
     policy = agent.policy
-    key = (id(getattr(policy, "module", policy)), id(getattr(policy, "critic", None)), getattr(policy, "method", None),
-           getattr(policy, "obs_reshape", None), agent.recipe.to_json(), getattr(rc, "env_kwargs", None),
-           bool(rc.greedy), str(rc.fail_on), bool(rc.heatmap))
+    key = (policy_key(policy), agent.recipe.to_json(), getattr(rc, "env_kwargs", None), bool(rc.greedy),
+           str(rc.fail_on), bool(rc.heatmap))
     held = _ENGINES.get(key)
     if held is None:
         if len(_ENGINES) >= _MAX_ENGINES:
@@ -98,8 +101,17 @@ def jax_action_probs(agent: Any, states: np.ndarray) -> np.ndarray | None:
         return None
     import jax
 
+    from ..jax.policy import policy_key
+
     policy = agent.policy
-    logits = jax.jit(jax.vmap(lambda o: policy.apply(policy.params, o).logits))(np.asarray(states, np.float32))
+    key = policy_key(policy)
+    held = _PROBS.get(key)
+    if held is None:  # (one compiled function per module: the params are its argument)
+        if len(_PROBS) >= _MAX_ENGINES:
+            _PROBS.pop(next(iter(_PROBS)))
+        fn = jax.jit(jax.vmap(lambda p, o: policy.apply(p, o).logits, in_axes=(None, 0)))
+        held = _PROBS[key] = (fn, policy)
+    logits = held[0](policy.params, np.asarray(states, np.float32))
     z = np.asarray(logits, np.float64)
     z = z - z.max(-1, keepdims=True)
     e = np.exp(z)

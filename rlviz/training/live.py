@@ -119,13 +119,15 @@ class TimelineWriter:
         return self.add_agent(LoadedAgent(frozen, self.recipe, self._names, float(gamma), frozen.kind, {"step": step},
                                           None, "live"), step)
 
-    def add_agent(self, agent: LoadedAgent, step: int) -> dict:
+    def add_agent(self, agent: LoadedAgent, step: int, path: Path | None = None) -> dict:
         """:meth:`add` for an agent that training no longer changes (a torch policy copied by :meth:`add`, or a flax
-        agent built from a training loop's params: :class:`rlviz.integrations.jax_loop.JaxTimeline`); its row."""
+        agent built from a training loop's params: :class:`rlviz.integrations.jax_loop.JaxTimeline`); its row.
+        ``path``: the file the agent was saved to in the folder (its ``checkpoint`` in timeline.json), if any."""
         step = check_step(step)
         if any(c.step == step for c in self._evaluator.done):
             raise UsageError(f"TimelineWriter.add: step {step} is already in {self.out}; add each step once.")
-        cp = TimelineCheckpoint(step, self.out / f"step_{step}", f"step_{step}", "training", agent=agent)
+        path = Path(path) if path is not None else self.out / f"step_{step}"
+        cp = TimelineCheckpoint(step, path, path.name, "training", agent=agent)
         done = self._evaluator.add(cp)
         if done.error is not None:
             raise UsageError(f"TimelineWriter.add: {done.error}")

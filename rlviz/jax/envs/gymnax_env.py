@@ -7,6 +7,7 @@ Catch's ball and paddle, in the frame's cells."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -144,15 +145,19 @@ class GymnaxEnv(JaxEnvBase):
         import gymnasium as gym
 
         gym_id, _ = _CLASSIC[self.name]
-        if self._gym is None:
-            self._gym = gym.make(gym_id, render_mode="rgb_array").unwrapped
-            self._gym.reset(seed=0)
-        self._gym.state = np.asarray(values, np.float64)
-        if self.name == "Pendulum-v1":
-            self._gym.last_u = None
-        return to_rgb_frame(self._gym.render())
+        with _DRAWING:  # (one thread at a time: the env's state is set, then drawn, and pygame is not thread-safe)
+            if self._gym is None:
+                self._gym = gym.make(gym_id, render_mode="rgb_array").unwrapped
+                self._gym.reset(seed=0)
+            self._gym.state = np.asarray(values, np.float64)
+            if self.name == "Pendulum-v1":
+                self._gym.last_u = None
+            return to_rgb_frame(self._gym.render())
 
 
+#: classic control frames are drawn by one thread at a time (a recorder's thread and the loop's callback both draw:
+#: pygame's surfaces and the env's state are shared)
+_DRAWING = threading.Lock()
 #: classic control: the state vector (gymnasium's ``env.state`` order) from gymnax's observation
 _STATE_OF_OBS = {
     "CartPole-v1": lambda o: o[:4],
