@@ -10,7 +10,7 @@ from rlviz.evaluate.failures.heatmap import FailureHeatmap
 from rlviz.evaluate.rollouts.runner import value_sums
 from rlviz.evaluate.statistics.batch_diagnostics import batch_diagnostics
 from rlviz.evaluate.statistics.diagnostics import EpisodeDiagnostics
-from rlviz.jax.fold import fold_batch, pack_chunks
+from rlviz.jax.fold import FoldSpec, fold_batch, pack_chunks
 
 
 def _episodes(rng, count=40):
@@ -84,8 +84,8 @@ def test_fold_batch_equals_the_per_episode_fold_from_shuffled_chunks():
     packed, lengths = pack_chunks(parts, count, chunk)
     assert lengths.tolist() == [len(e[0]) for e in eps]
     hm = FailureHeatmap((10, 10), ("ball", "paddle"))
-    got = fold_batch(packed, lengths, np.arange(count) + 100, np.arange(count, dtype=np.uint32), kind="logits",
-                     greedy=False, gamma=0.9, num_actions=3, hm=hm)
+    spec = FoldSpec(kind="logits", greedy=False, gamma=0.9, num_actions=3)
+    got = fold_batch(packed, lengths, np.arange(count) + 100, np.arange(count, dtype=np.uint32), spec, hm)
     failures, counts, contributions = 0, np.zeros((2, 10, 10), np.int64), []
     for b, (keys, _, ent, rewards, values, _) in enumerate(eps):
         r = got[b]
@@ -103,8 +103,7 @@ def test_fold_batch_equals_the_per_episode_fold_from_shuffled_chunks():
                 counts[i, y, x] += 1
                 contributions.append((b + 100, i, y * 10 + x))
     finite = dict(packed, value=np.nan_to_num(packed["value"]))  # no NaN value in the batch: the sums unmasked
-    again = fold_batch(finite, lengths, np.arange(count), np.arange(count, dtype=np.uint32), kind="logits",
-                       greedy=False, gamma=0.9, num_actions=3, hm=None)
+    again = fold_batch(finite, lengths, np.arange(count), np.arange(count, dtype=np.uint32), spec)
     assert [r.value_sums for r in again] == [value_sums(e[3], np.nan_to_num(e[4]), 0.9) for e in eps]
     assert hm.failures == failures > 0
     assert [hm.counts["ball"].tolist(), hm.counts["paddle"].tolist()] == counts.tolist()

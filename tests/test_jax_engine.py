@@ -208,9 +208,7 @@ _FAMILIES = [  # (env id, env kwargs, a policy for it); max 64 steps: one compil
     ("gymnax:Breakout-MinAtar", None, "logits"),
     ("gymnax:Catch-bsuite", None, "logits"),
     pytest.param("craftax:Craftax-Classic-Symbolic-v1", None, "logits", marks=pytest.mark.slow),  # ~50 s: compiles
-    # (brax's spring backend: the family's code path is the backend's name passed to brax.envs.create, and spring
-    # compiles in about half the time of MJX, the default: ~35 CPU-s less)
-    pytest.param("brax:inverted_pendulum", {"backend": "spring"}, "gaussian", marks=pytest.mark.slow),
+    pytest.param("brax:inverted_pendulum", {"backend": "mjx"}, "gaussian", marks=pytest.mark.slow),  # ~80 s: MJX
     ("jumanji:Snake-v1", None, "logits"),
 ]
 

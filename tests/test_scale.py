@@ -114,37 +114,6 @@ def test_worker_pool_reports_errors_in_one_line_and_leaves_no_process():
         WorkerPool(0)
 
 
-@pytest.mark.parametrize("jax_loaded", [False, True])
-def test_workers_are_forked_unless_jax_runs_threads_in_this_process(monkeypatch, jax_loaded):
-    """A fork copies only the forking thread; JAX runs threads of its own (and warns that a forked child may
-    deadlock): a process that imported JAX spawns its workers."""
-    import types
-
-    import rlviz.jobs.shards as shards
-    from rlviz.config import RenderConfig
-
-    started = []
-
-    class Pool:
-        def __init__(self, workers, threads=1, preload=(), start="spawn"):
-            started.append(start)
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
-
-    monkeypatch.setattr(shards, "WorkerPool", Pool)
-    if jax_loaded:
-        monkeypatch.setitem(sys.modules, "jax", types.ModuleType("jax"))
-    else:
-        monkeypatch.delitem(sys.modules, "jax", raising=False)
-    with shards.open_backend(RenderConfig(checkpoint="x.pt2", workers=2)):
-        pass
-    assert started == ["spawn" if jax_loaded else "fork"]
-
-
 def test_workers_share_indices_out_one_each_and_a_dead_one_is_reported_not_rerun(tmp_path):
     before = set(_children())
     with WorkerPool(2) as pool:  # spawned: the counter travels as the process's argument

@@ -63,14 +63,14 @@ class JaxTimeline:
     :class:`~rlviz.config.TimelineConfig` with the other options (seed, heatmap, saliency, gamma, greedy, num_envs,
     overwrite...; its ``env``, ``model``, ``critic`` and their ``*_kwargs``, when None, are filled from ``env`` and
     the policy's modules: what ``rlviz timeline`` and ``rlviz explore`` load the saved params with); sinks: W&B /
-    TensorBoard sinks, each row logged at its training step; save_params: keep each checkpoint's params in the
-    folder (``step_<N>.msgpack``; False: the folder has rows and videos only, and explore cannot replay it).
+    TensorBoard sinks, each row logged at its training step. Each checkpoint's params are kept in the folder
+    (``step_<N>.msgpack``): what ``rlviz timeline`` and explore replay.
     """
 
     def __init__(self, out: str | os.PathLike, policy: Any, env: str, *, steps_per_update: int = 1,
                  episodes: int | None = None, videos: str | None = None,
                  config: TimelineConfig | None = None,  # type: ignore[valid-type]  # (made by make_dataclass)
-                 sinks: Sink | list[Sink] | None = None, save_params: bool = True):
+                 sinks: Sink | list[Sink] | None = None):
         from ..envs.jax_ids import is_jax_env_id
 
         if not is_jax_env_id(str(env)):
@@ -83,7 +83,7 @@ class JaxTimeline:
         if isinstance(steps_per_update, bool) or not isinstance(steps_per_update, int) or steps_per_update < 1:
             raise UsageError(f"JaxTimeline(steps_per_update={steps_per_update!r}): expected a positive int, the env "
                              "steps of one update (num_envs * num_steps).")
-        self.policy, self.steps_per_update, self.save_params = policy, steps_per_update, bool(save_params)
+        self.policy, self.steps_per_update = policy, steps_per_update
         config = _loader_options(config or TimelineConfig(run=os.fspath(out)), str(env), policy)
         self.writer = TimelineWriter(out, env, episodes=episodes, videos=videos, sinks=sinks, config=config)
         self.out, self.config = self.writer.out, self.writer.config
@@ -94,7 +94,7 @@ class JaxTimeline:
         ``update``: its row of timeline.json (also kept in :attr:`rows`)."""
         step = int(update) * self.steps_per_update
         agent = self.agent(params, critic_params, step)
-        path = self._save(step, agent) if self.save_params else None
+        path = self._save(step, agent)
         row = self.writer.add_agent(agent, step, path)
         self._videos(step)
         self.rows.append(row)

@@ -12,6 +12,8 @@ recursion run on all episodes at once (the same operations per element), the val
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..episode.result import EpisodeResult
@@ -19,7 +21,7 @@ from ..evaluate.failures.heatmap import FailureHeatmap
 from ..evaluate.rollouts.runner import value_moments
 from ..evaluate.statistics.batch_diagnostics import batch_diagnostics
 
-__all__ = ["pack_chunks", "fold_batch", "add_failures"]
+__all__ = ["pack_chunks", "FoldSpec", "fold_batch", "add_failures"]
 
 
 def pack_chunks(parts: list, count: int, chunk: int) -> tuple[dict, np.ndarray]:
@@ -48,11 +50,23 @@ def pack_chunks(parts: list, count: int, chunk: int) -> tuple[dict, np.ndarray]:
     return out, lengths
 
 
-def fold_batch(ys: dict, lengths: np.ndarray, indices: np.ndarray, seeds: np.ndarray, *, kind: str, greedy: bool,
-               gamma: float, num_actions: int, hm: FailureHeatmap | None) -> list[EpisodeResult]:
+@dataclass(frozen=True)
+class FoldSpec:
+    """How a batch's episodes are folded: the policy's ``kind`` (``q``: values always kept), whether it acted
+    ``greedy``, the discount ``gamma`` of the value statistics, and the env's ``num_actions`` (1: continuous)."""
+
+    kind: str
+    greedy: bool
+    gamma: float
+    num_actions: int
+
+
+def fold_batch(ys: dict, lengths: np.ndarray, indices: np.ndarray, seeds: np.ndarray, spec: FoldSpec,
+               hm: FailureHeatmap | None = None) -> list[EpisodeResult]:
     """The results of episodes ``indices`` (int [B]), seeded ``seeds`` (uint32 [B]), whose steps ``ys`` holds end to
-    end as :func:`pack_chunks` packs them (``lengths`` int [B] steps each). ``kind``: the policy's (``q``: values
-    always kept); ``hm``: gets their failures, episode by episode, each one's in step order."""
+    end as :func:`pack_chunks` packs them (``lengths`` int [B] steps each), folded as ``spec`` says; ``hm``: gets
+    their failures, episode by episode, each one's in step order."""
+    kind, greedy, gamma, num_actions = spec.kind, spec.greedy, spec.gamma, spec.num_actions
     lengths = np.asarray(lengths, np.int64)
     width = len(lengths)
     starts = np.cumsum(lengths) - lengths

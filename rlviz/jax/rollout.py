@@ -28,7 +28,7 @@ from ..episode.result import EpisodeResult
 from ..errors import UsageError
 from ..evaluate.failures.heatmap import FailureHeatmap
 from ..evaluate.rollouts.rollout import RolloutResult, episode_seed_for
-from .fold import fold_batch
+from .fold import FoldSpec, fold_batch
 from .scan import Carry, initial_carry, make_step
 
 __all__ = ["JaxEngine", "jax_rollout", "CHUNK", "ROWS"]
@@ -253,13 +253,13 @@ def jax_rollout(engine: JaxEngine, episodes: int, *, seed: int = 0, num_envs: in
     records: list[EpisodeResult] = []
     steps, t0 = 0, time.perf_counter()
     num_actions = len(env.action_names) if env.discrete else 1
+    spec = FoldSpec(engine.policy.kind, bool(engine.greedy), gamma, num_actions)
     for first in range(0, len(wanted), batch):
         idx = wanted[first:first + batch]
         seeds = np.array([episode_seed_for(seed, int(k)) for k in idx], np.uint32)
         padded = np.concatenate([seeds, np.full(batch - len(seeds), seeds[-1], np.uint32)])
         ys, lengths = engine.run_packed(padded, len(idx))
-        folded = fold_batch(ys, lengths, idx, seeds, kind=engine.policy.kind, greedy=bool(engine.greedy), gamma=gamma,
-                            num_actions=num_actions, hm=hm)
+        folded = fold_batch(ys, lengths, idx, seeds, spec, hm)
         records.extend(folded)
         steps += sum(r.length for r in folded)
         if progress is not None:

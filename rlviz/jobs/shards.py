@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import multiprocessing
 import os
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,14 +133,12 @@ def open_backend(config: Any) -> Any:
     """A context giving None (this process), a :class:`WorkerPool` (``--workers N``) or a Ray pool (``--ray``)
     for a config with ``workers``, ``ray`` and ``threads`` (a RenderConfig or a CompareConfig). Ray and
     spawned workers start now (open it before loading the agent: they start meanwhile); forked workers (Linux)
-    start at the first shard and inherit the agents given to :func:`share_agent`. A process that has imported JAX
-    spawns its workers instead: JAX runs threads of its own, and a fork copies only the forking thread (JAX warns
-    that the child may deadlock)."""
+    start at the first shard and inherit the agents given to :func:`share_agent`."""
     if config.ray is not None:
         from ..evaluate.backends.ray_pool import RayPool
 
         pool: Any = RayPool(config.ray, workers=config.workers if config.workers > 1 else None, threads=config.threads)
-    elif config.workers > 1 and "fork" in multiprocessing.get_all_start_methods() and not _threads_outside_python():
+    elif config.workers > 1 and "fork" in multiprocessing.get_all_start_methods():
         pool = WorkerPool(config.workers, threads=config.threads, start="fork")
     elif config.workers > 1:
         pool = WorkerPool(config.workers, threads=config.threads, preload=(__name__,))
@@ -158,12 +155,6 @@ def open_backend(config: Any) -> Any:
     finally:
         _LOADED.clear()  # the agents shared with forked workers
         _SOURCES.clear()
-
-
-def _threads_outside_python() -> bool:
-    """This process runs threads that a fork would not copy and Python cannot see: JAX's (imported by the caller, a
-    notebook that also trains with JAX, or a JAX agent loaded earlier in the process)."""
-    return "jax" in sys.modules
 
 
 def source_for(config: RenderConfig, backend: Backend | None) -> AgentSource:
