@@ -28,6 +28,7 @@ steps (:func:`rlviz.jax.replay.saliency_maps`: one vmapped ``jax.grad`` per epis
 from __future__ import annotations
 
 import argparse
+import gc
 import statistics
 import time
 
@@ -171,7 +172,8 @@ def main() -> None:
 
 
 def _interleaved(runs: dict, repeats: int) -> dict:
-    """{name: [seconds]}: each of ``runs`` called once per repeat, in turn (after one untimed call each)."""
+    """{name: [seconds]}: each of ``runs`` called once per repeat, in turn (after one untimed call each; a garbage
+    collection, untimed, before each call)."""
     for name, fn in runs.items():
         t0 = time.perf_counter()
         fn()
@@ -179,6 +181,7 @@ def _interleaved(runs: dict, repeats: int) -> dict:
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(repeats):
         for name, fn in runs.items():
+            gc.collect()  # (the other side's garbage is not this side's to collect: collected before each, untimed)
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
