@@ -11,7 +11,9 @@ import getpass
 import json
 import os
 import shlex
+import shutil
 import threading
+import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -86,8 +88,12 @@ def test_sb3_dry_run_card_validates_and_holds_the_run(cartpole):
     _check_card(dry, run, "CartPole-v1")
     names = sorted(p.name for p in dry.iterdir())
     assert names == sorted(["README.md", "results.json", "rlviz.json", "replay.mp4", "replay-worst.mp4",
-                            "report.html", zip_path.name])
+                            "report.html", "config.json", zip_path.name])
     assert (dry / zip_path.name).read_bytes() == zip_path.read_bytes()  # the agent as loaded
+    config = json.loads((dry / "config.json").read_text())  # huggingface_sb3's: the zip's data + system_info
+    with zipfile.ZipFile(zip_path) as z:
+        assert {k: v for k, v in config.items() if k != "system_info"} == json.loads(z.read("data"))
+    assert config["system_info"]["Stable-Baselines3"] == sb3.__version__
 
 
 def test_replay_is_the_chosen_episode_frames_equal_videos_episode_n(cartpole, tmp_path):
@@ -96,13 +102,25 @@ def test_replay_is_the_chosen_episode_frames_equal_videos_episode_n(cartpole, tm
     n = choose_episode(rows, "median")
     ranked = sorted(float(r["return"]) for r in rows)
     assert float(rows[n]["return"]) == ranked[(len(ranked) - 1) // 2]
-    ref = render(checkpoint=str(zip_path), env="CartPole-v1", episodes=5, greedy=True, videos=f"episode:{n}",
-                 out=str(tmp_path / "ref"), progress=False)
-    ours = np.stack(list(read_video(dry / "replay.mp4")))
-    theirs = np.stack(list(read_video(Path(ref.out_dir) / "videos" / f"episode-{n}-episode-0.mp4")))
-    assert ours.shape == theirs.shape and np.array_equal(ours, theirs)
     worst = choose_episode(rows, "worst")
     assert float(rows[worst]["return"]) == ranked[0]
+    ref = render(checkpoint=str(zip_path), env="CartPole-v1", episodes=5, greedy=True,
+                 videos="episode:" + ",".join(str(e) for e in sorted({n, worst})), out=str(tmp_path / "ref"),
+                 progress=False)
+    for clip, episode in (("replay.mp4", n), ("replay-worst.mp4", worst)):  # the worst episode: the second clip
+        ours = np.stack(list(read_video(dry / clip)))
+        theirs = np.stack(list(read_video(Path(ref.out_dir) / "videos" / f"episode-{episode}-episode-0.mp4")))
+        assert ours.shape == theirs.shape and np.array_equal(ours, theirs), clip
+    assert json.loads((dry / "rlviz.json").read_text())["worst_episode"] == worst
+
+
+def test_choose_episode_median_best_worst_episode_n():
+    rows = [{"episode": str(i), "return": r} for i, r in enumerate(["5", "9", "1", "9", "1", "7"])]
+    assert choose_episode(rows, "median") == 0  # ranked 1,1,5,7,9,9: the lower middle, 5
+    assert choose_episode(rows, "best") == 1 and choose_episode(rows, "worst") == 2  # ties: the lower episode
+    assert choose_episode(rows, "episode:4") == 4
+    with pytest.raises(UsageError, match="episodes 0-5"):
+        choose_episode(rows, "episode:6")
 
 
 def test_round_trip_through_a_hugging_face_cache(cartpole, monkeypatch, tmp_path, no_network):
@@ -121,7 +139,9 @@ def test_no_machine_path_user_name_or_token_in_any_file(cartpole, monkeypatch, t
     _, _, run, _ = cartpole
     monkeypatch.setenv("HF_TOKEN", FAKE_TOKEN)
     out = tmp_path / "dry"
-    push(run=str(run), repo="me/x", dry_run=str(out), replay="best")
+    assert main(["push", str(run), "--repo", "me/x", "--dry-run", str(out), "--replay", "episode:3"]) == 0
+    assert json.loads((out / "rlviz.json").read_text())["replay_episode"] == 3
+    assert "`replay.mp4`: episode 3 (the episode:3 episode" in (out / "README.md").read_text()
     needles = {str(tmp_path), str(run.parent), os.path.expanduser("~"), getpass.getuser(), FAKE_TOKEN}
     for f in out.rglob("*"):
         data = f.read_bytes()
@@ -141,6 +161,30 @@ def test_refusals_one_line(cartpole, tmp_path, capsys):
         push(run=str(run), repo="no-slash", dry_run=str(tmp_path / "e"))
     with pytest.raises(UsageError, match="episodes 0-4"):
         push(run=str(run), repo="me/x", dry_run=str(tmp_path / "e"), replay="episode:9")
+
+
+def test_a_replay_that_cannot_be_made_is_an_error(cartpole, tmp_path, capsys):
+    """Never "continue without a video": a run whose episodes no longer come out as recorded, or whose replay
+    cannot run, exits non-zero with one line and writes no folder."""
+    _, _, run, _ = cartpole
+    changed = tmp_path / "changed"
+    shutil.copytree(run, changed)
+    lines = (changed / "episodes.csv").read_text().splitlines()
+    cells = lines[1].split(",")
+    cells[2] = str(float(cells[2]) + 1.0)  # episode 0's return, as if the agent had changed since the run
+    (changed / "episodes.csv").write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+    assert main(["push", str(changed), "--dry-run", str(tmp_path / "d")]) == 1
+    err = capsys.readouterr().err
+    assert "the replay's episodes differ from the run's" in err and err.count("\n") == 1
+    broken = tmp_path / "broken"
+    shutil.copytree(run, broken)
+    meta = json.loads((broken / "rlviz-run.json").read_text())
+    meta["options"]["env"] = "Acrobot-v1"  # the agent's 4 inputs, Acrobot's 6: the replay cannot run
+    (broken / "rlviz-run.json").write_text(json.dumps(meta))
+    assert main(["push", str(broken), "--dry-run", str(tmp_path / "d")]) == 1
+    err = capsys.readouterr().err
+    assert "could not make the replay" in err and "nothing was pushed" in err and err.count("\n") == 1
+    assert not (tmp_path / "d").exists()
 
 
 def test_a_model_run_needs_include_code(tmp_path, capsys):
@@ -172,10 +216,18 @@ def test_minatar_pt2_run(tmp_path):
            out=str(run), progress=False)
     push(run=str(run), repo="me/breakout", dry_run=str(tmp_path / "dry"), replay="worst")
     _check_card(tmp_path / "dry", run, "MinAtar/Breakout-v1")
-    assert (tmp_path / "dry" / "heatmap.png").is_file() and (tmp_path / "dry" / "minatar_breakout_ppo.pt2").is_file()
+    dry = tmp_path / "dry"
+    assert (dry / "heatmap.png").read_bytes() == (run / "heatmap.png").read_bytes()
+    assert (dry / "minatar_breakout_ppo.pt2").read_bytes() == (SAMPLES / "minatar_breakout_ppo.pt2").read_bytes()
+    assert (dry / "replay.mp4").read_bytes() == (dry / "replay-worst.mp4").read_bytes()  # --replay worst
+    text = (dry / "README.md").read_text()  # the replay, the statistics, the findings, the heatmap, the commands
+    order = [text.index(s) for s in ('<video controls src="replay.mp4">', "## Statistics", "## Findings",
+                                     "![where episodes failed](heatmap.png)", "## Reproduce", "rlviz render hf://")]
+    assert order == sorted(order)
 
 
 def test_package_to_hub_on_a_dummy_vec_env(cartpole, tmp_path):
+    import gymnasium as gym
     from stable_baselines3.common.env_util import make_vec_env
     from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -187,11 +239,14 @@ def test_package_to_hub_on_a_dummy_vec_env(cartpole, tmp_path):
                          eval_env=eval_env, repo_id="student/ppo-CartPole-v1", commit_message="Upload PPO",
                          n_eval_episodes=3, dry_run=str(tmp_path / "dry"))
     folder = Path(out.folder)
-    assert {"README.md", "results.json", "ppo-CartPole-v1.zip", "replay.mp4"} <= set(out.files)
+    assert {"README.md", "results.json", "config.json", "ppo-CartPole-v1.zip", "replay.mp4"} <= set(out.files)
     _, meta = _card(folder)
     assert meta["model-index"][0]["name"] == "PPO" and "CartPole-v1" in meta["tags"]
     info = probe_video(folder / "replay.mp4")
-    assert info.num_frames > 1 and info.width > 300  # the game and the agent's panels side by side (annotated)
+    game = gym.make("CartPole-v1", render_mode="rgb_array")
+    game.reset(seed=0)
+    width = game.render().shape[1]
+    assert info.num_frames > 1 and info.width > width + 100  # the game and the agent's panels beside it (annotated)
     assert json.loads((folder / "results.json").read_text())["n_eval_episodes"] == 3
 
 
@@ -286,6 +341,18 @@ def test_cleanrl_ppo_run(tmp_path):
     push(run=str(run), repo="me/cleanrl-cartpole", dry_run=str(tmp_path / "dry"))
     meta = _check_card(tmp_path / "dry", run, "CartPole-v1")
     assert meta["library_name"] == "cleanrl" and (tmp_path / "dry" / "ppo.cleanrl_model").is_file()
+
+
+def test_cleanrl_jax_flax_params_run(tmp_path):
+    """A CleanRL JAX script's flax params (dqn_jax.py's .cleanrl_model, read with no JAX) go up as saved."""
+    from test_cleanrl_jax import fixture
+
+    path, _ = fixture("dqn_jax", tmp_path / "runs")
+    run = tmp_path / "run"
+    render(checkpoint=str(path), episodes=2, videos="none", out=str(run), progress=False)
+    push(run=str(run), repo="me/dqn-jax", dry_run=str(tmp_path / "dry"))
+    meta = _check_card(tmp_path / "dry", run, json.loads((run / "summary.json").read_text())["env_id"])
+    assert meta["library_name"] == "cleanrl" and (tmp_path / "dry" / path.name).read_bytes() == path.read_bytes()
 
 
 def test_pettingzoo_run(tmp_path):

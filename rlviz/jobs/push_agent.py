@@ -4,8 +4,9 @@
 the run's agent     the repo's files
 ==================  ==========================================================================================
 rlviz ``.pt2``      the file (its env recipe is inside)
-SB3 ``.zip``        the zip, and its VecNormalize statistics as ``vec_normalize.pkl`` (``--vecnormalize``, or
-                    those the render found beside it): huggingface_sb3's layout
+SB3 ``.zip``        the zip, ``config.json`` (the zip's ``data`` and SB3's system info), and its VecNormalize
+                    statistics as ``vec_normalize.pkl`` (``--vecnormalize``, or those the render found beside
+                    it): huggingface_sb3's ``package_to_hub`` layout
 rl-zoo3 run         ``<algo>-<env>.zip``, ``args.yml``, ``config.yml``, ``env_kwargs.yml``, ``vec_normalize.pkl``,
                     ``train_eval_metrics.zip`` (the run's ``evaluations.npz`` and monitor CSVs): what
                     ``rl_zoo3.push_to_hub`` uploads and ``rl_zoo3.load_from_hub`` downloads
@@ -18,6 +19,7 @@ Each is a layout :mod:`rlviz.sources.huggingface.hub` recognises, so ``rlviz ren
 from __future__ import annotations
 
 import io
+import json
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +62,26 @@ def _metrics_zip(run: Path) -> bytes:
                 archive.writestr(zipfile.ZipInfo(f.name, (1980, 1, 1, 0, 0, 0)), f.read_bytes(),
                                  zipfile.ZIP_DEFLATED)
     return buf.getvalue()
+
+
+def _sb3_config(model: Path) -> bytes | None:
+    """huggingface_sb3's ``config.json``: the zip's ``data`` (the model's arguments and spaces as SB3 saved them)
+    with ``system_info`` (``stable_baselines3.get_system_info``, where SB3 is installed), as its
+    ``package_to_hub`` writes it; None when the zip holds no readable ``data``."""
+    try:
+        with zipfile.ZipFile(model) as archive:
+            data = json.loads(archive.read("data"))
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+        return None
+    if not isinstance(data, dict):
+        return None
+    try:
+        import stable_baselines3
+
+        data["system_info"] = stable_baselines3.get_system_info(print_info=False)[0]
+    except ImportError:
+        pass
+    return json.dumps(data).encode()
 
 
 def _plain(value: Any) -> Any:
@@ -138,6 +160,9 @@ def agent_files(options: dict[str, Any], config: PushConfig) -> AgentFiles:
         if zoo.folder is not None and zoo.recipe is not None:
             return _zoo_files(zoo, stats)
         files: dict[str, Path | bytes] = {zoo.model.name: zoo.model}
+        config_json = _sb3_config(zoo.model)
+        if config_json is not None:
+            files["config.json"] = config_json
         if stats is not None:
             files["vec_normalize.pkl"] = stats
         return AgentFiles(files, "stable-baselines3")
