@@ -114,7 +114,7 @@ def test_mutated_timeline_folders_open_or_are_refused_in_one_line(timeline_folde
 
 
 # -- the server's guard: cross-origin, content type, Host, token (#60 item 2) ----------------------------------------
-def _guarded(folder, token=None):
+def _guarded(folder, token=None, hosts=("127.0.0.1:8765", "localhost:8765")):
     """The app on ``folder`` with a renderer that records every call (a render that starts is the failure)."""
     from rlviz.explore.cache import EpisodeCache
     from rlviz.explore.server import create_app
@@ -126,7 +126,7 @@ def _guarded(folder, token=None):
         raise RuntimeError("no render in this test")
 
     index = RunIndex(folder)
-    app = create_app(index, EpisodeCache(index.root, render), hosts=("127.0.0.1:8765", "localhost:8765"), token=token)
+    app = create_app(index, EpisodeCache(index.root, render), hosts=hosts, token=token)
     return app, calls
 
 
@@ -163,6 +163,18 @@ _CROSS = [  # (headers of a request another site's page can make the browser sen
 def test_an_open_from_another_origin_or_not_as_json_or_by_another_host_is_refused(folder, headers, code):
     app, calls = _guarded(folder)
     assert _call(app, "POST", "/api/episode/3/open", headers) == code
+    assert calls == [] and app.cache.status(3)["state"] == "none"
+
+
+def test_off_the_loopback_the_token_does_not_switch_the_cross_origin_guard_off(folder):
+    """The app as ``--host 0.0.0.0`` serves it (any Host name, the token required): a request carrying the token's
+    cookie is still refused from another origin or not as JSON, as on the loopback."""
+    app, calls = _guarded(folder, token="s3cret-token", hosts=())
+    cookie = {"HTTP_COOKIE": "rlviz_explore_token=s3cret-token"}
+    for headers, code in _CROSS:
+        if code != 400:  # (the Host rows: off the loopback the token, which another site's page lacks, stands in)
+            assert _call(app, "POST", "/api/episode/3/open", {**headers, **cookie}) == code, headers
+            assert _call(app, "POST", "/api/episode/3/open", headers, "token=s3cret-token") == code, headers
     assert calls == [] and app.cache.status(3)["state"] == "none"
 
 

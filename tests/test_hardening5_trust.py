@@ -241,33 +241,52 @@ def test_explore_off_the_loopback_warns_and_answers_403_without_the_token(tmp_pa
 
 
 def test_fifty_opens_at_once_render_at_most_the_slots_at_a_time(tmp_path):
+    """50 opens at once: RENDER_SLOTS renders run (on as many threads), the other 48 wait in the queue (their status
+    says so), and memory holds RENDER_SLOTS renders' worth at most (each render here holds 4 MiB while it runs: 50
+    at once held 200 MiB, as the 0.5 explorer's 55 threads grew it from 291 to 593 MB)."""
+    import tracemalloc
+
     from rlviz.explore.cache import RENDER_SLOTS, EpisodeCache
 
-    running, peak, lock = [0], [0], threading.Lock()
+    running, peak, lock, gate = [0], [0], threading.Lock(), threading.Event()
+    each = 4 << 20
 
-    def renderer(n: int, folder: Path) -> Path:  # a real blocking render: it counts who runs at once
+    def renderer(n: int, folder: Path) -> Path:  # a blocking render holding memory: it counts who runs at once
+        held = bytearray(each)
         with lock:
             running[0] += 1
             peak[0] = max(peak[0], running[0])
-        time.sleep(0.02)
+        gate.wait(60)
         (folder / "v.npz").write_bytes(b"")
         video = folder / "v.mp4"
-        video.write_bytes(b"\0")
+        video.write_bytes(bytes(held[:1]))
         with lock:
             running[0] -= 1
         return video
 
     cache = EpisodeCache(tmp_path, renderer)
     threads_before = threading.active_count()
-    states = [cache.start(n)["state"] for n in range(50)]
-    assert set(states) <= {"rendering", "done"}
-    assert threading.active_count() - threads_before <= RENDER_SLOTS  # two threads of its own, not 50
-    deadline = time.monotonic() + 60
-    while any(cache.status(n)["state"] != "done" for n in range(50)):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    assert 1 <= peak[0] <= RENDER_SLOTS
-    assert sum(cache.renders.values()) == 50
+    tracemalloc.start()
+    try:
+        states = [cache.start(n)["state"] for n in range(50)]
+        deadline = time.monotonic() + 60
+        while running[0] < RENDER_SLOTS:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        time.sleep(0.1)  # (a third render, were there no queue, would have started by now)
+        queued = [n for n in range(50) if cache.status(n).get("queued")]
+        assert states == ["rendering"] * 50 and len(queued) == 50 - RENDER_SLOTS and running[0] == RENDER_SLOTS
+        assert threading.active_count() - threads_before == RENDER_SLOTS  # two threads of its own, not 50
+        gate.set()
+        while any(cache.status(n)["state"] != "done" for n in range(50)):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        top = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        gate.set()
+    assert peak[0] == RENDER_SLOTS and sum(cache.renders.values()) == 50
+    assert top < (RENDER_SLOTS + 1) * each, top  # RENDER_SLOTS renders' memory at most, not 50
 
 
 # -- a run folder is untrusted input (#60 item 1) -------------------------------------------------------------------
