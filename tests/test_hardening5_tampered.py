@@ -189,6 +189,7 @@ def test_a_known_wrapper_a_run_names_is_never_imported_from_the_working_folder(t
     (tmp_path / "h5_family_pkg" / "wrappers.py").write_text("import gymnasium\nclass Img(gymnasium.Wrapper): pass\n")
     monkeypatch.setattr(uw, "KNOWN_WRAPPER_CLASSES", uw.KNOWN_WRAPPER_CLASSES | {"h5_family_pkg.wrappers:Img"})
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".")])  # (as the rlviz script's)
     with pytest.raises(EnvError, match="cannot import Img from h5_family_pkg"):
         uw.user_wrapper("h5_family_pkg.wrappers:Img")
     assert not marker.exists() and "h5_family_pkg" not in sys.modules
