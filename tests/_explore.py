@@ -42,13 +42,13 @@ def reference_video(tmp_path_factory: Any, n: int) -> Path:
 @contextlib.contextmanager
 def serving(run: Path, **options: Any) -> Iterator[SimpleNamespace]:
     """The explorer on ``run`` in a thread: .base (http://127.0.0.1:PORT), .cache, .index."""
+    from rlviz.explore.gate import host_names
     from rlviz.explore.server import create_app, make_server, open_run
 
     config = ExploreConfig(out=run, port=0, browser=False, **options)
     index, cache = open_run(config)
-    server = make_server("127.0.0.1", 0, create_app(index, cache))
+    server = make_server("127.0.0.1", 0, create_app(index, cache, hosts=host_names("127.0.0.1")))
     port = server.server_port
-    server.set_app(create_app(index, cache, hosts=(f"127.0.0.1:{port}", f"localhost:{port}")))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:

@@ -114,9 +114,11 @@ def test_mutated_timeline_folders_open_or_are_refused_in_one_line(timeline_folde
 
 
 # -- the server's guard: cross-origin, content type, Host, token (#60 item 2) ----------------------------------------
-def _guarded(folder, token=None):
-    """The app on ``folder`` with a renderer that records every call (a render that starts is the failure)."""
+def _guarded(folder, token=None, host="127.0.0.1"):
+    """The app on ``folder`` as ``--host host`` gates it, with a renderer that records every call (a render that
+    starts is the failure)."""
     from rlviz.explore.cache import EpisodeCache
+    from rlviz.explore.gate import host_names
     from rlviz.explore.server import create_app
 
     calls: list[int] = []
@@ -126,19 +128,23 @@ def _guarded(folder, token=None):
         raise RuntimeError("no render in this test")
 
     index = RunIndex(folder)
-    app = create_app(index, EpisodeCache(index.root, render), hosts=("127.0.0.1:8765", "localhost:8765"), token=token)
+    app = create_app(index, EpisodeCache(index.root, render), hosts=host_names(host), token=token)
     return app, calls
 
 
-def _call(app, method: str, path: str, headers: dict | None = None, query: str = "") -> int:
+def _answer(app, method: str, path: str, headers: dict | None = None, query: str = "") -> tuple[int, bytes]:
     import io
 
     environ = {"REQUEST_METHOD": method, "PATH_INFO": path, "QUERY_STRING": query, "HTTP_HOST": "127.0.0.1:8765",
                "wsgi.input": io.BytesIO(b"{}"), "CONTENT_LENGTH": "2"}
     environ.update(headers or {})
     status: list[str] = []
-    b"".join(app(environ, lambda s, h: status.append(s)))
-    return int(status[0].split()[0])
+    body = b"".join(app(environ, lambda s, h: status.append(s)))
+    return int(status[0].split()[0]), body
+
+
+def _call(app, method: str, path: str, headers: dict | None = None, query: str = "") -> int:
+    return _answer(app, method, path, headers, query)[0]
 
 
 _JSON = {"CONTENT_TYPE": "application/json"}
@@ -153,16 +159,74 @@ _CROSS = [  # (headers of a request another site's page can make the browser sen
     ({"HTTP_ORIGIN": "http://127.0.0.1:8765", "CONTENT_TYPE": "text/plain"}, 415),
     ({"HTTP_ORIGIN": "http://127.0.0.1:8765", "CONTENT_TYPE": "multipart/form-data; boundary=x"}, 415),
     ({}, 415),
-    ({"HTTP_HOST": "evil.example:8765", **_JSON}, 400),
-    ({"HTTP_HOST": "127.0.0.1.nip.io:8765", "HTTP_ORIGIN": "http://127.0.0.1.nip.io:8765", **_JSON}, 400),
-    ({"HTTP_HOST": "", **_JSON}, 400),
+]
+#: (--host, the Host header, answered) : a DNS name of another site pointing at the address (rebinding) is refused.
+_HOSTS = [
+    ("127.0.0.1", "127.0.0.1:8765", True), ("127.0.0.1", "localhost:8765", True), ("127.0.0.1", "[::1]:8765", True),
+    ("127.0.0.1", "LOCALHOST", True), ("localhost", "127.0.0.1:8765", True), ("::1", "[::1]:8765", True),
+    ("127.0.0.1", "evil.example:8765", False), ("127.0.0.1", "127.0.0.1.nip.io:8765", False),
+    ("127.0.0.1", "", False), ("127.0.0.1", "::1", False), ("127.0.0.1", "127.0.0.1:x", False),
+    ("127.0.0.1", "127.0.0.1@evil.example", False),
+    ("192.0.2.1", "192.0.2.1:8765", True), ("192.0.2.1", "192.0.2.1", True),
+    ("192.0.2.1", "127.0.0.1:8765", False), ("192.0.2.1", "localhost:8765", False),
+    ("192.0.2.1", "192.0.2.1.nip.io:8765", False), ("192.0.2.1", "evil.example:8765", False),
+    ("192.0.2.1", "192.0.2.10:8765", False), ("192.0.2.1", "", False),
+    ("mybox.LAN", "MYBOX.lan:8765", True), ("mybox.lan", "mybox.lan.evil.example", False),
+    ("2001:db8::1", "[2001:db8::1]:8765", True), ("[2001:db8::1]", "[2001:DB8::1]", True),
+    ("2001:db8::1", "[2001:db8::2]:8765", False), ("2001:db8::1", "2001:db8::1", False),
+    ("0.0.0.0", "evil.example:8765", True), ("::", "evil.example", True), ("", "anything", True),  # (wildcard)
 ]
 
 
 @pytest.mark.parametrize("headers, code", _CROSS)
-def test_an_open_from_another_origin_or_not_as_json_or_by_another_host_is_refused(folder, headers, code):
+def test_an_open_from_another_origin_or_not_as_json_is_refused(folder, headers, code):
     app, calls = _guarded(folder)
     assert _call(app, "POST", "/api/episode/3/open", headers) == code
+    assert calls == [] and app.cache.status(3)["state"] == "none"
+
+
+@pytest.mark.parametrize("host, header, answered", _HOSTS)
+def test_a_request_naming_another_host_is_refused_on_the_loopback_and_on_one_address(folder, host, header,
+                                                                                     answered):
+    """``--host`` one address or name: a Host header (its port aside) naming another is 403 (one line naming both),
+    on every route, with the token too; on a wildcard address any Host is answered (the token stands guard)."""
+    token = None if host in ("127.0.0.1", "localhost", "::1") else "s3cret-token"
+    app, calls = _guarded(folder, token=token, host=host)
+    for path in ("/api/run", "/api/episode/3/status"):
+        code, body = _answer(app, "GET", path, {"HTTP_HOST": header}, "token=s3cret-token")
+        assert code == (200 if answered else 403), (path, body)
+        assert answered or b"is refused: this explorer answers " + host.strip("[]").lower().encode() in body
+    if not answered:
+        assert _call(app, "POST", "/api/episode/3/open", {"HTTP_HOST": header, **_JSON}, "token=s3cret-token") == 403
+    assert calls == [] and app.cache.status(3)["state"] == "none"
+
+
+def test_a_wrong_host_is_refused_even_with_the_right_token(folder):
+    """Off the loopback on one address: the token does not stand in for the Host check (a page reached through a
+    rebinding name that somehow holds the token is still refused), and the Host does not stand in for the token."""
+    app, calls = _guarded(folder, token="s3cret-token", host="192.0.2.1")
+    cookie = {"HTTP_COOKIE": "rlviz_explore_token=s3cret-token"}
+    for query, headers in (("token=s3cret-token", {}), ("", cookie)):
+        code, body = _answer(app, "GET", "/api/run", {"HTTP_HOST": "evil.example:8765", **headers}, query)
+        assert code == 403 and b"'evil.example:8765' is refused" in body and b"192.0.2.1 only" in body
+        code, body = _answer(app, "POST", "/api/episode/3/open",
+                             {"HTTP_HOST": "evil.example:8765", "HTTP_ORIGIN": "http://evil.example:8765", **_JSON,
+                              **headers}, query)
+        assert code == 403 and b"evil.example:8765" in body
+        assert _call(app, "GET", "/api/run", {"HTTP_HOST": "192.0.2.1:8765", **headers}, query) == 200
+    code, body = _answer(app, "GET", "/api/run", {"HTTP_HOST": "192.0.2.1:8765"})
+    assert code == 403 and b"token" in body
+    assert calls == [] and app.cache.status(3)["state"] == "none"
+
+
+def test_off_the_loopback_the_token_does_not_switch_the_cross_origin_guard_off(folder):
+    """The app as ``--host 0.0.0.0`` serves it (any Host name, the token required): a request carrying the token's
+    cookie is still refused from another origin or not as JSON, as on the loopback."""
+    app, calls = _guarded(folder, token="s3cret-token", host="0.0.0.0")
+    cookie = {"HTTP_COOKIE": "rlviz_explore_token=s3cret-token"}
+    for headers, code in _CROSS:
+        assert _call(app, "POST", "/api/episode/3/open", {**headers, **cookie}) == code, headers
+        assert _call(app, "POST", "/api/episode/3/open", headers, "token=s3cret-token") == code, headers
     assert calls == [] and app.cache.status(3)["state"] == "none"
 
 
@@ -188,4 +252,4 @@ def test_with_a_token_every_route_needs_it(folder, path):
         assert _call(app, method, path, _JSON, "&".join(q for q in (query, bad) if q)) == 403, bad
     assert _call(app, method, path, {**_JSON, "HTTP_COOKIE": "rlviz_explore_token=nope"}, query) == 403
     assert _call(app, method, path, {**_JSON, "HTTP_COOKIE": "a=b; rlviz_explore_token=s3cret-token"}, query) != 403
-    assert _call(app, method, path, {**_JSON, "HTTP_HOST": "evil.example"}, "token=s3cret-token") == 400
+    assert _call(app, method, path, {**_JSON, "HTTP_HOST": "evil.example"}, "token=s3cret-token") == 403

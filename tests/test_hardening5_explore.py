@@ -67,17 +67,38 @@ def _grid_agent(folder: Path, seed: int, forward: float = 1.0) -> tuple[Path, st
     return path, f"{folder / 'grid_agents.py'}:GridGRU"
 
 
-class Gaussian(nn.Module):
-    """Hopper-v5's observations [B, 11] -> a Gaussian over its 3 joints (feed-forward)."""
+#: A recurrent agent on InvertedPendulum-v5 (observations [B, 4]) and the wrapper it acts through: rlviz's recurrent
+#: agents take Discrete actions (rlviz.agent.recurrent; a .pt2 holds no recurrent state), so a wrapper of the user's
+#: turns the pendulum's Box force into 3 pushes.
+PUSH_AGENT = '''
+import gymnasium as gym
+import numpy as np
+import torch
+from torch import nn
 
+
+class PushGRU(nn.Module):
     def __init__(self):
         super().__init__()
-        torch.manual_seed(0)
-        self.pi = nn.Linear(11, 3)
+        self.body, self.gru = nn.Linear(4, 16), nn.GRU(16, 8)
+        self.pi, self.v = nn.Linear(8, 3), nn.Linear(8, 1)
 
-    def forward(self, x):
-        mean = self.pi(x)
-        return {"mean": mean, "std": torch.full_like(mean, 0.3), "value": x[:, 0] * 0}
+    def initial_state(self, batch):
+        return torch.zeros(1, batch, 8)
+
+    def step(self, obs, state):
+        out, h = self.gru(torch.tanh(self.body(obs)).unsqueeze(0), state)
+        return self.pi(out[0]), self.v(out[0])[:, 0], h
+
+
+class ThreePushes(gym.ActionWrapper):
+    def __init__(self, env):
+        super().__init__(env)
+        self.action_space = gym.spaces.Discrete(3)
+
+    def action(self, action):
+        return np.array([int(action) - 1.0], dtype=np.float32)
+'''
 
 
 def _frames(path: Path) -> list[np.ndarray]:
@@ -160,22 +181,39 @@ def test_a_replay_by_another_agent_is_refused_naming_the_tables_numbers(grid_run
 
 
 @needs_mujoco
-def test_the_replay_of_a_camera_run_is_its_videos_episode_n(tmp_path):
-    """A Hopper run with --camera track,0 (two views side by side: the replay drew the env's own view only, a
-    narrower video) and a --wrapper: the explorer's episode 0 equals ``--videos episode:0`` (--saliency and
-    --memory-window: the MiniGrid test's; a feed-forward Box agent draws no memory, and the two saliency renders
-    double this test's time)."""
+def test_the_replay_of_a_run_with_wrapper_camera_memory_window_and_saliency_is_its_videos_episode_n(tmp_path,
+                                                                                                  monkeypatch):
+    """One run with the four options at once: a recurrent agent (a GRU, --model) on InvertedPendulum through a
+    --wrapper of the user's (3 pushes: without it the agent is refused), --camera default,free (two views side by
+    side: the replay drew the env's own view only), --memory-window 4 (the replay drew 8 columns) and --saliency
+    gradient: the explorer's episode 1 equals ``--videos episode:1`` of the same command frame for frame (decoded),
+    and its .npz key for key (memory and saliency included)."""
     from rlviz.envs.recipe import EnvRecipe
 
-    agent, recipe = tmp_path / "hopper.pt", tmp_path / "hopper-128.json"
-    torch.save(Gaussian(), agent)
-    recipe.write_text(EnvRecipe("Hopper-v5", env_kwargs={"width": 128, "height": 128}).to_json())  # (small views)
-    flags = ["--env", str(recipe), "--trust-checkpoint", "--episodes", "1", "--camera", "track,0",
-             "--wrapper", "gymnasium.wrappers:FlattenObservation", "--no-progress"]
-    assert main(["render", str(agent), *flags, "--videos", "none", "--out", str(tmp_path / "run")]) == 0
-    assert main(["render", str(agent), *flags, "--videos", "episode:0", "--out", str(tmp_path / "ref")]) == 0
-    videos = _explorer_replay(tmp_path / "run", 0, trust_checkpoint=True)
-    _same_video(videos[""], tmp_path / "ref" / "videos" / "episode-0-episode-0.mp4")
+    (tmp_path / "h5_push.py").write_text(PUSH_AGENT)
+    monkeypatch.chdir(tmp_path)  # (--wrapper h5_push:ThreePushes is found in the working folder, as typed)
+    ns: dict = {}
+    exec(compile(PUSH_AGENT, "h5_push.py", "exec"), ns)
+    torch.manual_seed(0)
+    module = ns["PushGRU"]()
+    for p in module.parameters():
+        nn.init.normal_(p, 0, 0.8)
+    torch.save(module.state_dict(), tmp_path / "push.pt")
+    recipe = tmp_path / "pendulum-96.json"
+    recipe.write_text(EnvRecipe("InvertedPendulum-v5", env_kwargs={"width": 96, "height": 96}).to_json())
+    flags = ["--model", f"{tmp_path / 'h5_push.py'}:PushGRU", "--env", str(recipe), "--trust-checkpoint",
+             "--episodes", "2", "--camera", "default,free", "--wrapper", "h5_push:ThreePushes", "--memory-window", "4",
+             "--saliency", "gradient", "--no-progress"]
+    agent = str(tmp_path / "push.pt")
+    assert main(["render", agent, *flags, "--videos", "none", "--out", str(tmp_path / "run")]) == 0
+    assert main(["render", agent, *flags, "--videos", "episode:1", "--out", str(tmp_path / "ref")]) == 0
+    videos = _explorer_replay(tmp_path / "run", 1, trust_checkpoint=True)
+    assert set(videos) == {"", "plain"}
+    reference = tmp_path / "ref" / "videos" / "episode-1-episode-0.mp4"
+    with np.load(reference.with_suffix(".npz")) as z:
+        assert z["memory"].shape[1] == 8 and z["saliency"].shape[1] == 4 and len(z["actions"]) > 4
+        assert set(np.unique(z["actions"])) <= {0, 1, 2}
+    _same_video(videos[""], reference)
 
 
 def test_a_run_naming_an_unknown_wrapper_replays_only_with_trust(tmp_path):

@@ -9,6 +9,7 @@ such a name passes :func:`rlviz.envs.trust.check_wrapper_name` only when trusted
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
 import sys
@@ -42,12 +43,15 @@ def is_user_wrapper(name: str) -> bool:
 
 
 def user_wrapper(name: str):
-    """The wrapper class ``module:Class`` names (imported here: only for names the user gave or trusted)."""
+    """The wrapper class ``module:Class`` names (imported here: only for names the user gave or trusted). A known
+    class (:data:`KNOWN_WRAPPER_CLASSES`, accepted from a file untrusted) comes from its installed package only,
+    never from the working folder (a run folder explored from inside must not stand in for MiniGrid)."""
     if not is_user_wrapper(name):
         raise UsageError(f"--wrapper {name!r}: expected 'module:Class', e.g. minigrid.wrappers:ImgObsWrapper.")
     module, _, cls = name.partition(":")
+    importer = importlib.import_module if name in KNOWN_WRAPPER_CLASSES else import_user_module
     try:
-        found = getattr(import_user_module(module), cls)
+        found = getattr(importer(module), cls)
     except (ImportError, AttributeError) as exc:
         raise EnvError(f"--wrapper {name!r}: cannot import {cls} from {module} ({exc}); check the name and that the "
                        "package is installed.") from None

@@ -7,13 +7,11 @@ run's data are answered from bytes read at start.
 
 No route takes a path: the routes are a fixed table, episodes are whole numbers in ASCII digits (no sign, no dot,
 no leading zero), assets and video variants come from fixed lists, and every file served is resolved inside the
-run folder first (:func:`~rlviz.explore.index.inside`), so no URL reaches a file outside the folder. Requests
-naming another host are refused (a page elsewhere cannot reach the server through a DNS name pointing at
-127.0.0.1)."""
+run folder first (:func:`~rlviz.explore.index.inside`), so no URL reaches a file outside the folder. Every
+request passes :class:`~rlviz.explore.gate.Gate` first (its Host, its origin, the token off the loopback)."""
 
 from __future__ import annotations
 
-import hmac
 import importlib.util
 import json
 import re
@@ -25,25 +23,17 @@ from typing import Any
 
 from ..errors import RlvizError, UsageError, require
 from .cache import EpisodeCache
+from .gate import HEADERS, LOOPBACK_NAMES, Answer, Gate, host_names, json_answer
 from .index import RunIndex
 from .replay import EpisodeRenderer
 
-__all__ = ["ASSETS", "ExploreApp", "Gate", "TOKEN_COOKIE", "create_app", "cross_site", "make_server", "open_run",
-           "serve"]
+__all__ = ["ASSETS", "ExploreApp", "create_app", "make_server", "open_run", "serve"]
 
 #: The page's files: name -> (package folder holding it, beside this one; MIME type). Read by path: the report
 #: package is not imported for its files (the first page waits for no import).
 ASSETS = {"explore.js": ("explore", "text/javascript"), "explore.css": ("explore", "text/css"),
           "page.js": ("report", "text/javascript"), "page.css": ("report", "text/css")}
 _PACKAGE = Path(__file__).resolve().parent.parent
-_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; media-src 'self'; "
-        "connect-src 'self'")
-_HEADERS = [("Content-Security-Policy", _CSP), ("X-Content-Type-Options", "nosniff"),
-            ("Referrer-Policy", "no-referrer")]
-_REASONS = {200: "OK", 400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-            409: "Conflict", 415: "Unsupported Media Type", 500: "Internal Server Error"}
-#: The cookie that carries the token after the page was opened with ``?token=``.
-TOKEN_COOKIE = "rlviz_explore_token"
 #: /api/episode/<n>/<what>: n in ASCII digits, no leading zero, at most 10 of them.
 _EPISODE = re.compile(r"/api/episode/(0|[1-9][0-9]{0,9})/(open|status|trace|video\.mp4)", re.ASCII)
 #: Episode numbers above this are answered 404 without a lookup.
@@ -77,92 +67,10 @@ def _renderer(index: RunIndex, config: Any) -> Any:
 
 
 def create_app(index: RunIndex, cache: EpisodeCache, hosts: tuple[str, ...] = (), token: str | None = None) -> Any:
-    """The WSGI app serving ``index``'s run behind its gate (:class:`Gate`); ``hosts``: the Host header values
-    accepted (empty: any); ``token``: the token every request must carry (None: none, on the loopback)."""
-    return Gate(ExploreApp(index, cache, hosts), token)
-
-
-class Gate:
-    """What every request passes before the app. A request that changes state (any method but GET and HEAD) must
-    come from the explorer's own page: ``Sec-Fetch-Site`` same-origin (when the browser sends it), ``Origin`` this
-    server's own (when sent) and a JSON body type, which a form or a page elsewhere cannot send without a CORS
-    preflight this server never grants (403 / 415). With a ``token`` (``--host`` off the loopback), the token in the
-    URL (``?token=``, as Jupyter's) or in the cookie it sets, compared in constant time (403 without)."""
-
-    def __init__(self, app: Any, token: str | None = None):
-        self.app, self.token = app, token
-
-    def __getattr__(self, name: str) -> Any:  # the app's own attributes (index, cache) through the gate
-        return getattr(self.app, name)
-
-    def __call__(self, environ: dict[str, Any], start_response: Any) -> Any:
-        if environ.get("REQUEST_METHOD", "") not in ("GET", "HEAD"):
-            _drain(environ)  # (a body left unread makes the close a TCP reset: the client would lose the answer)
-            refused = cross_site(environ)
-            if refused is not None:
-                return _json({"error": refused[1]}, refused[0])(environ, start_response)
-        if self.token is None:
-            return self.app(environ, start_response)
-        from http.cookies import CookieError, SimpleCookie
-        from urllib.parse import parse_qs
-
-        try:
-            cookie = SimpleCookie(environ.get("HTTP_COOKIE", "")).get(TOKEN_COOKIE)
-        except CookieError:
-            cookie = None
-        if cookie is not None and hmac.compare_digest(cookie.value.encode(), self.token.encode()):
-            return self.app(environ, start_response)
-        given = parse_qs(environ.get("QUERY_STRING", "")).get("token", [""])[0]
-        if given and hmac.compare_digest(given.encode(), self.token.encode()):
-            set_cookie = ("Set-Cookie", f"{TOKEN_COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/")
-            return self.app(environ, lambda status, headers, *exc: start_response(status, [*headers, set_cookie], *exc))
-        return _json({"error": "this explorer serves with a token: open the URL it printed (.../?token=...)"},
-                     403)(environ, start_response)
-
-
-#: The most of a request's body the server reads (the page's POSTs send ``{}``); more is refused with the rest.
-_MAX_BODY = 64 << 10
-
-
-def _drain(environ: dict[str, Any]) -> None:
-    """Read the request's body (at most :data:`_MAX_BODY` bytes): no route takes one, but one left unread in the
-    socket makes closing it a reset that can arrive before the answer is read."""
-    try:
-        length = min(max(int(environ.get("CONTENT_LENGTH") or 0), 0), _MAX_BODY)
-    except ValueError:
-        return
-    stream = environ.get("wsgi.input")
-    while length > 0 and stream is not None:
-        chunk = stream.read(min(length, 8192))
-        if not chunk:
-            break
-        length -= len(chunk)
-
-
-def cross_site(environ: dict[str, Any]) -> tuple[int, str] | None:
-    """(status, why) when a state-changing request did not come from the explorer's own page; None when it did."""
-    site = environ.get("HTTP_SEC_FETCH_SITE")
-    if site is not None and site not in ("same-origin", "none"):
-        return 403, f"a {site} request is refused: only the explorer's own page may open episodes"
-    origin = environ.get("HTTP_ORIGIN")
-    if origin is not None and origin != f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}":
-        return 403, "a request from another origin is refused: only the explorer's own page may open episodes"
-    if environ.get("CONTENT_TYPE", "").split(";")[0].strip().lower() != "application/json":
-        return 415, "expected a JSON request (Content-Type: application/json)"
-    return None
-
-
-class _Answer:
-    """A whole answer in bytes (the app's own: JSON, the page and its assets)."""
-
-    def __init__(self, body: bytes, code: int = 200, mime: str = "application/json"):
-        self.body, self.code, self.mime = body, code, mime
-
-    def __call__(self, environ: dict[str, Any], start_response: Any) -> list[bytes]:
-        start_response(f"{self.code} {_REASONS.get(self.code, '')}".strip(),
-                       [("Content-Type", self.mime), ("Content-Length", str(len(self.body))), *_HEADERS,
-                        ("Cache-Control", "no-store")])
-        return [] if environ.get("REQUEST_METHOD") == "HEAD" else [self.body]
+    """The WSGI app serving ``index``'s run behind its gate (:class:`~rlviz.explore.gate.Gate`); ``hosts``: the
+    Host names answered (:func:`~rlviz.explore.gate.host_names`; empty: any); ``token``: the token every request
+    must carry (None: none, on the loopback)."""
+    return Gate(ExploreApp(index, cache), token, hosts)
 
 
 def _finite(x: Any) -> Any:
@@ -176,17 +84,13 @@ def _finite(x: Any) -> Any:
     return x
 
 
-def _json(data: Any, code: int = 200) -> _Answer:
-    return _Answer(json.dumps(data, separators=(",", ":")).encode(), code)
-
-
 class ExploreApp:
     """The explorer as a WSGI application. The first answer of the run's data starts loading Werkzeug and the
     agents in a thread (the renderer's ``warm``), so that the first episode opened waits for its replay only, and
     the first page for nothing."""
 
-    def __init__(self, index: RunIndex, cache: EpisodeCache, hosts: tuple[str, ...] = ()):
-        self.index, self.cache, self.hosts = index, cache, hosts
+    def __init__(self, index: RunIndex, cache: EpisodeCache):
+        self.index, self.cache = index, cache
         data = {**index.page_data(), "variants": list(cache.variants) if index.replayable else []}
         self.page = json.dumps(_finite(data), separators=(",", ":"), allow_nan=False).encode()
         self._pending = [True]
@@ -197,14 +101,12 @@ class ExploreApp:
         try:
             response = self.dispatch(environ)
         except _Abort as exc:
-            response = _json({"error": exc.message}, exc.code)
+            response = json_answer({"error": exc.message}, exc.code)
         except Exception as exc:  # noqa: BLE001 - one request's failure is its answer; the server goes on
-            response = _json({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}, 500)
+            response = json_answer({"error": f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}, 500)
         return response(environ, start_response)
 
     def dispatch(self, environ: dict[str, Any]) -> Any:
-        if self.hosts and environ.get("HTTP_HOST") not in self.hosts:
-            raise _Abort(400, "unexpected Host header")
         # PATH_INFO: the URL's path %-decoded into latin-1 (WSGI's rule); its bytes are UTF-8
         path = environ.get("PATH_INFO", "").encode("latin-1", "replace").decode("utf-8", "replace")
         method = environ.get("REQUEST_METHOD", "")
@@ -223,17 +125,17 @@ class ExploreApp:
         return call(environ)
 
     # -- the page and the run's data ---------------------------------------------------------------------------
-    def home(self, environ: dict[str, Any]) -> _Answer:
-        return _Answer((_PACKAGE / "explore" / "explore.html").read_bytes(), mime="text/html; charset=utf-8")
+    def home(self, environ: dict[str, Any]) -> Answer:
+        return Answer((_PACKAGE / "explore" / "explore.html").read_bytes(), mime="text/html; charset=utf-8")
 
-    def asset(self, name: str) -> _Answer:
+    def asset(self, name: str) -> Answer:
         if name not in ASSETS:
             raise _Abort(404, "not found")
         package, mime = ASSETS[name]
-        return _Answer((_PACKAGE / package / name).read_bytes(), mime=mime + "; charset=utf-8")
+        return Answer((_PACKAGE / package / name).read_bytes(), mime=mime + "; charset=utf-8")
 
     def run(self, environ: dict[str, Any]) -> Any:
-        answer = _Answer(self.page)
+        answer = Answer(self.page)
         if not self._pending[0]:
             return answer
         self._pending[0] = False
@@ -255,16 +157,16 @@ class ExploreApp:
         if load is not None and self.index.replayable:
             load()
 
-    def heatmap(self, environ: dict[str, Any]) -> _Answer:
+    def heatmap(self, environ: dict[str, Any]) -> Answer:
         """The heatmap's counts as the page draws them."""
         if not self.index.has_heatmap:
             raise _Abort(404, "not found")
         try:
-            return _json(self.index.heatmap_view())
+            return json_answer(self.index.heatmap_view())
         except UsageError as exc:
             raise _Abort(409, str(exc)) from None
 
-    def cell(self, environ: dict[str, Any]) -> _Answer:
+    def cell(self, environ: dict[str, Any]) -> Answer:
         """The episodes of a heatmap cell."""
         args = _args(environ)
         x, y, layer = args.get("x", ""), args.get("y", ""), args.get("layer") or None
@@ -274,7 +176,7 @@ class ExploreApp:
             rows = self.index.cell(int(x), int(y), layer)
         except UsageError as exc:
             raise _Abort(400, str(exc)) from None
-        return _json({"columns": self.index.columns, "episodes": rows})
+        return json_answer({"columns": self.index.columns, "episodes": rows})
 
     # -- one episode: open (render on demand), status, per-step trace and video of each variant ------------------
     def episode(self, environ: dict[str, Any], n: int, what: str) -> Any:
@@ -282,9 +184,9 @@ class ExploreApp:
         if row is None or not self.index.replayable:
             raise _Abort(404, "not found")
         if what == "open":
-            return _json(self.cache.start(n))
+            return json_answer(self.cache.start(n))
         if what == "status":
-            return _json(self.cache.status(n))
+            return json_answer(self.cache.status(n))
         variant = _args(environ).get("v", self.cache.variants[0])
         if variant not in self.cache.variants:
             raise _Abort(404, "not found")
@@ -292,13 +194,13 @@ class ExploreApp:
         if what == "trace":
             if path is None:
                 raise _Abort(409, "not rendered yet: open the episode first")
-            return _json(_trace(path, self.cache.npz(n, variant), row, variant.removesuffix("plain").rstrip("-")))
+            return json_answer(_trace(path, self.cache.npz(n, variant), row, variant.removesuffix("plain").rstrip("-")))
         if path is None:
             raise _Abort(404, "not found")
         from werkzeug.utils import send_file
 
         resp = send_file(path, environ, mimetype="video/mp4", conditional=True, max_age=0)
-        resp.headers.extend(_HEADERS)
+        resp.headers.extend(HEADERS)
         resp.headers["Cache-Control"] = "no-cache"
         return resp
 
@@ -366,23 +268,23 @@ def serve(config: Any) -> int:
     if importlib.util.find_spec("werkzeug") is None:  # (found, not imported: it loads after the first page)
         require("werkzeug", "explore", "rlviz explore")
     index, cache = open_run(config)
-    loopback = config.host in ("127.0.0.1", "localhost", "::1")
+    loopback = config.host in LOOPBACK_NAMES
     token = None if loopback or not config.token else secrets.token_urlsafe(24)
+    hosts = host_names(config.host)
     try:
-        server = make_server(config.host, config.port, create_app(index, cache, token=token or "-"))
+        server = make_server(config.host, config.port, create_app(index, cache, hosts=hosts, token=token))
     except OSError as exc:
         raise RlvizError(f"Cannot serve on {config.host}:{config.port} ({exc.strerror}); pick another --port "
                          "(0: any free one).") from None
-    port = server.server_port
-    if loopback:
-        server.set_app(create_app(index, cache, hosts=(f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}")))
-    else:
-        server.set_app(create_app(index, cache, token=token))
+    if not loopback:
         print(f"rlviz explore: WARNING: serving on {config.host}, off the loopback: anyone who can reach this "
-              "machine can open the run and make it render" + (" (with --no-token, without even a token)."
-                                                                  if token is None else "; the URL's token is required."),
-              file=sys.stderr, flush=True)
-    url = f"http://{'127.0.0.1' if loopback else config.host}:{port}/" + (f"?token={token}" if token else "")
+              "machine can open the run and make it render" + (" (with --no-token, without even a token)"
+                                                                  if token is None else "; the URL's token is required")
+              + (f"; requests must name {config.host} as their Host." if hosts else "; on a wildcard address the "
+                 "Host header is not checked (the machine answers to all its names)."), file=sys.stderr, flush=True)
+    where = "127.0.0.1" if config.host == "localhost" else config.host
+    url = (f"http://{f'[{where}]' if ':' in where else where}:{server.server_port}/"
+           + (f"?token={token}" if token else ""))
     print(f"rlviz explore: serving {index.root} at {url} (Ctrl-C stops)", flush=True)
     if config.browser:
         import webbrowser
