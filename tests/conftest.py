@@ -223,6 +223,29 @@ def ppo_zip(tmp_path_factory):
     return model, path
 
 
+@pytest.fixture(scope="session")
+def minatar_baseline(tmp_path_factory):
+    """The MinAtar sample rendered in one process (32 episodes, --num-envs 8, heatmap, worst and best videos): the run
+    folder. Session-scoped: tests/test_scale.py and tests/test_scale_cluster.py only read it."""
+    from test_scale import _render
+
+    out = tmp_path_factory.mktemp("one") / "out"
+    assert _render(out, "--num-envs", "8", "--videos", "worst:1,best:1") == 0
+    return out
+
+
+@pytest.fixture(scope="session")
+def minatar_workers(minatar_baseline, tmp_path_factory):
+    """The same run with --workers 2 (every worker joined after it): the run folder, read only, as above."""
+    from test_scale import _children, _render
+
+    out = tmp_path_factory.mktemp("w2") / "out"
+    before = set(_children())
+    assert _render(out, "--num-envs", "8", "--workers", "2", "--videos", "worst:1,best:1") == 0
+    assert set(_children()) <= before  # every worker joined
+    return out
+
+
 def zoo_yaml(path: Path, data: dict) -> None:
     """Written as rl-zoo3 writes it: yaml.dump of an OrderedDict (Python tags in the file)."""
     from collections import OrderedDict

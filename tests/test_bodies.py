@@ -329,8 +329,9 @@ def test_sb3_mujoco_agents_render_with_statistics_heatmap_video_and_a_box_diagno
     env_id = _short_cheetah() if env_id == "cheetah" else env_id
     agent = _sb3_agent(algo, env_id, tmp_path / f"{algo}.zip")
     out = tmp_path / "o"
+    # (no --saliency: nothing here reads it; Box saliency is checked in test_dm_control.py)
     args = ["render", str(agent), "--env", env_id, "--episodes", "20", "--heatmap", "--videos", "first:1",
-            "--saliency", "gradient", "--out", str(out), "--no-progress"]
+            "--out", str(out), "--no-progress"]
     if "Cheetah" in env_id:
         args += ["--objects", "body:torso"]
     assert main(args) == 0
@@ -354,7 +355,7 @@ def test_cleanrl_ppo_continuous_state_dict_on_hopper(tmp_path):
     torch.save(agent.state_dict(), path)
     out = tmp_path / "o"
     assert main(["render", str(path), "--env", "Hopper-v5", "--episodes", "20", "--heatmap", "--videos", "first:1",
-                 "--saliency", "gradient", "--out", str(out), "--no-progress"]) == 0
+                 "--out", str(out), "--no-progress"]) == 0  # (no --saliency: nothing here reads it)
     summary = _check_box_run(out, act_dim, 125)
     # std e^-1 against Hopper's [-1, 1]: spread 0.184, under the uniform threshold, far above collapse
     assert not {f["id"] for f in summary["diagnostics"]} & {"gaussian_uniform", "gaussian_collapsed"}

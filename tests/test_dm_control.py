@@ -212,8 +212,9 @@ def test_a_pixels_agent_renders_its_saliency_on_the_frames_it_saw(dm_ok, tmp_pat
 
     env = AddRenderObservation(make_env(EnvRecipe(ENV, PIXELS)))
     assert env.observation_space.shape == (64, 64, 3)
+    # saved untrained: nothing below depends on its weights, and learning would render 65 more frames (~0.2 s each
+    # on a software OpenGL)
     model = sb3.PPO("CnnPolicy", env, seed=0, n_steps=64, batch_size=32, n_epochs=1, device="cpu")
-    model.learn(64)
     model.save(tmp_path / "ppo_pixels.zip")
     recipe, out = tmp_path / "pixels.json", tmp_path / "o"
     recipe.write_text(EnvRecipe(ENV, PIXELS).to_json())

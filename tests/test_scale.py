@@ -262,11 +262,7 @@ def test_compare_runs_both_agents_shards_in_the_workers(probe_ckpt, tmp_path):
     assert one[0]["episodes"] == 24 and one[0]["a"] == one[0]["b"]
 
 
-@pytest.fixture(scope="module")
-def minatar_baseline(tmp_path_factory):
-    out = tmp_path_factory.mktemp("one") / "out"
-    assert _render(out, "--num-envs", "8", "--videos", "worst:1,best:1") == 0
-    return out
+# minatar_baseline, minatar_workers: session fixtures in conftest.py (test_scale_cluster.py reads them too)
 
 
 def _same_videos(a: Path, b: Path) -> None:
@@ -279,15 +275,6 @@ def _same_videos(a: Path, b: Path) -> None:
         else:
             with np.load(pa) as za, np.load(pb) as zb:
                 assert za.files == zb.files and all(np.array_equal(za[k], zb[k]) for k in za.files)
-
-
-@pytest.fixture(scope="module")
-def minatar_workers(minatar_baseline, tmp_path_factory):
-    out = tmp_path_factory.mktemp("w2") / "out"
-    before = set(_children())
-    assert _render(out, "--num-envs", "8", "--workers", "2", "--videos", "worst:1,best:1") == 0
-    assert set(_children()) <= before  # every worker joined
-    return out
 
 
 @pytest.mark.slow

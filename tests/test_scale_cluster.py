@@ -17,11 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-import test_scale
 from test_scale import MINATAR, ROOT, TESTS, _outputs, _same, _same_videos
 
 pytestmark = pytest.mark.slow
-minatar_baseline, minatar_workers = test_scale.minatar_baseline, test_scale.minatar_workers  # the fixtures, here too
+# minatar_baseline, minatar_workers: conftest.py's session fixtures, made once for test_scale.py and this file
 
 
 def _tree(roots: set[int]) -> set[int]:
