@@ -214,7 +214,7 @@ def test_a_page_elsewhere_cannot_reach_the_server_by_another_host_name(run):
     with serving(run) as srv:
         conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
         conn.request("GET", "/api/run", headers={"Host": "evil.example:80"})
-        assert conn.getresponse().status == 400
+        assert conn.getresponse().status == 403
         conn.close()
 
 
