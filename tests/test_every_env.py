@@ -34,13 +34,13 @@ def test_checkpoint_render_job_and_video(env_id, tmp_path):
     agent = load_agent(ckpt)
     assert agent.recipe.env_id == env_id
     out = tmp_path / "out"
-    args = ["render", str(ckpt), "--episodes", "50", "--heatmap", "--videos", "first:1", "--out", str(out),
+    args = ["render", str(ckpt), "--episodes", "10", "--heatmap", "--videos", "first:1", "--out", str(out),
             "--no-progress"]
     if env_id == "rlviz-probe/Dict-v0":
         args += ["--objects", "_envs:probe_objects"]
     assert main(args) == 0
     rows = list(csv.DictReader((out / "episodes.csv").open()))
-    assert len(rows) == 50
+    assert len(rows) == 10
     video = out / "videos" / "first-0-episode-0.mp4"
     info = probe_video(video)
     assert (info.codec, info.pix_fmt) == ("h264", "yuv420p")
@@ -49,7 +49,7 @@ def test_checkpoint_render_job_and_video(env_id, tmp_path):
     assert len(frames) == info.num_frames and frames[0].std() > 0
     heat = np.load(out / "heatmap.npz")
     terminated = sum(r["terminated"] == "True" for r in rows)
-    assert int(heat["failures"]) == terminated and int(heat["episodes"]) == 50
+    assert int(heat["failures"]) == terminated and int(heat["episodes"]) == 10
     if env_id == "rlviz-probe/Dict-v0":  # the agent is at (0, 4) on the frame before it passes 4
         counts = heat["counts"][list(heat["object_names"]).index("obj")]
         assert terminated > 0 and counts[0, 4] == terminated == counts.sum()

@@ -108,7 +108,10 @@ def test_an_opened_episode_is_the_video_of_videos_episode_n(run, tmp_path_factor
 
 
 def test_concurrent_clients_get_their_episodes_and_each_renders_once(run):
-    episodes = [11, 12, 13, 14, 15, 16, 17, 18]
+    from rlviz.explore.cache import RENDER_SLOTS
+
+    episodes = [11, 12, 13, 14]  # twice the renders that run at once: half of them wait in the queue
+    assert len(episodes) == 2 * RENDER_SLOTS
     with serving(run) as srv:
         got: dict = {}
 

@@ -45,7 +45,7 @@ class GridGRU(nn.Module):
 '''
 GRID_ENV = "MiniGrid-Empty-5x5-v0"
 GRID_FLAGS = ("--env", GRID_ENV, "--wrapper", "minigrid.wrappers:ImgObsWrapper", "--memory-window", "4",
-              "--saliency", "gradient", "--episodes", "3", "--trust-checkpoint", "--no-progress")
+              "--saliency", "gradient", "--episodes", "2", "--trust-checkpoint", "--no-progress")
 
 
 def _grid_agent(folder: Path, seed: int, forward: float = 1.0) -> tuple[Path, str]:
