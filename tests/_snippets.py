@@ -23,9 +23,9 @@ from pathlib import Path
 
 __all__ = ["SnippetRunner"]
 
-#: (torch._dynamo: what an optimizer's first step and torch.export import, ~2 CPU-s; a third of the snippets train or
-#: save a checkpoint. torch's own internals only: a module a snippet must import itself, ale_py's env registration
-#: say, is not preloaded, so a forgotten import still fails as it would in a fresh interpreter)
+#: (torch._dynamo: what an optimizer's first step and torch.export import, ~2 CPU-s; 8 of the docs' 36 snippets
+#: train or save a checkpoint. torch's own internals only: a module a snippet must import itself, ale_py's env
+#: registration say, is not preloaded, so a forgotten import still fails as it would in a fresh interpreter)
 PRELOAD = ("numpy", "torch", "torch._dynamo", "torch.export._trace", "gymnasium", "matplotlib", "matplotlib.pyplot",
            "stable_baselines3", "rlviz", "rlviz.cli", "rlviz.jobs.render", "rlviz.jobs.compare", "rlviz.record")
 
