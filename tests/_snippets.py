@@ -23,8 +23,11 @@ from pathlib import Path
 
 __all__ = ["SnippetRunner"]
 
-PRELOAD = ("numpy", "torch", "gymnasium", "matplotlib", "matplotlib.pyplot", "stable_baselines3", "rlviz",
-           "rlviz.cli", "rlviz.jobs.render", "rlviz.jobs.compare", "rlviz.record")
+#: (torch._dynamo: what an optimizer's first step and torch.export import, ~2 CPU-s; 8 of the docs' 36 snippets
+#: train or save a checkpoint. torch's own internals only: a module a snippet must import itself, ale_py's env
+#: registration say, is not preloaded, so a forgotten import still fails as it would in a fresh interpreter)
+PRELOAD = ("numpy", "torch", "torch._dynamo", "torch.export._trace", "gymnasium", "matplotlib", "matplotlib.pyplot",
+           "stable_baselines3", "rlviz", "rlviz.cli", "rlviz.jobs.render", "rlviz.jobs.compare", "rlviz.record")
 
 _SERVER = r'''
 import atexit, json, os, sys, traceback

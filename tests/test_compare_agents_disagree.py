@@ -30,7 +30,7 @@ from rlviz.evaluate.rollouts.agents import play_episode  # noqa: E402
 from rlviz.sources import load_agent  # noqa: E402
 from rlviz.sources.pt2.saving import save_checkpoint  # noqa: E402
 
-EPISODES, K, WINDOW = 4, 3, 5
+EPISODES, K, WINDOW = 2, 3, 5
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ attention map at failure), on real agents: an rl-zoo3 PPO CartPole run under Vec
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 from dataclasses import fields
@@ -97,12 +98,17 @@ def test_compare_vecnormalize_per_agent_equals_render(zoo_run_dir, tmp_path):
     assert rendered.summary["returns"] != bare.summary["returns"]  # the statistics change what the agent does
 
 
-def test_compare_attention_and_strict_as_render(tmp_path, capsys):
+def test_compare_attention_and_strict_as_render_and_its_tensorboard_log(tmp_path, capsys):
     """With attention: each agent's attention shares and findings equal render's, and each gets render's attention
-    map at failure (the same pixels); --strict exits 3 on compare's warnings as on render's."""
+    map at failure (the same pixels); --strict exits 3 on compare's warnings as on render's. The same compare's one
+    RunLog (rlviz.sinks.log_run, --tensorboard): its numbers, each agent's findings as text and each agent's
+    attention map at failure beside the heatmap difference, read back from the event files (one compare run for
+    both: they were two tests running the same job)."""
+    logdir, tb = tmp_path / "tb", importlib.util.find_spec("tensorboard") is not None
     opts = ["--episodes", "3", "--heatmap", "--attention", "--videos", "none", "--no-progress", "--strict"]
     code_r = main(["render", str(MINATAR), "--out", str(tmp_path / "render"), *opts])
-    code_c = main(["compare", str(MINATAR), str(MINATAR), "--out", str(tmp_path / "compare"), *opts])
+    code_c = main(["compare", str(MINATAR), str(MINATAR), "--out", str(tmp_path / "compare"), *opts,
+                   *(["--tensorboard", str(logdir)] if tb else [])])
     summary = json.loads((tmp_path / "render" / "summary.json").read_text())
     comparison = json.loads((tmp_path / "compare" / "comparison.json").read_text())
     assert summary["attention"] is not None
@@ -116,6 +122,19 @@ def test_compare_attention_and_strict_as_render(tmp_path, capsys):
         assert mine.is_file() == png.is_file()
         if png.is_file():
             np.testing.assert_array_equal(load_image(mine), load_image(png))
+    if not tb:  # (as the log's test alone was skipped without it)
+        pytest.skip("tensorboard is not installed: the TensorBoard half is not checked (pip install tensorboard)")
+    from conftest import tb_accumulator  # the TensorBoard log of that compare
+
+    acc = tb_accumulator(logdir)
+    tags = acc.Tags()
+    (diff,) = acc.Scalars("rlviz/compare/return_diff/mean")
+    assert diff.step == 0 and diff.value == 0.0  # A against itself
+    assert "rlviz/compare/heatmap_diff" in tags["images"]
+    for side in "ab":
+        assert (f"rlviz/compare/{side}/attention_at_failure" in tags["images"]) == \
+            (tmp_path / "compare" / f"attention_at_failure_{side}.png").is_file()
+        assert any(t.startswith(f"rlviz/compare/{side}/diagnostics") for t in tags["tensors"])
 
 
 def test_compare_videos_are_recorded_in_the_workers(tmp_path, monkeypatch):
@@ -140,23 +159,3 @@ def test_compare_videos_are_recorded_in_the_workers(tmp_path, monkeypatch):
             assert sorted(x.files) == sorted(y.files)
             for k in x.files:
                 np.testing.assert_array_equal(x[k], y[k])
-
-
-def test_compare_logs_each_agents_findings_and_attention_to_tensorboard(tmp_path):
-    """compare's one RunLog (rlviz.sinks.log_run): its numbers, each agent's findings as text and each agent's
-    attention map at failure beside the heatmap difference, read back from the event files."""
-    pytest.importorskip("tensorboard")
-    from conftest import tb_accumulator
-
-    logdir = tmp_path / "tb"
-    out = compare(a=MINATAR, b=MINATAR, episodes=3, heatmap=True, attention=True, videos="none",
-                  tensorboard=logdir, out=tmp_path / "compare")
-    acc = tb_accumulator(logdir)
-    tags = acc.Tags()
-    (diff,) = acc.Scalars("rlviz/compare/return_diff/mean")
-    assert diff.step == 0 and diff.value == 0.0  # A against itself
-    assert "rlviz/compare/heatmap_diff" in tags["images"]
-    for side in "ab":
-        assert (f"rlviz/compare/{side}/attention_at_failure" in tags["images"]) == \
-            (out.attention_png["ab".index(side)] is not None)
-        assert any(t.startswith(f"rlviz/compare/{side}/diagnostics") for t in tags["tensors"])

@@ -12,6 +12,7 @@ import functools
 import glob
 import http.server
 import json
+import shutil
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -161,8 +162,10 @@ def test_progression_plays_the_chosen_episode_or_none(run, tmp_path):
     assert not (tmp_path / "none" / "progression.mp4").exists() and not (tmp_path / "none" / "heatmaps").exists()
 
 
-def test_a_checkpoint_that_no_longer_loads_is_left_out_of_the_progression(run, tmp_path):
+def test_a_checkpoint_that_no_longer_loads_is_left_out_of_the_progression(run, views, tmp_path):
     data, cks, config = run
+    shutil.copytree(views / "progression", tmp_path / "progression")  # (the three parts recorded: only the gone
+    # checkpoint's is recorded here, and fails)
     gone = TimelineCheckpoint(step=4000, path=tmp_path / "step_4000.pt2", name="step_4000.pt2", result=cks[0].result)
     rows = [*data["checkpoints"], {**data["checkpoints"][0], "step": 4000, "checkpoint": gone.name}]
     with pytest.warns(UserWarning, match=r"leaves out step_4000.pt2 \(step 4000\)"):
