@@ -12,9 +12,9 @@ jit-compiled update (after update ``update``, counted from 1), e.g. ``rlviz.jax.
 it only reads: the trained params are the same with it or without it.
 
 ``train(key, entropy_in_loss=None)``: ``None`` trains as ``cfg.entropy_in_loss`` says (a Python bool: one compiled
-loss); a traced bool (``jnp.asarray(True)``) chooses the loss at run time (``lax.cond``), so one ``jax.jit(train)``
-compiled once trains both the buggy and the fixed run (``scripts/seed_story.py``), with the params each static
-setting gives, bit for bit.
+loss); a traced bool (``jnp.asarray(True)``) chooses at run time (the bonus's coefficient, ``ent_coef`` or 0), so one
+``jax.jit(train)`` compiled once trains both the buggy and the fixed run (``scripts/seed_story.py``), with the params
+each static setting gives, bit for bit.
 """
 
 from __future__ import annotations
@@ -173,10 +173,13 @@ def make_train(cfg: PPOConfig, callback: Any = None) -> Any:
     def actor_loss(actor_p: Any, obs: Any, action: Any, old_log_prob: Any, adv: Any, bonus: Any) -> tuple[Any, Any]:
         logits = actor.apply({"params": actor_p}, obs.reshape((-1, *OBS_SHAPE)))
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        fixed = lambda: ppo_loss(logits, old_log_prob, adv, action, cfg.clip_eps, cfg.ent_coef)  # noqa: E731
-        # the seed's bug: the entropy bonus is computed elsewhere, but never differentiated
-        buggy = lambda: policy_loss(logits, old_log_prob, adv, action, cfg.clip_eps)  # noqa: E731
-        loss = (fixed() if bonus else buggy()) if isinstance(bonus, bool) else jax.lax.cond(bonus, fixed, buggy)
+        if isinstance(bonus, bool) and bonus:
+            loss = ppo_loss(logits, old_log_prob, adv, action, cfg.clip_eps, cfg.ent_coef)
+        elif isinstance(bonus, bool):  # the seed's bug: the entropy bonus is computed elsewhere, never differentiated
+            loss = policy_loss(logits, old_log_prob, adv, action, cfg.clip_eps)
+        else:  # chosen at run time: the bonus's coefficient is ent_coef or 0 (the same params as the static losses)
+            coef = jnp.where(bonus, jnp.float32(cfg.ent_coef), jnp.float32(0.0))
+            loss = policy_loss(logits, old_log_prob, adv, action, cfg.clip_eps) - coef * jnp.mean(_entropy(logits))
         return loss, jnp.mean(_entropy(logits))
 
     def critic_loss(critic_p: Any, obs: Any, target: Any) -> Any:
