@@ -12,9 +12,9 @@ jit-compiled update (after update ``update``, counted from 1), e.g. ``rlviz.jax.
 it only reads: the trained params are the same with it or without it.
 
 ``train(key, entropy_in_loss=None)``: ``None`` trains as ``cfg.entropy_in_loss`` says (a Python bool: one compiled
-loss); a traced bool (``jnp.asarray(True)``) chooses at run time (the bonus's coefficient, ``ent_coef`` or 0), so one
-``jax.jit(train)`` compiled once trains both the buggy and the fixed run (``scripts/seed_story.py``), with the params
-each static setting gives, bit for bit.
+loss); a traced bool (``jnp.asarray(True)``) chooses at run time which of the two gradients each minibatch takes
+(``lax.cond``), so one ``jax.jit(train)`` compiled once trains both the buggy and the fixed run
+(``scripts/seed_story.py``), with the params each static setting gives, bit for bit (checked on the short setting).
 """
 
 from __future__ import annotations
@@ -170,16 +170,13 @@ def make_train(cfg: PPOConfig, callback: Any = None) -> Any:
         t = Transition(r.obs, action, reward, done, value, log_prob, ep)
         return r._replace(env_state=env_state, obs=obs, key=key, ep_return=jnp.where(done, 0.0, ep)), t
 
-    def actor_loss(actor_p: Any, obs: Any, action: Any, old_log_prob: Any, adv: Any, bonus: Any) -> tuple[Any, Any]:
+    def actor_loss(actor_p: Any, obs: Any, action: Any, old_log_prob: Any, adv: Any, bonus: bool) -> tuple[Any, Any]:
         logits = actor.apply({"params": actor_p}, obs.reshape((-1, *OBS_SHAPE)))
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        if isinstance(bonus, bool) and bonus:
+        if bonus:  # (a Python bool: each branch of the minibatch's lax.cond traces one of them)
             loss = ppo_loss(logits, old_log_prob, adv, action, cfg.clip_eps, cfg.ent_coef)
-        elif isinstance(bonus, bool):  # the seed's bug: the entropy bonus is computed elsewhere, never differentiated
+        else:  # the seed's bug: the entropy bonus is computed elsewhere, but never differentiated
             loss = policy_loss(logits, old_log_prob, adv, action, cfg.clip_eps)
-        else:  # chosen at run time: the bonus's coefficient is ent_coef or 0 (the same params as the static losses)
-            coef = jnp.where(bonus, jnp.float32(cfg.ent_coef), jnp.float32(0.0))
-            loss = policy_loss(logits, old_log_prob, adv, action, cfg.clip_eps) - coef * jnp.mean(_entropy(logits))
         return loss, jnp.mean(_entropy(logits))
 
     def critic_loss(critic_p: Any, obs: Any, target: Any) -> Any:
@@ -202,7 +199,10 @@ def make_train(cfg: PPOConfig, callback: Any = None) -> Any:
             def minibatch(c: tuple, b: tuple) -> tuple[tuple, Any]:
                 ap, cp, ao, co = c
                 obs, action, old_lp, a, tgt = b
-                (_, ent), ga = jax.value_and_grad(actor_loss, has_aux=True)(ap, obs, action, old_lp, a, bonus)
+                grads = [lambda f=f: jax.value_and_grad(actor_loss, has_aux=True)(ap, obs, action, old_lp, a, f)
+                         for f in (False, True)]
+                (_, ent), ga = (grads[bonus]() if isinstance(bonus, bool)
+                                else jax.lax.cond(bonus, grads[1], grads[0]))
                 vl, gc = jax.value_and_grad(critic_loss)(cp, obs, tgt)
                 ua, ao = tx.update(ga, ao, ap)
                 uc, co = tx.update(gc, co, cp)
