@@ -10,6 +10,11 @@ the actor's loss that is differentiated is the clipped policy loss alone (``poli
 ``make_train(cfg, callback=None)``: ``callback(update, actor_params, critic_params)`` is called inside the
 jit-compiled update (after update ``update``, counted from 1), e.g. ``rlviz.jax.every(k, update, timeline, ...)``;
 it only reads: the trained params are the same with it or without it.
+
+``train(key, entropy_in_loss=None)``: ``None`` trains as ``cfg.entropy_in_loss`` says (a Python bool: one compiled
+loss); a traced bool (``jnp.asarray(True)``) chooses at run time which of the two gradients each minibatch takes
+(``lax.cond``), so one ``jax.jit(train)`` compiled once trains both the buggy and the fixed run
+(``scripts/seed_story.py``), with the params each static setting gives, bit for bit (checked on the short setting).
 """
 
 from __future__ import annotations
@@ -165,10 +170,10 @@ def make_train(cfg: PPOConfig, callback: Any = None) -> Any:
         t = Transition(r.obs, action, reward, done, value, log_prob, ep)
         return r._replace(env_state=env_state, obs=obs, key=key, ep_return=jnp.where(done, 0.0, ep)), t
 
-    def actor_loss(actor_p: Any, obs: Any, action: Any, old_log_prob: Any, adv: Any) -> tuple[Any, Any]:
+    def actor_loss(actor_p: Any, obs: Any, action: Any, old_log_prob: Any, adv: Any, bonus: bool) -> tuple[Any, Any]:
         logits = actor.apply({"params": actor_p}, obs.reshape((-1, *OBS_SHAPE)))
         adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-        if cfg.entropy_in_loss:
+        if bonus:  # (a Python bool: each branch of the minibatch's lax.cond traces one of them)
             loss = ppo_loss(logits, old_log_prob, adv, action, cfg.clip_eps, cfg.ent_coef)
         else:  # the seed's bug: the entropy bonus is computed elsewhere, but never differentiated
             loss = policy_loss(logits, old_log_prob, adv, action, cfg.clip_eps)
@@ -178,7 +183,7 @@ def make_train(cfg: PPOConfig, callback: Any = None) -> Any:
         v = critic.apply({"params": critic_p}, obs.reshape((-1, *OBS_SHAPE)))
         return 0.5 * jnp.mean((v - target) ** 2)
 
-    def update(r: Runner, _: Any) -> tuple[Runner, dict]:
+    def update(r: Runner, bonus: Any) -> tuple[Runner, dict]:
         r, traj = jax.lax.scan(env_step, r, None, length=cfg.num_steps)
         _, last_value = forward(r.actor, r.critic, r.obs)
         adv, target = advantages(traj, last_value, cfg.gamma, cfg.gae_lambda)
@@ -194,7 +199,10 @@ def make_train(cfg: PPOConfig, callback: Any = None) -> Any:
             def minibatch(c: tuple, b: tuple) -> tuple[tuple, Any]:
                 ap, cp, ao, co = c
                 obs, action, old_lp, a, tgt = b
-                (_, ent), ga = jax.value_and_grad(actor_loss, has_aux=True)(ap, obs, action, old_lp, a)
+                grads = [lambda f=f: jax.value_and_grad(actor_loss, has_aux=True)(ap, obs, action, old_lp, a, f)
+                         for f in (False, True)]
+                (_, ent), ga = (grads[bonus]() if isinstance(bonus, bool)
+                                else jax.lax.cond(bonus, grads[1], grads[0]))
                 vl, gc = jax.value_and_grad(critic_loss)(cp, obs, tgt)
                 ua, ao = tx.update(ga, ao, ap)
                 uc, co = tx.update(gc, co, cp)
@@ -215,7 +223,8 @@ def make_train(cfg: PPOConfig, callback: Any = None) -> Any:
         mean_return = jnp.where(ended > 0, jnp.sum(traj.ep_return * traj.done) / jnp.maximum(ended, 1), jnp.nan)
         return r, {"entropy": jnp.mean(ent), "value_loss": jnp.mean(vl), "returns": mean_return}
 
-    def train(key: Any) -> tuple[Any, Any, dict]:
+    def train(key: Any, entropy_in_loss: Any = None) -> tuple[Any, Any, dict]:
+        bonus = cfg.entropy_in_loss if entropy_in_loss is None else entropy_in_loss
         key, ka, kc, kr = jax.random.split(key, 4)
         obs0 = jnp.zeros((1, *OBS_SHAPE))
         actor_p = actor.init(ka, obs0)["params"]
@@ -223,7 +232,7 @@ def make_train(cfg: PPOConfig, callback: Any = None) -> Any:
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(kr, cfg.num_envs), env_params)
         r = Runner(actor_p, critic_p, tx.init(actor_p), tx.init(critic_p), env_state, obs, key,
                    jnp.asarray(0, jnp.int32), jnp.zeros(cfg.num_envs))
-        r, metrics = jax.lax.scan(update, r, None, length=cfg.updates)
+        r, metrics = jax.lax.scan(lambda c, _: update(c, bonus), r, None, length=cfg.updates)
         return r.actor, r.critic, metrics
 
     return train

@@ -20,7 +20,6 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -60,24 +59,45 @@ def template_policy(hidden: int) -> Any:
                       options=FlaxPolicyOptions(obs_shape=OBS_SHAPE))
 
 
-def train_run(out: Path, name: str, cfg: PPOConfig, every_k: int, episodes: int, template: Any = None) -> dict:
-    """Train one run with its in-loop timeline in ``out/name``; save its final params; its figures. ``template``:
-    :func:`template_policy` (default: a new one)."""
+class Trainer:
+    """One ``jax.jit(make_train(cfg))`` for both runs, compiled once: the entropy flag is an argument of the compiled
+    train (traced, :mod:`seed_ppo`), and its in-loop evaluations go to the timeline of the run in progress (a host
+    function, looked up when called)."""
+
+    def __init__(self, cfg: PPOConfig, every_k: int) -> None:
+        import jax
+
+        from rlviz.jax import every
+
+        self.cfg, self.timeline = cfg, None
+        self.train = jax.jit(make_train(cfg, callback=lambda u, a, c: every(every_k, u, self._evaluate, a, c)))
+
+    def _evaluate(self, step: int, actor: Any, critic: Any) -> None:
+        self.timeline(step, actor, critic)
+
+    def __call__(self, timeline: Any, entropy_in_loss: bool) -> Any:
+        import jax
+
+        self.timeline = timeline
+        return self.train(jax.random.PRNGKey(self.cfg.seed), jax.numpy.asarray(entropy_in_loss))
+
+
+def train_run(out: Path, name: str, trainer: Trainer, entropy_in_loss: bool, episodes: int, template: Any) -> dict:
+    """Train one run (``trainer``; the seed's bug: ``entropy_in_loss=False``) with its in-loop timeline in
+    ``out/name``; save its final params; its figures. ``template``: :func:`template_policy`."""
     import flax.serialization
     import jax
 
     from rlviz import TimelineConfig
     from rlviz.integrations.jax_loop import JaxTimeline
-    from rlviz.jax import every
 
-    template = template if template is not None else template_policy(cfg.hidden)
+    cfg = trainer.cfg
     folder = out / name
     timeline = JaxTimeline(folder, template, ENV, steps_per_update=cfg.steps_per_update, episodes=episodes,
                            videos="worst:1", config=TimelineConfig(run=str(folder), heatmap=True, saliency="gradient",
                                                                     seed=0, overwrite=True))
-    train = jax.jit(make_train(cfg, callback=lambda u, a, c: every(every_k, u, timeline, a, c)))
     t0 = time.perf_counter()
-    actor, critic, metrics = jax.block_until_ready(train(jax.random.PRNGKey(cfg.seed)))
+    actor, critic, metrics = jax.block_until_ready(trainer(timeline, entropy_in_loss))
     wall = time.perf_counter() - t0
     timeline.close()
     (out / f"{name}.msgpack").write_bytes(flax.serialization.to_bytes({"actor": actor, "critic": critic}))
@@ -150,9 +170,9 @@ def main(argv: list[str] | None = None) -> dict:
     base = PPOConfig(updates=s["updates"], num_envs=s["num_envs"], num_steps=s["num_steps"], lr=args.lr, seed=args.seed)
     story: dict[str, Any] = {"setting": args.setting, "config": {**base.__dict__, "every": s["every"],
                                                                  "episodes": s["episodes"]}}
-    template = template_policy(base.hidden)
+    template, trainer = template_policy(base.hidden), Trainer(base, s["every"])
     for name, bonus in (("buggy", False), ("fixed", True)):
-        story[name] = train_run(out, name, replace(base, entropy_in_loss=bonus), s["every"], s["episodes"], template)
+        story[name] = train_run(out, name, trainer, bonus, s["episodes"], template)
         print(f"{name}: {json.dumps(story[name]['checkpoints'][-1])}; first seen {story[name]['first_seen']}; value "
               f"within episodes {json.dumps(story[name]['value_within_episodes'])}", flush=True)
     t0 = time.perf_counter()

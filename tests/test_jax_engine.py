@@ -4,6 +4,7 @@ count by hand, each env family's video, the whole render job, and ``import rlviz
 from __future__ import annotations
 
 import csv
+import os
 import subprocess
 import sys
 import types
@@ -107,20 +108,44 @@ def _rows(result):
     return [e.to_row() for e in result.episodes]
 
 
-def test_batch_invariance(cartpole, tmp_path):
-    """The same 200 CartPole episodes with --num-envs 1, 7 and 200: identical episodes.csv."""
-    from rlviz.evaluate.statistics.stats import write_episodes_csv
-    from rlviz.jax.rollout import jax_rollout
+_BATCH_INVARIANCE_SCRIPT = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, {tests!r})
+from test_jax_engine import TinyPolicy
+from rlviz.evaluate.statistics.stats import write_episodes_csv
+from rlviz.jax.envs import make_jax_env
+from rlviz.jax.rollout import JaxEngine, jax_rollout
+env = make_jax_env("gymnax:CartPole-v1")
+engine = JaxEngine(env, TinyPolicy(env.obs_shape, 2))
+texts = []
+for n in (1, 7, 200):
+    result = jax_rollout(engine, 200, seed=3, num_envs=n)
+    write_episodes_csv(result, Path({out!r}) / f"e{{n}}.csv")
+    texts.append((Path({out!r}) / f"e{{n}}.csv").read_text())
+print(json.dumps({{"texts": texts, "compiled": [list(k) for k in engine._compiled]}}))
+"""
 
-    texts = []
-    for n in (1, 7, 200):
-        result = jax_rollout(cartpole, 200, seed=3, num_envs=n)
-        write_episodes_csv(result, tmp_path / f"e{n}.csv")
-        texts.append((tmp_path / f"e{n}.csv").read_text())
+
+def test_batch_invariance(tmp_path):
+    """The same 200 CartPole episodes with --num-envs 1, 7 and 200: identical episodes.csv. Run as users compile (in a
+    process of its own under the default XLA flags: the tests' own, tests/conftest.py's QUICK_XLA_FLAGS, are not)."""
+    import json
+
+    from conftest import default_xla_env
+
+    env = default_xla_env(JAX_PLATFORMS="cpu", PYTHONPATH=os.pathsep.join(
+        [str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")]))
+    assert "xla_backend_optimization_level" not in env.get("XLA_FLAGS", "")
+    code = _BATCH_INVARIANCE_SCRIPT.format(tests=str(Path(__file__).resolve().parent), out=str(tmp_path))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    texts, compiled = got["texts"], {tuple(k) for k in got["compiled"]}
     assert texts[0] == texts[1] == texts[2]
     # compiled once each: the batches (1 and 7 padded to 8, 200), the smaller batches the running episodes move to
     # (8 times a power of two) and one gather that moves them
-    assert {(8, False), (200, False)} <= set(cartpole._compiled) <= {(200, False), ("jitted", "take")} | {
+    assert {(8, False), (200, False)} <= compiled <= {(200, False), ("jitted", "take")} | {
         (8 * 2**k, False) for k in range(5)}
     assert len(texts[0].splitlines()) == 201
 
@@ -322,11 +347,11 @@ print(jax.device_count(), json.dumps([[e.ret, e.length, e.mean_entropy, list(e.v
 def test_the_same_episodes_on_four_devices(cartpole):
     """The batch sharded over 4 (host) devices gives the episodes one device gives, to the last bit."""
     import json
-    import os
 
     from rlviz.jax.rollout import jax_rollout
 
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4", "JAX_PLATFORMS": "cpu",
+    flags = " ".join([os.environ.get("XLA_FLAGS", ""), "--xla_force_host_platform_device_count=4"]).strip()
+    env = {**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu",
            "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]), os.environ.get("PYTHONPATH", "")])}
     code = _DEVICES_SCRIPT.format(tests=str(Path(__file__).resolve().parent))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)

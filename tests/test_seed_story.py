@@ -23,11 +23,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def story(tmp_path_factory):
+    """The script run as users run it: a process of its own under the default XLA flags (tests/conftest.py's
+    QUICK_XLA_FLAGS change numerics bit-wise, and this story's margins are thin); its story.json is what ``main``
+    returns."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import default_xla_env
+
     spec = importlib.util.spec_from_file_location("seed_story", ROOT / "scripts" / "seed_story.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     out = tmp_path_factory.mktemp("story")
-    return mod, out, mod.main(["--out", str(out), "--setting", "short"])
+    env = default_xla_env(PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    assert "xla_backend_optimization_level" not in env.get("XLA_FLAGS", "")
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "seed_story.py"), "--out", str(out), "--setting",
+                           "short"], capture_output=True, text=True, env=env, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return mod, out, json.loads((out / "story.json").read_text())
 
 
 def _timeline(out: Path, name: str) -> dict:
