@@ -31,6 +31,7 @@ from rlviz.record.writer import MAX_PENDING_VIDEOS
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 from _processes import wait_no_drawing_process  # noqa: E402
+from _procs import ffmpeg_pids  # noqa: E402
 
 HANG_S = 240.0  # a guard against a hang only: the loop's progress, not the clock, decides when it is signalled
 
@@ -314,6 +315,12 @@ def test_sigkill_leaves_only_its_own_named_leftovers_and_the_next_recorder_clean
     assert done.returncode == -signal.SIGKILL
     pid = int((out / "marker").read_text())
     tmpdir, videos = tmp_path / "tmpdir", out / "videos"
+    # the killed loop's ffmpeg outlives it until its pipe ends, and may create its .partial only then (a loaded
+    # machine): the leftovers are what is on disk once nothing of the loop runs
+    deadline = time.monotonic() + 60
+    while ffmpeg_pids(mentioning=str(videos)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert wait_no_drawing_process(tmpdir) == []
     left = sorted(p.name for p in tmpdir.iterdir())
     # the episodes in progress (one per sub-env) and at most the finished ones still waiting for the writer
     assert len(left) <= 2 + MAX_PENDING_VIDEOS, left
