@@ -74,12 +74,19 @@ class JaxEngine:
                              keep=keep, max_steps=int(self.max_steps or 0))
             env, policy = self.env, self.policy
 
+            # (the carry leaves both functions with no weak type: an env whose step makes a leaf weakly typed that its
+            # reset did not (Brax's reward, done) would otherwise compile the chunk twice, for the start's carry and
+            # for its own; the values are the same)
+            def strong(tree: Any) -> Any:
+                return jax.tree_util.tree_map(lambda a: a.astype(a.dtype), tree)
+
             def start(params: Any, env_params: Any, seeds: Any) -> Carry:
-                return jax.vmap(lambda s: initial_carry(env, policy, env_params, s))(seeds)
+                return strong(jax.vmap(lambda s: initial_carry(env, policy, env_params, s))(seeds))
 
             def chunk(params: Any, env_params: Any, carry: Carry) -> tuple[Carry, Any]:
                 one = jax.vmap(lambda c: step(params, env_params, c))
-                return jax.lax.scan(lambda c, _: one(c), carry, None, length=CHUNK)
+                carry, ys = jax.lax.scan(lambda c, _: one(c), carry, None, length=CHUNK)
+                return strong(carry), ys
 
             self._compiled[key] = (jax.jit(start), jax.jit(chunk))
         out: tuple[Any, Any] = self._compiled[key]
