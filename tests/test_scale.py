@@ -100,10 +100,12 @@ def test_torch_threads_is_restored():
 
 
 def test_worker_pool_reports_errors_in_one_line_and_leaves_no_process():
+    """Forked workers (a spawned one imports torch afresh, ~2 CPU-s each, and the errors travel the same pipe either
+    way; the spawned start is test_workers_share_indices_out_one_each_and_a_dead_one_is_reported_not_rerun's)."""
     before = set(_children())
-    with WorkerPool(1) as pool, pytest.raises(UsageError, match="received 'bad'"):
+    with WorkerPool(1, start="fork") as pool, pytest.raises(UsageError, match="received 'bad'"):
         pool.map(_fails, ["bad"])
-    with WorkerPool(2) as pool:
+    with WorkerPool(2, start="fork") as pool:
         calls = []
         assert pool.map(_halves, [4, 6, 8], meanwhile=lambda: calls.append(1)) == [2.0, 3.0, 4.0]
         assert calls == [1]  # the caller's work, done once while the workers run
@@ -401,7 +403,8 @@ def ray_local():
     paths = [str(ROOT), str(TESTS), os.environ.get("PYTHONPATH", "")]
     with pytest.MonkeyPatch.context() as mp:  # restored after the module (an xdist worker runs other files next)
         mp.setenv("PYTHONPATH", os.pathsep.join(paths))  # Ray's workers import this tree's rlviz and _envs
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+                 _system_config={"worker_niceness": 0})  # (Ray's nice 15 starves its workers on a busy machine)
         yield ray
         ray.shutdown()
 
