@@ -75,9 +75,12 @@ def _cpus_back(session, cpus: float = 2.0, timeout: float = 30.0) -> bool:
     return False
 
 
-def test_results_in_order_and_each_report_once_and_errors_come_back_in_one_line(ray_session):
-    """Two checks on one pool (each actor a worker process that imports torch, ~2.5 CPU-s): results in order and
-    every progress report passed on once; then errors come back in one line and the pool stays usable."""
+def test_results_in_order_each_report_once_errors_in_one_line_and_a_killed_worker_replaced(ray_session, tmp_path):
+    """Three checks on one pool (each actor is a worker process that imports torch, ~2.5 CPU-s, and a pool per
+    check started two more): results in order and every progress report passed on once; errors come back in one
+    line and the pool stays usable; a killed worker is replaced and its task run again once (its reports not
+    passed on twice), a second death a WorkerError in one line. After it, the caller's connection is left alone
+    and the pool's actors ended with it."""
     seen = []
     with RayPool() as pool:
         assert pool.size == 2
@@ -93,21 +96,17 @@ def test_results_in_order_and_each_report_once_and_errors_come_back_in_one_line(
             pool.map(_fails, ["other"], what="the rollout of")
         assert len(str(caught.value).splitlines()) == 1 and "the rollout of other" in str(caught.value)
         assert pool.map(_reports, [1, 2]) == [2, 4]  # still usable after a failed map
-    assert ray_session.is_initialized()  # the caller's connection, left alone
-    assert _cpus_back(ray_session)  # the pool's actors ended with it
-
-
-def test_a_killed_worker_is_replaced_and_its_task_run_again_once(ray_session, tmp_path):
-    marker = str(tmp_path / "killed-once")
-    seen = []
-    with RayPool() as pool:
+        # a killed worker is replaced and its task run again once
+        marker = str(tmp_path / "killed-once")
+        seen = []
         assert pool.map(_dies, [(marker, 7.0), (str(tmp_path / "x"), 8.0)], progress=seen.append) == [7.0, 8.0]
         assert sorted(seen) == [7.0, 8.0]  # reported before and after the death: passed on once
         assert os.path.exists(marker)
         with pytest.raises(WorkerError, match="died twice") as caught:
             pool.map(_dies, [("always", 1.0)], what="the rollout of")
         assert len(str(caught.value).splitlines()) == 1
-    assert _cpus_back(ray_session)
+    assert ray_session.is_initialized()  # the caller's connection, left alone
+    assert _cpus_back(ray_session)  # the pool's actors ended with it
 
 
 def _with_mark(mark: str) -> list[int]:
