@@ -264,7 +264,7 @@ def test_compare_runs_both_agents_shards_in_the_workers(probe_ckpt, tmp_path):
     assert one[0]["episodes"] == 24 and one[0]["a"] == one[0]["b"]
 
 
-# minatar_baseline, minatar_workers: session fixtures in conftest.py (test_scale_cluster.py reads them too)
+# minatar_baseline, minatar_workers: session fixtures in conftest.py (test_scale_cluster.py reads the baseline too)
 
 
 def _same_videos(a: Path, b: Path) -> None:

@@ -1,10 +1,10 @@
 """A two-node Ray cluster on loopback (`ray start --head`, then `ray start --address`) renders the MinAtar
-sample with videos and matches the single-process result (issue 15's batch invariance has landed: exactly, in
-episodes.csv, summary.json and heatmap.npz, as the ``--workers 2`` result, the same shards, is the same
-(tests/test_scale.py checks); in every episode's return, length, failures and heatmap counts, and in the videos).
-Slow (Ray start-up); its own module, so no other Ray instance of the test session is alive beside it. Cleanup
-stops only the processes this test started (found by their private temp folder or the mark in their
-environment), never every Ray process of the machine."""
+sample with videos and matches the single-process result: exactly in episodes.csv, summary.json and heatmap.npz
+(issue 15's batch invariance has landed: the ``--workers 2`` result, the same shards as this cluster's 2 CPUs,
+is the same, tests/test_scale.py checks), so in every episode's return, length, failures and heatmap counts;
+and in the videos. Slow (Ray start-up); its own module, so no other Ray instance of the test session is alive
+beside it. Cleanup stops only the processes this test started (found by their private temp folder or the mark
+in their environment), never every Ray process of the machine."""
 
 from __future__ import annotations
 
