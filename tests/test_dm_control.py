@@ -1,8 +1,8 @@
 """dm_control through Shimmy (#46): an SB3 agent on ``dm_control/cheetah-run-v0``'s Dict features observations,
 rendered as a user would (``--episodes 20 --num-envs 4 --heatmap --videos first:1 --saliency gradient --camera
-side,back``): statistics and a Box diagnosis (no discrete-action finding, no ``never_terminates`` for a suite task that ends by its
-time limit only), the failure heatmap in the torso's own x-z plane, a decoded video whose game tiles the two cameras
-and whose panels name the actuators and the observation keys.
+side,back``): statistics and a Box diagnosis (no discrete-action finding, no ``never_terminates`` for a suite task
+that ends by its time limit only), the failure heatmap in the torso's own x-z plane, a decoded video whose game tiles
+the two cameras and whose panels name the actuators and the observation keys.
 
 The whole file skips, saying why, where dm_control cannot build a model: dm_control 1.0.50 needs mujoco 3.x (under
 mujoco 4.0: ``MjModel has no attribute 'flex_vertedge'``).
@@ -24,9 +24,10 @@ from rlviz.envs.recipe import EnvRecipe, make_env
 from rlviz.errors import UsageError
 
 ENV = "dm_control/cheetah-run-v0"
-#: cheetah-run with a 0.3 s time limit (30 control steps of 10 ms) in place of its 10 s: the test stays short
-SHORT = {"task_kwargs": {"time_limit": 0.3}}
-STEPS = 30
+#: cheetah-run with a 0.1 s time limit (10 control steps of 10 ms) in place of its 10 s: the test stays short (the
+#: video's episode is rendered from two cameras at every step, and replayed by the test from both)
+SHORT = {"task_kwargs": {"time_limit": 0.1}}
+STEPS = 10
 ACTUATORS = ["bthigh", "bshin", "bfoot", "fthigh", "fshin", "ffoot"]
 DISCRETE_IDS = {"policy_uniform", "policy_collapsed", "action_dominant"}
 
