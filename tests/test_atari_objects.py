@@ -270,23 +270,20 @@ def test_compare_draws_the_heatmap_difference_per_category(random_agents, tmp_pa
     assert (out / "heatmap_diff.png").stat().st_size > 1000
 
 
-def test_timeline_on_an_atari_run_draws_per_category_heatmaps(tmp_path, monkeypatch):
-    """`rlviz timeline --heatmap` on a folder of two SpaceInvaders checkpoints (random weights saved per step):
-    each checkpoint's heatmap has the RAM map's categories as layers, each where the game draws it, and the
+def test_timeline_on_an_atari_run_draws_per_category_heatmaps(random_agents, tmp_path, monkeypatch):
+    """`rlviz timeline --heatmap` on a folder of two SpaceInvaders checkpoints (random weights, the step in the file's
+    name): each checkpoint's heatmap has the RAM map's categories as layers, each where the game draws it, and the
     small multiples and per-step PNGs are written."""
-    import torch
+    import shutil
 
     import rlviz
-    from rlviz.agent.models import NatureCNNAgent
-    from rlviz.sources.checkpoint import save_checkpoint
     from rlviz.training import views
 
     run = tmp_path / "run"
     run.mkdir()
-    for step in (1000, 2000):
-        torch.manual_seed(step)
-        save_checkpoint(run / f"agent_{step}.pt2", NatureCNNAgent(6), env="ALE/SpaceInvaders-v5",
-                        metadata={"step": step})
+    # the module's two SpaceInvaders agents (saving a .pt2 exports its graph: seconds each), named as a run saves them
+    for step, name in ((1000, "SpaceInvaders"), (2000, "SpaceInvaders-b")):
+        shutil.copyfile(random_agents[name], run / f"agent_{step}.pt2")
     seen = []
     real = views.plot_timeline_heatmaps
 
