@@ -271,19 +271,25 @@ def test_compare_draws_the_heatmap_difference_per_category(random_agents, tmp_pa
 
 
 def test_timeline_on_an_atari_run_draws_per_category_heatmaps(random_agents, tmp_path, monkeypatch):
-    """`rlviz timeline --heatmap` on a folder of two SpaceInvaders checkpoints (random weights, the step in the file's
-    name): each checkpoint's heatmap has the RAM map's categories as layers, each where the game draws it, and the
+    """`rlviz timeline --heatmap` on a folder of two SpaceInvaders checkpoints (random weights saved per step):
+    each checkpoint's heatmap has the RAM map's categories as layers, each where the game draws it, and the
     small multiples and per-step PNGs are written."""
     import shutil
 
+    import torch
+
     import rlviz
+    from rlviz.agent.models import NatureCNNAgent
+    from rlviz.sources.checkpoint import save_checkpoint
     from rlviz.training import views
 
     run = tmp_path / "run"
     run.mkdir()
-    # the module's two SpaceInvaders agents (saving a .pt2 exports its graph: seconds each), named as a run saves them
-    for step, name in ((1000, "SpaceInvaders"), (2000, "SpaceInvaders-b")):
-        shutil.copyfile(random_agents[name], run / f"agent_{step}.pt2")
+    # the first: the module's random SpaceInvaders agent, its step in the file's name (saving a .pt2 exports its
+    # graph, seconds of CPU); the second saved here with its step
+    shutil.copyfile(random_agents["SpaceInvaders"], run / "agent_1000.pt2")
+    torch.manual_seed(2000)
+    save_checkpoint(run / "agent_2000.pt2", NatureCNNAgent(6), env="ALE/SpaceInvaders-v5", metadata={"step": 2000})
     seen = []
     real = views.plot_timeline_heatmaps
 
