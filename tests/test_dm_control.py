@@ -1,8 +1,8 @@
 """dm_control through Shimmy (#46): an SB3 agent on ``dm_control/cheetah-run-v0``'s Dict features observations,
-rendered as a user would (``--episodes 20 --heatmap --videos first:1 --saliency gradient --camera side,back``):
-statistics and a Box diagnosis (no discrete-action finding, no ``never_terminates`` for a suite task that ends by its
-time limit only), the failure heatmap in the torso's own x-z plane, a decoded video whose game tiles the two cameras
-and whose panels name the actuators and the observation keys.
+rendered as a user would (``--episodes 20 --num-envs 4 --heatmap --videos first:1 --saliency gradient --camera
+side,back``): statistics and a Box diagnosis (no discrete-action finding, no ``never_terminates`` for a suite task
+that ends by its time limit only), the failure heatmap in the torso's own x-z plane, a decoded video whose game tiles
+the two cameras and whose panels name the actuators and the observation keys.
 
 The whole file skips, saying why, where dm_control cannot build a model: dm_control 1.0.50 needs mujoco 3.x (under
 mujoco 4.0: ``MjModel has no attribute 'flex_vertedge'``).
@@ -24,9 +24,10 @@ from rlviz.envs.recipe import EnvRecipe, make_env
 from rlviz.errors import UsageError
 
 ENV = "dm_control/cheetah-run-v0"
-#: cheetah-run with a 0.3 s time limit (30 control steps of 10 ms) in place of its 10 s: the test stays short
-SHORT = {"task_kwargs": {"time_limit": 0.3}}
-STEPS = 30
+#: cheetah-run with a 0.1 s time limit (10 control steps of 10 ms) in place of its 10 s: the test stays short (the
+#: video's episode is rendered from two cameras at every step, and replayed by the test from both)
+SHORT = {"task_kwargs": {"time_limit": 0.1}}
+STEPS = 10
 ACTUATORS = ["bthigh", "bshin", "bfoot", "fthigh", "fshin", "ffoot"]
 DISCRETE_IDS = {"policy_uniform", "policy_collapsed", "action_dominant"}
 
@@ -137,8 +138,8 @@ def test_sb3_agent_renders_statistics_body_heatmap_two_cameras_and_key_saliency(
     from rlviz.media import probe_video, read_video
 
     recipe, out = _recipe_file(tmp_path), tmp_path / "o"
-    assert main(["render", str(cheetah_zip), "--env", str(recipe), "--episodes", "20", "--heatmap", "--videos",
-                 "first:1", "--saliency", "gradient", "--camera", "side,back", "--out", str(out),
+    assert main(["render", str(cheetah_zip), "--env", str(recipe), "--episodes", "20", "--num-envs", "4", "--heatmap",
+                 "--videos", "first:1", "--saliency", "gradient", "--camera", "side,back", "--out", str(out),
                  "--no-progress"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     ids = {f["id"] for f in summary["diagnostics"]}
@@ -194,7 +195,8 @@ def test_an_unknown_dm_control_camera_is_refused_before_the_rollout(cheetah_zip,
 PIXELS = {**SHORT, "render_kwargs": {"width": 64, "height": 64}}
 FRAMES = "gymnasium.wrappers:AddRenderObservation"
 # each episode renders every step's frame for the agent: 4 episodes (all time-limited: never_terminates would fire
-# for an env that can end) check what 20 did
+# for an env that can end) check what 20 did, played one after another in one env (--num-envs 1: each env renders
+# from its own OpenGL context, slow to make on a software OpenGL)
 PIXEL_EPISODES = 4
 
 
@@ -219,8 +221,8 @@ def test_a_pixels_agent_renders_its_saliency_on_the_frames_it_saw(dm_ok, tmp_pat
     recipe, out = tmp_path / "pixels.json", tmp_path / "o"
     recipe.write_text(EnvRecipe(ENV, PIXELS).to_json())
     assert main(["render", str(tmp_path / "ppo_pixels.zip"), "--env", str(recipe), "--wrapper", FRAMES, "--episodes",
-                 str(PIXEL_EPISODES), "--heatmap", "--videos", "first:1", "--saliency", "gradient", "--out", str(out),
-                 "--no-progress"]) == 0
+                 str(PIXEL_EPISODES), "--num-envs", "1", "--heatmap", "--videos", "first:1", "--saliency", "gradient",
+                 "--out", str(out), "--no-progress"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     ids = {f["id"] for f in summary["diagnostics"]}
     assert summary["episodes"] == PIXEL_EPISODES and not ids & DISCRETE_IDS and "never_terminates" not in ids
