@@ -32,6 +32,7 @@ from ..agent.obs import ObsAdapter
 from ..config import CompareConfig, RenderConfig, config_dict, parse_video_spec
 from ..envs import make_env, with_cameras
 from ..envs.pettingzoo_envs import is_agents_env_id
+from ..envs.probe import probe_reset, shared_probes
 from ..errors import UsageError
 from ..evaluate.backends.workers import Backend
 from ..evaluate.rollouts.rollout import heatmap_shape
@@ -55,6 +56,8 @@ class JobSetup:
     config: Any
     backend: Backend | None = None
     opened: list[Any] = field(default_factory=list)
+    #: the env the loading and the checks look at, shared (:mod:`rlviz.envs.probe`); closed after :meth:`check`
+    probes: Any = None
 
     def agent(self, config: RenderConfig) -> tuple[LoadedAgent, RenderConfig, float]:
         """Stage 1 for one agent: (the agent, ``config`` pinned to the loaded ``hf://`` commit, the discount); the
@@ -63,14 +66,15 @@ class JobSetup:
         share_agent(config, agent)
         return agent, config, gamma
 
-    @staticmethod
-    def check(agent: LoadedAgent, config: RenderConfig) -> RenderConfig:
+    def check(self, agent: LoadedAgent, config: RenderConfig) -> RenderConfig:
         """``config`` with the default attention off for vector observations, after the checks the videos would
         fail (:func:`check_saliency`): before the long rollout, not after it."""
         config = vector_attention_off(agent, config)
         check_saliency(agent, config)
         check_camera(agent, config)
         check_failed_at(agent, config)
+        if self.probes is not None:  # (the rollout builds its own envs)
+            self.probes.close()
         return config
 
     def sinks(self) -> list[Sink]:
@@ -105,11 +109,12 @@ def job_setup(config: Any) -> Iterator[JobSetup]:
     worker backend started; on exit the sinks close, the backend stops and ``--out`` is released."""
     with claim_out_dir(config.out, config.overwrite, job_inputs(config)), progress.enabled(config.progress), \
             open_backend(config) as backend:
-        job = JobSetup(config, backend)
-        try:
-            yield job
-        finally:
-            job.close()
+        with shared_probes() as probes:
+            job = JobSetup(config, backend, probes=probes)
+            try:
+                yield job
+            finally:
+                job.close()
 
 
 def open_sinks(config: RenderConfig | CompareConfig) -> list[Sink]:
@@ -150,12 +155,9 @@ def vector_attention_off(agent: LoadedAgent, config: RenderConfig) -> RenderConf
         return replace(config, attention=False)
     if config.attention is not None or not (config.saliency and config.heatmap):
         return config
-    env = make_env(agent.recipe, render_mode=None)
-    try:
-        obs = np.asarray(env.reset(seed=config.seed)[0])
-        discrete = isinstance(getattr(env.action_space, "n", None), (int, np.integer))
-    finally:
-        env.close()
+    first, _, action_space = probe_reset(agent.recipe, config.seed)
+    obs = np.asarray(first)
+    discrete = isinstance(getattr(action_space, "n", None), (int, np.integer))
     return replace(config, attention=False) if obs.ndim < 2 or not discrete else config
 
 
@@ -200,12 +202,9 @@ def check_saliency(agent: LoadedAgent, config: RenderConfig) -> None:
     input (a network that detaches it would give blank maps)."""
     if config.saliency is None or not parse_video_spec(config.videos) or is_jax_agent(agent):
         return  # (a JAX policy's saliency: jax.grad of a traced function, always reaching its input)
-    env = make_env(agent.recipe, render_mode=None)
-    try:  # as the policy takes it (a Dict flattened for an SB3 MultiInputPolicy: rlviz.agent.obs)
-        obs = ObsAdapter(env.observation_space, capabilities_of(agent.policy).obs_format).batch(
-            [env.reset(seed=config.seed)[0]])
-    finally:
-        env.close()
+    first, observation_space, _ = probe_reset(agent.recipe, config.seed)
+    # as the policy takes it (a Dict flattened for an SB3 MultiInputPolicy: rlviz.agent.obs)
+    obs = ObsAdapter(observation_space, capabilities_of(agent.policy).obs_format).batch([first])
     policy = agent.policy
     if capabilities_of(policy).recurrent:  # explained given its state: the episode's first step's
         attribution_class(config.saliency).check_policy(policy)

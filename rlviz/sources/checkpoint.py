@@ -18,6 +18,7 @@ from torch import nn
 
 from ..agent.obs import ObsAdapter
 from ..agent.policy import KINDS
+from ..envs.probe import shared_probes
 from ..envs.recipe import EnvRecipe, WrapperSpec
 from ..errors import CheckpointError, UnsafeCheckpointError, UsageError
 from .adapters import build_model, to_policy
@@ -79,9 +80,11 @@ def load_agent(
         hub = fetch_hub_agent(path, env_given=env is not None, trust=trust)
         return hub.stamp(load_agent(hub.model, env=env if env is not None else hub.env, model=model, trust=trust,
                                     device=device, kind=kind, vecnormalize=vecnormalize))
-    agent = _load_local(path, env=env, model=model, trust=trust, device=device, kind=kind, vecnormalize=vecnormalize)
-    if not (trust and env is None and agent.format == "rlviz"):  # (a trusted file's env is built at make_env)
-        meet_observation(agent.policy, env_facts(agent.recipe)[0], agent.recipe, str(agent.path or path))
+    with shared_probes():  # the reader's look at the env and the observation check's: one env (rlviz.envs.probe)
+        agent = _load_local(path, env=env, model=model, trust=trust, device=device, kind=kind,
+                            vecnormalize=vecnormalize)
+        if not (trust and env is None and agent.format == "rlviz"):  # (a trusted file's env is built at make_env)
+            meet_observation(agent.policy, env_facts(agent.recipe)[0], agent.recipe, str(agent.path or path))
     return agent
 
 

@@ -15,7 +15,8 @@ import torch
 from ..agent.actions import action_spec
 from ..agent.policy import Policy, action_names_for
 from ..envs.env_facts import body_action_names
-from ..envs.recipe import EnvRecipe, make_env, read_recipe_file
+from ..envs.probe import probe_env
+from ..envs.recipe import EnvRecipe, read_recipe_file
 from ..errors import CheckpointError, RlvizError, UsageError
 from .meet import shape_mismatch
 
@@ -56,14 +57,11 @@ def coerce_recipe(env, trusted: bool = False) -> EnvRecipe:
 
 def env_facts(recipe: EnvRecipe):
     """(observation_space, action_space, action names) of one env built from ``recipe``."""
-    e = make_env(recipe, render_mode=None)
-    try:
+    with probe_env(recipe) as e:  # (inside a load or a job: the env its other looks use, rlviz.envs.probe)
         spec = action_spec(e.action_space)
         names = action_names_for(e, spec.size) if spec.kind == "discrete" else (
             (spec.kind == "box" and body_action_names(e, spec.size)) or spec.names())  # MuJoCo: its actuators
         return e.observation_space, e.action_space, names
-    finally:
-        e.close()
 
 
 def _zero_forward(policy: Policy, shape, heads: bool = False) -> Exception | None:
