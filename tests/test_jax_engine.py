@@ -249,7 +249,18 @@ def test_each_family_renders_a_video_that_decodes(env_id, kwargs, kind, tmp_path
     from rlviz.media import read_video
 
     pytest.importorskip(env_id.split(":")[0])
+    concrete = []  # Brax: resets run on a concrete key while the env is made (its observation_size: ~570 compiles)
+    if env_id.startswith("brax:"):
+        from brax.envs import _envs
+        from brax.envs.base import PipelineEnv
+
+        cls = _envs[env_id[5:]]  # (Brax's registry: name -> class)
+        reset = cls.reset
+        monkeypatch.setattr(cls, "reset", lambda self, rng: (concrete.append(not isinstance(rng, jax.core.Tracer)),
+                                                             reset(self, rng))[1])
+        assert issubclass(cls, PipelineEnv)
     env = make_jax_env(env_id, kwargs)
+    assert not any(concrete)
     n = len(env.action_names)
     policy = TinyPolicy(env.obs_shape, n) if kind == "logits" else TinyGaussian(env.obs_shape, n)
     engine = JaxEngine(env, policy, max_steps=64)
@@ -360,3 +371,41 @@ def test_the_same_episodes_on_four_devices(cartpole):
     assert count == "4"
     here = jax_rollout(cartpole, 40, seed=2, num_envs=5)
     assert json.loads(rows) == [[e.ret, e.length, e.mean_entropy, list(e.value_sums)] for e in here.episodes]
+
+
+class _WeakeningEnv:
+    """A JAX env whose reset gives a float32 leaf and whose step makes it weakly typed (as Brax's reward and done
+    are): its episodes run to the cap. ``traces`` counts the step's traces."""
+
+    env_id, family, params, obs_shape, obs_dtype, action_names, discrete = "test:weak", "test", None, (4,), \
+        np.float32, ("A", "B"), True
+    max_steps, object_names, object_grid, fps, action_low, action_high = 96, (), None, 10.0, None, None
+
+    def __init__(self):
+        self.traces = 0
+
+    def reset(self, key, params):
+        state = {"t": jnp.int32(0), "r": jnp.zeros((), jnp.float32)}
+        return jnp.zeros(4, jnp.float32), state
+
+    def step(self, key, state, action, params):
+        self.traces += 1
+        t = state["t"] + 1
+        state2 = {"t": t, "r": jnp.asarray(1.0)}  # (weakly typed, as jnp.asarray of a Python float is)
+        return jnp.full(4, 0.01, jnp.float32) * t, state2, state2["r"].astype(jnp.float32), jnp.asarray(False), \
+            jnp.asarray(False)
+
+    def objects(self, state):
+        return None
+
+
+def test_a_step_that_weakens_a_leaf_compiles_the_chunk_once():
+    """Three chunks of one batch size, one trace of the step (the start's carry and the chunk's own have the same
+    types): an env whose step weakens a leaf (Brax's reward, done) compiled the chunk twice, ~6 s each on MJX."""
+    from rlviz.jax.rollout import CHUNK, JaxEngine, jax_rollout
+
+    env = _WeakeningEnv()
+    engine = JaxEngine(env, TinyPolicy(env.obs_shape, 2))
+    result = jax_rollout(engine, 8, seed=0, num_envs=8)
+    assert engine.max_steps == 3 * CHUNK and [e.length for e in result.episodes] == [96] * 8
+    assert env.traces == 1
