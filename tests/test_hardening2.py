@@ -145,10 +145,14 @@ def test_a_forged_marker_never_removes_anything_outside_out(tmp_path):
 
 
 # -- 2. one writer per --out, --follow included ----------------------------------------------------------------
+#: --poll and --settle of the watches: short, so a test waits little (an empty file sits there 4 x SETTLE)
+POLL, SETTLE = 0.05, 0.2
+
+
 def _follow(run: Path, out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": CODE}
     cmd = [sys.executable, "-m", "rlviz", "timeline", str(run), "--follow", "--env", "CartPole-v1", "--episodes", "2",
-           "--videos", "none", "--poll", "0.2", "--settle", "0.4", "--out", str(out), *extra]
+           "--videos", "none", "--poll", str(POLL), "--settle", str(SETTLE), "--out", str(out), *extra]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
@@ -171,7 +175,7 @@ def test_a_second_follow_into_the_same_out_is_refused(tmp_path):
         end = time.monotonic() + 60
         while not (out / "rlviz-run.json").exists():
             assert first.poll() is None and time.monotonic() < end, first.stderr.read()
-            time.sleep(0.1)
+            time.sleep(0.02)
         second = _follow(run, out, "--overwrite", "--idle-stop", "1")
         _, err = second.communicate(timeout=60)
         assert second.returncode == 2 and "being written by another rlviz run" in err, err
@@ -325,7 +329,7 @@ def _wait(predicate, proc, timeout: float = 60) -> None:
     while not predicate():
         assert proc.poll() is None, proc.communicate()[1]
         assert time.monotonic() < end, "timed out"
-        time.sleep(0.1)
+        time.sleep(0.02)
 
 
 def test_follow_retries_a_checkpoint_filled_in_place(runs, tmp_path):
@@ -344,7 +348,7 @@ def test_follow_retries_a_checkpoint_filled_in_place(runs, tmp_path):
         assert _steps(out, "failed") == []
         empty = run / "rl_model_2048_steps.zip"
         empty.touch()  # empty longer than --settle, then filled in place
-        time.sleep(1.5)
+        time.sleep(4 * SETTLE)
         empty.write_bytes((runs[0] / "rl_model_2048_steps.zip").read_bytes())
         _wait(lambda: _steps(out) == [1024, 2048], proc)
     finally:

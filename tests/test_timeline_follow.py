@@ -17,6 +17,9 @@ from _procs import alive
 from _timeline_runs import STEPS, trained_runs
 
 ROOT = Path(__file__).resolve().parents[1]
+#: --poll and --settle of the watch: short, so a test waits little; what the tests prove is relative to them (a first
+#: half sits there 3 x SETTLE, several looks past settling; --idle-stop is ~3 x the time between two checkpoints).
+POLL, SETTLE = 0.05, 0.2
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +30,7 @@ def runs(tmp_path_factory):
 def _follow(run: Path, out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "rlviz", "timeline", str(run), "--follow", "--env", "CartPole-v1", "--episodes", "4",
-           "--videos", "none", "--poll", "0.2", "--settle", "0.4", "--out", str(out), *extra]
+           "--videos", "none", "--poll", str(POLL), "--settle", str(SETTLE), "--out", str(out), *extra]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
@@ -36,7 +39,7 @@ def _wait_for(predicate, timeout: float = 60.0) -> None:
     end = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < end, "timed out"
-        time.sleep(0.1)
+        time.sleep(0.02)
 
 
 def _children(pid: int) -> list[int]:
@@ -65,7 +68,7 @@ def _steps(out: Path) -> list[int]:
 def test_follow_files_written_in_two_parts(runs, tmp_path):
     src, run, out = runs[0], tmp_path / "run", tmp_path / "out"
     run.mkdir()
-    proc = _follow(run, out, "--idle-stop", "4")
+    proc = _follow(run, out, "--idle-stop", "3")
     try:
         for step in STEPS[:3]:
             data = (src / f"rl_model_{step}_steps.zip").read_bytes()
@@ -73,7 +76,7 @@ def test_follow_files_written_in_two_parts(runs, tmp_path):
             with open(target, "wb") as fh:  # the first part sits there longer than --settle: truncated, not read
                 fh.write(data[: len(data) // 2])
                 fh.flush()
-                time.sleep(1.2)
+                time.sleep(3 * SETTLE)
                 fh.write(data[len(data) // 2:])
             _wait_for(lambda s=step: s in _steps(out))
             assert _no_temp_files(out)
