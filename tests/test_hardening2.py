@@ -21,6 +21,7 @@ import sys
 import time
 import warnings
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -167,21 +168,7 @@ def _stop(proc: subprocess.Popen) -> str:
             proc.kill()
 
 
-def test_a_second_follow_into_the_same_out_is_refused(tmp_path):
-    run, out = tmp_path / "run", tmp_path / "out"
-    run.mkdir()
-    first = _follow(run, out)
-    try:
-        end = time.monotonic() + 60
-        while not (out / "rlviz-run.json").exists():
-            assert first.poll() is None and time.monotonic() < end, first.stderr.read()
-            time.sleep(0.02)
-        second = _follow(run, out, "--overwrite", "--idle-stop", "1")
-        _, err = second.communicate(timeout=60)
-        assert second.returncode == 2 and "being written by another rlviz run" in err, err
-        assert first.poll() is None  # the first still watches, its folder untouched
-    finally:
-        _stop(first)
+# (one writer per --out: checked in test_follow_retries_a_checkpoint_filled_in_place, on its watch)
 
 
 # -- 3. bounded reading ------------------------------------------------------------------------------------------
@@ -191,13 +178,17 @@ def test_a_zip_bomb_is_refused_fast_and_small(tmp_path):
     zip_with_bomb(run / "final.zip", {"policy.pth": b"\0" * 64, "_stable_baselines3_version": b"2.4.0"}, "data")
     assert (run / "final.zip").stat().st_size < 2 << 20
     (run / "rl_model_5_steps.zip").write_bytes(b"PK\x03\x04")  # its step from its name: not read by discovery
-    got = measured(STARTUP + "from rlviz.sources.run_folders import discover",
-                   f"(lambda f, s: ([c.name for c in f], [x.why for x in s]))(*discover({str(run)!r}))", pythonpath=CODE)
-    assert got["cpu"] < 2 and got["mb"] < 300, got
-    assert "['rl_model_5_steps.zip']" in got["outcome"] and "final.zip: archive member 'data' inflates" in got["outcome"] \
-        and "to 1.0 GiB" in got["outcome"], got
     weights = zip_with_bomb(tmp_path / "w.zip", {"data": b"{}", "_stable_baselines3_version": b"2.4.0"}, "policy.pth")
-    got = measured(STARTUP, f"load_agent({str(weights)!r}, env='CartPole-v1')", pythonpath=CODE)
+    with ThreadPoolExecutor(2) as pool:  # (two interpreters side by side: each measures its own CPU and memory)
+        discovered = pool.submit(measured, STARTUP + "from rlviz.sources.run_folders import discover",
+                                 f"(lambda f, s: ([c.name for c in f], [x.why for x in s]))(*discover({str(run)!r}))",
+                                 pythonpath=CODE)
+        loaded = pool.submit(measured, STARTUP, f"load_agent({str(weights)!r}, env='CartPole-v1')", pythonpath=CODE)
+        got = discovered.result()
+        assert got["cpu"] < 2 and got["mb"] < 300, got
+        assert "['rl_model_5_steps.zip']" in got["outcome"] \
+            and "final.zip: archive member 'data' inflates" in got["outcome"] and "to 1.0 GiB" in got["outcome"], got
+        got = loaded.result()
     assert got["cpu"] < 2 and got["mb"] < 300 and got["outcome"].startswith("CheckpointError") \
         and "inflates" in got["outcome"], got
 
@@ -333,12 +324,18 @@ def _wait(predicate, proc, timeout: float = 60) -> None:
 
 
 def test_follow_retries_a_checkpoint_filled_in_place(runs, tmp_path):
+    """A checkpoint that failed is tried again once filled in place; and, on the same watch (section 2), a second
+    --follow into its --out is refused while it watches (its folder untouched, the first still watching)."""
     run, out = tmp_path / "run", tmp_path / "out"
     run.mkdir()
     good = (runs[0] / "rl_model_1024_steps.zip").read_bytes()
     proc = _follow(run, out)
     try:
         _wait(lambda: (out / "rlviz-run.json").exists(), proc)
+        second = _follow(run, out, "--overwrite", "--idle-stop", "1")
+        _, err = second.communicate(timeout=60)
+        assert second.returncode == 2 and "being written by another rlviz run" in err, err
+        assert proc.poll() is None  # the first still watches, its folder untouched
         target = run / "rl_model_1024_steps.zip"
         target.write_bytes(b"not yet a zip " * 20)  # complete as far as a watcher can tell; fails to load
         _wait(lambda: _steps(out, "failed") == [1024], proc)
