@@ -29,7 +29,7 @@ def runs(tmp_path_factory):
 
 def _follow(run: Path, out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    cmd = [sys.executable, "-m", "rlviz", "timeline", str(run), "--follow", "--env", "CartPole-v1", "--episodes", "4",
+    cmd = [sys.executable, "-m", "rlviz", "timeline", str(run), "--follow", "--env", "CartPole-v1", "--episodes", "2",
            "--videos", "none", "--poll", str(POLL), "--settle", str(SETTLE), "--out", str(out), *extra]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
