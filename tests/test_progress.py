@@ -55,17 +55,11 @@ def test_a_terminal_sees_every_phase_with_rates(minatar_ckpt, tmp_path):
 
 
 def test_a_pipe_and_no_progress_see_no_bars(minatar_ckpt, tmp_path):
-    piped = subprocess.Popen(_args(minatar_ckpt, tmp_path / "a"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, cwd=tmp_path, env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    try:  # (the piped job runs while the terminal's does)
-        code, text = _run_in_pty(_args(minatar_ckpt, tmp_path / "b") + ["--no-progress"], cwd=tmp_path)
-        stdout, stderr = piped.communicate(timeout=240)
-    finally:
-        if piped.poll() is None:
-            piped.kill()
-            piped.wait()
-    assert piped.returncode == 0, stderr
-    assert stderr.strip() == "" and "rollouts" not in stdout
+    piped = subprocess.run(_args(minatar_ckpt, tmp_path / "a"), capture_output=True, text=True, cwd=tmp_path,
+                           env={**os.environ, "PYTHONWARNINGS": "ignore"}, timeout=240)
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stderr.strip() == "" and "rollouts" not in piped.stdout
+    code, text = _run_in_pty(_args(minatar_ckpt, tmp_path / "b") + ["--no-progress"], cwd=tmp_path)
     assert code == 0 and "rollouts" not in text and "%|" not in text
 
 
