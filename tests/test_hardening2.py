@@ -146,7 +146,7 @@ def test_a_forged_marker_never_removes_anything_outside_out(tmp_path):
 
 # -- 2. one writer per --out, --follow included ----------------------------------------------------------------
 #: --poll and --settle of the watches: short, so a test waits little (an empty file sits there 4 x SETTLE)
-POLL, SETTLE = 0.05, 0.2
+POLL, SETTLE = 0.1, 0.2
 
 
 def _follow(run: Path, out: Path, *extra: str) -> subprocess.Popen:
@@ -315,7 +315,7 @@ def _wait(predicate, proc, timeout: float = 60) -> None:
     while not predicate():
         assert proc.poll() is None, proc.communicate()[1]
         assert time.monotonic() < end, "timed out"
-        time.sleep(0.02)
+        time.sleep(0.05)
 
 
 def test_follow_retries_a_checkpoint_filled_in_place(runs, tmp_path):

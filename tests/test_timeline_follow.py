@@ -19,7 +19,7 @@ from _timeline_runs import STEPS, trained_runs
 ROOT = Path(__file__).resolve().parents[1]
 #: --poll and --settle of the watch: short, so a test waits little; what the tests prove is relative to them (a first
 #: half sits there 3 x SETTLE, several looks past settling; --idle-stop is ~3 x the time between two checkpoints).
-POLL, SETTLE = 0.05, 0.2
+POLL, SETTLE = 0.1, 0.2
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def _wait_for(predicate, timeout: float = 60.0) -> None:
     end = time.monotonic() + timeout
     while not predicate():
         assert time.monotonic() < end, "timed out"
-        time.sleep(0.02)
+        time.sleep(0.05)
 
 
 def _children(pid: int) -> list[int]:
