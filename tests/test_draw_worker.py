@@ -87,11 +87,11 @@ def test_close_ends_the_process_and_start_never_waits_for_a_job(worker):
     pid = worker.pid
     assert pid is not None
     done = []
-    job = threading.Thread(target=lambda: done.append(worker.run(time.sleep, 1.5)))
+    job = threading.Thread(target=lambda: done.append(worker.run(time.sleep, 1.0)))
     job.start()
     time.sleep(0.3)
     t0 = time.perf_counter()
-    worker.start()  # (the loop's reset while the last episode is drawn)
+    worker.start()  # (the loop's reset while the last episode is drawn: waiting for the job would take >= 0.7 s)
     assert time.perf_counter() - t0 < 0.5
     worker.close()  # waits for the job in flight, then ends the process
     job.join()

@@ -236,16 +236,38 @@ def _cleanrl_jax(folder: Path) -> Path:
     return Path(shutil.copy(source, folder / "c51_jax.cleanrl_model"))
 
 
-def _one_forward(agent) -> None:
-    """One forward on the first observation of the agent's own env, as a rollout would make it."""
-    from rlviz.agent.obs import ObsAdapter
+_FIRST_OBS: dict[str, tuple] = {}  # recipe (its JSON) -> (observation space, first observation after reset(seed=0))
+
+
+def _first_obs(recipe) -> tuple:
+    """The observation space and first observation (reset(seed=0)) of the env ``recipe`` makes; made once per recipe
+    (an Atari env takes ~0.5 s to make; the same recipe makes the same env and the same first observation)."""
     from rlviz.envs.recipe import make_env
 
-    env = make_env(agent.recipe, render_mode=None)
     try:
-        obs = ObsAdapter(env.observation_space).batch([env.reset(seed=0)[0]])
-    finally:
-        env.close()
+        key = recipe.to_json()
+    except (TypeError, ValueError):  # (kwargs JSON cannot hold: made each time)
+        key = None
+    if key is None or key not in _FIRST_OBS:
+        env = make_env(recipe, render_mode=None)
+        try:
+            made = env.observation_space, env.reset(seed=0)[0]
+        finally:
+            env.close()
+        if key is None:
+            return made
+        _FIRST_OBS[key] = made
+    return _FIRST_OBS[key]
+
+
+def _one_forward(agent) -> None:
+    """One forward on the first observation of the agent's own env, as a rollout would make it."""
+    import copy
+
+    from rlviz.agent.obs import ObsAdapter
+
+    space, first = _first_obs(agent.recipe)
+    obs = ObsAdapter(space).batch([copy.deepcopy(first)])
     if agent.policy.needs_action_masks:
         return
     if agent.policy.stateful:  # one step from the state an episode starts in

@@ -145,10 +145,14 @@ def test_a_forged_marker_never_removes_anything_outside_out(tmp_path):
 
 
 # -- 2. one writer per --out, --follow included ----------------------------------------------------------------
+#: --poll and --settle of the watches: short, so a test waits little (an empty file sits there 4 x SETTLE)
+POLL, SETTLE = 0.1, 0.2
+
+
 def _follow(run: Path, out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": CODE}
     cmd = [sys.executable, "-m", "rlviz", "timeline", str(run), "--follow", "--env", "CartPole-v1", "--episodes", "2",
-           "--videos", "none", "--poll", "0.2", "--settle", "0.4", "--out", str(out), *extra]
+           "--videos", "none", "--poll", str(POLL), "--settle", str(SETTLE), "--out", str(out), *extra]
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
 
@@ -163,21 +167,7 @@ def _stop(proc: subprocess.Popen) -> str:
             proc.kill()
 
 
-def test_a_second_follow_into_the_same_out_is_refused(tmp_path):
-    run, out = tmp_path / "run", tmp_path / "out"
-    run.mkdir()
-    first = _follow(run, out)
-    try:
-        end = time.monotonic() + 60
-        while not (out / "rlviz-run.json").exists():
-            assert first.poll() is None and time.monotonic() < end, first.stderr.read()
-            time.sleep(0.1)
-        second = _follow(run, out, "--overwrite", "--idle-stop", "1")
-        _, err = second.communicate(timeout=60)
-        assert second.returncode == 2 and "being written by another rlviz run" in err, err
-        assert first.poll() is None  # the first still watches, its folder untouched
-    finally:
-        _stop(first)
+# (one writer per --out: checked in test_follow_retries_a_checkpoint_filled_in_place, on its watch)
 
 
 # -- 3. bounded reading ------------------------------------------------------------------------------------------
@@ -325,16 +315,22 @@ def _wait(predicate, proc, timeout: float = 60) -> None:
     while not predicate():
         assert proc.poll() is None, proc.communicate()[1]
         assert time.monotonic() < end, "timed out"
-        time.sleep(0.1)
+        time.sleep(0.05)
 
 
 def test_follow_retries_a_checkpoint_filled_in_place(runs, tmp_path):
+    """A checkpoint that failed is tried again once filled in place; and, on the same watch (section 2), a second
+    --follow into its --out is refused while it watches (its folder untouched, the first still watching)."""
     run, out = tmp_path / "run", tmp_path / "out"
     run.mkdir()
     good = (runs[0] / "rl_model_1024_steps.zip").read_bytes()
     proc = _follow(run, out)
     try:
         _wait(lambda: (out / "rlviz-run.json").exists(), proc)
+        second = _follow(run, out, "--overwrite", "--idle-stop", "1")
+        _, err = second.communicate(timeout=60)
+        assert second.returncode == 2 and "being written by another rlviz run" in err, err
+        assert proc.poll() is None  # the first still watches, its folder untouched
         target = run / "rl_model_1024_steps.zip"
         target.write_bytes(b"not yet a zip " * 20)  # complete as far as a watcher can tell; fails to load
         _wait(lambda: _steps(out, "failed") == [1024], proc)
@@ -344,7 +340,7 @@ def test_follow_retries_a_checkpoint_filled_in_place(runs, tmp_path):
         assert _steps(out, "failed") == []
         empty = run / "rl_model_2048_steps.zip"
         empty.touch()  # empty longer than --settle, then filled in place
-        time.sleep(1.5)
+        time.sleep(4 * SETTLE)
         empty.write_bytes((runs[0] / "rl_model_2048_steps.zip").read_bytes())
         _wait(lambda: _steps(out) == [1024, 2048], proc)
     finally:

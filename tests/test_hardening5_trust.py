@@ -31,43 +31,62 @@ def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:
                           env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
 
 
-# the probe: read the recipe as `rlviz render --env FILE` does (the job's agent_env), then list what was imported
+# the probe: read each recipe as `rlviz render --env FILE` does (the job's agent_env), then list what that read
+# imported. One interpreter reads them all, one after another (the refusals first, so nothing a consent's read
+# imports is in sys.modules before a refusal's); each read's imports are those new during it.
 _PROBE = """
 import sys, json
 from rlviz.config import RenderConfig
 from rlviz.jobs.stages import agent_env
-before = set(sys.modules)
-try:
-    recipe = agent_env(RenderConfig(checkpoint="x.zip", env={path!r}, wrapper={wrappers!r}, trust_checkpoint={trust}))
-    result = "accepted " + ",".join(w.name for w in recipe.wrappers)
-except Exception as exc:
-    result = type(exc).__name__ + ": " + str(exc)
-print(json.dumps({{"result": result, "imported": sorted(set(sys.modules) - before)}}))
+for key, path, wrappers, trust in json.loads(sys.argv[1]):
+    before = set(sys.modules)
+    try:
+        recipe = agent_env(RenderConfig(checkpoint="x.zip", env=path, wrapper=tuple(wrappers), trust_checkpoint=trust))
+        result = "accepted " + ",".join(w.name for w in recipe.wrappers)
+    except Exception as exc:
+        result = type(exc).__name__ + ": " + str(exc)
+    print(json.dumps({"key": key, "result": result, "imported": sorted(set(sys.modules) - before)}), flush=True)
 """
+REFUSED = ["this:s", "os:system", "some_package.wrappers:Anything"]
+CONSENTED = "gymnasium.wrappers:TimeAwareObservation"  # not on rlviz's list: a module:Class the file chose
 
 
-@pytest.mark.parametrize("name", ["this:s", "os:system", "some_package.wrappers:Anything"])
-def test_a_recipe_file_naming_an_unknown_wrapper_is_refused_before_anything_is_imported(tmp_path, name):
-    path = _recipe_file(tmp_path, [name])
-    done = _run(_PROBE.format(path=str(path), wrappers=(), trust=False), tmp_path)
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory) -> tuple[dict, str]:
+    """key -> {"result", "imported"} of each recipe read in the probe's interpreter, and its whole stdout."""
+    reads = []
+    for i, name in enumerate(REFUSED):
+        folder = tmp_path_factory.mktemp(f"refused{i}")
+        reads.append([name, str(_recipe_file(folder, [name])), [], False])
+    for consent in ("wrapper", "trust"):
+        folder = tmp_path_factory.mktemp(consent)
+        reads.append([consent, str(_recipe_file(folder, [CONSENTED])), [CONSENTED] if consent == "wrapper" else [],
+                      consent == "trust"])
+    cwd = tmp_path_factory.mktemp("probe")
+    done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(reads)], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+    lines = [json.loads(ln) for ln in done.stdout.splitlines() if ln.startswith('{"key": ')]
+    assert [ln["key"] for ln in lines] == [r[0] for r in reads], done.stdout
+    return {ln["key"]: ln for ln in lines}, done.stdout
+
+
+@pytest.mark.parametrize("name", REFUSED)
+def test_a_recipe_file_naming_an_unknown_wrapper_is_refused_before_anything_is_imported(probed, name):
+    results, stdout = probed
+    out = results[name]
     assert out["result"].startswith("UnsafeCheckpointError: ") and name in out["result"]
     assert f"--wrapper {name}" in out["result"] and "--trust-checkpoint" in out["result"]
     assert "\n" not in out["result"]
     module = name.split(":")[0]
     assert module not in out["imported"] and "this" not in out["imported"]
-    assert "The Zen of Python" not in done.stdout
+    assert "The Zen of Python" not in stdout
 
 
 @pytest.mark.parametrize("consent", ["wrapper", "trust"])
-def test_the_same_recipe_is_accepted_with_the_users_consent_and_a_named_wrapper_is_applied_once(tmp_path, consent):
-    name = "gymnasium.wrappers:TimeAwareObservation"  # not on rlviz's list: a module:Class the file chose
-    path = _recipe_file(tmp_path, [name])
-    wrappers = (name,) if consent == "wrapper" else ()
-    done = _run(_PROBE.format(path=str(path), wrappers=wrappers, trust=consent == "trust"), tmp_path)
-    out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out["result"] == f"accepted {name}", out  # once: --wrapper consents to the file's, it adds no second copy
+def test_the_same_recipe_is_accepted_with_the_users_consent_and_a_named_wrapper_is_applied_once(probed, consent):
+    out = probed[0][consent]
+    assert out["result"] == f"accepted {CONSENTED}", out  # once: --wrapper consents to the file's, it adds no second copy
 
 
 def test_known_wrappers_in_a_recipe_file_need_no_consent(tmp_path):

@@ -103,15 +103,19 @@ def _evaluated(out: Path, n: int) -> bool:
 
 
 @pytest.mark.parametrize("moment", ["first", ROLLOUTS, "both"], ids=["evaluating-first", "rollouts", "after-both"])
-def test_ctrl_c_during_follow(tmp_path, moment):
+def test_ctrl_c_during_follow(tmp_path, moment, minatar_ckpt):
     """Before, while and after the checkpoints are evaluated (the first's phase shown; its rollouts running; both in
     ``out``, the job watching for more): ``out`` holds nothing, or the complete set."""
     import shutil
 
     run, out = tmp_path / "run", tmp_path / "out"
     run.mkdir()
-    shutil.copy(SAMPLE, run / "step_100.pt2")
-    shutil.copy(SAMPLE, run / "step_200.pt2")
+    # (after both: the moment is when the job only watches, so the agent's episodes may be short: an untrained
+    # agent's (~10 steps; the trained sample's progression video, its long episodes drawn, takes ~10 s); during the
+    # first, the trained sample's long episodes outlast the signal)
+    agent = minatar_ckpt if moment == "both" else SAMPLE
+    shutil.copy(agent, run / "step_100.pt2")
+    shutil.copy(agent, run / "step_200.pt2")
     when = {"first": r"^step 100: step_100\.pt2", "both": lambda: _evaluated(out, 2)}.get(moment, moment)
     rc, err, took = _interrupt(["timeline", str(run), "--follow", "--episodes", "20", "--settle", "0.2", "--poll",
                                 "0.1", "--out", str(out)], when, tmp_path)
