@@ -68,9 +68,11 @@ def test_in_a_scope_one_env_and_one_reset_per_seed_each_caller_its_own_copy(coun
     with shared_probes() as scope:
         with probe_env(PROBE) as a, probe_env(PROBE) as b:
             assert a is b
-        with shared_probes():  # nested: the outer scope's
+        with shared_probes() as inner:  # nested: the outer scope's, which its close() leaves open
             with probe_env(PROBE) as c:
                 assert c is a
+            inner.close()
+            assert scope.open and counted["closes"] == 0
         first, _, _ = probe_reset(PROBE, 3)
         first[:] = -1.0  # the caller's copy
         again, _, _ = probe_reset(PROBE, 3)
@@ -109,3 +111,18 @@ def test_a_render_job_looks_at_its_env_once_and_its_outputs_are_unchanged(ckpt, 
     assert counted["closes"] == len(counted["builds"])  # every env closed, the shared one included
     rows = list(csv.DictReader((tmp_path / "out" / "episodes.csv").open()))
     assert len(rows) == 6 and done.summary["episodes"] == 6
+
+
+def test_a_job_inside_a_callers_scope_leaves_it_open(ckpt, counted, tmp_path):
+    """A render run inside the caller's shared_probes(): the job's checks end the job's sharing, not the caller's."""
+    import rlviz
+
+    with shared_probes() as scope:
+        agent = load_agent(ckpt, env=PROBE)
+        rlviz.render(checkpoint=str(ckpt), env=PROBE, episodes=2, num_envs=1, saliency="gradient", heatmap=True,
+                     videos="first:1", objects="_envs:probe_objects", out=str(tmp_path / "out"), progress=False)
+        assert scope.open and counted["builds"].count(None) == 1  # the load's env, shared by the job's looks
+        with probe_env(agent.recipe):
+            pass
+        assert counted["builds"].count(None) == 1
+    assert counted["closes"] == len(counted["builds"])

@@ -41,6 +41,7 @@ import pytest
 import torch
 from _mutate import mutate_file
 
+from rlviz.envs.probe import probe_reset, shared_probes
 from rlviz.errors import RlvizError
 from rlviz.sources.checkpoint import load_agent
 
@@ -236,38 +237,12 @@ def _cleanrl_jax(folder: Path) -> Path:
     return Path(shutil.copy(source, folder / "c51_jax.cleanrl_model"))
 
 
-_FIRST_OBS: dict[str, tuple] = {}  # recipe (its JSON) -> (observation space, first observation after reset(seed=0))
-
-
-def _first_obs(recipe) -> tuple:
-    """The observation space and first observation (reset(seed=0)) of the env ``recipe`` makes; made once per recipe
-    (an Atari env takes ~0.5 s to make; the same recipe makes the same env and the same first observation)."""
-    from rlviz.envs.recipe import make_env
-
-    try:
-        key = recipe.to_json()
-    except (TypeError, ValueError):  # (kwargs JSON cannot hold: made each time)
-        key = None
-    if key is None or key not in _FIRST_OBS:
-        env = make_env(recipe, render_mode=None)
-        try:
-            made = env.observation_space, env.reset(seed=0)[0]
-        finally:
-            env.close()
-        if key is None:
-            return made
-        _FIRST_OBS[key] = made
-    return _FIRST_OBS[key]
-
-
 def _one_forward(agent) -> None:
     """One forward on the first observation of the agent's own env, as a rollout would make it."""
-    import copy
-
     from rlviz.agent.obs import ObsAdapter
 
-    space, first = _first_obs(agent.recipe)
-    obs = ObsAdapter(space).batch([copy.deepcopy(first)])
+    first, space, _ = probe_reset(agent.recipe, 0)  # (the module's scope: one env and reset per recipe, a copy each)
+    obs = ObsAdapter(space).batch([first])
     if agent.policy.needs_action_masks:
         return
     if agent.policy.stateful:  # one step from the state an episode starts in
@@ -300,6 +275,14 @@ def _run_one(rd: Reader, target: Path) -> str:
         return "ok"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _probes():
+    """The module's looks at the readers' envs share one env and one reset per recipe (rlviz.envs.probe: an Atari
+    env takes ~0.5 s to make; the same recipe makes the same env and first observation). A load inside uses it too."""
+    with shared_probes():
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -45,13 +45,28 @@ class _Scope:
 _SCOPE: ContextVar[_Scope | None] = ContextVar("rlviz_probe_scope", default=None)
 
 
+class _Borrowed:
+    """An open outer scope as a nested :func:`shared_probes` gives it: its ``close()`` leaves the outer scope open
+    (a job run inside a caller's scope does not end the caller's sharing)."""
+
+    def __init__(self, scope: _Scope) -> None:
+        self.scope = scope
+
+    @property
+    def open(self) -> bool:
+        return self.scope.open
+
+    def close(self) -> None:
+        """Nothing: the scope is its opener's to close."""
+
+
 @contextlib.contextmanager
-def shared_probes() -> Iterator[_Scope]:
-    """Inside: one probe env per recipe, closed when the block ends (or at the scope's ``close()``); nested in an
-    open scope, the outer one is used."""
+def shared_probes() -> Iterator[_Scope | _Borrowed]:
+    """Inside: one probe env per recipe, closed when the block ends (or at the yielded scope's ``close()``); nested
+    in an open scope, the outer one is used (and the nested block's ``close()`` leaves it open)."""
     outer = _SCOPE.get()
     if outer is not None and outer.open:
-        yield outer
+        yield _Borrowed(outer)
         return
     scope = _Scope()
     token = _SCOPE.set(scope)
