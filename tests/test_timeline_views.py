@@ -150,6 +150,34 @@ def test_followed_views_record_only_new_checkpoints(run, tmp_path):
     assert not list(tmp_path.rglob("*.partial*"))
 
 
+def test_followed_views_draw_only_the_new_checkpoints_heatmap(run, tmp_path, monkeypatch):
+    """After each checkpoint (--follow, a JAX loop's evaluations) the views are written again: an earlier
+    checkpoint's heatmaps/step_<N>.png is drawn again only when its heatmap changed or its file is not the one drawn."""
+    from rlviz.evaluate.failures.heatmap import FailureHeatmap
+
+    data, cks, config = run
+    config = replace(config, videos="none")
+    drawn: list[str] = []
+    plot = FailureHeatmap.plot
+    monkeypatch.setattr(FailureHeatmap, "plot", lambda self, path, **kw: (drawn.append(Path(path).name),
+                                                                          plot(self, path, **kw))[1])
+    write_views(tmp_path, {**data, "checkpoints": data["checkpoints"][:2], "regressions": []}, cks[:2], config)
+    first = tmp_path / "heatmaps" / f"step_{STEPS[0]}.png"
+    pixels = np.asarray(Image.open(first))
+    assert drawn == [f"step_{STEPS[0]}.png", f"step_{STEPS[1]}.png"]
+    write_views(tmp_path, data, cks, config)  # a third checkpoint arrived
+    assert drawn[2:] == [f"step_{STEPS[2]}.png"]
+    first.write_bytes(b"not the png drawn")  # the file changed under it: drawn again
+    write_views(tmp_path, data, cks, config)
+    assert drawn[3:] == [f"step_{STEPS[0]}.png"] and np.array_equal(np.asarray(Image.open(first)), pixels)
+    hm = cks[1].result.heatmap  # a heatmap that changed (one more episode counted): drawn again
+    more = FailureHeatmap(hm.frame_shape, hm.object_names, hm.env_id)
+    more.counts, more.failures, more.episodes, more.background = hm.counts, hm.failures, hm.episodes + 1, hm.background
+    write_views(tmp_path, data, [cks[0], replace(cks[1], result=replace(cks[1].result, heatmap=more)), cks[2]], config)
+    assert drawn[4:] == [f"step_{STEPS[1]}.png"]
+    assert sorted(p.name for p in (tmp_path / "heatmaps").iterdir()) == [f"step_{s}.png" for s in STEPS]
+
+
 def test_progression_plays_the_chosen_episode_or_none(run, tmp_path):
     data, cks, config = run
     worst = int(np.argmin(cks[-1].result.returns))

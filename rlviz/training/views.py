@@ -107,13 +107,47 @@ def _heatmap_views(out: Path, good: Sequence[TimelineCheckpoint], config: Any) -
     for step, hm in maps:
         png = out / HEATMAPS_DIR / f"step_{step}.png"
         png.parent.mkdir(parents=True, exist_ok=True)
-        pngs[step] = hm.plot(png, log=log)
+        pngs[step] = _plot_once(hm, png, log)
     if maps:
         try:
             plot_timeline_heatmaps(out / HEATMAPS_PNG, [m for _, m in maps], [s for s, _ in maps], log=log)
         except RlvizError as exc:  # heatmaps of different envs or objects: the per-checkpoint PNGs stay
             warnings.warn(f"timeline_heatmaps.png was not drawn: {exc}", stacklevel=2)
     return pngs
+
+
+#: the heatmaps/step_<N>.png this process drew: {path: (what it was drawn from, its mtime_ns and size)}; the views
+#: are written again after each checkpoint (--follow, a JAX loop's evaluations), an earlier checkpoint's heatmap is
+#: not: its PNG is drawn again only when its heatmap changed or the file is no longer the one drawn
+_DRAWN: dict[str, tuple[str, int, int]] = {}
+
+
+def _heatmap_digest(hm: FailureHeatmap, log: bool) -> str:
+    h = hashlib.sha256(json.dumps([hm.frame_shape, hm.object_names, hm.env_id, hm.failures, hm.episodes, log,
+                                   None if hm.background is None else hm.background.shape]).encode())
+    for name in hm.object_names:
+        h.update(hm.counts[name].tobytes())
+    if hm.background is not None:
+        h.update(hm.background.tobytes())
+    return h.hexdigest()
+
+
+def _plot_once(hm: FailureHeatmap, png: Path, log: bool) -> Path:
+    """``hm.plot(png, log=log)``, unless this process drew this heatmap into ``png`` and the file is still that one."""
+    digest = _heatmap_digest(hm, log)
+    key = os.path.abspath(png)
+    try:
+        st = os.stat(png)
+        if _DRAWN.get(key) == (digest, st.st_mtime_ns, st.st_size):
+            return png
+    except OSError:
+        pass
+    done = hm.plot(png, log=log)
+    st = os.stat(done)
+    if len(_DRAWN) >= 4096:  # (a long-lived process: the explorer)
+        _DRAWN.clear()
+    _DRAWN[key] = (digest, st.st_mtime_ns, st.st_size)
+    return done
 
 
 def _options_key(config: Any, seed: int, c: TimelineCheckpoint) -> str:
