@@ -118,6 +118,23 @@ def test_headless_mujoco_picks_a_backend_before_mujoco_is_imported_and_renders()
 
 
 @needs_mujoco
+def test_mujoco_imported_first_still_renders_headless():
+    """mujoco imported before rlviz made its first MuJoCo env (by Brax or MJX, a notebook's own import: it chose GLFW,
+    which with no display fails only at the first frame): gymnasium's MuJoCo envs still render through the backend
+    rlviz chose (they read MUJOCO_GL when their first frame is drawn)."""
+    got = _python("import os, sys, warnings\nwarnings.simplefilter('ignore')\nimport mujoco\n"
+                  "assert 'OpenGL' not in sys.modules and 'MUJOCO_GL' not in os.environ\n"
+                  "from rlviz.envs import make_env\n"
+                  "env = make_env('Hopper-v5'); env.reset(seed=0); f = env.render()\n"
+                  "print(os.environ['MUJOCO_GL'], f.shape, int(f.std() > 5))")
+    if got.returncode and "MuJoCo cannot render headless" in got.stderr and "FatalError" not in got.stderr:
+        pytest.skip("no EGL or OSMesa on this machine: " + got.stderr.strip().splitlines()[-1])
+    assert got.returncode == 0, got.stderr[-2000:]
+    backend, *rest = got.stdout.split()
+    assert backend in ("egl", "osmesa") and rest[-1] == "1"
+
+
+@needs_mujoco
 def test_no_backend_is_one_line_naming_the_system_packages():
     code = ("import rlviz.envs.headless as h\nh._egl_works = h._osmesa_works = lambda: False\n"
             "import gymnasium.envs.mujoco.mujoco_rendering as r\n"

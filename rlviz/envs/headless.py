@@ -7,7 +7,7 @@ OSMesa is the way out). So before the first MuJoCo env is made (and only with no
 the user's), :func:`choose_gl` probes EGL with ``ctypes`` (``eglInitialize`` on its devices, as ``mujoco.egl``
 opens them, or the default display: nothing is imported into PyOpenGL), then OSMesa (its library loads), and sets
 ``MUJOCO_GL`` and ``PYOPENGL_PLATFORM`` to the first that works; worker processes inherit them. When neither works
-(or mujoco was imported first), :func:`no_gl_wrapper` turns a failing ``render()`` into one line naming the system
+(or PyOpenGL was bound to another platform first), :func:`no_gl_wrapper` turns a failing ``render()`` into one line naming the system
 packages (rollouts without frames still run).
 """
 
@@ -93,18 +93,23 @@ def _osmesa_works() -> bool:
 
 
 def choose_gl(env_id: str) -> str | None:
-    """Set ``MUJOCO_GL`` (and ``PYOPENGL_PLATFORM``) for a MuJoCo ``env_id`` before mujoco is imported: "egl",
-    else "osmesa"; the backend in use, or None when neither works. Leaves everything as it is when the user set
-    ``MUJOCO_GL``, when a display is there (GLFW), when mujoco is already imported, or for other envs."""
+    """Set ``MUJOCO_GL`` (and ``PYOPENGL_PLATFORM``) for a MuJoCo ``env_id``: "egl", else "osmesa"; the backend in
+    use, or None when neither works. Leaves everything as it is when the user set ``MUJOCO_GL``, when a display is
+    there (GLFW), when PyOpenGL is already bound to another platform, or for other envs. Set before mujoco is imported,
+    it is the backend of mujoco's own renderer too (dm_control, Brax's frames); mujoco imported first (by Brax, MJX or
+    the user) chose GLFW for that one, but gymnasium's MuJoCo envs read ``MUJOCO_GL`` when their first frame is drawn,
+    so they still render headless (without it they would take GLFW, which fails only at the first frame)."""
     if os.environ.get("MUJOCO_GL"):
         return os.environ["MUJOCO_GL"]
-    if "mujoco" in sys.modules or os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
         return None
     if not uses_mujoco(env_id):
         return None
     if not _CHOSEN:
         _CHOSEN.append("egl" if _egl_works() else "osmesa" if _osmesa_works() else None)
     backend = _CHOSEN[0]
+    if backend is not None and "OpenGL" in sys.modules and os.environ.get("PYOPENGL_PLATFORM") != backend:
+        return None  # PyOpenGL is bound to another platform already: render() says so (no_gl_wrapper)
     if backend is not None:
         os.environ["MUJOCO_GL"] = backend
         os.environ.setdefault("PYOPENGL_PLATFORM", backend)
