@@ -153,6 +153,7 @@ def test_followed_views_record_only_new_checkpoints(run, tmp_path):
 def test_followed_views_draw_only_the_new_checkpoints_heatmap(run, tmp_path, monkeypatch):
     """After each checkpoint (--follow, a JAX loop's evaluations) the views are written again: an earlier
     checkpoint's heatmaps/step_<N>.png is drawn again only when its heatmap changed or its file is not the one drawn."""
+    import rlviz.training.views as views
     from rlviz.evaluate.failures.heatmap import FailureHeatmap
 
     data, cks, config = run
@@ -161,6 +162,8 @@ def test_followed_views_draw_only_the_new_checkpoints_heatmap(run, tmp_path, mon
     plot = FailureHeatmap.plot
     monkeypatch.setattr(FailureHeatmap, "plot", lambda self, path, **kw: (drawn.append(Path(path).name),
                                                                           plot(self, path, **kw))[1])
+    for name in ("plot_timeline", "plot_timeline_heatmaps", "write_timeline_report"):  # (drawn every time: not here)
+        monkeypatch.setattr(views, name, lambda *a, **kw: None)
     write_views(tmp_path, {**data, "checkpoints": data["checkpoints"][:2], "regressions": []}, cks[:2], config)
     first = tmp_path / "heatmaps" / f"step_{STEPS[0]}.png"
     pixels = np.asarray(Image.open(first))
