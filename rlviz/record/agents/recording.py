@@ -132,10 +132,12 @@ class AgentsRecording(RecorderBase):
 
     # -- inside -----------------------------------------------------------------------------------
     def _end(self, terminated: bool, truncated: bool) -> None:
-        video, self._video = self._video, None
-        if video is None:
+        if self._video is None:
             raise UsageError("stop_recording() was called, but no video is being recorded; check env.recording.")
-        with self.finishing():  # a Ctrl-C here waits until the ended episode is handed to the writer
+        # a Ctrl-C here waits until the ended episode is handed to the writer; one before it is held finds the video
+        # still the recorder's (written at exit when its episode ended)
+        with self.finishing():
+            video, self._video = self._video, None
             path = video.finish(terminated, truncated)
         if not video.panels:
             self.wait()  # frames only: the file is complete when the video is, as PettingZoo's
