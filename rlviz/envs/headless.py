@@ -7,8 +7,8 @@ OSMesa is the way out). So before the first MuJoCo env is made (and only with no
 the user's), :func:`choose_gl` probes EGL with ``ctypes`` (``eglInitialize`` on its devices, as ``mujoco.egl``
 opens them, or the default display: nothing is imported into PyOpenGL), then OSMesa (its library loads), and sets
 ``MUJOCO_GL`` and ``PYOPENGL_PLATFORM`` to the first that works; worker processes inherit them. When neither works
-(or PyOpenGL was bound to another platform first), :func:`no_gl_wrapper` turns a failing ``render()`` into one line naming the system
-packages (rollouts without frames still run).
+(or PyOpenGL was bound to another platform first), :func:`no_gl_wrapper` turns a failing ``render()`` into one line
+naming the system packages (rollouts without frames still run).
 """
 
 from __future__ import annotations
