@@ -276,6 +276,15 @@ def test_ctrl_c_between_an_episode_end_and_the_next_reset_keeps_its_frames_only_
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(SPOOL_PREFIX)]
 
 
+#: the end of the PettingZoo Ctrl-C scripts: two 5-step episodes of their ``Game``, frames only
+_TWO_EPISODES = textwrap.dedent('''
+    env = RecordParallelEpisode(Game(3, leave=None, length=5), sys.argv[1], episode_trigger=lambda k: True)
+    for k in range(2):
+        env.reset(seed=k)
+        while env.agents:
+            env.step({a: 1 for a in env.agents})
+''')
+
 CTRL_C_INSIDE_RESET = textwrap.dedent('''
     import os, signal, sys
     from _marl_envs import Tag
@@ -288,12 +297,8 @@ CTRL_C_INSIDE_RESET = textwrap.dedent('''
                 os.kill(os.getpid(), signal.SIGINT)
             return out
 
-    env = RecordParallelEpisode(Interrupted(3, leave=None, length=5), sys.argv[1], episode_trigger=lambda k: True)
-    for k in range(2):
-        env.reset(seed=k)
-        while env.agents:
-            env.step({a: 1 for a in env.agents})
-''')
+    Game = Interrupted
+''') + _TWO_EPISODES
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pettingzoo") is None, reason="PettingZoo is not installed")
@@ -329,12 +334,8 @@ CTRL_C_AS_THE_VIDEO_FINISHES = textwrap.dedent('''
         return finishing(self)
 
     RecorderBase.finishing = ctrl_c_first
-    env = RecordParallelEpisode(Tag(3, leave=None, length=5), sys.argv[1], episode_trigger=lambda k: True)
-    for k in range(2):
-        env.reset(seed=k)
-        while env.agents:
-            env.step({a: 1 for a in env.agents})
-''')
+    Game = Tag
+''') + _TWO_EPISODES
 
 
 @pytest.mark.skipif(importlib.util.find_spec("pettingzoo") is None, reason="PettingZoo is not installed")
