@@ -51,11 +51,17 @@ def serving(run: Path, **options: Any) -> Iterator[SimpleNamespace]:
     port = server.server_port
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    before = set(threading.enumerate())
     try:
         yield SimpleNamespace(base=f"http://127.0.0.1:{port}", port=port, cache=cache, index=index)
     finally:
         server.shutdown()
         server.server_close()
+        # (the first /api/run starts loading the agents in a daemon thread: it ends here, not in the next test,
+        # whose reads of files it would otherwise join; the render threads wait on their queue and read nothing)
+        for t in set(threading.enumerate()) - before:
+            if t.name == "rlviz-explore-warm":
+                t.join(300)
 
 
 def wait_until(check: Any, timeout: float = 300.0, every: float = 0.1) -> Any:
