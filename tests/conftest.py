@@ -33,10 +33,10 @@ def pytest_configure(config):
 
 def _bytecode_once() -> None:
     """rlviz's modules compiled to bytecode once, before the workers start, where ``PYTHONDONTWRITEBYTECODE`` is set
-    (as on the project's CI machine): without it no interpreter writes the ``.pyc`` files, so each of the ~250 the
-    suite starts (the workers, the CLI and ``python -c`` subprocesses, Ray's workers, fresh-interpreter import
-    checks) compiled the ~160 rlviz modules it imports from source again, 0.5-1 CPU-s each (an import of the CLI's
-    render path: 2.1-2.3 s with the files, 2.6-3.5 s without). The setting stops writing, not reading: the files
+    (as on this machine): without it no interpreter writes the ``.pyc`` files, so each of the ~240 Python processes
+    the suite starts (the workers, the CLI and ``python -c`` subprocesses, Ray's workers, fresh-interpreter import
+    checks) compiled the rlviz modules it imports from source again (an import of the CLI's render path, 160
+    modules: 1.9-2.0 CPU-s with the files against 2.2-2.3 s without). The setting stops writing, not reading: the files
     written here (``rlviz/**/__pycache__``, what any import writes where the setting is unset; git ignores them)
     are read by every process. The tests' own modules are left to pytest, which rewrites their asserts."""
     if not sys.dont_write_bytecode:
