@@ -298,3 +298,47 @@ def test_frames_converted_to_yuv_here_decode_as_ffmpegs_own_conversion(tmp_path)
         assert np.abs(got - np.stack(frames)).mean() < 3.0
     diff = np.abs(decoded[True] - decoded[False])
     assert diff.mean() < 1.0 and diff[-1].mean() < 1.5  # the same colours as ffmpeg's conversion, within a level
+
+
+def _busy_frames(w: int, h: int, n: int) -> list[np.ndarray]:
+    """Frames with motion, edges and scattered dots: what makes libx264's frame threads decide differently."""
+    rng = np.random.default_rng(0)
+    out = []
+    for t in range(n):
+        f = np.full((h, w, 3), 30, np.uint8)
+        x = (t * 7) % (w - 40)
+        f[h // 4:h // 4 + 40, x:x + 40] = (200, 50, 50)
+        f[:, w // 2:] = np.clip(np.arange(w - w // 2)[None, :, None] * 0.5 + t % 50, 0, 255).astype(np.uint8)
+        f[(h // 8 + 3 * t) % h, w // 2:] = 255
+        f[rng.integers(0, h, 50), rng.integers(0, w, 50)] = 255
+        out.append(f)
+    return out
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="CPU affinity is Linux's")
+def test_a_videos_pixels_do_not_depend_on_the_machines_cores(tmp_path):
+    """The same frames written by a process that may use one core and by one that may use every core decode to the
+    same pixels. libx264 left to pick its threads picks them from the cores it may use (ffmpeg inherits the writing
+    thread's affinity): 1 thread on one core, 3 on two, where these 880x480 frames decode to other pixels; rlviz
+    fixes the count (rlviz.media.video.x264_threads)."""
+    from rlviz.media.video import X264_THREADS, x264_threads
+
+    assert [x264_threads(h) for h in (32, 48, 64, 80, 96, 480, 2160)] == [1, 1, 2, 2, 3, 3, X264_THREADS]
+    frames = _busy_frames(880, 480, 60)
+
+    def write(name: str, cpus: set[int]) -> np.ndarray:
+        before = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, cpus)  # (this thread's: the ffmpeg it starts inherits it)
+        try:
+            with VideoWriter(tmp_path / name, 20, (880, 480)) as w:
+                for f in frames:
+                    w.write(f)
+        finally:
+            os.sched_setaffinity(0, before)
+        return np.stack(list(read_video(tmp_path / name)))
+
+    every = os.sched_getaffinity(0)
+    if len(every) < 2:
+        pytest.skip("one core: nothing to compare")
+    one = write("one.mp4", {min(every)})
+    assert np.array_equal(one, write("all.mp4", every))

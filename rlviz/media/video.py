@@ -24,10 +24,24 @@ from .atomic import AtomicFile, temp_name
 from .decode import VideoInfo, probe_video, read_video
 from .ffmpeg import ErrorLog, ffmpeg_exe, stop
 
-__all__ = ["Encoding", "VideoWriter", "VideoInfo", "probe_video", "read_video", "partial_path", "PRESETS", "concat_videos"]
+__all__ = ["Encoding", "VideoWriter", "VideoInfo", "probe_video", "read_video", "partial_path", "PRESETS", "X264_THREADS",
+           "concat_videos", "x264_threads"]
 
 #: libx264 presets, fastest first.
 PRESETS = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower", "veryslow")
+
+#: libx264's frame threads per video, fixed so that a video's pixels do not depend on the machine. Left to x264
+#: ("auto": 1.5 per core), the count follows the cores, and frame threads change the encoder's decisions: the same
+#: 880x480 frames decoded to other pixels when encoded with 6, 8, 16 or 24 threads (what a machine of 4 cores or more
+#: picks) than with the 3 of a 2-core machine. 3 is x264's own choice on 2 cores, the one every earlier rlviz video
+#: made on 2 cores was encoded with (the releases' reference outputs among them): those stay the same, pixel for pixel.
+X264_THREADS = 3
+
+
+def x264_threads(height: int) -> int:
+    """The frame threads for a video ``height`` pixels tall: :data:`X264_THREADS`, capped as x264 caps its own choice
+    (two rows of 16-pixel macroblocks per thread at least), so the count is the one x264 picks on 2 cores."""
+    return max(1, min(X264_THREADS, (int(height) + 15) // 16 // 2))
 
 
 def partial_path(path: str | os.PathLike) -> Path:
@@ -121,7 +135,7 @@ class VideoWriter:
             "-hide_banner", "-loglevel", "error", "-y",
             "-f", "rawvideo", "-pix_fmt", "yuv420p" if self.yuv else "rgb24", "-s", f"{w}x{h}", "-r", str(rate), "-i", "-",
             "-an", "-c:v", "libx264", "-pix_fmt", "yuv420p", "-preset", self.preset, "-crf", str(self.crf),
-            "-movflags", "+faststart", "-f", "mp4", str(self.partial),
+            "-threads", str(x264_threads(h)), "-movflags", "+faststart", "-f", "mp4", str(self.partial),
         ]  # fmt: skip
 
     # -- lifecycle --------------------------------------------------------------------------
